@@ -1,0 +1,208 @@
+#include "generator/kernel_spec.h"
+
+#include <algorithm>
+#include <charconv>
+#include <span>
+
+#include "cpgen/error.h"
+
+namespace cpgen {
+namespace {
+
+template <typename T>
+bool contains(std::span<const T> values, T value) {
+  return std::find(values.begin(), values.end(), value) != values.end();
+}
+
+std::string join(std::span<const int> values) {
+  std::string out;
+  for (int v : values) out += (out.empty() ? "" : ", ") + std::to_string(v);
+  return out;
+}
+
+void check_field(std::string_view field, int value, std::span<const int> allowed,
+                 std::string_view where) {
+  if (contains(allowed, value)) return;
+  std::string msg = std::string(field) + " " + std::to_string(value) + " is not supported";
+  if (!where.empty()) msg += " in '" + std::string(where) + "'";
+  throw_bad_input(msg + "; allowed: " + join(allowed));
+}
+
+void validate_fields(const KernelSpec& s, std::string_view where) {
+  check_field("head_dim", s.head_dim, kSupportedHeadDims, where);
+  check_field("gqa_group", s.gqa_group, kSupportedGqaGroups, where);
+  check_field("block_m", s.block_m, kSupportedBlockM, where);
+  check_field("block_n", s.block_n, kSupportedBlockN, where);
+  check_field("warps", s.warps, kSupportedWarps, where);
+  check_field("stages", s.stages, kSupportedStages, where);
+  // Each warp owns whole 16-row MMA tiles of the query block.
+  if (s.block_m % (16 * s.warps) != 0) {
+    std::string msg = "block_m " + std::to_string(s.block_m) + " is not a multiple of 16 * warps (" +
+                      std::to_string(16 * s.warps) + ")";
+    if (!where.empty()) msg += " in '" + std::string(where) + "'";
+    throw_bad_input(msg + "; each warp computes whole 16-row MMA tiles");
+  }
+}
+
+// Splits "ring_fwd_bf16_hd128_causal_gqa4_bm128_bn64_w4_s2" at '_'.
+std::vector<std::string_view> split(std::string_view text) {
+  std::vector<std::string_view> parts;
+  size_t start = 0;
+  while (true) {
+    size_t end = text.find('_', start);
+    parts.push_back(text.substr(start, end == std::string_view::npos ? end : end - start));
+    if (end == std::string_view::npos) break;
+    start = end + 1;
+  }
+  return parts;
+}
+
+// Reads "<prefix><decimal>" exactly: no sign, no leading zeros, no trailing characters.
+int parse_prefixed(std::string_view part, std::string_view prefix, std::string_view field,
+                   std::string_view uri) {
+  auto fail = [&]() -> int {
+    throw_bad_input("field " + std::string(field) + " in '" + std::string(uri) + "' must read '" +
+                    std::string(prefix) + "<number>', got '" + std::string(part) + "'");
+  };
+  if (part.size() <= prefix.size() || part.substr(0, prefix.size()) != prefix) return fail();
+  std::string_view digits = part.substr(prefix.size());
+  if (digits.size() > 1 && digits[0] == '0') return fail();
+  int value = 0;
+  auto [ptr, ec] = std::from_chars(digits.data(), digits.data() + digits.size(), value);
+  if (ec != std::errc() || ptr != digits.data() + digits.size()) return fail();
+  return value;
+}
+
+}  // namespace
+
+std::string KernelSpec::uri() const {
+  std::string out = "ring_fwd_";
+  out += dtype_name(dtype);
+  out += "_hd" + std::to_string(head_dim);
+  out += causal ? "_causal" : "_full";
+  out += "_gqa" + std::to_string(gqa_group);
+  out += "_bm" + std::to_string(block_m) + "_bn" + std::to_string(block_n);
+  out += "_w" + std::to_string(warps) + "_s" + std::to_string(stages);
+  return out;
+}
+
+KernelSpec KernelSpec::parse(std::string_view uri) {
+  const std::string u(uri);
+  auto parts = split(uri);
+  if (parts.size() != 10 || parts[0] != "ring") {
+    throw_bad_input("kernel URI '" + u +
+                    "' is malformed; expected ring_fwd_<bf16|fp16>_hd<N>_<causal|full>_gqa<N>_bm<N>_bn<N>_w<N>_s<N>");
+  }
+  KernelSpec s;
+  if (parts[1] != "fwd") {
+    throw_bad_input("kind '" + std::string(parts[1]) + "' in '" + u + "' is not supported; allowed: fwd");
+  }
+  s.kind = KernelKind::kForwardStep;
+  if (parts[2] == "bf16") {
+    s.dtype = Dtype::kBf16;
+  } else if (parts[2] == "fp16") {
+    s.dtype = Dtype::kFp16;
+  } else {
+    throw_bad_input("dtype '" + std::string(parts[2]) + "' in '" + u + "' is not supported; allowed: bf16, fp16");
+  }
+  s.head_dim = parse_prefixed(parts[3], "hd", "head_dim", uri);
+  if (parts[4] == "causal") {
+    s.causal = true;
+  } else if (parts[4] == "full") {
+    s.causal = false;
+  } else {
+    throw_bad_input("mask '" + std::string(parts[4]) + "' in '" + u + "' is not supported; allowed: causal, full");
+  }
+  s.gqa_group = parse_prefixed(parts[5], "gqa", "gqa_group", uri);
+  s.block_m = parse_prefixed(parts[6], "bm", "block_m", uri);
+  s.block_n = parse_prefixed(parts[7], "bn", "block_n", uri);
+  s.warps = parse_prefixed(parts[8], "w", "warps", uri);
+  s.stages = parse_prefixed(parts[9], "s", "stages", uri);
+  validate_fields(s, uri);
+  return s;
+}
+
+void KernelSpec::validate() const { validate_fields(*this, uri()); }
+
+KernelSpec KernelSpec::default_for(Dtype dtype, int head_dim, bool causal, int gqa_group) {
+  KernelSpec s;
+  s.dtype = dtype;
+  s.head_dim = head_dim;
+  s.causal = causal;
+  s.gqa_group = gqa_group;
+  // Documented defaults (README, "Default configs"): 128x64 tiles with 4 warps up to head dim
+  // 128; head dim 256 halves BLOCK_M so that the fp32 output accumulator fits in registers.
+  s.block_m = head_dim <= 128 ? 128 : 64;
+  s.block_n = 64;
+  s.warps = 4;
+  s.stages = 2;
+  s.validate();
+  return s;
+}
+
+std::vector<KernelSpec> KernelSpec::all_defaults() {
+  std::vector<KernelSpec> specs;
+  for (Dtype dtype : kSupportedDtypes)
+    for (int hd : kSupportedHeadDims)
+      for (bool causal : {false, true})
+        for (int group : kSupportedGqaGroups) specs.push_back(default_for(dtype, hd, causal, group));
+  return specs;
+}
+
+std::vector<KernelSpec> KernelSpec::candidates_for(Dtype dtype, int head_dim, bool causal,
+                                                   int gqa_group) {
+  std::vector<KernelSpec> specs;
+  for (int bm : {64, 128})
+    for (int bn : {32, 64, 128})
+      for (int warps : {4, 8})
+        for (int stages : {2, 3}) {
+          if (bm % (16 * warps) != 0) continue;
+          KernelSpec s = default_for(dtype, head_dim, causal, gqa_group);
+          s.block_m = bm;
+          s.block_n = bn;
+          s.warps = warps;
+          s.stages = stages;
+          specs.push_back(s);
+        }
+  return specs;
+}
+
+void validate_arch(std::string_view arch) {
+  if (contains(std::span<const std::string_view>(kSupportedArchs), arch)) return;
+  throw_bad_input("arch '" + std::string(arch) + "' is not supported; allowed: sm_80, sm_90, sm_90a");
+}
+
+int shared_memory_limit(std::string_view arch) {
+  validate_arch(arch);
+  // Per-block opt-in maximum of dynamic shared memory: 163 KB on A100, 227 KB on H100/H200.
+  return arch == "sm_80" ? 166912 : 232448;
+}
+
+Feasibility check_feasibility(const KernelSpec& spec, std::string_view arch) {
+  spec.validate();
+  Feasibility f;
+  f.shared_limit = shared_memory_limit(arch);
+  const int elem = dtype_bytes(spec.dtype);
+  // Q tile once, K and V tiles per pipeline stage (templates/traits.cuh, kSharedBytes).
+  f.shared_bytes = spec.block_m * spec.head_dim * elem + spec.stages * 2 * spec.block_n * spec.head_dim * elem;
+  // fp32 accumulators per thread: output (rows_per_warp x head_dim) and scores
+  // (rows_per_warp x block_n), spread over the 32 lanes, plus fragments and indexing.
+  const int rows_per_warp = spec.block_m / spec.warps;
+  const int out_regs = rows_per_warp * spec.head_dim / 32;
+  const int score_regs = rows_per_warp * spec.block_n / 32;
+  f.register_estimate = out_regs + score_regs + 48;
+  if (f.shared_bytes > f.shared_limit) {
+    f.reason = "needs " + std::to_string(f.shared_bytes) + " bytes of shared memory; " +
+               std::string(arch) + " allows " + std::to_string(f.shared_limit);
+  } else if (f.register_estimate > 255) {
+    f.reason = "needs about " + std::to_string(f.register_estimate) +
+               " registers per thread; the limit is 255";
+  } else if (spec.block_m / spec.gqa_group < 1 || spec.block_m % spec.gqa_group != 0) {
+    f.reason = "block_m " + std::to_string(spec.block_m) + " does not hold whole GQA groups of " +
+               std::to_string(spec.gqa_group);
+  }
+  f.feasible = f.reason.empty();
+  return f;
+}
+
+}  // namespace cpgen

@@ -1,0 +1,71 @@
+// KernelSpec: every parameter a ring-step kernel is specialized on, its canonical name (URI),
+// the exact inverse parser, validation with clear errors, and the feasibility model that rejects
+// configs which cannot fit the target before anything is compiled.
+#pragma once
+
+#include <optional>
+#include <string>
+#include <string_view>
+#include <vector>
+
+#include "cpgen/types.h"
+
+namespace cpgen {
+
+enum class KernelKind { kForwardStep };
+
+// Supported values, as data. The generator, the parser, the tuner and the tests all read these.
+inline constexpr int kSupportedHeadDims[] = {64, 96, 128, 256};
+inline constexpr int kSupportedGqaGroups[] = {1, 2, 4, 8, 16};
+inline constexpr int kSupportedBlockM[] = {32, 64, 128, 256};
+inline constexpr int kSupportedBlockN[] = {32, 64, 128, 256};
+inline constexpr int kSupportedWarps[] = {1, 2, 4, 8, 16};
+inline constexpr int kSupportedStages[] = {1, 2, 3, 4};
+inline constexpr Dtype kSupportedDtypes[] = {Dtype::kBf16, Dtype::kFp16};
+inline constexpr std::string_view kSupportedArchs[] = {"sm_80", "sm_90", "sm_90a"};
+
+struct KernelSpec {
+  KernelKind kind = KernelKind::kForwardStep;
+  Dtype dtype = Dtype::kBf16;
+  int head_dim = 128;
+  bool causal = true;
+  int gqa_group = 1;   // query heads per kv head served by one CTA
+  int block_m = 128;   // rows of the packed (position, group head) query tile per CTA
+  int block_n = 64;    // keys per K/V tile
+  int warps = 4;
+  int stages = 2;      // cp.async pipeline depth for K/V tiles
+
+  // e.g. ring_fwd_bf16_hd128_causal_gqa4_bm128_bn64_w4_s2 (non-causal: "full")
+  std::string uri() const;
+  // Exact inverse of uri(); throws Error(kBadInput) naming the bad field and the allowed values.
+  static KernelSpec parse(std::string_view uri);
+  // Throws Error(kBadInput) when a field holds an unsupported value.
+  void validate() const;
+
+  // The documented default tile config for a (dtype, head dim, causal, group) combination.
+  static KernelSpec default_for(Dtype dtype, int head_dim, bool causal, int gqa_group);
+  // Every supported (dtype, head dim, causal, group) combination with its default config.
+  static std::vector<KernelSpec> all_defaults();
+  // The tile configs worth trying for one combination (the tuner prunes them further).
+  static std::vector<KernelSpec> candidates_for(Dtype dtype, int head_dim, bool causal, int gqa_group);
+
+  int threads() const { return warps * 32; }
+  bool operator==(const KernelSpec&) const = default;
+};
+
+// What the feasibility model predicts for a spec on an arch.
+struct Feasibility {
+  bool feasible = false;
+  std::string reason;          // empty when feasible; otherwise one line saying what does not fit
+  int shared_bytes = 0;        // dynamic shared memory the kernel asks for
+  int shared_limit = 0;        // the arch's per-block opt-in limit
+  int register_estimate = 0;   // per thread
+};
+
+// The model mirrors the template's traits (templates/traits.cuh): the same byte counts and
+// divisibility rules, checked before compiling so the tuner never spends NVRTC time on them.
+Feasibility check_feasibility(const KernelSpec& spec, std::string_view arch);
+int shared_memory_limit(std::string_view arch);  // throws kBadInput for an unsupported arch
+void validate_arch(std::string_view arch);
+
+}  // namespace cpgen

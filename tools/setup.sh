@@ -1,0 +1,46 @@
+# Sourced by run.sh and test.sh: installs missing Debian packages and builds into build/.
+# Everything the build needs is installed here, so a fresh clone goes green with these scripts alone.
+set -euo pipefail
+CPGEN_ROOT=$(cd "$(dirname "${BASH_SOURCE[0]}")/.." && pwd)
+BUILD_DIR=${CPGEN_BUILD_DIR:-$CPGEN_ROOT/build}
+
+cpgen_find_cuda() {
+  if ! command -v nvcc >/dev/null 2>&1; then
+    for d in /usr/local/cuda/bin /usr/local/cuda-*/bin; do
+      [ -x "$d/nvcc" ] && export PATH="$d:$PATH" && break
+    done
+  fi
+  if ! command -v nvcc >/dev/null 2>&1; then
+    echo "cpgen: the CUDA toolkit (nvcc, NVRTC, NCCL) was not found; install CUDA 12 or 13 and put nvcc on PATH" >&2
+    exit 1
+  fi
+}
+
+cpgen_install_packages() {
+  local need=()
+  local pkg
+  for pkg in cmake g++ make libsqlite3-dev nlohmann-json3-dev libgtest-dev libcli11-dev python3; do
+    dpkg-query -W -f='${Status}' "$pkg" 2>/dev/null | grep -q "install ok installed" || need+=("$pkg")
+  done
+  [ ${#need[@]} -eq 0 ] && return 0
+  if [ "$(id -u)" -ne 0 ]; then
+    echo "cpgen: missing Debian packages: ${need[*]} (run as root or install them)" >&2
+    exit 1
+  fi
+  echo "cpgen: installing ${need[*]}" >&2
+  apt-get update -qq >&2
+  DEBIAN_FRONTEND=noninteractive apt-get install -y -qq "${need[@]}" >&2
+}
+
+cpgen_build() {
+  local jobs
+  jobs=$(nproc 2>/dev/null || echo 2)
+  if [ ! -f "$BUILD_DIR/CMakeCache.txt" ]; then
+    cmake -S "$CPGEN_ROOT" -B "$BUILD_DIR" -DCMAKE_BUILD_TYPE=RelWithDebInfo >&2
+  fi
+  cmake --build "$BUILD_DIR" -j "$jobs" >&2
+}
+
+cpgen_find_cuda
+if command -v dpkg-query >/dev/null 2>&1; then cpgen_install_packages; fi
+cpgen_build
