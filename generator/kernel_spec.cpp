@@ -151,19 +151,20 @@ std::vector<KernelSpec> KernelSpec::all_defaults() {
 
 std::vector<KernelSpec> KernelSpec::candidates_for(Dtype dtype, int head_dim, bool causal,
                                                    int gqa_group) {
+  // The configs `cpgen compile --all` checks for every combination; the tuner widens this set.
+  struct Tile { int bm, bn, warps, stages; };
+  static constexpr Tile kTiles[] = {
+      {128, 64, 4, 2}, {128, 64, 4, 3}, {128, 128, 4, 2}, {128, 64, 8, 2}, {128, 128, 8, 2},
+      {64, 64, 4, 2},  {64, 64, 4, 3},  {64, 128, 4, 2},  {128, 32, 4, 2}, {64, 32, 4, 3}};
   std::vector<KernelSpec> specs;
-  for (int bm : {64, 128})
-    for (int bn : {32, 64, 128})
-      for (int warps : {4, 8})
-        for (int stages : {2, 3}) {
-          if (bm % (16 * warps) != 0) continue;
-          KernelSpec s = default_for(dtype, head_dim, causal, gqa_group);
-          s.block_m = bm;
-          s.block_n = bn;
-          s.warps = warps;
-          s.stages = stages;
-          specs.push_back(s);
-        }
+  for (const Tile& t : kTiles) {
+    KernelSpec s = default_for(dtype, head_dim, causal, gqa_group);
+    s.block_m = t.bm;
+    s.block_n = t.bn;
+    s.warps = t.warps;
+    s.stages = t.stages;
+    specs.push_back(s);
+  }
   return specs;
 }
 
