@@ -60,7 +60,7 @@ std::string join(std::span<const int> values) {
 
 // What a JSON value is, for "got ..." in messages; never the value itself when it may be large.
 std::string describe(const Json& value) {
-  if (value.is_number_float()) return "the non-integer number " + value.dump();
+  if (value.is_number_float()) return value.dump();
   if (value.is_number_unsigned()) return std::to_string(value.get<uint64_t>());
   if (value.is_number_integer()) return std::to_string(value.get<int64_t>());
   if (value.is_string()) return "the string " + in_quotes(value.get_ref<const std::string&>(), 40);
@@ -331,8 +331,16 @@ Json parse_json(const std::string& text, const std::string& source) {
     const size_t offset = e.byte == 0 ? 0 : e.byte - 1;
     throw_bad_input(source + ": not valid JSON at " + line_column(text, offset) + ": " + parse_reason(e.what()));
   } catch (const Json::exception& e) {
-    // out_of_range.406: a number literal beyond double range (1e400).
-    throw_bad_input(source + ": not valid JSON: " + parse_reason(e.what()));
+    // out_of_range.406, "number overflow parsing '1e400'", carries no position: find the literal.
+    const std::string what = e.what();
+    std::string where;
+    const size_t open = what.find("parsing '");
+    const size_t close = open == std::string::npos ? open : what.find('\'', open + 9);
+    if (close != std::string::npos) {
+      const size_t at = text.find(what.substr(open + 9, close - open - 9));
+      if (at != std::string::npos) where = " at " + line_column(text, at);
+    }
+    throw_bad_input(source + ": not valid JSON" + where + ": " + parse_reason(what));
   }
 }
 
