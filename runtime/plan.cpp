@@ -2,6 +2,7 @@
 
 #include <algorithm>
 #include <cmath>
+#include <cstdio>
 #include <limits>
 
 #include "cpgen/error.h"
@@ -68,7 +69,8 @@ SchemePlan plan_scheme(const Problem& problem, Scheme scheme, const KernelSpec& 
   plan.mean_rank_flops = total / n;
   plan.work_imbalance = plan.mean_rank_flops > 0 ? plan.busiest_rank_flops / plan.mean_rank_flops : 1.0;
 
-  // Bounded by validate_problem: C <= 4 * 2^48 and (N - 1) * N * C <= 2^20 * 2^50 < 2^63.
+  // validate_problem bounds batch * heads * seq_len * head_dim by 2^48, so C <= 2^50 / N and
+  // N * (N - 1) * C < N * 2^50 <= 2^60: no int64 overflow.
   const int64_t chunk = kv_chunk_bytes(p);
   const int64_t transfers = p.cp_size - 1;
   plan.bytes_per_step = transfers > 0 ? chunk : 0;

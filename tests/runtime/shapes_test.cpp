@@ -7,6 +7,7 @@
 #include <fstream>
 #include <initializer_list>
 #include <map>
+#include <random>
 #include <string>
 #include <unistd.h>
 #include <utility>
@@ -318,6 +319,38 @@ TEST(Shapes, NamesTheShapeByIndexAndName) {
                   {"shapes[1] (\"second\"): head_dim 80"});
   expect_rejected(R"({"shapes": [)" + ok + R"(, {"q_heads": 8, "kv_heads": 8, "head_dim": 64, "seq_len": 64, "cp_size": 2, "dtype": "bf16", "causal": 0}]})",
                   {"shapes[1]: causal must be true or false"});
+}
+
+// Whatever bytes arrive, the parser either returns valid problems or throws one-line bad input:
+// no other exception, no crash. Deterministic mutations of a valid file (flips, inserts, cuts).
+TEST(Shapes, SurvivesRandomMutations) {
+  const std::string valid = shapes_text({{"softmax_scale", "0.125"}});
+  std::mt19937 rng(20261121);
+  int accepted = 0, rejected = 0;
+  for (int round = 0; round < 3000; ++round) {
+    std::string text = valid;
+    const int edits = 1 + static_cast<int>(rng() % 4);
+    for (int e = 0; e < edits && !text.empty(); ++e) {
+      const size_t at = rng() % text.size();
+      switch (rng() % 4) {
+        case 0: text[at] = static_cast<char>(rng() % 256); break;
+        case 1: text.insert(at, 1, "{}[]\",:0-.e9\x00"[rng() % 14]); break;
+        case 2: text.erase(at, 1 + rng() % 8); break;
+        case 3: text.resize(at); break;
+      }
+    }
+    try {
+      for (const Problem& p : parse_shapes_json(text, "fuzz")) EXPECT_NO_THROW(validate_problem(p, "fuzz"));
+      ++accepted;
+    } catch (const Error& e) {
+      ASSERT_EQ(e.kind(), ErrorKind::kBadInput) << e.what();
+      const std::string message = e.what();
+      ASSERT_EQ(message.find('\n'), std::string::npos) << message;
+      ++rejected;
+    }
+  }
+  EXPECT_GT(rejected, 2000);
+  EXPECT_GT(accepted, 0);
 }
 
 class ShapesFile : public ::testing::Test {

@@ -171,6 +171,32 @@ TEST(CmdPlan, ReportsSchemesThatCannotSplitTheLengthAsNotApplicable) {
   EXPECT_NE(out.at("shapes")[0].at("recommended"), "zigzag");
 }
 
+TEST(CmdPlan, OneRankHasNoRatioInJson) {
+  const auto dir = std::filesystem::temp_directory_path() / ("cpgen_plan_test1_" + std::to_string(::getpid()));
+  std::filesystem::create_directories(dir);
+  const auto path = (dir / "one.json").string();
+  std::ofstream(path) << R"({"shapes": [{"q_heads": 8, "kv_heads": 2, "head_dim": 96, "seq_len": 4096,
+                              "cp_size": 1, "dtype": "fp16", "causal": true}]})";
+  const auto r = run_cli("plan --json --shapes " + path);
+  std::filesystem::remove_all(dir);
+  ASSERT_EQ(r.exit_code, 0) << r.err;
+  const auto out = nlohmann::json::parse(r.out);
+  ASSERT_EQ(out.at("entries").size(), 4u);
+  for (const auto& e : out.at("entries")) {
+    EXPECT_EQ(e.at("shape"), "shape[0]");
+    EXPECT_TRUE(e.at("compute_comm_ratio").is_null()) << "nothing travels with one rank";
+    EXPECT_EQ(e.at("bytes_total").get<int64_t>(), 0);
+    EXPECT_TRUE(e.at("comm_hidden").get<bool>());
+  }
+}
+
+TEST(CmdPlan, HelpStatesTheUnits) {
+  const auto r = run_cli("plan --help");
+  EXPECT_EQ(r.exit_code, 0);
+  EXPECT_NE(r.out.find("GB/s"), std::string::npos) << r.out;
+  EXPECT_NE(r.out.find("TFLOP/s"), std::string::npos) << r.out;
+}
+
 TEST(CmdPlan, TablePlansEveryExample) {
   for (const auto& entry : std::filesystem::directory_iterator(kSource + "/examples/shapes")) {
     SCOPED_TRACE(entry.path().string());
