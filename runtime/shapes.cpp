@@ -134,7 +134,7 @@ class ShapeReader {
     fail(field, describe(value) + " is not supported; allowed: " + list);
   }
 
-  const std::string& string(const Json& value, std::string_view field, std::string_view allowed) const {
+  const std::string& text(const Json& value, std::string_view field, std::string_view allowed) const {
     if (!value.is_string()) fail(field, "must be a string (" + std::string(allowed) + "), got " + describe(value));
     return value.get_ref<const std::string&>();
   }
@@ -166,7 +166,7 @@ Problem read_shape(const Json& entry, size_t index, const std::string& source) {
   p.name = "shape[" + std::to_string(index) + "]";
   // The name comes first so that every later message can use it.
   if (auto it = entry.find("name"); it != entry.end()) {
-    const std::string& name = reader.string(*it, "name", "1 to 100 printable ASCII characters");
+    const std::string& name = reader.text(*it, "name", "1 to 100 printable ASCII characters");
     if (name.empty() || name.size() > kMaxShapeNameLength || !is_printable_ascii(name)) {
       reader.fail("name", "must be 1 to " + std::to_string(kMaxShapeNameLength) +
                               " printable ASCII characters, got " + in_quotes(name));
@@ -195,7 +195,7 @@ Problem read_shape(const Json& entry, size_t index, const std::string& source) {
   p.seq_len = reader.integer(entry.at("seq_len"), "seq_len", 1, kMaxShapeSeqLen);
   p.cp_size = reader.integer(entry.at("cp_size"), "cp_size", 1, kMaxShapeCpSize);
 
-  const std::string& dtype = reader.string(entry.at("dtype"), "dtype", "bf16 or fp16");
+  const std::string& dtype = reader.text(entry.at("dtype"), "dtype", "bf16 or fp16");
   try {
     p.dtype = parse_dtype(dtype);
   } catch (const Error&) {
@@ -204,9 +204,10 @@ Problem read_shape(const Json& entry, size_t index, const std::string& source) {
   p.causal = reader.boolean(entry.at("causal"), "causal");
 
   p.scheme = p.causal ? Scheme::kZigzag : Scheme::kContiguous;
+  const bool scheme_given = entry.contains("scheme");
   if (auto it = entry.find("scheme"); it != entry.end()) {
     constexpr std::string_view kSchemes = "contiguous, zigzag, zigzag-token, striped";
-    const std::string& scheme = reader.string(*it, "scheme", kSchemes);
+    const std::string& scheme = reader.text(*it, "scheme", kSchemes);
     try {
       p.scheme = parse_scheme(scheme);
     } catch (const Error&) {
@@ -225,6 +226,17 @@ Problem read_shape(const Json& entry, size_t index, const std::string& source) {
     p.softmax_scale = scale;
   }
 
+  if (!scheme_given) {
+    // The user never named a scheme, so say where the requirement came from.
+    try {
+      check_partitionable(p.scheme, p.seq_len, static_cast<int>(p.cp_size));
+    } catch (const Error& e) {
+      if (e.kind() != ErrorKind::kBadInput) throw;
+      reader.fail("seq_len", std::to_string(p.seq_len) + " cannot be split by the default scheme " +
+                                 std::string(scheme_name(p.scheme)) + " over cp_size " + std::to_string(p.cp_size) +
+                                 ": " + printable(e.what(), 200) + "; set \"scheme\" to choose another");
+    }
+  }
   validate_problem(p, reader.where());
   return p;
 }

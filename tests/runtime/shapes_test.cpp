@@ -250,6 +250,11 @@ TEST(Shapes, RejectsLengthsTheSchemeCannotSplit) {
   expect_field_rejected({{"seq_len", "1001"}, {"scheme", "\"contiguous\""}},
                         {"seq_len 1001 cannot be split by scheme contiguous over cp_size 8"});
   expect_field_rejected({{"seq_len", "4"}, {"cp_size", "8"}, {"scheme", "\"striped\""}}, {"seq_len 4", "striped"});
+  // Without a scheme the default applies, and the message says so.
+  expect_field_rejected({{"seq_len", "24"}, {"scheme", "<drop>"}},
+                        {"seq_len 24 cannot be split by the default scheme zigzag over cp_size 8",
+                         "set \"scheme\" to choose another"});
+  EXPECT_EQ(parse_shapes_json(shapes_text({{"seq_len", "24"}, {"scheme", "\"contiguous\""}}), "t")[0].seq_len, 24);
 }
 
 TEST(Shapes, RejectsProblemsBeyondTwoToThe48Elements) {
