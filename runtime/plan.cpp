@@ -94,7 +94,7 @@ ShapePlan plan_shape(const Problem& problem, const PlanRates& rates) {
   shape.problem = problem;
   shape.tile = KernelSpec::default_for(problem.dtype, static_cast<int>(problem.head_dim), problem.causal,
                                        static_cast<int>(problem.gqa_group()));
-  for (Scheme scheme : kAllSchemes) shape.schemes.push_back(plan_scheme(problem, scheme, shape.tile, rates));
+  for (Scheme scheme : kPlannedSchemes) shape.schemes.push_back(plan_scheme(problem, scheme, shape.tile, rates));
 
   double fastest = std::numeric_limits<double>::infinity();
   for (const SchemePlan& s : shape.schemes) {

@@ -65,7 +65,7 @@ struct ShapePlan {
   std::string why;                    // one sentence
 };
 
-inline constexpr Scheme kAllSchemes[] = {Scheme::kContiguous, Scheme::kZigzag, Scheme::kZigzagToken,
+inline constexpr Scheme kPlannedSchemes[] = {Scheme::kContiguous, Scheme::kZigzag, Scheme::kZigzagToken,
                                          Scheme::kStriped};
 
 // K and V of one rank's positions, in bytes.
