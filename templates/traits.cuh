@@ -38,13 +38,23 @@ struct FwdTraits {
   // computes them against every key of a tile (warps never exchange scores).
   static constexpr int kRowsPerWarp = kBlockM / kWarps;
   static constexpr int kMTiles = kRowsPerWarp / 16;
-  static constexpr int kScoreTiles = kBlockN / 8;    // n8 tiles of S = Q K^T per m-tile
   static constexpr int kOutputTiles = kHeadDim / 8;  // n8 tiles of O per m-tile
   static constexpr int kQkSteps = kHeadDim / 16;     // k16 steps of Q K^T
-  static constexpr int kPvSteps = kBlockN / 16;      // k16 steps of P V
 
-  // fp32 accumulator registers per thread (the dominant register cost).
-  static constexpr int kAccumulatorRegisters = kMTiles * (kScoreTiles + kOutputTiles) * 4;
+  // fp32 accumulators per thread are the dominant register cost: kMTiles x 4 per n8 tile of the
+  // output (head_dim / 8) and of the scores (keys / 8). A K/V tile's keys are scored in sub-tiles
+  // of kSubKeys, the largest of block_n, 32, 16 whose accumulators stay within kAccumulatorBudget:
+  // at 160 (e.g. 32 rows per warp, head dim 128, 32 keys: 2 x (16 + 4) x 4) ptxas fits the kernel
+  // in 255 registers without spills; 192 (64 keys) spilled a few bytes depending on the variant.
+  static constexpr int kAccumulatorBudget = 160;
+  static constexpr int accumulators_for(int keys) { return kMTiles * (kHeadDim / 8 + keys / 8) * 4; }
+  static constexpr int kSubKeys = accumulators_for(kBlockN) <= kAccumulatorBudget ? kBlockN
+                                  : accumulators_for(32) <= kAccumulatorBudget && kBlockN >= 32 ? 32
+                                                                                                : 16;
+  static constexpr int kSubTiles = kBlockN / kSubKeys;
+  static constexpr int kScoreTiles = kSubKeys / 8;  // n8 tiles of S = Q K^T per m-tile
+  static constexpr int kPvSteps = kSubKeys / 16;    // k16 steps of P V
+  static constexpr int kAccumulatorRegisters = accumulators_for(kSubKeys);
 
   // Shared memory: the Q tile (loaded once, re-read per k-step with ldmatrix) and kStages K and V
   // tiles, each a swizzled [rows][head_dim] array (layout.cuh).
@@ -72,8 +82,8 @@ struct FwdTraits {
   static_assert(kBlockM % kGroup == 0, "block_m must hold whole GQA groups");
   static_assert(kStages >= 1 && kStages <= 4, "1 to 4 pipeline stages");
   static_assert(kThreads <= 1024, "at most 1024 threads per CTA");
-  // Beyond ~200 accumulator registers per thread the live fragments no longer fit in 255.
-  static_assert(kAccumulatorRegisters <= 192, "fp32 accumulators do not fit in registers");
+  static_assert(kAccumulatorRegisters <= kAccumulatorBudget,
+                "the fp32 output accumulator (rows per warp x head_dim / 32) does not fit in registers");
 #if defined(__CUDA_ARCH__)
   static_assert(kSharedBytes <= shared_limit_for_arch(__CUDA_ARCH__),
                 "shared memory (Q tile + stages x K/V tiles) exceeds the arch's per-block limit");
