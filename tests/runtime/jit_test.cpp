@@ -2,6 +2,7 @@
 #include <gtest/gtest.h>
 
 #include <algorithm>
+#include <cstddef>
 #include <filesystem>
 #include <fstream>
 #include <thread>
@@ -9,6 +10,7 @@
 #include "cpgen/error.h"
 #include "generator/render.h"
 #include "runtime/jit.h"
+#include "templates/params.cuh"
 #include "temp_dir.h"
 
 namespace cpgen {
@@ -172,6 +174,20 @@ TEST(Jit, OptionsAndKeyDependOnArchButNotOnFastMath) {
   EXPECT_NE(kernel_store_key(source, "sm_90"), kernel_store_key(source, "sm_90a"));
   EXPECT_NE(kernel_store_key(source, "sm_90"), kernel_store_key(source + " ", "sm_90"));
   EXPECT_EQ(nvrtc_version_tag().rfind(nvrtc_version(), 0), 0u);
+}
+
+TEST(Jit, RingFwdParamsHasTheHostLayoutUnderNvrtc) {
+  // The host passes RingFwdParams by value, so NVRTC must lay it out exactly as g++ does; the
+  // fixed-width types come from the JIT's prelude there and from <cstdint> here. NVRTC has no
+  // offsetof; equal field sizes, total size and alignment fix the same standard layout.
+  const std::string source =
+      "#include \"cpgen/params.cuh\"\n"
+      "static_assert(sizeof(cpgen::RingFwdParams) == " + std::to_string(sizeof(RingFwdParams)) + ", \"size\");\n"
+      "static_assert(alignof(cpgen::RingFwdParams) == " + std::to_string(alignof(RingFwdParams)) + ", \"align\");\n"
+      "static_assert(sizeof(int64_t) == 8 && sizeof(uint32_t) == 4 && sizeof(int16_t) == 2 && sizeof(void*) == 8 && sizeof(float) == 4, \"widths\");\n"
+      "extern \"C\" __global__ void cpgen_layout_probe(cpgen::RingFwdParams p) { if (p.lse) *p.lse = 0.f; }\n";
+  CompiledKernel k = compile_source("cpgen_layout_probe", source, "sm_90", nullptr);
+  EXPECT_TRUE(is_elf(k.cubin));
 }
 
 TEST(Jit, ConcurrentCompilesFromThreadsAgreeWithSerialOnes) {
