@@ -9,6 +9,10 @@
 //   online softmax       log2 domain, one FMA + exp2 per score (softmax.cuh)
 //   O = O * rescale + P V   P repacked to the input type in registers, V by ldmatrix.trans
 // K/V tiles arrive through a kStages-deep cp.async pipeline; the Q tile stays in shared memory.
+//
+// Requirements on the launch beyond params.cuh: q, k, v and out 16-byte aligned and every
+// element stride of them a multiple of 8 (rows move as 16-byte cp.async chunks), o_state 8-byte
+// aligned; dynamic shared memory = FwdTraits::kSharedBytes; block = kWarps * 32 threads.
 #pragma once
 
 #include "cpgen/layout.cuh"
