@@ -71,11 +71,18 @@ testing::RingRun run_emulated(const AttentionProblem& p, const std::vector<std::
   return run;
 }
 
+enum class Split { kZigzag, kStriped };
+
 template <typename Traits>
-void check(const AttentionProblem& p, const AttentionOutput& expected, int cp_size, const std::string& what) {
+void check(const AttentionProblem& p, const AttentionOutput& expected, int cp_size, const std::string& what,
+           Split split = Split::kZigzag) {
   SCOPED_TRACE(what + ", " + std::to_string(cp_size) + " ranks");
   std::vector<std::vector<int>> ranks;
-  if (cp_size == 1) {
+  if (split == Split::kStriped) {
+    // rank r holds r, r + N, r + 2N, ...: every causal tile straddles the diagonal.
+    ranks.resize(cp_size);
+    for (int i = 0; i < p.seq_len; ++i) ranks[i % cp_size].push_back(i);
+  } else if (cp_size == 1) {
     ranks.emplace_back();
     for (int i = 0; i < p.seq_len; ++i) ranks[0].push_back(i);
   } else {
@@ -92,10 +99,10 @@ void check(const AttentionProblem& p, const AttentionOutput& expected, int cp_si
 }
 
 template <typename Traits>
-void check_random(int batch, int kv_heads, int seq_len, uint32_t seed, int cp_size) {
+void check_random(int batch, int kv_heads, int seq_len, uint32_t seed, int cp_size, Split split = Split::kZigzag) {
   AttentionProblem p = testing::random_problem(batch, kv_heads * Traits::kGroup, kv_heads, Traits::kHeadDim,
                                                seq_len, Traits::kCausal, seed);
-  check<Traits>(p, testing::reference_attention(p), cp_size, "random");
+  check<Traits>(p, testing::reference_attention(p), cp_size, "random", split);
 }
 
 using device::Bf16;
@@ -145,6 +152,11 @@ TEST(StepFwdEmulated, Bf16Hd256CausalDefault) {
 
 TEST(StepFwdEmulated, Fp16Hd64CausalGqa2ThreeStagesTwoWarps) {
   check_random<FwdTraits<Fp16, 64, 64, 32, 2, 3, true, 2>>(1, 1, 2 * 2 * 50, 5, 2);
+}
+
+// Striped positions: the mask-free prefix is empty and every tile takes the per-row key limits.
+TEST(StepFwdEmulated, Bf16Hd64CausalGqa4StripedRing) {
+  check_random<FwdTraits<Bf16, 64, 64, 32, 4, 2, true, 4>>(2, 1, 3 * 40, 9, 3, Split::kStriped);
 }
 
 TEST(StepFwdEmulated, Bf16Hd64FullOneStageEightWarps) {

@@ -16,11 +16,20 @@ namespace {
 constexpr size_t kStackBytes = 256 * 1024;
 constexpr int kSharedCapacity = 256 * 1024;
 
+// One 16-byte cp.async: copied into shared memory only when a wait_group retires its group, so a
+// kernel that reads a tile before waiting for it reads the poison the CTA started with.
+struct AsyncCopy {
+  uint32_t shared_dst;
+  unsigned char bytes[16];
+};
+
 struct Fiber {
   ucontext_t context;
   std::unique_ptr<char[]> stack;
   Dim3 thread;
   bool done = false;
+  std::vector<AsyncCopy> open_group;              // issued since the last commit
+  std::vector<std::vector<AsyncCopy>> committed;  // oldest first
 };
 
 // Threads arrive at a barrier; the last one opens it (advances the generation); the others yield
@@ -215,16 +224,26 @@ uint32_t pack_16x2(float lo, float hi, bool bf16) {
   return float_to_16(lo, bf16) | static_cast<uint32_t>(float_to_16(hi, bf16)) << 16;
 }
 
+// The source is read at issue (the kernel does not change its inputs), the destination written
+// when the group retires.
 void cp_async_16(uint32_t shared_dst, const void* global_src, bool valid) {
-  if (valid) {
-    memcpy(device::shared_storage + shared_dst, global_src, 16);
-  } else {
-    memset(device::shared_storage + shared_dst, 0, 16);
+  AsyncCopy copy{shared_dst, {}};
+  if (valid) memcpy(copy.bytes, global_src, 16);
+  g_cta->fibers[g_cta->current].open_group.push_back(copy);
+}
+void cp_async_commit() {
+  Fiber& f = g_cta->fibers[g_cta->current];
+  f.committed.push_back(std::move(f.open_group));
+  f.open_group.clear();
+}
+void cp_async_wait(int pending) {
+  Fiber& f = g_cta->fibers[g_cta->current];
+  while (static_cast<int>(f.committed.size()) > pending) {
+    for (const AsyncCopy& copy : f.committed.front())
+      memcpy(device::shared_storage + copy.shared_dst, copy.bytes, 16);
+    f.committed.erase(f.committed.begin());
   }
 }
-// Copies complete at issue, so groups are always complete.
-void cp_async_commit() {}
-void cp_async_wait(int) {}
 
 std::string launch(unsigned grid_x, unsigned grid_y, unsigned threads, int shared_bytes,
                    const std::function<void()>& body) {
@@ -246,6 +265,8 @@ std::string launch(unsigned grid_x, unsigned grid_y, unsigned threads, int share
         Fiber& f = cta.fibers[t];
         f.thread = {t, 0, 0};
         f.done = false;
+        f.open_group.clear();
+        f.committed.clear();
         getcontext(&f.context);
         f.context.uc_stack.ss_sp = f.stack.get();
         f.context.uc_stack.ss_size = kStackBytes;

@@ -1,7 +1,8 @@
 // A CPU emulator of the CUDA features the step kernel template uses, so the real template source
 // runs on a host without a GPU: every thread of a CTA is a fiber; __syncthreads, warp shuffles,
 // ldmatrix and mma.sync are collective operations implemented from their PTX definitions
-// (independently of templates/layout.cuh); cp.async copies at once. Slow (thousands of context
+// (independently of templates/layout.cuh); cp.async copies land in shared memory only when a
+// cp.async.wait_group retires their group. Slow (thousands of context
 // switches per tile), so for small problems only. Include this before any template header, in a
 // translation unit of its own: it defines __CUDACC__ and the CUDA keywords.
 #pragma once
