@@ -8,6 +8,9 @@
 #include <chrono>
 #include <filesystem>
 #include <fstream>
+#include <future>
+#include <map>
+#include <mutex>
 #include <memory>
 
 #include "cpgen/error.h"
@@ -170,9 +173,11 @@ std::string nvrtc_version_tag() {
   return tag;
 }
 
-std::string kernel_store_key(const std::string& source, std::string_view arch) {
+std::string kernel_store_key(const std::string& kernel_name, const std::string& source,
+                             std::string_view arch) {
   Sha256 h;
   h.update_field("cpgen kernel key 1");
+  h.update_field(kernel_name);
   h.update_field(source);
   h.update_field(templates_digest());
   for (const std::string& option : compile_options(arch)) h.update_field(option);
@@ -187,20 +192,12 @@ std::string failed_compile_dir() {
   return (std::filesystem::temp_directory_path() / "cpgen" / "failed").string();
 }
 
-CompiledKernel compile_source(const std::string& kernel_name, const std::string& source,
-                              std::string_view arch, KernelStore* store) {
-  const auto start = std::chrono::steady_clock::now();
-  const std::vector<std::string> options = compile_options(arch);
-  const std::string key = kernel_store_key(source, arch);
+namespace {
 
-  if (store) {
-    if (std::optional<CompiledKernel> stored = store->get(key);
-        stored && stored->uri == kernel_name && stored->arch == arch) {
-      stored->stats.compile_ms = ms_since(start);
-      return *stored;
-    }
-  }
-
+// One NVRTC compile of `source`; throws Error(kCompile) with the log and the saved source.
+CompiledKernel run_nvrtc(const std::string& kernel_name, const std::string& source,
+                         std::string_view arch, const std::string& key,
+                         const std::vector<std::string>& options) {
   std::vector<const char*> header_contents, header_names;
   const std::vector<EmbeddedTemplate> headers = program_headers();
   for (const EmbeddedTemplate& t : headers) {
@@ -244,8 +241,72 @@ CompiledKernel compile_source(const std::string& kernel_name, const std::string&
   k.stats.stack_bytes = resources->stack_bytes;
   k.stats.shared_bytes = resources->shared_bytes;
   k.stats.cubin_bytes = static_cast<int>(k.cubin.size());
-  k.stats.compile_ms = ms_since(start);
   k.stats.from_store = false;
+  return k;
+}
+
+// Requests for a key that another thread is compiling right now wait for that compile instead of
+// starting their own (N virtual ranks of one process ask for the same kernel at the same moment).
+struct InFlight {
+  std::mutex mutex;
+  std::map<std::string, std::shared_future<CompiledKernel>> compiles;
+};
+
+InFlight& in_flight() {
+  static InFlight instance;
+  return instance;
+}
+
+}  // namespace
+
+CompiledKernel compile_source(const std::string& kernel_name, const std::string& source,
+                              std::string_view arch, KernelStore* store) {
+  const auto start = std::chrono::steady_clock::now();
+  const std::vector<std::string> options = compile_options(arch);
+  const std::string key = kernel_store_key(kernel_name, source, arch);
+  auto from_store = [&]() -> std::optional<CompiledKernel> {
+    if (!store) return std::nullopt;
+    std::optional<CompiledKernel> stored = store->get(key);
+    if (!stored || stored->uri != kernel_name || stored->arch != arch) return std::nullopt;
+    stored->stats.compile_ms = ms_since(start);
+    return stored;
+  };
+  if (auto stored = from_store()) return *stored;
+
+  InFlight& flight = in_flight();
+  std::promise<CompiledKernel> promise;
+  std::shared_future<CompiledKernel> running;
+  {
+    std::lock_guard<std::mutex> lock(flight.mutex);
+    auto it = flight.compiles.find(key);
+    if (it != flight.compiles.end()) {
+      running = it->second;
+    } else {
+      flight.compiles.emplace(key, promise.get_future().share());
+    }
+  }
+  if (running.valid()) {
+    CompiledKernel k = running.get();  // rethrows the compile error of the thread that compiled
+    k.stats.compile_ms = ms_since(start);
+    k.stats.from_store = false;
+    return k;
+  }
+
+  // This thread compiles. A store entry written by another process since the lookup above is
+  // not re-checked: compiling again is correct, only slower, and keeps the common path short.
+  auto finish = [&] {
+    std::lock_guard<std::mutex> lock(flight.mutex);
+    flight.compiles.erase(key);
+  };
+  CompiledKernel k;
+  try {
+    k = run_nvrtc(kernel_name, source, arch, key, options);
+  } catch (...) {
+    promise.set_exception(std::current_exception());
+    finish();
+    throw;
+  }
+  k.stats.compile_ms = ms_since(start);
   if (store) {
     try {
       store->put(k);
@@ -254,6 +315,8 @@ CompiledKernel compile_source(const std::string& kernel_name, const std::string&
       k.log += "\ncpgen: not stored: " + std::string(e.what());
     }
   }
+  promise.set_value(k);
+  finish();
   return k;
 }
 

@@ -77,7 +77,7 @@ TEST(Jit, SecondRequestIsServedFromTheStoreWithoutNvrtc) {
 TEST(Jit, CorruptStoreEntryIsRecompiledAndRewritten) {
   TempDir dir("jit");
   DirectoryKernelStore store(dir.path());
-  KernelSpec spec = KernelSpec::default_for(Dtype::kBf16, 128, true, 4);
+  KernelSpec spec = KernelSpec::default_for(Dtype::kBf16, 64, true, 4);
   CompiledKernel first = compile_kernel(spec, "sm_80", &store);
   const std::string path = store.entry_path(first.key);
   std::string bytes = slurp(path);
@@ -170,9 +170,11 @@ TEST(Jit, OptionsAndKeyDependOnArchButNotOnFastMath) {
   EXPECT_NE(std::find(options.begin(), options.end(), "--ptxas-options=--verbose"), options.end());
   EXPECT_EQ(std::find(options.begin(), options.end(), "-use_fast_math"), options.end());
   const std::string source = render_source(KernelSpec{});
-  EXPECT_EQ(kernel_store_key(source, "sm_90"), kernel_store_key(source, "sm_90"));
-  EXPECT_NE(kernel_store_key(source, "sm_90"), kernel_store_key(source, "sm_90a"));
-  EXPECT_NE(kernel_store_key(source, "sm_90"), kernel_store_key(source + " ", "sm_90"));
+  const std::string name = KernelSpec{}.uri();
+  EXPECT_EQ(kernel_store_key(name, source, "sm_90"), kernel_store_key(name, source, "sm_90"));
+  EXPECT_NE(kernel_store_key(name, source, "sm_90"), kernel_store_key(name, source, "sm_90a"));
+  EXPECT_NE(kernel_store_key(name, source, "sm_90"), kernel_store_key(name, source + " ", "sm_90"));
+  EXPECT_NE(kernel_store_key(name, source, "sm_90"), kernel_store_key(name + "x", source, "sm_90"));
   EXPECT_EQ(nvrtc_version_tag().rfind(nvrtc_version(), 0), 0u);
 }
 
@@ -196,9 +198,8 @@ TEST(Jit, ConcurrentCompilesFromThreadsAgreeWithSerialOnes) {
   TempDir dir("jit");
   DirectoryKernelStore store(dir.path());
   std::vector<KernelSpec> specs = {KernelSpec::default_for(Dtype::kBf16, 64, true, 1),
-                                   KernelSpec::default_for(Dtype::kFp16, 64, true, 1),
-                                   KernelSpec::default_for(Dtype::kBf16, 64, true, 1),
-                                   KernelSpec::default_for(Dtype::kBf16, 64, false, 8)};
+                                   KernelSpec::default_for(Dtype::kFp16, 64, false, 8),
+                                   KernelSpec::default_for(Dtype::kBf16, 64, true, 1)};
   std::vector<CompiledKernel> results(specs.size());
   std::vector<std::string> errors(specs.size());
   std::vector<std::thread> threads;
@@ -212,13 +213,51 @@ TEST(Jit, ConcurrentCompilesFromThreadsAgreeWithSerialOnes) {
     });
   }
   for (auto& t : threads) t.join();
-  for (size_t i = 0; i < specs.size(); ++i) {
-    ASSERT_EQ(errors[i], "") << specs[i].uri();
+  for (size_t i = 0; i < specs.size(); ++i) ASSERT_EQ(errors[i], "") << specs[i].uri();
+  for (size_t i = 0; i < 2; ++i) {  // the third repeats the first
     CompiledKernel serial = compile_kernel(specs[i], "sm_90", nullptr);
     EXPECT_EQ(results[i].cubin, serial.cubin) << specs[i].uri();
     EXPECT_EQ(results[i].stats.registers, serial.stats.registers) << specs[i].uri();
   }
   EXPECT_EQ(results[0].cubin, results[2].cubin);
+}
+
+TEST(Jit, ThreadsAskingForOneKernelShareOneCompile) {
+  // N virtual ranks in one process request the same kernel at once: one NVRTC compile serves all.
+  TempDir dir("jit");
+  DirectoryKernelStore store(dir.path());
+  const KernelSpec spec = KernelSpec::default_for(Dtype::kFp16, 96, true, 2);
+  const uint64_t compiles = nvrtc_compile_count();
+  std::vector<CompiledKernel> results(4);
+  std::vector<std::thread> threads;
+  for (auto& result : results) threads.emplace_back([&] { result = compile_kernel(spec, "sm_80", &store); });
+  for (auto& t : threads) t.join();
+  EXPECT_EQ(nvrtc_compile_count(), compiles + 1);
+  for (const CompiledKernel& k : results) {
+    EXPECT_EQ(k.uri, spec.uri());
+    EXPECT_EQ(k.cubin, results[0].cubin);
+    EXPECT_TRUE(is_elf(k.cubin));
+  }
+}
+
+TEST(Jit, ThreadsWaitingOnAFailedCompileAllGetItsError) {
+  const std::string name = "ring_fwd_shared_failure";
+  const std::string source = "extern \"C\" __global__ void " + name + "() { missing_symbol(); }\n";
+  std::vector<std::string> errors(3);
+  std::vector<std::thread> threads;
+  for (auto& error : errors) {
+    threads.emplace_back([&] {
+      try {
+        compile_source(name, source, "sm_90", nullptr);
+      } catch (const Error& e) {
+        error = e.kind() == ErrorKind::kCompile ? e.what() : "wrong kind";
+      }
+    });
+  }
+  for (auto& t : threads) t.join();
+  for (const std::string& error : errors) EXPECT_NE(error.find("missing_symbol"), std::string::npos) << error;
+  std::filesystem::remove_all(std::filesystem::path(failed_compile_dir()) /
+                              (name + "-" + kernel_store_key(name, source, "sm_90").substr(0, 12)));
 }
 
 }  // namespace
