@@ -56,14 +56,14 @@ namespace device {
 // Returns v unchanged, but the compiler can no longer see where it came from. Values derived
 // from an opaque copy taken inside the tile loop are recomputed per tile instead of being hoisted
 // out of the loop into registers that stay live across it (the step kernel is register-bound).
+#if defined(CPGEN_EMULATION)
+CPGEN_DEVICE int opaque(int v) { return v; }
+#else
 CPGEN_DEVICE int opaque(int v) {
   asm volatile("" : "+r"(v));
   return v;
 }
-CPGEN_DEVICE long long opaque(long long v) {
-  asm volatile("" : "+l"(v));
-  return v;
-}
+#endif
 
 }  // namespace device
 }  // namespace cpgen

@@ -325,47 +325,66 @@ CPGEN_DEVICE void ring_fwd_step(const RingFwdParams& params) {
   const int lane = threadIdx.x % 32;
   const int warp_row0 = (threadIdx.x / 32) * Traits::kRowsPerWarp;
   const bool quad_leader = lane % 4 == 0;
+
+  // First every lane reads the row state it needs and computes the merge, (m, l) =
+  // merge((m_state, l_state), (m_local, l_local)) with the factors o is merged with below; only
+  // then (after __syncwarp) do quad leaders overwrite m_state and l_state. Reading and writing in
+  // one pass let a leader replace a row's m before the other lanes of its quad had read it (found
+  // by the CPU emulator, whose lanes do not run in lockstep; neither do a GPU's since Volta).
+  float scale_local[kMTiles][2], scale_state[kMTiles][2];
 #pragma unroll
   for (int mt = 0; mt < kMTiles; ++mt)
 #pragma unroll
     for (int half = 0; half < 2; ++half) {
       const int packed = at.first_packed + warp_row0 + mt * 16 + acc_row(lane, 2 * half);
       const float l_local = quad_sum(row_sum[mt][half]);  // every lane of the quad takes part
+      scale_local[mt][half] = 1.0f;
+      scale_state[mt][half] = 0.0f;
+      row_sum[mt][half] = l_local;
+      if (params.is_first_step || packed >= packed_rows) continue;
+      const PackedRow pr = unpack_row(packed, kGroup);
+      const long long state_row =
+          (static_cast<long long>(at.batch) * params.q_heads + at.kv_head * kGroup + pr.head_in_group) *
+              params.q_len + pr.query_index;
+      const MergeScales ms = merge_scales(params.m_state[state_row], row_max[mt][half]);
+      row_max[mt][half] = ms.m;
+      row_sum[mt][half] = ms.scale_a * params.l_state[state_row] + ms.scale_b * l_local;
+      scale_state[mt][half] = ms.scale_a;
+      scale_local[mt][half] = ms.scale_b;
+    }
+  __syncwarp();
+
+#pragma unroll
+  for (int mt = 0; mt < kMTiles; ++mt)
+#pragma unroll
+    for (int half = 0; half < 2; ++half) {
+      const int packed = at.first_packed + warp_row0 + mt * 16 + acc_row(lane, 2 * half);
       if (packed >= packed_rows) continue;
       const PackedRow pr = unpack_row(packed, kGroup);
       const int head = at.kv_head * kGroup + pr.head_in_group;
       const long long state_row =
           (static_cast<long long>(at.batch) * params.q_heads + head) * params.q_len + pr.query_index;
       float* o_state = params.o_state + state_row * kHeadDim;
-
-      // (m, l) = merge((m_state, l_state), (m_local, l_local)); o is merged per column below.
-      float m = row_max[mt][half];
-      float l = l_local;
-      float scale_local = 1.0f, scale_state = 0.0f;
-      if (!params.is_first_step) {
-        const MergeScales ms = merge_scales(params.m_state[state_row], m);
-        m = ms.m;
-        l = ms.scale_a * params.l_state[state_row] + ms.scale_b * l_local;
-        scale_state = ms.scale_a;
-        scale_local = ms.scale_b;
-      }
+      const float m = row_max[mt][half];
+      const float l = row_sum[mt][half];
+      float scale_l = scale_local[mt][half], scale_s = scale_state[mt][half];
       if (params.is_last_step) {
         // out = (scale_state o_state + scale_local o_local) / l
         const float inv_l = output_scale(l);
-        scale_state *= inv_l;
-        scale_local *= inv_l;
+        scale_s *= inv_l;
+        scale_l *= inv_l;
         char* out_row = static_cast<char*>(params.out) +
                         (at.batch * params.out_batch_stride + head * params.out_head_stride +
                          static_cast<long long>(pr.query_index) * params.out_row_stride) * 2;
 #pragma unroll
         for (int d = 0; d < kOutputTiles; ++d) {
           const int col = d * 8 + acc_col(lane, 0);
-          float o0 = scale_local * out_acc[mt][d][2 * half];
-          float o1 = scale_local * out_acc[mt][d][2 * half + 1];
+          float o0 = scale_l * out_acc[mt][d][2 * half];
+          float o1 = scale_l * out_acc[mt][d][2 * half + 1];
           if (!params.is_first_step) {
             const FloatPair saved = *reinterpret_cast<const FloatPair*>(o_state + col);
-            o0 = fmaf(scale_state, saved.x, o0);
-            o1 = fmaf(scale_state, saved.y, o1);
+            o0 = fmaf(scale_s, saved.x, o0);
+            o1 = fmaf(scale_s, saved.y, o1);
           }
           *reinterpret_cast<u32*>(out_row + col * 2) = pack2<T>(o0, o1);
         }
@@ -374,12 +393,12 @@ CPGEN_DEVICE void ring_fwd_step(const RingFwdParams& params) {
 #pragma unroll
         for (int d = 0; d < kOutputTiles; ++d) {
           const int col = d * 8 + acc_col(lane, 0);
-          FloatPair o = {scale_local * out_acc[mt][d][2 * half],
-                         scale_local * out_acc[mt][d][2 * half + 1]};
+          FloatPair o = {scale_l * out_acc[mt][d][2 * half],
+                         scale_l * out_acc[mt][d][2 * half + 1]};
           if (!params.is_first_step) {
             const FloatPair saved = *reinterpret_cast<const FloatPair*>(o_state + col);
-            o.x = fmaf(scale_state, saved.x, o.x);
-            o.y = fmaf(scale_state, saved.y, o.y);
+            o.x = fmaf(scale_s, saved.x, o.x);
+            o.y = fmaf(scale_s, saved.y, o.y);
           }
           *reinterpret_cast<FloatPair*>(o_state + col) = o;
         }

@@ -20,8 +20,7 @@ namespace cpgen::testing {
 namespace {
 
 constexpr double kNaN = std::numeric_limits<double>::quiet_NaN();
-constexpr uint16_t kPoison16 = 0xFFFF;  // NaN in bf16 and fp16
-constexpr int kPad = 8;                 // extra elements per row, poisoned, never to be read or written
+constexpr int kPad = kRowPad;
 
 uint32_t float_bits(float f) {
   uint32_t u;
@@ -86,8 +85,8 @@ const LoadedKernel& kernel_for(const KernelSpec& spec) {
   return k;
 }
 
-// A [batch][heads][rows][head_dim + kPad] 16-bit tensor of the given positions of `full`, with
-// the padding poisoned.
+}  // namespace
+
 std::vector<uint16_t> gather_rows(const std::vector<double>& full, int batch, int heads, int seq,
                                   int dim, const std::vector<int>& positions, Dtype dtype) {
   const int rows = static_cast<int>(positions.size()), pitch = dim + kPad;
@@ -99,8 +98,6 @@ std::vector<uint16_t> gather_rows(const std::vector<double>& full, int batch, in
           out[index4(b, h, r, d, heads, rows, pitch)] = to_bits(full[index4(b, h, positions[r], d, heads, seq, dim)], dtype);
   return out;
 }
-
-}  // namespace
 
 uint16_t to_bits(double value, Dtype dtype) {
   const float f = static_cast<float>(value);
@@ -205,8 +202,6 @@ RingRun run_ring_on_gpu(const AttentionProblem& p, const KernelSpec& spec,
   RingRun run;
   const int B = p.batch, HQ = p.q_heads, HK = p.kv_heads, D = p.head_dim, S = p.seq_len;
   const int pitch = D + kPad, n = static_cast<int>(ranks.size());
-  run.result.out.assign(static_cast<size_t>(B) * HQ * S * D, kNaN);
-  run.result.lse.assign(static_cast<size_t>(B) * HQ * S, kNaN);
   const LoadedKernel& kernel = kernel_for(spec);
   const int shared = check_feasibility(spec, device_arch(0)).shared_bytes;
   kernel.reserve_dynamic_shared(shared);
@@ -218,7 +213,6 @@ RingRun run_ring_on_gpu(const AttentionProblem& p, const KernelSpec& spec,
     v_chunks.push_back(DeviceBuffer::from_host(0, gather_rows(p.v, B, HK, S, D, positions, spec.dtype)));
     kv_pos.push_back(DeviceBuffer::from_host(0, positions));
   }
-  std::ostringstream failure;
   for (int r = 0; r < n; ++r) {
     const std::vector<int>& q_positions = ranks[r];
     const int q_len = static_cast<int>(q_positions.size());
@@ -234,8 +228,7 @@ RingRun run_ring_on_gpu(const AttentionProblem& p, const KernelSpec& spec,
 
     for (int step = 0; step < n; ++step) {
       const int src = ((r - step) % n + n) % n;
-      RingFwdParams prm;
-      std::memset(&prm, 0, sizeof prm);
+      RingFwdParams prm = step_params(p, ranks, r, step);
       prm.q = q.as<void>();
       prm.k = k_chunks[src].as<void>();
       prm.v = v_chunks[src].as<void>();
@@ -246,20 +239,6 @@ RingRun run_ring_on_gpu(const AttentionProblem& p, const KernelSpec& spec,
       prm.l_state = l_state.as<float>();
       prm.q_positions = q_pos.as<int>();
       prm.kv_positions = kv_pos[src].as<int>();
-      const int kv_len = static_cast<int>(ranks[src].size());
-      prm.q_row_stride = prm.out_row_stride = prm.k_row_stride = prm.v_row_stride = pitch;
-      prm.q_head_stride = prm.out_head_stride = static_cast<int64_t>(q_len) * pitch;
-      prm.q_batch_stride = prm.out_batch_stride = prm.q_head_stride * HQ;
-      prm.k_head_stride = prm.v_head_stride = static_cast<int64_t>(kv_len) * pitch;
-      prm.k_batch_stride = prm.v_batch_stride = prm.k_head_stride * HK;
-      prm.batch = B;
-      prm.q_heads = HQ;
-      prm.kv_heads = HK;
-      prm.q_len = q_len;
-      prm.kv_len = kv_len;
-      prm.scale_log2 = static_cast<float>(p.softmax_scale * 1.4426950408889634);
-      prm.is_first_step = step == 0;
-      prm.is_last_step = step == n - 1;
       LaunchShape shape;
       shape.grid[0] = static_cast<unsigned>((q_len * spec.gqa_group + spec.block_m - 1) / spec.block_m);
       shape.grid[1] = static_cast<unsigned>(B * HK);
@@ -270,35 +249,68 @@ RingRun run_ring_on_gpu(const AttentionProblem& p, const KernelSpec& spec,
     }
     use_primary_context(0);
     CPGEN_CU_CHECK(cu::driver().cuCtxSynchronize());
-
-    std::vector<uint16_t> out_host = out.download_as<uint16_t>();
-    std::vector<float> lse_host = lse.download_as<float>();
-    for (int b = 0; b < B; ++b)
-      for (int h = 0; h < HQ; ++h)
-        for (int i = 0; i < q_len; ++i) {
-          const int pos = q_positions[i];
-          for (int d = 0; d < pitch; ++d) {
-            const uint16_t bits = out_host[index4(b, h, i, d, HQ, q_len, pitch)];
-            if (d >= D) {
-              if (bits != kPoison16 && failure.tellp() == 0)
-                failure << "rank " << r << " wrote padding at b" << b << " h" << h << " row " << i << " col " << d;
-              continue;
-            }
-            const double value = from_bits(bits, spec.dtype);
-            if (!std::isfinite(value) && failure.tellp() == 0)
-              failure << "rank " << r << " left out[b" << b << " h" << h << " pos " << pos << " d" << d
-                      << "] = " << value << " (not written or not finite)";
-            run.result.out[index4(b, h, pos, d, HQ, S, D)] = value;
-          }
-          const float l = lse_host[(static_cast<size_t>(b) * HQ + h) * q_len + i];
-          if (!std::isfinite(l) && failure.tellp() == 0)
-            failure << "rank " << r << " left lse[b" << b << " h" << h << " pos " << pos << "] = " << l;
-          run.result.lse[(static_cast<size_t>(b) * HQ + h) * S + pos] = l;
-        }
+    collect_rank(p, spec.dtype, r, q_positions, out.download_as<uint16_t>(), lse.download_as<float>(), &run);
   }
-  run.failure = failure.str();
   return run;
 }
+
+RingFwdParams step_params(const AttentionProblem& p, const std::vector<std::vector<int>>& ranks,
+                          int rank, int step) {
+  const int n = static_cast<int>(ranks.size()), pitch = p.head_dim + kPad;
+  const int src = ((rank - step) % n + n) % n;
+  const int q_len = static_cast<int>(ranks[rank].size()), kv_len = static_cast<int>(ranks[src].size());
+  RingFwdParams prm;
+  std::memset(&prm, 0, sizeof prm);
+  prm.q_row_stride = prm.out_row_stride = prm.k_row_stride = prm.v_row_stride = pitch;
+  prm.q_head_stride = prm.out_head_stride = static_cast<int64_t>(q_len) * pitch;
+  prm.q_batch_stride = prm.out_batch_stride = prm.q_head_stride * p.q_heads;
+  prm.k_head_stride = prm.v_head_stride = static_cast<int64_t>(kv_len) * pitch;
+  prm.k_batch_stride = prm.v_batch_stride = prm.k_head_stride * p.kv_heads;
+  prm.batch = p.batch;
+  prm.q_heads = p.q_heads;
+  prm.kv_heads = p.kv_heads;
+  prm.q_len = q_len;
+  prm.kv_len = kv_len;
+  prm.scale_log2 = static_cast<float>(p.softmax_scale * 1.4426950408889634);
+  prm.is_first_step = step == 0;
+  prm.is_last_step = step == n - 1;
+  return prm;
+}
+
+void collect_rank(const AttentionProblem& p, Dtype dtype, int r, const std::vector<int>& q_positions,
+                  const std::vector<uint16_t>& out_host, const std::vector<float>& lse_host, RingRun* run) {
+  const int B = p.batch, HQ = p.q_heads, D = p.head_dim, S = p.seq_len, pitch = D + kPad;
+  const int q_len = static_cast<int>(q_positions.size());
+  if (run->result.out.empty()) {
+    run->result.out.assign(static_cast<size_t>(B) * HQ * S * D, kNaN);
+    run->result.lse.assign(static_cast<size_t>(B) * HQ * S, kNaN);
+  }
+  std::ostringstream failure;
+  for (int b = 0; b < B; ++b)
+    for (int h = 0; h < HQ; ++h)
+      for (int i = 0; i < q_len; ++i) {
+        const int pos = q_positions[i];
+        for (int d = 0; d < pitch; ++d) {
+          const uint16_t bits = out_host[index4(b, h, i, d, HQ, q_len, pitch)];
+          if (d >= D) {
+            if (bits != kPoison16 && failure.tellp() == 0)
+              failure << "rank " << r << " wrote padding at b" << b << " h" << h << " row " << i << " col " << d;
+            continue;
+          }
+          const double value = from_bits(bits, dtype);
+          if (!std::isfinite(value) && failure.tellp() == 0)
+            failure << "rank " << r << " left out[b" << b << " h" << h << " pos " << pos << " d" << d
+                    << "] = " << value << " (not written or not finite)";
+          run->result.out[index4(b, h, pos, d, HQ, S, D)] = value;
+        }
+        const float l = lse_host[(static_cast<size_t>(b) * HQ + h) * q_len + i];
+        if (!std::isfinite(l) && failure.tellp() == 0)
+          failure << "rank " << r << " left lse[b" << b << " h" << h << " pos " << pos << "] = " << l;
+        run->result.lse[(static_cast<size_t>(b) * HQ + h) * S + pos] = l;
+      }
+  if (run->failure.empty()) run->failure = failure.str();
+}
+
 
 Comparison compare(const AttentionOutput& expected, const AttentionOutput& actual, int head_dim) {
   Comparison c;

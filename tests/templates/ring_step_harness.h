@@ -9,6 +9,7 @@
 #include <vector>
 
 #include "generator/kernel_spec.h"
+#include "templates/params.cuh"
 
 namespace cpgen::testing {
 
@@ -49,6 +50,22 @@ struct RingRun {
 // step s of rank r attends to the chunk of rank (r - s) mod N.
 RingRun run_ring_on_gpu(const AttentionProblem& p, const KernelSpec& spec,
                         const std::vector<std::vector<int>>& ranks);
+
+// Building blocks shared with the CPU-emulated run (step_fwd_emulated_test.cpp).
+inline constexpr int kRowPad = 8;  // extra, poisoned elements per row, never to be read or written
+inline constexpr uint16_t kPoison16 = 0xFFFF;  // NaN in bf16 and fp16
+// The rows at `positions` of a full [batch][heads][seq][head_dim] tensor as a 16-bit
+// [batch][heads][rows][head_dim + kRowPad] tensor with poisoned padding.
+std::vector<uint16_t> gather_rows(const std::vector<double>& full, int batch, int heads, int seq,
+                                  int dim, const std::vector<int>& positions, Dtype dtype);
+// Copies one rank's final out (padded layout) and lse into run->result at its positions, and
+// records in run->failure the first padding element that changed or output that is not finite.
+void collect_rank(const AttentionProblem& p, Dtype dtype, int rank, const std::vector<int>& positions,
+                  const std::vector<uint16_t>& out, const std::vector<float>& lse, RingRun* run);
+// Kernel parameters of step `step` of `rank` (chunk of rank (rank - step) mod N), with pointers
+// left null and strides for the padded layouts above.
+RingFwdParams step_params(const AttentionProblem& p, const std::vector<std::vector<int>>& ranks,
+                          int rank, int step);
 
 struct Comparison {
   double out_rel_frobenius = 0;

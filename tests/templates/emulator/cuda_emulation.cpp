@@ -1,0 +1,301 @@
+#include "cuda_emulation.h"
+
+#include <ucontext.h>
+
+#include <cmath>
+#include <memory>
+#include <vector>
+
+namespace cpgen::device {
+alignas(128) unsigned char shared_storage[256 * 1024];
+}
+
+namespace cpgen::emulation {
+namespace {
+
+constexpr size_t kStackBytes = 256 * 1024;
+constexpr int kSharedCapacity = 256 * 1024;
+
+// One 16-byte cp.async: copied into shared memory only when a wait_group retires its group, so a
+// kernel that reads a tile before waiting for it reads the poison the CTA started with.
+struct AsyncCopy {
+  uint32_t shared_dst;
+  unsigned char bytes[16];
+};
+
+struct Fiber {
+  ucontext_t context;
+  std::unique_ptr<char[]> stack;
+  Dim3 thread;
+  bool done = false;
+  std::vector<AsyncCopy> open_group;              // issued since the last commit
+  std::vector<std::vector<AsyncCopy>> committed;  // oldest first
+};
+
+// Threads arrive at a barrier; the last one opens it (advances the generation); the others yield
+// until the generation moves.
+struct Barrier {
+  int arrived = 0;
+  unsigned generation = 0;
+};
+
+// Per-warp exchange slot of collective operations: each lane writes its words, all wait, all read,
+// all wait again before the slot can be reused.
+struct WarpSlot {
+  Barrier barrier;
+  uint32_t words[32][8];
+};
+
+struct Cta {
+  std::vector<Fiber> fibers;
+  std::vector<WarpSlot> warps;
+  Barrier block_barrier;
+  ucontext_t scheduler;
+  Dim3 block;
+  int current = -1;
+  int threads = 0;
+  long progress = 0;  // barriers opened and threads finished, to detect a deadlock
+  const std::function<void()>* body = nullptr;
+};
+
+Cta* g_cta = nullptr;
+
+void yield() { swapcontext(&g_cta->fibers[g_cta->current].context, &g_cta->scheduler); }
+
+void wait_at(Barrier& b, int parties) {
+  const unsigned generation = b.generation;
+  if (++b.arrived == parties) {
+    b.arrived = 0;
+    ++b.generation;
+    ++g_cta->progress;
+    return;
+  }
+  while (b.generation == generation) yield();
+}
+
+int lane() { return g_cta->current % 32; }
+WarpSlot& warp_slot() { return g_cta->warps[g_cta->current / 32]; }
+
+// Every lane's `count` words, after all 32 lanes of the warp have given theirs.
+template <int kCount>
+void warp_gather(const uint32_t* mine, uint32_t (&all)[32][kCount]) {
+  WarpSlot& w = warp_slot();
+  memcpy(w.words[lane()], mine, kCount * 4);
+  wait_at(w.barrier, 32);
+  for (int l = 0; l < 32; ++l) memcpy(all[l], w.words[l], kCount * 4);
+  wait_at(w.barrier, 32);
+}
+
+void fiber_entry() {
+  (*g_cta->body)();
+  g_cta->fibers[g_cta->current].done = true;
+  ++g_cta->progress;
+  yield();
+}
+
+uint16_t element(const uint32_t word, int half) { return static_cast<uint16_t>(word >> (16 * half)); }
+
+}  // namespace
+
+const Dim3& thread_idx() { return g_cta->fibers[g_cta->current].thread; }
+const Dim3& block_idx() { return g_cta->block; }
+
+void syncthreads() { wait_at(g_cta->block_barrier, g_cta->threads); }
+void syncwarp() { wait_at(warp_slot().barrier, 32); }
+
+uint32_t shfl_xor(uint32_t value, int lane_mask) {
+  uint32_t all[32][1];
+  warp_gather<1>(&value, all);
+  return all[lane() ^ lane_mask][0];
+}
+
+bool any(bool predicate) {
+  uint32_t mine = predicate, all[32][1];
+  warp_gather<1>(&mine, all);
+  for (auto& a : all)
+    if (a[0]) return true;
+  return false;
+}
+
+uint32_t shared_offset(const void* p) {
+  return static_cast<uint32_t>(static_cast<const unsigned char*>(p) - device::shared_storage);
+}
+
+// PTX ldmatrix .m8n8.x4.b16: lanes 8i..8i+7 address the rows of matrix i; lane l receives in
+// register i the elements 2(l%4), 2(l%4)+1 of row l/4 (.trans: element l/4 of rows 2(l%4) and
+// 2(l%4)+1).
+void ldmatrix_x4(uint32_t (&r)[4], uint32_t shared_address, bool trans) {
+  uint32_t all[32][1];
+  warp_gather<1>(&shared_address, all);
+  const int l = lane();
+  auto at = [](uint32_t row_address, int column) {
+    uint16_t v;
+    memcpy(&v, device::shared_storage + row_address + 2 * column, 2);
+    return static_cast<uint32_t>(v);
+  };
+  for (int i = 0; i < 4; ++i) {
+    if (!trans) {
+      const uint32_t row = all[8 * i + l / 4][0];
+      r[i] = at(row, 2 * (l % 4)) | at(row, 2 * (l % 4) + 1) << 16;
+    } else {
+      r[i] = at(all[8 * i + 2 * (l % 4)][0], l / 4) | at(all[8 * i + 2 * (l % 4) + 1][0], l / 4) << 16;
+    }
+  }
+}
+
+// PTX mma.m16n8k16.row.col, f32 accumulate. With g = lane / 4, t = lane % 4:
+// A registers: a0 (g, 2t..2t+1), a1 (g+8, 2t..), a2 (g, 2t+8..), a3 (g+8, 2t+8..);
+// B registers: b0 (k 2t..2t+1, n g), b1 (k 2t+8..2t+9, n g);
+// C/D: d0 (g, 2t), d1 (g, 2t+1), d2 (g+8, 2t), d3 (g+8, 2t+1).
+void mma_16816(float (&d)[4], const uint32_t (&a)[4], uint32_t b0, uint32_t b1, bool bf16) {
+  uint32_t mine[6] = {a[0], a[1], a[2], a[3], b0, b1};
+  uint32_t all[32][6];
+  warp_gather<6>(mine, all);
+  float A[16][16], B[16][8];
+  for (int l = 0; l < 32; ++l) {
+    const int g = l / 4, t = l % 4;
+    for (int h = 0; h < 2; ++h) {
+      A[g][2 * t + h] = float_from_16(element(all[l][0], h), bf16);
+      A[g + 8][2 * t + h] = float_from_16(element(all[l][1], h), bf16);
+      A[g][2 * t + 8 + h] = float_from_16(element(all[l][2], h), bf16);
+      A[g + 8][2 * t + 8 + h] = float_from_16(element(all[l][3], h), bf16);
+      B[2 * t + h][g] = float_from_16(element(all[l][4], h), bf16);
+      B[2 * t + 8 + h][g] = float_from_16(element(all[l][5], h), bf16);
+    }
+  }
+  const int g = lane() / 4, t = lane() % 4;
+  for (int e = 0; e < 4; ++e) {
+    const int row = g + 8 * (e / 2), col = 2 * t + e % 2;
+    float sum = d[e];
+    for (int k = 0; k < 16; ++k) sum += A[row][k] * B[k][col];
+    d[e] = sum;
+  }
+}
+
+uint16_t float_to_16(float value, bool bf16) {
+  uint32_t x;
+  memcpy(&x, &value, 4);
+  if (bf16) {
+    if ((x & 0x7fffffffu) > 0x7f800000u) return 0x7fc0;
+    x += 0x7fffu + ((x >> 16) & 1u);
+    return static_cast<uint16_t>(x >> 16);
+  }
+  const uint32_t sign = (x >> 16) & 0x8000u;
+  if ((x & 0x7fffffffu) > 0x7f800000u) return 0x7e00;
+  int exp = static_cast<int>((x >> 23) & 0xffu) - 127 + 15;
+  uint32_t mant = x & 0x7fffffu;
+  if ((x & 0x7fffffffu) == 0) return static_cast<uint16_t>(sign);
+  if (exp >= 31) return static_cast<uint16_t>(sign | 0x7c00u);
+  if (exp <= 0) {
+    if (exp < -10) return static_cast<uint16_t>(sign);
+    mant |= 0x800000u;
+    const int shift = 14 - exp;
+    uint32_t h = mant >> shift;
+    const uint32_t rem = mant & ((1u << shift) - 1), half = 1u << (shift - 1);
+    if (rem > half || (rem == half && (h & 1))) ++h;
+    return static_cast<uint16_t>(sign | h);
+  }
+  uint32_t h = (static_cast<uint32_t>(exp) << 10) | (mant >> 13);
+  const uint32_t rem = mant & 0x1fffu;
+  if (rem > 0x1000u || (rem == 0x1000u && (h & 1))) ++h;
+  return static_cast<uint16_t>(sign | h);
+}
+
+float float_from_16(uint16_t bits, bool bf16) {
+  uint32_t x;
+  if (bf16) {
+    x = static_cast<uint32_t>(bits) << 16;
+  } else {
+    const uint32_t sign = (bits & 0x8000u) << 16;
+    const int exp = (bits >> 10) & 0x1f;
+    const uint32_t mant = bits & 0x3ffu;
+    if (exp == 0) {
+      const float v = std::ldexp(static_cast<float>(mant), -24);
+      return sign ? -v : v;
+    }
+    x = exp == 31 ? sign | 0x7f800000u | (mant << 13) : sign | (static_cast<uint32_t>(exp + 112) << 23) | (mant << 13);
+  }
+  float f;
+  memcpy(&f, &x, 4);
+  return f;
+}
+
+uint32_t pack_16x2(float lo, float hi, bool bf16) {
+  return float_to_16(lo, bf16) | static_cast<uint32_t>(float_to_16(hi, bf16)) << 16;
+}
+
+// The source is read at issue (the kernel does not change its inputs), the destination written
+// when the group retires.
+void cp_async_16(uint32_t shared_dst, const void* global_src, bool valid) {
+  AsyncCopy copy{shared_dst, {}};
+  if (valid) memcpy(copy.bytes, global_src, 16);
+  g_cta->fibers[g_cta->current].open_group.push_back(copy);
+}
+void cp_async_commit() {
+  Fiber& f = g_cta->fibers[g_cta->current];
+  f.committed.push_back(std::move(f.open_group));
+  f.open_group.clear();
+}
+void cp_async_wait(int pending) {
+  Fiber& f = g_cta->fibers[g_cta->current];
+  while (static_cast<int>(f.committed.size()) > pending) {
+    for (const AsyncCopy& copy : f.committed.front())
+      memcpy(device::shared_storage + copy.shared_dst, copy.bytes, 16);
+    f.committed.erase(f.committed.begin());
+  }
+}
+
+std::string launch(unsigned grid_x, unsigned grid_y, unsigned threads, int shared_bytes,
+                   const std::function<void()>& body) {
+  if (shared_bytes > kSharedCapacity) return "shared memory request above the emulator's 256 KB";
+  if (threads % 32 != 0) return "threads must be whole warps";
+  Cta cta;
+  cta.threads = static_cast<int>(threads);
+  cta.body = &body;
+  cta.fibers.resize(threads);
+  for (Fiber& f : cta.fibers) f.stack.reset(new char[kStackBytes]);
+  g_cta = &cta;
+  for (unsigned by = 0; by < grid_y; ++by)
+    for (unsigned bx = 0; bx < grid_x; ++bx) {
+      memset(device::shared_storage, 0xFF, static_cast<size_t>(shared_bytes));
+      cta.block = {bx, by, 0};
+      cta.warps.assign(threads / 32, WarpSlot{});
+      cta.block_barrier = Barrier{};
+      for (unsigned t = 0; t < threads; ++t) {
+        Fiber& f = cta.fibers[t];
+        f.thread = {t, 0, 0};
+        f.done = false;
+        f.open_group.clear();
+        f.committed.clear();
+        getcontext(&f.context);
+        f.context.uc_stack.ss_sp = f.stack.get();
+        f.context.uc_stack.ss_size = kStackBytes;
+        f.context.uc_link = nullptr;
+        makecontext(&f.context, fiber_entry, 0);
+      }
+      int finished = 0;
+      while (finished < cta.threads) {
+        const long before = cta.progress;
+        finished = 0;
+        for (int t = 0; t < cta.threads; ++t) {
+          if (cta.fibers[t].done) {
+            ++finished;
+            continue;
+          }
+          cta.current = t;
+          swapcontext(&cta.scheduler, &cta.fibers[t].context);
+        }
+        if (finished < cta.threads && cta.progress == before) {
+          // A whole round without any barrier opening or thread finishing: stuck for good. The
+          // fibers' stacks are dropped with the CTA; nothing on them owns resources.
+          g_cta = nullptr;
+          return "deadlock in block (" + std::to_string(bx) + ", " + std::to_string(by) +
+                 "): threads wait at different barriers";
+        }
+      }
+    }
+  g_cta = nullptr;
+  return {};
+}
+
+}  // namespace cpgen::emulation

@@ -1,0 +1,80 @@
+// A CPU emulator of the CUDA features the step kernel template uses, so the real template source
+// runs on a host without a GPU: every thread of a CTA is a fiber; __syncthreads, warp shuffles,
+// ldmatrix and mma.sync are collective operations implemented from their PTX definitions
+// (independently of templates/layout.cuh); cp.async copies land in shared memory only when a
+// cp.async.wait_group retires their group. Slow (thousands of context
+// switches per tile), so for small problems only. Include this before any template header, in a
+// translation unit of its own: it defines __CUDACC__ and the CUDA keywords.
+#pragma once
+
+#include <math.h>
+#include <stdint.h>
+#include <string.h>
+
+#include <functional>
+#include <string>
+
+#define __CUDACC__ 1
+#define __CUDA_ARCH__ 900
+#define CPGEN_EMULATION 1
+#define __host__
+#define __device__
+#define __global__
+#define __forceinline__ inline
+#define __shared__
+#define __align__(n)
+
+namespace cpgen::emulation {
+
+struct Dim3 {
+  unsigned x = 0, y = 0, z = 0;
+};
+const Dim3& thread_idx();
+const Dim3& block_idx();
+
+void syncthreads();
+void syncwarp();
+uint32_t shfl_xor(uint32_t value, int lane_mask);
+bool any(bool predicate);
+
+uint32_t shared_offset(const void* p);
+void ldmatrix_x4(uint32_t (&r)[4], uint32_t shared_address, bool trans);
+void mma_16816(float (&d)[4], const uint32_t (&a)[4], uint32_t b0, uint32_t b1, bool bf16);
+uint32_t pack_16x2(float lo, float hi, bool bf16);
+void cp_async_16(uint32_t shared_dst, const void* global_src, bool valid);
+void cp_async_commit();
+void cp_async_wait(int pending);
+
+// Runs body() as every thread of every CTA of the grid (CTAs one after another, threads as
+// fibers), with `shared_bytes` of dynamic shared memory poisoned (0xFF) at the start of each CTA.
+// Returns an empty string, or what went wrong (a deadlock: threads waiting on different barriers).
+std::string launch(unsigned grid_x, unsigned grid_y, unsigned threads, int shared_bytes,
+                   const std::function<void()>& body);
+
+uint16_t float_to_16(float value, bool bf16);  // round to nearest even
+float float_from_16(uint16_t bits, bool bf16);
+
+}  // namespace cpgen::emulation
+
+namespace cpgen::device {
+extern unsigned char shared_storage[];  // the kernel's extern __shared__ array
+}
+
+#define threadIdx (::cpgen::emulation::thread_idx())
+#define blockIdx (::cpgen::emulation::block_idx())
+inline void __syncthreads() { ::cpgen::emulation::syncthreads(); }
+inline void __syncwarp(unsigned = 0xffffffffu) { ::cpgen::emulation::syncwarp(); }
+inline float __int_as_float(int i) {
+  float f;
+  memcpy(&f, &i, 4);
+  return f;
+}
+inline float __shfl_xor_sync(unsigned, float v, int lane_mask) {
+  uint32_t u;
+  memcpy(&u, &v, 4);
+  u = ::cpgen::emulation::shfl_xor(u, lane_mask);
+  memcpy(&v, &u, 4);
+  return v;
+}
+inline int __any_sync(unsigned, bool predicate) { return ::cpgen::emulation::any(predicate); }
+inline int min(int a, int b) { return a < b ? a : b; }
