@@ -1,6 +1,7 @@
 #include "cache/workload.h"
 
 #include "cpgen/error.h"
+#include "runtime/schedule.h"
 
 namespace cpgen {
 namespace {
@@ -93,9 +94,7 @@ std::vector<StepType> step_types_for(const Problem& p) {
 StepType step_type_at(const Problem& p, int rank, int step) {
   if (!p.causal) return StepType::kFull;
   if (step == 0) return StepType::kDiagonal;
-  // K/V travel to rank + 1 each step, so in step s rank r holds the chunk of rank (r - s) mod N.
-  const int n = static_cast<int>(p.cp_size);
-  const int source = ((rank - step) % n + n) % n;
+  const int source = kv_source_rank(rank, step, static_cast<int>(p.cp_size));
   switch (p.scheme) {
     case Scheme::kContiguous: return StepType::kFull;  // source > rank is skipped entirely
     case Scheme::kZigzag: return source < rank ? StepType::kZigzagKvHalf : StepType::kZigzagQHalf;
