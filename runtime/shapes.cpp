@@ -60,7 +60,7 @@ std::string join(std::span<const int> values) {
 
 // What a JSON value is, for "got ..." in messages; never the value itself when it may be large.
 std::string describe(const Json& value) {
-  if (value.is_number_float()) return "the non-integer number " + value.dump();
+  if (value.is_number_float()) return value.dump();
   if (value.is_number_unsigned()) return std::to_string(value.get<uint64_t>());
   if (value.is_number_integer()) return std::to_string(value.get<int64_t>());
   if (value.is_string()) return "the string " + in_quotes(value.get_ref<const std::string&>(), 40);
@@ -134,7 +134,7 @@ class ShapeReader {
     fail(field, describe(value) + " is not supported; allowed: " + list);
   }
 
-  const std::string& string(const Json& value, std::string_view field, std::string_view allowed) const {
+  const std::string& text(const Json& value, std::string_view field, std::string_view allowed) const {
     if (!value.is_string()) fail(field, "must be a string (" + std::string(allowed) + "), got " + describe(value));
     return value.get_ref<const std::string&>();
   }
@@ -166,7 +166,7 @@ Problem read_shape(const Json& entry, size_t index, const std::string& source) {
   p.name = "shape[" + std::to_string(index) + "]";
   // The name comes first so that every later message can use it.
   if (auto it = entry.find("name"); it != entry.end()) {
-    const std::string& name = reader.string(*it, "name", "1 to 100 printable ASCII characters");
+    const std::string& name = reader.text(*it, "name", "1 to 100 printable ASCII characters");
     if (name.empty() || name.size() > kMaxShapeNameLength || !is_printable_ascii(name)) {
       reader.fail("name", "must be 1 to " + std::to_string(kMaxShapeNameLength) +
                               " printable ASCII characters, got " + in_quotes(name));
@@ -195,7 +195,7 @@ Problem read_shape(const Json& entry, size_t index, const std::string& source) {
   p.seq_len = reader.integer(entry.at("seq_len"), "seq_len", 1, kMaxShapeSeqLen);
   p.cp_size = reader.integer(entry.at("cp_size"), "cp_size", 1, kMaxShapeCpSize);
 
-  const std::string& dtype = reader.string(entry.at("dtype"), "dtype", "bf16 or fp16");
+  const std::string& dtype = reader.text(entry.at("dtype"), "dtype", "bf16 or fp16");
   try {
     p.dtype = parse_dtype(dtype);
   } catch (const Error&) {
@@ -204,9 +204,10 @@ Problem read_shape(const Json& entry, size_t index, const std::string& source) {
   p.causal = reader.boolean(entry.at("causal"), "causal");
 
   p.scheme = p.causal ? Scheme::kZigzag : Scheme::kContiguous;
+  const bool scheme_given = entry.contains("scheme");
   if (auto it = entry.find("scheme"); it != entry.end()) {
     constexpr std::string_view kSchemes = "contiguous, zigzag, zigzag-token, striped";
-    const std::string& scheme = reader.string(*it, "scheme", kSchemes);
+    const std::string& scheme = reader.text(*it, "scheme", kSchemes);
     try {
       p.scheme = parse_scheme(scheme);
     } catch (const Error&) {
@@ -225,6 +226,17 @@ Problem read_shape(const Json& entry, size_t index, const std::string& source) {
     p.softmax_scale = scale;
   }
 
+  if (!scheme_given) {
+    // The user never named a scheme, so say where the requirement came from.
+    try {
+      check_partitionable(p.scheme, p.seq_len, static_cast<int>(p.cp_size));
+    } catch (const Error& e) {
+      if (e.kind() != ErrorKind::kBadInput) throw;
+      reader.fail("seq_len", std::to_string(p.seq_len) + " cannot be split by the default scheme " +
+                                 std::string(scheme_name(p.scheme)) + " over cp_size " + std::to_string(p.cp_size) +
+                                 ": " + printable(e.what(), 200) + "; set \"scheme\" to choose another");
+    }
+  }
   validate_problem(p, reader.where());
   return p;
 }
@@ -331,8 +343,16 @@ Json parse_json(const std::string& text, const std::string& source) {
     const size_t offset = e.byte == 0 ? 0 : e.byte - 1;
     throw_bad_input(source + ": not valid JSON at " + line_column(text, offset) + ": " + parse_reason(e.what()));
   } catch (const Json::exception& e) {
-    // out_of_range.406: a number literal beyond double range (1e400).
-    throw_bad_input(source + ": not valid JSON: " + parse_reason(e.what()));
+    // out_of_range.406, "number overflow parsing '1e400'", carries no position: find the literal.
+    const std::string what = e.what();
+    std::string where;
+    const size_t open = what.find("parsing '");
+    const size_t close = open == std::string::npos ? open : what.find('\'', open + 9);
+    if (close != std::string::npos) {
+      const size_t at = text.find(what.substr(open + 9, close - open - 9));
+      if (at != std::string::npos) where = " at " + line_column(text, at);
+    }
+    throw_bad_input(source + ": not valid JSON" + where + ": " + parse_reason(what));
   }
 }
 

@@ -1,0 +1,161 @@
+// cpgen plan --shapes FILE [--link-gbps G] [--tflops T] [--json]
+// Compares the four partition schemes for each shape: causal work balance, ring traffic and
+// memory, whether the K/V transfer hides behind compute, and which scheme to use.
+#include <cmath>
+#include <cstdio>
+#include <iostream>
+#include <memory>
+#include <string>
+#include <vector>
+
+#include <nlohmann/json.hpp>
+
+#include "runtime/plan.h"
+#include "runtime/shapes.h"
+#include "tools/cli/command.h"
+
+namespace cpgen::cli {
+namespace {
+
+struct PlanArgs {
+  std::string shapes;
+  double link_gbps = PlanRates{}.link_gbps;
+  double tflops = PlanRates{}.tflops;
+  bool json = false;
+};
+
+std::string bytes_text(int64_t bytes) {
+  static constexpr const char* kUnits[] = {"B", "KiB", "MiB", "GiB", "TiB", "PiB"};
+  double value = static_cast<double>(bytes);
+  int unit = 0;
+  while (value >= 1024 && unit < 5) {
+    value /= 1024;
+    ++unit;
+  }
+  char text[32];
+  std::snprintf(text, sizeof text, unit == 0 ? "%.0f %s" : "%.1f %s", value, kUnits[unit]);
+  return text;
+}
+
+std::string seconds_text(double seconds) {
+  char text[32];
+  if (seconds >= 1) std::snprintf(text, sizeof text, "%.2f s", seconds);
+  else if (seconds >= 1e-3) std::snprintf(text, sizeof text, "%.2f ms", seconds * 1e3);
+  else std::snprintf(text, sizeof text, "%.1f us", seconds * 1e6);
+  return text;
+}
+
+nlohmann::json entry_json(const ShapePlan& shape, const SchemePlan& s) {
+  nlohmann::json e;
+  e["shape"] = shape.problem.name;
+  e["scheme"] = std::string(scheme_name(s.scheme));
+  e["applicable"] = s.applicable;
+  e["recommended"] = s.scheme == shape.recommended;
+  if (!s.applicable) {
+    e["reason"] = s.reason;
+    for (const char* key : {"work_imbalance", "busiest_rank_tflop", "bytes_per_step", "bytes_total",
+                            "ring_extra_bytes", "allgather_extra_bytes", "step_compute_us", "step_comm_us",
+                            "compute_comm_ratio", "comm_hidden", "forward_ms"}) {
+      e[key] = nullptr;
+    }
+    return e;
+  }
+  e["work_imbalance"] = s.work_imbalance;
+  e["busiest_rank_tflop"] = s.busiest_rank_flops / 1e12;
+  e["bytes_per_step"] = s.bytes_per_step;
+  e["bytes_total"] = s.bytes_total;
+  e["ring_extra_bytes"] = s.ring_extra_bytes;
+  e["allgather_extra_bytes"] = s.allgather_extra_bytes;
+  e["step_compute_us"] = s.step_compute_s * 1e6;
+  e["step_comm_us"] = s.step_comm_s * 1e6;
+  // JSON has no infinity: with one rank nothing travels and the ratio is null.
+  e["compute_comm_ratio"] = std::isfinite(s.compute_comm_ratio) ? nlohmann::json(s.compute_comm_ratio) : nullptr;
+  e["comm_hidden"] = s.comm_hidden;
+  e["forward_ms"] = s.forward_s * 1e3;
+  e["tile_coarsening"] = s.tile_coarsening;
+  return e;
+}
+
+void print_json(const std::vector<ShapePlan>& plans, const PlanRates& rates) {
+  nlohmann::json out;
+  out["link_gbps"] = rates.link_gbps;
+  out["tflops"] = rates.tflops;
+  out["entries"] = nlohmann::json::array();
+  out["shapes"] = nlohmann::json::array();
+  for (const ShapePlan& shape : plans) {
+    for (const SchemePlan& s : shape.schemes) out["entries"].push_back(entry_json(shape, s));
+    out["shapes"].push_back({{"shape", shape.problem.name},
+                             {"file_scheme", std::string(scheme_name(shape.problem.scheme))},
+                             {"tile", shape.tile.uri()},
+                             {"recommended", std::string(scheme_name(shape.recommended))},
+                             {"why", shape.why}});
+  }
+  std::cout << out.dump(2) << "\n";
+}
+
+void print_table(const std::vector<ShapePlan>& plans, const PlanRates& rates) {
+  std::printf("rates: link %.4g GB/s per direction, compute %.4g TFLOP/s per GPU (forward pass)\n",
+              rates.link_gbps, rates.tflops);
+  for (const ShapePlan& shape : plans) {
+    const Problem& p = shape.problem;
+    std::printf("\n%s: batch %lld, heads %lld/%lld (GQA %lld), head_dim %lld, seq_len %lld, cp_size %lld, %s, %s; file scheme %s\n",
+                p.name.c_str(), (long long)p.batch, (long long)p.q_heads, (long long)p.kv_heads,
+                (long long)p.gqa_group(), (long long)p.head_dim, (long long)p.seq_len, (long long)p.cp_size,
+                std::string(dtype_name(p.dtype)).c_str(), p.causal ? "causal" : "non-causal",
+                std::string(scheme_name(p.scheme)).c_str());
+    std::printf("  work counted in the tiles of %s\n", shape.tile.uri().c_str());
+    std::printf("  %-13s %9s %11s %11s %11s %7s %6s %11s %11s %11s %11s %10s\n", "scheme", "imbalance",
+                "max TFLOP", "step comp", "step comm", "ratio", "hidden", "K/V step", "K/V total", "ring mem",
+                "gather mem", "forward");
+    for (const SchemePlan& s : shape.schemes) {
+      const std::string name(scheme_name(s.scheme));
+      if (!s.applicable) {
+        std::printf("  %-13s not applicable: %s\n", name.c_str(), s.reason.c_str());
+        continue;
+      }
+      char ratio[16];
+      if (std::isfinite(s.compute_comm_ratio)) std::snprintf(ratio, sizeof ratio, "%.2f", s.compute_comm_ratio);
+      else std::snprintf(ratio, sizeof ratio, "-");
+      std::printf("  %-13s %9.3f %11.2f %11s %11s %7s %6s %11s %11s %11s %11s %10s%s\n", name.c_str(),
+                  s.work_imbalance, s.busiest_rank_flops / 1e12, seconds_text(s.step_compute_s).c_str(),
+                  seconds_text(s.step_comm_s).c_str(), ratio, s.comm_hidden ? "yes" : "no",
+                  bytes_text(s.bytes_per_step).c_str(), bytes_text(s.bytes_total).c_str(),
+                  bytes_text(s.ring_extra_bytes).c_str(), bytes_text(s.allgather_extra_bytes).c_str(),
+                  seconds_text(s.forward_s).c_str(), s.tile_coarsening > 1 ? " (coarse tiles)" : "");
+    }
+    std::printf("  recommended: %s (%s)\n", std::string(scheme_name(shape.recommended)).c_str(), shape.why.c_str());
+  }
+  std::printf(
+      "\nimbalance: busiest rank's FLOPs / mean; step comp: busiest rank's FLOPs per step; step comm: one K/V "
+      "chunk over the link;\nratio: step comp / step comm (>= 1: the transfer hides); K/V total: all ranks, "
+      "whole forward; ring mem: 2 K/V chunk buffers per rank;\ngather mem: extra K/V per rank for an all-gather "
+      "instead of the ring.\n");
+}
+
+void run_plan(const PlanArgs& args) {
+  const PlanRates rates{args.link_gbps, args.tflops};
+  validate_rates(rates);
+  const std::vector<Problem> problems = load_shapes_file(args.shapes);
+  // Plan everything before printing, so that a failure leaves stdout empty.
+  std::vector<ShapePlan> plans;
+  for (const Problem& p : problems) plans.push_back(plan_shape(p, rates));
+  if (args.json) print_json(plans, rates);
+  else print_table(plans, rates);
+}
+
+const CommandRegistrar kRegistrar("plan", [](CLI::App& root) {
+  auto args = std::make_shared<PlanArgs>();
+  CLI::App* cmd = root.add_subcommand(
+      "plan", "Compare partition schemes per shape: causal work balance, ring traffic and memory, overlap");
+  cmd->add_option("--shapes", args->shapes, "shapes file (JSON, see examples/shapes)")->required();
+  cmd->add_option("--link-gbps", args->link_gbps,
+                  "link bandwidth between ring neighbours per direction, in GB/s (10^9 bytes/s, not gigabits)")
+      ->capture_default_str();
+  cmd->add_option("--tflops", args->tflops, "sustained attention throughput per GPU, in TFLOP/s")
+      ->capture_default_str();
+  cmd->add_flag("--json", args->json, "print JSON: one entry per (shape, scheme) and the recommendation per shape");
+  cmd->callback([args] { run_plan(*args); });
+});
+
+}  // namespace
+}  // namespace cpgen::cli
