@@ -119,7 +119,15 @@ WorkloadResult Tuner::tune_workload(const WorkloadKey& w, double started_s) {
   result.pruned = static_cast<int>(set.pruned.size());
 
   const std::string label = "compile " + std::string(step_type_name(w.step)) + " q" + std::to_string(w.q_len);
-  std::vector<CompileOutcome> outcomes = compile_candidates(set.viable, w.arch, compile_, options_.jobs, options_.quiet, label);
+  // Workloads of one problem share their candidates: each kernel is compiled once per tune.
+  std::vector<KernelSpec> fresh;
+  for (const KernelSpec& s : set.viable) {
+    if (!compiled_.count(s.uri())) fresh.push_back(s);
+  }
+  std::vector<CompileOutcome> fresh_outcomes = compile_candidates(fresh, w.arch, compile_, options_.jobs, options_.quiet, label);
+  for (CompileOutcome& o : fresh_outcomes) compiled_.emplace(o.spec.uri(), std::move(o));
+  std::vector<CompileOutcome> outcomes;
+  for (const KernelSpec& s : set.viable) outcomes.push_back(compiled_.at(s.uri()));
   std::vector<const CompileOutcome*> compiled;
   db_.transaction([&] {
     for (const CompileOutcome& o : outcomes) {

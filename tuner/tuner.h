@@ -5,6 +5,7 @@
 // compiled candidates as not-timed.
 #pragma once
 
+#include <map>
 #include <memory>
 #include <optional>
 #include <string>
@@ -68,6 +69,7 @@ class Tuner {
   CandidateTimer* timer_;
   RankGroup* ranks_;
   Environment env_;
+  std::map<std::string, CompileOutcome> compiled_;  // by URI; the arch is fixed per tune
 };
 
 // A GPU timer on `device` when one is present, else null.
