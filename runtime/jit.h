@@ -3,7 +3,8 @@
 // compile_kernel renders a spec's source, and either reads its cubin from the store (no NVRTC
 // call; CompileStats::from_store) or compiles it for one arch, parses ptxas' resource report, and
 // stores it. Safe to call from many threads at once (the tuner compiles in a thread pool) and from
-// several processes sharing one store.
+// several processes sharing one store; threads of one process asking for a kernel that another
+// thread is compiling wait for that compile instead of repeating it.
 #pragma once
 
 #include <cstdint>
@@ -36,8 +37,10 @@ std::string nvrtc_version();
 // What identifies the compiler in store keys: the version plus the size of the loaded libnvrtc,
 // which changes between patch releases that share a major.minor.
 std::string nvrtc_version_tag();
-// The store key of a source compiled with the embedded templates and compile_options(arch).
-std::string kernel_store_key(const std::string& source, std::string_view arch);
+// The store key of kernel `kernel_name` of `source` compiled with the embedded templates and
+// compile_options(arch), by this NVRTC: a SHA-256 in hex.
+std::string kernel_store_key(const std::string& kernel_name, const std::string& source,
+                             std::string_view arch);
 // How many times this process has called nvrtcCompileProgram (tests check that the store works).
 uint64_t nvrtc_compile_count();
 // Where a failed compile's source, headers, options and log are saved: $TMPDIR/cpgen/failed.

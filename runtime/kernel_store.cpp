@@ -6,6 +6,7 @@
 
 #include <atomic>
 #include <cerrno>
+#include <cstdio>
 #include <cstdlib>
 #include <cstring>
 #include <filesystem>
@@ -13,7 +14,7 @@
 #include <memory>
 #include <mutex>
 #include <nlohmann/json.hpp>
-#include <thread>
+#include <random>
 
 #include "cpgen/error.h"
 
@@ -64,12 +65,19 @@ void write_all(int fd, std::string_view bytes, const std::string& path) {
   }
 }
 
-// Unique within the host: pid, thread and a process-wide counter.
+// Unique among writers: the pid and a counter separate writers of one host, and a random part
+// separates hosts sharing the directory (pids repeat across machines and containers).
 std::string temp_name(const std::string& final_path) {
   static std::atomic<uint64_t> counter{0};
-  return final_path + ".tmp." + std::to_string(::getpid()) + "." +
-         std::to_string(std::hash<std::thread::id>{}(std::this_thread::get_id()) % 100000) + "." +
-         std::to_string(counter++);
+  static const uint64_t process_nonce = [] {
+    std::random_device device;
+    return (static_cast<uint64_t>(device()) << 32) ^ device();
+  }();
+  char suffix[64];
+  std::snprintf(suffix, sizeof suffix, ".tmp.%d.%016llx.%llu", static_cast<int>(::getpid()),
+                static_cast<unsigned long long>(process_nonce),
+                static_cast<unsigned long long>(counter++));
+  return final_path + suffix;
 }
 
 }  // namespace
