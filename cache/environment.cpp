@@ -5,6 +5,7 @@
 #include "cpgen/error.h"
 #include "generator/render.h"
 #include "runtime/cuda_driver.h"
+#include "runtime/module.h"
 
 namespace cpgen {
 namespace {
@@ -86,19 +87,8 @@ DeviceClass current_device_class(const std::string& fallback_arch, int device) {
   char name[256] = {};
   CPGEN_CU_CHECK(api->cuDeviceGetName(name, sizeof name, dev));
   dc.gpu_name = name;
-  int major = 0, minor = 0;
   CPGEN_CU_CHECK(api->cuDeviceGetAttribute(&dc.sm_count, CU_DEVICE_ATTRIBUTE_MULTIPROCESSOR_COUNT, dev));
-  CPGEN_CU_CHECK(api->cuDeviceGetAttribute(&major, CU_DEVICE_ATTRIBUTE_COMPUTE_CAPABILITY_MAJOR, dev));
-  CPGEN_CU_CHECK(api->cuDeviceGetAttribute(&minor, CU_DEVICE_ATTRIBUTE_COMPUTE_CAPABILITY_MINOR, dev));
-  // Hopper gets sm_90a (its arch-specific instructions); Ampere and Ada get sm_80. Newer
-  // majors are reported as sm_90, and loading an sm_90 cubin there fails with the driver's message.
-  if (major == 9 && minor == 0) {
-    dc.arch = "sm_90a";
-  } else if (major >= 9) {
-    dc.arch = "sm_90";
-  } else {
-    dc.arch = "sm_80";
-  }
+  dc.arch = device_arch(device);  // the JIT's choice, so that workloads and cubins agree
   return dc;
 }
 

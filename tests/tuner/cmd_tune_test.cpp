@@ -29,7 +29,7 @@ TEST_F(CmdTuneTest, WithoutAGpuCompilesRecordsNotTimedAndExitsZero) {
   Database db(path("t.db"));
   std::vector<Problem> problems = load_shapes_file(shapes_file());
   DeviceClass none{"none", "sm_90a", 0};
-  int records = 0;
+  int records = 0, not_timed = 0;
   for (const Problem& p : problems) {
     for (const WorkloadKey& w : workloads_for(p, none)) {
       const CandidateSet set = enumerate_candidates(w, 2);
@@ -38,7 +38,11 @@ TEST_F(CmdTuneTest, WithoutAGpuCompilesRecordsNotTimedAndExitsZero) {
       for (const Record& rec : rs) {
         EXPECT_NE(rec.disposition, Disposition::kOk) << rec.kernel_uri;
         EXPECT_FALSE(rec.median_ms.has_value()) << "nothing may claim a timing without a GPU";
-        if (rec.disposition == Disposition::kNotTimed) EXPECT_EQ(rec.detail, "compiled; timing needs a GPU");
+        if (rec.disposition == Disposition::kNotTimed) {
+          EXPECT_EQ(rec.detail, "compiled; timing needs a GPU");
+          EXPECT_TRUE(rec.registers.has_value()) << "the ptxas report is kept with the record";
+          ++not_timed;
+        }
         if (rec.disposition != Disposition::kNotTimed) EXPECT_FALSE(rec.detail.empty()) << rec.kernel_uri;
         ++records;
       }
@@ -46,6 +50,7 @@ TEST_F(CmdTuneTest, WithoutAGpuCompilesRecordsNotTimedAndExitsZero) {
     }
   }
   EXPECT_GT(records, 0);
+  EXPECT_GT(not_timed, 0) << "the documented defaults compile with NVRTC";
 }
 
 TEST_F(CmdTuneTest, RequireGpuExitsThreeWithoutAGpu) {
