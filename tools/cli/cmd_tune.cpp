@@ -14,6 +14,8 @@
 #include "runtime/shapes.h"
 #include "tools/cli/cli_db.h"
 #include "tools/cli/command.h"
+#include "runtime/cuda_driver.h"
+#include "tuner/nccl_rank_group.h"
 #include "tuner/tuner.h"
 
 namespace cpgen::cli {
@@ -35,6 +37,9 @@ struct TuneCliOptions {
   std::string store_dir;
   bool no_store = false;
   bool quiet = false;
+  int rank = 0;
+  int world_size = 1;
+  std::string nccl_id_file;
 };
 
 constexpr int kExitNoGpu = 3;
@@ -50,14 +55,32 @@ void run(const TuneCliOptions& o) {
   if (!o.arch.empty()) validate_arch(o.arch);
   if (o.budget_s < 0) throw_bad_input("tune: --budget-s must be >= 0 (0: no limit)");
   if (o.max_candidates < 0) throw_bad_input("tune: --max-candidates must be >= 0 (0: all)");
-  std::unique_ptr<CandidateTimer> timer = make_gpu_timer_if_present(0);
+  if (o.world_size < 1 || o.rank < 0 || o.rank >= o.world_size) {
+    throw_bad_input("tune: --rank " + std::to_string(o.rank) + " must lie in [0, --world-size " + std::to_string(o.world_size) + ")");
+  }
+  const bool multi_rank = o.world_size > 1;
+  if (multi_rank && o.nccl_id_file.empty()) throw_bad_input("tune: --world-size > 1 needs --nccl-id-file (a path all ranks can read)");
+#ifndef CPGEN_HAVE_NCCL
+  if (multi_rank) throw_bad_input("tune: this build has no NCCL; --world-size must be 1");
+#endif
+  // One GPU per rank on a node: rank r uses device r modulo the device count.
+  const int gpus = cu::device_count();
+  const int device = gpus > 0 ? o.rank % gpus : 0;
+  std::unique_ptr<CandidateTimer> timer = make_gpu_timer_if_present(device);
   if (!timer && o.require_gpu) {
     std::cerr << "cpgen: tune: timing needs a GPU and none is present (--require-gpu); nothing was tuned\n";
     set_exit_code(kExitNoGpu);
     return;
   }
-  DeviceClass device = current_device_class(o.arch.empty() ? "sm_90a" : o.arch);
-  if (!o.arch.empty()) device.arch = o.arch;
+  DeviceClass device_class = current_device_class(o.arch.empty() ? "sm_90a" : o.arch, device);
+  if (!o.arch.empty()) device_class.arch = o.arch;
+  std::unique_ptr<RankGroup> ranks;
+#ifdef CPGEN_HAVE_NCCL
+  if (multi_rank) {
+    if (!timer) throw Error(ErrorKind::kNoDevice, "tune: a multi-rank tune runs NCCL between GPUs and needs one per rank");
+    ranks = NcclRankGroup::create(o.rank, o.world_size, device, o.nccl_id_file);
+  }
+#endif
 
   std::unique_ptr<KernelStore> own_store;
   KernelStore* store = nullptr;
@@ -67,7 +90,7 @@ void run(const TuneCliOptions& o) {
   }
   auto db = open_db(o.db);
   TuneOptions options;
-  options.arch = device.arch;
+  options.arch = device_class.arch;
   options.jobs = o.jobs;
   options.max_candidates = o.max_candidates;
   options.budget_s = o.budget_s;
@@ -75,8 +98,8 @@ void run(const TuneCliOptions& o) {
   options.warmup = o.warmup;
   options.quiet = o.quiet || o.json_output;
   CompileFn compile = [store](const KernelSpec& spec, std::string_view arch) { return compile_kernel(spec, arch, store); };
-  Tuner tuner(*db, options, compile, timer.get());
-  TuneReport report = tuner.tune(problems, device);
+  Tuner tuner(*db, options, compile, timer.get(), ranks.get());
+  TuneReport report = tuner.tune(problems, device_class);
 
   if (o.json_output) {
     json workloads = json::array();
@@ -86,12 +109,12 @@ void run(const TuneCliOptions& o) {
                            {"not_timed", r.not_timed}, {"winner", r.winner ? json(r.winner->kernel_uri) : json(nullptr)},
                            {"winner_median_ms", r.winner ? json(*r.winner->median_ms) : json(nullptr)}, {"note", r.note}});
     }
-    std::cout << json{{"db", db->path()}, {"device", device.gpu_name}, {"arch", device.arch}, {"timed", report.timed},
+    std::cout << json{{"db", db->path()}, {"device", device_class.gpu_name}, {"arch", device_class.arch}, {"timed", report.timed},
                       {"seconds", report.seconds}, {"notice", report.notice}, {"workloads", workloads}}.dump(2) << "\n";
     return;
   }
   std::cout << "tuned " << report.workloads.size() << " workload(s) of " << problems.size() << " shape(s) for "
-            << device.gpu_name << " (" << device.arch << ") into " << db->path() << " in " << report.seconds << " s\n";
+            << device_class.gpu_name << " (" << device_class.arch << ") into " << db->path() << " in " << report.seconds << " s\n";
   for (const WorkloadResult& r : report.workloads) {
     std::cout << "  " << r.workload.describe() << "\n    " << r.pruned << " pruned by the model, " << r.compiled << " compiled, "
               << r.compile_failed << " failed to compile or spilled, " << r.timed << " timed, " << r.rejected
@@ -117,6 +140,9 @@ CommandRegistrar registrar("tune", [](CLI::App& root) {
   cmd->add_option("--store", o->store_dir, "compiled-kernel store directory (default: $CPGEN_KERNEL_DIR or ~/.cache/cpgen/kernels)");
   cmd->add_flag("--no-store", o->no_store, "always run NVRTC and store no compiled kernels");
   cmd->add_flag("-q,--quiet", o->quiet, "no progress lines");
+  cmd->add_option("--rank", o->rank, "this process's rank in a multi-rank tune (rank 0 times and decides)");
+  cmd->add_option("--world-size", o->world_size, "ranks in a multi-rank tune over NCCL (default 1)");
+  cmd->add_option("--nccl-id-file", o->nccl_id_file, "file through which rank 0 hands its NCCL id to the other ranks");
   cmd->callback([o] { run(*o); });
 });
 
