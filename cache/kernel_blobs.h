@@ -21,8 +21,8 @@ struct KernelBlob {
 };
 
 std::optional<KernelBlob> get_kernel_blob(Database& db, const std::string& key);
-// Stores the blob in its own transaction; a second put of the same key keeps the first (the key
-// is a content hash, so both are the same kernel).
+// Stores the blob in its own transaction, replacing a row of the same key (KernelStore::put
+// semantics: a damaged row is overwritten by the recompiled kernel).
 void put_kernel_blob(Database& db, const KernelBlob& blob);
 
 }  // namespace cpgen

@@ -70,6 +70,21 @@ TEST_F(CmdTuneTest, JsonReportParses) {
   EXPECT_NE(j["notice"].get<std::string>().find("timing needs a GPU"), std::string::npos);
 }
 
+TEST_F(CmdTuneTest, KernelsInTheDatabaseMakeTheSecondRunCompileNothing) {
+  if (have_gpu()) GTEST_SKIP() << "a GPU is present";
+  const std::string args = "tune --json -q --kernels-in-db --max-candidates 1 --db " + path("k.db") + " --shapes " + shapes_file();
+  ASSERT_EQ(run_cli(args).exit_code, 0);
+  Database db(path("k.db"));
+  Statement count = db.prepare("SELECT count(*) FROM kernels");
+  ASSERT_TRUE(count.step());
+  EXPECT_EQ(count.column_int(0), 2) << "one default kernel per shape";
+  const auto start = std::chrono::steady_clock::now();
+  CliResult again = run_cli(args);
+  ASSERT_EQ(again.exit_code, 0) << again.err;
+  EXPECT_LT(std::chrono::duration<double>(std::chrono::steady_clock::now() - start).count(), 2.0)
+      << "the second run should read both kernels from the database instead of compiling";
+}
+
 TEST_F(CmdTuneTest, BadInputExitsTwoWithOneLine) {
   std::ofstream(path("bad.json")) << R"({"shapes": [{"q_heads": 8, "kv_heads": 3, "head_dim": 128, "seq_len": 4096,
                                         "cp_size": 2, "dtype": "bf16", "causal": true}]})";

@@ -7,6 +7,7 @@
 #include <memory>
 
 #include "cache/environment.h"
+#include "cache/sqlite_kernel_store.h"
 #include "cpgen/error.h"
 #include "generator/kernel_spec.h"
 #include "runtime/jit.h"
@@ -36,6 +37,7 @@ struct TuneCliOptions {
   int warmup = 5;
   std::string store_dir;
   bool no_store = false;
+  bool kernels_in_db = false;
   bool quiet = false;
   int rank = 0;
   int world_size = 1;
@@ -85,7 +87,9 @@ void run(const TuneCliOptions& o) {
   std::unique_ptr<KernelStore> own_store;
   KernelStore* store = nullptr;
   if (!o.no_store) {
+    if (o.kernels_in_db && !o.store_dir.empty()) throw_bad_input("tune: give --store DIR or --kernels-in-db, not both");
     if (!o.store_dir.empty()) own_store = std::make_unique<DirectoryKernelStore>(o.store_dir);
+    if (o.kernels_in_db) own_store = std::make_unique<SqliteKernelStore>(resolve_db_path(o.db));
     store = own_store ? own_store.get() : default_kernel_store();
   }
   auto db = open_db(o.db);
@@ -139,6 +143,7 @@ CommandRegistrar registrar("tune", [](CLI::App& root) {
   cmd->add_option("--warmup", o->warmup, "untimed launches before timing");
   cmd->add_option("--store", o->store_dir, "compiled-kernel store directory (default: $CPGEN_KERNEL_DIR or ~/.cache/cpgen/kernels)");
   cmd->add_flag("--no-store", o->no_store, "always run NVRTC and store no compiled kernels");
+  cmd->add_flag("--kernels-in-db", o->kernels_in_db, "keep compiled kernels in the database's kernels table instead of a directory");
   cmd->add_flag("-q,--quiet", o->quiet, "no progress lines");
   cmd->add_option("--rank", o->rank, "this process's rank in a multi-rank tune (rank 0 times and decides)");
   cmd->add_option("--world-size", o->world_size, "ranks in a multi-rank tune over NCCL (default 1)");
