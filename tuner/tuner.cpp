@@ -129,19 +129,22 @@ WorkloadResult Tuner::tune_workload(const WorkloadKey& w, double started_s) {
   std::vector<CompileOutcome> outcomes;
   for (const KernelSpec& s : set.viable) outcomes.push_back(compiled_.at(s.uri()));
   std::vector<const CompileOutcome*> compiled;
-  db_.transaction([&] {
-    for (const CompileOutcome& o : outcomes) {
-      if (o.kernel) {
-        compiled.push_back(&o);
-        continue;
-      }
-      Record r = base_record(w, o.spec);
-      r.disposition = o.disposition;
-      r.detail = o.detail;
-      store_record(db_, r);
-      ++result.compile_failed;
+  std::vector<Record> failures;
+  for (const CompileOutcome& o : outcomes) {
+    if (o.kernel) {
+      compiled.push_back(&o);
+      continue;
     }
+    Record r = base_record(w, o.spec);
+    r.disposition = o.disposition;
+    r.detail = o.detail;
+    failures.push_back(std::move(r));
+  }
+  // The transaction body may run again after a busy retry, so it only writes.
+  db_.transaction([&] {
+    for (const Record& r : failures) store_record(db_, r);
   });
+  result.compile_failed = static_cast<int>(failures.size());
   result.compiled = static_cast<int>(compiled.size());
 
   auto not_timed = [&](const CompileOutcome& o, const std::string& why) {
@@ -165,7 +168,19 @@ WorkloadResult Tuner::tune_workload(const WorkloadKey& w, double started_s) {
   const KernelSpec default_spec = KernelSpec::default_for(w.dtype, w.head_dim, w.causal, w.gqa_group());
   auto ref_it = std::find_if(compiled.begin(), compiled.end(), [&](const CompileOutcome* o) { return o->spec == default_spec; });
   const CompileOutcome* reference = ref_it != compiled.end() ? *ref_it : compiled.front();
-  TimingOutcome ref_check = timer_->begin_workload(w, reference->spec, *reference->kernel);
+  TimingOutcome ref_check;
+  try {
+    ref_check = timer_->begin_workload(w, reference->spec, *reference->kernel);
+  } catch (const Error& e) {
+    // The workload's inputs do not fit, or the device failed: this workload stays untimed and
+    // the tune goes on with the next.
+    if (e.kind() != ErrorKind::kCuda && e.kind() != ErrorKind::kNoDevice) throw;
+    const std::string why = std::string("not timed: preparing the inputs failed: ") + e.what();
+    for (const CompileOutcome* o : compiled) not_timed(*o, why.substr(0, 400));
+    result.note = why;
+    timer_->end_workload();
+    return result;
+  }
   if (ref_check.disposition != Disposition::kOk) {
     Record r = base_record(w, reference->spec);
     r.disposition = ref_check.disposition;

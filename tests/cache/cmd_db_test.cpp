@@ -93,3 +93,18 @@ TEST_F(CmdDbTest, ExplainSaysWhereTheConfigCameFrom) {
 
 }  // namespace
 }  // namespace cpgen::testing
+
+namespace cpgen::testing {
+namespace {
+
+TEST_F(CmdDbTest, ReadOnlySubcommandsNeverCreateADatabase) {
+  for (const char* sub : {"show", "export", "verify"}) {
+    CliResult r = run_cli(std::string("db ") + sub + " --db " + path("none.db"));
+    EXPECT_EQ(r.exit_code, 2) << sub;
+    EXPECT_NE(r.err.find("no tuning database at " + path("none.db")), std::string::npos) << r.err;
+    EXPECT_FALSE(std::filesystem::exists(path("none.db"))) << sub;
+  }
+}
+
+}  // namespace
+}  // namespace cpgen::testing

@@ -39,8 +39,15 @@ std::string ms_or_dash(const std::optional<double>& ms) {
   return buf;
 }
 
+// Read-only subcommands never create a database where there is none.
+std::unique_ptr<Database> existing(const DbOptions& o) {
+  auto db = open_existing_db(o.db);
+  if (!db) throw_bad_input("no tuning database at " + resolve_db_path(o.db) + " (pass --db PATH or set CPGEN_DB)");
+  return db;
+}
+
 void show(const DbOptions& o) {
-  auto db = open_db(o.db);
+  auto db = existing(o);
   const Environment env = current_environment();
   std::map<std::string, std::map<std::string, int>> counts;  // workload -> disposition -> n
   json out = json::array();
@@ -75,7 +82,7 @@ void export_cmd(const DbOptions& o) {
   if (o.defaults) {
     doc = default_heuristic_cache();
   } else {
-    auto db = open_db(o.db);
+    auto db = existing(o);
     doc = export_cache(*db);
   }
   const std::string text = cache_text(doc);
@@ -120,7 +127,7 @@ void merge_cmd(const DbOptions& o) {
 }
 
 void verify_cmd(const DbOptions& o) {
-  auto db = open_db(o.db);
+  auto db = existing(o);
   VerifyReport r = verify_database(*db, current_environment());
   if (o.json_output) {
     json by_env = json::object();
