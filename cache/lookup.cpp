@@ -149,4 +149,11 @@ Selection select_config(const WorkloadKey& w, Database* db, const Environment& e
   return sel;
 }
 
+std::vector<StepSelection> select_for_problem(const Problem& p, const DeviceClass& device, Database* db,
+                                              const Environment& env, const PretunedCaches& caches) {
+  std::vector<StepSelection> out;
+  for (const WorkloadKey& w : workloads_for(p, device)) out.push_back({w, select_config(w, db, env, caches)});
+  return out;
+}
+
 }  // namespace cpgen

@@ -38,4 +38,13 @@ struct Selection {
 // db may be null (no database). caches is usually shipped_caches().
 Selection select_config(const WorkloadKey& w, Database* db, const Environment& env, const PretunedCaches& caches);
 
+// Every step type of a problem with its selection, as a runtime needs them when it sets up a ring;
+// step_type_at(problem, rank, step) says which one each ring step launches.
+struct StepSelection {
+  WorkloadKey workload;
+  Selection selection;
+};
+std::vector<StepSelection> select_for_problem(const Problem& p, const DeviceClass& device, Database* db,
+                                              const Environment& env, const PretunedCaches& caches);
+
 }  // namespace cpgen

@@ -39,8 +39,7 @@ void run(const ExplainOptions& o) {
   json out = json::array();
   for (const Problem& p : problems) {
     json steps = json::array();
-    for (const WorkloadKey& w : workloads_for(p, device)) {
-      Selection s = select_config(w, db.get(), env, caches);
+    for (const auto& [w, s] : select_for_problem(p, device, db.get(), env, caches)) {
       steps.push_back({{"step_type", step_type_name(w.step)}, {"workload", w.to_json()}, {"kernel", s.spec.uri()},
                        {"source", config_source_name(s.source)}, {"origin", s.origin},
                        {"median_ms", s.median_ms ? json(*s.median_ms) : json(nullptr)},
