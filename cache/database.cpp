@@ -239,8 +239,14 @@ void Database::transaction(const std::function<void()>& fn) {
 
 std::vector<std::string> Database::integrity_check() {
   std::vector<std::string> lines;
-  Statement check(db_, "PRAGMA integrity_check");
-  while (check.step()) lines.push_back(check.column_text(0));
+  try {
+    Statement check(db_, "PRAGMA integrity_check");
+    while (check.step()) lines.push_back(check.column_text(0));
+  } catch (const SqliteError& e) {
+    // Damage bad enough to stop the check is its answer too.
+    if (!is_unusable_file(e.code())) throw;
+    lines.push_back(std::string("integrity_check stopped: ") + sqlite3_errstr(e.code()));
+  }
   return lines;
 }
 

@@ -108,3 +108,35 @@ TEST_F(CmdDbTest, ReadOnlySubcommandsNeverCreateADatabase) {
 
 }  // namespace
 }  // namespace cpgen::testing
+
+namespace cpgen::testing {
+namespace {
+
+TEST_F(CmdDbTest, VerifyFailsOnADamagedFile) {
+  {
+    Database db(path("d.db"));
+    for (int i = 0; i < 300; ++i) {
+      Record r = test_record(test_workload(1024 + i), 128, 64, 4, 2, 1.0 + i);
+      r.samples_ms.assign(100, 1.0 + i);
+      put_record(db, r);
+    }
+    db.exec("PRAGMA wal_checkpoint(TRUNCATE)");
+  }
+  // Overwrite the middle of the file (record and index pages; the schema page stays readable).
+  const auto size = std::filesystem::file_size(path("d.db"));
+  ASSERT_GT(size, 64u * 1024);
+  {
+    std::fstream f(path("d.db"), std::ios::in | std::ios::out | std::ios::binary);
+    f.seekp(static_cast<std::streamoff>(size / 2));
+    const std::string junk(8192, '\x5a');
+    f.write(junk.data(), junk.size());
+  }
+  CliResult r = run_cli("db verify --json --db " + path("d.db"));
+  EXPECT_EQ(r.exit_code, 1) << r.out << r.err;
+  nlohmann::json j = nlohmann::json::parse(r.out);
+  EXPECT_EQ(j["sound"], false);
+  EXPECT_NE(j["integrity"][0], "ok");
+}
+
+}  // namespace
+}  // namespace cpgen::testing

@@ -2,6 +2,9 @@
 #include <sys/wait.h>
 #include <unistd.h>
 
+#include <signal.h>
+
+#include <chrono>
 #include <condition_variable>
 #include <thread>
 
@@ -268,6 +271,66 @@ TEST_F(TunerTest, FourProcessesTuningIntoOneDatabase) {
       EXPECT_TRUE(pinned_winner(db, w)) << w.describe();
     }
   }
+}
+
+}  // namespace
+}  // namespace cpgen::testing
+
+namespace cpgen::testing {
+namespace {
+
+// A FakeTimer that takes a little while per candidate, so a tune is still running when killed.
+class SlowTimer : public FakeTimer {
+ public:
+  TimingOutcome measure(const KernelSpec& spec, const CompiledKernel& kernel, int warmup, int runs) override {
+    std::this_thread::sleep_for(std::chrono::milliseconds(20));
+    return FakeTimer::measure(spec, kernel, warmup, runs);
+  }
+};
+
+int64_t ok_records(Database& db) {
+  Statement count = db.prepare("SELECT count(*) FROM records WHERE disposition = 'ok'");
+  count.step();
+  return count.column_int(0);
+}
+
+TEST_F(TunerTest, SigkillInTheMiddleOfATuneKeepsEveryCommittedRecord) {
+  const std::string db_path = path("killed.db");
+  { Database create(db_path); }
+  pid_t pid = fork();
+  ASSERT_GE(pid, 0);
+  if (pid == 0) {
+    try {
+      Database db(db_path);
+      FakeCompiler compiler;
+      SlowTimer timer;
+      TuneOptions o = quiet_options();
+      o.jobs = 1;
+      Tuner tuner(db, o, compiler.fn(), &timer, nullptr, test_env());
+      std::vector<Problem> problems;
+      for (int i = 1; i <= 8; ++i) problems.push_back(small_problem(4096 * i, Scheme::kContiguous));
+      tuner.tune(problems, kH200);
+    } catch (...) {
+      _exit(2);
+    }
+    _exit(0);
+  }
+  // Watch from another connection until a good number of timings are committed, then kill.
+  Database watcher(db_path);
+  int64_t seen = 0;
+  for (int i = 0; i < 2000 && seen < 40; ++i) {
+    std::this_thread::sleep_for(std::chrono::milliseconds(5));
+    seen = ok_records(watcher);
+  }
+  ASSERT_EQ(kill(pid, SIGKILL), 0);
+  int status = 0;
+  ASSERT_EQ(waitpid(pid, &status, 0), pid);
+  ASSERT_TRUE(WIFSIGNALED(status)) << "the tune finished before it could be killed; status " << status;
+  ASSERT_GE(seen, 40);
+  Database after(db_path);
+  EXPECT_TRUE(after.moved_aside_to().empty());
+  EXPECT_EQ(after.integrity_check(), std::vector<std::string>{"ok"});
+  EXPECT_GE(ok_records(after), seen) << "a record committed before the kill is gone";
 }
 
 }  // namespace
