@@ -16,6 +16,7 @@
 #include "cpgen/error.h"
 #include "generator/embedded_templates.h"
 #include "generator/render.h"
+#include "runtime/compile_log.h"
 #include "runtime/nvrtc_check.h"
 #include "runtime/ptxas_log.h"
 #include "runtime/sha256.h"
@@ -222,6 +223,15 @@ CompiledKernel run_nvrtc(const std::string& kernel_name, const std::string& sour
                                          std::string(arch) + " (" + what + "); source saved to " +
                                          saved + "; options: " + join(options) + "; log:\n" + log);
   };
+  if (status == NVRTC_ERROR_COMPILATION) {
+    // A resource check of the traits failed: the config does not fit, which the tuner records
+    // as infeasible; the feasibility model should have caught it first, so the log stays attached.
+    if (std::optional<std::string> reason = traits_assertion_failure(log)) {
+      throw Error(ErrorKind::kInfeasible, kernel_name + " on " + std::string(arch) + ": " + *reason +
+                                              " (static_assert in cpgen/traits.cuh; the feasibility model "
+                                              "did not predict it); options: " + join(options) + "; log:\n" + log);
+    }
+  }
   if (status != NVRTC_SUCCESS) return fail(nvrtcGetErrorString(status));
 
   std::optional<KernelResources> resources = kernel_resources(log, kernel_name);

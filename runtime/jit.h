@@ -19,8 +19,9 @@
 namespace cpgen {
 
 // Throws Error(kBadInput) for an unsupported spec or arch, Error(kInfeasible) when
-// check_feasibility rejects the spec on `arch`, and Error(kCompile) when NVRTC fails; the compile
-// error's message carries the URI, the options, the path of the saved source, and the NVRTC log.
+// check_feasibility rejects the spec on `arch` or a static_assert of the traits fails in NVRTC,
+// and Error(kCompile) when NVRTC fails otherwise; the compile error's message carries the URI, the
+// options, the path of the saved source, and the NVRTC log.
 // `store` may be nullptr (always compile, store nothing).
 CompiledKernel compile_kernel(const KernelSpec& spec, std::string_view arch,
                               KernelStore* store = default_kernel_store());
