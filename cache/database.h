@@ -1,0 +1,68 @@
+// The tuning database: one SQLite file in WAL mode with a busy timeout, a schema version with
+// migrations, and every write inside a transaction that is retried when another process holds
+// the write lock. A file at the path that is not a usable database is moved aside (same name
+// plus ".corrupt-<unix time>") with a warning and a fresh database is created in its place.
+#pragma once
+
+#include <sqlite3.h>
+
+#include <functional>
+#include <string>
+#include <string_view>
+#include <vector>
+
+#include "cache/statement.h"
+
+namespace cpgen {
+
+// Path resolution, first match wins: the --db flag, $CPGEN_DB, $XDG_CACHE_HOME/cpgen/cpgen.db,
+// ~/.cache/cpgen/cpgen.db.
+std::string resolve_db_path(const std::string& flag_value = "");
+
+// Where cache warnings go (a file moved aside, rows of another environment). Default: stderr,
+// prefixed "cpgen: warning: ". Returns the previous sink.
+using WarningSink = std::function<void(const std::string&)>;
+WarningSink set_warning_sink(WarningSink sink);
+void warn(const std::string& message);
+
+class Database {
+ public:
+  // The schema this build writes; migrations bring older files up to it.
+  static constexpr int kSchemaVersion = 1;
+  // How long one statement waits for another process's lock before SQLITE_BUSY.
+  static constexpr int kBusyTimeoutMs = 10000;
+
+  // Opens (creating folders and the file as needed), repairs and migrates. Throws
+  // Error(kDatabase) when the file cannot be opened or was written by a newer schema.
+  explicit Database(const std::string& path);
+  ~Database();
+  Database(const Database&) = delete;
+  Database& operator=(const Database&) = delete;
+
+  const std::string& path() const { return path_; }
+  // Non-empty when opening found a bad file at path() and moved it there.
+  const std::string& moved_aside_to() const { return moved_aside_to_; }
+  int schema_version();
+
+  Statement prepare(std::string_view sql) { return Statement(db_, sql); }
+  void exec(const std::string& sql);
+  // Runs fn inside BEGIN IMMEDIATE ... COMMIT. IMMEDIATE takes the write lock up front, so two
+  // writers never deadlock upgrading read locks; if the lock stays busy past the busy timeout
+  // (or a statement inside reports busy) the whole transaction is rolled back and rerun.
+  void transaction(const std::function<void()>& fn);
+  // PRAGMA integrity_check: {"ok"} for a sound file, otherwise one line per problem.
+  std::vector<std::string> integrity_check();
+
+  sqlite3* handle() { return db_; }
+
+ private:
+  void open_checked();
+  void configure();
+  void migrate();
+
+  std::string path_;
+  std::string moved_aside_to_;
+  sqlite3* db_ = nullptr;
+};
+
+}  // namespace cpgen

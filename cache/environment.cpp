@@ -1,0 +1,95 @@
+#include "cache/environment.h"
+
+#include <nvrtc.h>
+
+#include "cpgen/error.h"
+#include "generator/render.h"
+#include "runtime/cuda_driver.h"
+#include "runtime/module.h"
+
+namespace cpgen {
+namespace {
+
+std::string version_text(int encoded) {
+  // The driver reports 1000 * major + 10 * minor.
+  return std::to_string(encoded / 1000) + "." + std::to_string((encoded % 1000) / 10);
+}
+
+std::string json_string(const nlohmann::json& j, const char* field) {
+  if (!j.contains(field) || !j[field].is_string()) {
+    throw_bad_input(std::string("environment field '") + field + "' is missing or not a string");
+  }
+  return j[field].get<std::string>();
+}
+
+}  // namespace
+
+bool Environment::matches(const Environment& o) const {
+  return template_hash == o.template_hash && nvrtc_version == o.nvrtc_version &&
+         driver_version == o.driver_version && gpu_name == o.gpu_name && sm_count == o.sm_count;
+}
+
+std::string Environment::key() const {
+  return "template " + template_hash + ", NVRTC " + nvrtc_version + ", driver " + driver_version + ", " +
+         gpu_name + " x" + std::to_string(sm_count) + " SMs";
+}
+
+nlohmann::json Environment::to_json() const {
+  return {{"cpgen_version", cpgen_version}, {"template_hash", template_hash},
+          {"nvrtc_version", nvrtc_version}, {"driver_version", driver_version},
+          {"gpu_name", gpu_name},           {"sm_count", sm_count}};
+}
+
+Environment Environment::from_json(const nlohmann::json& j) {
+  if (!j.is_object()) throw_bad_input("environment must be a JSON object");
+  Environment e;
+  e.cpgen_version = json_string(j, "cpgen_version");
+  e.template_hash = json_string(j, "template_hash");
+  e.nvrtc_version = json_string(j, "nvrtc_version");
+  e.driver_version = json_string(j, "driver_version");
+  e.gpu_name = json_string(j, "gpu_name");
+  if (!j.contains("sm_count") || !j["sm_count"].is_number_integer()) {
+    throw_bad_input("environment field 'sm_count' is missing or not an integer");
+  }
+  e.sm_count = j["sm_count"].get<int>();
+  return e;
+}
+
+bool have_device() { return cu::try_driver() != nullptr; }
+
+Environment current_environment(int device) {
+  Environment e;
+  e.cpgen_version = CPGEN_VERSION;
+  e.template_hash = template_hash_hex();
+  int major = 0, minor = 0;
+  if (nvrtcVersion(&major, &minor) != NVRTC_SUCCESS) throw Error(ErrorKind::kCompile, "nvrtcVersion failed");
+  e.nvrtc_version = std::to_string(major) + "." + std::to_string(minor);
+  e.driver_version = "none";
+  e.gpu_name = "none";
+  if (const cu::DriverApi* api = cu::try_driver()) {
+    int version = 0;
+    CPGEN_CU_CHECK(api->cuDriverGetVersion(&version));
+    e.driver_version = version_text(version);
+    DeviceClass dc = current_device_class("sm_90", device);
+    e.gpu_name = dc.gpu_name;
+    e.sm_count = dc.sm_count;
+  }
+  return e;
+}
+
+DeviceClass current_device_class(const std::string& fallback_arch, int device) {
+  DeviceClass dc;
+  dc.arch = fallback_arch;
+  const cu::DriverApi* api = cu::try_driver();
+  if (!api) return dc;
+  CUdevice dev = 0;
+  CPGEN_CU_CHECK(api->cuDeviceGet(&dev, device));
+  char name[256] = {};
+  CPGEN_CU_CHECK(api->cuDeviceGetName(name, sizeof name, dev));
+  dc.gpu_name = name;
+  CPGEN_CU_CHECK(api->cuDeviceGetAttribute(&dc.sm_count, CU_DEVICE_ATTRIBUTE_MULTIPROCESSOR_COUNT, dev));
+  dc.arch = device_arch(device);  // the JIT's choice, so that workloads and cubins agree
+  return dc;
+}
+
+}  // namespace cpgen

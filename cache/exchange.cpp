@@ -1,0 +1,198 @@
+#include "cache/exchange.h"
+
+#include <algorithm>
+#include <map>
+#include <tuple>
+
+#include "cpgen/error.h"
+#include "generator/kernel_spec.h"
+
+namespace cpgen {
+namespace {
+
+using nlohmann::json;
+
+template <typename T>
+json optional_json(const std::optional<T>& value) {
+  return value ? json(*value) : json(nullptr);
+}
+
+template <typename T>
+std::optional<T> optional_field(const json& entry, const char* name, const std::string& where) {
+  if (!entry.contains(name) || entry[name].is_null()) return std::nullopt;
+  try {
+    return entry[name].get<T>();
+  } catch (const json::exception&) {
+    throw_bad_input(where + ": field '" + name + "' has the wrong type (" + entry[name].dump() + ")");
+  }
+}
+
+template <typename T>
+T required_field(const json& entry, const char* name, const std::string& where) {
+  auto value = optional_field<T>(entry, name, where);
+  if (!value) throw_bad_input(where + ": field '" + name + "' is missing");
+  return *value;
+}
+
+std::string sort_key(const json& entry) {
+  return entry["workload"].dump() + "|" + entry["kernel"].get<std::string>() + "|" +
+         (entry.contains("environment") ? entry["environment"].dump() : std::string());
+}
+
+}  // namespace
+
+json record_to_json(const Record& r, bool winner) {
+  json entry;
+  entry["workload"] = r.workload.to_json();
+  entry["kernel"] = r.kernel_uri;
+  entry["disposition"] = disposition_name(r.disposition);
+  entry["median_ms"] = optional_json(r.median_ms);
+  entry["spread_ms"] = optional_json(r.spread_ms);
+  entry["samples_ms"] = r.samples_ms;
+  entry["tflops"] = optional_json(r.tflops);
+  entry["registers"] = optional_json(r.registers);
+  entry["spill_bytes"] = optional_json(r.spill_bytes);
+  entry["environment"] = r.env.to_json();
+  entry["source"] = r.source;
+  entry["detail"] = r.detail;
+  entry["created_at"] = r.created_at;
+  entry["winner"] = winner;
+  return entry;
+}
+
+Record record_from_json(const json& entry, const std::string& where) {
+  if (!entry.is_object()) throw_bad_input(where + ": an entry must be a JSON object");
+  Record r;
+  if (!entry.contains("workload")) throw_bad_input(where + ": field 'workload' is missing");
+  try {
+    r.workload = WorkloadKey::from_json(entry["workload"]);
+    r.env = Environment::from_json(entry.contains("environment") ? entry["environment"] : json());
+    r.kernel_uri = required_field<std::string>(entry, "kernel", where);
+    KernelSpec::parse(r.kernel_uri);  // rejects a malformed kernel name up front
+    r.disposition = parse_disposition(required_field<std::string>(entry, "disposition", where));
+  } catch (const Error& e) {
+    if (e.kind() != ErrorKind::kBadInput) throw;
+    throw_bad_input(where + ": " + e.what());
+  }
+  r.median_ms = optional_field<double>(entry, "median_ms", where);
+  r.spread_ms = optional_field<double>(entry, "spread_ms", where);
+  r.samples_ms = optional_field<std::vector<double>>(entry, "samples_ms", where).value_or(std::vector<double>{});
+  r.tflops = optional_field<double>(entry, "tflops", where);
+  r.registers = optional_field<int>(entry, "registers", where);
+  r.spill_bytes = optional_field<int>(entry, "spill_bytes", where);
+  r.source = optional_field<std::string>(entry, "source", where).value_or("measured");
+  r.detail = optional_field<std::string>(entry, "detail", where).value_or("");
+  r.created_at = optional_field<int64_t>(entry, "created_at", where).value_or(0);
+  if (r.disposition == Disposition::kOk && !r.median_ms) {
+    throw_bad_input(where + ": an 'ok' entry needs 'median_ms'");
+  }
+  return r;
+}
+
+json export_cache(Database& db) {
+  std::vector<json> entries;
+  for (const Record& r : all_records(db)) {
+    auto pin = pinned_winner(db, r.workload);
+    bool winner = pin && pin->kernel_uri == r.kernel_uri && pin->env_key == r.env.key();
+    entries.push_back(record_to_json(r, winner));
+  }
+  std::sort(entries.begin(), entries.end(), [](const json& a, const json& b) { return sort_key(a) < sort_key(b); });
+  return json{{"format", kCacheFormatName}, {"version", kCacheFormatVersion}, {"entries", entries}};
+}
+
+std::string cache_text(const json& doc) { return doc.dump(2) + "\n"; }
+
+void check_cache_header(const json& doc, const std::string& where) {
+  if (!doc.is_object() || !doc.contains("format") || doc["format"] != kCacheFormatName) {
+    throw_bad_input(where + ": not a cpgen tuning cache (expected \"format\": \"" + kCacheFormatName + "\")");
+  }
+  if (!doc.contains("version") || !doc["version"].is_number_integer()) {
+    throw_bad_input(where + ": field 'version' is missing or not an integer");
+  }
+  int version = doc["version"].get<int>();
+  if (version < 1 || version > kCacheFormatVersion) {
+    throw_bad_input(where + ": cache format version " + std::to_string(version) + " is not supported; this build reads 1.." +
+                    std::to_string(kCacheFormatVersion));
+  }
+  if (!doc.contains("entries") || !doc["entries"].is_array()) {
+    throw_bad_input(where + ": field 'entries' is missing or not an array");
+  }
+}
+
+ImportStats import_cache(Database& db, const json& doc, const std::string& where) {
+  check_cache_header(doc, where);
+  // Parse everything first: a bad entry rejects the whole file before anything is written.
+  std::vector<std::pair<Record, bool>> incoming;
+  ImportStats stats;
+  const json& entries = doc["entries"];
+  for (size_t i = 0; i < entries.size(); ++i) {
+    const std::string at = where + " entry " + std::to_string(i);
+    if (entries[i].is_object() && entries[i].value("source", "") == "default-heuristic") {
+      ++stats.skipped;
+      continue;
+    }
+    bool winner = entries[i].is_object() && entries[i].value("winner", false);
+    incoming.emplace_back(record_from_json(entries[i], at), winner);
+  }
+  db.transaction([&] {
+    ImportStats s = stats;
+    for (const auto& [record, winner] : incoming) {
+      switch (store_record(db, record)) {
+        case StoreResult::kAdded: ++s.added; break;
+        case StoreResult::kReplaced: ++s.replaced; break;
+        case StoreResult::kKept: ++s.kept; break;
+      }
+      if (!winner || !record.valid()) continue;
+      // Keep the faster pinned winner of the two sides.
+      auto pin = pinned_winner(db, record.workload);
+      if (!pin || *record.median_ms < pin->median_ms) {
+        pin_winner(db, record.workload, {record.kernel_uri, *record.median_ms, record.env.key(), "import"});
+        ++s.winners;
+      }
+    }
+    stats = s;
+  });
+  return stats;
+}
+
+ImportStats merge_database(Database& db, const std::string& other_path) {
+  if (other_path == db.path()) throw_bad_input("cannot merge the database " + other_path + " into itself");
+  Database other(other_path);
+  return import_cache(db, export_cache(other), other_path);
+}
+
+json default_heuristic_cache() {
+  std::vector<json> entries;
+  for (const KernelSpec& s : KernelSpec::all_defaults()) {
+    json entry;
+    entry["workload"] = {{"dtype", dtype_name(s.dtype)}, {"head_dim", s.head_dim}, {"causal", s.causal},
+                         {"gqa_group", s.gqa_group}};
+    entry["kernel"] = s.uri();
+    entry["disposition"] = "not-timed";
+    entry["source"] = "default-heuristic";
+    entry["detail"] = "KernelSpec::default_for; never timed";
+    entries.push_back(entry);
+  }
+  std::sort(entries.begin(), entries.end(), [](const json& a, const json& b) { return sort_key(a) < sort_key(b); });
+  return json{{"format", kCacheFormatName}, {"version", kCacheFormatVersion}, {"entries", entries}};
+}
+
+VerifyReport verify_database(Database& db, const Environment& current) {
+  VerifyReport report;
+  report.integrity = db.integrity_check();
+  if (!report.sound()) return report;  // counting rows of a damaged file could fail or mislead
+  report.schema_version = db.schema_version();
+  Statement workloads = db.prepare("SELECT count(*) FROM workloads");
+  workloads.step();
+  report.workloads = workloads.column_int(0);
+  std::map<std::string, int64_t> by_env;
+  for (const Record& r : all_records(db)) {
+    ++report.records;
+    ++by_env[r.env.key()];
+    if (!r.env.matches(current)) ++report.other_environment;
+  }
+  report.by_environment.assign(by_env.begin(), by_env.end());
+  return report;
+}
+
+}  // namespace cpgen

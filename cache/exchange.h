@@ -1,0 +1,67 @@
+// The exchange format for tuning results: a versioned, diffable JSON document. `cpgen db export`
+// writes it, `cpgen db import` reads it, and shipped pretuned caches (caches/*.json) use it.
+//
+//   {"format": "cpgen-tuning-cache", "version": 1, "entries": [
+//     {"workload": {...WorkloadKey...}, "kernel": "ring_fwd_...", "disposition": "ok",
+//      "median_ms": 0.41, "spread_ms": 0.01, "samples_ms": [...], "tflops": 512.3,
+//      "registers": 168, "spill_bytes": 0, "environment": {...}, "source": "measured",
+//      "detail": "", "created_at": 1763700000, "winner": true}, ...]}
+//
+// Entries are sorted (workload, kernel, environment) and written one field per line, so two
+// exports diff line by line. Pretuned caches may also hold pattern entries ("source":
+// "default-heuristic"): their "workload" names only some fields (e.g. dtype, head_dim, causal,
+// gqa_group), they carry no timing and no environment, and they match any workload agreeing on
+// the fields they name. Pattern entries live only in cache files, never in a database.
+#pragma once
+
+#include <nlohmann/json.hpp>
+
+#include <string>
+#include <vector>
+
+#include "cache/database.h"
+#include "cache/records.h"
+
+namespace cpgen {
+
+inline constexpr const char* kCacheFormatName = "cpgen-tuning-cache";
+inline constexpr int kCacheFormatVersion = 1;
+
+nlohmann::json record_to_json(const Record& r, bool winner);
+Record record_from_json(const nlohmann::json& entry, const std::string& where);  // throws kBadInput
+
+nlohmann::json export_cache(Database& db);
+// The document as written to a file: two-space indentation and a final newline.
+std::string cache_text(const nlohmann::json& doc);
+// Checks "format" and "version"; throws kBadInput naming the file and what is expected.
+void check_cache_header(const nlohmann::json& doc, const std::string& where);
+
+struct ImportStats {
+  int added = 0;      // identities new to the database
+  int replaced = 0;   // the incoming record was better and replaced the stored one
+  int kept = 0;       // the stored record was at least as good
+  int skipped = 0;    // pattern entries (defaults), which belong only in cache files
+  int winners = 0;    // pinned winners taken from the incoming side
+};
+
+// Imports a document under the keep-the-better rule, in one transaction.
+ImportStats import_cache(Database& db, const nlohmann::json& doc, const std::string& where);
+// Merges another database file (read through its own export) under the same rule.
+ImportStats merge_database(Database& db, const std::string& other_path);
+
+// The pattern entries for KernelSpec::default_for over every supported combination: the content
+// of the shipped caches/default-heuristic.json.
+nlohmann::json default_heuristic_cache();
+
+struct VerifyReport {
+  std::vector<std::string> integrity;   // PRAGMA integrity_check lines ({"ok"} when sound)
+  int schema_version = 0;
+  int64_t workloads = 0;
+  int64_t records = 0;
+  int64_t other_environment = 0;        // records not made in the current environment
+  std::vector<std::pair<std::string, int64_t>> by_environment;  // Environment::key() -> count
+  bool sound() const { return integrity.size() == 1 && integrity[0] == "ok"; }
+};
+VerifyReport verify_database(Database& db, const Environment& current);
+
+}  // namespace cpgen

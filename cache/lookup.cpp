@@ -1,0 +1,159 @@
+#include "cache/lookup.h"
+
+#include <algorithm>
+#include <cmath>
+#include <cstdlib>
+
+#include "cache/records.h"
+#include "cpgen/error.h"
+
+namespace cpgen {
+namespace {
+
+// log2 distance between two lengths' buckets.
+int bucket_distance(const WorkloadKey& a, const WorkloadKey& b) {
+  return std::abs(static_cast<int>(std::log2(static_cast<double>(a.seq_bucket()))) -
+                  static_cast<int>(std::log2(static_cast<double>(b.seq_bucket()))));
+}
+
+// A record names a kernel; it is only usable for w if the kernel was built for w's dtype, head
+// dim, mask and group (a hand-edited or damaged row could say otherwise).
+std::optional<KernelSpec> usable_spec(const std::string& uri, const WorkloadKey& w) {
+  try {
+    KernelSpec s = KernelSpec::parse(uri);
+    if (s.dtype != w.dtype || s.head_dim != w.head_dim || s.causal != w.causal || s.gqa_group != w.gqa_group()) return std::nullopt;
+    return s;
+  } catch (const Error&) {
+    return std::nullopt;
+  }
+}
+
+bool same_except_lengths(WorkloadKey a, WorkloadKey b) {
+  a.q_len = b.q_len;
+  a.kv_len = b.kv_len;
+  return a == b;
+}
+
+// Pretuned entries are trusted for the same kernel code on the same device class; the NVRTC
+// and driver of a user's machine rarely match the vendor's exactly.
+bool pretuned_env_matches(const Environment& entry, const Environment& env) {
+  return entry.template_hash == env.template_hash && entry.gpu_name == env.gpu_name && entry.sm_count == env.sm_count;
+}
+
+std::string ms_text(double ms) {
+  char buf[32];
+  snprintf(buf, sizeof buf, "%.4g ms", ms);
+  return buf;
+}
+
+}  // namespace
+
+std::string_view config_source_name(ConfigSource source) {
+  switch (source) {
+    case ConfigSource::kDatabaseExact: return "database-exact";
+    case ConfigSource::kDatabaseBucket: return "database-bucket";
+    case ConfigSource::kPretunedExact: return "pretuned-exact";
+    case ConfigSource::kPretunedBucket: return "pretuned-bucket";
+    case ConfigSource::kPretunedPattern: return "pretuned-pattern";
+    case ConfigSource::kDefault: return "default";
+  }
+  throw Error(ErrorKind::kInternal, "config_source_name: unknown source value");
+}
+
+Selection select_config(const WorkloadKey& w, Database* db, const Environment& env, const PretunedCaches& caches) {
+  Selection sel;
+  std::string ignored_note;
+  if (db) {
+    BestRecord best = best_record(*db, w, env);
+    sel.ignored_other_environment += best.other_environment;
+    if (best.record) {
+      if (auto spec = usable_spec(best.record->kernel_uri, w)) {
+        sel.spec = *spec;
+        sel.source = ConfigSource::kDatabaseExact;
+        sel.origin = db->path();
+        sel.matched = w;
+        sel.median_ms = best.record->median_ms;
+        sel.reason = "tuned for this exact workload (median " + ms_text(*best.record->median_ms) + ")";
+        return sel;
+      }
+    }
+    std::vector<WorkloadKey> siblings = sibling_workloads(*db, w);
+    std::stable_sort(siblings.begin(), siblings.end(), [&](const WorkloadKey& a, const WorkloadKey& b) {
+      int da = bucket_distance(a, w), dbb = bucket_distance(b, w);
+      return da != dbb ? da < dbb : a.q_len < b.q_len;
+    });
+    for (const WorkloadKey& sibling : siblings) {
+      if (sibling == w) continue;
+      BestRecord near = best_record(*db, sibling, env);
+      sel.ignored_other_environment += near.other_environment;
+      if (!near.record) continue;
+      auto spec = usable_spec(near.record->kernel_uri, w);
+      if (!spec) continue;
+      sel.spec = *spec;
+      sel.source = ConfigSource::kDatabaseBucket;
+      sel.origin = db->path();
+      sel.matched = sibling;
+      sel.median_ms = near.record->median_ms;
+      sel.reason = "no record for q_len " + std::to_string(w.q_len) + "; nearest tuned bucket is q_len " +
+                   std::to_string(sibling.q_len) + " (median " + ms_text(*near.record->median_ms) + " there)";
+      return sel;
+    }
+    if (sel.ignored_other_environment > 0) {
+      ignored_note = "; " + std::to_string(sel.ignored_other_environment) +
+                     " database record(s) of another environment were ignored";
+    }
+  }
+
+  // Pretuned caches: measured entries first (exact, then nearest bucket), then patterns.
+  const CacheEntry* chosen = nullptr;
+  int chosen_rank = 0;  // 0 exact, 1 + distance for a bucket; patterns handled below
+  for (const CacheEntry& entry : caches.entries) {
+    if (!entry.record || !entry.record->valid() || !pretuned_env_matches(entry.record->env, env)) continue;
+    const WorkloadKey& ew = entry.record->workload;
+    if (!same_except_lengths(ew, w) || !usable_spec(entry.kernel_uri, w)) continue;
+    int rank = ew == w ? 0 : 1 + bucket_distance(ew, w);
+    bool better = !chosen || rank < chosen_rank ||
+                  (rank == chosen_rank && entry.winner != chosen->winner && entry.winner) ||
+                  (rank == chosen_rank && entry.winner == chosen->winner && *entry.record->median_ms < *chosen->record->median_ms);
+    if (better) {
+      chosen = &entry;
+      chosen_rank = rank;
+    }
+  }
+  if (chosen) {
+    sel.spec = *usable_spec(chosen->kernel_uri, w);
+    sel.source = chosen_rank == 0 ? ConfigSource::kPretunedExact : ConfigSource::kPretunedBucket;
+    sel.origin = chosen->file;
+    sel.matched = chosen->record->workload;
+    sel.median_ms = chosen->record->median_ms;
+    sel.reason = (chosen_rank == 0 ? std::string("pretuned for this exact workload")
+                                   : "pretuned for the nearest bucket, q_len " + std::to_string(chosen->record->workload.q_len)) +
+                 " (median " + ms_text(*chosen->record->median_ms) + " where it was measured)" + ignored_note;
+    return sel;
+  }
+  for (const CacheEntry& entry : caches.entries) {
+    if (entry.record || !pattern_matches(entry.workload, w)) continue;
+    auto spec = usable_spec(entry.kernel_uri, w);
+    if (!spec) continue;
+    sel.spec = *spec;
+    sel.source = ConfigSource::kPretunedPattern;
+    sel.origin = entry.file;
+    sel.reason = "no tuned record; a shipped cache entry matching " + entry.workload.dump() + " applies (never timed)" + ignored_note;
+    return sel;
+  }
+
+  sel.spec = KernelSpec::default_for(w.dtype, w.head_dim, w.causal, w.gqa_group());
+  sel.source = ConfigSource::kDefault;
+  sel.origin = "KernelSpec::default_for";
+  sel.reason = "no tuned record and no pretuned cache entry; using the documented default" + ignored_note;
+  return sel;
+}
+
+std::vector<StepSelection> select_for_problem(const Problem& p, const DeviceClass& device, Database* db,
+                                              const Environment& env, const PretunedCaches& caches) {
+  std::vector<StepSelection> out;
+  for (const WorkloadKey& w : workloads_for(p, device)) out.push_back({w, select_config(w, db, env, caches)});
+  return out;
+}
+
+}  // namespace cpgen

@@ -1,0 +1,50 @@
+// Run-time selection of the kernel config for one workload. Order (first hit wins):
+//   1. database, exact workload: the pinned winner, else the fastest valid record, made in an
+//      environment matching this one;
+//   2. database, nearest sequence bucket: the same workload at the closest local length
+//      (distance in powers of two of the query length; ties go to the shorter bucket);
+//   3. shipped pretuned caches: a measured entry for the exact workload, then the nearest
+//      bucket (same device and template hash; NVRTC and driver may differ), then a pattern
+//      entry (e.g. the default-heuristic cache);
+//   4. the documented default, KernelSpec::default_for.
+// Records of another environment are never selected; the selection counts them so that
+// `cpgen explain` can say why they were passed over.
+#pragma once
+
+#include <optional>
+#include <string>
+
+#include "cache/database.h"
+#include "cache/environment.h"
+#include "cache/pretuned.h"
+#include "cache/workload.h"
+#include "generator/kernel_spec.h"
+
+namespace cpgen {
+
+enum class ConfigSource { kDatabaseExact, kDatabaseBucket, kPretunedExact, kPretunedBucket, kPretunedPattern, kDefault };
+std::string_view config_source_name(ConfigSource source);  // "database-exact", ...
+
+struct Selection {
+  KernelSpec spec;
+  ConfigSource source = ConfigSource::kDefault;
+  std::string origin;                 // database path, cache file, or "KernelSpec::default_for"
+  std::optional<WorkloadKey> matched; // the workload whose record was used
+  std::optional<double> median_ms;
+  int ignored_other_environment = 0;  // records passed over because their environment differs
+  std::string reason;                 // one line for humans
+};
+
+// db may be null (no database). caches is usually shipped_caches().
+Selection select_config(const WorkloadKey& w, Database* db, const Environment& env, const PretunedCaches& caches);
+
+// Every step type of a problem with its selection, as a runtime needs them when it sets up a ring;
+// step_type_at(problem, rank, step) says which one each ring step launches.
+struct StepSelection {
+  WorkloadKey workload;
+  Selection selection;
+};
+std::vector<StepSelection> select_for_problem(const Problem& p, const DeviceClass& device, Database* db,
+                                              const Environment& env, const PretunedCaches& caches);
+
+}  // namespace cpgen

@@ -1,0 +1,92 @@
+#include "cache/pretuned.h"
+
+#include <algorithm>
+#include <cstdlib>
+#include <filesystem>
+#include <fstream>
+#include <set>
+#include <sstream>
+
+#include "cache/exchange.h"
+#include "cpgen/error.h"
+
+namespace cpgen {
+namespace fs = std::filesystem;
+
+std::vector<std::string> default_cache_dirs() {
+  std::vector<std::string> dirs;
+  if (const char* env = std::getenv("CPGEN_CACHES_DIR")) {
+    std::stringstream list(env);
+    std::string dir;
+    while (std::getline(list, dir, ':')) {
+      if (!dir.empty()) dirs.push_back(dir);
+    }
+  }
+  dirs.push_back(CPGEN_CACHES_INSTALL_DIR);
+  dirs.push_back(CPGEN_CACHES_SOURCE_DIR);
+  return dirs;
+}
+
+PretunedCaches load_pretuned_caches(const std::vector<std::string>& dirs) {
+  PretunedCaches caches;
+  std::set<std::string> seen_names;  // an installed copy and the source copy are the same cache
+  for (const std::string& dir : dirs) {
+    std::error_code ec;
+    if (!fs::is_directory(dir, ec)) continue;
+    std::vector<fs::path> files;
+    for (const auto& item : fs::directory_iterator(dir, ec)) {
+      if (item.path().extension() == ".json") files.push_back(item.path());
+    }
+    std::sort(files.begin(), files.end());
+    for (const fs::path& file : files) {
+      if (!seen_names.insert(file.filename().string()).second) continue;
+      try {
+        std::ifstream in(file);
+        if (!in) throw Error(ErrorKind::kIo, "cannot read it");
+        nlohmann::json doc = nlohmann::json::parse(in);
+        check_cache_header(doc, file.string());
+        const auto& entries = doc["entries"];
+        std::vector<CacheEntry> parsed;
+        for (size_t i = 0; i < entries.size(); ++i) {
+          const auto& e = entries[i];
+          const std::string at = file.string() + " entry " + std::to_string(i);
+          if (!e.is_object() || !e.contains("workload") || !e["workload"].is_object() || !e.contains("kernel") ||
+              !e["kernel"].is_string()) {
+            throw_bad_input(at + ": needs an object 'workload' and a string 'kernel'");
+          }
+          CacheEntry entry;
+          entry.file = file.string();
+          entry.kernel_uri = e["kernel"].get<std::string>();
+          entry.workload = e["workload"];
+          entry.winner = e.value("winner", false);
+          if (e.value("source", "") != "default-heuristic") entry.record = record_from_json(e, at);
+          parsed.push_back(std::move(entry));
+        }
+        caches.files.push_back(file.string());
+        for (auto& entry : parsed) caches.entries.push_back(std::move(entry));
+      } catch (const std::exception& e) {
+        warn("pretuned cache " + file.string() + " is skipped: " + e.what());
+      }
+    }
+  }
+  return caches;
+}
+
+const PretunedCaches& shipped_caches() {
+  static const PretunedCaches caches = load_pretuned_caches(default_cache_dirs());
+  return caches;
+}
+
+bool pattern_matches(const nlohmann::json& pattern, const WorkloadKey& w) {
+  const nlohmann::json full = w.to_json();
+  for (const auto& [name, value] : pattern.items()) {
+    if (name == "gqa_group") {
+      if (!value.is_number_integer() || value.get<int>() != w.gqa_group()) return false;
+    } else if (!full.contains(name) || full[name] != value) {
+      return false;
+    }
+  }
+  return true;
+}
+
+}  // namespace cpgen

@@ -1,0 +1,40 @@
+// Shipped pretuned caches: JSON files in the exchange format (cache/exchange.h), installed with
+// the library under <datadir>/cpgen/caches and searched in this order:
+//   1. the folders in $CPGEN_CACHES_DIR (colon separated),
+//   2. the install folder (CPGEN_CACHES_INSTALL_DIR),
+//   3. the source tree's caches/ (so a build tree works without installing).
+// A file that cannot be read or parsed is skipped with a warning; it never stops selection.
+#pragma once
+
+#include <nlohmann/json.hpp>
+
+#include <optional>
+#include <string>
+#include <vector>
+
+#include "cache/records.h"
+
+namespace cpgen {
+
+struct CacheEntry {
+  std::string file;
+  std::string kernel_uri;
+  nlohmann::json workload;        // a full WorkloadKey, or a pattern naming some fields
+  std::optional<Record> record;   // set for measured entries (full workload and environment)
+  bool winner = false;
+};
+
+struct PretunedCaches {
+  std::vector<std::string> files;
+  std::vector<CacheEntry> entries;
+};
+
+std::vector<std::string> default_cache_dirs();
+PretunedCaches load_pretuned_caches(const std::vector<std::string>& dirs);
+// Loads default_cache_dirs() once per process.
+const PretunedCaches& shipped_caches();
+
+// True when every field the pattern names agrees with w (gqa_group is derived from the heads).
+bool pattern_matches(const nlohmann::json& pattern, const WorkloadKey& w);
+
+}  // namespace cpgen

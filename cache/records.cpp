@@ -1,0 +1,258 @@
+#include "cache/records.h"
+
+#include <chrono>
+
+#include "cpgen/error.h"
+
+namespace cpgen {
+namespace {
+
+constexpr const char* kRecordColumns =
+    "w.dtype, w.head_dim, w.q_heads, w.kv_heads, w.causal, w.batch, w.q_len, w.kv_len, w.scheme, "
+    "w.step_type, w.gpu_name, w.arch, w.sm_count, r.kernel_uri, r.disposition, r.median_ms, r.spread_ms, "
+    "r.samples_ms, r.tflops, r.registers, r.spill_bytes, r.cpgen_version, r.template_hash, r.nvrtc_version, "
+    "r.driver_version, r.gpu_name, r.sm_count, r.source, r.detail, r.created_at";
+
+constexpr const char* kWorkloadColumns =
+    "dtype, head_dim, q_heads, kv_heads, causal, batch, q_len, kv_len, scheme, step_type, gpu_name, arch, sm_count";
+
+std::optional<double> opt_double(const Statement& s, int col) {
+  if (s.column_is_null(col)) return std::nullopt;
+  return s.column_double(col);
+}
+
+std::optional<int> opt_int(const Statement& s, int col) {
+  if (s.column_is_null(col)) return std::nullopt;
+  return static_cast<int>(s.column_int(col));
+}
+
+// Reads the 13 workload columns starting at col.
+WorkloadKey read_workload(const Statement& s, int col) {
+  WorkloadKey w;
+  w.dtype = parse_dtype(s.column_text(col + 0));
+  w.head_dim = static_cast<int>(s.column_int(col + 1));
+  w.q_heads = static_cast<int>(s.column_int(col + 2));
+  w.kv_heads = static_cast<int>(s.column_int(col + 3));
+  w.causal = s.column_int(col + 4) != 0;
+  w.batch = static_cast<int>(s.column_int(col + 5));
+  w.q_len = s.column_int(col + 6);
+  w.kv_len = s.column_int(col + 7);
+  w.scheme = parse_scheme(s.column_text(col + 8));
+  w.step = parse_step_type(s.column_text(col + 9));
+  w.gpu_name = s.column_text(col + 10);
+  w.arch = s.column_text(col + 11);
+  w.sm_count = static_cast<int>(s.column_int(col + 12));
+  return w;
+}
+
+// Binds the 13 workload key columns starting at index first.
+void bind_workload(Statement& s, int first, const WorkloadKey& w) {
+  s.bind(first + 0, dtype_name(w.dtype)).bind(first + 1, w.head_dim).bind(first + 2, w.q_heads);
+  s.bind(first + 3, w.kv_heads).bind(first + 4, w.causal ? 1 : 0).bind(first + 5, w.batch);
+  s.bind(first + 6, w.q_len).bind(first + 7, w.kv_len).bind(first + 8, scheme_name(w.scheme));
+  s.bind(first + 9, step_type_name(w.step)).bind(first + 10, w.gpu_name).bind(first + 11, w.arch);
+  s.bind(first + 12, w.sm_count);
+}
+
+constexpr const char* kWorkloadMatch =
+    "dtype = ? AND head_dim = ? AND q_heads = ? AND kv_heads = ? AND causal = ? AND batch = ? AND q_len = ? AND "
+    "kv_len = ? AND scheme = ? AND step_type = ? AND gpu_name = ? AND arch = ? AND sm_count = ?";
+
+Record read_record(const Statement& s) {
+  Record r;
+  r.workload = read_workload(s, 0);
+  r.kernel_uri = s.column_text(13);
+  r.disposition = parse_disposition(s.column_text(14));
+  r.median_ms = opt_double(s, 15);
+  r.spread_ms = opt_double(s, 16);
+  r.samples_ms = nlohmann::json::parse(s.column_text(17)).get<std::vector<double>>();
+  r.tflops = opt_double(s, 18);
+  r.registers = opt_int(s, 19);
+  r.spill_bytes = opt_int(s, 20);
+  r.env.cpgen_version = s.column_text(21);
+  r.env.template_hash = s.column_text(22);
+  r.env.nvrtc_version = s.column_text(23);
+  r.env.driver_version = s.column_text(24);
+  r.env.gpu_name = s.column_text(25);
+  r.env.sm_count = static_cast<int>(s.column_int(26));
+  r.source = s.column_text(27);
+  r.detail = s.column_text(28);
+  r.created_at = s.column_int(29);
+  return r;
+}
+
+std::optional<int64_t> find_workload(Database& db, const WorkloadKey& w) {
+  Statement find = db.prepare(std::string("SELECT id FROM workloads WHERE ") + kWorkloadMatch);
+  bind_workload(find, 1, w);
+  if (find.step()) return find.column_int(0);
+  return std::nullopt;
+}
+
+template <typename T>
+void bind_optional(Statement& s, int index, const std::optional<T>& value) {
+  if (value) {
+    s.bind(index, *value);
+  } else {
+    s.bind_null(index);
+  }
+}
+
+}  // namespace
+
+int64_t now_unix_seconds() {
+  return std::chrono::duration_cast<std::chrono::seconds>(std::chrono::system_clock::now().time_since_epoch()).count();
+}
+
+std::string_view disposition_name(Disposition d) {
+  switch (d) {
+    case Disposition::kOk: return "ok";
+    case Disposition::kInfeasible: return "infeasible";
+    case Disposition::kCompileFailed: return "compile-failed";
+    case Disposition::kWrongResult: return "wrong-result";
+    case Disposition::kLaunchFailed: return "launch-failed";
+    case Disposition::kNotTimed: return "not-timed";
+  }
+  throw Error(ErrorKind::kInternal, "disposition_name: unknown disposition value");
+}
+
+Disposition parse_disposition(std::string_view name) {
+  if (name == "ok") return Disposition::kOk;
+  if (name == "infeasible") return Disposition::kInfeasible;
+  if (name == "compile-failed") return Disposition::kCompileFailed;
+  if (name == "wrong-result") return Disposition::kWrongResult;
+  if (name == "launch-failed") return Disposition::kLaunchFailed;
+  if (name == "not-timed") return Disposition::kNotTimed;
+  throw_bad_input("disposition '" + std::string(name) +
+                  "' is not supported; allowed: ok, infeasible, compile-failed, wrong-result, launch-failed, not-timed");
+}
+
+bool better_record(const Record& candidate, const Record& existing) {
+  if (candidate.valid() != existing.valid()) return candidate.valid();
+  if (candidate.valid()) return *candidate.median_ms < *existing.median_ms;
+  return candidate.created_at > existing.created_at;
+}
+
+int64_t ensure_workload(Database& db, const WorkloadKey& w) {
+  if (auto id = find_workload(db, w)) return *id;
+  Statement insert = db.prepare(std::string("INSERT INTO workloads (") + kWorkloadColumns +
+                                ", gqa_group, seq_bucket) VALUES (?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?)");
+  bind_workload(insert, 1, w);
+  insert.bind(14, w.gqa_group()).bind(15, w.seq_bucket());
+  insert.run();
+  return sqlite3_last_insert_rowid(db.handle());
+}
+
+StoreResult store_record(Database& db, const Record& r) {
+  const int64_t workload_id = ensure_workload(db, r.workload);
+  Statement existing = db.prepare(std::string("SELECT ") + kRecordColumns +
+                                  ", r.id FROM records r JOIN workloads w ON w.id = r.workload_id WHERE r.workload_id = ? AND "
+                                  "r.kernel_uri = ? AND r.template_hash = ? AND r.nvrtc_version = ? AND r.driver_version = ? AND "
+                                  "r.gpu_name = ? AND r.sm_count = ?");
+  existing.bind(1, workload_id).bind(2, r.kernel_uri).bind(3, r.env.template_hash).bind(4, r.env.nvrtc_version);
+  existing.bind(5, r.env.driver_version).bind(6, r.env.gpu_name).bind(7, r.env.sm_count);
+  StoreResult result = StoreResult::kAdded;
+  if (existing.step()) {
+    if (!better_record(r, read_record(existing))) return StoreResult::kKept;
+    Statement remove = db.prepare("DELETE FROM records WHERE id = ?");
+    remove.bind(1, existing.column_int(30)).run();
+    result = StoreResult::kReplaced;
+  }
+  Statement insert = db.prepare(
+      "INSERT INTO records (workload_id, kernel_uri, disposition, median_ms, spread_ms, samples_ms, tflops, registers, "
+      "spill_bytes, cpgen_version, template_hash, nvrtc_version, driver_version, gpu_name, sm_count, source, detail, "
+      "created_at) VALUES (?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?)");
+  insert.bind(1, workload_id).bind(2, r.kernel_uri).bind(3, disposition_name(r.disposition));
+  bind_optional(insert, 4, r.median_ms);
+  bind_optional(insert, 5, r.spread_ms);
+  insert.bind(6, nlohmann::json(r.samples_ms).dump());
+  bind_optional(insert, 7, r.tflops);
+  bind_optional(insert, 8, r.registers);
+  bind_optional(insert, 9, r.spill_bytes);
+  insert.bind(10, r.env.cpgen_version).bind(11, r.env.template_hash).bind(12, r.env.nvrtc_version);
+  insert.bind(13, r.env.driver_version).bind(14, r.env.gpu_name).bind(15, r.env.sm_count);
+  insert.bind(16, r.source).bind(17, r.detail).bind(18, r.created_at);
+  insert.run();
+  return result;
+}
+
+StoreResult put_record(Database& db, const Record& r) {
+  StoreResult result = StoreResult::kKept;
+  db.transaction([&] { result = store_record(db, r); });
+  return result;
+}
+
+std::vector<Record> records_for(Database& db, const WorkloadKey& w) {
+  std::vector<Record> out;
+  auto id = find_workload(db, w);
+  if (!id) return out;
+  Statement select = db.prepare(std::string("SELECT ") + kRecordColumns +
+                                " FROM records r JOIN workloads w ON w.id = r.workload_id WHERE r.workload_id = ? ORDER BY r.id");
+  select.bind(1, *id);
+  while (select.step()) out.push_back(read_record(select));
+  return out;
+}
+
+std::vector<Record> all_records(Database& db) {
+  std::vector<Record> out;
+  Statement select = db.prepare(std::string("SELECT ") + kRecordColumns +
+                                " FROM records r JOIN workloads w ON w.id = r.workload_id ORDER BY r.id");
+  while (select.step()) out.push_back(read_record(select));
+  return out;
+}
+
+std::vector<WorkloadKey> all_workloads(Database& db) {
+  std::vector<WorkloadKey> out;
+  Statement select = db.prepare(std::string("SELECT ") + kWorkloadColumns + " FROM workloads ORDER BY id");
+  while (select.step()) out.push_back(read_workload(select, 0));
+  return out;
+}
+
+std::vector<WorkloadKey> sibling_workloads(Database& db, const WorkloadKey& w) {
+  std::vector<WorkloadKey> out;
+  Statement select = db.prepare(std::string("SELECT ") + kWorkloadColumns +
+                                " FROM workloads WHERE dtype = ? AND head_dim = ? AND q_heads = ? AND kv_heads = ? AND "
+                                "causal = ? AND batch = ? AND scheme = ? AND step_type = ? AND gpu_name = ? AND arch = ? AND "
+                                "sm_count = ? ORDER BY id");
+  select.bind(1, dtype_name(w.dtype)).bind(2, w.head_dim).bind(3, w.q_heads).bind(4, w.kv_heads);
+  select.bind(5, w.causal ? 1 : 0).bind(6, w.batch).bind(7, scheme_name(w.scheme)).bind(8, step_type_name(w.step));
+  select.bind(9, w.gpu_name).bind(10, w.arch).bind(11, w.sm_count);
+  while (select.step()) out.push_back(read_workload(select, 0));
+  return out;
+}
+
+std::optional<PinnedWinner> pinned_winner(Database& db, const WorkloadKey& w) {
+  Statement select = db.prepare(std::string("SELECT winner_uri, winner_median_ms, winner_env, winner_decided_by FROM workloads WHERE ") +
+                                kWorkloadMatch);
+  bind_workload(select, 1, w);
+  if (!select.step() || select.column_is_null(0)) return std::nullopt;
+  return PinnedWinner{select.column_text(0), select.column_double(1), select.column_text(2), select.column_text(3)};
+}
+
+void pin_winner(Database& db, const WorkloadKey& w, const PinnedWinner& winner) {
+  const int64_t id = ensure_workload(db, w);
+  Statement update = db.prepare(
+      "UPDATE workloads SET winner_uri = ?, winner_median_ms = ?, winner_env = ?, winner_decided_by = ? WHERE id = ?");
+  update.bind(1, winner.kernel_uri).bind(2, winner.median_ms).bind(3, winner.env_key).bind(4, winner.decided_by).bind(5, id);
+  update.run();
+}
+
+BestRecord best_record(Database& db, const WorkloadKey& w, const Environment& env) {
+  BestRecord best;
+  std::optional<PinnedWinner> pin = pinned_winner(db, w);
+  std::optional<Record> pinned;
+  for (Record& r : records_for(db, w)) {
+    if (!r.env.matches(env)) {
+      ++best.other_environment;
+      continue;
+    }
+    if (!r.valid()) continue;
+    // The pinned winner is what tune (or rank 0 of a multi-rank tune) decided; it is preferred
+    // so that every rank selects the same kernel even if local timings would disagree.
+    if (pin && pin->kernel_uri == r.kernel_uri && pin->env_key == r.env.key()) pinned = r;
+    if (!best.record || *r.median_ms < *best.record->median_ms) best.record = r;
+  }
+  if (pinned) best.record = pinned;
+  return best;
+}
+
+}  // namespace cpgen

@@ -1,0 +1,132 @@
+#include "cache/workload.h"
+
+#include "cpgen/error.h"
+#include "runtime/schedule.h"
+
+namespace cpgen {
+namespace {
+
+template <typename T>
+T field(const nlohmann::json& j, const char* name) {
+  if (!j.contains(name)) throw_bad_input(std::string("workload field '") + name + "' is missing");
+  try {
+    return j[name].get<T>();
+  } catch (const nlohmann::json::exception&) {
+    throw_bad_input(std::string("workload field '") + name + "' has the wrong type (" + j[name].dump() + ")");
+  }
+}
+
+}  // namespace
+
+std::string_view step_type_name(StepType step) {
+  switch (step) {
+    case StepType::kDiagonal: return "diagonal";
+    case StepType::kFull: return "full";
+    case StepType::kZigzagKvHalf: return "zigzag-kv-half";
+    case StepType::kZigzagQHalf: return "zigzag-q-half";
+  }
+  throw Error(ErrorKind::kInternal, "step_type_name: unknown step type value");
+}
+
+StepType parse_step_type(std::string_view name) {
+  if (name == "diagonal") return StepType::kDiagonal;
+  if (name == "full") return StepType::kFull;
+  if (name == "zigzag-kv-half") return StepType::kZigzagKvHalf;
+  if (name == "zigzag-q-half") return StepType::kZigzagQHalf;
+  throw_bad_input("step type '" + std::string(name) + "' is not supported; allowed: diagonal, full, zigzag-kv-half, zigzag-q-half");
+}
+
+int64_t WorkloadKey::seq_bucket() const {
+  int64_t bucket = 1;
+  while (bucket < q_len) bucket *= 2;
+  return bucket;
+}
+
+std::string WorkloadKey::describe() const {
+  return std::string(dtype_name(dtype)) + " hd" + std::to_string(head_dim) + " q" + std::to_string(q_heads) + "/kv" +
+         std::to_string(kv_heads) + (causal ? " causal" : " full-mask") + " b" + std::to_string(batch) + " " +
+         std::string(scheme_name(scheme)) + " " + std::string(step_type_name(step)) + " q" + std::to_string(q_len) +
+         " kv" + std::to_string(kv_len) + " on " + gpu_name + " (" + arch + ", " + std::to_string(sm_count) + " SMs)";
+}
+
+nlohmann::json WorkloadKey::to_json() const {
+  return {{"dtype", dtype_name(dtype)}, {"head_dim", head_dim}, {"q_heads", q_heads},
+          {"kv_heads", kv_heads},       {"causal", causal},     {"batch", batch},
+          {"q_len", q_len},             {"kv_len", kv_len},     {"scheme", scheme_name(scheme)},
+          {"step_type", step_type_name(step)}, {"gpu_name", gpu_name}, {"arch", arch},
+          {"sm_count", sm_count}};
+}
+
+WorkloadKey WorkloadKey::from_json(const nlohmann::json& j) {
+  if (!j.is_object()) throw_bad_input("workload must be a JSON object");
+  WorkloadKey w;
+  w.dtype = parse_dtype(field<std::string>(j, "dtype"));
+  w.head_dim = field<int>(j, "head_dim");
+  w.q_heads = field<int>(j, "q_heads");
+  w.kv_heads = field<int>(j, "kv_heads");
+  w.causal = field<bool>(j, "causal");
+  w.batch = field<int>(j, "batch");
+  w.q_len = field<int64_t>(j, "q_len");
+  w.kv_len = field<int64_t>(j, "kv_len");
+  w.scheme = parse_scheme(field<std::string>(j, "scheme"));
+  w.step = parse_step_type(field<std::string>(j, "step_type"));
+  w.gpu_name = field<std::string>(j, "gpu_name");
+  w.arch = field<std::string>(j, "arch");
+  w.sm_count = field<int>(j, "sm_count");
+  if (w.kv_heads <= 0 || w.q_heads % w.kv_heads != 0) {
+    throw_bad_input("workload q_heads " + std::to_string(w.q_heads) + " is not a multiple of kv_heads " + std::to_string(w.kv_heads));
+  }
+  return w;
+}
+
+std::vector<StepType> step_types_for(const Problem& p) {
+  if (!p.causal) return {StepType::kFull};
+  if (p.cp_size == 1) return {StepType::kDiagonal};
+  switch (p.scheme) {
+    case Scheme::kContiguous: return {StepType::kDiagonal, StepType::kFull};
+    case Scheme::kZigzag: return {StepType::kDiagonal, StepType::kZigzagKvHalf, StepType::kZigzagQHalf};
+    case Scheme::kZigzagToken:
+    case Scheme::kStriped: return {StepType::kDiagonal};
+  }
+  throw Error(ErrorKind::kInternal, "step_types_for: unknown scheme value");
+}
+
+StepType step_type_at(const Problem& p, int rank, int step) {
+  if (!p.causal) return StepType::kFull;
+  if (step == 0) return StepType::kDiagonal;
+  const int source = kv_source_rank(rank, step, static_cast<int>(p.cp_size));
+  switch (p.scheme) {
+    case Scheme::kContiguous: return StepType::kFull;  // source > rank is skipped entirely
+    case Scheme::kZigzag: return source < rank ? StepType::kZigzagKvHalf : StepType::kZigzagQHalf;
+    case Scheme::kZigzagToken:
+    case Scheme::kStriped: return StepType::kDiagonal;
+  }
+  throw Error(ErrorKind::kInternal, "step_type_at: unknown scheme value");
+}
+
+WorkloadKey workload_for(const Problem& p, StepType step, const DeviceClass& device) {
+  WorkloadKey w;
+  w.dtype = p.dtype;
+  w.head_dim = static_cast<int>(p.head_dim);
+  w.q_heads = static_cast<int>(p.q_heads);
+  w.kv_heads = static_cast<int>(p.kv_heads);
+  w.causal = p.causal;
+  w.batch = static_cast<int>(p.batch);
+  w.scheme = p.scheme;
+  w.step = step;
+  const int64_t local = p.local_seq_len();
+  w.q_len = step == StepType::kZigzagQHalf ? local / 2 : local;
+  w.kv_len = step == StepType::kZigzagKvHalf ? local / 2 : local;
+  w.gpu_name = device.gpu_name;
+  w.arch = device.arch;
+  w.sm_count = device.sm_count;
+  return w;
+}
+
+std::vector<WorkloadKey> workloads_for(const Problem& p, const DeviceClass& device) {
+  std::vector<WorkloadKey> out;
+  for (StepType step : step_types_for(p)) out.push_back(workload_for(p, step, device));
+  return out;
+}
+
+}  // namespace cpgen

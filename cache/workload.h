@@ -1,0 +1,62 @@
+// A workload: what one ring step kernel launch computes, as the tuning database keys it. A
+// problem has one workload per step type that occurs in its ring schedule:
+//   diagonal        step 0 of a causal ring: local Q against its own K/V (masked tiles).
+//   full            a step whose keys are all visible (non-causal problems; causal contiguous
+//                   steps receiving an earlier rank's chunk).
+//   zigzag-kv-half  causal zigzag, chunk from an earlier rank: all local Q against the first
+//                   half of the received K/V (the second half lies entirely in the future).
+//   zigzag-q-half   causal zigzag, chunk from a later rank: the second half of local Q against
+//                   all of the received K/V (the first half of Q sees none of it).
+// Causal striped and zigzag-token layouts interleave positions, so every step is masked and
+// shaped like the diagonal step; they tune the diagonal workload only.
+#pragma once
+
+#include <nlohmann/json.hpp>
+
+#include <cstdint>
+#include <string>
+#include <string_view>
+#include <vector>
+
+#include "cache/environment.h"
+#include "cpgen/problem.h"
+#include "cpgen/types.h"
+
+namespace cpgen {
+
+enum class StepType { kDiagonal, kFull, kZigzagKvHalf, kZigzagQHalf };
+std::string_view step_type_name(StepType step);
+StepType parse_step_type(std::string_view name);  // throws kBadInput naming the allowed values
+
+struct WorkloadKey {
+  Dtype dtype = Dtype::kBf16;
+  int head_dim = 128;
+  int q_heads = 0;
+  int kv_heads = 0;
+  bool causal = true;
+  int batch = 1;
+  int64_t q_len = 0;   // local query rows per head in this step
+  int64_t kv_len = 0;  // keys per head in this step
+  Scheme scheme = Scheme::kZigzag;
+  StepType step = StepType::kDiagonal;
+  std::string gpu_name;
+  std::string arch;
+  int sm_count = 0;
+
+  int gqa_group() const { return q_heads / kv_heads; }
+  // q_len rounded up to a power of two: the sequence bucket of the nearest-bucket fallback.
+  int64_t seq_bucket() const;
+  // e.g. "bf16 hd128 q32/kv8 causal b1 zigzag diagonal q16384 kv16384 on NVIDIA H200 (sm_90a, 132 SMs)"
+  std::string describe() const;
+  nlohmann::json to_json() const;
+  static WorkloadKey from_json(const nlohmann::json& j);  // throws kBadInput naming the field
+  bool operator==(const WorkloadKey&) const = default;
+};
+
+std::vector<StepType> step_types_for(const Problem& p);
+// The step type that `rank` runs in ring step `step` (0 .. cp_size-1) of a causal problem.
+StepType step_type_at(const Problem& p, int rank, int step);
+WorkloadKey workload_for(const Problem& p, StepType step, const DeviceClass& device);
+std::vector<WorkloadKey> workloads_for(const Problem& p, const DeviceClass& device);
+
+}  // namespace cpgen

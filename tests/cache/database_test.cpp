@@ -1,0 +1,175 @@
+#include <gtest/gtest.h>
+
+#include <cstdlib>
+#include <filesystem>
+#include <fstream>
+
+#include "cache/database.h"
+#include "cache/records.h"
+#include "cache/sqlite_check.h"
+#include "cache_fixtures.h"
+#include "cpgen/error.h"
+
+namespace cpgen::testing {
+namespace {
+
+namespace fs = std::filesystem;
+
+class DatabaseTest : public TempDirTest {};
+
+// Restores an environment variable when the test ends.
+class ScopedEnv {
+ public:
+  ScopedEnv(const char* name, const char* value) : name_(name) {
+    if (const char* old = std::getenv(name)) old_ = old;
+    value ? setenv(name, value, 1) : unsetenv(name);
+  }
+  ~ScopedEnv() { old_.empty() ? unsetenv(name_) : setenv(name_, old_.c_str(), 1); }
+
+ private:
+  const char* name_;
+  std::string old_;
+};
+
+std::string pragma_text(Database& db, const char* pragma) {
+  Statement s = db.prepare(std::string("PRAGMA ") + pragma);
+  EXPECT_TRUE(s.step());
+  return s.column_text(0);
+}
+
+TEST_F(DatabaseTest, FreshDatabaseUsesWalAndCurrentSchema) {
+  Database db(path("sub/dir/cpgen.db"));
+  EXPECT_TRUE(fs::exists(path("sub/dir/cpgen.db")));
+  EXPECT_EQ(pragma_text(db, "journal_mode"), "wal");
+  EXPECT_EQ(db.schema_version(), Database::kSchemaVersion);
+  EXPECT_EQ(db.integrity_check(), std::vector<std::string>{"ok"});
+  EXPECT_TRUE(db.moved_aside_to().empty());
+  for (const char* table : {"meta", "workloads", "records", "kernels"}) {
+    Statement s = db.prepare("SELECT count(*) FROM sqlite_master WHERE type = 'table' AND name = ?");
+    s.bind(1, table);
+    ASSERT_TRUE(s.step());
+    EXPECT_EQ(s.column_int(0), 1) << "table " << table;
+  }
+  Statement created = db.prepare("SELECT value FROM meta WHERE key = 'created_by'");
+  ASSERT_TRUE(created.step());
+  EXPECT_EQ(created.column_text(0).rfind("cpgen ", 0), 0u);
+}
+
+TEST_F(DatabaseTest, ReopeningKeepsRecords) {
+  {
+    Database db(path("a.db"));
+    put_record(db, test_record(test_workload(), 128, 64, 4, 2, 1.5));
+  }
+  Database again(path("a.db"));
+  EXPECT_EQ(all_records(again).size(), 1u);
+  EXPECT_TRUE(again.moved_aside_to().empty());
+}
+
+TEST_F(DatabaseTest, GarbageAtThePathIsMovedAsideAndRebuilt) {
+  const std::string db_path = path("cpgen.db");
+  {
+    std::ofstream out(db_path);
+    out << "this is not a database, just some text that happens to be here\n";
+    for (int i = 0; i < 200; ++i) out << "garbage line " << i << "\n";
+  }
+  std::string warning;
+  WarningSink previous = set_warning_sink([&](const std::string& w) { warning = w; });
+  std::unique_ptr<Database> db;
+  ASSERT_NO_THROW(db = std::make_unique<Database>(db_path));
+  set_warning_sink(previous);
+  ASSERT_FALSE(db->moved_aside_to().empty());
+  EXPECT_EQ(db->moved_aside_to().rfind(db_path + ".corrupt-", 0), 0u) << db->moved_aside_to();
+  EXPECT_TRUE(fs::exists(db->moved_aside_to()));
+  std::ifstream aside(db->moved_aside_to());
+  std::string first_line;
+  std::getline(aside, first_line);
+  EXPECT_EQ(first_line, "this is not a database, just some text that happens to be here");
+  EXPECT_NE(warning.find(db->moved_aside_to()), std::string::npos) << warning;
+  EXPECT_EQ(db->schema_version(), Database::kSchemaVersion);
+  put_record(*db, test_record(test_workload(), 128, 64, 4, 2, 1.0));
+  EXPECT_EQ(all_records(*db).size(), 1u);
+}
+
+TEST_F(DatabaseTest, DatabaseOfAnotherProgramIsMovedAsideNotReused) {
+  const std::string db_path = path("other.db");
+  {
+    sqlite3* raw = nullptr;
+    ASSERT_EQ(sqlite3_open(db_path.c_str(), &raw), SQLITE_OK);
+    ASSERT_EQ(sqlite3_exec(raw, "CREATE TABLE photos (id INTEGER); INSERT INTO photos VALUES (7);", nullptr, nullptr, nullptr), SQLITE_OK);
+    sqlite3_close(raw);
+  }
+  WarningSink previous = set_warning_sink([](const std::string&) {});
+  Database db(db_path);
+  set_warning_sink(previous);
+  ASSERT_FALSE(db.moved_aside_to().empty());
+  sqlite3* raw = nullptr;
+  ASSERT_EQ(sqlite3_open(db.moved_aside_to().c_str(), &raw), SQLITE_OK);
+  sqlite3_stmt* stmt = nullptr;
+  ASSERT_EQ(sqlite3_prepare_v2(raw, "SELECT id FROM photos", -1, &stmt, nullptr), SQLITE_OK);
+  ASSERT_EQ(sqlite3_step(stmt), SQLITE_ROW);
+  EXPECT_EQ(sqlite3_column_int(stmt, 0), 7);
+  sqlite3_finalize(stmt);
+  sqlite3_close(raw);
+}
+
+TEST_F(DatabaseTest, NewerSchemaIsRefusedWithAClearMessage) {
+  const std::string db_path = path("future.db");
+  { Database db(db_path); db.exec("UPDATE meta SET value = '99' WHERE key = 'schema_version'"); }
+  try {
+    Database db(db_path);
+    FAIL() << "opening a schema-99 database should throw";
+  } catch (const Error& e) {
+    EXPECT_EQ(e.kind(), ErrorKind::kDatabase);
+    EXPECT_NE(std::string(e.what()).find("schema version 99"), std::string::npos) << e.what();
+  }
+  EXPECT_TRUE(fs::exists(db_path));  // refused, never moved aside or rewritten
+}
+
+TEST_F(DatabaseTest, SqliteFailuresCarryTheCallAndMessage) {
+  Database db(path("x.db"));
+  try {
+    db.prepare("SELECT no_such_column FROM records");
+    FAIL() << "preparing bad SQL should throw";
+  } catch (const SqliteError& e) {
+    EXPECT_EQ(e.kind(), ErrorKind::kDatabase);
+    std::string what = e.what();
+    EXPECT_NE(what.find("sqlite3_prepare_v2"), std::string::npos) << what;
+    EXPECT_NE(what.find("no_such_column"), std::string::npos) << what;
+    EXPECT_NE(what.find("statement.cpp:"), std::string::npos) << what;
+  }
+}
+
+TEST_F(DatabaseTest, FailedTransactionLeavesNothingBehind) {
+  Database db(path("t.db"));
+  EXPECT_THROW(db.transaction([&] {
+    store_record(db, test_record(test_workload(), 128, 64, 4, 2, 1.0));
+    throw Error(ErrorKind::kInternal, "stop halfway");
+  }), Error);
+  EXPECT_TRUE(all_records(db).empty());
+  EXPECT_TRUE(all_workloads(db).empty());
+}
+
+TEST_F(DatabaseTest, PathResolutionOrder) {
+  ScopedEnv db_env("CPGEN_DB", "/tmp/from-env.db");
+  ScopedEnv xdg("XDG_CACHE_HOME", "/tmp/xdg");
+  ScopedEnv home("HOME", "/tmp/home");
+  EXPECT_EQ(resolve_db_path("/tmp/flag.db"), "/tmp/flag.db");
+  EXPECT_EQ(resolve_db_path(""), "/tmp/from-env.db");
+  unsetenv("CPGEN_DB");
+  EXPECT_EQ(resolve_db_path(""), "/tmp/xdg/cpgen/cpgen.db");
+  unsetenv("XDG_CACHE_HOME");
+  EXPECT_EQ(resolve_db_path(""), "/tmp/home/.cache/cpgen/cpgen.db");
+}
+
+TEST_F(DatabaseTest, DirectoryAtThePathIsBadInput) {
+  fs::create_directories(path("dir.db"));
+  try {
+    Database db(path("dir.db"));
+    FAIL();
+  } catch (const Error& e) {
+    EXPECT_EQ(e.kind(), ErrorKind::kBadInput);
+  }
+}
+
+}  // namespace
+}  // namespace cpgen::testing

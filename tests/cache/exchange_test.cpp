@@ -1,0 +1,133 @@
+#include <gtest/gtest.h>
+
+#include <fstream>
+
+#include "cache/database.h"
+#include "cache/exchange.h"
+#include "cache/records.h"
+#include "cache_fixtures.h"
+#include "cpgen/error.h"
+#include "generator/kernel_spec.h"
+#include "test_util.h"
+
+namespace cpgen::testing {
+namespace {
+
+class ExchangeTest : public TempDirTest {
+ protected:
+  // A database with every disposition, two environments, two step types and a pinned winner.
+  void fill(Database& db) {
+    WorkloadKey diag = test_workload();
+    WorkloadKey half = test_workload(16384, StepType::kZigzagKvHalf);
+    put_record(db, test_record(diag, 128, 64, 4, 2, 1.125));
+    put_record(db, test_record(diag, 128, 128, 8, 2, 0.96875));
+    put_record(db, test_record(diag, 64, 64, 4, 2, 0, Disposition::kInfeasible));
+    put_record(db, test_record(diag, 64, 32, 4, 3, 0, Disposition::kCompileFailed));
+    put_record(db, test_record(diag, 128, 32, 4, 2, 0, Disposition::kWrongResult));
+    put_record(db, test_record(diag, 64, 128, 4, 2, 0, Disposition::kLaunchFailed));
+    put_record(db, test_record(diag, 128, 64, 4, 3, 0, Disposition::kNotTimed));
+    put_record(db, test_record(diag, 128, 64, 4, 2, 0.1 / 3.0, Disposition::kOk, test_env("12.8")));
+    put_record(db, test_record(half, 128, 64, 4, 2, 0.7));
+    Record win = test_record(diag, 128, 128, 8, 2, 0.96875);
+    db.transaction([&] { pin_winner(db, diag, {win.kernel_uri, 0.96875, win.env.key(), "tune"}); });
+  }
+};
+
+TEST_F(ExchangeTest, ExportThenImportRoundTripsExactly) {
+  Database a(path("a.db"));
+  fill(a);
+  const std::string first = cache_text(export_cache(a));
+  Database b(path("b.db"));
+  ImportStats stats = import_cache(b, nlohmann::json::parse(first), "a.json");
+  EXPECT_EQ(stats.added, 9);
+  EXPECT_EQ(stats.winners, 1);
+  const std::string second = cache_text(export_cache(b));
+  EXPECT_EQ(first, second);
+  // Doubles survive bit for bit (0.1/3 has no short decimal form).
+  bool found = false;
+  for (const Record& r : all_records(b)) {
+    if (r.env.driver_version == "12.8") {
+      found = true;
+      EXPECT_EQ(*r.median_ms, 0.1 / 3.0);
+    }
+  }
+  EXPECT_TRUE(found);
+}
+
+TEST_F(ExchangeTest, ExportFormatMatchesTheVersionedGolden) {
+  Database db(path("g.db"));
+  Record r = test_record(test_workload(), 128, 64, 4, 2, 1.5);
+  put_record(db, r);
+  db.transaction([&] { pin_winner(db, r.workload, {r.kernel_uri, 1.5, r.env.key(), "tune"}); });
+  nlohmann::json golden = load_json(std::string(CPGEN_SOURCE_DIR) + "/tests/cache/golden/export_v1.json");
+  EXPECT_EQ(export_cache(db), golden) << cache_text(export_cache(db));
+}
+
+TEST_F(ExchangeTest, ImportAndMergeKeepTheFasterValidRecord) {
+  Database a(path("a.db"));
+  Database b(path("b.db"));
+  WorkloadKey w = test_workload();
+  put_record(a, test_record(w, 128, 64, 4, 2, 2.0));     // slower than b's
+  put_record(a, test_record(w, 64, 64, 4, 2, 0.5));      // b failed this one
+  put_record(b, test_record(w, 128, 64, 4, 2, 1.0));
+  put_record(b, test_record(w, 64, 64, 4, 2, 0, Disposition::kWrongResult));
+  put_record(b, test_record(w, 128, 128, 8, 2, 3.0));    // only in b
+  ImportStats stats = merge_database(a, path("b.db"));
+  EXPECT_EQ(stats.added, 1);
+  EXPECT_EQ(stats.replaced, 1);
+  EXPECT_EQ(stats.kept, 1);
+  std::map<std::string, std::optional<double>> by_uri;
+  for (const Record& r : records_for(a, w)) by_uri[r.kernel_uri] = r.median_ms;
+  EXPECT_EQ(by_uri["ring_fwd_bf16_hd128_causal_gqa4_bm128_bn64_w4_s2"], 1.0);
+  EXPECT_EQ(by_uri["ring_fwd_bf16_hd128_causal_gqa4_bm64_bn64_w4_s2"], 0.5);
+  EXPECT_EQ(by_uri.size(), 3u);
+  EXPECT_EQ(by_uri["ring_fwd_bf16_hd128_causal_gqa4_bm128_bn128_w8_s2"], 3.0);
+  EXPECT_THROW(merge_database(a, path("a.db")), Error);
+}
+
+TEST_F(ExchangeTest, ABadEntryRejectsTheWholeFileNamingTheField) {
+  Database db(path("a.db"));
+  put_record(db, test_record(test_workload(), 128, 64, 4, 2, 1.0));
+  nlohmann::json doc = export_cache(db);
+  doc["entries"].push_back(doc["entries"][0]);
+  doc["entries"][1]["workload"].erase("head_dim");
+  Database fresh(path("b.db"));
+  try {
+    import_cache(fresh, doc, "bad.json");
+    FAIL() << "import should reject the entry";
+  } catch (const Error& e) {
+    EXPECT_EQ(e.kind(), ErrorKind::kBadInput);
+    EXPECT_NE(std::string(e.what()).find("bad.json entry 1"), std::string::npos) << e.what();
+    EXPECT_NE(std::string(e.what()).find("head_dim"), std::string::npos) << e.what();
+  }
+  EXPECT_TRUE(all_records(fresh).empty());
+  doc["version"] = 2;
+  EXPECT_THROW(import_cache(fresh, doc, "v2.json"), Error);
+  EXPECT_THROW(import_cache(fresh, nlohmann::json{{"entries", nlohmann::json::array()}}, "x.json"), Error);
+}
+
+TEST_F(ExchangeTest, ShippedDefaultCacheIsExactlyTheDocumentedDefaults) {
+  nlohmann::json shipped = load_json(std::string(CPGEN_SOURCE_DIR) + "/caches/default-heuristic.json");
+  EXPECT_EQ(shipped, default_heuristic_cache())
+      << "regenerate with: cpgen db export --defaults > caches/default-heuristic.json";
+  EXPECT_EQ(shipped["entries"].size(), KernelSpec::all_defaults().size());
+  for (const auto& e : shipped["entries"]) {
+    EXPECT_EQ(e["source"], "default-heuristic");
+    EXPECT_FALSE(e.contains("median_ms")) << "a default must not pretend to be timed";
+  }
+}
+
+TEST_F(ExchangeTest, VerifyCountsRowsOfOtherEnvironments) {
+  Database db(path("v.db"));
+  fill(db);
+  VerifyReport report = verify_database(db, test_env());
+  EXPECT_TRUE(report.sound());
+  EXPECT_EQ(report.records, 9);
+  EXPECT_EQ(report.other_environment, 1);
+  EXPECT_EQ(report.by_environment.size(), 2u);
+  EXPECT_EQ(report.workloads, 2);
+  EXPECT_EQ(report.schema_version, Database::kSchemaVersion);
+}
+
+}  // namespace
+}  // namespace cpgen::testing

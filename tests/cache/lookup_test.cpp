@@ -1,0 +1,127 @@
+#include <gtest/gtest.h>
+
+#include <fstream>
+
+#include "cache/database.h"
+#include "cache/exchange.h"
+#include "cache/lookup.h"
+#include "cache/pretuned.h"
+#include "cache/records.h"
+#include "cache_fixtures.h"
+
+namespace cpgen::testing {
+namespace {
+
+class LookupTest : public TempDirTest {
+ protected:
+  PretunedCaches no_caches;
+  // A cache folder holding one file with the given document.
+  PretunedCaches caches_with(const nlohmann::json& doc) {
+    std::filesystem::create_directories(path("caches"));
+    std::ofstream(path("caches/vendor.json")) << cache_text(doc);
+    return load_pretuned_caches({path("caches")});
+  }
+};
+
+TEST_F(LookupTest, ExactWorkloadWins) {
+  Database db(path("l.db"));
+  WorkloadKey w = test_workload();
+  put_record(db, test_record(w, 128, 128, 8, 2, 0.9));
+  put_record(db, test_record(w, 128, 64, 4, 2, 1.1));
+  put_record(db, test_record(test_workload(8192), 64, 64, 4, 2, 0.1));
+  Selection s = select_config(w, &db, test_env(), no_caches);
+  EXPECT_EQ(s.source, ConfigSource::kDatabaseExact);
+  EXPECT_EQ(s.spec.uri(), "ring_fwd_bf16_hd128_causal_gqa4_bm128_bn128_w8_s2");
+  EXPECT_EQ(s.median_ms, 0.9);
+  EXPECT_EQ(s.origin, db.path());
+}
+
+TEST_F(LookupTest, NearestBucketWhenTheLengthWasNotTuned) {
+  Database db(path("l.db"));
+  put_record(db, test_record(test_workload(4096), 64, 64, 4, 2, 0.2));
+  put_record(db, test_record(test_workload(65536), 128, 128, 8, 2, 3.0));
+  put_record(db, test_record(test_workload(16384), 128, 64, 4, 3, 1.0));
+  // 20000 rounds up to the 32768 bucket: 16384 is one power of two away, 65536 also one; the
+  // tie goes to the shorter.
+  Selection s = select_config(test_workload(20000), &db, test_env(), no_caches);
+  EXPECT_EQ(s.source, ConfigSource::kDatabaseBucket);
+  EXPECT_EQ(s.spec.uri(), "ring_fwd_bf16_hd128_causal_gqa4_bm128_bn64_w4_s3");
+  ASSERT_TRUE(s.matched);
+  EXPECT_EQ(s.matched->q_len, 16384);
+  Selection far = select_config(test_workload(131072), &db, test_env(), no_caches);
+  EXPECT_EQ(far.source, ConfigSource::kDatabaseBucket);
+  EXPECT_EQ(far.matched->q_len, 65536);
+  // Another step type is another workload, never a bucket neighbour.
+  Selection other_step = select_config(test_workload(16384, StepType::kZigzagKvHalf), &db, test_env(), no_caches);
+  EXPECT_EQ(other_step.source, ConfigSource::kDefault);
+}
+
+TEST_F(LookupTest, StaleEnvironmentRowIsNotSelected) {
+  Database db(path("l.db"));
+  WorkloadKey w = test_workload();
+  put_record(db, test_record(w, 64, 64, 4, 2, 0.01, Disposition::kOk, test_env("12.2")));
+  Selection s = select_config(w, &db, test_env(), no_caches);
+  EXPECT_EQ(s.source, ConfigSource::kDefault);
+  EXPECT_EQ(s.spec, KernelSpec::default_for(Dtype::kBf16, 128, true, 4));
+  EXPECT_EQ(s.ignored_other_environment, 1);
+  EXPECT_NE(s.reason.find("another environment"), std::string::npos) << s.reason;
+  EXPECT_EQ(records_for(db, w).size(), 1u);  // still there
+  // Under the environment that made it, it is selected.
+  EXPECT_EQ(select_config(w, &db, test_env("12.2"), no_caches).source, ConfigSource::kDatabaseExact);
+}
+
+TEST_F(LookupTest, PretunedCacheBeforeTheDefault) {
+  Database vendor_db(path("vendor.db"));
+  put_record(vendor_db, test_record(test_workload(16384), 128, 128, 8, 2, 0.8));
+  nlohmann::json doc = export_cache(vendor_db);
+  nlohmann::json defaults = default_heuristic_cache();
+  for (auto& e : defaults["entries"]) doc["entries"].push_back(e);
+  PretunedCaches caches = caches_with(doc);
+  ASSERT_EQ(caches.files.size(), 1u);
+  Database mine(path("mine.db"));
+  Selection exact = select_config(test_workload(16384), &mine, test_env(), caches);
+  EXPECT_EQ(exact.source, ConfigSource::kPretunedExact);
+  EXPECT_EQ(exact.spec.uri(), "ring_fwd_bf16_hd128_causal_gqa4_bm128_bn128_w8_s2");
+  EXPECT_EQ(exact.origin, path("caches/vendor.json"));
+  // A vendor's driver may differ from the user's: the same device and kernel code still match.
+  EXPECT_EQ(select_config(test_workload(16384), &mine, test_env("13.1"), caches).source, ConfigSource::kPretunedExact);
+  EXPECT_EQ(select_config(test_workload(32768), &mine, test_env(), caches).source, ConfigSource::kPretunedBucket);
+  // Another GPU gets only the pattern entry.
+  WorkloadKey a100 = test_workload(16384);
+  a100.gpu_name = "NVIDIA A100-SXM4-80GB";
+  a100.arch = "sm_80";
+  a100.sm_count = 108;
+  Environment a100_env = test_env();
+  a100_env.gpu_name = a100.gpu_name;
+  a100_env.sm_count = 108;
+  Selection pattern = select_config(a100, &mine, a100_env, caches);
+  EXPECT_EQ(pattern.source, ConfigSource::kPretunedPattern);
+  EXPECT_EQ(pattern.spec, KernelSpec::default_for(Dtype::kBf16, 128, true, 4));
+  // The user's own database comes first.
+  put_record(mine, test_record(test_workload(16384), 64, 64, 4, 2, 0.85));
+  EXPECT_EQ(select_config(test_workload(16384), &mine, test_env(), caches).source, ConfigSource::kDatabaseExact);
+}
+
+TEST_F(LookupTest, BrokenCacheFileIsSkippedWithAWarning) {
+  std::filesystem::create_directories(path("caches"));
+  std::ofstream(path("caches/broken.json")) << "{\"format\": \"cpgen-tuning-cache\", \"version\": 1, \"entries\": [";
+  std::string warning;
+  WarningSink previous = set_warning_sink([&](const std::string& w) { warning = w; });
+  PretunedCaches caches = load_pretuned_caches({path("caches")});
+  set_warning_sink(previous);
+  EXPECT_TRUE(caches.files.empty());
+  EXPECT_NE(warning.find("broken.json"), std::string::npos) << warning;
+  EXPECT_EQ(select_config(test_workload(), nullptr, test_env(), caches).source, ConfigSource::kDefault);
+}
+
+TEST_F(LookupTest, ARecordForAnotherKernelShapeIsNeverUsed) {
+  Database db(path("l.db"));
+  WorkloadKey w = test_workload();
+  Record wrong = test_record(w, 128, 64, 4, 2, 0.5);
+  wrong.kernel_uri = "ring_fwd_fp16_hd64_causal_gqa4_bm128_bn64_w4_s2";  // not this workload's dtype/head dim
+  put_record(db, wrong);
+  EXPECT_EQ(select_config(w, &db, test_env(), no_caches).source, ConfigSource::kDefault);
+}
+
+}  // namespace
+}  // namespace cpgen::testing

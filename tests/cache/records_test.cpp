@@ -1,0 +1,110 @@
+#include <gtest/gtest.h>
+
+#include "cache/database.h"
+#include "cache/records.h"
+#include "cache_fixtures.h"
+
+namespace cpgen::testing {
+namespace {
+
+class RecordsTest : public TempDirTest {};
+
+TEST_F(RecordsTest, RecordRoundTripsThroughTheTable) {
+  Database db(path("r.db"));
+  Record r = test_record(test_workload(), 128, 64, 4, 2, 0.8125);
+  r.detail = "note";
+  ASSERT_EQ(put_record(db, r), StoreResult::kAdded);
+  std::vector<Record> back = records_for(db, r.workload);
+  ASSERT_EQ(back.size(), 1u);
+  EXPECT_EQ(back[0].workload, r.workload);
+  EXPECT_EQ(back[0].kernel_uri, r.kernel_uri);
+  EXPECT_EQ(back[0].disposition, Disposition::kOk);
+  EXPECT_EQ(back[0].median_ms, r.median_ms);
+  EXPECT_EQ(back[0].samples_ms, r.samples_ms);
+  EXPECT_EQ(back[0].env, r.env);
+  EXPECT_EQ(back[0].registers, 168);
+  EXPECT_EQ(back[0].detail, "note");
+  EXPECT_EQ(back[0].created_at, r.created_at);
+}
+
+TEST_F(RecordsTest, KeepTheBetterRecordOfOneIdentity) {
+  Database db(path("r.db"));
+  WorkloadKey w = test_workload();
+  EXPECT_EQ(put_record(db, test_record(w, 128, 64, 4, 2, 0)), StoreResult::kAdded);         // compile failed
+  EXPECT_EQ(put_record(db, test_record(w, 128, 64, 4, 2, 2.0)), StoreResult::kReplaced);    // valid beats failed
+  EXPECT_EQ(put_record(db, test_record(w, 128, 64, 4, 2, 3.0)), StoreResult::kKept);        // slower loses
+  EXPECT_EQ(put_record(db, test_record(w, 128, 64, 4, 2, 0, Disposition::kWrongResult)), StoreResult::kKept);
+  EXPECT_EQ(put_record(db, test_record(w, 128, 64, 4, 2, 1.5)), StoreResult::kReplaced);    // faster wins
+  std::vector<Record> back = records_for(db, w);
+  ASSERT_EQ(back.size(), 1u);
+  EXPECT_EQ(back[0].median_ms, 1.5);
+  // A different environment is a different identity: both are kept.
+  EXPECT_EQ(put_record(db, test_record(w, 128, 64, 4, 2, 9.0, Disposition::kOk, test_env("12.8"))), StoreResult::kAdded);
+  EXPECT_EQ(records_for(db, w).size(), 2u);
+}
+
+TEST_F(RecordsTest, BestRecordIgnoresOtherEnvironmentsAndFailures) {
+  Database db(path("r.db"));
+  WorkloadKey w = test_workload();
+  put_record(db, test_record(w, 64, 64, 4, 2, 0.5, Disposition::kOk, test_env("12.8")));  // fastest, stale
+  put_record(db, test_record(w, 128, 64, 4, 2, 0, Disposition::kWrongResult));
+  put_record(db, test_record(w, 128, 128, 8, 2, 1.25));
+  put_record(db, test_record(w, 128, 64, 4, 3, 1.0));
+  BestRecord best = best_record(db, w, test_env());
+  ASSERT_TRUE(best.record);
+  EXPECT_EQ(best.record->kernel_uri, "ring_fwd_bf16_hd128_causal_gqa4_bm128_bn64_w4_s3");
+  EXPECT_EQ(best.other_environment, 1);
+  // The stale row is still there: ignored, never deleted.
+  EXPECT_EQ(records_for(db, w).size(), 4u);
+}
+
+TEST_F(RecordsTest, PinnedWinnerIsPreferredOverLocalTimings) {
+  Database db(path("r.db"));
+  WorkloadKey w = test_workload();
+  Record rank0_choice = test_record(w, 128, 128, 8, 2, 1.25);
+  put_record(db, rank0_choice);
+  put_record(db, test_record(w, 128, 64, 4, 3, 1.0));
+  db.transaction([&] { pin_winner(db, w, {rank0_choice.kernel_uri, 1.25, rank0_choice.env.key(), "tune-rank0"}); });
+  BestRecord best = best_record(db, w, test_env());
+  ASSERT_TRUE(best.record);
+  EXPECT_EQ(best.record->kernel_uri, rank0_choice.kernel_uri);
+  // A pin made in another environment does not bind this one.
+  BestRecord other = best_record(db, w, test_env("12.8"));
+  EXPECT_FALSE(other.record);
+  EXPECT_EQ(other.other_environment, 2);
+}
+
+TEST_F(RecordsTest, WorkloadsOfAProblemFollowItsSchedule) {
+  Problem p;
+  p.q_heads = 32;
+  p.kv_heads = 8;
+  p.head_dim = 128;
+  p.seq_len = 131072;
+  p.cp_size = 8;
+  p.causal = true;
+  p.scheme = Scheme::kZigzag;
+  DeviceClass dc{"NVIDIA H200", "sm_90a", 132};
+  auto ws = workloads_for(p, dc);
+  ASSERT_EQ(ws.size(), 3u);
+  EXPECT_EQ(ws[0].step, StepType::kDiagonal);
+  EXPECT_EQ(ws[0].q_len, 16384);
+  EXPECT_EQ(ws[1].step, StepType::kZigzagKvHalf);
+  EXPECT_EQ(ws[1].kv_len, 8192);
+  EXPECT_EQ(ws[2].step, StepType::kZigzagQHalf);
+  EXPECT_EQ(ws[2].q_len, 8192);
+  EXPECT_EQ(ws[2].kv_len, 16384);
+  // Rank 3 receives rank 2's chunk in step 1 (earlier: kv half) and rank 4's in step 7 (later: q half).
+  EXPECT_EQ(step_type_at(p, 3, 0), StepType::kDiagonal);
+  EXPECT_EQ(step_type_at(p, 3, 1), StepType::kZigzagKvHalf);
+  EXPECT_EQ(step_type_at(p, 3, 7), StepType::kZigzagQHalf);
+  p.scheme = Scheme::kContiguous;
+  EXPECT_EQ(step_types_for(p).size(), 2u);
+  p.causal = false;
+  ASSERT_EQ(step_types_for(p).size(), 1u);
+  EXPECT_EQ(step_types_for(p)[0], StepType::kFull);
+  EXPECT_EQ(test_workload(12000).seq_bucket(), 16384);
+  EXPECT_EQ(test_workload(16384).seq_bucket(), 16384);
+}
+
+}  // namespace
+}  // namespace cpgen::testing

@@ -1,0 +1,77 @@
+#include <gtest/gtest.h>
+
+#include <set>
+
+#include "tuner/candidates.h"
+
+namespace cpgen::testing {
+namespace {
+
+WorkloadKey llama_diagonal() {
+  WorkloadKey w;
+  w.dtype = Dtype::kBf16;
+  w.head_dim = 128;
+  w.q_heads = 32;
+  w.kv_heads = 8;
+  w.q_len = w.kv_len = 16384;
+  w.scheme = Scheme::kZigzag;
+  w.step = StepType::kDiagonal;
+  w.gpu_name = "NVIDIA H200";
+  w.arch = "sm_90a";
+  w.sm_count = 132;
+  return w;
+}
+
+TEST(Candidates, DefaultFirstAndAtLeast24ViableForALlamaStep) {
+  CandidateSet set = enumerate_candidates(llama_diagonal());
+  ASSERT_FALSE(set.viable.empty());
+  EXPECT_EQ(set.viable.front(), KernelSpec::default_for(Dtype::kBf16, 128, true, 4));
+  EXPECT_GE(set.viable.size(), 24u) << "the GPU acceptance run needs at least 24 candidates";
+  std::set<std::string> uris;
+  for (const KernelSpec& s : set.viable) {
+    EXPECT_TRUE(uris.insert(s.uri()).second) << "duplicate " << s.uri();
+    EXPECT_TRUE(check_feasibility(s, "sm_90a").feasible) << s.uri();
+    EXPECT_EQ(s.block_m % (16 * s.warps), 0) << s.uri();
+  }
+  for (const PrunedCandidate& p : set.pruned) {
+    EXPECT_FALSE(p.reason.empty()) << p.spec.uri();
+    EXPECT_FALSE(uris.count(p.spec.uri())) << p.spec.uri();
+  }
+}
+
+TEST(Candidates, FeasibilityModelPrunesWithAReason) {
+  WorkloadKey w = llama_diagonal();
+  w.head_dim = 256;
+  w.arch = "sm_80";
+  CandidateSet set = enumerate_candidates(w);
+  bool found_shared = false;
+  for (const PrunedCandidate& p : set.pruned) {
+    EXPECT_FALSE(check_feasibility(p.spec, "sm_80").feasible) << p.spec.uri();
+    if (p.reason.find("shared memory") != std::string::npos) found_shared = true;
+  }
+  EXPECT_TRUE(found_shared) << "head dim 256 with 256-row tiles and 3 stages cannot fit 163 KB";
+}
+
+TEST(Candidates, TilesLargerThanTheStepArePrunedButTheDefaultStays) {
+  WorkloadKey w = llama_diagonal();
+  w.q_heads = w.kv_heads = 2;  // group 1
+  w.q_len = 64;
+  w.kv_len = 32;
+  w.step = StepType::kZigzagKvHalf;
+  CandidateSet set = enumerate_candidates(w);
+  ASSERT_FALSE(set.viable.empty());
+  EXPECT_EQ(set.viable.front(), KernelSpec::default_for(Dtype::kBf16, 128, true, 1));
+  for (size_t i = 1; i < set.viable.size(); ++i) {
+    EXPECT_LE(set.viable[i].block_n, 32) << set.viable[i].uri();
+    EXPECT_LE(set.viable[i].block_m, 64) << set.viable[i].uri();
+  }
+}
+
+TEST(Candidates, MaxCandidatesKeepsTheDefault) {
+  CandidateSet set = enumerate_candidates(llama_diagonal(), 3);
+  ASSERT_EQ(set.viable.size(), 3u);
+  EXPECT_EQ(set.viable.front(), KernelSpec::default_for(Dtype::kBf16, 128, true, 4));
+}
+
+}  // namespace
+}  // namespace cpgen::testing

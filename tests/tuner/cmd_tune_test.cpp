@@ -1,0 +1,137 @@
+// cpgen tune on this (GPU-less) machine, end to end through the real NVRTC and a temporary
+// database and kernel store; and the same command's GPU path where a GPU exists.
+#include <gtest/gtest.h>
+
+#include <chrono>
+#include <fstream>
+
+#include "../cache/cache_fixtures.h"
+#include "cache/database.h"
+#include "cache/records.h"
+#include "runtime/shapes.h"
+#include "test_util.h"
+#include "tuner/candidates.h"
+
+namespace cpgen::testing {
+namespace {
+
+class CmdTuneTest : public TempDirTest {
+ protected:
+  std::string shapes_file() const { return std::string(CPGEN_SOURCE_DIR) + "/examples/shapes/video-dit-full-cp8.json"; }
+  std::string common() const { return " --db " + path("t.db") + " --store " + path("store") + " -q"; }
+};
+
+TEST_F(CmdTuneTest, WithoutAGpuCompilesRecordsNotTimedAndExitsZero) {
+  if (have_gpu()) GTEST_SKIP() << "a GPU is present: tune times instead (see TuneOnGpu)";
+  CliResult r = run_cli("tune --shapes " + shapes_file() + common() + " --max-candidates 2");
+  ASSERT_EQ(r.exit_code, 0) << r.err;
+  EXPECT_NE(r.out.find("timing needs a GPU"), std::string::npos) << r.out;
+  Database db(path("t.db"));
+  std::vector<Problem> problems = load_shapes_file(shapes_file());
+  DeviceClass none{"none", "sm_90a", 0};
+  int records = 0, not_timed = 0;
+  for (const Problem& p : problems) {
+    for (const WorkloadKey& w : workloads_for(p, none)) {
+      const CandidateSet set = enumerate_candidates(w, 2);
+      std::vector<Record> rs = records_for(db, w);
+      EXPECT_EQ(rs.size(), set.viable.size() + set.pruned.size()) << w.describe();
+      for (const Record& rec : rs) {
+        EXPECT_NE(rec.disposition, Disposition::kOk) << rec.kernel_uri;
+        EXPECT_FALSE(rec.median_ms.has_value()) << "nothing may claim a timing without a GPU";
+        if (rec.disposition == Disposition::kNotTimed) {
+          EXPECT_EQ(rec.detail, "compiled; timing needs a GPU");
+          EXPECT_TRUE(rec.registers.has_value()) << "the ptxas report is kept with the record";
+          ++not_timed;
+        }
+        if (rec.disposition != Disposition::kNotTimed) EXPECT_FALSE(rec.detail.empty()) << rec.kernel_uri;
+        ++records;
+      }
+      EXPECT_FALSE(pinned_winner(db, w)) << w.describe();
+    }
+  }
+  EXPECT_GT(records, 0);
+  EXPECT_GT(not_timed, 0) << "the documented defaults compile with NVRTC";
+}
+
+TEST_F(CmdTuneTest, RequireGpuExitsThreeWithoutAGpu) {
+  if (have_gpu()) GTEST_SKIP() << "a GPU is present";
+  CliResult r = run_cli("tune --shapes " + shapes_file() + common() + " --require-gpu");
+  EXPECT_EQ(r.exit_code, 3) << r.out << r.err;
+  EXPECT_NE(r.err.find("needs a GPU"), std::string::npos) << r.err;
+}
+
+TEST_F(CmdTuneTest, JsonReportParses) {
+  if (have_gpu()) GTEST_SKIP() << "a GPU is present";
+  CliResult r = run_cli("tune --json --shapes " + shapes_file() + common() + " --max-candidates 1");
+  ASSERT_EQ(r.exit_code, 0) << r.err;
+  nlohmann::json j = nlohmann::json::parse(r.out);
+  EXPECT_EQ(j["timed"], false);
+  EXPECT_EQ(j["workloads"].size(), 2u);
+  EXPECT_NE(j["notice"].get<std::string>().find("timing needs a GPU"), std::string::npos);
+}
+
+TEST_F(CmdTuneTest, KernelsInTheDatabaseMakeTheSecondRunCompileNothing) {
+  if (have_gpu()) GTEST_SKIP() << "a GPU is present";
+  const std::string args = "tune --json -q --kernels-in-db --max-candidates 1 --db " + path("k.db") + " --shapes " + shapes_file();
+  ASSERT_EQ(run_cli(args).exit_code, 0);
+  Database db(path("k.db"));
+  Statement count = db.prepare("SELECT count(*) FROM kernels");
+  ASSERT_TRUE(count.step());
+  EXPECT_EQ(count.column_int(0), 2) << "one default kernel per shape";
+  const auto start = std::chrono::steady_clock::now();
+  CliResult again = run_cli(args);
+  ASSERT_EQ(again.exit_code, 0) << again.err;
+  EXPECT_LT(std::chrono::duration<double>(std::chrono::steady_clock::now() - start).count(), 2.0)
+      << "the second run should read both kernels from the database instead of compiling";
+}
+
+TEST_F(CmdTuneTest, BadInputExitsTwoWithOneLine) {
+  std::ofstream(path("bad.json")) << R"({"shapes": [{"q_heads": 8, "kv_heads": 3, "head_dim": 128, "seq_len": 4096,
+                                        "cp_size": 2, "dtype": "bf16", "causal": true}]})";
+  CliResult r = run_cli("tune --shapes " + path("bad.json") + common());
+  EXPECT_EQ(r.exit_code, 2);
+  EXPECT_NE(r.err.find("kv_heads"), std::string::npos) << r.err;
+  EXPECT_EQ(std::count(r.err.begin(), r.err.end(), '\n'), 1) << r.err;
+  CliResult arch = run_cli("tune --shapes " + shapes_file() + common() + " --arch sm_75");
+  EXPECT_EQ(arch.exit_code, 2);
+  EXPECT_NE(arch.err.find("sm_75"), std::string::npos) << arch.err;
+  CliResult runs = run_cli("tune --shapes " + shapes_file() + common() + " --runs 5");
+  EXPECT_EQ(runs.exit_code, 2);
+  EXPECT_NE(runs.err.find("at least 20"), std::string::npos) << runs.err;
+}
+
+// The GPU acceptance: one shape, at least 24 candidates, under 30 s, and a verified winner at
+// least as fast as the documented default.
+TEST_F(CmdTuneTest, TuneOnGpu) {
+  CPGEN_REQUIRE_GPU();
+  std::ofstream(path("one.json")) << R"({"shapes": [{"name": "llama-8b-32k-cp2", "q_heads": 32, "kv_heads": 8,
+      "head_dim": 128, "seq_len": 32768, "cp_size": 2, "dtype": "bf16", "causal": true, "scheme": "contiguous"}]})";
+  // Warm the kernel store first: the 30 s target is for tuning, compiles are cached by then.
+  ASSERT_EQ(run_cli("tune --shapes " + path("one.json") + " --db " + path("warm.db") + " --store " + path("store") +
+                    " -q --runs 20 --warmup 1 --max-candidates 64").exit_code, 0);
+  const auto start = std::chrono::steady_clock::now();
+  CliResult r = run_cli("tune --json --require-gpu --shapes " + path("one.json") + common());
+  const double seconds = std::chrono::duration<double>(std::chrono::steady_clock::now() - start).count();
+  ASSERT_EQ(r.exit_code, 0) << r.err;
+  nlohmann::json j = nlohmann::json::parse(r.out);
+  ASSERT_EQ(j["timed"], true);
+  EXPECT_LT(seconds, 30.0);
+  Database db(path("t.db"));
+  for (const auto& item : j["workloads"]) {
+    WorkloadKey w = WorkloadKey::from_json(item["workload"]);
+    if (w.step != StepType::kDiagonal) continue;
+    EXPECT_GE(item["timed"].get<int>() + item["rejected"].get<int>(), 24) << w.describe();
+    EXPECT_EQ(item["rejected"].get<int>(), 0) << "a candidate disagreed with the reference config: " << w.describe();
+    ASSERT_FALSE(item["winner"].is_null());
+    const std::string default_uri = KernelSpec::default_for(w.dtype, w.head_dim, w.causal, w.gqa_group()).uri();
+    std::optional<double> default_ms;
+    for (const Record& rec : records_for(db, w)) {
+      if (rec.kernel_uri == default_uri) default_ms = rec.median_ms;
+    }
+    ASSERT_TRUE(default_ms) << "the default must be timed and verified";
+    EXPECT_LE(item["winner_median_ms"].get<double>(), *default_ms);
+  }
+}
+
+}  // namespace
+}  // namespace cpgen::testing

@@ -1,0 +1,66 @@
+// The GPU timing harness on a real device: the reference config passes its float64 check, a
+// correct candidate is timed with at least 20 samples, and a kernel computing something else is
+// caught as a wrong result before any timing counts.
+#include <gtest/gtest.h>
+
+#include "../cache/cache_fixtures.h"
+#include "runtime/jit.h"
+#include "runtime/module.h"
+#include "test_util.h"
+#include "tuner/gpu_timer.h"
+
+namespace cpgen::testing {
+namespace {
+
+WorkloadKey small(Dtype dtype, StepType step) {
+  WorkloadKey w = test_workload(512, step);
+  w.dtype = dtype;
+  w.head_dim = 64;
+  w.q_heads = 8;
+  w.kv_heads = 2;
+  w.batch = 2;
+  if (step == StepType::kZigzagQHalf) {
+    w.q_len = 256;
+    w.kv_len = 512;
+  }
+  return w;
+}
+
+TEST(GpuTimer, VerifiesThenTimesAndCatchesAWrongKernel) {
+  CPGEN_REQUIRE_GPU();
+  const std::string arch = device_arch(0);
+  for (Dtype dtype : {Dtype::kBf16, Dtype::kFp16}) {
+    for (StepType step : {StepType::kDiagonal, StepType::kZigzagQHalf}) {
+      WorkloadKey w = small(dtype, step);
+      w.arch = arch;
+      KernelSpec reference = KernelSpec::default_for(dtype, 64, true, 4);
+      KernelSpec other = reference;
+      other.block_m = 64;
+      other.block_n = 32;
+      other.stages = 3;
+      KernelSpec unmasked = reference;
+      unmasked.causal = false;  // ignores the causal mask: wrong for the diagonal step
+      GpuTimer timer(0);
+      TimingOutcome ref = timer.begin_workload(w, reference, compile_kernel(reference, arch, nullptr));
+      ASSERT_EQ(ref.disposition, Disposition::kOk) << ref.detail;
+      EXPECT_GT(timer.useful_flops(), 0);
+      TimingOutcome t = timer.measure(other, compile_kernel(other, arch, nullptr), 2, 20);
+      ASSERT_EQ(t.disposition, Disposition::kOk) << t.detail;
+      ASSERT_EQ(t.samples_ms.size(), 20u);
+      for (double ms : t.samples_ms) EXPECT_GT(ms, 0);
+      TimingOutcome wrong = timer.measure(unmasked, compile_kernel(unmasked, arch, nullptr), 2, 20);
+      if (step == StepType::kDiagonal) {
+        EXPECT_EQ(wrong.disposition, Disposition::kWrongResult) << "an unmasked kernel passed the diagonal check";
+        EXPECT_TRUE(wrong.samples_ms.empty());
+        EXPECT_NE(wrong.detail.find(unmasked.uri()), std::string::npos) << wrong.detail;
+      } else {
+        // Every key is in the past in the q-half step: masked and unmasked kernels agree.
+        EXPECT_EQ(wrong.disposition, Disposition::kOk) << wrong.detail;
+      }
+      timer.end_workload();
+    }
+  }
+}
+
+}  // namespace
+}  // namespace cpgen::testing

@@ -1,0 +1,106 @@
+#include <gtest/gtest.h>
+
+#include <cmath>
+
+#include "cpgen/error.h"
+#include "runtime/schedule.h"
+#include "tuner/gpu_timer.h"
+#include "tuner/step_inputs.h"
+#include "../cache/cache_fixtures.h"
+
+namespace cpgen::testing {
+namespace {
+
+// Tile classes over a whole step, from the positions (16 x 16 tiles).
+std::map<TileWork, int> tile_classes(const StepPositions& pos, bool causal) {
+  std::map<TileWork, int> counts;
+  for (size_t q = 0; q < pos.q.size(); q += 16)
+    for (size_t k = 0; k < pos.kv.size(); k += 16)
+      ++counts[classify_tile(pos.q[q], pos.q[std::min(q + 15, pos.q.size() - 1)], pos.kv[k],
+                             pos.kv[std::min(k + 15, pos.kv.size() - 1)], causal)];
+  return counts;
+}
+
+bool increasing(const std::vector<int>& v) {
+  for (size_t i = 1; i < v.size(); ++i)
+    if (v[i] <= v[i - 1]) return false;
+  return true;
+}
+
+TEST(StepInputs, PositionsGiveEachStepTypeItsMaskPattern) {
+  WorkloadKey diag = test_workload(1024, StepType::kDiagonal);
+  StepPositions d = step_positions(diag);
+  ASSERT_EQ(d.q.size(), 1024u);
+  EXPECT_TRUE(increasing(d.q) && increasing(d.kv));
+  // Zigzag rank 0: chunk 0 then chunk 3 of four; the diagonal step masks, skips and runs full.
+  EXPECT_EQ(d.q[511], 511);
+  EXPECT_EQ(d.q[512], 1536);
+  auto diag_tiles = tile_classes(d, true);
+  EXPECT_GT(diag_tiles[TileWork::kMasked], 0);
+  EXPECT_GT(diag_tiles[TileWork::kSkip], 0);
+  EXPECT_GT(diag_tiles[TileWork::kFull], 0);
+  // Every off-diagonal step type sees only keys in the past: all tiles full, none skipped.
+  for (StepType step : {StepType::kFull, StepType::kZigzagKvHalf, StepType::kZigzagQHalf}) {
+    WorkloadKey w = test_workload(1024, step);
+    if (step == StepType::kZigzagQHalf) {
+      w.q_len = 512;
+      w.kv_len = 1024;
+    }
+    StepPositions p = step_positions(w);
+    EXPECT_EQ(static_cast<int64_t>(p.q.size()), w.q_len);
+    EXPECT_EQ(static_cast<int64_t>(p.kv.size()), w.kv_len);
+    EXPECT_TRUE(increasing(p.q) && increasing(p.kv));
+    auto tiles = tile_classes(p, true);
+    EXPECT_EQ(tiles[TileWork::kMasked] + tiles[TileWork::kSkip], 0) << step_type_name(step);
+    EXPECT_EQ(visible_pairs(p, true), w.q_len * w.kv_len) << step_type_name(step);
+  }
+  // Diagonal of zigzag: chunk 0 sees its triangle, chunk 3 sees chunk 0 and its own triangle.
+  const int64_t h = 512;
+  EXPECT_EQ(visible_pairs(d, true), h * (h + 1) / 2 + (h * h + h * (h + 1) / 2));
+  EXPECT_EQ(visible_pairs(d, false), 1024 * 1024);
+}
+
+TEST(StepInputs, SixteenBitEncodingIsExactForTheInputGrid) {
+  for (Dtype dtype : {Dtype::kBf16, Dtype::kFp16}) {
+    for (int k = -64; k <= 64; ++k) {
+      const double x = k / 64.0;
+      EXPECT_EQ(decode_16(encode_exact(x, dtype), dtype), x) << dtype_name(dtype) << " " << x;
+    }
+  }
+  EXPECT_EQ(encode_exact(1.0, Dtype::kFp16), 0x3c00);
+  EXPECT_EQ(encode_exact(-2.0, Dtype::kFp16), 0xc000);
+  EXPECT_EQ(encode_exact(1.0, Dtype::kBf16), 0x3f80);
+  EXPECT_TRUE(std::isnan(decode_16(0xffff, Dtype::kBf16)));  // the poison pattern
+  EXPECT_TRUE(std::isnan(decode_16(0xffff, Dtype::kFp16)));
+  EXPECT_EQ(decode_16(0x0001, Dtype::kFp16), std::ldexp(1.0, -24));
+  EXPECT_THROW(encode_exact(1.0 / 3.0, Dtype::kBf16), Error);
+}
+
+TEST(StepInputs, ReferenceRowMatchesAHandComputedSoftmax) {
+  // One query against three keys with scores 0, ln 2, ln 4 after scaling: weights 1:2:4.
+  const int hd = 2;
+  const double q[] = {1.0, 0.0};
+  const double k[] = {0.0, 0.0, std::log(2.0), 0.0, std::log(4.0), 0.0};
+  const double v[] = {7.0, 0.0, 0.0, 7.0, 7.0, 7.0};
+  double out[2], lse;
+  reference_row(q, k, v, 3, hd, 1.0, 10, {0, 1, 2}, true, out, &lse);
+  EXPECT_NEAR(out[0], (7.0 * 1 + 7.0 * 4) / 7.0, 1e-12);
+  EXPECT_NEAR(out[1], (7.0 * 2 + 7.0 * 4) / 7.0, 1e-12);
+  EXPECT_NEAR(lse, std::log(7.0), 1e-12);
+  // A causal query at position 1 sees only the first two keys.
+  reference_row(q, k, v, 3, hd, 1.0, 1, {0, 1, 2}, true, out, &lse);
+  EXPECT_NEAR(lse, std::log(3.0), 1e-12);
+  // No visible key: lse = -inf and a zero row, never NaN.
+  reference_row(q, k, v, 3, hd, 1.0, -1, {0, 1, 2}, true, out, &lse);
+  EXPECT_TRUE(std::isinf(lse) && lse < 0);
+  EXPECT_EQ(out[0], 0.0);
+}
+
+TEST(StepInputs, TolerancesFollowThePrecision) {
+  EXPECT_EQ(GpuTimer::output_tolerance(Dtype::kBf16), std::ldexp(1.0, -6));
+  EXPECT_EQ(GpuTimer::output_tolerance(Dtype::kFp16), std::ldexp(1.0, -9));
+  EXPECT_LT(GpuTimer::lse_tolerance(10.0), 2e-3);
+}
+
+}  // namespace
+}  // namespace cpgen::testing

@@ -1,0 +1,67 @@
+// Deterministic stand-ins for NVRTC and the GPU, so the tuner's logic (records, pruning,
+// verification gate, winners, budgets, rank agreement) is tested on a CPU in milliseconds.
+#pragma once
+
+#include <atomic>
+#include <functional>
+#include <map>
+#include <mutex>
+#include <set>
+#include <string>
+
+#include "cpgen/error.h"
+#include "tuner/candidate_timer.h"
+#include "tuner/compile_pool.h"
+
+namespace cpgen::testing {
+
+// Compiles everything except the URIs in `fail` (compile error) and `spill` (ptxas spills).
+struct FakeCompiler {
+  std::set<std::string> fail, spill;
+  std::atomic<int> calls{0};
+  CompileFn fn() {
+    return [this](const KernelSpec& spec, std::string_view arch) {
+      ++calls;
+      const std::string uri = spec.uri();
+      if (fail.count(uri)) throw Error(ErrorKind::kCompile, "NVRTC could not compile " + uri + "\nlog line");
+      CompiledKernel k;
+      k.uri = uri;
+      k.arch = std::string(arch);
+      k.key = uri + "@" + k.arch;
+      k.cubin = "cubin of " + uri;
+      k.stats.registers = 128;
+      k.stats.spill_bytes = spill.count(uri) ? 64 : 0;
+      return k;
+    };
+  }
+};
+
+// Times each kernel as ms_of(spec) (plus a small deterministic jitter), and reports the URIs in
+// `wrong` as wrong results.
+class FakeTimer : public CandidateTimer {
+ public:
+  std::function<double(const KernelSpec&)> ms_of = [](const KernelSpec& s) {
+    return 1.0 + 0.001 * s.block_m + 0.002 * s.block_n + 0.01 * s.stages + 0.1 * s.warps;
+  };
+  std::set<std::string> wrong;
+  bool reference_broken = false;
+  std::vector<std::string> measured;  // URIs in the order they were measured
+  std::string reference_uri;
+
+  TimingOutcome begin_workload(const WorkloadKey&, const KernelSpec& spec, const CompiledKernel&) override {
+    reference_uri = spec.uri();
+    if (reference_broken) return {Disposition::kWrongResult, {}, "out[b0 h0 row 0 d0] = 7, float64 reference 0.5"};
+    return {Disposition::kOk, {}, ""};
+  }
+  TimingOutcome measure(const KernelSpec& spec, const CompiledKernel&, int, int runs) override {
+    measured.push_back(spec.uri());
+    if (wrong.count(spec.uri())) return {Disposition::kWrongResult, {}, spec.uri() + " out[b0 h1 row 3 d5] = 1, reference config 0.25"};
+    TimingOutcome t{Disposition::kOk, {}, ""};
+    for (int i = 0; i < runs; ++i) t.samples_ms.push_back(ms_of(spec) * (1.0 + 0.001 * ((i * 7) % 5)));
+    return t;
+  }
+  double useful_flops() const override { return 1e12; }
+  void end_workload() override {}
+};
+
+}  // namespace cpgen::testing

@@ -1,0 +1,337 @@
+#include <gtest/gtest.h>
+#include <sys/wait.h>
+#include <unistd.h>
+
+#include <signal.h>
+
+#include <chrono>
+#include <condition_variable>
+#include <thread>
+
+#include "cache/lookup.h"
+#include "cache/records.h"
+#include "../cache/cache_fixtures.h"
+#include "tuner/candidates.h"
+#include "tuner/tuner.h"
+#include "tuner_fakes.h"
+
+namespace cpgen::testing {
+namespace {
+
+class TunerTest : public TempDirTest {};
+
+Problem small_problem(int64_t seq_len = 4096, Scheme scheme = Scheme::kZigzag) {
+  Problem p;
+  p.name = "small";
+  p.q_heads = 8;
+  p.kv_heads = 2;
+  p.head_dim = 128;
+  p.seq_len = seq_len;
+  p.cp_size = 2;
+  p.causal = true;
+  p.scheme = scheme;
+  return p;
+}
+
+const DeviceClass kH200{"NVIDIA H200", "sm_90a", 132};
+
+TuneOptions quiet_options() {
+  TuneOptions o;
+  o.quiet = true;
+  o.jobs = 2;
+  return o;
+}
+
+std::map<Disposition, int> dispositions(Database& db, const WorkloadKey& w) {
+  std::map<Disposition, int> counts;
+  for (const Record& r : records_for(db, w)) ++counts[r.disposition];
+  return counts;
+}
+
+TEST_F(TunerTest, CompileOnlyRecordsEveryCandidateAsNotTimed) {
+  Database db(path("t.db"));
+  FakeCompiler compiler;
+  // Two viable candidates of every workload of the problem (the half steps are the same size).
+  const std::vector<KernelSpec> viable = enumerate_candidates(workloads_for(small_problem(), kH200)[0]).viable;
+  ASSERT_GE(viable.size(), 3u);
+  const KernelSpec bad = viable[1];
+  const KernelSpec spilling = viable[2];
+  compiler.fail = {bad.uri()};
+  compiler.spill = {spilling.uri()};
+  Tuner tuner(db, quiet_options(), compiler.fn(), nullptr, nullptr, test_env());
+  TuneReport report = tuner.tune({small_problem()}, kH200);
+  EXPECT_FALSE(report.timed);
+  EXPECT_NE(report.notice.find("timing needs a GPU"), std::string::npos) << report.notice;
+  ASSERT_EQ(report.workloads.size(), 3u);  // zigzag causal: diagonal and the two half steps
+  for (const WorkloadResult& r : report.workloads) {
+    const CandidateSet set = enumerate_candidates(r.workload);
+    EXPECT_FALSE(r.winner);
+    std::map<Disposition, int> counts = dispositions(db, r.workload);
+    // Every candidate has exactly one record: nothing dropped, nothing invented.
+    EXPECT_EQ(records_for(db, r.workload).size(), set.viable.size() + set.pruned.size());
+    EXPECT_EQ(counts[Disposition::kCompileFailed], 1);
+    EXPECT_EQ(counts[Disposition::kInfeasible], static_cast<int>(set.pruned.size()) + 1);  // + the spilling one
+    EXPECT_EQ(counts[Disposition::kNotTimed], static_cast<int>(set.viable.size()) - 2);
+    EXPECT_EQ(counts[Disposition::kOk], 0);
+    for (const Record& rec : records_for(db, r.workload)) {
+      if (rec.kernel_uri == spilling.uri()) EXPECT_NE(rec.detail.find("spill"), std::string::npos) << rec.detail;
+      if (rec.kernel_uri == bad.uri()) EXPECT_EQ(rec.detail, "NVRTC could not compile " + bad.uri());
+    }
+  }
+  // The three workloads share candidates: each kernel compiled once.
+  std::set<std::string> distinct;
+  for (const WorkloadResult& r : report.workloads)
+    for (const KernelSpec& s : enumerate_candidates(r.workload).viable) distinct.insert(s.uri());
+  EXPECT_EQ(compiler.calls.load(), static_cast<int>(distinct.size()));
+}
+
+TEST_F(TunerTest, FastestVerifiedCandidateWinsAndIsSelected) {
+  Database db(path("t.db"));
+  FakeCompiler compiler;
+  FakeTimer timer;
+  // The fastest config by the fake's formula is 64x32 with 4 warps and 1 stage; it gives a wrong
+  // result, so it must not win even though it would be fastest.
+  KernelSpec fastest = KernelSpec::default_for(Dtype::kBf16, 128, true, 4);
+  fastest.block_m = 64;
+  fastest.block_n = 32;
+  fastest.stages = 1;
+  timer.wrong = {fastest.uri()};
+  Tuner tuner(db, quiet_options(), compiler.fn(), &timer, nullptr, test_env());
+  TuneReport report = tuner.tune({small_problem(4096, Scheme::kContiguous)}, kH200);
+  ASSERT_EQ(report.workloads.size(), 2u);
+  const WorkloadResult& diag = report.workloads[0];
+  ASSERT_TRUE(diag.winner);
+  EXPECT_NE(diag.winner->kernel_uri, fastest.uri());
+  EXPECT_EQ(timer.reference_uri, KernelSpec::default_for(Dtype::kBf16, 128, true, 4).uri());
+  EXPECT_EQ(timer.measured.front(), timer.reference_uri) << "the reference is timed first";
+  // The winner is the minimum over the valid records, with >= 20 samples and its median.
+  double best = 1e9;
+  std::string best_uri;
+  for (const Record& r : records_for(db, diag.workload)) {
+    if (r.kernel_uri == fastest.uri()) EXPECT_EQ(r.disposition, Disposition::kWrongResult);
+    if (!r.valid()) continue;
+    EXPECT_GE(r.samples_ms.size(), 20u);
+    EXPECT_TRUE(r.tflops.has_value());
+    if (*r.median_ms < best) best = *r.median_ms, best_uri = r.kernel_uri;
+  }
+  EXPECT_EQ(diag.winner->kernel_uri, best_uri);
+  auto pin = pinned_winner(db, diag.workload);
+  ASSERT_TRUE(pin);
+  EXPECT_EQ(pin->kernel_uri, best_uri);
+  Selection s = select_config(diag.workload, &db, test_env(), PretunedCaches{});
+  EXPECT_EQ(s.source, ConfigSource::kDatabaseExact);
+  EXPECT_EQ(s.spec.uri(), best_uri);
+}
+
+TEST_F(TunerTest, BrokenReferenceMeansNoWinner) {
+  Database db(path("t.db"));
+  FakeCompiler compiler;
+  FakeTimer timer;
+  timer.reference_broken = true;
+  Tuner tuner(db, quiet_options(), compiler.fn(), &timer, nullptr, test_env());
+  TuneReport report = tuner.tune({small_problem(4096, Scheme::kStriped)}, kH200);
+  ASSERT_EQ(report.workloads.size(), 1u);
+  EXPECT_FALSE(report.workloads[0].winner);
+  EXPECT_TRUE(timer.measured.empty());
+  std::map<Disposition, int> counts = dispositions(db, report.workloads[0].workload);
+  EXPECT_EQ(counts[Disposition::kWrongResult], 1);
+  EXPECT_EQ(counts[Disposition::kOk], 0);
+}
+
+TEST_F(TunerTest, SpentBudgetLeavesTheRestNotTimed) {
+  Database db(path("t.db"));
+  FakeCompiler compiler;
+  FakeTimer timer;
+  TuneOptions o = quiet_options();
+  o.budget_s = 1e-9;  // spent before the first timing: only the reference is timed
+  Tuner tuner(db, o, compiler.fn(), &timer, nullptr, test_env());
+  TuneReport report = tuner.tune({small_problem(4096, Scheme::kStriped)}, kH200);
+  ASSERT_EQ(timer.measured.size(), 1u);
+  ASSERT_TRUE(report.workloads[0].winner);
+  EXPECT_EQ(report.workloads[0].winner->kernel_uri, KernelSpec::default_for(Dtype::kBf16, 128, true, 4).uri());
+  EXPECT_GT(dispositions(db, report.workloads[0].workload)[Disposition::kNotTimed], 10);
+}
+
+// N ranks as threads: broadcast hands rank 0's bytes to everyone.
+class ThreadRanks {
+ public:
+  explicit ThreadRanks(int size) : size_(size) {}
+  class Member : public RankGroup {
+   public:
+    Member(ThreadRanks* group, int rank) : group_(group), rank_(rank) {}
+    int rank() const override { return rank_; }
+    int size() const override { return group_->size_; }
+    std::string broadcast_from_root(const std::string& bytes) override {
+      std::unique_lock<std::mutex> lock(group_->mutex_);
+      if (rank_ == 0) {
+        group_->payload_ = bytes;
+        ++group_->generation_;
+        group_->cv_.notify_all();
+        return bytes;
+      }
+      // Broadcast k (1-based) is ready once rank 0 has made generation_ reach k.
+      group_->cv_.wait(lock, [&] { return group_->generation_ > seen_; });
+      seen_ = group_->generation_;
+      return group_->payload_;
+    }
+
+   private:
+    ThreadRanks* group_;
+    int rank_;
+    int seen_ = 0;
+  };
+
+ private:
+  int size_;
+  std::mutex mutex_;
+  std::condition_variable cv_;
+  std::string payload_;
+  int generation_ = 0;
+};
+
+TEST_F(TunerTest, RanksAdoptRankZerosWinners) {
+  constexpr int kRanks = 3;
+  ThreadRanks group(kRanks);
+  std::vector<std::unique_ptr<Database>> dbs;
+  std::vector<std::unique_ptr<FakeTimer>> timers;
+  for (int r = 0; r < kRanks; ++r) {
+    dbs.push_back(std::make_unique<Database>(path("rank" + std::to_string(r) + ".db")));
+    timers.push_back(std::make_unique<FakeTimer>());
+    // Each rank's GPU would rank the candidates differently; only rank 0's view may count.
+    timers[r]->ms_of = [r](const KernelSpec& s) { return r == 0 ? 1.0 + s.stages + 0.001 * s.block_m : 10.0 - s.stages - 0.001 * s.block_n; };
+  }
+  std::vector<TuneReport> reports(kRanks);
+  std::vector<std::string> errors(kRanks);
+  std::vector<std::thread> threads;
+  for (int r = 0; r < kRanks; ++r) {
+    threads.emplace_back([&, r] {
+      try {
+        ThreadRanks::Member member(&group, r);
+        FakeCompiler compiler;
+        Tuner tuner(*dbs[r], quiet_options(), compiler.fn(), timers[r].get(), &member, test_env());
+        reports[r] = tuner.tune({small_problem(4096, Scheme::kContiguous)}, kH200);
+      } catch (const std::exception& e) {
+        errors[r] = e.what();
+      }
+    });
+  }
+  for (auto& t : threads) t.join();
+  for (int r = 0; r < kRanks; ++r) ASSERT_EQ(errors[r], "") << "rank " << r;
+  EXPECT_TRUE(timers[1]->measured.empty()) << "only rank 0 times";
+  for (size_t i = 0; i < reports[0].workloads.size(); ++i) {
+    ASSERT_TRUE(reports[0].workloads[i].winner);
+    const std::string chosen = reports[0].workloads[i].winner->kernel_uri;
+    for (int r = 0; r < kRanks; ++r) {
+      ASSERT_TRUE(reports[r].workloads[i].winner) << "rank " << r;
+      EXPECT_EQ(reports[r].workloads[i].winner->kernel_uri, chosen) << "rank " << r;
+      Selection s = select_config(reports[r].workloads[i].workload, dbs[r].get(), test_env(), PretunedCaches{});
+      EXPECT_EQ(s.spec.uri(), chosen) << "rank " << r << " would run another kernel";
+    }
+  }
+}
+
+TEST_F(TunerTest, FourProcessesTuningIntoOneDatabase) {
+  const std::string db_path = path("shared.db");
+  constexpr int kProcesses = 4;
+  std::vector<pid_t> children;
+  for (int p = 0; p < kProcesses; ++p) {
+    pid_t pid = fork();
+    ASSERT_GE(pid, 0);
+    if (pid == 0) {
+      int code = 0;
+      try {
+        Database db(db_path);
+        FakeCompiler compiler;
+        FakeTimer timer;
+        TuneOptions o = quiet_options();
+        o.jobs = 1;
+        Tuner tuner(db, o, compiler.fn(), &timer, nullptr, test_env());
+        // Two processes tune the same shape, two their own: shared identities and distinct ones.
+        tuner.tune({small_problem(p < 2 ? 4096 : 4096 * (p + 1), Scheme::kContiguous)}, kH200);
+      } catch (const std::exception& e) {
+        fprintf(stderr, "tuner process %d failed: %s\n", p, e.what());
+        code = 1;
+      }
+      _exit(code);
+    }
+    children.push_back(pid);
+  }
+  for (pid_t pid : children) {
+    int status = 0;
+    ASSERT_EQ(waitpid(pid, &status, 0), pid);
+    EXPECT_TRUE(WIFEXITED(status) && WEXITSTATUS(status) == 0) << "status " << status;
+  }
+  Database db(db_path);
+  EXPECT_EQ(db.integrity_check(), std::vector<std::string>{"ok"});
+  for (int64_t seq : {4096, 4096 * 3, 4096 * 4}) {
+    for (const WorkloadKey& w : workloads_for(small_problem(seq, Scheme::kContiguous), kH200)) {
+      const CandidateSet set = enumerate_candidates(w);
+      std::vector<Record> records = records_for(db, w);
+      EXPECT_EQ(records.size(), set.viable.size() + set.pruned.size()) << w.describe();
+      EXPECT_TRUE(pinned_winner(db, w)) << w.describe();
+    }
+  }
+}
+
+}  // namespace
+}  // namespace cpgen::testing
+
+namespace cpgen::testing {
+namespace {
+
+// A FakeTimer that takes a little while per candidate, so a tune is still running when killed.
+class SlowTimer : public FakeTimer {
+ public:
+  TimingOutcome measure(const KernelSpec& spec, const CompiledKernel& kernel, int warmup, int runs) override {
+    std::this_thread::sleep_for(std::chrono::milliseconds(20));
+    return FakeTimer::measure(spec, kernel, warmup, runs);
+  }
+};
+
+int64_t ok_records(Database& db) {
+  Statement count = db.prepare("SELECT count(*) FROM records WHERE disposition = 'ok'");
+  count.step();
+  return count.column_int(0);
+}
+
+TEST_F(TunerTest, SigkillInTheMiddleOfATuneKeepsEveryCommittedRecord) {
+  const std::string db_path = path("killed.db");
+  { Database create(db_path); }
+  pid_t pid = fork();
+  ASSERT_GE(pid, 0);
+  if (pid == 0) {
+    try {
+      Database db(db_path);
+      FakeCompiler compiler;
+      SlowTimer timer;
+      TuneOptions o = quiet_options();
+      o.jobs = 1;
+      Tuner tuner(db, o, compiler.fn(), &timer, nullptr, test_env());
+      std::vector<Problem> problems;
+      for (int i = 1; i <= 8; ++i) problems.push_back(small_problem(4096 * i, Scheme::kContiguous));
+      tuner.tune(problems, kH200);
+    } catch (...) {
+      _exit(2);
+    }
+    _exit(0);
+  }
+  // Watch from another connection until a good number of timings are committed, then kill.
+  Database watcher(db_path);
+  int64_t seen = 0;
+  for (int i = 0; i < 2000 && seen < 40; ++i) {
+    std::this_thread::sleep_for(std::chrono::milliseconds(5));
+    seen = ok_records(watcher);
+  }
+  ASSERT_EQ(kill(pid, SIGKILL), 0);
+  int status = 0;
+  ASSERT_EQ(waitpid(pid, &status, 0), pid);
+  ASSERT_TRUE(WIFSIGNALED(status)) << "the tune finished before it could be killed; status " << status;
+  ASSERT_GE(seen, 40);
+  Database after(db_path);
+  EXPECT_TRUE(after.moved_aside_to().empty());
+  EXPECT_EQ(after.integrity_check(), std::vector<std::string>{"ok"});
+  EXPECT_GE(ok_records(after), seen) << "a record committed before the kill is gone";
+}
+
+}  // namespace
+}  // namespace cpgen::testing

@@ -1,0 +1,185 @@
+// cpgen db show|export|import|merge|verify: inspect and exchange the tuning database.
+#include <nlohmann/json.hpp>
+
+#include <filesystem>
+#include <fstream>
+#include <iostream>
+#include <map>
+
+#include "cache/exchange.h"
+#include "cache/records.h"
+#include "cpgen/error.h"
+#include "tools/cli/cli_db.h"
+#include "tools/cli/command.h"
+
+namespace cpgen::cli {
+
+std::unique_ptr<Database> open_existing_db(const std::string& flag) {
+  std::string path = resolve_db_path(flag);
+  if (!std::filesystem::exists(path)) return nullptr;
+  return std::make_unique<Database>(path);
+}
+
+namespace {
+
+using nlohmann::json;
+
+struct DbOptions {
+  std::string db;
+  bool json_output = false;
+  std::string output;      // export -o
+  bool defaults = false;   // export --defaults
+  std::string input;       // import FILE / merge OTHER
+};
+
+std::string ms_or_dash(const std::optional<double>& ms) {
+  if (!ms) return "-";
+  char buf[32];
+  snprintf(buf, sizeof buf, "%.4f", *ms);
+  return buf;
+}
+
+// Read-only subcommands never create a database where there is none.
+std::unique_ptr<Database> existing(const DbOptions& o) {
+  auto db = open_existing_db(o.db);
+  if (!db) throw_bad_input("no tuning database at " + resolve_db_path(o.db) + " (pass --db PATH or set CPGEN_DB)");
+  return db;
+}
+
+void show(const DbOptions& o) {
+  auto db = existing(o);
+  const Environment env = current_environment();
+  std::map<std::string, std::map<std::string, int>> counts;  // workload -> disposition -> n
+  json out = json::array();
+  for (const WorkloadKey& w : all_workloads(*db)) {
+    json item{{"workload", w.to_json()}, {"records", json::object()}};
+    std::vector<Record> records = records_for(*db, w);
+    for (const Record& r : records) item["records"][std::string(disposition_name(r.disposition))] = item["records"].value(std::string(disposition_name(r.disposition)), 0) + 1;
+    BestRecord best = best_record(*db, w, env);
+    item["winner"] = best.record ? json(best.record->kernel_uri) : json(nullptr);
+    item["winner_median_ms"] = best.record ? json(*best.record->median_ms) : json(nullptr);
+    item["other_environment"] = best.other_environment;
+    out.push_back(item);
+  }
+  if (o.json_output) {
+    std::cout << json{{"db", db->path()}, {"workloads", out}}.dump(2) << "\n";
+    return;
+  }
+  std::cout << "database " << db->path() << ": " << out.size() << " workload(s)\n";
+  for (const json& item : out) {
+    std::cout << "  " << WorkloadKey::from_json(item["workload"]).describe() << "\n    records:";
+    for (const auto& [name, n] : item["records"].items()) std::cout << " " << name << "=" << n.get<int>();
+    std::cout << "\n    winner: "
+              << (item["winner"].is_null() ? std::string("none for this environment")
+                                           : item["winner"].get<std::string>() + " (" + ms_or_dash(item["winner_median_ms"].get<double>()) + " ms)");
+    if (item["other_environment"].get<int>() > 0) std::cout << "; " << item["other_environment"].get<int>() << " record(s) of another environment ignored";
+    std::cout << "\n";
+  }
+}
+
+void export_cmd(const DbOptions& o) {
+  json doc;
+  if (o.defaults) {
+    doc = default_heuristic_cache();
+  } else {
+    auto db = existing(o);
+    doc = export_cache(*db);
+  }
+  const std::string text = cache_text(doc);
+  if (o.output.empty() || o.output == "-") {
+    std::cout << text;
+    return;
+  }
+  std::ofstream out(o.output);
+  if (!out || !(out << text) || !out.flush()) throw Error(ErrorKind::kIo, "cannot write " + o.output);
+  std::cerr << "cpgen: wrote " << doc["entries"].size() << " entries to " << o.output << "\n";
+}
+
+void print_stats(const DbOptions& o, const ImportStats& s, const std::string& what, const std::string& db_path) {
+  if (o.json_output) {
+    std::cout << json{{"db", db_path}, {"source", what}, {"added", s.added}, {"replaced", s.replaced},
+                      {"kept", s.kept}, {"skipped", s.skipped}, {"winners", s.winners}}.dump(2) << "\n";
+    return;
+  }
+  std::cout << what << " -> " << db_path << ": " << s.added << " added, " << s.replaced << " replaced by a faster valid record, "
+            << s.kept << " kept (stored record as good or better)";
+  if (s.skipped) std::cout << ", " << s.skipped << " default-heuristic entries skipped (they apply from cache files only)";
+  std::cout << "; " << s.winners << " winner(s) taken\n";
+}
+
+void import_cmd(const DbOptions& o) {
+  std::ifstream in(o.input);
+  if (!in) throw_bad_input("import: cannot read " + o.input);
+  json doc;
+  try {
+    doc = json::parse(in);
+  } catch (const json::parse_error& e) {
+    throw_bad_input("import: " + o.input + " is not valid JSON: " + e.what());
+  }
+  auto db = open_db(o.db);
+  print_stats(o, import_cache(*db, doc, o.input), o.input, db->path());
+}
+
+void merge_cmd(const DbOptions& o) {
+  if (!std::filesystem::exists(o.input)) throw_bad_input("merge: no database at " + o.input);
+  auto db = open_db(o.db);
+  print_stats(o, merge_database(*db, o.input), o.input, db->path());
+}
+
+void verify_cmd(const DbOptions& o) {
+  auto db = existing(o);
+  VerifyReport r = verify_database(*db, current_environment());
+  if (o.json_output) {
+    json by_env = json::object();
+    for (const auto& [key, n] : r.by_environment) by_env[key] = n;
+    std::cout << json{{"db", db->path()}, {"integrity", r.integrity}, {"sound", r.sound()}, {"schema_version", r.schema_version},
+                      {"workloads", r.workloads}, {"records", r.records}, {"other_environment", r.other_environment},
+                      {"by_environment", by_env}}.dump(2) << "\n";
+  } else {
+    std::cout << "database " << db->path() << ": integrity " << (r.sound() ? "ok" : "FAILED") << "\n";
+    if (!r.sound()) {
+      for (const auto& line : r.integrity) std::cout << "  " << line << "\n";
+    } else {
+      std::cout << "  schema version " << r.schema_version << ", " << r.workloads << " workload(s), " << r.records << " record(s)\n";
+      std::cout << "  " << r.other_environment << " record(s) of another environment (kept, ignored for selection)\n";
+      for (const auto& [key, n] : r.by_environment) std::cout << "    " << n << " x " << key << "\n";
+    }
+  }
+  if (!r.sound()) set_exit_code(1);
+}
+
+CommandRegistrar registrar("db", [](CLI::App& root) {
+  auto* db = root.add_subcommand("db", "inspect, export, import, merge and verify the tuning database");
+  db->require_subcommand(1);
+  auto opts = std::make_shared<DbOptions>();
+  auto common = [&](CLI::App* sub, bool json_flag) {
+    add_db_option(sub, &opts->db);
+    if (json_flag) sub->add_flag("--json", opts->json_output, "print JSON");
+  };
+  auto* show_cmd = db->add_subcommand("show", "list workloads, their records and winners");
+  common(show_cmd, true);
+  show_cmd->callback([opts] { show(*opts); });
+
+  auto* exp = db->add_subcommand("export", "write the database as a versioned, diffable JSON cache (stdout or -o FILE)");
+  common(exp, false);
+  exp->add_option("-o,--output", opts->output, "file to write (default: stdout)");
+  exp->add_flag("--defaults", opts->defaults, "write the documented default configs as a pattern cache instead");
+  exp->callback([opts] { export_cmd(*opts); });
+
+  auto* imp = db->add_subcommand("import", "import a JSON cache, keeping the faster valid record of each kernel");
+  common(imp, true);
+  imp->add_option("file", opts->input, "JSON cache written by cpgen db export")->required();
+  imp->callback([opts] { import_cmd(*opts); });
+
+  auto* merge = db->add_subcommand("merge", "merge another database file, keeping the faster valid record of each kernel");
+  common(merge, true);
+  merge->add_option("other", opts->input, "the database to merge from")->required();
+  merge->callback([opts] { merge_cmd(*opts); });
+
+  auto* ver = db->add_subcommand("verify", "PRAGMA integrity_check, and count rows of other environments");
+  common(ver, true);
+  ver->callback([opts] { verify_cmd(*opts); });
+});
+
+}  // namespace
+}  // namespace cpgen::cli

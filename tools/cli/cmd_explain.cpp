@@ -1,0 +1,78 @@
+// cpgen explain: which kernel config the runtime selects for a shape, and where it came from.
+#include <nlohmann/json.hpp>
+
+#include <iostream>
+
+#include "cache/environment.h"
+#include "cache/lookup.h"
+#include "cache/pretuned.h"
+#include "cache/workload.h"
+#include "cpgen/error.h"
+#include "generator/kernel_spec.h"
+#include "runtime/shapes.h"
+#include "tools/cli/cli_db.h"
+#include "tools/cli/command.h"
+
+namespace cpgen::cli {
+namespace {
+
+using nlohmann::json;
+
+struct ExplainOptions {
+  std::string shape;
+  std::string shapes_file;
+  std::string db;
+  std::string arch;
+  bool json_output = false;
+};
+
+void run(const ExplainOptions& o) {
+  if (o.shape.empty() == o.shapes_file.empty()) throw_bad_input("explain: give exactly one of --shape JSON or --shapes FILE");
+  std::vector<Problem> problems = o.shapes_file.empty() ? parse_shapes_json("{\"shapes\": [" + o.shape + "]}", "--shape")
+                                                        : load_shapes_file(o.shapes_file);
+  if (!o.arch.empty()) validate_arch(o.arch);
+  DeviceClass device = current_device_class(o.arch.empty() ? "sm_90a" : o.arch);
+  if (!o.arch.empty()) device.arch = o.arch;
+  const Environment env = current_environment();
+  auto db = open_existing_db(o.db);
+  const PretunedCaches& caches = shipped_caches();
+  json out = json::array();
+  for (const Problem& p : problems) {
+    json steps = json::array();
+    for (const auto& [w, s] : select_for_problem(p, device, db.get(), env, caches)) {
+      steps.push_back({{"step_type", step_type_name(w.step)}, {"workload", w.to_json()}, {"kernel", s.spec.uri()},
+                       {"source", config_source_name(s.source)}, {"origin", s.origin},
+                       {"median_ms", s.median_ms ? json(*s.median_ms) : json(nullptr)},
+                       {"ignored_other_environment", s.ignored_other_environment}, {"reason", s.reason}});
+    }
+    out.push_back({{"shape", p.name}, {"steps", steps}});
+  }
+  if (o.json_output) {
+    std::cout << json{{"db", db ? json(db->path()) : json(nullptr)}, {"device", device.gpu_name}, {"arch", device.arch}, {"shapes", out}}.dump(2) << "\n";
+    return;
+  }
+  std::cout << "device " << device.gpu_name << " (" << device.arch << "), database "
+            << (db ? db->path() : resolve_db_path(o.db) + " (absent)") << "\n";
+  for (const json& shape : out) {
+    std::cout << shape["shape"].get<std::string>() << ":\n";
+    for (const json& step : shape["steps"]) {
+      std::cout << "  " << step["step_type"].get<std::string>() << ": " << step["kernel"].get<std::string>() << "\n"
+                << "    from " << step["source"].get<std::string>() << " (" << step["origin"].get<std::string>() << "): "
+                << step["reason"].get<std::string>() << "\n";
+    }
+  }
+}
+
+CommandRegistrar registrar("explain", [](CLI::App& root) {
+  auto o = std::make_shared<ExplainOptions>();
+  auto* cmd = root.add_subcommand("explain", "say which kernel config is selected for a shape and where it came from");
+  cmd->add_option("--shape", o->shape, "one shape as a JSON object, the fields of a shapes file entry");
+  cmd->add_option("--shapes", o->shapes_file, "a shapes file");
+  add_db_option(cmd, &o->db);
+  cmd->add_option("--arch", o->arch, "target arch when no GPU is present (sm_80, sm_90, sm_90a; default: the device's, else sm_90a)");
+  cmd->add_flag("--json", o->json_output, "print JSON");
+  cmd->callback([o] { run(*o); });
+});
+
+}  // namespace
+}  // namespace cpgen::cli

@@ -1,0 +1,155 @@
+// cpgen tune: tune every workload of a shapes file into the tuning database. Without a GPU it
+// compiles and prunes every candidate, records them as not-timed, says that timing needs a GPU and
+// exits 0 (3 with --require-gpu).
+#include <nlohmann/json.hpp>
+
+#include <iostream>
+#include <memory>
+
+#include "cache/environment.h"
+#include "cache/sqlite_kernel_store.h"
+#include "cpgen/error.h"
+#include "generator/kernel_spec.h"
+#include "runtime/jit.h"
+#include "runtime/kernel_store.h"
+#include "runtime/shapes.h"
+#include "tools/cli/cli_db.h"
+#include "tools/cli/command.h"
+#include "runtime/cuda_driver.h"
+#include "tuner/nccl_rank_group.h"
+#include "tuner/tuner.h"
+
+namespace cpgen::cli {
+namespace {
+
+using nlohmann::json;
+
+struct TuneCliOptions {
+  std::string shapes;
+  std::string db;
+  std::string arch;
+  double budget_s = 0;
+  bool json_output = false;
+  bool require_gpu = false;
+  int max_candidates = 0;
+  int jobs = 0;
+  int runs = 20;
+  int warmup = 5;
+  std::string store_dir;
+  bool no_store = false;
+  bool kernels_in_db = false;
+  bool quiet = false;
+  int rank = 0;
+  int world_size = 1;
+  std::string nccl_id_file;
+};
+
+constexpr int kExitNoGpu = 3;
+
+std::string ms_text(double ms) {
+  char buf[32];
+  snprintf(buf, sizeof buf, "%.4f ms", ms);
+  return buf;
+}
+
+void run(const TuneCliOptions& o) {
+  std::vector<Problem> problems = load_shapes_file(o.shapes);
+  if (!o.arch.empty()) validate_arch(o.arch);
+  if (o.budget_s < 0) throw_bad_input("tune: --budget-s must be >= 0 (0: no limit)");
+  if (o.max_candidates < 0) throw_bad_input("tune: --max-candidates must be >= 0 (0: all)");
+  if (o.world_size < 1 || o.rank < 0 || o.rank >= o.world_size) {
+    throw_bad_input("tune: --rank " + std::to_string(o.rank) + " must lie in [0, --world-size " + std::to_string(o.world_size) + ")");
+  }
+  const bool multi_rank = o.world_size > 1;
+  if (multi_rank && o.nccl_id_file.empty()) throw_bad_input("tune: --world-size > 1 needs --nccl-id-file (a path all ranks can read)");
+#ifndef CPGEN_HAVE_NCCL
+  if (multi_rank) throw_bad_input("tune: this build has no NCCL; --world-size must be 1");
+#endif
+  // One GPU per rank on a node: rank r uses device r modulo the device count.
+  const int gpus = cu::device_count();
+  const int device = gpus > 0 ? o.rank % gpus : 0;
+  std::unique_ptr<CandidateTimer> timer = make_gpu_timer_if_present(device);
+  if (!timer && o.require_gpu) {
+    std::cerr << "cpgen: tune: timing needs a GPU and none is present (--require-gpu); nothing was tuned\n";
+    set_exit_code(kExitNoGpu);
+    return;
+  }
+  DeviceClass device_class = current_device_class(o.arch.empty() ? "sm_90a" : o.arch, device);
+  if (!o.arch.empty()) device_class.arch = o.arch;
+  std::unique_ptr<RankGroup> ranks;
+#ifdef CPGEN_HAVE_NCCL
+  if (multi_rank) {
+    if (!timer) throw Error(ErrorKind::kNoDevice, "tune: a multi-rank tune runs NCCL between GPUs and needs one per rank");
+    ranks = NcclRankGroup::create(o.rank, o.world_size, device, o.nccl_id_file);
+  }
+#endif
+
+  std::unique_ptr<KernelStore> own_store;
+  KernelStore* store = nullptr;
+  if (!o.no_store) {
+    if (o.kernels_in_db && !o.store_dir.empty()) throw_bad_input("tune: give --store DIR or --kernels-in-db, not both");
+    if (!o.store_dir.empty()) own_store = std::make_unique<DirectoryKernelStore>(o.store_dir);
+    if (o.kernels_in_db) own_store = std::make_unique<SqliteKernelStore>(resolve_db_path(o.db));
+    store = own_store ? own_store.get() : default_kernel_store();
+  }
+  auto db = open_db(o.db);
+  TuneOptions options;
+  options.arch = device_class.arch;
+  options.jobs = o.jobs;
+  options.max_candidates = o.max_candidates;
+  options.budget_s = o.budget_s;
+  options.runs = o.runs;
+  options.warmup = o.warmup;
+  options.quiet = o.quiet || o.json_output;
+  CompileFn compile = [store](const KernelSpec& spec, std::string_view arch) { return compile_kernel(spec, arch, store); };
+  Tuner tuner(*db, options, compile, timer.get(), ranks.get());
+  TuneReport report = tuner.tune(problems, device_class);
+
+  if (o.json_output) {
+    json workloads = json::array();
+    for (const WorkloadResult& r : report.workloads) {
+      workloads.push_back({{"workload", r.workload.to_json()}, {"pruned", r.pruned}, {"compiled", r.compiled},
+                           {"compile_failed", r.compile_failed}, {"timed", r.timed}, {"rejected", r.rejected},
+                           {"not_timed", r.not_timed}, {"winner", r.winner ? json(r.winner->kernel_uri) : json(nullptr)},
+                           {"winner_median_ms", r.winner ? json(*r.winner->median_ms) : json(nullptr)}, {"note", r.note}});
+    }
+    std::cout << json{{"db", db->path()}, {"device", device_class.gpu_name}, {"arch", device_class.arch}, {"timed", report.timed},
+                      {"seconds", report.seconds}, {"notice", report.notice}, {"workloads", workloads}}.dump(2) << "\n";
+    return;
+  }
+  std::cout << "tuned " << report.workloads.size() << " workload(s) of " << problems.size() << " shape(s) for "
+            << device_class.gpu_name << " (" << device_class.arch << ") into " << db->path() << " in " << report.seconds << " s\n";
+  for (const WorkloadResult& r : report.workloads) {
+    std::cout << "  " << r.workload.describe() << "\n    " << r.pruned << " pruned by the model, " << r.compiled << " compiled, "
+              << r.compile_failed << " failed to compile or spilled, " << r.timed << " timed, " << r.rejected
+              << " rejected (wrong result or launch failure), " << r.not_timed << " not timed\n";
+    if (r.winner) std::cout << "    winner: " << r.winner->kernel_uri << " (" << ms_text(*r.winner->median_ms) << " median)\n";
+  }
+  if (!report.notice.empty()) std::cout << "note: " << report.notice << "\n";
+}
+
+CommandRegistrar registrar("tune", [](CLI::App& root) {
+  auto o = std::make_shared<TuneCliOptions>();
+  auto* cmd = root.add_subcommand("tune", "compile, verify and time kernel candidates for the shapes of a file; keep the winners");
+  cmd->add_option("--shapes", o->shapes, "shapes file (JSON, see examples/shapes)")->required();
+  add_db_option(cmd, &o->db);
+  cmd->add_option("--arch", o->arch, "target arch: sm_80, sm_90, sm_90a (default: the GPU's, else sm_90a)");
+  cmd->add_option("--budget-s", o->budget_s, "stop timing new candidates after this many seconds (0: no limit)");
+  cmd->add_flag("--json", o->json_output, "print JSON");
+  cmd->add_flag("--require-gpu", o->require_gpu, "exit 3 when no GPU is present instead of compiling only");
+  cmd->add_option("--max-candidates", o->max_candidates, "at most this many viable candidates per workload (0: all)");
+  cmd->add_option("-j,--jobs", o->jobs, "parallel compiles (default: CPU count)");
+  cmd->add_option("--runs", o->runs, "timed launches per candidate, at least 20 (the median is kept)");
+  cmd->add_option("--warmup", o->warmup, "untimed launches before timing");
+  cmd->add_option("--store", o->store_dir, "compiled-kernel store directory (default: $CPGEN_KERNEL_DIR or ~/.cache/cpgen/kernels)");
+  cmd->add_flag("--no-store", o->no_store, "always run NVRTC and store no compiled kernels");
+  cmd->add_flag("--kernels-in-db", o->kernels_in_db, "keep compiled kernels in the database's kernels table instead of a directory");
+  cmd->add_flag("-q,--quiet", o->quiet, "no progress lines");
+  cmd->add_option("--rank", o->rank, "this process's rank in a multi-rank tune (rank 0 times and decides)");
+  cmd->add_option("--world-size", o->world_size, "ranks in a multi-rank tune over NCCL (default 1)");
+  cmd->add_option("--nccl-id-file", o->nccl_id_file, "file through which rank 0 hands its NCCL id to the other ranks");
+  cmd->callback([o] { run(*o); });
+});
+
+}  // namespace
+}  // namespace cpgen::cli

@@ -1,0 +1,38 @@
+// What the tuner asks of a timing backend: prepare a workload's inputs and trust a reference
+// config, then for each candidate check its output against the reference and time it. The GPU
+// implementation (tuner/gpu_timer.h) uses CUDA events; tests substitute a deterministic fake.
+#pragma once
+
+#include <string>
+#include <vector>
+
+#include "cache/records.h"
+#include "cache/workload.h"
+#include "generator/kernel_spec.h"
+#include "runtime/compiled_kernel.h"
+
+namespace cpgen {
+
+struct TimingOutcome {
+  Disposition disposition = Disposition::kNotTimed;  // kOk, kWrongResult, kLaunchFailed
+  std::vector<double> samples_ms;                    // every timed run, in run order
+  std::string detail;                                // why not ok (element, expected, actual)
+};
+
+class CandidateTimer {
+ public:
+  virtual ~CandidateTimer() = default;
+  // Allocates and fills the workload's inputs and runs `reference`, checking a sample of its
+  // output rows against a float64 CPU computation. Returns the failure (kWrongResult,
+  // kLaunchFailed) when the reference itself cannot be trusted, else kOk.
+  virtual TimingOutcome begin_workload(const WorkloadKey& w, const KernelSpec& reference_spec,
+                                       const CompiledKernel& reference) = 0;
+  // Runs the candidate once on poisoned outputs and compares every element with the reference's
+  // output; only if it agrees, warms up and times `runs` launches on rotating inputs.
+  virtual TimingOutcome measure(const KernelSpec& spec, const CompiledKernel& kernel, int warmup, int runs) = 0;
+  // The FLOPs of one launch that do useful work (visible query-key pairs), for TFLOP/s.
+  virtual double useful_flops() const = 0;
+  virtual void end_workload() = 0;
+};
+
+}  // namespace cpgen

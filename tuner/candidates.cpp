@@ -1,0 +1,46 @@
+#include "tuner/candidates.h"
+
+#include <algorithm>
+
+namespace cpgen {
+
+CandidateSet enumerate_candidates(const WorkloadKey& w, int max_candidates) {
+  CandidateSet set;
+  const KernelSpec base = KernelSpec::default_for(w.dtype, w.head_dim, w.causal, w.gqa_group());
+  std::vector<KernelSpec> all = {base};
+  for (int bm : kTuneBlockM)
+    for (int bn : kTuneBlockN)
+      for (int warps : kTuneWarps)
+        for (int stages : kTuneStages) {
+          // Each warp owns whole 16-row MMA tiles; other shapes are not kernels at all.
+          if (bm % (16 * warps) != 0) continue;
+          KernelSpec s = base;
+          s.block_m = bm;
+          s.block_n = bn;
+          s.warps = warps;
+          s.stages = stages;
+          if (s != base) all.push_back(s);
+        }
+  const int64_t packed_rows = w.q_len * w.gqa_group();
+  for (const KernelSpec& s : all) {
+    Feasibility f = check_feasibility(s, w.arch);
+    std::string reason = f.reason;
+    // A tile larger than the step itself only adds padding. The default stays, so that every
+    // workload has at least one candidate.
+    if (reason.empty() && s != base && s.block_n > w.kv_len) {
+      reason = "block_n " + std::to_string(s.block_n) + " exceeds the step's " + std::to_string(w.kv_len) + " keys";
+    }
+    if (reason.empty() && s != base && s.block_m > packed_rows) {
+      reason = "block_m " + std::to_string(s.block_m) + " exceeds the step's " + std::to_string(packed_rows) + " packed query rows";
+    }
+    if (reason.empty()) {
+      set.viable.push_back(s);
+    } else {
+      set.pruned.push_back({s, reason});
+    }
+  }
+  if (max_candidates > 0 && static_cast<int>(set.viable.size()) > max_candidates) set.viable.resize(max_candidates);
+  return set;
+}
+
+}  // namespace cpgen

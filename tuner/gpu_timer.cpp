@@ -1,0 +1,332 @@
+#include "tuner/gpu_timer.h"
+
+#include <algorithm>
+#include <atomic>
+#include <thread>
+#include <cmath>
+#include <cstdio>
+#include <random>
+
+#include "cpgen/error.h"
+#include "generator/kernel_spec.h"
+#include "runtime/cuda_driver.h"
+#include "runtime/module.h"
+#include "tuner/parallel_for.h"
+#include "tuner/tuner.h"
+
+namespace cpgen {
+namespace {
+
+// Inputs of one set; k/64 values in [-1, 1] are exact in both 16-bit types (step_inputs.h).
+std::vector<double> random_values(size_t count, std::mt19937_64& rng) {
+  std::uniform_int_distribution<int> pick(-64, 64);
+  std::vector<double> values(count);
+  for (double& x : values) x = pick(rng) / 64.0;
+  return values;
+}
+
+std::vector<uint16_t> encode_all(const std::vector<double>& values, Dtype dtype) {
+  std::vector<uint16_t> bits(values.size());
+  for (size_t i = 0; i < values.size(); ++i) bits[i] = encode_exact(values[i], dtype);
+  return bits;
+}
+
+std::string describe_element(int64_t b, int64_t h, int64_t row, int64_t d) {
+  return "[b" + std::to_string(b) + " h" + std::to_string(h) + " row " + std::to_string(row) + " d" + std::to_string(d) + "]";
+}
+
+std::string value_text(double x) {
+  char buf[32];
+  snprintf(buf, sizeof buf, "%.6g", x);
+  return buf;
+}
+
+}  // namespace
+
+double GpuTimer::output_tolerance(Dtype dtype) {
+  // Outputs are convex combinations of values in [-1, 1]. Rounding P to the input type before PV
+  // moves the result by at most one half-ulp relative (sum of |dP| <= u/2 * sum P), and the final
+  // rounding by another half-ulp: u = 2^-7 for bf16 (8 significant bits), 2^-10 for fp16 (11).
+  // Twice that bound leaves room for fp32 accumulation order.
+  const double u = dtype == Dtype::kBf16 ? std::ldexp(1.0, -7) : std::ldexp(1.0, -10);
+  return 2 * u;
+}
+
+double GpuTimer::lse_tolerance(double lse) { return 1e-3 + 1e-5 * std::abs(lse); }
+
+GpuTimer::GpuTimer(int device) : device_(device) {
+  use_primary_context(device_);
+  CPGEN_CU_CHECK(cu::driver().cuStreamCreate(&stream_, CU_STREAM_NON_BLOCKING));
+}
+
+GpuTimer::~GpuTimer() {
+  if (stream_) {
+    use_primary_context(device_);
+    cu::driver().cuStreamDestroy(stream_);
+  }
+}
+
+RingFwdParams GpuTimer::params_for(const InputSet& set, bool first, bool last) const {
+  const WorkloadKey& w = workload_;
+  const int64_t hd = w.head_dim;
+  RingFwdParams p{};
+  p.q = set.q.as<void>();
+  p.k = set.k.as<void>();
+  p.v = set.v.as<void>();
+  p.out = set.out.as<void>();
+  p.lse = set.lse.as<float>();
+  p.o_state = set.o_state.as<float>();
+  p.m_state = set.m_state.as<float>();
+  p.l_state = set.l_state.as<float>();
+  p.q_positions = q_positions_.as<const int>();
+  p.kv_positions = kv_positions_.as<const int>();
+  p.q_row_stride = p.k_row_stride = p.v_row_stride = p.out_row_stride = hd;
+  p.q_head_stride = p.out_head_stride = w.q_len * hd;
+  p.k_head_stride = p.v_head_stride = w.kv_len * hd;
+  p.q_batch_stride = p.out_batch_stride = w.q_heads * w.q_len * hd;
+  p.k_batch_stride = p.v_batch_stride = w.kv_heads * w.kv_len * hd;
+  p.batch = w.batch;
+  p.q_heads = w.q_heads;
+  p.kv_heads = w.kv_heads;
+  p.q_len = static_cast<int>(w.q_len);
+  p.kv_len = static_cast<int>(w.kv_len);
+  // The tuned problem's scale is 1/sqrt(head_dim) unless the user set one; timing does not
+  // depend on it.
+  p.scale_log2 = static_cast<float>(1.0 / std::sqrt(static_cast<double>(hd)) * M_LOG2E);
+  p.is_first_step = first ? 1 : 0;
+  p.is_last_step = last ? 1 : 0;
+  return p;
+}
+
+void GpuTimer::launch(const KernelSpec& spec, const CompiledKernel& kernel, const RingFwdParams& params) {
+  const LoadedKernel& loaded = load_kernel(kernel, device_);
+  const Feasibility f = check_feasibility(spec, kernel.arch);
+  loaded.reserve_dynamic_shared(f.shared_bytes);
+  LaunchShape shape;
+  // templates/step_fwd.cuh: grid (ceil(q_len * group / BLOCK_M), batch * kv_heads).
+  const int64_t packed_rows = workload_.q_len * workload_.gqa_group();
+  shape.grid[0] = static_cast<unsigned>((packed_rows + spec.block_m - 1) / spec.block_m);
+  shape.grid[1] = static_cast<unsigned>(workload_.batch * workload_.kv_heads);
+  shape.block[0] = static_cast<unsigned>(spec.threads());
+  shape.dynamic_shared_bytes = f.shared_bytes;
+  shape.stream = stream_;
+  loaded.launch(params, shape);
+}
+
+TimingOutcome GpuTimer::begin_workload(const WorkloadKey& w, const KernelSpec& reference_spec, const CompiledKernel& reference) {
+  end_workload();
+  use_primary_context(device_);
+  const cu::DriverApi& api = cu::driver();
+  workload_ = w;
+  positions_ = step_positions(w);
+  useful_flops_ = 4.0 * static_cast<double>(visible_pairs(positions_, w.causal)) * w.head_dim * w.batch * w.q_heads;
+  q_positions_ = DeviceBuffer::from_host(device_, positions_.q);
+  kv_positions_ = DeviceBuffer::from_host(device_, positions_.kv);
+
+  const size_t q_elems = static_cast<size_t>(w.batch) * w.q_heads * w.q_len * w.head_dim;
+  const size_t kv_elems = static_cast<size_t>(w.batch) * w.kv_heads * w.kv_len * w.head_dim;
+  const size_t rows = static_cast<size_t>(w.batch) * w.q_heads * w.q_len;
+  const size_t set_bytes = q_elems * 2 * 2 + kv_elems * 2 * 2 + q_elems * 4 + rows * 4 * 3;
+  // Enough sets that one pass over them is four times the L2, at least two, at most eight, and
+  // never more than half of the free memory.
+  CUdevice dev = 0;
+  CPGEN_CU_CHECK(api.cuDeviceGet(&dev, device_));
+  int l2_bytes = 0;
+  CPGEN_CU_CHECK(api.cuDeviceGetAttribute(&l2_bytes, CU_DEVICE_ATTRIBUTE_L2_CACHE_SIZE, dev));
+  size_t free_bytes = 0, total_bytes = 0;
+  CPGEN_CU_CHECK(api.cuMemGetInfo(&free_bytes, &total_bytes));
+  size_t count = std::clamp<size_t>((4 * static_cast<size_t>(l2_bytes) + set_bytes - 1) / set_bytes, 2, 8);
+  count = std::min(count, std::max<size_t>(1, free_bytes / 2 / set_bytes));
+  if (set_bytes > free_bytes / 2) {
+    throw Error(ErrorKind::kCuda, "tune: one input set of " + w.describe() + " needs " + std::to_string(set_bytes >> 20) +
+                                      " MiB; the device has " + std::to_string(free_bytes >> 20) + " MiB free");
+  }
+  // Set 0 gets random values; the others are device copies of it. L2 caches by address, so a
+  // copy at another address is as cold as fresh data, and filling it costs no host time.
+  std::mt19937_64 rng(0x5eed + static_cast<uint64_t>(w.q_len) * 131 + w.head_dim);
+  host_q_ = random_values(q_elems, rng);
+  host_k_ = random_values(kv_elems, rng);
+  host_v_ = random_values(kv_elems, rng);
+  for (size_t s = 0; s < count; ++s) {
+    InputSet set;
+    if (s == 0) {
+      set.q = DeviceBuffer::from_host(device_, encode_all(host_q_, w.dtype));
+      set.k = DeviceBuffer::from_host(device_, encode_all(host_k_, w.dtype));
+      set.v = DeviceBuffer::from_host(device_, encode_all(host_v_, w.dtype));
+    } else {
+      set.q = DeviceBuffer(device_, q_elems * 2);
+      set.k = DeviceBuffer(device_, kv_elems * 2);
+      set.v = DeviceBuffer(device_, kv_elems * 2);
+      CPGEN_CU_CHECK(api.cuMemcpyDtoD(set.q.address(), sets_[0].q.address(), q_elems * 2));
+      CPGEN_CU_CHECK(api.cuMemcpyDtoD(set.k.address(), sets_[0].k.address(), kv_elems * 2));
+      CPGEN_CU_CHECK(api.cuMemcpyDtoD(set.v.address(), sets_[0].v.address(), kv_elems * 2));
+    }
+    set.out = DeviceBuffer(device_, q_elems * 2);
+    set.lse = DeviceBuffer(device_, rows * 4);
+    set.o_state = DeviceBuffer(device_, q_elems * 4);
+    set.m_state = DeviceBuffer(device_, rows * 4);
+    set.l_state = DeviceBuffer(device_, rows * 4);
+    sets_.push_back(std::move(set));
+  }
+  CPGEN_CU_CHECK(api.cuCtxSynchronize());
+
+  TimingOutcome check = run_checked(reference_spec, reference, &reference_out_, &reference_lse_);
+  if (check.disposition != Disposition::kOk) return check;
+  // The reference against float64, on a spread of rows: first and last rows of each head (the
+  // mask's edges) and a stride through the middle, over every (batch, head).
+  const double scale = 1.0 / std::sqrt(static_cast<double>(w.head_dim));
+  const double tol = output_tolerance(w.dtype);
+  const int64_t stride = std::max<int64_t>(1, w.q_len / 8);
+  std::vector<int64_t> rows_checked;
+  for (int64_t row = 0; row < w.q_len; row += stride) rows_checked.push_back(row);
+  if (rows_checked.back() != w.q_len - 1) rows_checked.push_back(w.q_len - 1);
+  // One failure message per (batch, head); the first in order is reported.
+  std::vector<std::string> failures(static_cast<size_t>(w.batch * w.q_heads));
+  parallel_ranges(w.batch * w.q_heads, [&](int64_t begin, int64_t end) {
+    std::vector<double> out(w.head_dim);
+    for (int64_t bh = begin; bh < end; ++bh) {
+      const int64_t b = bh / w.q_heads, h = bh % w.q_heads, kvh = h / w.gqa_group();
+      const double* k = host_k_.data() + (b * w.kv_heads + kvh) * w.kv_len * w.head_dim;
+      const double* v = host_v_.data() + (b * w.kv_heads + kvh) * w.kv_len * w.head_dim;
+      for (int64_t row : rows_checked) {
+        const size_t row_index = bh * w.q_len + row;
+        double lse = 0;
+        reference_row(host_q_.data() + row_index * w.head_dim, k, v, w.kv_len, w.head_dim, scale, positions_.q[row],
+                      positions_.kv, w.causal, out.data(), &lse);
+        for (int64_t d = 0; d < w.head_dim && failures[bh].empty(); ++d) {
+          const double got = decode_16(reference_out_[row_index * w.head_dim + d], w.dtype);
+          if (!(std::abs(got - out[d]) <= tol)) {
+            failures[bh] = reference_spec.uri() + " out" + describe_element(b, h, row, d) + " = " + value_text(got) +
+                           ", float64 reference " + value_text(out[d]) + " (tolerance " + value_text(tol) + ")";
+          }
+        }
+        if (failures[bh].empty() && !(std::abs(reference_lse_[row_index] - lse) <= lse_tolerance(lse))) {
+          failures[bh] = reference_spec.uri() + " lse" + describe_element(b, h, row, 0) + " = " +
+                         value_text(reference_lse_[row_index]) + ", float64 reference " + value_text(lse);
+        }
+        if (!failures[bh].empty()) break;
+      }
+    }
+  });
+  for (const std::string& f : failures) {
+    if (!f.empty()) return {Disposition::kWrongResult, {}, f};
+  }
+  return {Disposition::kOk, {}, ""};
+}
+
+TimingOutcome GpuTimer::run_checked(const KernelSpec& spec, const CompiledKernel& kernel, std::vector<uint16_t>* out,
+                                    std::vector<float>* lse) {
+  const cu::DriverApi& api = cu::driver();
+  InputSet& set = sets_.front();
+  set.out.poison();
+  set.lse.poison();
+  set.o_state.poison();
+  set.m_state.poison();
+  set.l_state.poison();
+  try {
+    launch(spec, kernel, params_for(set, true, true));
+    CPGEN_CU_CHECK(api.cuStreamSynchronize(stream_));
+  } catch (const Error& e) {
+    if (e.kind() != ErrorKind::kCuda && e.kind() != ErrorKind::kInfeasible) throw;
+    return {Disposition::kLaunchFailed, {}, std::string(e.what()).substr(0, 400)};
+  }
+  *out = set.out.download_as<uint16_t>();
+  *lse = set.lse.download_as<float>();
+  return {Disposition::kOk, {}, ""};
+}
+
+TimingOutcome GpuTimer::measure(const KernelSpec& spec, const CompiledKernel& kernel, int warmup, int runs) {
+  const cu::DriverApi& api = cu::driver();
+  use_primary_context(device_);
+  const WorkloadKey& w = workload_;
+  std::vector<uint16_t> out;
+  std::vector<float> lse;
+  TimingOutcome checked = run_checked(spec, kernel, &out, &lse);
+  if (checked.disposition != Disposition::kOk) return checked;
+  // Every element against the reference config; a poisoned (NaN) element was never written.
+  const double tol = 2 * output_tolerance(w.dtype);
+  const int64_t hd = w.head_dim;
+  const int64_t n_out = static_cast<int64_t>(out.size()), n_lse = static_cast<int64_t>(lse.size());
+  std::atomic<int64_t> bad_out{n_out}, bad_lse{n_lse};
+  parallel_ranges(n_out, [&](int64_t begin, int64_t end) {
+    for (int64_t i = begin; i < end; ++i) {
+      const double got = decode_16(out[i], w.dtype), want = decode_16(reference_out_[i], w.dtype);
+      if (!(std::abs(got - want) <= tol)) {
+        int64_t seen = bad_out.load();
+        while (i < seen && !bad_out.compare_exchange_weak(seen, i)) {
+        }
+        return;
+      }
+    }
+  });
+  parallel_ranges(n_lse, [&](int64_t begin, int64_t end) {
+    for (int64_t i = begin; i < end; ++i) {
+      if (!(std::abs(lse[i] - reference_lse_[i]) <= 2 * lse_tolerance(reference_lse_[i]))) {
+        int64_t seen = bad_lse.load();
+        while (i < seen && !bad_lse.compare_exchange_weak(seen, i)) {
+        }
+        return;
+      }
+    }
+  });
+  if (bad_out < n_out) {
+    const int64_t i = bad_out, row_index = i / hd;
+    return {Disposition::kWrongResult, {}, spec.uri() + " out" +
+                describe_element(row_index / (w.q_heads * w.q_len), row_index / w.q_len % w.q_heads, row_index % w.q_len, i % hd) +
+                " = " + value_text(decode_16(out[i], w.dtype)) + ", reference config " +
+                value_text(decode_16(reference_out_[i], w.dtype)) + " (tolerance " + value_text(tol) + ")"};
+  }
+  if (bad_lse < n_lse) {
+    const int64_t i = bad_lse;
+    return {Disposition::kWrongResult, {}, spec.uri() + " lse row " + std::to_string(i) + " = " + value_text(lse[i]) +
+                                               ", reference config " + value_text(reference_lse_[i])};
+  }
+
+  // Timing. The diagonal step opens a ring (first step: state starts empty); every other step
+  // merges into state from earlier steps, so those sets get one initializing launch first.
+  const bool first = w.step == StepType::kDiagonal;
+  std::vector<CUevent> events(2 * runs, nullptr);
+  TimingOutcome result{Disposition::kOk, {}, ""};
+  try {
+    for (CUevent& e : events) CPGEN_CU_CHECK(api.cuEventCreate(&e, CU_EVENT_DEFAULT));
+    if (!first) {
+      for (const InputSet& set : sets_) launch(spec, kernel, params_for(set, true, false));
+    }
+    for (int i = 0; i < warmup; ++i) launch(spec, kernel, params_for(sets_[i % sets_.size()], first, false));
+    for (int i = 0; i < runs; ++i) {
+      const InputSet& set = sets_[(warmup + i) % sets_.size()];
+      CPGEN_CU_CHECK(api.cuEventRecord(events[2 * i], stream_));
+      launch(spec, kernel, params_for(set, first, false));
+      CPGEN_CU_CHECK(api.cuEventRecord(events[2 * i + 1], stream_));
+    }
+    CPGEN_CU_CHECK(api.cuStreamSynchronize(stream_));
+    for (int i = 0; i < runs; ++i) {
+      float ms = 0;
+      CPGEN_CU_CHECK(api.cuEventElapsedTime(&ms, events[2 * i], events[2 * i + 1]));
+      result.samples_ms.push_back(ms);
+    }
+  } catch (const Error& e) {
+    if (e.kind() != ErrorKind::kCuda) throw;
+    result = {Disposition::kLaunchFailed, {}, std::string(e.what()).substr(0, 400)};
+  }
+  for (CUevent e : events) {
+    if (e) api.cuEventDestroy(e);
+  }
+  return result;
+}
+
+void GpuTimer::end_workload() {
+  sets_.clear();
+  reference_out_.clear();
+  reference_lse_.clear();
+  host_q_.clear();
+  host_k_.clear();
+  host_v_.clear();
+}
+
+std::unique_ptr<CandidateTimer> make_gpu_timer_if_present(int device) {
+  if (!cu::try_driver() || cu::device_count() <= device) return nullptr;
+  return std::make_unique<GpuTimer>(device);
+}
+
+}  // namespace cpgen

@@ -1,0 +1,55 @@
+// The GPU timing harness: one workload's inputs on a device, the reference config checked against
+// float64, each candidate checked against the reference on poisoned outputs, then timed with CUDA
+// events one launch at a time after a warm-up, rotating through enough input sets that the L2
+// cache never holds the previous launch's data (so small tiles are not flattered by warm L2).
+#pragma once
+
+#include <cuda.h>
+
+#include <memory>
+#include <vector>
+
+#include "runtime/device_buffer.h"
+#include "templates/params.cuh"
+#include "tuner/candidate_timer.h"
+#include "tuner/step_inputs.h"
+
+namespace cpgen {
+
+class GpuTimer : public CandidateTimer {
+ public:
+  explicit GpuTimer(int device = 0);
+  ~GpuTimer() override;
+  TimingOutcome begin_workload(const WorkloadKey& w, const KernelSpec& reference_spec, const CompiledKernel& reference) override;
+  TimingOutcome measure(const KernelSpec& spec, const CompiledKernel& kernel, int warmup, int runs) override;
+  double useful_flops() const override { return useful_flops_; }
+  void end_workload() override;
+
+  // Tolerances of one output against float64 (the reference check); a candidate against the
+  // reference config gets twice these, since both carry their own rounding.
+  static double output_tolerance(Dtype dtype);
+  static double lse_tolerance(double lse);
+
+ private:
+  struct InputSet {
+    DeviceBuffer q, k, v, out, lse, o_state, m_state, l_state;
+  };
+  RingFwdParams params_for(const InputSet& set, bool first, bool last) const;
+  // Runs once as a whole single step (first and last) on set 0 with poisoned out and lse.
+  TimingOutcome run_checked(const KernelSpec& spec, const CompiledKernel& kernel, std::vector<uint16_t>* out,
+                            std::vector<float>* lse);
+  void launch(const KernelSpec& spec, const CompiledKernel& kernel, const RingFwdParams& params);
+
+  int device_;
+  CUstream stream_ = nullptr;
+  WorkloadKey workload_;
+  StepPositions positions_;
+  DeviceBuffer q_positions_, kv_positions_;
+  std::vector<InputSet> sets_;
+  std::vector<double> host_q_, host_k_, host_v_;  // set 0, for the float64 reference
+  std::vector<uint16_t> reference_out_;
+  std::vector<float> reference_lse_;
+  double useful_flops_ = 0;
+};
+
+}  // namespace cpgen

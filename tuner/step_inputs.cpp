@@ -1,0 +1,134 @@
+#include "tuner/step_inputs.h"
+
+#include <cmath>
+#include <cstring>
+#include <limits>
+#include <numeric>
+
+#include "cpgen/error.h"
+#include "runtime/partition.h"
+
+namespace cpgen {
+namespace {
+
+std::vector<int> range(int64_t first, int64_t count) {
+  std::vector<int> out(count);
+  std::iota(out.begin(), out.end(), static_cast<int>(first));
+  return out;
+}
+
+}  // namespace
+
+StepPositions step_positions(const WorkloadKey& w) {
+  StepPositions pos;
+  const int64_t l = w.step == StepType::kZigzagQHalf ? w.kv_len : w.q_len;  // the local length
+  const int64_t half = l / 2;
+  switch (w.step) {
+    case StepType::kDiagonal: {
+      std::vector<int64_t> own;
+      try {
+        check_partitionable(w.scheme, 2 * l, 2);
+        own = partition_positions(w.scheme, 2 * l, 2, 0);
+      } catch (const Error&) {
+        // A length the scheme cannot split over two ranks: time the contiguous triangle.
+        own.resize(l);
+        std::iota(own.begin(), own.end(), 0);
+      }
+      pos.q.assign(own.begin(), own.end());
+      pos.kv = pos.q;
+      break;
+    }
+    case StepType::kFull:
+      pos.q = range(l, w.q_len);
+      pos.kv = range(0, w.kv_len);
+      break;
+    case StepType::kZigzagKvHalf:
+      pos.q = range(half, w.q_len);
+      pos.kv = range(0, w.kv_len);
+      break;
+    case StepType::kZigzagQHalf:
+      pos.q = range(3 * half, w.q_len);
+      pos.kv = range(half, w.kv_len);
+      break;
+  }
+  if (static_cast<int64_t>(pos.q.size()) != w.q_len || static_cast<int64_t>(pos.kv.size()) != w.kv_len) {
+    throw Error(ErrorKind::kInternal, "step_positions: lengths disagree with " + w.describe());
+  }
+  return pos;
+}
+
+uint16_t encode_exact(double value, Dtype dtype) {
+  const float f = static_cast<float>(value);
+  if (static_cast<double>(f) != value) throw Error(ErrorKind::kInternal, "encode_exact: value not exact in fp32");
+  uint32_t bits;
+  std::memcpy(&bits, &f, 4);
+  if (dtype == Dtype::kBf16) {
+    if (bits & 0xffffu) throw Error(ErrorKind::kInternal, "encode_exact: value not exact in bf16");
+    return static_cast<uint16_t>(bits >> 16);
+  }
+  // fp16: 1 sign, 5 exponent (bias 15), 10 mantissa bits; only normal numbers and zero occur.
+  const uint16_t sign = static_cast<uint16_t>((bits >> 16) & 0x8000u);
+  if ((bits & 0x7fffffffu) == 0) return sign;
+  const int exponent = static_cast<int>((bits >> 23) & 0xff) - 127 + 15;
+  const uint32_t mantissa = bits & 0x7fffffu;
+  if (exponent <= 0 || exponent >= 31 || (mantissa & 0x1fffu)) throw Error(ErrorKind::kInternal, "encode_exact: value not exact in fp16");
+  return static_cast<uint16_t>(sign | (exponent << 10) | (mantissa >> 13));
+}
+
+double decode_16(uint16_t bits, Dtype dtype) {
+  if (dtype == Dtype::kBf16) {
+    uint32_t wide = static_cast<uint32_t>(bits) << 16;
+    float f;
+    std::memcpy(&f, &wide, 4);
+    return f;
+  }
+  const int sign = bits & 0x8000 ? -1 : 1;
+  const int exponent = (bits >> 10) & 0x1f;
+  const int mantissa = bits & 0x3ff;
+  if (exponent == 0x1f) return mantissa ? std::numeric_limits<double>::quiet_NaN() : sign * std::numeric_limits<double>::infinity();
+  if (exponent == 0) return sign * std::ldexp(mantissa, -24);  // subnormal: mantissa * 2^-14 / 2^10
+  return sign * std::ldexp(1024 + mantissa, exponent - 25);
+}
+
+int64_t visible_pairs(const StepPositions& pos, bool causal) {
+  if (!causal) return static_cast<int64_t>(pos.q.size()) * static_cast<int64_t>(pos.kv.size());
+  // Both lists increase, so the visible keys of successive queries form growing prefixes.
+  int64_t total = 0;
+  size_t visible = 0;
+  for (int q : pos.q) {
+    while (visible < pos.kv.size() && pos.kv[visible] <= q) ++visible;
+    total += static_cast<int64_t>(visible);
+  }
+  return total;
+}
+
+void reference_row(const double* q_row, const double* k, const double* v, int64_t kv_len, int head_dim, double scale,
+                   int q_position, const std::vector<int>& kv_positions, bool causal, double* out, double* lse) {
+  std::vector<double> scores;
+  std::vector<int64_t> keys;
+  double max_score = -std::numeric_limits<double>::infinity();
+  for (int64_t j = 0; j < kv_len; ++j) {
+    if (causal && kv_positions[j] > q_position) continue;
+    double s = 0;
+    for (int d = 0; d < head_dim; ++d) s += q_row[d] * k[j * head_dim + d];
+    s *= scale;
+    scores.push_back(s);
+    keys.push_back(j);
+    max_score = std::max(max_score, s);
+  }
+  std::fill(out, out + head_dim, 0.0);
+  if (keys.empty()) {
+    *lse = -std::numeric_limits<double>::infinity();
+    return;
+  }
+  double sum = 0;
+  for (size_t i = 0; i < keys.size(); ++i) {
+    const double p = std::exp(scores[i] - max_score);
+    sum += p;
+    for (int d = 0; d < head_dim; ++d) out[d] += p * v[keys[i] * head_dim + d];
+  }
+  for (int d = 0; d < head_dim; ++d) out[d] /= sum;
+  *lse = max_score + std::log(sum);
+}
+
+}  // namespace cpgen

@@ -1,0 +1,238 @@
+#include "tuner/tuner.h"
+
+#include <algorithm>
+#include <chrono>
+
+#include "cache/exchange.h"
+#include "cpgen/error.h"
+#include "runtime/jit.h"
+#include "tuner/candidates.h"
+#include "tuner/progress.h"
+
+namespace cpgen {
+namespace {
+
+double now_s() {
+  return std::chrono::duration<double>(std::chrono::steady_clock::now().time_since_epoch()).count();
+}
+
+// Median and interquartile range of the samples (sorted copy).
+std::pair<double, double> median_and_iqr(std::vector<double> samples) {
+  std::sort(samples.begin(), samples.end());
+  auto quantile = [&](double q) {
+    const double pos = q * (samples.size() - 1);
+    const size_t lo = static_cast<size_t>(pos);
+    const size_t hi = std::min(lo + 1, samples.size() - 1);
+    return samples[lo] + (pos - lo) * (samples[hi] - samples[lo]);
+  };
+  return {quantile(0.5), quantile(0.75) - quantile(0.25)};
+}
+
+}  // namespace
+
+Tuner::Tuner(Database& db, TuneOptions options, CompileFn compile, CandidateTimer* timer, RankGroup* ranks, Environment env)
+    : db_(db), options_(std::move(options)), compile_(std::move(compile)), timer_(timer), ranks_(ranks), env_(std::move(env)) {
+  if (!compile_) {
+    compile_ = [](const KernelSpec& spec, std::string_view arch) { return compile_kernel(spec, arch); };
+  }
+  if (options_.runs < 20) throw_bad_input("tune: --runs " + std::to_string(options_.runs) + " is too few; at least 20 timed runs per candidate");
+  if (options_.warmup < 1) throw_bad_input("tune: --warmup must be at least 1");
+}
+
+Record Tuner::base_record(const WorkloadKey& w, const KernelSpec& spec) const {
+  Record r;
+  r.workload = w;
+  r.kernel_uri = spec.uri();
+  r.env = env_;
+  r.created_at = now_unix_seconds();
+  r.source = ranks_ && ranks_->size() > 1 ? "measured-rank" + std::to_string(ranks_->rank()) : "measured";
+  return r;
+}
+
+void Tuner::store(const Record& r) { put_record(db_, r); }
+
+TuneReport Tuner::tune(const std::vector<Problem>& problems, const DeviceClass& device) {
+  const double started = now_s();
+  TuneReport report;
+  std::vector<WorkloadKey> workloads;
+  for (const Problem& p : problems) {
+    for (const WorkloadKey& w : workloads_for(p, device)) {
+      if (std::find(workloads.begin(), workloads.end(), w) == workloads.end()) workloads.push_back(w);
+    }
+  }
+  const bool root = !ranks_ || ranks_->rank() == 0;
+  report.timed = timer_ && root;
+  for (const WorkloadKey& w : workloads) report.workloads.push_back(tune_workload(w, started));
+
+  if (ranks_ && ranks_->size() > 1) {
+    // Rank 0's decisions, one entry per workload (null where it found no valid candidate).
+    nlohmann::json decisions = nlohmann::json::array();
+    if (root) {
+      for (const WorkloadResult& r : report.workloads) decisions.push_back(r.winner ? record_to_json(*r.winner, true) : nlohmann::json(nullptr));
+    }
+    const nlohmann::json agreed = nlohmann::json::parse(ranks_->broadcast_from_root(root ? decisions.dump() : std::string()));
+    if (!agreed.is_array() || agreed.size() != report.workloads.size()) {
+      throw Error(ErrorKind::kInternal, "tune: rank 0 broadcast " + std::to_string(agreed.size()) + " decisions for " +
+                                            std::to_string(report.workloads.size()) + " workloads; the ranks tuned different shapes files");
+    }
+    for (size_t i = 0; i < agreed.size(); ++i) {
+      WorkloadResult& result = report.workloads[i];
+      if (agreed[i].is_null()) {
+        result.winner.reset();
+        continue;
+      }
+      Record winner = record_from_json(agreed[i], "rank 0 broadcast");
+      if (!(winner.workload == result.workload)) {
+        throw Error(ErrorKind::kInternal, "tune: rank 0 decided for " + winner.workload.describe() + " where this rank has " +
+                                              result.workload.describe() + "; the ranks see different devices or shapes");
+      }
+      if (!root) winner.source = "rank0-broadcast";
+      db_.transaction([&] {
+        store_record(db_, winner);
+        pin_winner(db_, winner.workload, {winner.kernel_uri, *winner.median_ms, winner.env.key(), "tune-rank0"});
+      });
+      result.winner = winner;
+    }
+  }
+  report.seconds = now_s() - started;
+  if (!timer_) {
+    report.notice = "no GPU: every candidate was compiled and pruned and recorded as not-timed; timing needs a GPU (run cpgen tune on the GPU type that will run the job)";
+  } else if (!root) {
+    report.notice = "rank " + std::to_string(ranks_->rank()) + ": compiled every candidate; rank 0 timed them and its winners were adopted";
+  }
+  return report;
+}
+
+WorkloadResult Tuner::tune_workload(const WorkloadKey& w, double started_s) {
+  WorkloadResult result;
+  result.workload = w;
+  const CandidateSet set = enumerate_candidates(w, options_.max_candidates);
+  // The feasibility model's rejections are records too: the next tune, and `db show`, see why.
+  db_.transaction([&] {
+    for (const PrunedCandidate& p : set.pruned) {
+      Record r = base_record(w, p.spec);
+      r.disposition = Disposition::kInfeasible;
+      r.detail = p.reason;
+      store_record(db_, r);
+    }
+  });
+  result.pruned = static_cast<int>(set.pruned.size());
+
+  const std::string label = "compile " + std::string(step_type_name(w.step)) + " q" + std::to_string(w.q_len);
+  // Workloads of one problem share their candidates: each kernel is compiled once per tune.
+  std::vector<KernelSpec> fresh;
+  for (const KernelSpec& s : set.viable) {
+    if (!compiled_.count(s.uri())) fresh.push_back(s);
+  }
+  std::vector<CompileOutcome> fresh_outcomes = compile_candidates(fresh, w.arch, compile_, options_.jobs, options_.quiet, label);
+  for (CompileOutcome& o : fresh_outcomes) compiled_.emplace(o.spec.uri(), std::move(o));
+  std::vector<CompileOutcome> outcomes;
+  for (const KernelSpec& s : set.viable) outcomes.push_back(compiled_.at(s.uri()));
+  std::vector<const CompileOutcome*> compiled;
+  std::vector<Record> failures;
+  for (const CompileOutcome& o : outcomes) {
+    if (o.kernel) {
+      compiled.push_back(&o);
+      continue;
+    }
+    Record r = base_record(w, o.spec);
+    r.disposition = o.disposition;
+    r.detail = o.detail;
+    failures.push_back(std::move(r));
+  }
+  // The transaction body may run again after a busy retry, so it only writes.
+  db_.transaction([&] {
+    for (const Record& r : failures) store_record(db_, r);
+  });
+  result.compile_failed = static_cast<int>(failures.size());
+  result.compiled = static_cast<int>(compiled.size());
+
+  auto not_timed = [&](const CompileOutcome& o, const std::string& why) {
+    Record r = base_record(w, o.spec);
+    r.disposition = Disposition::kNotTimed;
+    r.registers = o.kernel->stats.registers;
+    r.spill_bytes = o.kernel->stats.spill_bytes;
+    r.detail = why;
+    store(r);
+    ++result.not_timed;
+  };
+  const bool root = !ranks_ || ranks_->rank() == 0;
+  if (!timer_ || !root || compiled.empty()) {
+    const std::string why = !timer_ ? "compiled; timing needs a GPU" : !root ? "compiled; rank 0 times" : "";
+    for (const CompileOutcome* o : compiled) not_timed(*o, why);
+    result.note = compiled.empty() ? "no candidate compiled" : why;
+    return result;
+  }
+
+  // The reference config: the documented default when it compiled, else the first that did.
+  const KernelSpec default_spec = KernelSpec::default_for(w.dtype, w.head_dim, w.causal, w.gqa_group());
+  auto ref_it = std::find_if(compiled.begin(), compiled.end(), [&](const CompileOutcome* o) { return o->spec == default_spec; });
+  const CompileOutcome* reference = ref_it != compiled.end() ? *ref_it : compiled.front();
+  TimingOutcome ref_check;
+  try {
+    ref_check = timer_->begin_workload(w, reference->spec, *reference->kernel);
+  } catch (const Error& e) {
+    // The workload's inputs do not fit, or the device failed: this workload stays untimed and
+    // the tune goes on with the next.
+    if (e.kind() != ErrorKind::kCuda && e.kind() != ErrorKind::kNoDevice) throw;
+    const std::string why = std::string("not timed: preparing the inputs failed: ") + e.what();
+    for (const CompileOutcome* o : compiled) not_timed(*o, why.substr(0, 400));
+    result.note = why;
+    timer_->end_workload();
+    return result;
+  }
+  if (ref_check.disposition != Disposition::kOk) {
+    Record r = base_record(w, reference->spec);
+    r.disposition = ref_check.disposition;
+    r.detail = "reference config failed its float64 check: " + ref_check.detail;
+    store(r);
+    ++result.rejected;
+    for (const CompileOutcome* o : compiled) {
+      if (o != reference) not_timed(*o, "not timed: the reference config " + reference->spec.uri() + " failed its float64 check");
+    }
+    result.note = "reference config failed";
+    timer_->end_workload();
+    return result;
+  }
+
+  Progress progress("time " + std::string(step_type_name(w.step)) + " q" + std::to_string(w.q_len), compiled.size(), options_.quiet);
+  // The reference goes first, so the default is always timed even when the budget runs out.
+  std::stable_partition(compiled.begin(), compiled.end(), [&](const CompileOutcome* o) { return o == reference; });
+  for (const CompileOutcome* o : compiled) {
+    if (options_.budget_s > 0 && now_s() - started_s > options_.budget_s && o != reference) {
+      not_timed(*o, "not timed: the --budget-s of " + std::to_string(options_.budget_s) + " s ran out");
+      progress.advance("budget spent");
+      continue;
+    }
+    TimingOutcome t = timer_->measure(o->spec, *o->kernel, options_.warmup, options_.runs);
+    Record r = base_record(w, o->spec);
+    r.disposition = t.disposition;
+    r.detail = t.detail;
+    r.registers = o->kernel->stats.registers;
+    r.spill_bytes = o->kernel->stats.spill_bytes;
+    if (t.disposition == Disposition::kOk) {
+      if (t.samples_ms.size() < 20) throw Error(ErrorKind::kInternal, "timer returned fewer than 20 samples for " + o->spec.uri());
+      auto [median, iqr] = median_and_iqr(t.samples_ms);
+      r.median_ms = median;
+      r.spread_ms = iqr;
+      r.samples_ms = t.samples_ms;
+      r.tflops = timer_->useful_flops() / (median * 1e-3) / 1e12;
+      ++result.timed;
+      if (!result.winner || median < *result.winner->median_ms) result.winner = r;
+    } else {
+      ++result.rejected;
+    }
+    store(r);  // each timing commits on its own: a killed tune keeps everything measured so far
+    progress.advance(result.winner ? "best " + result.winner->kernel_uri : "");
+  }
+  progress.finish();
+  timer_->end_workload();
+  if (result.winner && (!ranks_ || ranks_->size() == 1)) {
+    db_.transaction([&] {
+      pin_winner(db_, w, {result.winner->kernel_uri, *result.winner->median_ms, result.winner->env.key(), "tune"});
+    });
+  }
+  return result;
+}
+
+}  // namespace cpgen

@@ -1,0 +1,78 @@
+// The tuner: for every workload of every problem, enumerate candidates, prune them with the
+// feasibility model, compile the rest in parallel (pruning spills), and on a GPU verify each
+// against a reference config and time it; every attempt becomes a record, and the fastest valid
+// one is pinned as the workload's winner. Without a GPU it stops after compiling and records the
+// compiled candidates as not-timed.
+#pragma once
+
+#include <map>
+#include <memory>
+#include <optional>
+#include <string>
+#include <vector>
+
+#include "cache/database.h"
+#include "cache/environment.h"
+#include "cache/records.h"
+#include "cpgen/problem.h"
+#include "tuner/candidate_timer.h"
+#include "tuner/compile_pool.h"
+#include "tuner/rank_group.h"
+
+namespace cpgen {
+
+struct TuneOptions {
+  std::string arch;          // empty: the device's arch, else sm_90a
+  int jobs = 0;              // parallel compiles; 0: one per hardware thread
+  int max_candidates = 0;    // 0: all viable candidates per workload
+  double budget_s = 0;       // 0: no limit; otherwise stop timing new candidates after this long
+  int warmup = 5;
+  int runs = 20;             // timed launches per candidate (the median is recorded)
+  bool quiet = false;        // no progress on stderr
+};
+
+struct WorkloadResult {
+  WorkloadKey workload;
+  int pruned = 0;            // infeasible before compiling
+  int compiled = 0;
+  int compile_failed = 0;    // compile errors and spills
+  int timed = 0;             // records with disposition ok
+  int rejected = 0;          // wrong result or launch failure
+  int not_timed = 0;
+  std::optional<Record> winner;
+  std::string note;          // e.g. why nothing was timed
+};
+
+struct TuneReport {
+  std::vector<WorkloadResult> workloads;
+  bool timed = false;        // a GPU timed candidates
+  double seconds = 0;
+  std::string notice;        // a plain sentence for the user, e.g. that timing needs a GPU
+};
+
+class Tuner {
+ public:
+  // compile: empty means compile_kernel through the default kernel store. timer: null means no
+  // timing (compile only). ranks: null means a single process.
+  Tuner(Database& db, TuneOptions options, CompileFn compile = {}, CandidateTimer* timer = nullptr,
+        RankGroup* ranks = nullptr, Environment env = current_environment());
+  TuneReport tune(const std::vector<Problem>& problems, const DeviceClass& device);
+
+ private:
+  WorkloadResult tune_workload(const WorkloadKey& w, double started_s);
+  void store(const Record& r);
+  Record base_record(const WorkloadKey& w, const KernelSpec& spec) const;
+
+  Database& db_;
+  TuneOptions options_;
+  CompileFn compile_;
+  CandidateTimer* timer_;
+  RankGroup* ranks_;
+  Environment env_;
+  std::map<std::string, CompileOutcome> compiled_;  // by URI; the arch is fixed per tune
+};
+
+// A GPU timer on `device` when one is present, else null.
+std::unique_ptr<CandidateTimer> make_gpu_timer_if_present(int device = 0);
+
+}  // namespace cpgen
