@@ -1,73 +1,76 @@
 #include "runtime/device_buffer.h"
 
 #include <string>
+#include <utility>
 
 #include "cpgen/error.h"
 #include "runtime/cuda_driver.h"
+#include "runtime/module.h"
 
-namespace cpgen::gpu {
+namespace cpgen {
 namespace {
 
-[[noreturn]] void throw_bad_input_device(int ordinal, int count) {
-  throw_bad_input("CUDA device " + std::to_string(ordinal) + " does not exist; this machine has " +
-                  std::to_string(count) + " (ordinals 0.." + std::to_string(count - 1) + ")");
+void check_range(size_t requested, size_t available, const char* what) {
+  if (requested > available) {
+    throw Error(ErrorKind::kInternal, std::string("DeviceBuffer::") + what + " of " +
+                                          std::to_string(requested) + " bytes past a buffer of " +
+                                          std::to_string(available));
+  }
 }
 
 }  // namespace
 
-PrimaryContext::PrimaryContext(int ordinal) : ordinal_(ordinal) {
-  const cu::DriverApi& api = cu::driver();
-  int count = 0;
-  CPGEN_CU_CHECK(api.cuDeviceGetCount(&count));
-  if (ordinal < 0 || ordinal >= count)
-    throw_bad_input_device(ordinal, count);
-  CPGEN_CU_CHECK(api.cuDeviceGet(&device_, ordinal));
-  CPGEN_CU_CHECK(api.cuDevicePrimaryCtxRetain(&context_, device_));
-  make_current();
+DeviceBuffer::DeviceBuffer(int device, size_t bytes) : device_(device), bytes_(bytes) {
+  use_primary_context(device);
+  // A zero-byte request still gets a distinct valid address, so kernels may take it.
+  CPGEN_CU_CHECK(cu::driver().cuMemAlloc(&address_, bytes > 0 ? bytes : 1));
 }
 
-PrimaryContext::~PrimaryContext() {
-  if (context_) cu::driver().cuDevicePrimaryCtxRelease(device_);
-}
+DeviceBuffer::~DeviceBuffer() { release(); }
 
-void PrimaryContext::make_current() const { CPGEN_CU_CHECK(cu::driver().cuCtxSetCurrent(context_)); }
-
-DeviceBuffer::DeviceBuffer(size_t bytes) : bytes_(bytes) {
-  if (bytes > 0) CPGEN_CU_CHECK(cu::driver().cuMemAlloc(&pointer_, bytes));
-}
-
-DeviceBuffer::~DeviceBuffer() {
-  if (pointer_) cu::driver().cuMemFree(pointer_);
-}
+DeviceBuffer::DeviceBuffer(DeviceBuffer&& other) noexcept
+    : device_(other.device_), address_(std::exchange(other.address_, 0)),
+      bytes_(std::exchange(other.bytes_, 0)) {}
 
 DeviceBuffer& DeviceBuffer::operator=(DeviceBuffer&& other) noexcept {
   if (this != &other) {
-    if (pointer_) cu::driver().cuMemFree(pointer_);
-    pointer_ = std::exchange(other.pointer_, 0);
+    release();
+    device_ = other.device_;
+    address_ = std::exchange(other.address_, 0);
     bytes_ = std::exchange(other.bytes_, 0);
   }
   return *this;
 }
 
-Stream::Stream() { CPGEN_CU_CHECK(cu::driver().cuStreamCreate(&stream_, CU_STREAM_NON_BLOCKING)); }
-
-Stream::~Stream() {
-  if (stream_) cu::driver().cuStreamDestroy(stream_);
+void DeviceBuffer::release() noexcept {
+  if (address_ == 0) return;
+  // A destructor must not throw; a failing free during unwinding has nowhere to be reported.
+  try {
+    use_primary_context(device_);
+    cu::driver().cuMemFree(address_);
+  } catch (...) {
+  }
+  address_ = 0;
 }
 
-Event::Event(bool timing) {
-  CPGEN_CU_CHECK(cu::driver().cuEventCreate(&event_, timing ? CU_EVENT_DEFAULT : CU_EVENT_DISABLE_TIMING));
+void DeviceBuffer::upload(const void* host, size_t bytes) {
+  check_range(bytes, bytes_, "upload");
+  if (bytes == 0) return;
+  use_primary_context(device_);
+  CPGEN_CU_CHECK(cu::driver().cuMemcpyHtoD(address_, host, bytes));
 }
 
-Event::~Event() {
-  if (event_) cu::driver().cuEventDestroy(event_);
+void DeviceBuffer::download(void* host, size_t bytes) const {
+  check_range(bytes, bytes_, "download");
+  if (bytes == 0) return;
+  use_primary_context(device_);
+  CPGEN_CU_CHECK(cu::driver().cuMemcpyDtoH(host, address_, bytes));
 }
 
-void Event::record(CUstream stream) const { CPGEN_CU_CHECK(cu::driver().cuEventRecord(event_, stream)); }
-
-void stream_wait_stream(CUstream waiter, CUstream producer, const Event& via) {
-  via.record(producer);
-  CPGEN_CU_CHECK(cu::driver().cuStreamWaitEvent(waiter, via.get(), 0));
+void DeviceBuffer::fill_bytes(uint8_t value) {
+  if (bytes_ == 0) return;
+  use_primary_context(device_);
+  CPGEN_CU_CHECK(cu::driver().cuMemsetD8(address_, value, bytes_));
 }
 
-}  // namespace cpgen::gpu
+}  // namespace cpgen

@@ -1,76 +1,56 @@
-// Small RAII owners for driver-API objects used by the GPU ring: device memory, streams, events,
-// and a scope that makes a device's primary context current (the context the CUDA runtime, NCCL
-// and PyTorch share, so their pointers and streams are valid in ours).
+// A device allocation owned by one object, for tests and tools: allocate on a device, upload,
+// download, fill. Poisoning fills every byte with 0xFF, which reads as NaN in fp32, fp16 and
+// bf16, so an element a kernel failed to write is caught by the comparison.
 #pragma once
 
 #include <cuda.h>
 
 #include <cstddef>
-#include <utility>
+#include <cstdint>
+#include <vector>
 
-namespace cpgen::gpu {
-
-// Retains device `ordinal`'s primary context for the object's lifetime.
-class PrimaryContext {
- public:
-  explicit PrimaryContext(int ordinal);
-  ~PrimaryContext();
-  PrimaryContext(const PrimaryContext&) = delete;
-  PrimaryContext& operator=(const PrimaryContext&) = delete;
-  CUcontext get() const { return context_; }
-  CUdevice device() const { return device_; }
-  int ordinal() const { return ordinal_; }
-  void make_current() const;  // on the calling thread
-
- private:
-  int ordinal_ = 0;
-  CUdevice device_ = 0;
-  CUcontext context_ = nullptr;
-};
+namespace cpgen {
 
 class DeviceBuffer {
  public:
   DeviceBuffer() = default;
-  explicit DeviceBuffer(size_t bytes);
+  DeviceBuffer(int device, size_t bytes);  // uninitialized; throws Error(kCuda/kNoDevice)
+  template <typename T>
+  static DeviceBuffer from_host(int device, const std::vector<T>& values) {
+    DeviceBuffer buffer(device, values.size() * sizeof(T));
+    buffer.upload(values.data(), buffer.bytes());
+    return buffer;
+  }
   ~DeviceBuffer();
-  DeviceBuffer(DeviceBuffer&& other) noexcept { *this = std::move(other); }
+  DeviceBuffer(DeviceBuffer&& other) noexcept;
   DeviceBuffer& operator=(DeviceBuffer&& other) noexcept;
-  void* data() const { return reinterpret_cast<void*>(pointer_); }
-  CUdeviceptr address() const { return pointer_; }
+  DeviceBuffer(const DeviceBuffer&) = delete;
+  DeviceBuffer& operator=(const DeviceBuffer&) = delete;
+
+  CUdeviceptr address() const { return address_; }
+  template <typename T>
+  T* as() const { return reinterpret_cast<T*>(static_cast<uintptr_t>(address_)); }
   size_t bytes() const { return bytes_; }
+  int device() const { return device_; }
+
+  // Synchronous copies of `bytes` from the start of the buffer; throw kInternal past its end.
+  void upload(const void* host, size_t bytes);
+  void download(void* host, size_t bytes) const;
+  void fill_bytes(uint8_t value);
+  void poison() { fill_bytes(0xFF); }
+
+  template <typename T>
+  std::vector<T> download_as() const {
+    std::vector<T> values(bytes_ / sizeof(T));
+    download(values.data(), values.size() * sizeof(T));
+    return values;
+  }
 
  private:
-  CUdeviceptr pointer_ = 0;
+  void release() noexcept;
+  int device_ = -1;
+  CUdeviceptr address_ = 0;
   size_t bytes_ = 0;
 };
 
-class Stream {
- public:
-  Stream();  // non-blocking with respect to the legacy default stream
-  ~Stream();
-  Stream(const Stream&) = delete;
-  Stream& operator=(const Stream&) = delete;
-  CUstream get() const { return stream_; }
-
- private:
-  CUstream stream_ = nullptr;
-};
-
-class Event {
- public:
-  explicit Event(bool timing = false);
-  ~Event();
-  Event(const Event&) = delete;
-  Event& operator=(const Event&) = delete;
-  CUevent get() const { return event_; }
-  void record(CUstream stream) const;
-
- private:
-  CUevent event_ = nullptr;
-};
-
-// `waiter` runs nothing more until all work queued on `producer` so far has finished; the host
-// does not block.
-void stream_wait_stream(CUstream waiter, CUstream producer, const Event& via);
-
-}  // namespace cpgen::gpu
+}  // namespace cpgen

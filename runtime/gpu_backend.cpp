@@ -8,35 +8,35 @@
 
 namespace cpgen::gpu {
 
-DevicePositions::DevicePositions(const Problem& problem) : local_len_(problem.local_seq_len()) {
+DevicePositions::DevicePositions(const Problem& problem, int device)
+    : local_len_(problem.local_seq_len()) {
   const int n = static_cast<int>(problem.cp_size);
   std::vector<int> host(static_cast<size_t>(n * local_len_));
   for (int r = 0; r < n; ++r) {
     std::vector<int64_t> positions = partition_positions(problem.scheme, problem.seq_len, n, r);
     for (int64_t i = 0; i < local_len_; ++i) host[r * local_len_ + i] = static_cast<int>(positions[i]);
   }
-  table_ = DeviceBuffer(host.size() * sizeof(int));
-  CPGEN_CU_CHECK(cu::driver().cuMemcpyHtoD(table_.address(), host.data(), table_.bytes()));
+  table_ = DeviceBuffer::from_host(device, host);
 }
 
 const int* DevicePositions::rank_positions(int rank) const {
-  return static_cast<const int*>(table_.data()) + rank * local_len_;
+  return table_.as<const int>() + rank * local_len_;
 }
 
-GpuRingBackend::GpuRingBackend(const Problem& problem, int rank, const StepKernel& kernel,
-                               const DevicePositions& positions)
+GpuRingBackend::GpuRingBackend(const Problem& problem, int rank, int device,
+                               const StepKernel& kernel, const DevicePositions& positions)
     : problem_(problem), rank_(rank), kernel_(kernel), positions_(positions) {
   const size_t local = static_cast<size_t>(problem.local_seq_len());
   const size_t b = static_cast<size_t>(problem.batch), hd = static_cast<size_t>(problem.head_dim);
   const size_t qh = static_cast<size_t>(problem.q_heads), kvh = static_cast<size_t>(problem.kv_heads);
   kv_bytes_ = b * kvh * local * hd * dtype_bytes(problem.dtype);
   for (int s = 0; s < 2; ++s) {
-    k_slots_[s] = DeviceBuffer(kv_bytes_);
-    v_slots_[s] = DeviceBuffer(kv_bytes_);
+    k_slots_[s] = DeviceBuffer(device, kv_bytes_);
+    v_slots_[s] = DeviceBuffer(device, kv_bytes_);
   }
-  o_state_ = DeviceBuffer(b * qh * local * hd * sizeof(float));
-  m_state_ = DeviceBuffer(b * qh * local * sizeof(float));
-  l_state_ = DeviceBuffer(b * qh * local * sizeof(float));
+  o_state_ = DeviceBuffer(device, b * qh * local * hd * sizeof(float));
+  m_state_ = DeviceBuffer(device, b * qh * local * sizeof(float));
+  l_state_ = DeviceBuffer(device, b * qh * local * sizeof(float));
 }
 
 void GpuRingBackend::bind(const ShardTensors& tensors, CUstream stream) {
@@ -55,7 +55,7 @@ void GpuRingBackend::bind(const ShardTensors& tensors, CUstream stream) {
 }
 
 std::vector<BufferView> GpuRingBackend::kv_buffers(int slot) {
-  return {{k_slots_[slot].data(), kv_bytes_}, {v_slots_[slot].data(), kv_bytes_}};
+  return {{k_slots_[slot].as<void>(), kv_bytes_}, {v_slots_[slot].as<void>(), kv_bytes_}};
 }
 
 void GpuRingBackend::forward_begin() {
@@ -71,13 +71,13 @@ RingFwdParams GpuRingBackend::step_params(const RingStep& step) const {
   const int64_t local = problem_.local_seq_len(), hd = problem_.head_dim;
   RingFwdParams p{};
   p.q = tensors_.q;
-  p.k = k_slots_[step.kv_slot].data();
-  p.v = v_slots_[step.kv_slot].data();
+  p.k = k_slots_[step.kv_slot].as<void>();
+  p.v = v_slots_[step.kv_slot].as<void>();
   p.out = tensors_.out;
   p.lse = tensors_.lse;
-  p.o_state = static_cast<float*>(o_state_.data());
-  p.m_state = static_cast<float*>(m_state_.data());
-  p.l_state = static_cast<float*>(l_state_.data());
+  p.o_state = o_state_.as<float>();
+  p.m_state = m_state_.as<float>();
+  p.l_state = l_state_.as<float>();
   p.q_positions = positions_.rank_positions(rank_);
   p.kv_positions = positions_.rank_positions(step.kv_rank);
   // Contiguous [batch, heads, local, head_dim].

@@ -9,6 +9,7 @@
 
 #include "cpgen/problem.h"
 #include "runtime/device_buffer.h"
+#include "runtime/gpu_stream.h"
 #include "runtime/gpu_step_kernel.h"
 #include "runtime/ring_driver.h"
 
@@ -19,7 +20,7 @@ namespace cpgen::gpu {
 // rank the chunk started on, so positions never travel.
 class DevicePositions {
  public:
-  explicit DevicePositions(const Problem& problem);
+  DevicePositions(const Problem& problem, int device);
   const int* rank_positions(int rank) const;
 
  private:
@@ -38,7 +39,7 @@ struct ShardTensors {
 
 class GpuRingBackend final : public RingBackend {
  public:
-  GpuRingBackend(const Problem& problem, int rank, const StepKernel& kernel,
+  GpuRingBackend(const Problem& problem, int rank, int device, const StepKernel& kernel,
                  const DevicePositions& positions);
   // Before each ring run: the tensors and the stream to compute on.
   void bind(const ShardTensors& tensors, CUstream stream);

@@ -8,52 +8,43 @@
 namespace cpgen::gpu {
 namespace {
 
-DeviceBuffer upload_half(const std::vector<float>& values, Dtype dtype) {
-  std::vector<uint16_t> half = to_half(values, dtype);
-  DeviceBuffer buffer(half.size() * sizeof(uint16_t));
-  CPGEN_CU_CHECK(cu::driver().cuMemcpyHtoD(buffer.address(), half.data(), buffer.bytes()));
-  return buffer;
+DeviceBuffer upload_half(int device, const std::vector<float>& values, Dtype dtype) {
+  return DeviceBuffer::from_host(device, to_half(values, dtype));
 }
 
 }  // namespace
 
 ShardPointers DeviceShard::pointers() const {
-  return {q.data(), k.data(), v.data(), out.data(), static_cast<float*>(lse.data())};
+  return {q.as<void>(), k.as<void>(), v.as<void>(), out.as<void>(), lse.as<float>()};
 }
 
-DeviceShard upload_shard(const Problem& p, int rank, const std::vector<float>& q,
+DeviceShard upload_shard(const Problem& p, int rank, int device, const std::vector<float>& q,
                          const std::vector<float>& k, const std::vector<float>& v) {
   const int n = static_cast<int>(p.cp_size);
   auto shard_of = [&](const std::vector<float>& full, int64_t heads) {
     return scatter_shard(full, p.batch, heads, p.seq_len, p.head_dim, p.scheme, n, rank);
   };
   DeviceShard s;
-  s.q = upload_half(shard_of(q, p.q_heads), p.dtype);
-  s.k = upload_half(shard_of(k, p.kv_heads), p.dtype);
-  s.v = upload_half(shard_of(v, p.kv_heads), p.dtype);
+  s.q = upload_half(device, shard_of(q, p.q_heads), p.dtype);
+  s.k = upload_half(device, shard_of(k, p.kv_heads), p.dtype);
+  s.v = upload_half(device, shard_of(v, p.kv_heads), p.dtype);
   const size_t rows = static_cast<size_t>(p.batch * p.q_heads * p.local_seq_len());
-  s.out = DeviceBuffer(rows * static_cast<size_t>(p.head_dim) * sizeof(uint16_t));
-  s.lse = DeviceBuffer(rows * sizeof(float));
+  s.out = DeviceBuffer(device, rows * static_cast<size_t>(p.head_dim) * sizeof(uint16_t));
+  s.lse = DeviceBuffer(device, rows * sizeof(float));
   poison_outputs(p, s);
   return s;
 }
 
 void poison_outputs(const Problem&, DeviceShard& shard) {
-  const cu::DriverApi& api = cu::driver();
-  // 0xffff is a NaN in both bf16 and fp16; 0x7fc00000 is a float NaN.
-  CPGEN_CU_CHECK(api.cuMemsetD8(shard.out.address(), 0xff, shard.out.bytes()));
-  CPGEN_CU_CHECK(api.cuMemsetD32Async(shard.lse.address(), 0x7fc00000u, shard.lse.bytes() / 4, nullptr));
-  CPGEN_CU_CHECK(api.cuCtxSynchronize());
+  // All-ones bytes read as NaN in bf16, fp16 and fp32.
+  shard.out.poison();
+  shard.lse.poison();
 }
 
 void download_outputs(const Problem& p, const DeviceShard& shard, std::vector<float>& out,
                       std::vector<float>& lse) {
-  const cu::DriverApi& api = cu::driver();
-  std::vector<uint16_t> half(shard.out.bytes() / sizeof(uint16_t));
-  CPGEN_CU_CHECK(api.cuMemcpyDtoH(half.data(), shard.out.address(), shard.out.bytes()));
-  out = from_half(half, p.dtype);
-  lse.resize(shard.lse.bytes() / sizeof(float));
-  CPGEN_CU_CHECK(api.cuMemcpyDtoH(lse.data(), shard.lse.address(), shard.lse.bytes()));
+  out = from_half(shard.out.download_as<uint16_t>(), p.dtype);
+  lse = shard.lse.download_as<float>();
 }
 
 GpuRingResult run_gpu_ring_loopback(const Problem& p, const std::vector<float>& q,
@@ -64,7 +55,7 @@ GpuRingResult run_gpu_ring_loopback(const Problem& p, const std::vector<float>& 
   std::vector<DeviceShard> shards;
   std::vector<ShardPointers> pointers;
   for (int r = 0; r < n; ++r) {
-    shards.push_back(upload_shard(p, r, q, k, v));
+    shards.push_back(upload_shard(p, r, ring.device(), q, k, v));
     pointers.push_back(shards.back().pointers());
   }
   ring.forward_all(pointers, nullptr);
@@ -83,7 +74,7 @@ void run_gpu_ring_nccl_rank(const Problem& p, void* comm, const std::vector<floa
                             const RingOptions& options, std::vector<float>& out,
                             std::vector<float>& lse) {
   RingAttention ring = RingAttention::nccl(p, comm, options);
-  DeviceShard shard = upload_shard(p, ring.rank(), q, k, v);
+  DeviceShard shard = upload_shard(p, ring.rank(), ring.device(), q, k, v);
   const ShardPointers s = shard.pointers();
   ring.forward(s.q, s.k, s.v, s.out, s.lse, nullptr);
   ring.synchronize();

@@ -21,7 +21,7 @@ struct DeviceShard {
 
 // Shards rank `rank` of full [batch, heads, seq, head_dim] float tensors (global order) onto the
 // device in the problem's dtype, with out and lse poisoned to NaN.
-DeviceShard upload_shard(const Problem& problem, int rank, const std::vector<float>& q,
+DeviceShard upload_shard(const Problem& problem, int rank, int device, const std::vector<float>& q,
                          const std::vector<float>& k, const std::vector<float>& v);
 // Refills out and lse of a shard with NaN (before every checked run).
 void poison_outputs(const Problem& problem, DeviceShard& shard);

@@ -21,7 +21,7 @@
 #include <string>
 #include <vector>
 
-#include "runtime/device_buffer.h"
+#include "runtime/gpu_stream.h"
 #include "runtime/transport.h"
 
 namespace cpgen::gpu {

@@ -13,7 +13,7 @@
 #include <thread>
 
 #include "cpgen/error.h"
-#include "runtime/device_buffer.h"
+#include "runtime/module.h"
 #include "runtime/nccl_check.h"
 
 namespace cpgen {
@@ -124,7 +124,7 @@ void* nccl_comm_init(const NcclUniqueId& id, int rank, int nranks, int device) {
                     std::to_string(nranks) + ")");
   // NCCL works on the calling thread's current device; the runtime adopts the primary context
   // made current through the driver API.
-  gpu::PrimaryContext context(device);
+  use_primary_context(device);
   ncclUniqueId raw;
   std::memcpy(raw.internal, id.data(), id.size());
   ncclComm_t comm = nullptr;

@@ -25,7 +25,7 @@
 #include <thread>
 #include <vector>
 
-#include "runtime/device_buffer.h"
+#include "runtime/gpu_stream.h"
 #include "runtime/transport.h"
 
 namespace cpgen::gpu {

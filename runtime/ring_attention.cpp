@@ -14,7 +14,8 @@
 
 #include "cpgen/error.h"
 #include "runtime/cuda_driver.h"
-#include "runtime/device_buffer.h"
+#include "runtime/gpu_stream.h"
+#include "runtime/module.h"
 #include "runtime/gpu_backend.h"
 #include "runtime/kernel_select.h"
 #include "runtime/loopback_transport.h"
@@ -31,7 +32,7 @@ struct RingAttention::Impl {
   Problem problem;
   RingOptions options;
   int rank = -1;  // -1: loopback
-  std::unique_ptr<gpu::PrimaryContext> context;
+  int device = 0;
   gpu::KernelChoice choice;
   std::string uri;
   std::unique_ptr<gpu::StepKernel> kernel;
@@ -49,12 +50,13 @@ struct RingAttention::Impl {
   bool pending = false;
 
   void setup(int device) {
-    context = std::make_unique<gpu::PrimaryContext>(device);
-    const std::string arch = options.arch.empty() ? gpu::arch_for_device(device) : options.arch;
+    this->device = device;
+    use_primary_context(device);
+    const std::string arch = options.arch.empty() ? device_arch(device) : options.arch;
     choice = gpu::choose_kernel(problem, arch, options.database_path);
     uri = choice.spec.uri();
     kernel = std::make_unique<gpu::StepKernel>(choice.spec, arch, device);
-    positions = std::make_unique<gpu::DevicePositions>(problem);
+    positions = std::make_unique<gpu::DevicePositions>(problem, device);
     done = std::make_unique<gpu::Event>();
   }
 
@@ -63,7 +65,7 @@ struct RingAttention::Impl {
     if (static_cast<int>(ranks.size()) != n)
       throw_bad_input("RingAttention::forward_all: got " + std::to_string(ranks.size()) +
                       " shards for cp_size " + std::to_string(n));
-    context->make_current();
+    use_primary_context(device);
     const cu::DriverApi& api = cu::driver();
     fork_event->record(stream);
     loopback->reset();
@@ -77,7 +79,7 @@ struct RingAttention::Impl {
     std::vector<std::exception_ptr> errors(n);
     auto drive = [&](int r) {
       try {
-        context->make_current();
+        use_primary_context(device);
         ring_forward(*backends[r], loopback->endpoint(r));
       } catch (const std::exception& e) {
         errors[r] = std::current_exception();
@@ -120,7 +122,7 @@ RingAttention RingAttention::loopback(const Problem& problem, const RingOptions&
   impl->loopback = std::make_unique<gpu::LoopbackRing>(n);
   impl->fork_event = std::make_unique<gpu::Event>();
   for (int r = 0; r < n; ++r) {
-    impl->backends.push_back(std::make_unique<gpu::GpuRingBackend>(problem, r, *impl->kernel, *impl->positions));
+    impl->backends.push_back(std::make_unique<gpu::GpuRingBackend>(problem, r, impl->device, *impl->kernel, *impl->positions));
     impl->rank_streams.push_back(std::make_unique<gpu::Stream>());
     impl->join_events.push_back(std::make_unique<gpu::Event>());
   }
@@ -136,13 +138,14 @@ RingAttention RingAttention::nccl(const Problem& problem, void* nccl_comm, const
   impl->problem = problem;
   impl->options = options;
   impl->setup(gpu::NcclTransport::device_of(comm));
-  impl->nccl = std::make_unique<gpu::NcclTransport>(comm, impl->context->get(), options.watchdog_seconds);
+  impl->nccl = std::make_unique<gpu::NcclTransport>(comm, use_primary_context(impl->device),
+                                                    options.watchdog_seconds);
   if (impl->nccl->size() != problem.cp_size)
     throw_bad_input("RingAttention::nccl: the communicator has " + std::to_string(impl->nccl->size()) +
                     " ranks but cp_size is " + std::to_string(problem.cp_size));
   impl->rank = impl->nccl->rank();
   impl->backends.push_back(
-      std::make_unique<gpu::GpuRingBackend>(problem, impl->rank, *impl->kernel, *impl->positions));
+      std::make_unique<gpu::GpuRingBackend>(problem, impl->rank, impl->device, *impl->kernel, *impl->positions));
   return RingAttention(std::move(impl));
 #else
   (void)nccl_comm;
@@ -166,7 +169,7 @@ void RingAttention::forward(const void* q, const void* k, const void* v, void* o
     return;
   }
 #ifdef CPGEN_HAVE_NCCL
-  m.context->make_current();
+  use_primary_context(m.device);
   m.nccl->check();
   m.backends[0]->bind({q, k, v, out, lse}, cu_stream);
   m.nccl->set_compute_stream(cu_stream);
@@ -188,7 +191,7 @@ void RingAttention::forward_all(std::span<const ShardPointers> ranks, void* stre
 void RingAttention::synchronize() {
   Impl& m = *impl_;
   if (!m.pending) return;
-  m.context->make_current();
+  use_primary_context(m.device);
   const cu::DriverApi& api = cu::driver();
 #ifdef CPGEN_HAVE_NCCL
   if (m.nccl) {
@@ -211,6 +214,7 @@ void RingAttention::synchronize() {
 
 const Problem& RingAttention::problem() const { return impl_->problem; }
 int RingAttention::rank() const { return impl_->rank; }
+int RingAttention::device() const { return impl_->device; }
 const std::string& RingAttention::kernel_uri() const { return impl_->uri; }
 const std::string& RingAttention::config_source() const { return impl_->choice.source; }
 const std::string& RingAttention::config_reason() const { return impl_->choice.reason; }

@@ -60,6 +60,7 @@ class RingAttention {
 
   const Problem& problem() const;
   int rank() const;                    // -1 for loopback
+  int device() const;                  // CUDA device ordinal the ring runs on
   const std::string& kernel_uri() const;
   // Where the step kernel's tile config came from ("default": KernelSpec::default_for, until a
   // tuning database lookup is wired in) and one line saying why.

@@ -129,7 +129,7 @@ TEST(GpuRing, RepeatedForwardGivesTheSameResult) {
   std::vector<gpu::DeviceShard> shards;
   std::vector<ShardPointers> pointers;
   for (int r = 0; r < 4; ++r) {
-    shards.push_back(gpu::upload_shard(p, r, q, k, v));
+    shards.push_back(gpu::upload_shard(p, r, ring.device(), q, k, v));
     pointers.push_back(shards.back().pointers());
   }
   std::vector<std::vector<float>> first(4), lse(4);

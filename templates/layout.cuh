@@ -1,0 +1,103 @@
+// Index and layout helpers of the forward step kernel: the shared-memory swizzle, which lane
+// owns which element of an MMA fragment, which shared-memory row a lane hands to ldmatrix, and
+// the packed GQA row mapping. All __host__ __device__ so the CPU tests check them.
+#pragma once
+
+#include "cpgen/platform.cuh"
+
+namespace cpgen {
+namespace device {
+
+// ---- Shared-memory tiles ---------------------------------------------------------------------
+// A tile row of head_dim 16-bit elements is split into 16-byte chunks (8 elements; the unit of
+// cp.async and of one ldmatrix row). ldmatrix reads one chunk from each of 8 consecutive rows; in
+// a plain row-major tile whose row pitch is a multiple of 128 bytes those 8 chunks sit in the same
+// 4 banks (8-way conflict). XOR-ing the chunk index with a function of the row spreads the 8 reads
+// over all 32 banks without padding (padding would push head dim 256 with 2 stages past the
+// 163 KB of sm_80).
+//  - chunks_per_row a multiple of 8 (head dim 64, 128, 256): chunk ^ (row % 8).
+//  - 12 chunks per row (head dim 96, pitch 192 B = 1.5 x 128 B): consecutive rows alternate
+//    between bank offset 0 and 64 B, so rows 2i and 2i+1 already differ; XOR the low two chunk
+//    bits with (row / 2) % 4, which keeps every chunk inside its aligned group of 4 (so inside
+//    the row) and gives the 4 row pairs distinct banks.
+CPGEN_HOST_DEVICE int chunk_xor(int row, int chunks_per_row) {
+  return chunks_per_row % 8 == 0 ? row % 8 : (row / 2) % 4;
+}
+CPGEN_HOST_DEVICE int swizzle_chunk(int row, int chunk, int chunks_per_row) {
+  return chunk ^ chunk_xor(row, chunks_per_row);
+}
+
+// Element offset of (row, col) in a swizzled tile; col is a multiple of 8 for chunk accesses and
+// any value for single elements.
+CPGEN_HOST_DEVICE int swizzled_offset(int row, int col, int head_dim) {
+  const int chunks = head_dim / 8;
+  return row * head_dim + swizzle_chunk(row, col / 8, chunks) * 8 + col % 8;
+}
+
+// The MMA loops read, at unrolled step s, chunk 2 s + c of row r + 16 i, where c (0 or 1) and r
+// depend only on the lane and i is an unrolled row tile. chunk_xor is the same for r and r + 16 i,
+// and 2 s shares no bit with c, so the swizzled chunk is (2 s) ^ (c ^ chunk_xor(r)), i.e. the
+// lane's step-0 byte offset with its chunk bits XOR-ed by 32 s. When the row pitch is a power of
+// two (head dim 64, 128, 256) the chunk bits lie below the row bits and the whole offset is XOR-ed:
+// one register per operand and one XOR per step, where per-step addresses hoisted out of the tile
+// loop cost registers. Head dim 96 (pitch 192 B) keeps the chunk part apart.
+CPGEN_HOST_DEVICE int lane_chunk_bytes(int row, int col, int head_dim) {
+  return swizzle_chunk(row, col / 8, head_dim / 8) * 16;
+}
+CPGEN_HOST_DEVICE int step_offset_bytes(int lane_offset_bytes, int lane_chunk, int step,
+                                        int head_dim) {
+  const int pitch = head_dim * 2;
+  if ((pitch & (pitch - 1)) == 0) return lane_offset_bytes ^ (step * 32);
+  return lane_offset_bytes - lane_chunk + (lane_chunk ^ (step * 32));
+}
+
+// ---- MMA m16n8k16 fragment ownership ---------------------------------------------------------
+// Accumulator C/D of one 16x8 tile: lane l holds rows l/4 and l/4 + 8, columns 2(l%4) and
+// 2(l%4)+1; register e (0..3) is row l/4 + 8*(e/2), column 2(l%4) + e%2.
+CPGEN_HOST_DEVICE int acc_row(int lane, int e) { return lane / 4 + 8 * (e / 2); }
+CPGEN_HOST_DEVICE int acc_col(int lane, int e) { return 2 * (lane % 4) + e % 2; }
+
+// ldmatrix.x4 takes one row address per lane: lanes 8i..8i+7 give the 8 rows of matrix i, and
+// register i of every lane receives matrix i.
+// A operand (16x16, row-major in shared memory, e.g. Q[row][k]): the four matrices are
+// (rows 0-7, k 0-7), (rows 8-15, k 0-7), (rows 0-7, k 8-15), (rows 8-15, k 8-15), which is the
+// register order a0..a3 of mma.m16n8k16.
+CPGEN_HOST_DEVICE int ldmatrix_a_row(int lane) { return lane % 16; }
+CPGEN_HOST_DEVICE int ldmatrix_a_col(int lane) { return (lane / 16) * 8; }
+// B operand from a [n][k] tile (K for S = Q K^T), two n8 tiles per x4: matrices
+// (n 0-7, k 0-7), (n 0-7, k 8-15), (n 8-15, k 0-7), (n 8-15, k 8-15) -> b0,b1 of n-tile 0 then
+// b0,b1 of n-tile 1.
+CPGEN_HOST_DEVICE int ldmatrix_b_row(int lane) { return lane % 8 + (lane / 16) * 8; }
+CPGEN_HOST_DEVICE int ldmatrix_b_col(int lane) { return ((lane / 8) % 2) * 8; }
+// B operand from a [k][n] tile (V for O += P V) with .trans, two n8 tiles per x4: matrices
+// (k 0-7, n 0-7), (k 8-15, n 0-7), (k 0-7, n 8-15), (k 8-15, n 8-15).
+CPGEN_HOST_DEVICE int ldmatrix_bt_row(int lane) { return lane % 8 + ((lane / 8) % 2) * 8; }
+CPGEN_HOST_DEVICE int ldmatrix_bt_col(int lane) { return (lane / 16) * 8; }
+
+// ---- Packed GQA rows -------------------------------------------------------------------------
+// Packed row p of a kv head's query block stands for query head kv_head * group + p % group at
+// local query index p / group: the group's heads interleave, so a block of rows covers a short
+// range of query positions (which keeps causal tiles tight) for all heads of the group.
+struct PackedRow {
+  int head_in_group;
+  int query_index;
+};
+CPGEN_HOST_DEVICE PackedRow unpack_row(int packed_row, int group) {
+  return {packed_row % group, packed_row / group};
+}
+CPGEN_HOST_DEVICE int pack_row(int head_in_group, int query_index, int group) {
+  return query_index * group + head_in_group;
+}
+
+// Query rows of one CTA's block [first_packed, first_packed + block_m) cover query indices
+// first_packed / group .. (first_packed + block_m - 1) / group, clipped to q_len - 1.
+CPGEN_HOST_DEVICE int block_first_query(int m_block, int block_m, int group) {
+  return m_block * block_m / group;
+}
+CPGEN_HOST_DEVICE int block_last_query(int m_block, int block_m, int group, int q_len) {
+  const int last = ((m_block + 1) * block_m - 1) / group;
+  return last < q_len - 1 ? last : q_len - 1;
+}
+
+}  // namespace device
+}  // namespace cpgen

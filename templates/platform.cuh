@@ -1,0 +1,70 @@
+// What the templates need from the compiler, and nothing from any library: NVRTC compiles them
+// with no standard or CUDA toolkit header, and g++ compiles the __host__ __device__ helpers for
+// the CPU tests.
+#pragma once
+
+#if defined(__CUDACC__)
+#define CPGEN_HOST_DEVICE __host__ __device__ __forceinline__
+#define CPGEN_DEVICE __device__ __forceinline__
+#else
+#define CPGEN_HOST_DEVICE inline
+#endif
+
+namespace cpgen {
+namespace device {
+
+// +inf without <math.h>: the device reinterprets the IEEE bit pattern, the host uses the builtin.
+CPGEN_HOST_DEVICE float positive_infinity() {
+#if defined(__CUDA_ARCH__)
+  return __int_as_float(0x7f800000);
+#else
+  return __builtin_huge_valf();
+#endif
+}
+
+CPGEN_HOST_DEVICE float max_float(float a, float b) {
+#if defined(__CUDA_ARCH__)
+  return fmaxf(a, b);
+#else
+  return a > b ? a : b;
+#endif
+}
+
+CPGEN_HOST_DEVICE float exp2_approx(float x) {
+#if defined(__CUDA_ARCH__)
+  return exp2f(x);  // ex2.approx; exp2(-inf) == 0 exactly, which the softmax relies on
+#else
+  return __builtin_exp2f(x);
+#endif
+}
+
+CPGEN_HOST_DEVICE float log2_approx(float x) {
+#if defined(__CUDA_ARCH__)
+  return log2f(x);
+#else
+  return __builtin_log2f(x);
+#endif
+}
+
+}  // namespace device
+}  // namespace cpgen
+
+#if defined(__CUDACC__)
+namespace cpgen {
+namespace device {
+
+// Returns v unchanged, but the compiler can no longer see where it came from. Values derived
+// from an opaque copy taken inside the tile loop are recomputed per tile instead of being hoisted
+// out of the loop into registers that stay live across it (the step kernel is register-bound).
+CPGEN_DEVICE int opaque(int v) {
+  asm volatile("" : "+r"(v));
+  return v;
+}
+CPGEN_DEVICE long long opaque(long long v) {
+  asm volatile("" : "+l"(v));
+  return v;
+}
+
+}  // namespace device
+}  // namespace cpgen
+#endif  // __CUDACC__

@@ -1,0 +1,105 @@
+// Online softmax in the log2 domain. A row's state is (m, l, o): m the running max of the scaled
+// scores s_j = (q . k_j) * softmax_scale * log2(e), l = sum_j exp2(s_j - m), o = sum_j
+// exp2(s_j - m) v_j. Folding log2(e) into the scale turns every exponential into one exp2 of one
+// FMA: exp2(raw_j * scale_log2 - m).
+//
+// An empty row (no visible key yet) is m = -inf, l = 0, o = 0. Every rescale below subtracts a
+// reference max that is replaced by 0 when the max is -inf, so exp2(-inf - 0) = 0 and no
+// (-inf) - (-inf) = NaN can appear: empty merged with empty stays empty.
+#pragma once
+
+#include "cpgen/platform.cuh"
+
+namespace cpgen {
+namespace device {
+
+// New running max after seeing a tile whose largest scaled score is tile_max, the offset the
+// tile's exponentials subtract, and the factor exp2(m_old - m_new) that rescales the old l and o.
+struct OnlineStep {
+  float m;
+  float offset;
+  float rescale;
+};
+
+CPGEN_HOST_DEVICE OnlineStep online_step(float m_old, float tile_max) {
+  const float m = max_float(m_old, tile_max);
+  const float offset = m == -positive_infinity() ? 0.0f : m;
+  return {m, offset, exp2_approx(m_old - offset)};
+}
+
+// Merging two states a and b of the same row: m = max(m_a, m_b), l = scale_a l_a + scale_b l_b,
+// o = scale_a o_a + scale_b o_b with scale_x = exp2(m_x - m).
+struct MergeScales {
+  float m;
+  float scale_a;
+  float scale_b;
+};
+
+CPGEN_HOST_DEVICE MergeScales merge_scales(float m_a, float m_b) {
+  const float m = max_float(m_a, m_b);
+  const float reference = m == -positive_infinity() ? 0.0f : m;
+  return {m, exp2_approx(m_a - reference), exp2_approx(m_b - reference)};
+}
+
+// out = o / l, with a row that saw no key written as zeros.
+CPGEN_HOST_DEVICE float output_scale(float l) { return l > 0.0f ? 1.0f / l : 0.0f; }
+
+// Natural-log LSE of the softmax denominator: log(sum_j e^{raw_j * scale}) = (m + log2 l) ln 2;
+// -inf for a row with no key.
+CPGEN_HOST_DEVICE float lse_natural(float m, float l) {
+  return l > 0.0f ? (m + log2_approx(l)) * 0.693147180559945309f : -positive_infinity();
+}
+
+#if defined(__CUDACC__)
+
+// A quad of lanes (lane / 4 equal) shares the rows of an MMA accumulator; these reduce over it.
+CPGEN_DEVICE float quad_max(float v) {
+  v = fmaxf(v, __shfl_xor_sync(0xffffffffu, v, 1));
+  return fmaxf(v, __shfl_xor_sync(0xffffffffu, v, 2));
+}
+CPGEN_DEVICE float quad_sum(float v) {
+  v += __shfl_xor_sync(0xffffffffu, v, 1);
+  return v + __shfl_xor_sync(0xffffffffu, v, 2);
+}
+
+// One key tile of the online softmax over a warp's scores, in place: s[mt][j][e] holds the raw
+// score of row acc_row(lane, e) of m-tile mt and key 8 j + acc_col(lane, e) (-inf where masked)
+// and becomes p = exp2(raw * scale_log2 - offset). row_max is kept quad-uniform; row_sum stays a
+// per-lane partial sum (every lane of a quad rescales by the same factor, so the quad_sum is
+// deferred to the end of the step). rescale receives the factor for the output accumulator.
+template <int kMTiles, int kNTiles>
+CPGEN_DEVICE void online_softmax_tile(float (&s)[kMTiles][kNTiles][4], float (&row_max)[kMTiles][2],
+                                      float (&row_sum)[kMTiles][2], float (&rescale)[kMTiles][2],
+                                      float scale_log2) {
+#pragma unroll
+  for (int mt = 0; mt < kMTiles; ++mt) {
+#pragma unroll
+    for (int half = 0; half < 2; ++half) {
+      float raw_max = -positive_infinity();
+#pragma unroll
+      for (int j = 0; j < kNTiles; ++j) {
+        raw_max = fmaxf(raw_max, fmaxf(s[mt][j][2 * half], s[mt][j][2 * half + 1]));
+      }
+      // scale_log2 > 0, so the max of the scaled scores is the scaled max of the raw ones.
+      const OnlineStep step = online_step(row_max[mt][half], quad_max(raw_max) * scale_log2);
+      row_max[mt][half] = step.m;
+      rescale[mt][half] = step.rescale;
+      float tile_sum = 0.0f;
+#pragma unroll
+      for (int j = 0; j < kNTiles; ++j) {
+#pragma unroll
+        for (int e = 2 * half; e < 2 * half + 2; ++e) {
+          const float p = exp2f(fmaf(s[mt][j][e], scale_log2, -step.offset));
+          s[mt][j][e] = p;
+          tile_sum += p;
+        }
+      }
+      row_sum[mt][half] = row_sum[mt][half] * step.rescale + tile_sum;
+    }
+  }
+}
+
+#endif  // __CUDACC__
+
+}  // namespace device
+}  // namespace cpgen

@@ -1,0 +1,363 @@
+// The forward ring-step kernel: attention of one rank's local queries against the K/V chunk it
+// holds in this ring step, merged into the running state (params.cuh).
+//
+// Grid: (ceil(q_len * group / kBlockM), batch * kv_heads). A CTA owns kBlockM packed query rows
+// of one kv head (all the group's query heads, layout.cuh), so every K/V tile it streams through
+// shared memory serves the whole group. Per key tile:
+//   S = Q K^T            mma.sync m16n8k16, Q and K fragments by ldmatrix from swizzled tiles
+//   mask                 only on tiles that straddle the causal diagonal or the end of the chunk
+//   online softmax       log2 domain, one FMA + exp2 per score (softmax.cuh)
+//   O = O * rescale + P V   P repacked to the input type in registers, V by ldmatrix.trans
+// K/V tiles arrive through a kStages-deep cp.async pipeline; the Q tile stays in shared memory.
+#pragma once
+
+#include "cpgen/layout.cuh"
+#include "cpgen/mask.cuh"
+#include "cpgen/mma.cuh"
+#include "cpgen/params.cuh"
+#include "cpgen/softmax.cuh"
+#include "cpgen/traits.cuh"
+
+namespace cpgen {
+namespace device {
+
+// Two adjacent fp32 state columns, moved as one 8-byte access (o_state rows are 8-byte aligned).
+struct alignas(8) FloatPair {
+  float x, y;
+};
+
+// Where a CTA works: grid.y enumerates (batch, kv head), grid.x blocks of kBlockM packed rows.
+struct BlockCoord {
+  int batch;
+  int kv_head;
+  int first_packed;  // first packed query row of the block
+};
+CPGEN_DEVICE BlockCoord block_coord(int block_x, int block_y, int kv_heads, int block_m) {
+  return {block_y / kv_heads, block_y % kv_heads, block_x * block_m};
+}
+
+// Issues this thread's cp.async chunks of one K or V tile (kBlockN rows of head_dim, keys from
+// key0) into a swizzled shared tile; keys past kv_len are zero-filled.
+//
+// Every address here is a function of the thread and block indices that is the same for every
+// tile. Left visible, the compiler hoists them all out of the tile loop and keeps them live across
+// it (about 60 registers at 128 x 64 tiles, which spilled); taking the indices through opaque()
+// makes it recompute them per tile with a few integer instructions per load.
+template <typename Traits>
+CPGEN_DEVICE void load_kv_tile_async(const RingFwdParams& params, u32 k_dst, u32 v_dst, int key0) {
+  constexpr int kChunksPerRow = Traits::kChunksPerRow;
+  constexpr int kChunks = Traits::kBlockN * kChunksPerRow;
+  const int tid = opaque(static_cast<int>(threadIdx.x));
+  const BlockCoord at = block_coord(0, opaque(static_cast<int>(blockIdx.y)), params.kv_heads, 0);
+  const long long k_row_bytes = params.k_row_stride * 2, v_row_bytes = params.v_row_stride * 2;
+  const char* k_src = static_cast<const char*>(params.k) +
+                      (at.batch * params.k_batch_stride + at.kv_head * params.k_head_stride) * 2;
+  const char* v_src = static_cast<const char*>(params.v) +
+                      (at.batch * params.v_batch_stride + at.kv_head * params.v_head_stride) * 2;
+  const int keys_left = params.kv_len - key0;
+#pragma unroll
+  for (int i = 0; i < Traits::kKvLoadsPerThread; ++i) {
+    const int chunk_id = tid + i * Traits::kThreads;
+    if (kChunks % Traits::kThreads == 0 || chunk_id < kChunks) {
+      // Consecutive threads take consecutive 16-byte chunks of a row: coalesced global reads.
+      const int row = chunk_id / kChunksPerRow;
+      const int chunk = chunk_id % kChunksPerRow;
+      const bool valid = row < keys_left;
+      const long long key = valid ? key0 + row : 0;
+      const u32 dst = swizzled_offset(row, chunk * 8, Traits::kHeadDim) * 2;
+      cp_async_16(k_dst + dst, k_src + key * k_row_bytes + chunk * 16, valid);
+      cp_async_16(v_dst + dst, v_src + key * v_row_bytes + chunk * 16, valid);
+    }
+  }
+}
+
+// The Q tile: packed row r of the block is query head kv_head * group + (first + r) % group at
+// query index (first + r) / group; rows past q_len * group are zero-filled.
+template <typename Traits>
+CPGEN_DEVICE void load_q_tile_async(const RingFwdParams& params, const BlockCoord& at, u32 q_dst,
+                                    int tid) {
+  constexpr int kChunksPerRow = Traits::kChunksPerRow;
+  constexpr int kChunks = Traits::kBlockM * kChunksPerRow;
+  const int packed_rows = params.q_len * Traits::kGroup;
+  const char* q_src = static_cast<const char*>(params.q) +
+                      (at.batch * params.q_batch_stride +
+                       static_cast<long long>(at.kv_head) * Traits::kGroup * params.q_head_stride) * 2;
+#pragma unroll
+  for (int i = 0; i < Traits::kQLoadsPerThread; ++i) {
+    const int chunk_id = tid + i * Traits::kThreads;
+    if (kChunks % Traits::kThreads == 0 || chunk_id < kChunks) {
+      const int row = chunk_id / kChunksPerRow;
+      const int chunk = chunk_id % kChunksPerRow;
+      const int packed = at.first_packed + row;
+      const bool valid = packed < packed_rows;
+      const PackedRow pr = unpack_row(valid ? packed : 0, Traits::kGroup);
+      const char* src = q_src + (pr.head_in_group * params.q_head_stride +
+                                 static_cast<long long>(pr.query_index) * params.q_row_stride) * 2;
+      cp_async_16(q_dst + swizzled_offset(row, chunk * 8, Traits::kHeadDim) * 2, src + chunk * 16,
+                  valid);
+    }
+  }
+}
+
+template <typename Traits>
+CPGEN_DEVICE void ring_fwd_step(const RingFwdParams& params) {
+  using T = typename Traits::Element;
+  constexpr int kHeadDim = Traits::kHeadDim;
+  constexpr int kBlockM = Traits::kBlockM;
+  constexpr int kBlockN = Traits::kBlockN;
+  constexpr int kStages = Traits::kStages;
+  constexpr int kGroup = Traits::kGroup;
+  constexpr int kMTiles = Traits::kMTiles;
+  constexpr int kScoreTiles = Traits::kScoreTiles;
+  constexpr int kOutputTiles = Traits::kOutputTiles;
+  constexpr bool kCausal = Traits::kCausal;
+  constexpr int kRowBytes = kHeadDim * 2;
+
+  extern __shared__ __align__(128) unsigned char shared_storage[];
+  const u32 q_tile = shared_address(shared_storage) + Traits::kQOffset;
+
+  const BlockCoord at = block_coord(blockIdx.x, blockIdx.y, params.kv_heads, kBlockM);
+  const int packed_rows = params.q_len * kGroup;
+
+  // Key tiles this query block runs (all of them without causality).
+  int q_first_pos = 0, q_last_pos = 0;
+  if (kCausal) {
+    q_first_pos = params.q_positions[block_first_query(blockIdx.x, kBlockM, kGroup)];
+    q_last_pos = params.q_positions[block_last_query(blockIdx.x, kBlockM, kGroup, params.q_len)];
+  }
+  const TileRange range = key_tile_range(params.kv_positions, params.kv_len, q_first_pos,
+                                         q_last_pos, kBlockN, kCausal);
+
+  // ---- Q tile (once) and the first kStages - 1 K/V tiles --------------------------------------
+  load_q_tile_async<Traits>(params, at, q_tile, threadIdx.x);
+  cp_async_commit();
+#pragma unroll
+  for (int s = 0; s < kStages - 1; ++s) {
+    if (s < range.tiles) {
+      load_kv_tile_async<Traits>(params, q_tile + Traits::kKOffset + s * Traits::kKvTileBytes,
+                                 q_tile + Traits::kVOffset + s * Traits::kKvTileBytes, s * kBlockN);
+    }
+    cp_async_commit();  // empty groups keep the wait counts uniform
+  }
+
+  float out_acc[kMTiles][kOutputTiles][4];
+  float row_max[kMTiles][2], row_sum[kMTiles][2];
+#pragma unroll
+  for (int mt = 0; mt < kMTiles; ++mt) {
+#pragma unroll
+    for (int d = 0; d < kOutputTiles; ++d)
+#pragma unroll
+      for (int e = 0; e < 4; ++e) out_acc[mt][d][e] = 0.0f;
+    row_max[mt][0] = row_max[mt][1] = -positive_infinity();
+    row_sum[mt][0] = row_sum[mt][1] = 0.0f;
+  }
+
+  // ---- Main loop over key tiles ---------------------------------------------------------------
+  for (int tile = 0; tile < range.tiles; ++tile) {
+    const int stage = kStages == 1 ? 0 : tile % kStages;
+    const u32 shared_base = q_tile - Traits::kQOffset;
+    if constexpr (kStages == 1) {
+      __syncthreads();  // every warp is done reading the previous tile
+      load_kv_tile_async<Traits>(params, shared_base + Traits::kKOffset,
+                                 shared_base + Traits::kVOffset, tile * kBlockN);
+      cp_async_commit();
+      cp_async_wait<0>();
+      __syncthreads();
+    } else {
+      // Tile `tile` (and the Q tile) has landed once at most kStages - 2 newer groups are pending;
+      // the barrier also proves every warp left tile - 1, whose stage the next load reuses.
+      cp_async_wait<kStages - 2>();
+      __syncthreads();
+      const int next = tile + kStages - 1;
+      if (next < range.tiles) {
+        const int next_stage = next % kStages;
+        load_kv_tile_async<Traits>(params,
+                                   shared_base + Traits::kKOffset + next_stage * Traits::kKvTileBytes,
+                                   shared_base + Traits::kVOffset + next_stage * Traits::kKvTileBytes,
+                                   next * kBlockN);
+      }
+      cp_async_commit();
+    }
+    const u32 k_tile = shared_base + Traits::kKOffset + stage * Traits::kKvTileBytes;
+    const u32 v_tile = shared_base + Traits::kVOffset + stage * Traits::kKvTileBytes;
+
+    // Per-lane ldmatrix offsets at step 0 (layout.cuh): Q rows of this warp, K rows as the [n][k]
+    // B operand, V rows as the [k][n] B operand read transposed. Recomputed per tile from an
+    // opaque thread index (a handful of integer instructions) rather than held across the loop.
+    const int tid = opaque(static_cast<int>(threadIdx.x));
+    const int lane = tid % 32;
+    const int warp_row0 = (tid / 32) * Traits::kRowsPerWarp;
+    const int q_row = warp_row0 + ldmatrix_a_row(lane);
+    const int q_chunk = lane_chunk_bytes(q_row, ldmatrix_a_col(lane), kHeadDim);
+    const int q_lane = swizzled_offset(q_row, ldmatrix_a_col(lane), kHeadDim) * 2;
+    const int k_chunk = lane_chunk_bytes(ldmatrix_b_row(lane), ldmatrix_b_col(lane), kHeadDim);
+    const int k_lane = swizzled_offset(ldmatrix_b_row(lane), ldmatrix_b_col(lane), kHeadDim) * 2;
+
+    // S = Q K^T: per k-step, this warp's Q fragments (kMTiles x 4 registers, re-read from shared
+    // memory instead of held for the whole head dim) against two key n8-tiles per ldmatrix.
+    float scores[kMTiles][kScoreTiles][4];
+#pragma unroll
+    for (int mt = 0; mt < kMTiles; ++mt)
+#pragma unroll
+      for (int j = 0; j < kScoreTiles; ++j)
+#pragma unroll
+        for (int e = 0; e < 4; ++e) scores[mt][j][e] = 0.0f;
+#pragma unroll
+    for (int kk = 0; kk < Traits::kQkSteps; ++kk) {
+      u32 q_frag[kMTiles][4];
+      const u32 q_step = q_tile + step_offset_bytes(q_lane, q_chunk, kk, kHeadDim);
+#pragma unroll
+      for (int mt = 0; mt < kMTiles; ++mt) ldmatrix_x4(q_frag[mt], q_step + mt * 16 * kRowBytes);
+      const u32 k_step = k_tile + step_offset_bytes(k_lane, k_chunk, kk, kHeadDim);
+#pragma unroll
+      for (int jp = 0; jp < kScoreTiles / 2; ++jp) {
+        u32 k_frag[4];
+        ldmatrix_x4(k_frag, k_step + jp * 16 * kRowBytes);
+#pragma unroll
+        for (int mt = 0; mt < kMTiles; ++mt) {
+          mma_16816<T>(scores[mt][2 * jp], q_frag[mt], k_frag[0], k_frag[1]);
+          mma_16816<T>(scores[mt][2 * jp + 1], q_frag[mt], k_frag[2], k_frag[3]);
+        }
+      }
+    }
+
+    // Mask: keys past the end of the chunk, and (causal) keys after the row's query. Only tiles
+    // past the mask-free prefix get here, so the positions are read from memory (L1) per tile.
+    if (tile >= range.full_tiles) {
+      const int key0 = tile * kBlockN;
+      int row_pos[kMTiles][2];
+#pragma unroll
+      for (int mt = 0; mt < kMTiles; ++mt)
+#pragma unroll
+        for (int half = 0; half < 2; ++half) {
+          const int packed = at.first_packed + warp_row0 + mt * 16 + acc_row(lane, 2 * half);
+          const int query = unpack_row(packed < packed_rows ? packed : packed_rows - 1, kGroup).query_index;
+          row_pos[mt][half] = kCausal ? params.q_positions[query] : 0;
+        }
+#pragma unroll
+      for (int j = 0; j < kScoreTiles; ++j)
+#pragma unroll
+        for (int c = 0; c < 2; ++c) {
+          const int key = key0 + j * 8 + acc_col(lane, c);
+          const bool in_chunk = key < params.kv_len;
+          const int key_pos = kCausal && in_chunk ? params.kv_positions[key] : 0;
+#pragma unroll
+          for (int mt = 0; mt < kMTiles; ++mt)
+#pragma unroll
+            for (int half = 0; half < 2; ++half) {
+              if (!in_chunk || !key_visible(row_pos[mt][half], key_pos, kCausal))
+                scores[mt][j][2 * half + c] = -positive_infinity();
+            }
+        }
+    }
+
+    float rescale[kMTiles][2];
+    online_softmax_tile<kMTiles, kScoreTiles>(scores, row_max, row_sum, rescale, params.scale_log2);
+#pragma unroll
+    for (int mt = 0; mt < kMTiles; ++mt)
+#pragma unroll
+      for (int d = 0; d < kOutputTiles; ++d)
+#pragma unroll
+        for (int e = 0; e < 4; ++e) out_acc[mt][d][e] *= rescale[mt][e / 2];
+
+    // O += P V: the S accumulator of key n8-tiles 2kk and 2kk+1 is exactly the A fragment of
+    // k-step kk once packed to 16 bits (rows g / g+8, keys 2t..2t+1 and 2t+8..2t+9).
+    const int v_chunk = lane_chunk_bytes(ldmatrix_bt_row(lane), ldmatrix_bt_col(lane), kHeadDim);
+    const int v_lane = swizzled_offset(ldmatrix_bt_row(lane), ldmatrix_bt_col(lane), kHeadDim) * 2;
+#pragma unroll
+    for (int kk = 0; kk < Traits::kPvSteps; ++kk) {
+      u32 p_frag[kMTiles][4];
+#pragma unroll
+      for (int mt = 0; mt < kMTiles; ++mt) {
+        p_frag[mt][0] = pack2<T>(scores[mt][2 * kk][0], scores[mt][2 * kk][1]);
+        p_frag[mt][1] = pack2<T>(scores[mt][2 * kk][2], scores[mt][2 * kk][3]);
+        p_frag[mt][2] = pack2<T>(scores[mt][2 * kk + 1][0], scores[mt][2 * kk + 1][1]);
+        p_frag[mt][3] = pack2<T>(scores[mt][2 * kk + 1][2], scores[mt][2 * kk + 1][3]);
+      }
+      const u32 v_step = v_tile + kk * 16 * kRowBytes;
+#pragma unroll
+      for (int dp = 0; dp < kOutputTiles / 2; ++dp) {
+        u32 v_frag[4];
+        ldmatrix_x4_trans(v_frag, v_step + step_offset_bytes(v_lane, v_chunk, dp, kHeadDim));
+#pragma unroll
+        for (int mt = 0; mt < kMTiles; ++mt) {
+          mma_16816<T>(out_acc[mt][2 * dp], p_frag[mt], v_frag[0], v_frag[1]);
+          mma_16816<T>(out_acc[mt][2 * dp + 1], p_frag[mt], v_frag[2], v_frag[3]);
+        }
+      }
+    }
+  }
+  cp_async_wait<0>();  // no group may outlive the CTA (only empty ones can be pending here)
+
+  // ---- Merge with the running state; on the last step, write out and lse ----------------------
+  const int lane = threadIdx.x % 32;
+  const int warp_row0 = (threadIdx.x / 32) * Traits::kRowsPerWarp;
+  const bool quad_leader = lane % 4 == 0;
+#pragma unroll
+  for (int mt = 0; mt < kMTiles; ++mt)
+#pragma unroll
+    for (int half = 0; half < 2; ++half) {
+      const int packed = at.first_packed + warp_row0 + mt * 16 + acc_row(lane, 2 * half);
+      const float l_local = quad_sum(row_sum[mt][half]);  // every lane of the quad takes part
+      if (packed >= packed_rows) continue;
+      const PackedRow pr = unpack_row(packed, kGroup);
+      const int head = at.kv_head * kGroup + pr.head_in_group;
+      const long long state_row =
+          (static_cast<long long>(at.batch) * params.q_heads + head) * params.q_len + pr.query_index;
+      float* o_state = params.o_state + state_row * kHeadDim;
+
+      // (m, l) = merge((m_state, l_state), (m_local, l_local)); o is merged per column below.
+      float m = row_max[mt][half];
+      float l = l_local;
+      float scale_local = 1.0f, scale_state = 0.0f;
+      if (!params.is_first_step) {
+        const MergeScales ms = merge_scales(params.m_state[state_row], m);
+        m = ms.m;
+        l = ms.scale_a * params.l_state[state_row] + ms.scale_b * l_local;
+        scale_state = ms.scale_a;
+        scale_local = ms.scale_b;
+      }
+      if (params.is_last_step) {
+        // out = (scale_state o_state + scale_local o_local) / l
+        const float inv_l = output_scale(l);
+        scale_state *= inv_l;
+        scale_local *= inv_l;
+        char* out_row = static_cast<char*>(params.out) +
+                        (at.batch * params.out_batch_stride + head * params.out_head_stride +
+                         static_cast<long long>(pr.query_index) * params.out_row_stride) * 2;
+#pragma unroll
+        for (int d = 0; d < kOutputTiles; ++d) {
+          const int col = d * 8 + acc_col(lane, 0);
+          float o0 = scale_local * out_acc[mt][d][2 * half];
+          float o1 = scale_local * out_acc[mt][d][2 * half + 1];
+          if (!params.is_first_step) {
+            const FloatPair saved = *reinterpret_cast<const FloatPair*>(o_state + col);
+            o0 = fmaf(scale_state, saved.x, o0);
+            o1 = fmaf(scale_state, saved.y, o1);
+          }
+          *reinterpret_cast<u32*>(out_row + col * 2) = pack2<T>(o0, o1);
+        }
+        if (quad_leader) params.lse[state_row] = lse_natural(m, l);
+      } else {
+#pragma unroll
+        for (int d = 0; d < kOutputTiles; ++d) {
+          const int col = d * 8 + acc_col(lane, 0);
+          FloatPair o = {scale_local * out_acc[mt][d][2 * half],
+                         scale_local * out_acc[mt][d][2 * half + 1]};
+          if (!params.is_first_step) {
+            const FloatPair saved = *reinterpret_cast<const FloatPair*>(o_state + col);
+            o.x = fmaf(scale_state, saved.x, o.x);
+            o.y = fmaf(scale_state, saved.y, o.y);
+          }
+          *reinterpret_cast<FloatPair*>(o_state + col) = o;
+        }
+        if (quad_leader) {
+          params.m_state[state_row] = m;
+          params.l_state[state_row] = l;
+        }
+      }
+    }
+}
+
+}  // namespace device
+}  // namespace cpgen

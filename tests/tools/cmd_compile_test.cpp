@@ -1,0 +1,167 @@
+// `cpgen compile` end to end through the built binary, with temporary kernel stores.
+#include <gtest/gtest.h>
+#include <sys/wait.h>
+
+#include <filesystem>
+#include <fstream>
+#include <set>
+
+#include "generator/kernel_spec.h"
+#include "generator/render.h"
+#include "runtime/kernel_store.h"
+#include "temp_dir.h"
+#include "test_util.h"
+
+namespace cpgen {
+namespace {
+
+using testing::run_cli;
+using testing::TempDir;
+
+const std::string kUri = "ring_fwd_bf16_hd128_causal_gqa4_bm128_bn64_w4_s2";
+
+size_t line_count(const std::string& text) {
+  size_t lines = 0;
+  for (char c : text) lines += c == '\n';
+  return lines + (!text.empty() && text.back() != '\n');
+}
+
+TEST(CliCompile, HelpExitsZero) {
+  auto root = run_cli("--help");
+  EXPECT_EQ(root.exit_code, 0) << root.err;
+  EXPECT_NE(root.out.find("compile"), std::string::npos) << root.out;
+  auto help = run_cli("compile --help");
+  EXPECT_EQ(help.exit_code, 0) << help.err;
+  for (const char* option : {"--spec", "--all", "--arch", "--emit-source", "--json", "--store", "--jobs"})
+    EXPECT_NE(help.out.find(option), std::string::npos) << option << " missing from:\n" << help.out;
+}
+
+TEST(CliCompile, SpecJsonReportsResourcesAndTheSecondRunComesFromTheStore) {
+  TempDir store("cli");
+  auto first = run_cli("compile --spec " + kUri + " --arch sm_90a --json --store " + store.path());
+  ASSERT_EQ(first.exit_code, 0) << first.err;
+  auto j = nlohmann::json::parse(first.out);
+  for (const char* key : {"uri", "arch", "registers", "spill_bytes", "stack_bytes", "shared_bytes",
+                          "cubin_bytes", "compile_ms", "from_store"})
+    EXPECT_TRUE(j.contains(key)) << key << " missing from " << first.out;
+  EXPECT_EQ(j["uri"], kUri);
+  EXPECT_EQ(j["arch"], "sm_90a");
+  EXPECT_EQ(j["spill_bytes"], 0) << kUri << " spills";
+  EXPECT_GT(j["registers"].get<int>(), 0);
+  EXPECT_GT(j["cubin_bytes"].get<int>(), 0);
+  EXPECT_EQ(j["from_store"], false);
+
+  auto second = run_cli("compile --spec " + kUri + " --arch sm_90a --json --store " + store.path());
+  ASSERT_EQ(second.exit_code, 0) << second.err;
+  auto k = nlohmann::json::parse(second.out);
+  EXPECT_EQ(k["from_store"], true);
+  EXPECT_EQ(k["key"], j["key"]);
+  EXPECT_EQ(k["registers"], j["registers"]);
+  EXPECT_EQ(k["cubin_bytes"], j["cubin_bytes"]);
+}
+
+TEST(CliCompile, EmitSourceWritesTheGeneratedSource) {
+  TempDir dir("cli");
+  const std::string file = dir.path() + "/kernel.cu";
+  auto r = run_cli("compile --spec " + kUri + " --arch sm_80 --store " + dir.path() + "/store --emit-source " + file);
+  ASSERT_EQ(r.exit_code, 0) << r.err;
+  std::ifstream in(file);
+  std::string text((std::istreambuf_iterator<char>(in)), {});
+  EXPECT_EQ(text, render_source(KernelSpec::parse(kUri)));
+  EXPECT_NE(r.out.find("spill_bytes"), std::string::npos) << r.out;
+}
+
+TEST(CliCompile, BadHeadDimExitsTwoWithOneLineNamingTheField) {
+  auto r = run_cli("compile --spec ring_fwd_bf16_hd100_causal_gqa4_bm128_bn64_w4_s2 --no-store");
+  EXPECT_EQ(r.exit_code, 2);
+  EXPECT_EQ(line_count(r.err), 1u) << r.err;
+  EXPECT_NE(r.err.find("head_dim"), std::string::npos) << r.err;
+  EXPECT_NE(r.err.find("64, 96, 128, 256"), std::string::npos) << r.err;
+  EXPECT_TRUE(r.out.empty()) << r.out;
+}
+
+TEST(CliCompile, BadArchAndMissingSpecExitTwo) {
+  auto arch = run_cli("compile --spec " + kUri + " --arch sm_75 --no-store");
+  EXPECT_EQ(arch.exit_code, 2);
+  EXPECT_EQ(line_count(arch.err), 1u) << arch.err;
+  EXPECT_NE(arch.err.find("sm_80, sm_90, sm_90a"), std::string::npos) << arch.err;
+  auto neither = run_cli("compile --no-store");
+  EXPECT_EQ(neither.exit_code, 2);
+  EXPECT_NE(neither.err.find("--spec"), std::string::npos) << neither.err;
+}
+
+TEST(CliCompile, InfeasibleSpecExitsOneNamingTheLimit) {
+  auto r = run_cli("compile --spec ring_fwd_bf16_hd256_causal_gqa1_bm256_bn128_w4_s4 --arch sm_90 --no-store");
+  EXPECT_EQ(r.exit_code, 1);
+  EXPECT_NE(r.err.find("shared memory"), std::string::npos) << r.err;
+}
+
+TEST(CliCompile, FourConcurrentProcessesShareOneEmptyStore) {
+  TempDir dir("cli");
+  const std::string store = dir.path() + "/store";
+  std::string script;
+  for (int i = 0; i < 4; ++i) {
+    script += std::string(CPGEN_CLI_PATH) + " compile --spec " + kUri + " --arch sm_90 --json --store " +
+              store + " >" + dir.path() + "/out" + std::to_string(i) + " 2>&1 & p" + std::to_string(i) + "=$!; ";
+  }
+  script += "s=0; for p in $p0 $p1 $p2 $p3; do wait $p || s=1; done; exit $s";
+  const std::string command = "sh -c '" + script + "'";
+  int status = std::system(command.c_str());
+  ASSERT_TRUE(WIFEXITED(status) && WEXITSTATUS(status) == 0) << "a process failed";
+
+  std::set<std::string> keys;
+  for (int i = 0; i < 4; ++i) {
+    std::ifstream in(dir.path() + "/out" + std::to_string(i));
+    std::string text((std::istreambuf_iterator<char>(in)), {});
+    auto j = nlohmann::json::parse(text, nullptr, false);
+    ASSERT_TRUE(j.is_object()) << "process " << i << " printed: " << text;
+    EXPECT_EQ(j["spill_bytes"], 0);
+    keys.insert(j["key"].get<std::string>());
+  }
+  ASSERT_EQ(keys.size(), 1u);
+  std::vector<std::string> files;
+  for (const auto& e : std::filesystem::directory_iterator(store)) files.push_back(e.path().filename().string());
+  ASSERT_EQ(files, std::vector<std::string>{*keys.begin() + ".cpgenk"}) << "leftover or extra files";
+  DirectoryKernelStore reader(store);
+  auto entry = reader.get(*keys.begin());
+  ASSERT_TRUE(entry.has_value()) << "the one entry is not valid";
+  EXPECT_EQ(entry->uri, kUri);
+}
+
+TEST(CliCompile, AllWithFilterReportsEveryCandidateAndPrunesInfeasibleOnes) {
+  TempDir store("cli");
+  const std::string filter = "bf16_hd256_causal_gqa1_";
+  auto r = run_cli("compile --all --filter " + filter + " --arch sm_80 --json --jobs 2 --store " + store.path());
+  ASSERT_EQ(r.exit_code, 0) << r.err;
+  auto j = nlohmann::json::parse(r.out);
+  auto candidates = KernelSpec::candidates_for(Dtype::kBf16, 256, true, 1);
+  ASSERT_EQ(j["kernels"].size(), candidates.size());
+  size_t infeasible = 0, ok = 0;
+  for (const auto& entry : j["kernels"]) {
+    KernelSpec spec = KernelSpec::parse(entry["uri"].get<std::string>());
+    const bool feasible = check_feasibility(spec, "sm_80").feasible;
+    const std::string status = entry["status"];
+    if (feasible) {
+      EXPECT_EQ(status, "ok") << entry.dump();
+      EXPECT_EQ(entry["spill_bytes"], 0) << entry.dump();
+      ++ok;
+    } else {
+      EXPECT_EQ(status, "infeasible") << entry.dump();
+      ++infeasible;
+    }
+  }
+  EXPECT_GT(infeasible, 0u) << "head dim 256 on sm_80 should rule out some tiles";
+  EXPECT_EQ(j["summary"]["compiled"], ok);
+  EXPECT_EQ(j["summary"]["infeasible"], infeasible);
+  EXPECT_EQ(j["summary"]["failed"], 0);
+  EXPECT_EQ(j["summary"]["total"], candidates.size());
+  EXPECT_NE(r.err.find(std::to_string(candidates.size()) + "/" + std::to_string(candidates.size())),
+            std::string::npos) << "no progress line: " << r.err;
+
+  auto again = run_cli("compile --all --filter " + filter + " --arch sm_80 --store " + store.path());
+  ASSERT_EQ(again.exit_code, 0) << again.err;
+  EXPECT_NE(again.out.find("compiled 0, cached " + std::to_string(ok)), std::string::npos) << again.out;
+}
+
+}  // namespace
+}  // namespace cpgen

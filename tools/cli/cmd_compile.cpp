@@ -1,0 +1,294 @@
+// cpgen compile: compile one kernel (--spec URI) or every candidate of every supported
+// combination (--all) with NVRTC, through the compiled-kernel store, and report ptxas resources.
+#include <unistd.h>
+
+#include <algorithm>
+#include <atomic>
+#include <chrono>
+#include <cstdio>
+#include <fstream>
+#include <iostream>
+#include <memory>
+#include <mutex>
+#include <nlohmann/json.hpp>
+#include <set>
+#include <thread>
+
+#include "cpgen/error.h"
+#include "generator/kernel_spec.h"
+#include "generator/render.h"
+#include "runtime/cuda_driver.h"
+#include "runtime/jit.h"
+#include "runtime/module.h"
+#include "tools/cli/command.h"
+
+namespace cpgen::cli {
+namespace {
+
+struct CompileOptions {
+  std::string spec;
+  bool all = false;
+  std::string arch;
+  std::string emit_source;
+  bool json = false;
+  std::string store_dir;
+  bool no_store = false;
+  int jobs = 0;
+  std::string filter;
+};
+
+// The arch of GPU 0 where there is one, so that `cpgen compile` builds what this machine runs;
+// otherwise the Hopper target the project tunes for.
+std::string default_arch() {
+  if (cu::device_count() > 0) {
+    try {
+      return device_arch(0);
+    } catch (const Error&) {
+    }
+  }
+  return "sm_90a";
+}
+
+struct StoreChoice {
+  std::unique_ptr<DirectoryKernelStore> owned;
+  KernelStore* store = nullptr;
+  std::string description = "none";
+};
+
+StoreChoice choose_store(const CompileOptions& o) {
+  StoreChoice c;
+  if (o.no_store) return c;
+  if (!o.store_dir.empty()) {
+    c.owned = std::make_unique<DirectoryKernelStore>(o.store_dir);
+    c.store = c.owned.get();
+  } else {
+    c.store = default_kernel_store();
+  }
+  c.description = c.store->describe();
+  return c;
+}
+
+std::string first_line(const std::string& text) { return text.substr(0, text.find('\n')); }
+
+void compile_one(const CompileOptions& o, const std::string& arch, KernelStore* store,
+                 const std::string& store_description) {
+  const KernelSpec spec = KernelSpec::parse(o.spec);  // kBadInput names the field and the values
+  if (!o.emit_source.empty()) {
+    std::ofstream out(o.emit_source, std::ios::binary);
+    out << render_source(spec);
+    out.close();
+    if (!out) throw Error(ErrorKind::kIo, "cannot write the generated source to " + o.emit_source);
+  }
+  const Feasibility feasibility = check_feasibility(spec, arch);
+  const CompiledKernel k = compile_kernel(spec, arch, store);
+  const CompileStats& s = k.stats;
+  if (o.json) {
+    nlohmann::json out = {{"uri", k.uri},
+                          {"arch", k.arch},
+                          {"registers", s.registers},
+                          {"spill_bytes", s.spill_bytes},
+                          {"stack_bytes", s.stack_bytes},
+                          {"shared_bytes", s.shared_bytes},
+                          {"dynamic_shared_bytes", feasibility.shared_bytes},
+                          {"cubin_bytes", s.cubin_bytes},
+                          {"compile_ms", s.compile_ms},
+                          {"from_store", s.from_store},
+                          {"key", k.key},
+                          {"nvrtc", nvrtc_version()},
+                          {"store", store_description}};
+    std::cout << out.dump(2) << "\n";
+    return;
+  }
+  char ms[32];
+  std::snprintf(ms, sizeof ms, "%.3f", s.compile_ms);
+  std::cout << k.uri << " for " << k.arch << "\n"
+            << "  registers     " << s.registers << "\n"
+            << "  spill_bytes   " << s.spill_bytes << "\n"
+            << "  stack_bytes   " << s.stack_bytes << "\n"
+            << "  shared_bytes  " << s.shared_bytes << " static, " << feasibility.shared_bytes
+            << " dynamic at launch\n"
+            << "  cubin_bytes   " << s.cubin_bytes << "\n"
+            << "  compile_ms    " << ms << (s.from_store ? " (loaded from the store)" : " (NVRTC " + nvrtc_version() + ")") << "\n"
+            << "  from_store    " << (s.from_store ? "yes" : "no") << "\n"
+            << "  store         " << store_description << "\n";
+  if (!o.emit_source.empty()) std::cout << "  source        " << o.emit_source << "\n";
+}
+
+enum class Outcome { kCompiled, kCached, kInfeasible, kFailed };
+
+const char* outcome_name(Outcome o) {
+  switch (o) {
+    case Outcome::kCompiled: return "ok";
+    case Outcome::kCached: return "cached";
+    case Outcome::kInfeasible: return "infeasible";
+    case Outcome::kFailed: return "failed";
+  }
+  return "unknown";
+}
+
+struct Job {
+  KernelSpec spec;
+  Outcome outcome = Outcome::kFailed;
+  CompileStats stats;
+  std::string reason;  // why infeasible or failed (one line)
+};
+
+// Every candidate of every supported combination, each URI once.
+std::vector<Job> all_jobs(const std::string& filter) {
+  std::vector<Job> jobs;
+  std::set<std::string> seen;
+  for (const KernelSpec& combo : KernelSpec::all_defaults()) {
+    for (const KernelSpec& spec :
+         KernelSpec::candidates_for(combo.dtype, combo.head_dim, combo.causal, combo.gqa_group)) {
+      const std::string uri = spec.uri();
+      if (!filter.empty() && uri.find(filter) == std::string::npos) continue;
+      if (seen.insert(uri).second) jobs.push_back(Job{spec, Outcome::kFailed, {}, {}});
+    }
+  }
+  return jobs;
+}
+
+class Progress {
+ public:
+  Progress(size_t total, bool quiet) : total_(total), quiet_(quiet), tty_(::isatty(2)) {}
+  void done(Outcome o) {
+    std::lock_guard<std::mutex> lock(mutex_);
+    ++counts_[static_cast<int>(o)];
+    ++finished_;
+    if (quiet_) return;
+    // On a terminal one line is rewritten; in a log, a line per tenth of the work.
+    const bool step = finished_ == total_ || finished_ * 10 / total_ != (finished_ - 1) * 10 / total_;
+    if (!tty_ && !step) return;
+    std::fprintf(stderr, "%scompile --all: %zu/%zu  ok %zu  cached %zu  infeasible %zu  failed %zu%s",
+                 tty_ ? "\r" : "", finished_, total_, counts_[0], counts_[1], counts_[2], counts_[3],
+                 tty_ && finished_ < total_ ? "" : "\n");
+    std::fflush(stderr);
+  }
+
+ private:
+  std::mutex mutex_;
+  size_t total_, finished_ = 0;
+  size_t counts_[4] = {0, 0, 0, 0};
+  bool quiet_, tty_;
+};
+
+void compile_all(const CompileOptions& o, const std::string& arch, KernelStore* store,
+                 const std::string& store_description) {
+  if (!o.emit_source.empty()) throw_bad_input("--emit-source needs --spec (one kernel), not --all");
+  std::vector<Job> jobs = all_jobs(o.filter);
+  if (jobs.empty()) throw_bad_input("--filter '" + o.filter + "' matches no candidate kernel URI");
+  const int workers = std::max(1, std::min<int>(o.jobs > 0 ? o.jobs : static_cast<int>(std::thread::hardware_concurrency()),
+                                                static_cast<int>(jobs.size())));
+  const auto start = std::chrono::steady_clock::now();
+  Progress progress(jobs.size(), false);
+  std::atomic<size_t> next{0};
+  auto work = [&] {
+    for (size_t i = next++; i < jobs.size(); i = next++) {
+      Job& job = jobs[i];
+      const Feasibility f = check_feasibility(job.spec, arch);
+      if (!f.feasible) {
+        job.outcome = Outcome::kInfeasible;
+        job.reason = f.reason;
+      } else {
+        try {
+          CompiledKernel k = compile_kernel(job.spec, arch, store);
+          job.stats = k.stats;
+          job.outcome = k.stats.from_store ? Outcome::kCached : Outcome::kCompiled;
+        } catch (const Error& e) {
+          job.outcome = e.kind() == ErrorKind::kInfeasible ? Outcome::kInfeasible : Outcome::kFailed;
+          job.reason = first_line(e.what());
+        } catch (const std::exception& e) {
+          job.outcome = Outcome::kFailed;
+          job.reason = first_line(e.what());
+        }
+      }
+      progress.done(job.outcome);
+    }
+  };
+  std::vector<std::thread> pool;
+  for (int w = 0; w < workers; ++w) pool.emplace_back(work);
+  for (std::thread& t : pool) t.join();
+  const double seconds = std::chrono::duration<double>(std::chrono::steady_clock::now() - start).count();
+
+  size_t counts[4] = {0, 0, 0, 0};
+  for (const Job& job : jobs) ++counts[static_cast<int>(job.outcome)];
+  if (o.json) {
+    nlohmann::json kernels = nlohmann::json::array();
+    for (const Job& job : jobs) {
+      nlohmann::json entry = {{"uri", job.spec.uri()}, {"status", outcome_name(job.outcome)}};
+      if (job.outcome == Outcome::kCompiled || job.outcome == Outcome::kCached) {
+        entry["spill_bytes"] = job.stats.spill_bytes;
+        entry["registers"] = job.stats.registers;
+        entry["compile_ms"] = job.stats.compile_ms;
+      } else {
+        entry["spill_bytes"] = nullptr;
+        entry["reason"] = job.reason;
+      }
+      kernels.push_back(entry);
+    }
+    nlohmann::json out = {{"arch", arch},
+                          {"store", store_description},
+                          {"kernels", kernels},
+                          {"summary",
+                           {{"total", jobs.size()},
+                            {"compiled", counts[0]},
+                            {"cached", counts[1]},
+                            {"infeasible", counts[2]},
+                            {"failed", counts[3]},
+                            {"seconds", seconds},
+                            {"jobs", workers}}}};
+    std::cout << out.dump(2) << "\n";
+  } else {
+    size_t spilling = 0;
+    for (const Job& job : jobs) {
+      if (job.outcome == Outcome::kFailed) std::cout << "failed      " << job.spec.uri() << ": " << job.reason << "\n";
+      if ((job.outcome == Outcome::kCompiled || job.outcome == Outcome::kCached) && job.stats.spill_bytes > 0) {
+        std::cout << "spills      " << job.spec.uri() << ": " << job.stats.spill_bytes << " bytes\n";
+        ++spilling;
+      }
+    }
+    char secs[32];
+    std::snprintf(secs, sizeof secs, "%.1f", seconds);
+    std::cout << jobs.size() << " kernels for " << arch << ": compiled " << counts[0] << ", cached "
+              << counts[1] << ", infeasible " << counts[2] << ", failed " << counts[3] << " ("
+              << spilling << " spilling; " << secs << " s with " << workers << " jobs; store "
+              << store_description << ")\n";
+  }
+  if (counts[3] > 0) set_exit_code(1);
+}
+
+void run(const CompileOptions& o) {
+  if (o.spec.empty() == !o.all) throw_bad_input("compile needs exactly one of --spec URI or --all");
+  if (!o.all && !o.filter.empty()) throw_bad_input("--filter applies to --all only");
+  const std::string arch = o.arch.empty() ? default_arch() : o.arch;
+  validate_arch(arch);
+  StoreChoice store = choose_store(o);
+  if (o.all) {
+    compile_all(o, arch, store.store, store.description);
+  } else {
+    compile_one(o, arch, store.store, store.description);
+  }
+}
+
+const CommandRegistrar registrar("compile", [](CLI::App& root) {
+  auto options = std::make_shared<CompileOptions>();
+  CLI::App* cmd = root.add_subcommand(
+      "compile", "Compile kernels with NVRTC through the kernel store and report ptxas resources");
+  cmd->add_option("--spec", options->spec,
+                  "Kernel URI, e.g. ring_fwd_bf16_hd128_causal_gqa4_bm128_bn64_w4_s2");
+  cmd->add_flag("--all", options->all,
+                "Compile every candidate of every supported combination (prunes infeasible ones)");
+  cmd->add_option("--arch", options->arch,
+                  "Target: sm_80, sm_90 or sm_90a (default: GPU 0's arch, else sm_90a)");
+  cmd->add_option("--emit-source", options->emit_source, "Also write the generated CUDA source to FILE (with --spec)");
+  cmd->add_flag("--json", options->json, "Print JSON instead of text");
+  cmd->add_option("--store", options->store_dir,
+                  "Kernel store directory (default: $CPGEN_KERNEL_DIR, $XDG_CACHE_HOME/cpgen/kernels or ~/.cache/cpgen/kernels)");
+  cmd->add_flag("--no-store", options->no_store, "Always run NVRTC and store nothing");
+  cmd->add_option("--jobs,-j", options->jobs, "Parallel compiles for --all (default: CPU count)");
+  cmd->add_option("--filter", options->filter, "With --all: only URIs containing this text");
+  cmd->callback([options] { run(*options); });
+});
+
+}  // namespace
+}  // namespace cpgen::cli
