@@ -5,10 +5,40 @@
 #include "cpgen/error.h"
 #include "runtime/cuda_driver.h"
 #include "runtime/gpu_ring_run.h"
+#include "cpgen/nccl_bootstrap.h"
+#include "tools/cli/nccl_launch.h"
 
 namespace cpgen::cli {
 
-GpuVerifyOutcome verify_gpu(const AttentionVectors& vec, int ranks, Scheme scheme, Dtype dtype,
+namespace {
+
+// One process per rank (nccl_launch.h); each compares its shard, the sums combine here.
+GpuVerifyOutcome verify_nccl(const std::string& path, int ranks, Scheme scheme, Dtype dtype) {
+  if (!nccl_available())
+    throw Error(ErrorKind::kNccl, "cpgen verify --transport nccl: cpgen was built without NCCL");
+  const std::vector<nlohmann::json> results = launch_nccl_ranks(
+      ranks,
+      {"--task", "verify", "--vectors", path, "--scheme", std::string(scheme_name(scheme)),
+       "--dtype", std::string(dtype_name(dtype))},
+      600);
+  double sq_diff = 0, sq_ref = 0, lse_max = 0;
+  for (const auto& j : results) {
+    const double d = j["sq_diff"].get<double>(), l = j["lse_max"].get<double>();
+    sq_diff = d < 0 || std::isnan(sq_diff) ? NAN : sq_diff + d;
+    sq_ref += j["sq_ref"].get<double>();
+    lse_max = l < 0 || std::isnan(lse_max) ? NAN : std::max(lse_max, l);
+  }
+  GpuVerifyOutcome o;
+  o.kernel_uri = "(per rank)";
+  o.out_rel_error = sq_ref > 0 ? std::sqrt(sq_diff / sq_ref) : std::sqrt(sq_diff);
+  o.lse_max_abs_error = lse_max;
+  o.passed = o.out_rel_error <= 2e-2 && o.lse_max_abs_error <= 2e-2;
+  return o;
+}
+
+}  // namespace
+
+GpuVerifyOutcome verify_gpu(const std::string& vectors_path, const AttentionVectors& vec, int ranks, Scheme scheme, Dtype dtype,
                             const std::string& transport) {
   if (transport != "loopback" && transport != "nccl")
     throw_bad_input("--transport " + transport + " is not supported; allowed: loopback, nccl");
@@ -18,9 +48,7 @@ GpuVerifyOutcome verify_gpu(const AttentionVectors& vec, int ranks, Scheme schem
   std::string why;
   if (!cu::try_driver(&why))
     throw Error(ErrorKind::kNoDevice, "cpgen verify --backend gpu needs a GPU: " + why);
-  if (transport == "nccl")
-    throw_bad_input("cpgen verify --backend gpu --transport nccl is not implemented in the command "
-                    "line yet; the NCCL ring is verified by the NcclRing tests");
+  if (transport == "nccl") return verify_nccl(vectors_path, ranks, scheme, dtype);
   Problem p;
   p.name = vec.name;
   p.batch = vec.shape.batch;

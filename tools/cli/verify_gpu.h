@@ -17,10 +17,11 @@ struct GpuVerifyOutcome {
   bool passed = false;
 };
 
-// transport: "loopback" (cp_size virtual ranks on device 0). Throws kNoDevice without a GPU with
+// transport: "loopback" (cp_size virtual ranks on device 0) or "nccl" (one process per rank
+// reading vectors_path, nccl_launch.h). Throws kNoDevice without a GPU with
 // one line saying so, kBadInput for an unknown transport or a case the ring cannot run (sliding
 // windows).
-GpuVerifyOutcome verify_gpu(const AttentionVectors& vectors, int ranks, Scheme scheme, Dtype dtype,
+GpuVerifyOutcome verify_gpu(const std::string& vectors_path, const AttentionVectors& vectors, int ranks, Scheme scheme, Dtype dtype,
                             const std::string& transport);
 
 }  // namespace cpgen::cli
