@@ -56,3 +56,21 @@ TEST(CliBench, SmallLoopbackRunReportsAndChecks) {
 
 }  // namespace
 }  // namespace cpgen
+
+namespace cpgen {
+namespace {
+
+TEST(CliBench, NcclTwoProcessesOnOneGpuReportsAndChecks) {
+  CPGEN_REQUIRE_GPU();
+  auto r = testing::run_cli("bench --transport nccl --shape q_heads=4,kv_heads=2,head_dim=64,seq_len=1024 "
+                            "--ranks 2 --iters 2 --warmup 1 --json");
+  ASSERT_EQ(r.exit_code, 0) << r.err;
+  nlohmann::json j = nlohmann::json::parse(r.out);
+  EXPECT_TRUE(j["check"]["passed"].get<bool>()) << r.out;
+  EXPECT_GT(j["check"]["rows"].get<int>(), 0);
+  EXPECT_GT(j["ring_ms"].get<double>(), 0);
+  EXPECT_GT(j["single_ms"].get<double>(), 0);
+}
+
+}  // namespace
+}  // namespace cpgen

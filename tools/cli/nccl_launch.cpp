@@ -13,6 +13,7 @@
 #include <thread>
 
 #include "cpgen/error.h"
+#include "runtime/cuda_driver.h"
 
 extern char** environ;
 
@@ -37,6 +38,7 @@ std::vector<nlohmann::json> launch_nccl_ranks(int nranks, const std::vector<std:
                                                                   fs::temp_directory_path().string());
   const fs::path dir = pattern;
   std::vector<pid_t> pids(nranks, -1);
+  const bool shared_gpu = cu::device_count() < nranks;
   for (int r = 0; r < nranks; ++r) {
     std::vector<std::string> args = {"/proc/self/exe", "_nccl-rank"};
     args.insert(args.end(), task_args.begin(), task_args.end());
@@ -46,8 +48,12 @@ std::vector<nlohmann::json> launch_nccl_ranks(int nranks, const std::vector<std:
       args.push_back(a);
     std::vector<std::string> env;
     for (char** e = environ; *e; ++e) env.emplace_back(*e);
-    // Distinct host ids let NCCL accept several ranks on one GPU; keep the user's choice if set.
-    if (!std::getenv("NCCL_HOSTID")) env.push_back("NCCL_HOSTID=cpgen-rank-" + std::to_string(r));
+    // Ranks sharing a GPU: distinct host ids make NCCL accept them (it refuses two ranks on one
+    // device of one host), and such "hosts" talk over sockets on the loopback interface, which
+    // always exists. With a GPU per rank NCCL picks its fast paths itself.
+    if (shared_gpu && !std::getenv("NCCL_HOSTID"))
+      env.push_back("NCCL_HOSTID=cpgen-rank-" + std::to_string(r));
+    if (shared_gpu && !std::getenv("NCCL_SOCKET_IFNAME")) env.push_back("NCCL_SOCKET_IFNAME=lo");
     std::vector<char*> argv, envp;
     for (auto& a : args) argv.push_back(a.data());
     argv.push_back(nullptr);

@@ -1,8 +1,8 @@
 // Running an NCCL ring from one command on one machine: the command starts N copies of this
 // binary as `cpgen _nccl-rank ... --rank r`, one per rank, which meet through an NCCL id file and
-// each write a JSON result. Every rank gets its own NCCL_HOSTID, so several ranks may share one
+// each write a JSON result. With fewer GPUs than ranks each rank gets its own NCCL_HOSTID, so several ranks may share one
 // GPU (NCCL then talks over sockets on the loopback interface; for functional checks, slow);
-// with several GPUs rank r uses device r % device_count.
+// with as many GPUs as ranks rank r uses device r and NCCL its usual paths.
 #pragma once
 
 #include <nlohmann/json.hpp>
