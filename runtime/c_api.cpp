@@ -9,6 +9,7 @@
 #include <vector>
 
 #include "cpgen/error.h"
+#include "cpgen/nccl_bootstrap.h"
 #include "cpgen/problem.h"
 #include "cpgen/ring_attention.h"
 #include "runtime/cuda_driver.h"
@@ -167,6 +168,29 @@ cpgen_status cpgen_device_count(int32_t* count) {
     require(count, "count", "cpgen_device_count");
     *count = cpgen::cu::device_count();
   });
+}
+
+cpgen_status cpgen_nccl_comm_from_file(const char* path, int32_t rank, int32_t nranks,
+                                       int32_t device, double timeout_seconds, const char* job_key,
+                                       void** comm) {
+  return guard([&] {
+    const char* fn = "cpgen_nccl_comm_from_file";
+    require(comm, "comm", fn);
+    *comm = nullptr;
+    require(path, "path", fn);
+    cpgen::NcclFileBootstrap o;
+    o.path = path;
+    o.rank = rank;
+    o.nranks = nranks;
+    o.device = device;
+    if (timeout_seconds > 0) o.timeout_seconds = timeout_seconds;
+    if (job_key) o.job_key = job_key;
+    *comm = cpgen::nccl_comm_from_file(o);
+  });
+}
+
+cpgen_status cpgen_nccl_comm_destroy(void* comm) {
+  return guard([&] { cpgen::nccl_comm_destroy(comm); });
 }
 
 cpgen_status cpgen_ring_create_loopback(const cpgen_problem* problem, int32_t device,

@@ -18,7 +18,9 @@ namespace {
 bool nccl_available() { return false; }
 NcclUniqueId nccl_unique_id() { no_nccl("nccl_unique_id"); }
 void* nccl_comm_init(const NcclUniqueId&, int, int, int) { no_nccl("nccl_comm_init"); }
-void nccl_comm_destroy(void*) { no_nccl("nccl_comm_destroy"); }
+void nccl_comm_destroy(void* comm) {
+  if (comm) no_nccl("nccl_comm_destroy");
+}
 void* nccl_comm_from_file(const NcclFileBootstrap&) { no_nccl("nccl_comm_from_file"); }
 
 }  // namespace cpgen

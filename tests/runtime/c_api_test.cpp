@@ -162,4 +162,17 @@ TEST(CApi, NcclRingNeedsACommunicator) {
   EXPECT_NE(std::string(cpgen_last_error()).find("nccl_comm is NULL"), std::string::npos);
 }
 
+TEST(CApi, NcclFileBootstrapErrorsComeBackAsStatus) {
+  void* comm = reinterpret_cast<void*>(0x1);
+  EXPECT_EQ(cpgen_nccl_comm_from_file(nullptr, 0, 2, 0, 1, nullptr, &comm), CPGEN_ERR_BAD_INPUT);
+  EXPECT_EQ(comm, nullptr);
+  EXPECT_NE(std::string(cpgen_last_error()).find("path is NULL"), std::string::npos);
+  // Rank 1 of 2 with no file: times out (or NCCL is not built in); never throws through C.
+  const cpgen_status s =
+      cpgen_nccl_comm_from_file("/nonexistent-dir/cpgen-id", 1, 2, 0, 0.2, "job", &comm);
+  EXPECT_EQ(s, CPGEN_ERR_NCCL) << cpgen_last_error();
+  EXPECT_EQ(comm, nullptr);
+  EXPECT_EQ(cpgen_nccl_comm_destroy(nullptr), CPGEN_OK);
+}
+
 }  // namespace
