@@ -62,12 +62,12 @@ void CpuTransport::start(std::span<const RingExchange> exchanges, int id) {
       throw Error(ErrorKind::kInternal, "CPU ring: rank " + std::to_string(rank_) +
                                             " cannot start exchange " + std::to_string(id) +
                                             ": the ring was aborted: " + ring_->abort_reason_);
-    auto [it, inserted] = ring_->posted_.try_emplace({rank_, id});
-    if (!inserted)
+    if (started_[id] != finished_[id])
       throw Error(ErrorKind::kInternal, "CPU ring: rank " + std::to_string(rank_) +
                                             " started exchange " + std::to_string(id) +
-                                            " twice");
-    it->second.exchanges.assign(exchanges.begin(), exchanges.end());
+                                            " twice: it is still in flight");
+    const int generation = started_[id]++;
+    ring_->posted_[{rank_, id, generation}].exchanges.assign(exchanges.begin(), exchanges.end());
   }
   ring_->changed_.notify_all();
 }
@@ -77,12 +77,13 @@ void CpuTransport::finish(int id) {
   const int n = ring.size();
   const int prev = (rank_ - 1 + n) % n, next = (rank_ + 1) % n;
   std::unique_lock<std::mutex> lock(ring.mutex_);
-  auto mine = ring.posted_.find({rank_, id});
-  if (mine == ring.posted_.end())
+  if (started_[id] == finished_[id])
     throw Error(ErrorKind::kInternal, "CPU ring: rank " + std::to_string(rank_) +
                                           " finished exchange " + std::to_string(id) +
                                           " that it never started");
-  const std::pair<int, int> from_key{prev, id};
+  const int generation = finished_[id]++;
+  auto mine = ring.posted_.find({rank_, id, generation});
+  const std::tuple<int, int, int> from_key{prev, id, generation};
   ring.wait_for(lock, [&] { return ring.posted_.count(from_key) != 0; }, rank_, id, prev,
                 "start the same exchange");
   // std::map nodes stay put while other ranks insert and erase theirs, and prev leaves its entry

@@ -19,6 +19,7 @@
 #include <memory>
 #include <mutex>
 #include <string>
+#include <tuple>
 #include <utility>
 #include <vector>
 
@@ -52,7 +53,9 @@ class CpuRing {
   const std::chrono::milliseconds watchdog_;
   mutable std::mutex mutex_;
   std::condition_variable changed_;
-  std::map<std::pair<int, int>, Posted> posted_;  // (rank, exchange id)
+  // (rank, exchange id, generation): the generation counts earlier uses of the id on that rank,
+  // so a neighbour still leaving a finished exchange is never mistaken for its next use.
+  std::map<std::tuple<int, int, int>, Posted> posted_;
   bool aborted_ = false;
   std::string abort_reason_;
 };
@@ -68,6 +71,7 @@ class CpuTransport final : public Transport {
  private:
   std::shared_ptr<CpuRing> ring_;
   int rank_;
+  std::map<int, int> started_, finished_;  // per exchange id: how many times, on this rank
 };
 
 // Runs body(rank, transport) on `size` threads, one per rank, and joins them. If any rank

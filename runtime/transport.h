@@ -10,9 +10,10 @@
 //   receives the matching buffer from rank (r - 1 + N) % N. Exchange i of the list on the
 //   sender pairs with exchange i of the list on the receiver; their byte counts must agree.
 // - Every rank calls start()/finish() with the same exchange ids in the same order (the driver
-//   guarantees this), so a transport may match by id or by order. An id is started once and
-//   finished once; several ids may be in flight at the same time (the backward ring overlaps a
-//   K/V exchange with a dK/dV exchange).
+//   guarantees this), so a transport may match by id or by order. Several ids may be in flight
+//   at the same time (the backward ring overlaps a K/V exchange with a dK/dV exchange). An id is
+//   reused only after it was finished (the backward reuses the forward's ids); the k-th exchange
+//   with a given id on one rank pairs with the k-th exchange with that id on its neighbours.
 // - start(exchanges, id) begins the exchange. It is ordered after all work the backend issued
 //   before the call (a GPU transport records an event on the compute stream and makes its
 //   communication stream wait on it; a CPU transport runs after the host finished that work).

@@ -134,7 +134,7 @@ TEST(CpuTransport, MisuseIsReported) {
                 t.start({}, 0);
                 t.start({}, 0);
               });
-            }).find("twice"),
+            }).find("still in flight"),
             std::string::npos);
   EXPECT_THROW(CpuRing(0), Error);
 }

@@ -1,0 +1,133 @@
+// cpgen verify: the whole ring from the command line, its report, its --output file and its
+// exit codes (0 within tolerance, 1 above, 2 bad input with one line).
+#include <gtest/gtest.h>
+
+#include <unistd.h>
+
+#include <algorithm>
+#include <filesystem>
+#include <fstream>
+
+#include "runtime/vectors.h"
+#include "test_util.h"
+
+namespace cpgen {
+namespace {
+
+using testing::run_cli;
+
+std::string vectors(const std::string& name) { return testing::vectors_dir() + "/" + name; }
+
+std::string temp_path(const std::string& name) {
+  return (std::filesystem::temp_directory_path() /
+          ("cpgen_verify_" + std::to_string(::getpid()) + "_" + name))
+      .string();
+}
+
+int line_count(const std::string& text) {
+  return static_cast<int>(std::count(text.begin(), text.end(), '\n'));
+}
+
+TEST(CmdVerify, PassesOnEveryTensorAndReportsJson) {
+  const auto r = run_cli("verify --vectors " + vectors("mqa_causal_hd96_s96.json") +
+                         " --scheme zigzag --ranks 4 --json");
+  ASSERT_EQ(r.exit_code, 0) << r.err;
+  const auto doc = nlohmann::json::parse(r.out);
+  EXPECT_EQ(doc.at("name"), "mqa_causal_hd96_s96");
+  EXPECT_EQ(doc.at("backend"), "cpu");
+  EXPECT_EQ(doc.at("scheme"), "zigzag");
+  EXPECT_EQ(doc.at("ranks"), 4);
+  EXPECT_TRUE(doc.at("ok").get<bool>());
+  for (const char* t : {"out", "lse", "dq", "dk", "dv"}) {
+    const double e = doc.at("errors").at(t).get<double>();
+    EXPECT_LT(e, 1e-5) << t;
+    EXPECT_GT(e, 0) << t << ": a float32 path cannot be exact; zero means nothing was compared";
+  }
+}
+
+TEST(CmdVerify, HumanReportNamesEveryTensor) {
+  const auto r = run_cli("verify --vectors " + vectors("mha_window32_hd64_s128.json") +
+                         " --scheme striped --ranks 8");
+  ASSERT_EQ(r.exit_code, 0) << r.err;
+  for (const char* t : {"out ", "lse ", "dq ", "dk ", "dv "})
+    EXPECT_NE(r.out.find(t), std::string::npos) << t << " missing from:\n" << r.out;
+  EXPECT_NE(r.out.find("striped over 8 ranks"), std::string::npos) << r.out;
+  EXPECT_EQ(r.out.substr(r.out.size() - 3), "ok\n");
+}
+
+TEST(CmdVerify, OutputFileHasTheVectorsLayout) {
+  const std::string out_path = temp_path("results.json");
+  const auto r = run_cli("verify --vectors " + vectors("gqa2_full_hd256_s64.json") +
+                         " --scheme zigzag-token --ranks 2 --output " + out_path);
+  ASSERT_EQ(r.exit_code, 0) << r.err;
+  const auto doc = testing::load_json(out_path);
+  std::filesystem::remove(out_path);
+  const AttentionVectors vec = load_attention_vectors(vectors("gqa2_full_hd256_s64.json"));
+  EXPECT_EQ(doc.at("batch"), vec.shape.batch);
+  EXPECT_EQ(doc.at("q_heads"), vec.shape.q_heads);
+  EXPECT_EQ(doc.at("kv_heads"), vec.shape.kv_heads);
+  EXPECT_EQ(doc.at("head_dim"), vec.shape.head_dim);
+  EXPECT_EQ(doc.at("seq_len"), vec.seq_len);
+  EXPECT_EQ(doc.at("causal"), vec.shape.causal);
+  EXPECT_TRUE(doc.at("window").is_null());
+  EXPECT_DOUBLE_EQ(doc.at("softmax_scale").get<double>(), vec.shape.scale);
+  EXPECT_EQ(doc.at("scheme"), "zigzag-token");
+  EXPECT_EQ(doc.at("cp_size"), 2);
+  // Gathered back into global order: each tensor matches the vectors element for element.
+  const std::pair<const char*, const std::vector<double>*> tensors[] = {
+      {"out", &vec.out}, {"lse", &vec.lse}, {"dq", &vec.dq}, {"dk", &vec.dk}, {"dv", &vec.dv}};
+  for (const auto& [name, expected] : tensors) {
+    const auto got = doc.at(name).get<std::vector<double>>();
+    ASSERT_EQ(got.size(), expected->size()) << name;
+    EXPECT_LT(relative_error(got, *expected), 1e-5) << name;
+  }
+}
+
+TEST(CmdVerify, ExitsOneAboveTolerance) {
+  // A copy of a vectors file whose expected dk is wrong in one element.
+  auto doc = testing::load_json(vectors("mqa_causal_hd96_s96.json"));
+  doc["dk"][5] = doc["dk"][5].get<double>() + 1.0;
+  const std::string path = temp_path("bad_dk.json");
+  std::ofstream(path) << doc.dump();
+  const auto r = run_cli("verify --vectors " + path + " --scheme contiguous --ranks 3");
+  std::filesystem::remove(path);
+  EXPECT_EQ(r.exit_code, 1) << r.out << r.err;
+  EXPECT_NE(r.out.find("FAILED: dk above tolerance"), std::string::npos) << r.out;
+  EXPECT_EQ(r.out.find("FAILED: out"), std::string::npos) << r.out;
+}
+
+struct BadInputCase {
+  std::string args, message;
+};
+
+TEST(CmdVerify, BadInputExitsTwoWithOneLine) {
+  const std::string file = vectors("mqa_causal_hd96_s96.json");
+  const std::string not_json = temp_path("not_json.json");
+  std::ofstream(not_json) << "{ this is not json";
+  const BadInputCase cases[] = {
+      {"--vectors " + file + " --scheme spiral --ranks 2",
+       "scheme 'spiral' is not supported; allowed: contiguous, zigzag, zigzag-token, striped"},
+      {"--vectors " + file + " --scheme zigzag --ranks 7",
+       "--ranks 7 cannot split mqa_causal_hd96_s96: zigzag needs seq_len divisible by 2*cp_size "
+       "(14); got 96"},
+      {"--vectors " + file + " --scheme zigzag --ranks 0", "--ranks must be >= 1; got 0"},
+      {"--vectors /no/such/file.json --scheme zigzag --ranks 2", "does not exist"},
+      {"--vectors " + testing::vectors_dir() + " --scheme zigzag --ranks 2", "not a regular file"},
+      {"--vectors " + vectors("partitions.json") + " --scheme zigzag --ranks 2",
+       "expected \"cpgen-attention-vectors/1\""},
+      {"--vectors " + not_json + " --scheme zigzag --ranks 2", "not valid JSON"},
+      {"--vectors " + file + " --scheme zigzag --ranks 2 --backend gpu",
+       "--backend 'gpu' is not available in this build; allowed: cpu"},
+  };
+  for (const BadInputCase& c : cases) {
+    const auto r = run_cli("verify " + c.args);
+    EXPECT_EQ(r.exit_code, 2) << c.args << "\n" << r.err;
+    EXPECT_NE(r.err.find(c.message), std::string::npos) << c.args << "\n" << r.err;
+    EXPECT_EQ(line_count(r.err), 1) << r.err;
+    EXPECT_TRUE(r.out.empty()) << r.out;
+  }
+  std::filesystem::remove(not_json);
+}
+
+}  // namespace
+}  // namespace cpgen

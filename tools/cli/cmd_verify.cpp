@@ -1,0 +1,140 @@
+// cpgen verify: run a reference vectors problem through the whole ring (split, forward, backward,
+// gather) on a backend and report the relative error of every output against the file.
+// Exit 0 when every error is within the backend's tolerance, 1 above it, 2 for bad input.
+#include <cmath>
+#include <cstdio>
+#include <fstream>
+#include <iostream>
+#include <nlohmann/json.hpp>
+#include <string>
+
+#include "cpgen/error.h"
+#include "runtime/partition.h"
+#include "runtime/vectors.h"
+#include "tools/cli/command.h"
+#include "tools/cli/verify_backend.h"
+
+namespace cpgen::cli {
+namespace {
+
+struct VerifyOptions {
+  std::string vectors_path;
+  std::string scheme = "zigzag";
+  int ranks = 1;
+  std::string backend = "cpu";
+  std::string output_path;
+  bool json = false;
+};
+
+std::string join(const std::vector<std::string>& items) {
+  std::string text;
+  for (const std::string& item : items) text += (text.empty() ? "" : ", ") + item;
+  return text;
+}
+
+void write_results(const std::string& path, const AttentionVectors& vec, const VerifyBackend& backend,
+                   Scheme scheme, int ranks, const VerifyResults& results) {
+  // The vectors file's field names and flat layout, so the same readers take either file.
+  nlohmann::ordered_json doc;
+  doc["format"] = "cpgen-attention-results/1";
+  doc["name"] = vec.name;
+  doc["batch"] = vec.shape.batch;
+  doc["q_heads"] = vec.shape.q_heads;
+  doc["kv_heads"] = vec.shape.kv_heads;
+  doc["head_dim"] = vec.shape.head_dim;
+  doc["seq_len"] = vec.seq_len;
+  doc["causal"] = vec.shape.causal;
+  doc["window"] = vec.shape.window > 0 ? nlohmann::ordered_json(vec.shape.window) : nullptr;
+  doc["softmax_scale"] = vec.shape.scale;
+  doc["tensor_layout"] = "[batch][heads][seq][head_dim], row-major, sequence in global position order";
+  doc["backend"] = backend.name;
+  doc["scheme"] = std::string(scheme_name(scheme));
+  doc["cp_size"] = ranks;
+  doc["out"] = results.out;
+  doc["lse"] = results.lse;
+  doc["dq"] = results.dq;
+  doc["dk"] = results.dk;
+  doc["dv"] = results.dv;
+  std::ofstream out(path);
+  if (!out) throw Error(ErrorKind::kIo, "verify: cannot write --output file '" + path + "'");
+  out << doc.dump() << "\n";
+  out.close();
+  if (!out) throw Error(ErrorKind::kIo, "verify: writing --output file '" + path + "' failed");
+}
+
+void run_verify(const VerifyOptions& opt) {
+  const Scheme scheme = parse_scheme(opt.scheme);
+  if (opt.ranks < 1) throw_bad_input("--ranks must be >= 1; got " + std::to_string(opt.ranks));
+  const VerifyBackend* backend = find_verify_backend(opt.backend);
+  if (!backend)
+    throw_bad_input("--backend '" + opt.backend + "' is not available in this build; allowed: " +
+                    join(verify_backend_names()));
+  const AttentionVectors vec = load_attention_vectors(opt.vectors_path);
+  try {
+    check_partitionable(scheme, vec.seq_len, opt.ranks);
+  } catch (const Error& e) {
+    throw_bad_input("--ranks " + std::to_string(opt.ranks) + " cannot split " + vec.name + ": " +
+                    e.what());
+  }
+
+  const VerifyResults results = backend->run(vec, scheme, opt.ranks);
+  const std::pair<const char*, double> errors[] = {
+      {"out", relative_error(results.out, vec.out)}, {"lse", relative_error(results.lse, vec.lse)},
+      {"dq", relative_error(results.dq, vec.dq)},    {"dk", relative_error(results.dk, vec.dk)},
+      {"dv", relative_error(results.dv, vec.dv)}};
+  std::vector<std::string> failed;
+  for (const auto& [name, error] : errors)
+    if (!(error <= backend->tolerance)) failed.push_back(name);  // NaN fails too
+  if (!opt.output_path.empty())
+    write_results(opt.output_path, vec, *backend, scheme, opt.ranks, results);
+
+  if (opt.json) {
+    nlohmann::ordered_json doc;
+    doc["vectors"] = opt.vectors_path;
+    doc["name"] = vec.name;
+    doc["backend"] = backend->name;
+    doc["precision"] = backend->precision;
+    doc["scheme"] = std::string(scheme_name(scheme));
+    doc["ranks"] = opt.ranks;
+    doc["tolerance"] = backend->tolerance;
+    for (const auto& [name, error] : errors)
+      doc["errors"][name] = std::isfinite(error) ? nlohmann::ordered_json(error) : nullptr;
+    doc["ok"] = failed.empty();
+    doc["failed"] = failed;
+    if (!opt.output_path.empty()) doc["output"] = opt.output_path;
+    std::cout << doc.dump(2) << "\n";
+  } else {
+    std::printf("verify %s: backend %s (%s), %s over %d rank%s\n", vec.name.c_str(),
+                backend->name.c_str(), backend->precision.c_str(),
+                std::string(scheme_name(scheme)).c_str(), opt.ranks, opt.ranks == 1 ? "" : "s");
+    std::printf("  relative error (Frobenius) against %s, tolerance %.0e:\n",
+                opt.vectors_path.c_str(), backend->tolerance);
+    for (const auto& [name, error] : errors)
+      std::printf("    %-4s %.3e  %s\n", name, error, error <= backend->tolerance ? "ok" : "FAIL");
+    if (!opt.output_path.empty()) std::printf("  results written to %s\n", opt.output_path.c_str());
+    std::printf("%s\n", failed.empty() ? "ok" : ("FAILED: " + join(failed) + " above tolerance").c_str());
+  }
+  std::fflush(stdout);
+  if (!failed.empty()) set_exit_code(1);
+}
+
+const CommandRegistrar kVerify("verify", [](CLI::App& root) {
+  auto opt = std::make_shared<VerifyOptions>();
+  CLI::App* cmd = root.add_subcommand(
+      "verify", "Run a reference vectors file through the ring and report relative errors");
+  cmd->add_option("--vectors", opt->vectors_path, "vectors file (format cpgen-attention-vectors/1)")
+      ->required();
+  cmd->add_option("--scheme", opt->scheme, "partition scheme: contiguous, zigzag, zigzag-token, striped")
+      ->required();
+  cmd->add_option("--ranks", opt->ranks, "context-parallel ranks (virtual ranks on this machine)")
+      ->required();
+  cmd->add_option("--backend", opt->backend, "where the ring runs: " + join(verify_backend_names()))
+      ->capture_default_str();
+  cmd->add_option("--output", opt->output_path,
+                  "write the gathered out, lse, dq, dk, dv as JSON (the vectors file's layout)");
+  cmd->add_flag("--json", opt->json, "print the report as JSON");
+  cmd->callback([opt] { run_verify(*opt); });
+});
+
+}  // namespace
+}  // namespace cpgen::cli
