@@ -38,11 +38,19 @@ TEST(CmdVerify, PassesOnEveryTensorAndReportsJson) {
   EXPECT_EQ(doc.at("scheme"), "zigzag");
   EXPECT_EQ(doc.at("ranks"), 4);
   EXPECT_TRUE(doc.at("ok").get<bool>());
-  for (const char* t : {"out", "lse", "dq", "dk", "dv"}) {
-    const double e = doc.at("errors").at(t).get<double>();
-    EXPECT_LT(e, 1e-5) << t;
-    EXPECT_GT(e, 0) << t << ": a float32 path cannot be exact; zero means nothing was compared";
+  const auto& checks = doc.at("checks");
+  ASSERT_EQ(checks.size(), 5u);
+  const char* tensors[] = {"out", "lse", "dq", "dk", "dv"};
+  for (size_t i = 0; i < 5; ++i) {
+    EXPECT_EQ(checks[i].at("tensor"), tensors[i]);
+    EXPECT_EQ(checks[i].at("metric"), "relative Frobenius");
+    EXPECT_DOUBLE_EQ(checks[i].at("limit").get<double>(), 1e-5);
+    EXPECT_TRUE(checks[i].at("ok").get<bool>());
+    const double e = checks[i].at("error").get<double>();
+    EXPECT_LT(e, 1e-5) << tensors[i];
+    EXPECT_GT(e, 0) << tensors[i] << ": a float32 path is not exact; 0 means nothing was compared";
   }
+  EXPECT_TRUE(doc.at("failed").empty());
 }
 
 TEST(CmdVerify, HumanReportNamesEveryTensor) {
@@ -92,8 +100,9 @@ TEST(CmdVerify, ExitsOneAboveTolerance) {
   const auto r = run_cli("verify --vectors " + path + " --scheme contiguous --ranks 3");
   std::filesystem::remove(path);
   EXPECT_EQ(r.exit_code, 1) << r.out << r.err;
-  EXPECT_NE(r.out.find("FAILED: dk above tolerance"), std::string::npos) << r.out;
+  EXPECT_NE(r.out.find("FAILED: dk above the limit"), std::string::npos) << r.out;
   EXPECT_EQ(r.out.find("FAILED: out"), std::string::npos) << r.out;
+  EXPECT_NE(r.out.find("FAIL\n"), std::string::npos) << "the dk line says FAIL:\n" << r.out;
 }
 
 struct BadInputCase {
@@ -116,8 +125,12 @@ TEST(CmdVerify, BadInputExitsTwoWithOneLine) {
       {"--vectors " + vectors("partitions.json") + " --scheme zigzag --ranks 2",
        "expected \"cpgen-attention-vectors/1\""},
       {"--vectors " + not_json + " --scheme zigzag --ranks 2", "not valid JSON"},
-      {"--vectors " + file + " --scheme zigzag --ranks 2 --backend gpu",
-       "--backend 'gpu' is not available in this build; allowed: cpu"},
+      {"--vectors " + file + " --scheme zigzag --ranks 2 --backend tpu",
+       "--backend 'tpu' is not available in this build; allowed: cpu"},
+      {"--vectors " + file + " --scheme zigzag --ranks 2 --dtype bf16",
+       "--dtype bf16 is not supported by --backend cpu; allowed: fp32"},
+      {"--vectors " + file + " --scheme zigzag --ranks 2 --transport nccl",
+       "--transport nccl is not supported by --backend cpu; allowed: threads"},
   };
   for (const BadInputCase& c : cases) {
     const auto r = run_cli("verify " + c.args);

@@ -28,4 +28,9 @@ std::vector<std::string> verify_backend_names() {
   return names;
 }
 
+VerifyCheck relative_check(const std::string& tensor, const std::vector<float>& actual,
+                           const std::vector<double>& expected, double limit) {
+  return {tensor, "relative Frobenius", relative_error(actual, expected), limit};
+}
+
 }  // namespace cpgen::cli

@@ -1,26 +1,42 @@
-// `cpgen verify --backend cpu`: the ring over N CPU threads with the float32 CPU backend.
+// `cpgen verify --backend cpu`: the ring over N CPU threads (CPU transport) with the float32 CPU
+// backend, forward and backward.
 #include <vector>
 
+#include "cpgen/error.h"
 #include "runtime/cpu_ring.h"
 #include "tools/cli/verify_backend.h"
 
 namespace cpgen::cli {
 namespace {
 
+constexpr double kFloat32Tolerance = 1e-5;  // shared/vectors/README.md: float32 path
+
 std::vector<float> to_float(const std::vector<double>& x) { return {x.begin(), x.end()}; }
 
-const VerifyBackendRegistrar kCpuBackend({
-    "cpu",
-    "float32 (CPU threads)",
-    1e-5,  // shared/vectors/README.md: float32 path
-    [](const AttentionVectors& vec, Scheme scheme, int ranks) {
-      const RingLayout layout{vec.shape, vec.seq_len, scheme, ranks};
-      CpuRingResult ring = run_cpu_ring(layout, to_float(vec.q), to_float(vec.k),
-                                        to_float(vec.v), to_float(vec.dout));
-      return VerifyResults{std::move(ring.out), std::move(ring.lse), std::move(ring.dq),
-                           std::move(ring.dk), std::move(ring.dv)};
-    },
-});
+VerifyReport run_cpu(const VerifyRequest& request) {
+  if (!request.dtype.empty() && request.dtype != "fp32")
+    throw_bad_input("--dtype " + request.dtype + " is not supported by --backend cpu; allowed: fp32");
+  if (!request.transport.empty() && request.transport != "threads")
+    throw_bad_input("--transport " + request.transport +
+                    " is not supported by --backend cpu; allowed: threads");
+  const AttentionVectors& vec = *request.vectors;
+  const RingLayout layout{vec.shape, vec.seq_len, request.scheme, request.ranks};
+  CpuRingResult ring = run_cpu_ring(layout, to_float(vec.q), to_float(vec.k), to_float(vec.v),
+                                    to_float(vec.dout));
+  VerifyReport report;
+  report.precision = "float32, CPU threads";
+  report.checks = {relative_check("out", ring.out, vec.out, kFloat32Tolerance),
+                   relative_check("lse", ring.lse, vec.lse, kFloat32Tolerance),
+                   relative_check("dq", ring.dq, vec.dq, kFloat32Tolerance),
+                   relative_check("dk", ring.dk, vec.dk, kFloat32Tolerance),
+                   relative_check("dv", ring.dv, vec.dv, kFloat32Tolerance)};
+  report.results = VerifyResults{std::move(ring.out), std::move(ring.lse), std::move(ring.dq),
+                                 std::move(ring.dk), std::move(ring.dv)};
+  return report;
+}
+
+const VerifyBackendRegistrar kCpuBackend({"cpu", "float32 ring on CPU threads (forward and backward)",
+                                          run_cpu});
 
 }  // namespace
 }  // namespace cpgen::cli
