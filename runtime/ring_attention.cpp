@@ -49,6 +49,26 @@ struct RingAttention::Impl {
   std::unique_ptr<gpu::Event> done;
   bool pending = false;
 
+  // Buffers must outlive the work queued on them: wait for the last forward (errors were or will
+  // be reported by synchronize; a destructor has no one to tell).
+  ~Impl() {
+    if (!pending || !done) return;
+    try {
+      use_primary_context(device);
+#ifdef CPGEN_HAVE_NCCL
+      if (nccl) {
+        while (cu::driver().cuEventQuery(done->get()) == CUDA_ERROR_NOT_READY) {
+          nccl->check();  // throws once the watchdog aborted the ring; its kernels then end
+          std::this_thread::sleep_for(std::chrono::microseconds(200));
+        }
+        return;
+      }
+#endif
+      cu::driver().cuEventSynchronize(done->get());
+    } catch (const std::exception&) {
+    }
+  }
+
   void setup(int device) {
     this->device = device;
     use_primary_context(device);
