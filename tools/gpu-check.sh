@@ -145,7 +145,10 @@ fi
   echo
   sed 's/^/    /' "$COMMANDS"
   if [ $BUILD_OK = 0 ] && [ -f "$LOGS/build.log" ]; then
-    echo; echo "## Build log (last 40 lines)"; echo; tail -40 "$LOGS/build.log" | sed 's/^/    /'
+    echo; echo "## Build errors (first 30) and the log's last 15 lines"; echo
+    grep -E "error|Error|No rule" "$LOGS/build.log" | head -30 | sed 's/^/    /'
+    echo "    ..."
+    tail -15 "$LOGS/build.log" | sed 's/^/    /'
   fi
   for t in ctest ctest_nccl; do
     if [ -f "$LOGS/$t.log" ]; then
