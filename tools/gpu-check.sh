@@ -13,6 +13,12 @@
 # and run and the report says the tests were skipped; a missing nlohmann-json, CLI11 or SQLite
 # header (neither here nor carried) stops the build, and the report names what is missing.
 # NCCL comes from the nvidia-nccl Python package (cmake/FindNCCL.cmake finds it).
+#
+# From a dev machine through the device tool: run tools/pack-gpu-deps.sh here once, then
+#   run(command="tools/gpu-check.sh", carry=[".gpudeps"])
+# the report and a tarball of every log come back under $OUT. The tests read the reference
+# vectors from $CPGEN_VECTORS_DIR, else ../shared/vectors, else shared/vectors or .vectors in the
+# checkout (the device tool carries only the checkout: copy them into .vectors and carry it).
 set -uo pipefail
 ROOT=$(cd "$(dirname "${BASH_SOURCE[0]}")/.." && pwd)
 BUILD=$ROOT/build-gpu
@@ -32,6 +38,11 @@ while [ $# -gt 0 ]; do
   esac
 done
 [ -z "$DEPS" ] && [ -d "$ROOT/.gpudeps" ] && DEPS=$ROOT/.gpudeps
+if [ -z "${CPGEN_VECTORS_DIR:-}" ]; then
+  for d in "$ROOT/../shared/vectors" "$ROOT/shared/vectors" "$ROOT/.vectors"; do
+    [ -f "$d/partitions.json" ] && export CPGEN_VECTORS_DIR=$(cd "$d" && pwd) && break
+  done
+fi
 mkdir -p "$BUILD"
 LOGS=$BUILD/gpu-check-logs
 rm -rf "$LOGS"
@@ -64,6 +75,8 @@ NVCC_VERSION=$(nvcc --version 2>/dev/null | grep -o 'release [0-9.]*' || echo "n
 CMAKE_VERSION=$(cmake --version 2>/dev/null | head -1)
 TORCH=$(python3 -c 'import torch; print(torch.__version__, torch.version.cuda)' 2>/dev/null || echo "not importable")
 NCCL_PY=$(python3 -c 'import nvidia.nccl, os; print(os.path.dirname(nvidia.nccl.__file__))' 2>/dev/null || echo "")
+if [ -n "${CPGEN_VECTORS_DIR:-}" ]; then note "reference vectors: $CPGEN_VECTORS_DIR"
+else note "reference vectors NOT FOUND: the tests that read them will fail (carry them as .vectors)"; fi
 [ -z "$GPU_NAME" ] && note "nvidia-smi reports no GPU: the GPU tests will skip and the benchmark cannot run"
 
 # Dependencies: the system first, then the carried prefix.
