@@ -166,7 +166,8 @@ fi
   for t in ctest ctest_nccl; do
     if [ -f "$LOGS/$t.log" ]; then
       echo; echo "## $t: failures and skips"; echo
-      grep -E "Failed|\*\*\*|Not Run|Skipped|tests passed|Total Test time" "$LOGS/$t.log" | head -60 | sed 's/^/    /'
+      # ctest's closing summary: the pass count, then one line per failed or skipped test.
+      grep -E "tests passed|Total Test time|^[[:space:]]+[0-9]+ - " "$LOGS/$t.log" | head -80 | sed 's/^/    /'
     fi
   done
   if [ -f "$BENCH_REPORT" ]; then echo; echo "## Benchmark"; echo; sed 's/^# /### /' "$BENCH_REPORT"; fi
