@@ -179,26 +179,42 @@ int shared_memory_limit(std::string_view arch) {
   return arch == "sm_80" ? 166912 : 232448;
 }
 
+// Mirrors templates/traits.cuh (FwdTraits): the same byte counts, the same sub-tile choice and
+// accumulator budget, so that every spec this accepts compiles and every spec it rejects would
+// fail a static_assert. tests/templates/traits_test.cpp compares the two.
+namespace {
+constexpr int kAccumulatorBudget = 160;  // FwdTraits::kAccumulatorBudget
+// Registers ptxas uses beyond the fp32 accumulators (fragments, addresses, softmax state), as
+// measured on the defaults: 53-81 on sm_80 and sm_90.
+constexpr int kRegisterOverhead = 72;
+}  // namespace
+
 Feasibility check_feasibility(const KernelSpec& spec, std::string_view arch) {
   spec.validate();
   Feasibility f;
   f.shared_limit = shared_memory_limit(arch);
   const int elem = dtype_bytes(spec.dtype);
-  // Q tile once, K and V tiles per pipeline stage (templates/traits.cuh, kSharedBytes).
+  // Q tile once, K and V tiles per pipeline stage (FwdTraits::kSharedBytes).
   f.shared_bytes = spec.block_m * spec.head_dim * elem + spec.stages * 2 * spec.block_n * spec.head_dim * elem;
-  // fp32 accumulators per thread: output (rows_per_warp x head_dim) and scores
-  // (rows_per_warp x block_n), spread over the 32 lanes, plus fragments and indexing.
-  const int rows_per_warp = spec.block_m / spec.warps;
-  const int out_regs = rows_per_warp * spec.head_dim / 32;
-  const int score_regs = rows_per_warp * spec.block_n / 32;
-  f.register_estimate = out_regs + score_regs + 48;
+  // fp32 accumulators per thread: output (16-row MMA tiles per warp x head_dim / 8 n8 tiles x 4)
+  // and scores of one key sub-tile (block_n, else 32, else 16 keys: FwdTraits::kSubKeys).
+  const int m_tiles = spec.block_m / spec.warps / 16;
+  auto accumulators = [&](int keys) { return m_tiles * (spec.head_dim / 8 + keys / 8) * 4; };
+  int sub_keys = spec.block_n;
+  if (accumulators(sub_keys) > kAccumulatorBudget) sub_keys = 32;
+  if (accumulators(sub_keys) > kAccumulatorBudget) sub_keys = 16;
+  const int acc = accumulators(sub_keys);
+  f.register_estimate = std::min(255, acc + kRegisterOverhead);
   if (f.shared_bytes > f.shared_limit) {
     f.reason = "needs " + std::to_string(f.shared_bytes) + " bytes of shared memory; " +
                std::string(arch) + " allows " + std::to_string(f.shared_limit);
-  } else if (f.register_estimate > 255) {
-    f.reason = "needs about " + std::to_string(f.register_estimate) +
-               " registers per thread; the limit is 255";
-  } else if (spec.block_m / spec.gqa_group < 1 || spec.block_m % spec.gqa_group != 0) {
+  } else if (acc > kAccumulatorBudget) {
+    f.register_estimate = acc + kRegisterOverhead;
+    f.reason = "needs " + std::to_string(acc) + " fp32 accumulator registers per thread (" +
+               std::to_string(spec.block_m / spec.warps) + " rows per warp x head_dim " +
+               std::to_string(spec.head_dim) + "); the budget is " + std::to_string(kAccumulatorBudget) +
+               " of 255 registers";
+  } else if (spec.block_m % spec.gqa_group != 0) {
     f.reason = "block_m " + std::to_string(spec.block_m) + " does not hold whole GQA groups of " +
                std::to_string(spec.gqa_group);
   }

@@ -3,7 +3,8 @@
 // compile_kernel renders a spec's source, and either reads its cubin from the store (no NVRTC
 // call; CompileStats::from_store) or compiles it for one arch, parses ptxas' resource report, and
 // stores it. Safe to call from many threads at once (the tuner compiles in a thread pool) and from
-// several processes sharing one store.
+// several processes sharing one store; threads of one process asking for a kernel that another
+// thread is compiling wait for that compile instead of repeating it.
 #pragma once
 
 #include <cstdint>
@@ -18,8 +19,9 @@
 namespace cpgen {
 
 // Throws Error(kBadInput) for an unsupported spec or arch, Error(kInfeasible) when
-// check_feasibility rejects the spec on `arch`, and Error(kCompile) when NVRTC fails; the compile
-// error's message carries the URI, the options, the path of the saved source, and the NVRTC log.
+// check_feasibility rejects the spec on `arch` or a static_assert of the traits fails in NVRTC,
+// and Error(kCompile) when NVRTC fails otherwise; the compile error's message carries the URI, the
+// options, the path of the saved source, and the NVRTC log.
 // `store` may be nullptr (always compile, store nothing).
 CompiledKernel compile_kernel(const KernelSpec& spec, std::string_view arch,
                               KernelStore* store = default_kernel_store());
@@ -36,8 +38,10 @@ std::string nvrtc_version();
 // What identifies the compiler in store keys: the version plus the size of the loaded libnvrtc,
 // which changes between patch releases that share a major.minor.
 std::string nvrtc_version_tag();
-// The store key of a source compiled with the embedded templates and compile_options(arch).
-std::string kernel_store_key(const std::string& source, std::string_view arch);
+// The store key of kernel `kernel_name` of `source` compiled with the embedded templates and
+// compile_options(arch), by this NVRTC: a SHA-256 in hex.
+std::string kernel_store_key(const std::string& kernel_name, const std::string& source,
+                             std::string_view arch);
 // How many times this process has called nvrtcCompileProgram (tests check that the store works).
 uint64_t nvrtc_compile_count();
 // Where a failed compile's source, headers, options and log are saved: $TMPDIR/cpgen/failed.

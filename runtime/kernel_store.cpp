@@ -6,6 +6,7 @@
 
 #include <atomic>
 #include <cerrno>
+#include <cstdio>
 #include <cstdlib>
 #include <cstring>
 #include <filesystem>
@@ -13,7 +14,7 @@
 #include <memory>
 #include <mutex>
 #include <nlohmann/json.hpp>
-#include <thread>
+#include <random>
 
 #include "cpgen/error.h"
 
@@ -22,13 +23,23 @@ namespace {
 
 // Entry layout: a magic line, one line of JSON metadata, then the cubin bytes. The metadata holds
 // the cubin's size and checksum, so a truncated or damaged entry is detected and reads as absent.
-constexpr std::string_view kMagic = "cpgen-kernel-store 1\n";
+constexpr std::string_view kMagic = "cpgen-kernel-store 2\n";
 constexpr std::string_view kSuffix = ".cpgenk";
 
-// FNV-1a, 64 bit: detects damage, cheap enough for the under-1-ms load path (~0.1 ms per 100 KB).
+// Detects damage, not tampering: FNV-1a's multiply-xor step applied to 8-byte words (then to the
+// tail bytes), about 8x faster than per byte, so an 80 KB cubin checks in ~10 us of the
+// under-1-ms load budget.
 uint64_t checksum(std::string_view bytes) {
-  uint64_t h = 1469598103934665603ull;
-  for (unsigned char c : bytes) h = (h ^ c) * 1099511628211ull;
+  constexpr uint64_t kPrime = 1099511628211ull;
+  uint64_t h = 1469598103934665603ull ^ bytes.size();
+  size_t i = 0;
+  for (; i + 8 <= bytes.size(); i += 8) {
+    uint64_t word;
+    std::memcpy(&word, bytes.data() + i, 8);
+    h = (h ^ word) * kPrime;
+    h ^= h >> 29;  // fold high bits down: the multiply alone never moves them to lower bits
+  }
+  for (; i < bytes.size(); ++i) h = (h ^ static_cast<unsigned char>(bytes[i])) * kPrime;
   return h;
 }
 
@@ -64,12 +75,19 @@ void write_all(int fd, std::string_view bytes, const std::string& path) {
   }
 }
 
-// Unique within the host: pid, thread and a process-wide counter.
+// Unique among writers: the pid and a counter separate writers of one host, and a random part
+// separates hosts sharing the directory (pids repeat across machines and containers).
 std::string temp_name(const std::string& final_path) {
   static std::atomic<uint64_t> counter{0};
-  return final_path + ".tmp." + std::to_string(::getpid()) + "." +
-         std::to_string(std::hash<std::thread::id>{}(std::this_thread::get_id()) % 100000) + "." +
-         std::to_string(counter++);
+  static const uint64_t process_nonce = [] {
+    std::random_device device;
+    return (static_cast<uint64_t>(device()) << 32) ^ device();
+  }();
+  char suffix[64];
+  std::snprintf(suffix, sizeof suffix, ".tmp.%d.%016llx.%llu", static_cast<int>(::getpid()),
+                static_cast<unsigned long long>(process_nonce),
+                static_cast<unsigned long long>(counter++));
+  return final_path + suffix;
 }
 
 }  // namespace
@@ -93,16 +111,17 @@ std::optional<CompiledKernel> DirectoryKernelStore::get(const std::string& key) 
       bytes.begin() + static_cast<std::ptrdiff_t>(header_end), nullptr, /*allow_exceptions=*/false);
   if (!meta.is_object()) return std::nullopt;
   try {
-    std::string_view cubin = std::string_view(bytes).substr(header_end + 1);
+    const std::string_view cubin = std::string_view(bytes).substr(header_end + 1);
     if (meta.at("key").get<std::string>() != key) return std::nullopt;
     if (meta.at("cubin_bytes").get<size_t>() != cubin.size()) return std::nullopt;
-    if (meta.at("cubin_fnv1a").get<uint64_t>() != checksum(cubin)) return std::nullopt;
+    if (meta.at("cubin_checksum").get<uint64_t>() != checksum(cubin)) return std::nullopt;
     CompiledKernel k;
     k.key = key;
     k.uri = meta.at("uri").get<std::string>();
     k.arch = meta.at("arch").get<std::string>();
     k.log = meta.at("log").get<std::string>();
-    k.cubin.assign(cubin);
+    bytes.erase(0, header_end + 1);  // the cubin in place, without a second copy
+    k.cubin = std::move(bytes);
     const nlohmann::json& s = meta.at("stats");
     k.stats.registers = s.at("registers").get<int>();
     k.stats.spill_bytes = s.at("spill_bytes").get<int>();
@@ -128,7 +147,7 @@ void DirectoryKernelStore::put(const CompiledKernel& kernel) {
       {"uri", kernel.uri},
       {"arch", kernel.arch},
       {"cubin_bytes", kernel.cubin.size()},
-      {"cubin_fnv1a", checksum(kernel.cubin)},
+      {"cubin_checksum", checksum(kernel.cubin)},
       {"log", kernel.log},
       {"stats",
        {{"registers", kernel.stats.registers},

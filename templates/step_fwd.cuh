@@ -9,6 +9,10 @@
 //   online softmax       log2 domain, one FMA + exp2 per score (softmax.cuh)
 //   O = O * rescale + P V   P repacked to the input type in registers, V by ldmatrix.trans
 // K/V tiles arrive through a kStages-deep cp.async pipeline; the Q tile stays in shared memory.
+//
+// Requirements on the launch beyond params.cuh: q, k, v and out 16-byte aligned and every
+// element stride of them a multiple of 8 (rows move as 16-byte cp.async chunks), o_state 8-byte
+// aligned; dynamic shared memory = FwdTraits::kSharedBytes; block = kWarps * 32 threads.
 #pragma once
 
 #include "cpgen/layout.cuh"
@@ -112,12 +116,9 @@ CPGEN_DEVICE void ring_fwd_step(const RingFwdParams& params) {
   constexpr int kOutputTiles = Traits::kOutputTiles;
   constexpr bool kCausal = Traits::kCausal;
   constexpr int kRowBytes = kHeadDim * 2;
+  constexpr int kSubKeys = Traits::kSubKeys;
 
   extern __shared__ __align__(128) unsigned char shared_storage[];
-  const u32 q_tile = shared_address(shared_storage) + Traits::kQOffset;
-
-  const BlockCoord at = block_coord(blockIdx.x, blockIdx.y, params.kv_heads, kBlockM);
-  const int packed_rows = params.q_len * kGroup;
 
   // Key tiles this query block runs (all of them without causality).
   int q_first_pos = 0, q_last_pos = 0;
@@ -129,13 +130,16 @@ CPGEN_DEVICE void ring_fwd_step(const RingFwdParams& params) {
                                          q_last_pos, kBlockN, kCausal);
 
   // ---- Q tile (once) and the first kStages - 1 K/V tiles --------------------------------------
-  load_q_tile_async<Traits>(params, at, q_tile, threadIdx.x);
+  const u32 shared_start = shared_address(shared_storage);
+  load_q_tile_async<Traits>(params, block_coord(blockIdx.x, blockIdx.y, params.kv_heads, kBlockM),
+                            shared_start + Traits::kQOffset, threadIdx.x);
   cp_async_commit();
 #pragma unroll
   for (int s = 0; s < kStages - 1; ++s) {
     if (s < range.tiles) {
-      load_kv_tile_async<Traits>(params, q_tile + Traits::kKOffset + s * Traits::kKvTileBytes,
-                                 q_tile + Traits::kVOffset + s * Traits::kKvTileBytes, s * kBlockN);
+      load_kv_tile_async<Traits>(params, shared_start + Traits::kKOffset + s * Traits::kKvTileBytes,
+                                 shared_start + Traits::kVOffset + s * Traits::kKvTileBytes,
+                                 s * kBlockN);
     }
     cp_async_commit();  // empty groups keep the wait counts uniform
   }
@@ -155,7 +159,8 @@ CPGEN_DEVICE void ring_fwd_step(const RingFwdParams& params) {
   // ---- Main loop over key tiles ---------------------------------------------------------------
   for (int tile = 0; tile < range.tiles; ++tile) {
     const int stage = kStages == 1 ? 0 : tile % kStages;
-    const u32 shared_base = q_tile - Traits::kQOffset;
+    const u32 shared_base = shared_address(shared_storage);
+    const u32 q_tile = shared_base + Traits::kQOffset;
     if constexpr (kStages == 1) {
       __syncthreads();  // every warp is done reading the previous tile
       load_kv_tile_async<Traits>(params, shared_base + Traits::kKOffset,
@@ -192,97 +197,122 @@ CPGEN_DEVICE void ring_fwd_step(const RingFwdParams& params) {
     const int q_lane = swizzled_offset(q_row, ldmatrix_a_col(lane), kHeadDim) * 2;
     const int k_chunk = lane_chunk_bytes(ldmatrix_b_row(lane), ldmatrix_b_col(lane), kHeadDim);
     const int k_lane = swizzled_offset(ldmatrix_b_row(lane), ldmatrix_b_col(lane), kHeadDim) * 2;
+    const int v_chunk = lane_chunk_bytes(ldmatrix_bt_row(lane), ldmatrix_bt_col(lane), kHeadDim);
+    const int v_lane = swizzled_offset(ldmatrix_bt_row(lane), ldmatrix_bt_col(lane), kHeadDim) * 2;
 
-    // S = Q K^T: per k-step, this warp's Q fragments (kMTiles x 4 registers, re-read from shared
-    // memory instead of held for the whole head dim) against two key n8-tiles per ldmatrix.
-    float scores[kMTiles][kScoreTiles][4];
-#pragma unroll
-    for (int mt = 0; mt < kMTiles; ++mt)
-#pragma unroll
-      for (int j = 0; j < kScoreTiles; ++j)
-#pragma unroll
-        for (int e = 0; e < 4; ++e) scores[mt][j][e] = 0.0f;
-#pragma unroll
-    for (int kk = 0; kk < Traits::kQkSteps; ++kk) {
-      u32 q_frag[kMTiles][4];
-      const u32 q_step = q_tile + step_offset_bytes(q_lane, q_chunk, kk, kHeadDim);
-#pragma unroll
-      for (int mt = 0; mt < kMTiles; ++mt) ldmatrix_x4(q_frag[mt], q_step + mt * 16 * kRowBytes);
-      const u32 k_step = k_tile + step_offset_bytes(k_lane, k_chunk, kk, kHeadDim);
-#pragma unroll
-      for (int jp = 0; jp < kScoreTiles / 2; ++jp) {
-        u32 k_frag[4];
-        ldmatrix_x4(k_frag, k_step + jp * 16 * kRowBytes);
-#pragma unroll
-        for (int mt = 0; mt < kMTiles; ++mt) {
-          mma_16816<T>(scores[mt][2 * jp], q_frag[mt], k_frag[0], k_frag[1]);
-          mma_16816<T>(scores[mt][2 * jp + 1], q_frag[mt], k_frag[2], k_frag[3]);
-        }
-      }
-    }
+    // The tile's keys in sub-tiles of kSubKeys (traits.cuh): all of them at once when the score
+    // and output accumulators fit, in halves or quarters otherwise. Moving kSubKeys rows down a
+    // swizzled tile keeps every lane's chunk XOR (kSubKeys is a multiple of 16).
+#pragma unroll 1
+    for (int sub = 0; sub < Traits::kSubTiles; ++sub) {
+      const int key0 = tile * kBlockN + sub * kSubKeys;
+      if (key0 >= params.kv_len) break;
+      const u32 k_sub = k_tile + sub * kSubKeys * kRowBytes;
+      const u32 v_sub = v_tile + sub * kSubKeys * kRowBytes;
 
-    // Mask: keys past the end of the chunk, and (causal) keys after the row's query. Only tiles
-    // past the mask-free prefix get here, so the positions are read from memory (L1) per tile.
-    if (tile >= range.full_tiles) {
-      const int key0 = tile * kBlockN;
-      int row_pos[kMTiles][2];
+      // S = Q K^T: per k-step, this warp's Q fragments (kMTiles x 4 registers, re-read from
+      // shared memory instead of held for the whole head dim) against two key n8-tiles per
+      // ldmatrix. Unrolled by 2, not fully: fully unrolled, ptxas hoists the ldmatrix of later
+      // k-steps over the MMAs and runs out of registers at 32 rows per warp.
+      float scores[kMTiles][kScoreTiles][4];
 #pragma unroll
       for (int mt = 0; mt < kMTiles; ++mt)
 #pragma unroll
-        for (int half = 0; half < 2; ++half) {
-          const int packed = at.first_packed + warp_row0 + mt * 16 + acc_row(lane, 2 * half);
-          const int query = unpack_row(packed < packed_rows ? packed : packed_rows - 1, kGroup).query_index;
-          row_pos[mt][half] = kCausal ? params.q_positions[query] : 0;
+        for (int j = 0; j < kScoreTiles; ++j)
+#pragma unroll
+          for (int e = 0; e < 4; ++e) scores[mt][j][e] = 0.0f;
+#pragma unroll 2
+      for (int kk = 0; kk < Traits::kQkSteps; ++kk) {
+        u32 q_frag[kMTiles][4];
+        const u32 q_step = q_tile + step_offset_bytes(q_lane, q_chunk, kk, kHeadDim);
+#pragma unroll
+        for (int mt = 0; mt < kMTiles; ++mt) ldmatrix_x4(q_frag[mt], q_step + mt * 16 * kRowBytes);
+        const u32 k_step = k_sub + step_offset_bytes(k_lane, k_chunk, kk, kHeadDim);
+#pragma unroll
+        for (int jp = 0; jp < kScoreTiles / 2; ++jp) {
+          u32 k_frag[4];
+          ldmatrix_x4(k_frag, k_step + jp * 16 * kRowBytes);
+#pragma unroll
+          for (int mt = 0; mt < kMTiles; ++mt) {
+            mma_16816<T>(scores[mt][2 * jp], q_frag[mt], k_frag[0], k_frag[1]);
+            mma_16816<T>(scores[mt][2 * jp + 1], q_frag[mt], k_frag[2], k_frag[3]);
+          }
         }
-#pragma unroll
-      for (int j = 0; j < kScoreTiles; ++j)
-#pragma unroll
-        for (int c = 0; c < 2; ++c) {
-          const int key = key0 + j * 8 + acc_col(lane, c);
-          const bool in_chunk = key < params.kv_len;
-          const int key_pos = kCausal && in_chunk ? params.kv_positions[key] : 0;
-#pragma unroll
-          for (int mt = 0; mt < kMTiles; ++mt)
-#pragma unroll
-            for (int half = 0; half < 2; ++half) {
-              if (!in_chunk || !key_visible(row_pos[mt][half], key_pos, kCausal))
-                scores[mt][j][2 * half + c] = -positive_infinity();
-            }
-        }
-    }
-
-    float rescale[kMTiles][2];
-    online_softmax_tile<kMTiles, kScoreTiles>(scores, row_max, row_sum, rescale, params.scale_log2);
-#pragma unroll
-    for (int mt = 0; mt < kMTiles; ++mt)
-#pragma unroll
-      for (int d = 0; d < kOutputTiles; ++d)
-#pragma unroll
-        for (int e = 0; e < 4; ++e) out_acc[mt][d][e] *= rescale[mt][e / 2];
-
-    // O += P V: the S accumulator of key n8-tiles 2kk and 2kk+1 is exactly the A fragment of
-    // k-step kk once packed to 16 bits (rows g / g+8, keys 2t..2t+1 and 2t+8..2t+9).
-    const int v_chunk = lane_chunk_bytes(ldmatrix_bt_row(lane), ldmatrix_bt_col(lane), kHeadDim);
-    const int v_lane = swizzled_offset(ldmatrix_bt_row(lane), ldmatrix_bt_col(lane), kHeadDim) * 2;
-#pragma unroll
-    for (int kk = 0; kk < Traits::kPvSteps; ++kk) {
-      u32 p_frag[kMTiles][4];
-#pragma unroll
-      for (int mt = 0; mt < kMTiles; ++mt) {
-        p_frag[mt][0] = pack2<T>(scores[mt][2 * kk][0], scores[mt][2 * kk][1]);
-        p_frag[mt][1] = pack2<T>(scores[mt][2 * kk][2], scores[mt][2 * kk][3]);
-        p_frag[mt][2] = pack2<T>(scores[mt][2 * kk + 1][0], scores[mt][2 * kk + 1][1]);
-        p_frag[mt][3] = pack2<T>(scores[mt][2 * kk + 1][2], scores[mt][2 * kk + 1][3]);
       }
-      const u32 v_step = v_tile + kk * 16 * kRowBytes;
+
+      // Mask: keys past the end of the chunk, and (causal) keys after the row's query. Positions
+      // increase along the chunk, so the keys of a sub-tile that a row sees are a prefix of it:
+      // the row's mask is one compare of the key index with the prefix end, found by a binary
+      // search over the sub-tile's positions (only on tiles past the mask-free prefix; loading a
+      // position per key here costs registers that 32 rows per warp do not have).
+      if (tile >= range.full_tiles) {
+        const int keys_here = min(kSubKeys, params.kv_len - key0);
+        int row_key_end[kMTiles][2];
 #pragma unroll
-      for (int dp = 0; dp < kOutputTiles / 2; ++dp) {
-        u32 v_frag[4];
-        ldmatrix_x4_trans(v_frag, v_step + step_offset_bytes(v_lane, v_chunk, dp, kHeadDim));
+        for (int mt = 0; mt < kMTiles; ++mt)
+#pragma unroll
+          for (int half = 0; half < 2; ++half) {
+            if (kCausal) {
+              const int packed_rows = params.q_len * kGroup;
+              const int packed = opaque(static_cast<int>(blockIdx.x)) * kBlockM + warp_row0 +
+                                 mt * 16 + acc_row(lane, 2 * half);
+              const int query =
+                  unpack_row(packed < packed_rows ? packed : packed_rows - 1, kGroup).query_index;
+              row_key_end[mt][half] = key0 + count_at_or_before(params.kv_positions + key0,
+                                                                keys_here, params.q_positions[query]);
+            } else {
+              row_key_end[mt][half] = key0 + keys_here;
+            }
+          }
+#pragma unroll
+        for (int j = 0; j < kScoreTiles; ++j)
+#pragma unroll
+          for (int e = 0; e < 4; ++e) {
+            const int key = key0 + j * 8 + acc_col(lane, e);
+#pragma unroll
+            for (int mt = 0; mt < kMTiles; ++mt)
+              if (key >= row_key_end[mt][e / 2]) scores[mt][j][e] = -positive_infinity();
+          }
+      }
+
+      // Online softmax; the output is rescaled only when some row of the warp got a new max
+      // (exp2(m_old - m_new) != 1), which after the first few tiles is rare.
+      float rescale[kMTiles][2];
+      online_softmax_tile<kMTiles, kScoreTiles>(scores, row_max, row_sum, rescale, params.scale_log2);
+      bool max_moved = false;
+#pragma unroll
+      for (int mt = 0; mt < kMTiles; ++mt) max_moved |= rescale[mt][0] != 1.0f || rescale[mt][1] != 1.0f;
+      if (__any_sync(0xffffffffu, max_moved)) {
+#pragma unroll
+        for (int mt = 0; mt < kMTiles; ++mt)
+#pragma unroll
+          for (int d = 0; d < kOutputTiles; ++d)
+#pragma unroll
+            for (int e = 0; e < 4; ++e) out_acc[mt][d][e] *= rescale[mt][e / 2];
+      }
+
+      // O += P V: the S accumulator of key n8-tiles 2kk and 2kk+1 is exactly the A fragment of
+      // k-step kk once packed to 16 bits (rows g / g+8, keys 2t..2t+1 and 2t+8..2t+9).
+#pragma unroll
+      for (int kk = 0; kk < Traits::kPvSteps; ++kk) {
+        u32 p_frag[kMTiles][4];
 #pragma unroll
         for (int mt = 0; mt < kMTiles; ++mt) {
-          mma_16816<T>(out_acc[mt][2 * dp], p_frag[mt], v_frag[0], v_frag[1]);
-          mma_16816<T>(out_acc[mt][2 * dp + 1], p_frag[mt], v_frag[2], v_frag[3]);
+          p_frag[mt][0] = pack2<T>(scores[mt][2 * kk][0], scores[mt][2 * kk][1]);
+          p_frag[mt][1] = pack2<T>(scores[mt][2 * kk][2], scores[mt][2 * kk][3]);
+          p_frag[mt][2] = pack2<T>(scores[mt][2 * kk + 1][0], scores[mt][2 * kk + 1][1]);
+          p_frag[mt][3] = pack2<T>(scores[mt][2 * kk + 1][2], scores[mt][2 * kk + 1][3]);
+        }
+        const u32 v_step = v_sub + kk * 16 * kRowBytes;
+#pragma unroll
+        for (int dp = 0; dp < kOutputTiles / 2; ++dp) {
+          u32 v_frag[4];
+          ldmatrix_x4_trans(v_frag, v_step + step_offset_bytes(v_lane, v_chunk, dp, kHeadDim));
+#pragma unroll
+          for (int mt = 0; mt < kMTiles; ++mt) {
+            mma_16816<T>(out_acc[mt][2 * dp], p_frag[mt], v_frag[0], v_frag[1]);
+            mma_16816<T>(out_acc[mt][2 * dp + 1], p_frag[mt], v_frag[2], v_frag[3]);
+          }
         }
       }
     }
@@ -290,6 +320,8 @@ CPGEN_DEVICE void ring_fwd_step(const RingFwdParams& params) {
   cp_async_wait<0>();  // no group may outlive the CTA (only empty ones can be pending here)
 
   // ---- Merge with the running state; on the last step, write out and lse ----------------------
+  const BlockCoord at = block_coord(blockIdx.x, blockIdx.y, params.kv_heads, kBlockM);
+  const int packed_rows = params.q_len * kGroup;
   const int lane = threadIdx.x % 32;
   const int warp_row0 = (threadIdx.x / 32) * Traits::kRowsPerWarp;
   const bool quad_leader = lane % 4 == 0;

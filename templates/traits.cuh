@@ -20,6 +20,56 @@ struct Fp16 {
 // Per-block opt-in dynamic shared memory: 163 KB on sm_80 (A100), 227 KB on sm_90 (H100/H200).
 constexpr int shared_limit_for_arch(int arch) { return arch >= 900 ? 232448 : 166912; }
 
+// fp32 accumulators per thread are the dominant register cost: per 16-row MMA tile of a warp,
+// 4 per n8 tile of the output (head_dim / 8) and of the scores (keys / 8). A K/V tile's keys are
+// scored in sub-tiles of sub_keys, the largest of block_n, 32, 16 whose accumulators stay within
+// kAccumulatorBudget: at 160 (e.g. 32 rows per warp, head dim 128, 32 keys: 2 x (16 + 4) x 4)
+// ptxas fits the kernel in 255 registers without spills at every default; with 192 (64 keys) it
+// spilled 4-52 bytes depending on small changes of the code.
+constexpr int kAccumulatorBudget = 160;
+
+// Every derived size of a forward step config, as plain constexpr arithmetic so that the CPU
+// tests can evaluate it for any config (FwdTraits below adds the static_asserts).
+struct FwdLayout {
+  int threads;
+  int rows_per_warp;
+  int m_tiles;              // 16-row MMA tiles per warp
+  int sub_keys;             // keys scored at once
+  int accumulator_registers;
+  int chunks_per_row;       // 16-byte chunks per tile row
+  int q_tile_bytes, kv_tile_bytes;
+  int q_offset, k_offset, v_offset;  // of the Q tile and the first K and V stages
+  int shared_bytes;
+  int q_loads_per_thread, kv_loads_per_thread;  // 16-byte cp.async per thread per tile
+};
+
+CPGEN_HOST_DEVICE constexpr int fwd_accumulators(int m_tiles, int head_dim, int keys) {
+  return m_tiles * (head_dim / 8 + keys / 8) * 4;
+}
+
+CPGEN_HOST_DEVICE constexpr FwdLayout fwd_layout(int element_bytes, int head_dim, int block_m,
+                                                 int block_n, int warps, int stages) {
+  FwdLayout l{};
+  l.threads = warps * 32;
+  l.rows_per_warp = block_m / warps;
+  l.m_tiles = l.rows_per_warp / 16;
+  l.sub_keys = fwd_accumulators(l.m_tiles, head_dim, block_n) <= kAccumulatorBudget ? block_n
+               : fwd_accumulators(l.m_tiles, head_dim, 32) <= kAccumulatorBudget && block_n >= 32
+                   ? 32
+                   : 16;
+  l.accumulator_registers = fwd_accumulators(l.m_tiles, head_dim, l.sub_keys);
+  l.chunks_per_row = head_dim * element_bytes / 16;
+  l.q_tile_bytes = block_m * head_dim * element_bytes;
+  l.kv_tile_bytes = block_n * head_dim * element_bytes;
+  l.q_offset = 0;
+  l.k_offset = l.q_offset + l.q_tile_bytes;
+  l.v_offset = l.k_offset + stages * l.kv_tile_bytes;
+  l.shared_bytes = l.v_offset + stages * l.kv_tile_bytes;
+  l.q_loads_per_thread = (block_m * l.chunks_per_row + l.threads - 1) / l.threads;
+  l.kv_loads_per_thread = (block_n * l.chunks_per_row + l.threads - 1) / l.threads;
+  return l;
+}
+
 template <typename ElementT, int kHeadDimV, int kBlockMV, int kBlockNV, int kWarpsV, int kStagesV,
           bool kCausalV, int kGroupV>
 struct FwdTraits {
@@ -32,35 +82,33 @@ struct FwdTraits {
   static constexpr bool kCausal = kCausalV;
   static constexpr int kGroup = kGroupV;    // query heads per kv head, packed into the rows
   static constexpr int kElementBytes = Element::kBytes;
+  static constexpr FwdLayout kLayout =
+      fwd_layout(kElementBytes, kHeadDim, kBlockM, kBlockN, kWarps, kStages);
 
-  static constexpr int kThreads = kWarps * 32;
+  static constexpr int kThreads = kLayout.threads;
   // Each warp owns kRowsPerWarp consecutive packed rows = kMTiles MMA tiles of 16 rows, and
   // computes them against every key of a tile (warps never exchange scores).
-  static constexpr int kRowsPerWarp = kBlockM / kWarps;
-  static constexpr int kMTiles = kRowsPerWarp / 16;
-  static constexpr int kScoreTiles = kBlockN / 8;    // n8 tiles of S = Q K^T per m-tile
+  static constexpr int kRowsPerWarp = kLayout.rows_per_warp;
+  static constexpr int kMTiles = kLayout.m_tiles;
   static constexpr int kOutputTiles = kHeadDim / 8;  // n8 tiles of O per m-tile
   static constexpr int kQkSteps = kHeadDim / 16;     // k16 steps of Q K^T
-  static constexpr int kPvSteps = kBlockN / 16;      // k16 steps of P V
-
-  // fp32 accumulator registers per thread (the dominant register cost).
-  static constexpr int kAccumulatorRegisters = kMTiles * (kScoreTiles + kOutputTiles) * 4;
+  static constexpr int kSubKeys = kLayout.sub_keys;
+  static constexpr int kSubTiles = kBlockN / kSubKeys;
+  static constexpr int kScoreTiles = kSubKeys / 8;  // n8 tiles of S = Q K^T per m-tile
+  static constexpr int kPvSteps = kSubKeys / 16;    // k16 steps of P V
+  static constexpr int kAccumulatorRegisters = kLayout.accumulator_registers;
 
   // Shared memory: the Q tile (loaded once, re-read per k-step with ldmatrix) and kStages K and V
   // tiles, each a swizzled [rows][head_dim] array (layout.cuh).
-  static constexpr int kChunksPerRow = kHeadDim * kElementBytes / 16;
-  static constexpr int kQTileBytes = kBlockM * kHeadDim * kElementBytes;
-  static constexpr int kKvTileBytes = kBlockN * kHeadDim * kElementBytes;
-  static constexpr int kQOffset = 0;
-  static constexpr int kKOffset = kQOffset + kQTileBytes;
-  static constexpr int kVOffset = kKOffset + kStages * kKvTileBytes;
-  static constexpr int kSharedBytes = kVOffset + kStages * kKvTileBytes;
-
-  // 16-byte cp.async chunks each thread issues per Q tile and per K (or V) tile.
-  static constexpr int kQChunks = kBlockM * kChunksPerRow;
-  static constexpr int kKvChunks = kBlockN * kChunksPerRow;
-  static constexpr int kQLoadsPerThread = (kQChunks + kThreads - 1) / kThreads;
-  static constexpr int kKvLoadsPerThread = (kKvChunks + kThreads - 1) / kThreads;
+  static constexpr int kChunksPerRow = kLayout.chunks_per_row;
+  static constexpr int kQTileBytes = kLayout.q_tile_bytes;
+  static constexpr int kKvTileBytes = kLayout.kv_tile_bytes;
+  static constexpr int kQOffset = kLayout.q_offset;
+  static constexpr int kKOffset = kLayout.k_offset;
+  static constexpr int kVOffset = kLayout.v_offset;
+  static constexpr int kSharedBytes = kLayout.shared_bytes;
+  static constexpr int kQLoadsPerThread = kLayout.q_loads_per_thread;
+  static constexpr int kKvLoadsPerThread = kLayout.kv_loads_per_thread;
 
   static_assert(kElementBytes == 2, "inputs are 16-bit (bf16 or fp16)");
   static_assert(kHeadDim % 16 == 0, "head_dim must be a multiple of the MMA k (16)");
@@ -68,12 +116,12 @@ struct FwdTraits {
                 "the shared-memory swizzle covers 8k or 12 chunks of 16 bytes per row");
   static_assert(kBlockN % 16 == 0, "block_n must be a multiple of 16 (P V k-steps, paired n8 tiles)");
   static_assert(kBlockM % (16 * kWarps) == 0, "each warp computes whole 16-row MMA tiles");
-  static_assert(kMTiles >= 1 && kMTiles <= 4, "1 to 4 MMA row tiles per warp");
+  static_assert(kBlockN % kSubKeys == 0 && kSubKeys % 16 == 0, "key sub-tiles split the tile");
   static_assert(kBlockM % kGroup == 0, "block_m must hold whole GQA groups");
   static_assert(kStages >= 1 && kStages <= 4, "1 to 4 pipeline stages");
   static_assert(kThreads <= 1024, "at most 1024 threads per CTA");
-  // Beyond ~200 accumulator registers per thread the live fragments no longer fit in 255.
-  static_assert(kAccumulatorRegisters <= 192, "fp32 accumulators do not fit in registers");
+  static_assert(kAccumulatorRegisters <= kAccumulatorBudget,
+                "the fp32 output accumulator (rows per warp x head_dim / 32) does not fit in registers");
 #if defined(__CUDA_ARCH__)
   static_assert(kSharedBytes <= shared_limit_for_arch(__CUDA_ARCH__),
                 "shared memory (Q tile + stages x K/V tiles) exceeds the arch's per-block limit");

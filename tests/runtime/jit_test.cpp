@@ -2,6 +2,7 @@
 #include <gtest/gtest.h>
 
 #include <algorithm>
+#include <cstddef>
 #include <filesystem>
 #include <fstream>
 #include <thread>
@@ -9,6 +10,7 @@
 #include "cpgen/error.h"
 #include "generator/render.h"
 #include "runtime/jit.h"
+#include "templates/params.cuh"
 #include "temp_dir.h"
 
 namespace cpgen {
@@ -75,7 +77,7 @@ TEST(Jit, SecondRequestIsServedFromTheStoreWithoutNvrtc) {
 TEST(Jit, CorruptStoreEntryIsRecompiledAndRewritten) {
   TempDir dir("jit");
   DirectoryKernelStore store(dir.path());
-  KernelSpec spec = KernelSpec::default_for(Dtype::kBf16, 128, true, 4);
+  KernelSpec spec = KernelSpec::default_for(Dtype::kBf16, 64, true, 4);
   CompiledKernel first = compile_kernel(spec, "sm_80", &store);
   const std::string path = store.entry_path(first.key);
   std::string bytes = slurp(path);
@@ -168,10 +170,26 @@ TEST(Jit, OptionsAndKeyDependOnArchButNotOnFastMath) {
   EXPECT_NE(std::find(options.begin(), options.end(), "--ptxas-options=--verbose"), options.end());
   EXPECT_EQ(std::find(options.begin(), options.end(), "-use_fast_math"), options.end());
   const std::string source = render_source(KernelSpec{});
-  EXPECT_EQ(kernel_store_key(source, "sm_90"), kernel_store_key(source, "sm_90"));
-  EXPECT_NE(kernel_store_key(source, "sm_90"), kernel_store_key(source, "sm_90a"));
-  EXPECT_NE(kernel_store_key(source, "sm_90"), kernel_store_key(source + " ", "sm_90"));
+  const std::string name = KernelSpec{}.uri();
+  EXPECT_EQ(kernel_store_key(name, source, "sm_90"), kernel_store_key(name, source, "sm_90"));
+  EXPECT_NE(kernel_store_key(name, source, "sm_90"), kernel_store_key(name, source, "sm_90a"));
+  EXPECT_NE(kernel_store_key(name, source, "sm_90"), kernel_store_key(name, source + " ", "sm_90"));
+  EXPECT_NE(kernel_store_key(name, source, "sm_90"), kernel_store_key(name + "x", source, "sm_90"));
   EXPECT_EQ(nvrtc_version_tag().rfind(nvrtc_version(), 0), 0u);
+}
+
+TEST(Jit, RingFwdParamsHasTheHostLayoutUnderNvrtc) {
+  // The host passes RingFwdParams by value, so NVRTC must lay it out exactly as g++ does; the
+  // fixed-width types come from the JIT's prelude there and from <cstdint> here. NVRTC has no
+  // offsetof; equal field sizes, total size and alignment fix the same standard layout.
+  const std::string source =
+      "#include \"cpgen/params.cuh\"\n"
+      "static_assert(sizeof(cpgen::RingFwdParams) == " + std::to_string(sizeof(RingFwdParams)) + ", \"size\");\n"
+      "static_assert(alignof(cpgen::RingFwdParams) == " + std::to_string(alignof(RingFwdParams)) + ", \"align\");\n"
+      "static_assert(sizeof(int64_t) == 8 && sizeof(uint32_t) == 4 && sizeof(int16_t) == 2 && sizeof(void*) == 8 && sizeof(float) == 4, \"widths\");\n"
+      "extern \"C\" __global__ void cpgen_layout_probe(cpgen::RingFwdParams p) { if (p.lse) *p.lse = 0.f; }\n";
+  CompiledKernel k = compile_source("cpgen_layout_probe", source, "sm_90", nullptr);
+  EXPECT_TRUE(is_elf(k.cubin));
 }
 
 TEST(Jit, ConcurrentCompilesFromThreadsAgreeWithSerialOnes) {
@@ -180,9 +198,8 @@ TEST(Jit, ConcurrentCompilesFromThreadsAgreeWithSerialOnes) {
   TempDir dir("jit");
   DirectoryKernelStore store(dir.path());
   std::vector<KernelSpec> specs = {KernelSpec::default_for(Dtype::kBf16, 64, true, 1),
-                                   KernelSpec::default_for(Dtype::kFp16, 64, true, 1),
-                                   KernelSpec::default_for(Dtype::kBf16, 64, true, 1),
-                                   KernelSpec::default_for(Dtype::kBf16, 64, false, 8)};
+                                   KernelSpec::default_for(Dtype::kFp16, 64, false, 8),
+                                   KernelSpec::default_for(Dtype::kBf16, 64, true, 1)};
   std::vector<CompiledKernel> results(specs.size());
   std::vector<std::string> errors(specs.size());
   std::vector<std::thread> threads;
@@ -196,13 +213,51 @@ TEST(Jit, ConcurrentCompilesFromThreadsAgreeWithSerialOnes) {
     });
   }
   for (auto& t : threads) t.join();
-  for (size_t i = 0; i < specs.size(); ++i) {
-    ASSERT_EQ(errors[i], "") << specs[i].uri();
+  for (size_t i = 0; i < specs.size(); ++i) ASSERT_EQ(errors[i], "") << specs[i].uri();
+  for (size_t i = 0; i < 2; ++i) {  // the third repeats the first
     CompiledKernel serial = compile_kernel(specs[i], "sm_90", nullptr);
     EXPECT_EQ(results[i].cubin, serial.cubin) << specs[i].uri();
     EXPECT_EQ(results[i].stats.registers, serial.stats.registers) << specs[i].uri();
   }
   EXPECT_EQ(results[0].cubin, results[2].cubin);
+}
+
+TEST(Jit, ThreadsAskingForOneKernelShareOneCompile) {
+  // N virtual ranks in one process request the same kernel at once: one NVRTC compile serves all.
+  TempDir dir("jit");
+  DirectoryKernelStore store(dir.path());
+  const KernelSpec spec = KernelSpec::default_for(Dtype::kFp16, 96, true, 2);
+  const uint64_t compiles = nvrtc_compile_count();
+  std::vector<CompiledKernel> results(4);
+  std::vector<std::thread> threads;
+  for (auto& result : results) threads.emplace_back([&] { result = compile_kernel(spec, "sm_80", &store); });
+  for (auto& t : threads) t.join();
+  EXPECT_EQ(nvrtc_compile_count(), compiles + 1);
+  for (const CompiledKernel& k : results) {
+    EXPECT_EQ(k.uri, spec.uri());
+    EXPECT_EQ(k.cubin, results[0].cubin);
+    EXPECT_TRUE(is_elf(k.cubin));
+  }
+}
+
+TEST(Jit, ThreadsWaitingOnAFailedCompileAllGetItsError) {
+  const std::string name = "ring_fwd_shared_failure";
+  const std::string source = "extern \"C\" __global__ void " + name + "() { missing_symbol(); }\n";
+  std::vector<std::string> errors(3);
+  std::vector<std::thread> threads;
+  for (auto& error : errors) {
+    threads.emplace_back([&] {
+      try {
+        compile_source(name, source, "sm_90", nullptr);
+      } catch (const Error& e) {
+        error = e.kind() == ErrorKind::kCompile ? e.what() : "wrong kind";
+      }
+    });
+  }
+  for (auto& t : threads) t.join();
+  for (const std::string& error : errors) EXPECT_NE(error.find("missing_symbol"), std::string::npos) << error;
+  std::filesystem::remove_all(std::filesystem::path(failed_compile_dir()) /
+                              (name + "-" + kernel_store_key(name, source, "sm_90").substr(0, 12)));
 }
 
 }  // namespace

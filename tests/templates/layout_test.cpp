@@ -1,0 +1,215 @@
+// CPU checks of the step kernel's index math (templates/layout.cuh): the swizzle, the per-lane
+// ldmatrix addresses and the MMA fragment ownership they must produce, and packed GQA rows.
+// ldmatrix is emulated from its PTX definition, so a wrong lane mapping fails here, not only on a
+// GPU.
+#include "cpgen/layout.cuh"
+
+#include <gtest/gtest.h>
+
+#include <array>
+#include <set>
+#include <vector>
+
+namespace cpgen::device {
+namespace {
+
+constexpr int kHeadDims[] = {64, 96, 128, 256};
+
+// A logical [rows][head_dim] tile whose element (r, c) is r * 1000 + c, stored swizzled.
+struct SharedTile {
+  int rows, head_dim;
+  std::vector<int> words;  // one entry per 16-bit element
+  SharedTile(int rows_, int head_dim_) : rows(rows_), head_dim(head_dim_), words(rows_ * head_dim_, -1) {
+    for (int r = 0; r < rows; ++r)
+      for (int c = 0; c < head_dim; ++c) words[swizzled_offset(r, c, head_dim)] = r * 1000 + c;
+  }
+  // The 8 elements of the 16-byte chunk at `byte_offset`.
+  std::array<int, 8> chunk(int byte_offset) const {
+    EXPECT_EQ(byte_offset % 16, 0);
+    std::array<int, 8> out{};
+    for (int i = 0; i < 8; ++i) out[i] = words.at(byte_offset / 2 + i);
+    return out;
+  }
+};
+
+// ldmatrix.x4 per the PTX ISA: lanes 8i..8i+7 give the row addresses of matrix i; register i of
+// lane l holds elements 2(l%4), 2(l%4)+1 of row l/4 of matrix i (.trans: element l/4 of rows
+// 2(l%4) and 2(l%4)+1). Each register is returned as its (lo, hi) pair of element values.
+using Fragment = std::array<std::array<std::pair<int, int>, 4>, 32>;
+Fragment ldmatrix_x4(const SharedTile& tile, const std::array<int, 32>& addresses, bool trans) {
+  Fragment out{};
+  for (int lane = 0; lane < 32; ++lane)
+    for (int i = 0; i < 4; ++i) {
+      if (!trans) {
+        auto row = tile.chunk(addresses[8 * i + lane / 4]);
+        out[lane][i] = {row[2 * (lane % 4)], row[2 * (lane % 4) + 1]};
+      } else {
+        auto row0 = tile.chunk(addresses[8 * i + 2 * (lane % 4)]);
+        auto row1 = tile.chunk(addresses[8 * i + 2 * (lane % 4) + 1]);
+        out[lane][i] = {row0[lane / 4], row1[lane / 4]};
+      }
+    }
+  return out;
+}
+
+std::pair<int, int> element_pair(int row, int col) { return {row * 1000 + col, row * 1000 + col + 1}; }
+std::pair<int, int> column_pair(int row, int col) { return {row * 1000 + col, (row + 1) * 1000 + col}; }
+
+TEST(Swizzle, IsABijectionWithinEveryRow) {
+  for (int hd : kHeadDims) {
+    const int chunks = hd / 8;
+    for (int row = 0; row < 64; ++row) {
+      std::set<int> seen;
+      for (int c = 0; c < chunks; ++c) {
+        const int s = swizzle_chunk(row, c, chunks);
+        EXPECT_GE(s, 0);
+        EXPECT_LT(s, chunks) << "hd " << hd << " row " << row << " chunk " << c;
+        seen.insert(s);
+      }
+      EXPECT_EQ(static_cast<int>(seen.size()), chunks) << "hd " << hd << " row " << row;
+    }
+    SharedTile tile(64, hd);  // every slot written exactly once
+    for (int w : tile.words) EXPECT_GE(w, 0) << "hd " << hd;
+  }
+}
+
+TEST(Swizzle, EightConsecutiveRowsOfOneChunkHitDistinctBanks) {
+  // One ldmatrix phase reads the same logical chunk of 8 consecutive rows (rows 16 i + 0..7 or
+  // 8..15): the 8 physical 16-byte chunks must cover all 32 banks (distinct address / 16 mod 8).
+  for (int hd : kHeadDims)
+    for (int first = 0; first < 64; first += 8)
+      for (int c = 0; c < hd / 8; ++c) {
+        std::set<int> bank_groups;
+        for (int r = first; r < first + 8; ++r) bank_groups.insert((swizzled_offset(r, c * 8, hd) * 2 / 16) % 8);
+        EXPECT_EQ(bank_groups.size(), 8u) << "hd " << hd << " rows " << first << "+ chunk " << c;
+      }
+}
+
+TEST(Fragments, AccumulatorOwnershipCoversTheTileOnce) {
+  std::set<std::pair<int, int>> cells;
+  for (int lane = 0; lane < 32; ++lane)
+    for (int e = 0; e < 4; ++e) cells.insert({acc_row(lane, e), acc_col(lane, e)});
+  EXPECT_EQ(cells.size(), 16u * 8u);
+  for (auto [r, c] : cells) {
+    EXPECT_LT(r, 16);
+    EXPECT_LT(c, 8);
+  }
+}
+
+// The A operand (Q) as step_fwd.cuh addresses it: row warp_row0 + mt * 16 + ldmatrix_a_row, k-step
+// kk through step_offset_bytes. Expected: mma.m16n8k16 A registers a0..a3 = (row g, k 2t),
+// (row g+8, k 2t), (row g, k 2t+8), (row g+8, k 2t+8), with g = lane/4, t = lane%4.
+TEST(Fragments, QOperandAddressesYieldTheMmaAFragment) {
+  for (int hd : kHeadDims) {
+    SharedTile tile(128, hd);
+    for (int warp_row0 : {0, 16, 32, 96})
+      for (int mt = 0; mt < 2; ++mt)
+        for (int kk = 0; kk < hd / 16; ++kk) {
+          std::array<int, 32> addr{};
+          for (int lane = 0; lane < 32; ++lane) {
+            const int q_row = warp_row0 + ldmatrix_a_row(lane);
+            const int q_chunk = lane_chunk_bytes(q_row, ldmatrix_a_col(lane), hd);
+            const int q_lane = swizzled_offset(q_row, ldmatrix_a_col(lane), hd) * 2;
+            addr[lane] = step_offset_bytes(q_lane, q_chunk, kk, hd) + mt * 16 * hd * 2;
+          }
+          Fragment f = ldmatrix_x4(tile, addr, false);
+          for (int lane = 0; lane < 32; ++lane) {
+            const int g = lane / 4, t = lane % 4, row = warp_row0 + mt * 16 + g, k = kk * 16 + 2 * t;
+            ASSERT_EQ(f[lane][0], element_pair(row, k)) << "hd " << hd << " lane " << lane;
+            ASSERT_EQ(f[lane][1], element_pair(row + 8, k)) << "hd " << hd << " lane " << lane;
+            ASSERT_EQ(f[lane][2], element_pair(row, k + 8)) << "hd " << hd << " lane " << lane;
+            ASSERT_EQ(f[lane][3], element_pair(row + 8, k + 8)) << "hd " << hd << " lane " << lane;
+          }
+        }
+  }
+}
+
+// The B operand of S = Q K^T from K[key][dim]: registers (b0, b1) of key n8-tile 0, then of tile 1,
+// with b0 = (k 2t, 2t+1; n g) and b1 = (k 2t+8, 2t+9; n g), k running over head dim.
+TEST(Fragments, KOperandAddressesYieldTheMmaBFragment) {
+  for (int hd : kHeadDims) {
+    SharedTile tile(64, hd);
+    for (int jp = 0; jp < 4; ++jp)
+      for (int kk = 0; kk < hd / 16; ++kk) {
+        std::array<int, 32> addr{};
+        for (int lane = 0; lane < 32; ++lane) {
+          const int k_chunk = lane_chunk_bytes(ldmatrix_b_row(lane), ldmatrix_b_col(lane), hd);
+          const int k_lane = swizzled_offset(ldmatrix_b_row(lane), ldmatrix_b_col(lane), hd) * 2;
+          addr[lane] = step_offset_bytes(k_lane, k_chunk, kk, hd) + jp * 16 * hd * 2;
+        }
+        Fragment f = ldmatrix_x4(tile, addr, false);
+        for (int lane = 0; lane < 32; ++lane) {
+          const int g = lane / 4, t = lane % 4, key = jp * 16 + g, k = kk * 16 + 2 * t;
+          ASSERT_EQ(f[lane][0], element_pair(key, k)) << "hd " << hd << " lane " << lane;
+          ASSERT_EQ(f[lane][1], element_pair(key, k + 8)) << "hd " << hd << " lane " << lane;
+          ASSERT_EQ(f[lane][2], element_pair(key + 8, k)) << "hd " << hd << " lane " << lane;
+          ASSERT_EQ(f[lane][3], element_pair(key + 8, k + 8)) << "hd " << hd << " lane " << lane;
+        }
+      }
+  }
+}
+
+// The B operand of O += P V from V[key][dim] read transposed: (b0, b1) of dim n8-tile 0 then 1,
+// with b0 = (keys 2t, 2t+1; dim g), b1 = (keys 2t+8, 2t+9; dim g).
+TEST(Fragments, VOperandAddressesYieldTheTransposedMmaBFragment) {
+  for (int hd : kHeadDims) {
+    SharedTile tile(64, hd);
+    for (int kk = 0; kk < 4; ++kk)
+      for (int dp = 0; dp < hd / 16; ++dp) {
+        std::array<int, 32> addr{};
+        for (int lane = 0; lane < 32; ++lane) {
+          const int v_chunk = lane_chunk_bytes(ldmatrix_bt_row(lane), ldmatrix_bt_col(lane), hd);
+          const int v_lane = swizzled_offset(ldmatrix_bt_row(lane), ldmatrix_bt_col(lane), hd) * 2;
+          addr[lane] = kk * 16 * hd * 2 + step_offset_bytes(v_lane, v_chunk, dp, hd);
+        }
+        Fragment f = ldmatrix_x4(tile, addr, true);
+        for (int lane = 0; lane < 32; ++lane) {
+          const int g = lane / 4, t = lane % 4, key = kk * 16 + 2 * t, dim = dp * 16 + g;
+          ASSERT_EQ(f[lane][0], column_pair(key, dim)) << "hd " << hd << " lane " << lane;
+          ASSERT_EQ(f[lane][1], column_pair(key + 8, dim)) << "hd " << hd << " lane " << lane;
+          ASSERT_EQ(f[lane][2], column_pair(key, dim + 8)) << "hd " << hd << " lane " << lane;
+          ASSERT_EQ(f[lane][3], column_pair(key + 8, dim + 8)) << "hd " << hd << " lane " << lane;
+        }
+      }
+  }
+}
+
+// P V reuses the S accumulators of key n8-tiles 2kk and 2kk+1 as the A fragment of k-step kk
+// (step_fwd.cuh packs registers (0,1), (2,3) of tile 2kk, then of tile 2kk+1).
+TEST(Fragments, ScoreAccumulatorsAreTheAFragmentOfPV) {
+  for (int lane = 0; lane < 32; ++lane)
+    for (int kk = 0; kk < 4; ++kk)
+      for (int reg = 0; reg < 4; ++reg) {
+        const int tile = 2 * kk + reg / 2, e = 2 * (reg % 2);
+        const int g = lane / 4, t = lane % 4;
+        EXPECT_EQ(acc_row(lane, e), g + 8 * (reg % 2));
+        EXPECT_EQ(tile * 8 + acc_col(lane, e), kk * 16 + 2 * t + 8 * (reg / 2));
+        EXPECT_EQ(acc_col(lane, e + 1), acc_col(lane, e) + 1);
+      }
+}
+
+TEST(PackedRows, RoundTripAndBlockBounds) {
+  for (int group : {1, 2, 4, 8, 16}) {
+    for (int p = 0; p < 1000; ++p) {
+      PackedRow r = unpack_row(p, group);
+      EXPECT_LT(r.head_in_group, group);
+      EXPECT_EQ(pack_row(r.head_in_group, r.query_index, group), p);
+    }
+    for (int block_m : {32, 64, 128})
+      for (int q_len : {1, 5, 64, 100}) {
+        const int blocks = (q_len * group + block_m - 1) / block_m;
+        for (int b = 0; b < blocks; ++b) {
+          int lo = 1 << 30, hi = -1;
+          for (int p = b * block_m; p < (b + 1) * block_m && p < q_len * group; ++p) {
+            lo = std::min(lo, unpack_row(p, group).query_index);
+            hi = std::max(hi, unpack_row(p, group).query_index);
+          }
+          EXPECT_EQ(block_first_query(b, block_m, group), lo);
+          EXPECT_EQ(block_last_query(b, block_m, group, q_len), hi);
+        }
+      }
+  }
+}
+
+}  // namespace
+}  // namespace cpgen::device

@@ -1,0 +1,97 @@
+// CPU checks of the causal tile logic (templates/mask.cuh) against brute force over the
+// positions a rank really holds (contiguous and zigzag splits of a sequence).
+#include "cpgen/mask.cuh"
+
+#include <gtest/gtest.h>
+
+#include <vector>
+
+namespace cpgen::device {
+namespace {
+
+// Global positions of rank `rank` under zigzag: chunk r then chunk 2N-1-r of 2N equal chunks.
+std::vector<int> zigzag_positions(int seq_len, int cp_size, int rank) {
+  const int chunk = seq_len / (2 * cp_size);
+  std::vector<int> out;
+  for (int c : {rank, 2 * cp_size - 1 - rank})
+    for (int i = 0; i < chunk; ++i) out.push_back(c * chunk + i);
+  return out;
+}
+
+std::vector<int> contiguous_positions(int seq_len, int cp_size, int rank) {
+  const int n = seq_len / cp_size;
+  std::vector<int> out;
+  for (int i = 0; i < n; ++i) out.push_back(rank * n + i);
+  return out;
+}
+
+TEST(Mask, ClassifyTileBoundaries) {
+  EXPECT_EQ(classify_tile(10, 20, 21, 30, true), TileClass::kSkip);    // every key after every query
+  EXPECT_EQ(classify_tile(10, 20, 20, 30, true), TileClass::kMasked);  // key 20 visible to query 20
+  EXPECT_EQ(classify_tile(10, 20, 0, 10, true), TileClass::kFull);     // every key at or before 10
+  EXPECT_EQ(classify_tile(10, 20, 0, 11, true), TileClass::kMasked);   // key 11 hidden from query 10
+  EXPECT_EQ(classify_tile(10, 20, 100, 200, false), TileClass::kFull);
+  EXPECT_TRUE(key_visible(5, 5, true));
+  EXPECT_FALSE(key_visible(5, 6, true));
+  EXPECT_TRUE(key_visible(5, 6, false));
+}
+
+TEST(Mask, CountAtOrBeforeMatchesLinearScan) {
+  std::vector<int> pos = zigzag_positions(64, 4, 1);  // 8..15, 48..55
+  for (int bound = -1; bound < 70; ++bound) {
+    int expected = 0;
+    for (int p : pos) expected += p <= bound;
+    EXPECT_EQ(count_at_or_before(pos.data(), static_cast<int>(pos.size()), bound), expected) << bound;
+  }
+  EXPECT_EQ(count_at_or_before(pos.data(), 0, 100), 0);
+  EXPECT_EQ(count_at_or_before(pos.data(), -3, 100), 0);  // an empty range past kv_len
+}
+
+// For every query block and key tile: tiles before full_tiles need no mask for any row, tiles at
+// or past `tiles` are invisible to every row, and every tile with a visible key is run.
+void check_ranges(const std::vector<int>& q_pos, const std::vector<int>& k_pos, int group,
+                  int block_m, int block_n, bool causal) {
+  const int q_len = static_cast<int>(q_pos.size()), kv_len = static_cast<int>(k_pos.size());
+  const int blocks = (q_len * group + block_m - 1) / block_m;
+  for (int b = 0; b < blocks; ++b) {
+    const int qf = b * block_m / group;
+    const int ql = std::min(((b + 1) * block_m - 1) / group, q_len - 1);
+    TileRange r = key_tile_range(k_pos.data(), kv_len, q_pos[qf], q_pos[ql], block_n, causal);
+    const int key_tiles = (kv_len + block_n - 1) / block_n;
+    ASSERT_LE(r.full_tiles, r.tiles);
+    ASSERT_LE(r.tiles, key_tiles);
+    for (int t = 0; t < key_tiles; ++t) {
+      bool all_visible = (t + 1) * block_n <= kv_len, any_visible = false;
+      for (int q = qf; q <= ql; ++q)
+        for (int k = t * block_n; k < std::min((t + 1) * block_n, kv_len); ++k) {
+          const bool v = key_visible(q_pos[q], k_pos[k], causal);
+          all_visible = all_visible && v;
+          any_visible = any_visible || v;
+        }
+      if (t < r.full_tiles) EXPECT_TRUE(all_visible) << "block " << b << " tile " << t;
+      if (t >= r.tiles) EXPECT_FALSE(any_visible) << "block " << b << " tile " << t;
+      if (any_visible) EXPECT_LT(t, r.tiles) << "block " << b << " tile " << t;
+      if (all_visible) EXPECT_LT(t, r.tiles);
+    }
+  }
+}
+
+TEST(Mask, TileRangesAgreeWithBruteForceOverRingSteps) {
+  for (int cp : {1, 2, 4})
+    for (int q_rank = 0; q_rank < cp; ++q_rank)
+      for (int k_rank = 0; k_rank < cp; ++k_rank)
+        for (int group : {1, 4})
+          for (int bm : {32, 64, 128})
+            for (int bn : {32, 64}) {
+              check_ranges(zigzag_positions(384, cp, q_rank), zigzag_positions(384, cp, k_rank), group,
+                           bm, bn, true);
+              check_ranges(contiguous_positions(200, cp == 4 ? 2 : cp, q_rank % (cp == 4 ? 2 : cp)),
+                           contiguous_positions(200, cp == 4 ? 2 : cp, k_rank % (cp == 4 ? 2 : cp)),
+                           group, bm, bn, true);
+              check_ranges(zigzag_positions(96, cp, q_rank), zigzag_positions(96, cp, k_rank), group, bm,
+                           bn, false);
+            }
+}
+
+}  // namespace
+}  // namespace cpgen::device

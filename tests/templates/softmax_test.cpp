@@ -1,0 +1,110 @@
+// CPU checks of the online-softmax state and its merge (templates/softmax.cuh): empty states
+// never produce NaN, and chunked online updates plus merges agree with a float64 softmax.
+#include "cpgen/softmax.cuh"
+
+#include <gtest/gtest.h>
+
+#include <cmath>
+#include <limits>
+#include <random>
+#include <vector>
+
+namespace cpgen::device {
+namespace {
+
+constexpr float kNegInf = -std::numeric_limits<float>::infinity();
+
+// One row's state (m, l, o) for a single-column v, built the way the kernel does it.
+struct RowState {
+  float m = kNegInf, l = 0.0f, o = 0.0f;
+};
+
+RowState online(const std::vector<float>& scaled_scores, const std::vector<float>& v) {
+  RowState s;
+  // Two "tiles" of the row, to exercise the rescale between tiles.
+  const size_t half = scaled_scores.size() / 2;
+  for (auto [lo, hi] : {std::pair<size_t, size_t>{0, half}, {half, scaled_scores.size()}}) {
+    float tile_max = kNegInf;
+    for (size_t j = lo; j < hi; ++j) tile_max = std::max(tile_max, scaled_scores[j]);
+    OnlineStep st = online_step(s.m, tile_max);
+    float sum = 0, acc = 0;
+    for (size_t j = lo; j < hi; ++j) {
+      const float p = std::exp2(scaled_scores[j] - st.offset);
+      sum += p;
+      acc += p * v[j];
+    }
+    s = {st.m, s.l * st.rescale + sum, s.o * st.rescale + acc};
+  }
+  return s;
+}
+
+RowState merge(RowState a, RowState b) {
+  MergeScales ms = merge_scales(a.m, b.m);
+  return {ms.m, ms.scale_a * a.l + ms.scale_b * b.l, ms.scale_a * a.o + ms.scale_b * b.o};
+}
+
+TEST(Softmax, EmptyMergedWithEmptyStaysEmptyWithoutNaN) {
+  MergeScales ms = merge_scales(kNegInf, kNegInf);
+  EXPECT_FALSE(std::isnan(ms.scale_a));
+  EXPECT_FALSE(std::isnan(ms.scale_b));
+  EXPECT_EQ(ms.m, kNegInf);
+  RowState empty = merge(RowState{}, RowState{});
+  EXPECT_EQ(empty.m, kNegInf);
+  EXPECT_EQ(empty.l, 0.0f);
+  EXPECT_EQ(empty.o, 0.0f);
+  EXPECT_EQ(output_scale(empty.l) * empty.o, 0.0f);
+  EXPECT_EQ(lse_natural(empty.m, empty.l), kNegInf);
+}
+
+TEST(Softmax, OnlineStepOverAFullyMaskedTileIsNotNaN) {
+  OnlineStep st = online_step(kNegInf, kNegInf);
+  EXPECT_EQ(st.offset, 0.0f);
+  EXPECT_EQ(st.rescale, 0.0f);
+  EXPECT_EQ(std::exp2(kNegInf - st.offset), 0.0f);
+  // A masked tile after real keys keeps the state.
+  st = online_step(3.0f, kNegInf);
+  EXPECT_EQ(st.m, 3.0f);
+  EXPECT_EQ(st.rescale, 1.0f);
+}
+
+TEST(Softmax, MergeWithEmptySideIsIdentity) {
+  RowState a{2.5f, 3.0f, 1.25f};
+  for (RowState r : {merge(a, RowState{}), merge(RowState{}, a)}) {
+    EXPECT_EQ(r.m, a.m);
+    EXPECT_FLOAT_EQ(r.l, a.l);
+    EXPECT_FLOAT_EQ(r.o, a.o);
+  }
+}
+
+TEST(Softmax, ChunkedStatesMergeToTheFloat64Softmax) {
+  std::mt19937 rng(7);
+  std::normal_distribution<float> normal(0.0f, 4.0f);
+  for (int trial = 0; trial < 200; ++trial) {
+    const int n = 8 + trial % 57;
+    std::vector<float> s(n), v(n);
+    for (int j = 0; j < n; ++j) {
+      s[j] = normal(rng) + (trial % 5 == 0 ? 60.0f : 0.0f);  // some rows with large logits
+      v[j] = normal(rng);
+    }
+    // float64 reference: out = sum softmax_j v_j, lse = log sum e^{s_j ln 2}
+    double mx = -1e300, den = 0, num = 0;
+    for (float x : s) mx = std::max(mx, double(x));
+    for (int j = 0; j < n; ++j) {
+      const double p = std::exp2(double(s[j]) - mx);
+      den += p;
+      num += p * v[j];
+    }
+    const double out_ref = num / den, lse_ref = (mx + std::log2(den)) * std::log(2.0);
+    // Split the keys over "ring steps" of uneven sizes, some empty.
+    const int cut1 = trial % n, cut2 = std::min(n, cut1 + trial % 7);
+    auto part = [&](int lo, int hi) {
+      return online({s.begin() + lo, s.begin() + hi}, {v.begin() + lo, v.begin() + hi});
+    };
+    RowState total = merge(merge(part(0, cut1), part(cut1, cut2)), part(cut2, n));
+    EXPECT_NEAR(total.o * output_scale(total.l), out_ref, 1e-4 * (1 + std::abs(out_ref))) << trial;
+    EXPECT_NEAR(lse_natural(total.m, total.l), lse_ref, 1e-4 * (1 + std::abs(lse_ref))) << trial;
+  }
+}
+
+}  // namespace
+}  // namespace cpgen::device
