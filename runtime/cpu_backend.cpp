@@ -7,9 +7,12 @@
 #include "cpgen/error.h"
 #include "runtime/cpu_softmax_state.h"
 #include "runtime/partition.h"
+#include "runtime/schedule.h"
 
 namespace cpgen {
 namespace {
+
+constexpr double kLog2eDouble = 1.4426950408889634;
 
 // Dot products accumulate in double and round once to float (an fp32 MMA accumulator does
 // no better, so this keeps the CPU path's error at or below the kernel's); everything
@@ -20,6 +23,47 @@ float dot(const float* a, const float* b, int64_t n) {
   for (int64_t i = 0; i < n; ++i) sum += static_cast<double>(a[i]) * b[i];
   return static_cast<float>(sum);
 }
+
+// Which (query, key) pairs of a step count, decided per tile with the schedule's classify_tile,
+// as the step kernel decides: a skipped tile is never computed, a full tile needs no mask, and
+// only masked tiles test each element. Sliding windows are outside classify_tile's model, so
+// with a window every non-skipped element is tested. A wrong classification changes the result,
+// so the vectors tests of the CPU ring check classify_tile on every scheme and ring size.
+class StepMask {
+ public:
+  static constexpr int64_t kTile = 16;
+
+  StepMask(const AttentionShape& shape, const std::vector<int64_t>& q_pos,
+           const std::vector<int64_t>& k_pos)
+      : shape_(shape), q_pos_(q_pos), k_pos_(k_pos),
+        k_tiles_((static_cast<int64_t>(k_pos.size()) + kTile - 1) / kTile) {
+    const int64_t q_len = static_cast<int64_t>(q_pos.size());
+    const int64_t k_len = static_cast<int64_t>(k_pos.size());
+    for (int64_t q0 = 0; q0 < q_len; q0 += kTile)
+      for (int64_t k0 = 0; k0 < k_len; k0 += kTile)
+        kinds_.push_back(classify_tile(q_pos[q0], q_pos[std::min(q_len, q0 + kTile) - 1],
+                                       k_pos[k0], k_pos[std::min(k_len, k0 + kTile) - 1],
+                                       shape.causal));
+  }
+
+  bool visible(int64_t i, int64_t j) const {
+    switch (kinds_[(i / kTile) * k_tiles_ + j / kTile]) {
+      case TileWork::kSkip: return false;
+      case TileWork::kFull:
+        if (shape_.window == 0) return true;
+        return key_visible(shape_, q_pos_[i], k_pos_[j]);
+      case TileWork::kMasked: return key_visible(shape_, q_pos_[i], k_pos_[j]);
+    }
+    return false;
+  }
+
+ private:
+  const AttentionShape& shape_;
+  const std::vector<int64_t>& q_pos_;
+  const std::vector<int64_t>& k_pos_;
+  int64_t k_tiles_;
+  std::vector<TileWork> kinds_;
+};
 
 void expect_size(const std::vector<float>& t, int64_t want, const char* name, int rank) {
   if (static_cast<int64_t>(t.size()) != want)
@@ -82,7 +126,8 @@ void CpuBackend::forward_step(const RingStep& step) {
     std::fill(m_state_.begin(), m_state_.end(), cpu::kMinusInf);
     std::fill(l_state_.begin(), l_state_.end(), 0.0f);
   }
-  const float scale_log2 = static_cast<float>(s.scale * 1.4426950408889634);
+  const float scale_log2 = static_cast<float>(s.scale * kLog2eDouble);
+  const StepMask mask(s, q_pos, k_pos);
   std::vector<float> scores(len), chunk_o(dim);
   for (int64_t b = 0; b < s.batch; ++b)
     for (int64_t h = 0; h < s.q_heads; ++h) {
@@ -95,7 +140,7 @@ void CpuBackend::forward_step(const RingStep& step) {
         // This chunk's own state (m_c, l_c, o_c), then one merge into the running state.
         float chunk_m = cpu::kMinusInf;
         for (int64_t j = 0; j < len; ++j) {
-          scores[j] = key_visible(s, q_pos[i], k_pos[j])
+          scores[j] = mask.visible(i, j)
                           ? dot(q_row, k_head + j * dim, dim) * scale_log2
                           : cpu::kMinusInf;
           chunk_m = std::fmax(chunk_m, scores[j]);
@@ -150,7 +195,8 @@ void CpuBackend::backward_step(const RingStep& step) {
   std::fill(dkv_partial_.k.begin(), dkv_partial_.k.end(), 0.0f);
   std::fill(dkv_partial_.v.begin(), dkv_partial_.v.end(), 0.0f);
   const float scale = static_cast<float>(s.scale);
-  const float scale_log2 = static_cast<float>(s.scale * 1.4426950408889634);
+  const float scale_log2 = static_cast<float>(s.scale * kLog2eDouble);
+  const StepMask mask(s, q_pos, k_pos);
   for (int64_t b = 0; b < s.batch; ++b)
     for (int64_t h = 0; h < s.q_heads; ++h) {
       const int64_t kv_head = b * s.kv_heads + h / group;
@@ -167,7 +213,7 @@ void CpuBackend::backward_step(const RingStep& step) {
         const float* do_row = tensors_.dout.data() + row * dim;
         float* dq_row = dq_.data() + row * dim;
         for (int64_t j = 0; j < len; ++j) {
-          if (!key_visible(s, q_pos[i], k_pos[j])) continue;
+          if (!mask.visible(i, j)) continue;
           const float* k_row = k_head + j * dim;
           // P_ij = exp(scale q.k - lse) = exp2(scale log2(e) q.k - lse log2(e)), exactly the
           // forward's normalized probability; dS = P (dP - D) with dP = dO_i . v_j.

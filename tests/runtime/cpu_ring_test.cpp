@@ -4,6 +4,7 @@
 
 #include <gtest/gtest.h>
 
+#include <chrono>
 #include <cmath>
 #include <limits>
 #include <map>
@@ -165,6 +166,72 @@ TEST(CpuRing, WritesEveryOutputElement) {
     for (const auto* t : {&ranks[r].out, &ranks[r].lse, &ranks[r].dq, &ranks[r].dk, &ranks[r].dv})
       for (size_t i = 0; i < t->size(); ++i)
         ASSERT_TRUE(std::isfinite((*t)[i])) << "rank " << r << " element " << i << " = " << (*t)[i];
+}
+
+// The backward alone, from a saved output and LSE it did not compute (here the vectors'), as a
+// framework calls it after its own forward.
+TEST(CpuRing, BackwardFromSavedOutputAndLse) {
+  const AttentionVectors& vec = vectors_for(testing::vectors_dir() + "/mha_causal_hd64_s128.json");
+  const AttentionShape& s = vec.shape;
+  const int n = 4;
+  const RingLayout layout{s, vec.seq_len, Scheme::kZigzag, n};
+  std::vector<RankTensors> ranks(n);
+  for (int r = 0; r < n; ++r) {
+    const auto shard = [&](const std::vector<double>& full, int64_t heads, int64_t dim) {
+      return to_float(scatter_shard(full, s.batch, heads, vec.seq_len, dim, Scheme::kZigzag, n, r));
+    };
+    RankTensors& t = ranks[r];
+    t.q = shard(vec.q, s.q_heads, s.head_dim);
+    t.k = shard(vec.k, s.kv_heads, s.head_dim);
+    t.v = shard(vec.v, s.kv_heads, s.head_dim);
+    t.dout = shard(vec.dout, s.q_heads, s.head_dim);
+    t.out = shard(vec.out, s.q_heads, s.head_dim);
+    t.lse = shard(vec.lse, s.q_heads, 1);
+    t.dq.assign(t.q.size(), std::numeric_limits<float>::quiet_NaN());
+  }
+  run_ring_threads(n, [&](int rank, Transport& transport) {
+    CpuBackend backend(layout, rank, ranks[rank]);
+    ring_backward(backend, transport);
+  });
+  std::vector<std::vector<float>> dq, dk, dv;
+  for (RankTensors& t : ranks) {
+    dq.push_back(t.dq);
+    dk.push_back(t.dk);
+    dv.push_back(t.dv);
+  }
+  EXPECT_LT(relative_error(gather_shards(dq, s.batch, s.q_heads, vec.seq_len, s.head_dim,
+                                         Scheme::kZigzag, n), vec.dq), kFloat32PathTolerance);
+  EXPECT_LT(relative_error(gather_shards(dk, s.batch, s.kv_heads, vec.seq_len, s.head_dim,
+                                         Scheme::kZigzag, n), vec.dk), kFloat32PathTolerance);
+  EXPECT_LT(relative_error(gather_shards(dv, s.batch, s.kv_heads, vec.seq_len, s.head_dim,
+                                         Scheme::kZigzag, n), vec.dv), kFloat32PathTolerance);
+}
+
+// One rank failing inside the real driver (here: a short q on rank 2) ends the whole ring with
+// that rank's error instead of leaving the other ranks waiting for it.
+TEST(CpuRing, FailingRankStopsTheRing) {
+  AttentionShape s;
+  s.q_heads = 1;
+  s.kv_heads = 1;
+  s.head_dim = 2;
+  s.scale = 1;
+  s.causal = true;
+  const RingLayout layout{s, 16, Scheme::kStriped, 4};
+  std::vector<RankTensors> ranks(4);
+  for (RankTensors& t : ranks) t.q = t.k = t.v = std::vector<float>(8, 0.5f);
+  ranks[2].q.resize(6);
+  const auto begin = std::chrono::steady_clock::now();
+  try {
+    run_ring_threads(4, [&](int rank, Transport& transport) {
+      CpuBackend backend(layout, rank, ranks[rank]);
+      ring_forward(backend, transport);
+    });
+    FAIL() << "expected rank 2 to fail";
+  } catch (const Error& e) {
+    EXPECT_EQ(e.kind(), ErrorKind::kBadInput);
+    EXPECT_STREQ(e.what(), "CPU backend, rank 2: q has 6 elements; the layout needs 8");
+  }
+  EXPECT_LT(std::chrono::steady_clock::now() - begin, std::chrono::seconds(10));
 }
 
 // A rank whose keys are all in its own future still merges empty chunks without NaN: with

@@ -141,3 +141,33 @@ TEST(CpuTransport, MisuseIsReported) {
 
 }  // namespace
 }  // namespace cpgen
+
+namespace cpgen {
+namespace {
+
+// Regression: the backward reuses the forward's exchange ids. A rank could reach its next use of
+// id 0 while its neighbour had not yet removed its finished entry for id 0, pair with that stale
+// entry, copy stale bytes, and leave its own post unconsumed: a hang (caught only by the
+// watchdog). Each use of an id must pair with the same use on the neighbours.
+TEST(CpuTransport, ReusedExchangeIdsPairUseByUse) {
+  for (int n : {2, 3}) {
+    const int uses = 400;
+    std::vector<int> mismatches(n, 0);
+    run_ring_threads(
+        n,
+        [&](int rank, Transport& t) {
+          for (int use = 0; use < uses; ++use) {
+            int send = use * 100 + rank, recv = -1;
+            const RingExchange e[] = {{&send, &recv, sizeof(int)}};
+            t.start(e, 0);
+            t.finish(0);
+            if (recv != use * 100 + (rank - 1 + n) % n) ++mismatches[rank];
+          }
+        },
+        std::chrono::seconds(20));
+    for (int r = 0; r < n; ++r) EXPECT_EQ(mismatches[r], 0) << "n=" << n << " rank " << r;
+  }
+}
+
+}  // namespace
+}  // namespace cpgen

@@ -8,6 +8,7 @@
 #include <numeric>
 
 #include "cpgen/error.h"
+#include "runtime/partition.h"
 #include "runtime/vectors.h"
 #include "test_util.h"
 
@@ -49,6 +50,26 @@ INSTANTIATE_TEST_SUITE_P(Cases, ReferenceVectors, ::testing::ValuesIn(testing::v
                              if (!std::isalnum(static_cast<unsigned char>(c))) c = '_';
                            return name;
                          });
+
+// Position arrays let the reference compute a shard: rank r's queries (zigzag, out of order in
+// the global sequence) against every key give exactly rank r's rows of the full answer.
+TEST(Reference, ShardOfQueriesGivesTheSameRows) {
+  const AttentionVectors vec =
+      load_attention_vectors(testing::vectors_dir() + "/mha_window32_hd64_s128.json");
+  const AttentionShape& s = vec.shape;
+  const auto all = iota_positions(vec.seq_len);
+  const ReferenceForward full = reference_forward(s, vec.q, vec.k, vec.v, all, all);
+  for (int r = 0; r < 4; ++r) {
+    const auto q_pos = partition_positions(Scheme::kZigzag, vec.seq_len, 4, r);
+    const auto q = scatter_shard(vec.q, s.batch, s.q_heads, vec.seq_len, s.head_dim,
+                                 Scheme::kZigzag, 4, r);
+    const ReferenceForward part = reference_forward(s, q, vec.k, vec.v, q_pos, all);
+    EXPECT_EQ(part.out, scatter_shard(full.out, s.batch, s.q_heads, vec.seq_len, s.head_dim,
+                                      Scheme::kZigzag, 4, r));
+    EXPECT_EQ(part.lse, scatter_shard(full.lse, s.batch, s.q_heads, vec.seq_len, 1,
+                                      Scheme::kZigzag, 4, r));
+  }
+}
 
 AttentionShape tiny_shape() {
   AttentionShape s;
