@@ -1,6 +1,6 @@
 #include "runtime/gpu_backend.h"
 
-#include <cmath>
+#include <cstdint>
 
 #include "cpgen/error.h"
 #include "runtime/cuda_driver.h"
@@ -45,11 +45,18 @@ void GpuRingBackend::bind(const ShardTensors& tensors, CUstream stream) {
       throw_bad_input("RingAttention::forward: " + std::string(name) + " of rank " +
                       std::to_string(rank_) + " is null");
   };
-  need(tensors.q, "q");
-  need(tensors.k, "k");
-  need(tensors.v, "v");
-  need(tensors.out, "out");
-  need(tensors.lse, "lse");
+  // The step kernel moves rows as 16-byte cp.async chunks (templates/step_fwd.cuh).
+  auto aligned = [&](const void* p, const char* name, size_t alignment) {
+    need(p, name);
+    if (reinterpret_cast<uintptr_t>(p) % alignment != 0)
+      throw_bad_input("RingAttention::forward: " + std::string(name) + " of rank " + std::to_string(rank_) +
+                      " is not " + std::to_string(alignment) + "-byte aligned");
+  };
+  aligned(tensors.q, "q", 16);
+  aligned(tensors.k, "k", 16);
+  aligned(tensors.v, "v", 16);
+  aligned(tensors.out, "out", 16);
+  aligned(tensors.lse, "lse", 4);
   tensors_ = tensors;
   stream_ = stream;
 }
