@@ -24,6 +24,10 @@ struct Problem {
   int64_t gqa_group() const { return q_heads / kv_heads; }
   int64_t local_seq_len() const { return seq_len / cp_size; }
   double scale() const;      // softmax_scale, or 1/sqrt(head_dim) when it is 0
+  // Throws Error(kBadInput) naming the first field that is not allowed and what is: sizes,
+  // GQA grouping, the head dims and groups the kernels support, a scale that is finite and >= 0,
+  // and a sequence the scheme can split over cp_size ranks.
+  void validate() const;
 };
 
 }  // namespace cpgen

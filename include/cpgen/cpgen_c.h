@@ -1,0 +1,125 @@
+/* cpgen's C ABI, for FFI users (Python ctypes, Rust, Julia). Plain C, no CUDA or NCCL headers:
+ * device pointers, CUDA streams and NCCL communicators travel as void*.
+ *
+ * Every function returns a cpgen_status. On failure the message of the error (one line naming
+ * what is wrong, where, and what is allowed) is kept per thread and read with cpgen_last_error().
+ * No C++ exception ever crosses this boundary.
+ *
+ * Tensors are contiguous row-major: q/out [batch, q_heads, local_seq, head_dim] and k/v
+ * [batch, kv_heads, local_seq, head_dim] in the problem's dtype; lse [batch, q_heads, local_seq]
+ * in float32 (natural log). local_seq = seq_len / cp_size, in the order of the partition scheme
+ * (cpgen_partition_positions gives the global position of each local row). */
+#ifndef CPGEN_CPGEN_C_H_
+#define CPGEN_CPGEN_C_H_
+
+#include <stddef.h>
+#include <stdint.h>
+
+#ifdef __cplusplus
+extern "C" {
+#endif
+
+#define CPGEN_API __attribute__((visibility("default")))
+
+/* The values are stable; they follow cpgen::ErrorKind. */
+typedef enum cpgen_status {
+  CPGEN_OK = 0,
+  CPGEN_ERR_BAD_INPUT = 1,   /* a value the caller gave is not allowed */
+  CPGEN_ERR_INFEASIBLE = 2,  /* no kernel config fits the device */
+  CPGEN_ERR_COMPILE = 3,     /* NVRTC rejected a generated kernel */
+  CPGEN_ERR_CUDA = 4,        /* a CUDA call failed */
+  CPGEN_ERR_NCCL = 5,        /* an NCCL call failed, a peer stalled, or NCCL is not built in */
+  CPGEN_ERR_DATABASE = 6,    /* the tuning database failed */
+  CPGEN_ERR_IO = 7,          /* a file could not be read or written */
+  CPGEN_ERR_NO_DEVICE = 8,   /* a GPU is needed and none is usable */
+  CPGEN_ERR_INTERNAL = 9     /* a bug in cpgen */
+} cpgen_status;
+
+typedef enum cpgen_dtype { CPGEN_DTYPE_BF16 = 0, CPGEN_DTYPE_FP16 = 1 } cpgen_dtype;
+
+typedef enum cpgen_scheme {
+  CPGEN_SCHEME_CONTIGUOUS = 0,
+  CPGEN_SCHEME_ZIGZAG = 1,
+  CPGEN_SCHEME_ZIGZAG_TOKEN = 2,
+  CPGEN_SCHEME_STRIPED = 3
+} cpgen_scheme;
+
+/* An attention problem (cpgen::Problem). Fill it with cpgen_problem_init first so that fields
+ * added by later versions get their defaults. */
+typedef struct cpgen_problem {
+  int64_t batch;
+  int64_t q_heads;
+  int64_t kv_heads;
+  int64_t head_dim;
+  int64_t seq_len;       /* the whole sequence, over all ranks */
+  int64_t cp_size;       /* context-parallel ranks */
+  int32_t dtype;         /* cpgen_dtype */
+  int32_t causal;        /* 0 or 1 */
+  int32_t scheme;        /* cpgen_scheme */
+  int32_t reserved;      /* 0 */
+  double softmax_scale;  /* 0 means 1/sqrt(head_dim) */
+} cpgen_problem;
+
+/* "0.1.0": the library's version. Never NULL; static storage. */
+CPGEN_API const char* cpgen_version(void);
+/* The message of the last failure on the calling thread, "" if none yet. Valid until the next
+ * cpgen call on this thread. */
+CPGEN_API const char* cpgen_last_error(void);
+/* "ok", "bad input", ... for a status value. */
+CPGEN_API const char* cpgen_status_name(int status);
+
+/* Defaults: batch 1, bf16, causal, zigzag, cp_size 1, scale 0; the sizes are 0 (must be set). */
+CPGEN_API cpgen_status cpgen_problem_init(cpgen_problem* problem);
+/* Checks every field (sizes, GQA grouping, supported head dims and groups, partitionability). */
+CPGEN_API cpgen_status cpgen_problem_validate(const cpgen_problem* problem);
+/* Global positions of rank's local rows, in local order: writes seq_len / cp_size values. */
+CPGEN_API cpgen_status cpgen_partition_positions(const cpgen_problem* problem, int32_t rank,
+                                                 int64_t* positions, size_t capacity);
+/* Number of usable CUDA devices (0 without a driver or device). */
+CPGEN_API cpgen_status cpgen_device_count(int32_t* count);
+
+/* NCCL communicators for cpgen_ring_create_nccl, through a file every rank can read: rank 0
+ * writes NCCL's unique id there (atomically) and removes it once all ranks joined; the others wait
+ * up to timeout_seconds for it. job_key (may be NULL) must match between ranks, so that a stale
+ * file of an earlier job is never used. *comm receives an ncclComm_t. CPGEN_ERR_NCCL when cpgen
+ * was built without NCCL. */
+CPGEN_API cpgen_status cpgen_nccl_comm_from_file(const char* path, int32_t rank, int32_t nranks,
+                                                 int32_t device, double timeout_seconds,
+                                                 const char* job_key, void** comm);
+/* Destroys a communicator made by cpgen_nccl_comm_from_file (NULL is allowed). */
+CPGEN_API cpgen_status cpgen_nccl_comm_destroy(void* comm);
+
+/* A ring attention object for one problem; see cpgen/ring_attention.h. */
+typedef struct cpgen_ring cpgen_ring;
+
+/* Loopback: all cp_size ranks as virtual ranks in this process, on CUDA device `device`.
+ * database_path may be NULL (default lookup). */
+CPGEN_API cpgen_status cpgen_ring_create_loopback(const cpgen_problem* problem, int32_t device,
+                                                  const char* database_path, cpgen_ring** ring);
+/* NCCL: this process is one rank of nccl_comm (an ncclComm_t whose size is cp_size), on the
+ * communicator's device. watchdog_seconds <= 0 takes the default (300 s). */
+CPGEN_API cpgen_status cpgen_ring_create_nccl(const cpgen_problem* problem, void* nccl_comm,
+                                              const char* database_path, double watchdog_seconds,
+                                              cpgen_ring** ring);
+/* Forward over this rank's shard (NCCL, or loopback with cp_size 1). stream is a CUstream /
+ * cudaStream_t (NULL: the legacy default stream). Asynchronous: returns once the work is queued. */
+CPGEN_API cpgen_status cpgen_ring_forward(cpgen_ring* ring, const void* q, const void* k,
+                                          const void* v, void* out, float* lse, void* stream);
+/* Loopback forward over every virtual rank: each argument is an array of cp_size pointers. */
+CPGEN_API cpgen_status cpgen_ring_forward_all(cpgen_ring* ring, const void* const* q,
+                                              const void* const* k, const void* const* v,
+                                              void* const* out, float* const* lse, void* stream);
+/* Waits for the last forward; reports a stalled peer (NCCL watchdog) or a failed launch. */
+CPGEN_API cpgen_status cpgen_ring_synchronize(cpgen_ring* ring);
+/* The URI of the step kernel in use and where its config came from ("database", "default").
+ * Static per ring; valid until cpgen_ring_destroy. */
+CPGEN_API const char* cpgen_ring_kernel_uri(const cpgen_ring* ring);
+CPGEN_API const char* cpgen_ring_config_source(const cpgen_ring* ring);
+/* Frees the ring (NULL is allowed). Does not destroy the NCCL communicator. */
+CPGEN_API void cpgen_ring_destroy(cpgen_ring* ring);
+
+#ifdef __cplusplus
+}  /* extern "C" */
+#endif
+
+#endif  /* CPGEN_CPGEN_C_H_ */

@@ -1,0 +1,42 @@
+// Creating the NCCL communicator a RingAttention runs on. Three ways:
+// - the caller already has an ncclComm_t (a framework's process group): pass it to
+//   RingAttention::nccl directly; nothing here is needed;
+// - a shared file: rank 0 writes NCCL's unique id to a path every rank can read (atomically:
+//   written to a temporary name, then renamed), the others wait for it with a timeout;
+// - MPI: cpgen/nccl_mpi.h broadcasts the id over an MPI communicator (header-only, so that
+//   libcpgen itself never depends on MPI).
+// Communicators are ncclComm_t passed as void*, so that no NCCL header is needed here. Every
+// function throws Error(kNccl) when cpgen was built without NCCL.
+#pragma once
+
+#include <array>
+#include <string>
+
+namespace cpgen {
+
+inline constexpr int kNcclUniqueIdBytes = 128;  // NCCL_UNIQUE_ID_BYTES
+using NcclUniqueId = std::array<char, kNcclUniqueIdBytes>;
+
+bool nccl_available();  // cpgen was built with NCCL
+
+// A fresh unique id (rank 0 creates it, every rank passes the same bytes to nccl_comm_init).
+NcclUniqueId nccl_unique_id();
+// ncclCommInitRank on CUDA device `device`; returns the ncclComm_t.
+void* nccl_comm_init(const NcclUniqueId& id, int rank, int nranks, int device);
+// ncclCommDestroy; nullptr is allowed.
+void nccl_comm_destroy(void* comm);
+
+struct NcclFileBootstrap {
+  std::string path;              // on a file system every rank sees; fresh per job
+  int rank = 0;
+  int nranks = 1;
+  int device = 0;                // CUDA device ordinal of this rank
+  double timeout_seconds = 120;  // how long ranks != 0 wait for the file
+  std::string job_key;           // optional: written by rank 0, must match on the others, so a
+                                 // stale file from an earlier job is never used
+};
+// Rank 0 writes the id file and removes it once every rank joined; returns the ncclComm_t.
+// Errors name the rank, the path and what went wrong (timeout, mismatched nranks or job key).
+void* nccl_comm_from_file(const NcclFileBootstrap& options);
+
+}  // namespace cpgen

@@ -1,0 +1,77 @@
+// RingAttention: the forward ring of context-parallel attention on GPUs.
+//
+// Each rank holds Q, K, V for its positions of the sequence (partition scheme of the problem) as
+// contiguous [batch, heads, local_seq, head_dim] tensors in the problem's dtype. forward() runs
+// cp_size ring steps: at each step the rank attends its queries to the K/V chunk it holds and
+// passes that chunk to rank + 1, while the step kernel of the next step waits only for its own
+// chunk (compute of step t overlaps the transfer for step t + 1). The result is the rank's rows of
+// full attention over the whole sequence: out in the input dtype, lse (natural log) in fp32
+// [batch, q_heads, local_seq].
+//
+// No CUDA or NCCL header is needed here: streams (CUstream / cudaStream_t) and communicators
+// (ncclComm_t) are passed as void*. Everything is asynchronous on the caller's stream; errors of
+// queued work (a stalled NCCL peer, a failed launch) surface from synchronize() or the next call.
+#pragma once
+
+#include <memory>
+#include <span>
+#include <string>
+
+#include "cpgen/problem.h"
+
+namespace cpgen {
+
+const char* version();  // "0.1.0"
+
+struct RingOptions {
+  std::string database_path;         // tuning database; empty: the default lookup
+  int device = -1;                   // loopback: CUDA device ordinal; -1: 0
+  double watchdog_seconds = 300;     // NCCL: a step whose transfer takes longer aborts the ring
+  std::string arch;                  // kernel target ("sm_90a"...); empty: from the device
+};
+
+// One virtual rank's tensors (loopback forward_all).
+struct ShardPointers {
+  const void* q = nullptr;
+  const void* k = nullptr;
+  const void* v = nullptr;
+  void* out = nullptr;
+  float* lse = nullptr;
+};
+
+class RingAttention {
+ public:
+  // This process is one rank of an NCCL communicator (ncclComm_t as void*) of size cp_size; the
+  // ring runs on the communicator's device. Throws Error(kNccl) if cpgen was built without NCCL.
+  static RingAttention nccl(const Problem& problem, void* nccl_comm, const RingOptions& options = {});
+  // All cp_size ranks as virtual ranks of this process on one GPU (testing, single-GPU runs).
+  static RingAttention loopback(const Problem& problem, const RingOptions& options = {});
+
+  RingAttention(RingAttention&&) noexcept;
+  RingAttention& operator=(RingAttention&&) noexcept;
+  ~RingAttention();
+
+  // The forward ring over this rank's shard (NCCL, or loopback with cp_size 1).
+  void forward(const void* q, const void* k, const void* v, void* out, float* lse, void* stream);
+  // Loopback: the forward ring over every virtual rank; ranks.size() == cp_size.
+  void forward_all(std::span<const ShardPointers> ranks, void* stream);
+  // Blocks until the last forward finished; throws what went wrong in it.
+  void synchronize();
+
+  const Problem& problem() const;
+  int rank() const;                    // -1 for loopback
+  int device() const;                  // CUDA device ordinal the ring runs on
+  const std::string& kernel_uri() const;
+  // Where the step kernel's tile config came from ("default": KernelSpec::default_for, until a
+  // tuning database lookup is wired in) and one line saying why.
+  const std::string& config_source() const;
+  const std::string& config_reason() const;
+
+  struct Impl;
+
+ private:
+  explicit RingAttention(std::unique_ptr<Impl> impl);
+  std::unique_ptr<Impl> impl_;
+};
+
+}  // namespace cpgen

@@ -1,0 +1,79 @@
+// The GPU ring benchmark behind `cpgen bench`: times the forward step kernel alone, the whole
+// loopback ring, and one single-GPU attention of the same total work run by cpgen's own kernel
+// (cp_size 1), and checks the ring's output against the float64 CPU reference on a slice of rows.
+#pragma once
+
+#include <cuda.h>
+
+#include <functional>
+#include <string>
+#include <vector>
+
+#include "cpgen/problem.h"
+
+namespace cpgen::gpu {
+
+struct BenchOptions {
+  int device = 0;
+  int warmup = 3;
+  int iterations = 20;
+  int check_rows = 32;     // query positions checked against the CPU reference (per checked head)
+  uint32_t seed = 1;
+};
+
+struct BenchResult {
+  std::string kernel_uri, config_source;
+  double useful_flops = 0;          // 4 * head_dim per visible (query, key) pair, all heads
+  double ring_ms = 0;               // median of the whole forward ring (all virtual ranks)
+  double single_ms = 0;             // median of one attention over the whole sequence
+  double step_ms = 0;               // median of rank 0's step 0 kernel alone
+  double step_flops = 0;            // useful FLOPs of that step
+  double ring_tflops = 0, single_tflops = 0, step_tflops = 0;
+  double overhead = 0;              // ring_ms / single_ms - 1
+  double check_out_error = 0;       // relative Frobenius error on the checked slice
+  double check_lse_error = 0;       // max |lse error| on the checked slice
+  int checked_rows = 0;
+  bool check_passed = false;
+};
+
+// Number of (query, key) pairs a causal or full attention computes: positions are global.
+double visible_pairs(const std::vector<int64_t>& q_positions, const std::vector<int64_t>& k_positions,
+                     bool causal);
+
+// Inputs of a benchmark: normal(0, 1) values rounded to bf16, full tensors in global order.
+struct BenchInputs {
+  std::vector<float> q, k, v;
+};
+BenchInputs bench_inputs(const Problem& problem, uint32_t seed);
+
+// Global query positions checked against the float64 reference: `count` evenly spaced positions
+// including the first and the last.
+std::vector<int64_t> check_positions(int64_t seq_len, int count);
+
+// Errors of the checked rows (query heads 0 and q_heads - 1, batch 0) that rank `rank` holds
+// (rank -1: every rank; outs/lses then hold every rank's shard, else only outs[rank] is read).
+struct SliceErrors {
+  double sq_diff = 0, sq_ref = 0;  // sums of squares: relative error = sqrt(sq_diff / sq_ref)
+  double lse_max = 0;              // max |lse error|; NaN if any output row was not written
+  int rows = 0;
+  void add(const SliceErrors& other);
+  double relative() const;
+  bool passed() const;  // relative <= 2e-2 and lse_max <= 2e-2 (shared/vectors tolerances)
+};
+SliceErrors check_slice(const Problem& problem, const BenchInputs& in,
+                        const std::vector<std::vector<float>>& outs,
+                        const std::vector<std::vector<float>>& lses, int rank,
+                        const std::vector<int64_t>& positions);
+
+// Median time in ms of `iterations` runs of one attention of the whole problem on one GPU
+// (cp_size 1, cpgen's own kernel).
+double time_single_attention(const Problem& problem, const BenchInputs& in, const BenchOptions& options);
+
+// Median of `iterations` CUDA-event timings of what `enqueue` queues on `stream`, after `warmup`
+// untimed runs.
+double time_on_stream_ms(CUstream stream, int warmup, int iterations, const std::function<void()>& enqueue);
+
+// Runs the benchmark of a loopback ring; throws kNoDevice without a GPU.
+BenchResult bench_loopback(const Problem& problem, const BenchOptions& options);
+
+}  // namespace cpgen::gpu

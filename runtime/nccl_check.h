@@ -1,0 +1,20 @@
+// The NCCL check macro, the same shape as CPGEN_CU_CHECK: a failed call throws Error(kNccl) with
+// the call text, file:line, NCCL's name for the status and its last error message. Only compiled
+// where NCCL is built in (CPGEN_HAVE_NCCL); include it from runtime/nccl_*.cpp only.
+#pragma once
+
+#include <nccl.h>
+
+namespace cpgen::nccl {
+
+[[noreturn]] void raise(ncclResult_t status, const char* call, const char* file, int line,
+                        ncclComm_t comm = nullptr);
+
+}  // namespace cpgen::nccl
+
+#define CPGEN_NCCL_CHECK(call)                                                 \
+  do {                                                                         \
+    ncclResult_t cpgen_nccl_status_ = (call);                                  \
+    if (cpgen_nccl_status_ != ncclSuccess && cpgen_nccl_status_ != ncclInProgress) \
+      ::cpgen::nccl::raise(cpgen_nccl_status_, #call, __FILE__, __LINE__);     \
+  } while (0)

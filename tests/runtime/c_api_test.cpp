@@ -1,0 +1,178 @@
+// The C ABI without a GPU: version, status names, thread-local errors, problem validation,
+// partition positions against shared/vectors/partitions.json, and GPU entry points that report
+// a missing device instead of throwing.
+#include "cpgen/cpgen_c.h"
+
+#include <gtest/gtest.h>
+
+#include <string>
+#include <thread>
+#include <vector>
+
+#include "cpgen/ring_attention.h"
+#include "test_util.h"
+
+namespace {
+
+cpgen_problem valid_problem() {
+  cpgen_problem p;
+  EXPECT_EQ(cpgen_problem_init(&p), CPGEN_OK);
+  p.q_heads = 32;
+  p.kv_heads = 8;
+  p.head_dim = 128;
+  p.seq_len = 4096;
+  p.cp_size = 8;
+  return p;
+}
+
+TEST(CApi, VersionMatchesTheLibrary) {
+  EXPECT_STREQ(cpgen_version(), cpgen::version());
+  EXPECT_STREQ(cpgen_version(), "0.1.0");
+}
+
+TEST(CApi, StatusNamesFollowErrorKinds) {
+  EXPECT_STREQ(cpgen_status_name(CPGEN_OK), "ok");
+  EXPECT_STREQ(cpgen_status_name(CPGEN_ERR_BAD_INPUT), "bad input");
+  EXPECT_STREQ(cpgen_status_name(CPGEN_ERR_NO_DEVICE), "no CUDA device");
+  EXPECT_STREQ(cpgen_status_name(CPGEN_ERR_NCCL), "NCCL error");
+  EXPECT_STREQ(cpgen_status_name(12345), "unknown status");
+}
+
+TEST(CApi, ValidProblemPasses) {
+  cpgen_problem p = valid_problem();
+  EXPECT_EQ(cpgen_problem_validate(&p), CPGEN_OK) << cpgen_last_error();
+}
+
+struct BadField {
+  const char* field;
+  void (*spoil)(cpgen_problem&);
+};
+
+TEST(CApi, EveryBadFieldIsNamed) {
+  const BadField cases[] = {
+      {"batch", [](cpgen_problem& p) { p.batch = 0; }},
+      {"q_heads", [](cpgen_problem& p) { p.q_heads = -1; }},
+      {"kv_heads", [](cpgen_problem& p) { p.kv_heads = 5; }},
+      {"head_dim", [](cpgen_problem& p) { p.head_dim = 80; }},
+      {"GQA group", [](cpgen_problem& p) { p.kv_heads = 1; }},  // 32 / 1 = 32 is unsupported
+      {"seq_len", [](cpgen_problem& p) { p.seq_len = 4100; }},
+      {"cp_size", [](cpgen_problem& p) { p.cp_size = 0; }},
+      {"dtype", [](cpgen_problem& p) { p.dtype = 7; }},
+      {"causal", [](cpgen_problem& p) { p.causal = 2; }},
+      {"scheme", [](cpgen_problem& p) { p.scheme = 9; }},
+      {"softmax_scale", [](cpgen_problem& p) { p.softmax_scale = -1; }},
+      {"reserved", [](cpgen_problem& p) { p.reserved = 1; }},
+  };
+  for (const BadField& c : cases) {
+    cpgen_problem p = valid_problem();
+    c.spoil(p);
+    EXPECT_EQ(cpgen_problem_validate(&p), CPGEN_ERR_BAD_INPUT) << c.field;
+    const std::string message = cpgen_last_error();
+    EXPECT_NE(message.find(c.field), std::string::npos) << c.field << ": " << message;
+    EXPECT_EQ(message.find('\n'), std::string::npos) << "one line: " << message;
+  }
+}
+
+TEST(CApi, NullArgumentsAreErrorsNotCrashes) {
+  EXPECT_EQ(cpgen_problem_validate(nullptr), CPGEN_ERR_BAD_INPUT);
+  EXPECT_NE(std::string(cpgen_last_error()).find("problem is NULL"), std::string::npos);
+  EXPECT_EQ(cpgen_problem_init(nullptr), CPGEN_ERR_BAD_INPUT);
+  EXPECT_EQ(cpgen_device_count(nullptr), CPGEN_ERR_BAD_INPUT);
+  EXPECT_EQ(cpgen_ring_forward(nullptr, nullptr, nullptr, nullptr, nullptr, nullptr, nullptr),
+            CPGEN_ERR_BAD_INPUT);
+  EXPECT_EQ(cpgen_ring_synchronize(nullptr), CPGEN_ERR_BAD_INPUT);
+  EXPECT_STREQ(cpgen_ring_kernel_uri(nullptr), "");
+  cpgen_ring_destroy(nullptr);
+}
+
+TEST(CApi, LastErrorIsPerThread) {
+  cpgen_problem bad = valid_problem();
+  bad.batch = 0;
+  ASSERT_EQ(cpgen_problem_validate(&bad), CPGEN_ERR_BAD_INPUT);
+  const std::string mine = cpgen_last_error();
+  ASSERT_NE(mine.find("batch"), std::string::npos);
+  std::string other_before, other_after;
+  std::thread t([&] {
+    other_before = cpgen_last_error();
+    cpgen_problem also_bad = valid_problem();
+    also_bad.head_dim = 80;
+    cpgen_problem_validate(&also_bad);
+    other_after = cpgen_last_error();
+  });
+  t.join();
+  EXPECT_EQ(other_before, "");
+  EXPECT_NE(other_after.find("head_dim"), std::string::npos);
+  EXPECT_EQ(std::string(cpgen_last_error()), mine) << "another thread's failure leaked into this one";
+}
+
+TEST(CApi, PartitionPositionsMatchReferenceLayouts) {
+  nlohmann::json cases = cpgen::testing::load_json(cpgen::testing::vectors_dir() + "/partitions.json");
+  const std::pair<const char*, int32_t> schemes[] = {{"contiguous", CPGEN_SCHEME_CONTIGUOUS},
+                                                     {"zigzag", CPGEN_SCHEME_ZIGZAG},
+                                                     {"zigzag-token", CPGEN_SCHEME_ZIGZAG_TOKEN},
+                                                     {"striped", CPGEN_SCHEME_STRIPED}};
+  int checked = 0;
+  for (const auto& c : cases["cases"]) {
+    for (const auto& [name, value] : schemes) {
+      if (!c.contains("positions") || c["scheme"] != name) continue;
+      cpgen_problem p;
+      cpgen_problem_init(&p);
+      p.q_heads = p.kv_heads = 1;
+      p.head_dim = 64;
+      p.seq_len = c["seq_len"];
+      p.cp_size = c["cp_size"];
+      p.scheme = value;
+      for (int32_t r = 0; r < p.cp_size; ++r) {
+        std::vector<int64_t> got(p.seq_len / p.cp_size, -1);
+        ASSERT_EQ(cpgen_partition_positions(&p, r, got.data(), got.size()), CPGEN_OK) << cpgen_last_error();
+        EXPECT_EQ(got, c["positions"][r].get<std::vector<int64_t>>()) << name << " rank " << r;
+        ++checked;
+      }
+    }
+  }
+  EXPECT_GT(checked, 0) << "partitions.json had no case in the expected form";
+  cpgen_problem p = valid_problem();
+  std::vector<int64_t> small(3);
+  EXPECT_EQ(cpgen_partition_positions(&p, 0, small.data(), small.size()), CPGEN_ERR_BAD_INPUT);
+  EXPECT_NE(std::string(cpgen_last_error()).find("capacity 3"), std::string::npos);
+  EXPECT_EQ(cpgen_partition_positions(&p, 8, small.data(), small.size()), CPGEN_ERR_BAD_INPUT);
+  EXPECT_NE(std::string(cpgen_last_error()).find("rank 8"), std::string::npos);
+}
+
+TEST(CApi, RingWithoutGpuReportsNoDevice) {
+  std::string why;
+  if (cpgen::testing::have_gpu(&why)) GTEST_SKIP() << "a GPU is present; this checks the no-GPU path";
+  int32_t count = -1;
+  EXPECT_EQ(cpgen_device_count(&count), CPGEN_OK);
+  EXPECT_EQ(count, 0);
+  cpgen_problem p = valid_problem();
+  cpgen_ring* ring = reinterpret_cast<cpgen_ring*>(0x1);
+  EXPECT_EQ(cpgen_ring_create_loopback(&p, 0, nullptr, &ring), CPGEN_ERR_NO_DEVICE);
+  EXPECT_EQ(ring, nullptr);
+  EXPECT_FALSE(std::string(cpgen_last_error()).empty());
+  // A bad problem is reported before the device is looked for.
+  p.head_dim = 80;
+  EXPECT_EQ(cpgen_ring_create_loopback(&p, 0, nullptr, &ring), CPGEN_ERR_BAD_INPUT);
+}
+
+TEST(CApi, NcclRingNeedsACommunicator) {
+  cpgen_problem p = valid_problem();
+  cpgen_ring* ring = nullptr;
+  EXPECT_EQ(cpgen_ring_create_nccl(&p, nullptr, nullptr, 0, &ring), CPGEN_ERR_BAD_INPUT);
+  EXPECT_NE(std::string(cpgen_last_error()).find("nccl_comm is NULL"), std::string::npos);
+}
+
+TEST(CApi, NcclFileBootstrapErrorsComeBackAsStatus) {
+  void* comm = reinterpret_cast<void*>(0x1);
+  EXPECT_EQ(cpgen_nccl_comm_from_file(nullptr, 0, 2, 0, 1, nullptr, &comm), CPGEN_ERR_BAD_INPUT);
+  EXPECT_EQ(comm, nullptr);
+  EXPECT_NE(std::string(cpgen_last_error()).find("path is NULL"), std::string::npos);
+  // Rank 1 of 2 with no file: times out (or NCCL is not built in); never throws through C.
+  const cpgen_status s =
+      cpgen_nccl_comm_from_file("/nonexistent-dir/cpgen-id", 1, 2, 0, 0.2, "job", &comm);
+  EXPECT_EQ(s, CPGEN_ERR_NCCL) << cpgen_last_error();
+  EXPECT_EQ(comm, nullptr);
+  EXPECT_EQ(cpgen_nccl_comm_destroy(nullptr), CPGEN_OK);
+}
+
+}  // namespace

@@ -1,0 +1,114 @@
+// NCCL bootstrap through a shared file, the parts that need no GPU: a rank that waits for a file
+// that never comes, a file for another job (stale), a file for another ring size, a file that is
+// not ours. Communicator creation itself is covered by the NcclRing GPU tests.
+#include "cpgen/nccl_bootstrap.h"
+
+#include <gtest/gtest.h>
+
+#include <chrono>
+#include <fstream>
+#include <string>
+
+#include "cpgen/error.h"
+#include "tests/temp_dir.h"
+
+namespace cpgen {
+namespace {
+
+#ifdef CPGEN_HAVE_NCCL
+
+std::string hex_id() { return std::string(2 * kNcclUniqueIdBytes, 'a'); }
+
+Error bootstrap_error(const NcclFileBootstrap& o) {
+  try {
+    nccl_comm_from_file(o);
+  } catch (const Error& e) {
+    return e;
+  }
+  ADD_FAILURE() << "nccl_comm_from_file returned without an error";
+  return Error(ErrorKind::kInternal, "");
+}
+
+TEST(NcclBootstrap, RankWaitingForAMissingFileTimesOutNamingRankAndPath) {
+  testing::TempDir dir("nccl_boot");
+  NcclFileBootstrap o;
+  o.path = dir.path() + "/id";
+  o.rank = 2;
+  o.nranks = 4;
+  o.timeout_seconds = 0.3;
+  const auto start = std::chrono::steady_clock::now();
+  Error e = bootstrap_error(o);
+  const double took = std::chrono::duration<double>(std::chrono::steady_clock::now() - start).count();
+  EXPECT_EQ(e.kind(), ErrorKind::kNccl);
+  EXPECT_NE(std::string(e.what()).find("rank 2"), std::string::npos) << e.what();
+  EXPECT_NE(std::string(e.what()).find(o.path), std::string::npos) << e.what();
+  EXPECT_GE(took, 0.3);
+  EXPECT_LT(took, 5.0);
+}
+
+TEST(NcclBootstrap, StaleFileOfAnotherJobIsNeverUsed) {
+  testing::TempDir dir("nccl_boot");
+  NcclFileBootstrap o;
+  o.path = dir.path() + "/id";
+  o.rank = 1;
+  o.nranks = 2;
+  o.timeout_seconds = 0.3;
+  o.job_key = "job-42";
+  std::ofstream(o.path) << "cpgen-nccl-id/1\n2\njob-41\n" << hex_id() << "\n";
+  Error e = bootstrap_error(o);
+  EXPECT_EQ(e.kind(), ErrorKind::kNccl);
+  EXPECT_NE(std::string(e.what()).find("job key 'job-42'"), std::string::npos) << e.what();
+}
+
+TEST(NcclBootstrap, FileForAnotherRingSizeIsRejected) {
+  testing::TempDir dir("nccl_boot");
+  NcclFileBootstrap o;
+  o.path = dir.path() + "/id";
+  o.rank = 1;
+  o.nranks = 4;
+  o.timeout_seconds = 5;
+  std::ofstream(o.path) << "cpgen-nccl-id/1\n8\n-\n" << hex_id() << "\n";
+  Error e = bootstrap_error(o);
+  EXPECT_EQ(e.kind(), ErrorKind::kBadInput);
+  EXPECT_NE(std::string(e.what()).find("written for 8 ranks"), std::string::npos) << e.what();
+}
+
+TEST(NcclBootstrap, ForeignFileIsRejected) {
+  testing::TempDir dir("nccl_boot");
+  NcclFileBootstrap o;
+  o.path = dir.path() + "/id";
+  o.rank = 1;
+  o.nranks = 2;
+  std::ofstream(o.path) << "hello\n";
+  Error e = bootstrap_error(o);
+  EXPECT_EQ(e.kind(), ErrorKind::kIo);
+  EXPECT_NE(std::string(e.what()).find("not a cpgen NCCL id file"), std::string::npos) << e.what();
+}
+
+TEST(NcclBootstrap, BadRankIsBadInput) {
+  NcclFileBootstrap o;
+  o.path = "/tmp/unused";
+  o.rank = 3;
+  o.nranks = 2;
+  Error e = bootstrap_error(o);
+  EXPECT_EQ(e.kind(), ErrorKind::kBadInput);
+  EXPECT_NE(std::string(e.what()).find("rank 3"), std::string::npos) << e.what();
+}
+
+#else
+
+TEST(NcclBootstrap, WithoutNcclEveryEntryPointSaysSo) {
+  EXPECT_FALSE(nccl_available());
+  try {
+    nccl_comm_from_file({});
+    FAIL() << "no error without NCCL";
+  } catch (const Error& e) {
+    EXPECT_EQ(e.kind(), ErrorKind::kNccl);
+    EXPECT_NE(std::string(e.what()).find("built without NCCL"), std::string::npos);
+  }
+}
+
+#endif
+
+}  // namespace
+}  // namespace cpgen

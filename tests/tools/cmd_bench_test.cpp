@@ -1,0 +1,76 @@
+// cpgen bench: argument errors (exit 2, one line naming the field), the no-GPU exit (1, one line),
+// and on a GPU a small loopback run whose slice check passes and whose report is complete.
+#include <gtest/gtest.h>
+
+#include "test_util.h"
+
+namespace cpgen {
+namespace {
+
+using testing::run_cli;
+
+int lines(const std::string& text) {
+  int n = 0;
+  for (char c : text) n += c == '\n';
+  return n;
+}
+
+TEST(CliBench, BadShapeKeysAndValuesExitTwoNamingTheField) {
+  auto r = run_cli("bench --shape head_dim=80");
+  EXPECT_EQ(r.exit_code, 2) << r.err;
+  EXPECT_NE(r.err.find("head_dim 80"), std::string::npos) << r.err;
+  r = run_cli("bench --shape colour=blue");
+  EXPECT_EQ(r.exit_code, 2);
+  EXPECT_NE(r.err.find("unknown key 'colour'"), std::string::npos) << r.err;
+  r = run_cli("bench --shape seq_len=1000 --ranks 8");
+  EXPECT_EQ(r.exit_code, 2);
+  EXPECT_NE(r.err.find("seq_len"), std::string::npos) << r.err;
+  r = run_cli("bench --transport carrier-pigeon");
+  EXPECT_EQ(r.exit_code, 2);
+  EXPECT_NE(r.err.find("allowed: loopback, nccl"), std::string::npos) << r.err;
+  EXPECT_EQ(lines(r.err), 1) << r.err;
+}
+
+TEST(CliBench, WithoutGpuExitsOneWithOneLine) {
+  std::string why;
+  if (testing::have_gpu(&why)) GTEST_SKIP() << "a GPU is present";
+  auto r = run_cli("bench --shape seq_len=1024 --ranks 2");
+  EXPECT_EQ(r.exit_code, 1);
+  EXPECT_NE(r.err.find("needs a GPU"), std::string::npos) << r.err;
+  EXPECT_EQ(lines(r.err), 1) << r.err;
+  EXPECT_EQ(r.out, "");
+}
+
+TEST(CliBench, SmallLoopbackRunReportsAndChecks) {
+  CPGEN_REQUIRE_GPU();
+  auto r = run_cli("bench --shape q_heads=8,kv_heads=2,head_dim=128,seq_len=2048 --ranks 4 "
+                   "--iters 3 --warmup 1 --json");
+  ASSERT_EQ(r.exit_code, 0) << r.err;
+  nlohmann::json j = nlohmann::json::parse(r.out);
+  EXPECT_TRUE(j["check"]["passed"].get<bool>()) << r.out;
+  EXPECT_GT(j["check"]["rows"].get<int>(), 0);
+  for (const char* key : {"ring_ms", "single_ms", "step_ms", "ring_tflops", "step_tflops"})
+    EXPECT_GT(j[key].get<double>(), 0) << key;
+  EXPECT_EQ(j["kernel"].get<std::string>().rfind("ring_fwd_bf16_hd128_causal_gqa4", 0), 0u) << r.out;
+}
+
+}  // namespace
+}  // namespace cpgen
+
+namespace cpgen {
+namespace {
+
+TEST(CliBench, NcclTwoProcessesOnOneGpuReportsAndChecks) {
+  CPGEN_REQUIRE_GPU();
+  auto r = testing::run_cli("bench --transport nccl --shape q_heads=4,kv_heads=2,head_dim=64,seq_len=1024 "
+                            "--ranks 2 --iters 2 --warmup 1 --json");
+  ASSERT_EQ(r.exit_code, 0) << r.err;
+  nlohmann::json j = nlohmann::json::parse(r.out);
+  EXPECT_TRUE(j["check"]["passed"].get<bool>()) << r.out;
+  EXPECT_GT(j["check"]["rows"].get<int>(), 0);
+  EXPECT_GT(j["ring_ms"].get<double>(), 0);
+  EXPECT_GT(j["single_ms"].get<double>(), 0);
+}
+
+}  // namespace
+}  // namespace cpgen

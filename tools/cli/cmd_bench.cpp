@@ -1,0 +1,196 @@
+// cpgen bench: the forward ring on a GPU. Times the step kernel alone, the whole ring over
+// --ranks virtual ranks (loopback) and one single-GPU attention of the same total work by
+// cpgen's own kernel, reports TFLOP/s and the ring's overhead, and checks the ring's output
+// against the float64 CPU reference on a slice of rows. Without a GPU: exit 1, one line.
+#include <cmath>
+#include <cstdio>
+#include <iostream>
+#include <nlohmann/json.hpp>
+#include <sstream>
+
+#include "cpgen/error.h"
+#include "cpgen/problem.h"
+#include "runtime/cuda_driver.h"
+#include "runtime/gpu_bench.h"
+#include "tools/cli/command.h"
+#include "tools/cli/nccl_launch.h"
+#include "cpgen/nccl_bootstrap.h"
+#include "runtime/partition.h"
+
+namespace cpgen::cli {
+namespace {
+
+struct BenchArgs {
+  std::string shape;
+  int ranks = 8;
+  std::string transport = "loopback";
+  int device = 0;
+  int warmup = 3;
+  int iterations = 20;
+  int check_rows = 32;
+  bool json = false;
+};
+
+int64_t parse_int(const std::string& key, const std::string& value) {
+  size_t used = 0;
+  long long v = 0;
+  try {
+    v = std::stoll(value, &used);
+  } catch (const std::exception&) {
+    used = 0;
+  }
+  if (used != value.size() || value.empty())
+    throw_bad_input("--shape: " + key + "=" + value + " is not an integer");
+  return v;
+}
+
+bool parse_bool(const std::string& key, const std::string& value) {
+  if (value == "1" || value == "true") return true;
+  if (value == "0" || value == "false") return false;
+  throw_bad_input("--shape: " + key + "=" + value + " is not allowed; allowed: 1, 0, true, false");
+}
+
+}  // namespace
+
+// "q_heads=32,kv_heads=8,head_dim=128,seq_len=32768,dtype=bf16,causal=1,scheme=zigzag,batch=1"
+Problem parse_shape_argument(const std::string& text, int ranks) {
+  Problem p;
+  p.name = text;
+  p.q_heads = 32;
+  p.kv_heads = 8;
+  p.head_dim = 128;
+  p.seq_len = 32768;
+  std::stringstream in(text);
+  std::string item;
+  while (std::getline(in, item, ',')) {
+    if (item.empty()) continue;
+    const size_t eq = item.find('=');
+    if (eq == std::string::npos)
+      throw_bad_input("--shape: '" + item + "' is not KEY=VALUE");
+    const std::string key = item.substr(0, eq), value = item.substr(eq + 1);
+    if (key == "batch") p.batch = parse_int(key, value);
+    else if (key == "q_heads") p.q_heads = parse_int(key, value);
+    else if (key == "kv_heads") p.kv_heads = parse_int(key, value);
+    else if (key == "head_dim") p.head_dim = parse_int(key, value);
+    else if (key == "seq_len") p.seq_len = parse_int(key, value);
+    else if (key == "dtype") p.dtype = parse_dtype(value);
+    else if (key == "causal") p.causal = parse_bool(key, value);
+    else if (key == "scheme") p.scheme = parse_scheme(value);
+    else
+      throw_bad_input("--shape: unknown key '" + key +
+                      "'; allowed: batch, q_heads, kv_heads, head_dim, seq_len, dtype, causal, scheme");
+  }
+  p.cp_size = ranks;
+  p.validate();
+  return p;
+}
+
+namespace {
+
+// N processes, one NCCL rank each (nccl_launch.h); the ring time is the slowest rank's median.
+gpu::BenchResult bench_nccl(const Problem& p, const BenchArgs& a, const gpu::BenchOptions& o) {
+  if (!nccl_available())
+    throw Error(ErrorKind::kNccl, "cpgen bench --transport nccl: cpgen was built without NCCL");
+  const std::vector<nlohmann::json> ranks = launch_nccl_ranks(
+      a.ranks,
+      {"--task", "bench", "--shape", a.shape, "--warmup", std::to_string(a.warmup), "--iters",
+       std::to_string(a.iterations), "--check-rows", std::to_string(a.check_rows)},
+      600);
+  gpu::BenchResult r;
+  gpu::SliceErrors e;
+  for (const auto& j : ranks) {
+    r.ring_ms = std::max(r.ring_ms, j["ring_ms"].get<double>());
+    gpu::SliceErrors part;
+    part.sq_diff = j["sq_diff"].get<double>() < 0 ? NAN : j["sq_diff"].get<double>();
+    part.sq_ref = j["sq_ref"].get<double>();
+    part.lse_max = j["lse_max"].get<double>() < 0 ? NAN : j["lse_max"].get<double>();
+    part.rows = j["rows"].get<int>();
+    e.add(part);
+    r.kernel_uri = j["kernel"].get<std::string>();
+    r.config_source = j["config_source"].get<std::string>();
+  }
+  r.checked_rows = e.rows;
+  r.check_out_error = e.relative();
+  r.check_lse_error = e.lse_max;
+  r.check_passed = e.passed();
+  std::vector<int64_t> all(p.seq_len);
+  for (int64_t i = 0; i < p.seq_len; ++i) all[i] = i;
+  r.useful_flops = 4.0 * static_cast<double>(p.head_dim * p.batch * p.q_heads) * gpu::visible_pairs(all, all, p.causal);
+  r.ring_tflops = r.useful_flops / (r.ring_ms * 1e-3) / 1e12;
+  r.single_ms = gpu::time_single_attention(p, gpu::bench_inputs(p, 1), o);
+  r.single_tflops = r.useful_flops / (r.single_ms * 1e-3) / 1e12;
+  r.overhead = r.ring_ms / r.single_ms - 1;
+  return r;  // the step kernel alone is timed by the loopback run (step_ms 0 here)
+}
+
+void run_bench(const BenchArgs& a) {
+  const Problem p = parse_shape_argument(a.shape, a.ranks);
+  if (a.transport != "loopback" && a.transport != "nccl")
+    throw_bad_input("--transport " + a.transport + " is not supported; allowed: loopback, nccl");
+  std::string why;
+  if (!cu::try_driver(&why)) throw Error(ErrorKind::kNoDevice, "cpgen bench needs a GPU: " + why);
+  gpu::BenchOptions o;
+  o.device = a.device;
+  o.warmup = a.warmup;
+  o.iterations = a.iterations;
+  o.check_rows = a.check_rows;
+  if (!a.json)
+    std::cerr << "cpgen bench: " << a.ranks << " ranks over " << a.transport << ", compiling and timing...\n";
+  const gpu::BenchResult r = a.transport == "nccl" ? bench_nccl(p, a, o) : gpu::bench_loopback(p, o);
+  if (a.json) {
+    nlohmann::json j = {{"shape", a.shape},
+                        {"ranks", a.ranks},
+                        {"transport", a.transport},
+                        {"kernel", r.kernel_uri},
+                        {"config_source", r.config_source},
+                        {"useful_flops", r.useful_flops},
+                        {"ring_ms", r.ring_ms},
+                        {"ring_tflops", r.ring_tflops},
+                        {"single_ms", r.single_ms},
+                        {"single_tflops", r.single_tflops},
+                        {"step_ms", r.step_ms},
+                        {"step_tflops", r.step_tflops},
+                        {"overhead", r.overhead},
+                        {"check", {{"rows", r.checked_rows},
+                                   {"out_rel_error", r.check_out_error},
+                                   {"lse_max_abs_error", r.check_lse_error},
+                                   {"passed", r.check_passed}}}};
+    std::cout << j.dump(2) << "\n";
+  } else {
+    std::printf("shape      %s, %d ranks (%s)\n", a.shape.c_str(), a.ranks, a.transport.c_str());
+    std::printf("kernel     %s (%s)\n", r.kernel_uri.c_str(), r.config_source.c_str());
+    if (r.step_ms > 0)
+      std::printf("step       %.3f ms  %.1f TFLOP/s (rank 0, step 0)\n", r.step_ms, r.step_tflops);
+    std::printf("ring       %.3f ms  %.1f TFLOP/s\n", r.ring_ms, r.ring_tflops);
+    std::printf("single     %.3f ms  %.1f TFLOP/s (one attention, same total work)\n", r.single_ms,
+                r.single_tflops);
+    std::printf("overhead   %+.2f%%\n", 100 * r.overhead);
+    std::printf("check      %s: %d rows, out rel error %.2e, lse max error %.2e\n",
+                r.check_passed ? "ok" : "FAILED", r.checked_rows, r.check_out_error, r.check_lse_error);
+  }
+  if (!r.check_passed) {
+    std::cerr << "cpgen bench: the ring's output does not match the CPU reference\n";
+    set_exit_code(1);
+  }
+}
+
+const CommandRegistrar kRegistrar("bench", [](CLI::App& root) {
+  auto args = std::make_shared<BenchArgs>();
+  CLI::App* cmd = root.add_subcommand(
+      "bench", "Time the forward ring on a GPU against one attention of the same total work");
+  cmd->add_option("--shape", args->shape,
+                  "KEY=VALUE,... of batch, q_heads, kv_heads, head_dim, seq_len, dtype, causal, "
+                  "scheme (defaults: 1, 32, 8, 128, 32768, bf16, 1, zigzag)");
+  cmd->add_option("--ranks", args->ranks, "context-parallel ranks (cp_size)")->check(CLI::Range(1, 4096));
+  cmd->add_option("--transport", args->transport, "loopback (N virtual ranks on one GPU) or nccl");
+  cmd->add_option("--device", args->device, "CUDA device ordinal");
+  cmd->add_option("--warmup", args->warmup, "untimed runs first")->check(CLI::Range(0, 1000));
+  cmd->add_option("--iters", args->iterations, "timed runs (median reported)")->check(CLI::Range(1, 100000));
+  cmd->add_option("--check-rows", args->check_rows, "rows checked against the CPU reference per head")
+      ->check(CLI::Range(2, 4096));
+  cmd->add_flag("--json", args->json, "print JSON");
+  cmd->callback([args] { run_bench(*args); });
+});
+
+}  // namespace
+}  // namespace cpgen::cli

@@ -1,0 +1,136 @@
+// cpgen _nccl-rank: one rank of an NCCL ring started by launch_nccl_ranks (nccl_launch.h) for
+// `cpgen verify --transport nccl` and `cpgen bench --transport nccl`. Hidden from --help; it
+// writes its result as JSON to --result.
+#include <fstream>
+#include <nlohmann/json.hpp>
+
+#include "cpgen/error.h"
+#include "cpgen/nccl_bootstrap.h"
+#include "cpgen/ring_attention.h"
+#include "runtime/cuda_driver.h"
+#include "runtime/gpu_bench.h"
+#include "runtime/gpu_ring_run.h"
+#include "runtime/gpu_stream.h"
+#include "runtime/partition.h"
+#include "runtime/vectors.h"
+#include "tools/cli/command.h"
+
+namespace cpgen::cli {
+
+Problem parse_shape_argument(const std::string& text, int ranks);  // cmd_bench.cpp
+
+namespace {
+
+struct RankArgs {
+  std::string task, vectors, shape, scheme = "zigzag", dtype = "bf16", id_file, result;
+  int rank = 0, nranks = 1, warmup = 3, iterations = 20, check_rows = 32;
+  double watchdog = 300;
+};
+
+// Comm on device rank % device_count, through the id file (rank 0 writes it).
+void* make_comm(const RankArgs& a) {
+  NcclFileBootstrap boot;
+  boot.path = a.id_file;
+  boot.rank = a.rank;
+  boot.nranks = a.nranks;
+  boot.device = a.rank % std::max(1, cu::device_count());
+  boot.timeout_seconds = 120;
+  return nccl_comm_from_file(boot);
+}
+
+nlohmann::json run_verify(const RankArgs& a, void* comm) {
+  AttentionVectors vec = load_attention_vectors(a.vectors);
+  Problem p;
+  p.name = vec.name;
+  p.batch = vec.shape.batch;
+  p.q_heads = vec.shape.q_heads;
+  p.kv_heads = vec.shape.kv_heads;
+  p.head_dim = vec.shape.head_dim;
+  p.seq_len = vec.seq_len;
+  p.causal = vec.shape.causal;
+  p.softmax_scale = vec.shape.scale;
+  p.cp_size = a.nranks;
+  p.scheme = parse_scheme(a.scheme);
+  p.dtype = parse_dtype(a.dtype);
+  std::vector<float> q(vec.q.begin(), vec.q.end()), k(vec.k.begin(), vec.k.end()), v(vec.v.begin(), vec.v.end());
+  std::vector<float> out, lse;
+  RingOptions options;
+  options.watchdog_seconds = a.watchdog;
+  gpu::run_gpu_ring_nccl_rank(p, comm, q, k, v, options, out, lse);
+  const std::vector<double> want_out =
+      scatter_shard(vec.out, p.batch, p.q_heads, p.seq_len, p.head_dim, p.scheme, a.nranks, a.rank);
+  const std::vector<double> want_lse =
+      scatter_shard(vec.lse, p.batch, p.q_heads, p.seq_len, 1, p.scheme, a.nranks, a.rank);
+  double sq_diff = 0, sq_ref = 0, lse_max = 0;
+  for (size_t i = 0; i < out.size(); ++i) {
+    sq_diff += (out[i] - want_out[i]) * (out[i] - want_out[i]);
+    sq_ref += want_out[i] * want_out[i];
+  }
+  for (size_t i = 0; i < lse.size(); ++i) {
+    const double err = std::isinf(want_lse[i]) && lse[i] == want_lse[i] ? 0 : std::abs(lse[i] - want_lse[i]);
+    lse_max = std::isnan(err) || std::isnan(lse_max) ? NAN : std::max(lse_max, err);
+  }
+  if (std::isnan(sq_diff)) lse_max = NAN;
+  return {{"rank", a.rank}, {"sq_diff", std::isnan(sq_diff) ? -1.0 : sq_diff}, {"sq_ref", sq_ref},
+          {"lse_max", std::isnan(lse_max) ? -1.0 : lse_max}};
+}
+
+nlohmann::json run_bench(const RankArgs& a, void* comm) {
+  const Problem p = parse_shape_argument(a.shape, a.nranks);
+  const gpu::BenchInputs in = gpu::bench_inputs(p, 1);
+  RingOptions options;
+  options.watchdog_seconds = a.watchdog;
+  RingAttention ring = RingAttention::nccl(p, comm, options);
+  gpu::DeviceShard shard = gpu::upload_shard(p, ring.rank(), ring.device(), in.q, in.k, in.v);
+  const ShardPointers s = shard.pointers();
+  gpu::Stream stream;
+  const double ms = gpu::time_on_stream_ms(stream.get(), a.warmup, a.iterations, [&] {
+    ring.forward(s.q, s.k, s.v, s.out, s.lse, stream.get());
+  });
+  ring.synchronize();
+  gpu::poison_outputs(p, shard);
+  ring.forward(s.q, s.k, s.v, s.out, s.lse, stream.get());
+  ring.synchronize();
+  std::vector<std::vector<float>> outs(a.nranks), lses(a.nranks);
+  gpu::download_outputs(p, shard, outs[a.rank], lses[a.rank]);
+  const gpu::SliceErrors e =
+      gpu::check_slice(p, in, outs, lses, a.rank, gpu::check_positions(p.seq_len, a.check_rows));
+  return {{"rank", a.rank}, {"kernel", ring.kernel_uri()}, {"config_source", ring.config_source()},
+          {"ring_ms", ms}, {"sq_diff", std::isnan(e.sq_diff) ? -1.0 : e.sq_diff}, {"sq_ref", e.sq_ref},
+          {"lse_max", std::isnan(e.lse_max) ? -1.0 : e.lse_max}, {"rows", e.rows}};
+}
+
+void run_rank(const RankArgs& a) {
+  void* comm = make_comm(a);
+  nlohmann::json result;
+  if (a.task == "verify") result = run_verify(a, comm);
+  else if (a.task == "bench") result = run_bench(a, comm);
+  else throw_bad_input("_nccl-rank: --task " + a.task + " is not allowed; allowed: verify, bench");
+  nccl_comm_destroy(comm);
+  std::ofstream out(a.result);
+  out << result.dump() << "\n";
+  if (!out) throw Error(ErrorKind::kIo, "cannot write " + a.result);
+}
+
+const CommandRegistrar kRegistrar("_nccl-rank", [](CLI::App& root) {
+  auto a = std::make_shared<RankArgs>();
+  CLI::App* cmd = root.add_subcommand("_nccl-rank", "one rank of an NCCL ring (internal)");
+  cmd->group("");  // hidden
+  cmd->add_option("--task", a->task)->required();
+  cmd->add_option("--vectors", a->vectors);
+  cmd->add_option("--shape", a->shape);
+  cmd->add_option("--scheme", a->scheme);
+  cmd->add_option("--dtype", a->dtype);
+  cmd->add_option("--rank", a->rank)->required();
+  cmd->add_option("--nranks", a->nranks)->required();
+  cmd->add_option("--id-file", a->id_file)->required();
+  cmd->add_option("--result", a->result)->required();
+  cmd->add_option("--warmup", a->warmup);
+  cmd->add_option("--iters", a->iterations);
+  cmd->add_option("--check-rows", a->check_rows);
+  cmd->add_option("--watchdog", a->watchdog);
+  cmd->callback([a] { run_rank(*a); });
+});
+
+}  // namespace
+}  // namespace cpgen::cli

@@ -1,0 +1,102 @@
+// `cpgen verify --backend gpu`: the forward ring on the GPU with the generated step kernel, over
+// the loopback transport (cp_size virtual ranks on GPU 0, the default) or NCCL (one process per
+// rank, nccl_launch.h). Forward only: out and lse against the vectors' float64 values with the
+// bf16/fp16 tolerances of shared/vectors/README.md. Without a GPU: exit 1 with one line.
+#include <cmath>
+#include <vector>
+
+#include "cpgen/error.h"
+#include "cpgen/nccl_bootstrap.h"
+#include "runtime/cuda_driver.h"
+#include "runtime/gpu_ring_run.h"
+#include "tools/cli/nccl_launch.h"
+#include "tools/cli/verify_backend.h"
+
+namespace cpgen::cli {
+namespace {
+
+constexpr double kHalfTolerance = 2e-2;  // relative Frobenius for out, absolute for lse
+
+VerifyCheck lse_check(double max_abs) { return {"lse", "max abs", max_abs, kHalfTolerance}; }
+
+double max_abs_error(const std::vector<float>& got, const std::vector<double>& want) {
+  double worst = 0;
+  for (size_t i = 0; i < got.size(); ++i) {
+    const double err = std::isinf(want[i]) && got[i] == want[i] ? 0 : std::abs(got[i] - want[i]);
+    if (!(err <= worst)) worst = err;  // NaN sticks
+  }
+  return worst;
+}
+
+Problem problem_for(const AttentionVectors& vec, const VerifyRequest& r, Dtype dtype) {
+  Problem p;
+  p.name = vec.name;
+  p.batch = vec.shape.batch;
+  p.q_heads = vec.shape.q_heads;
+  p.kv_heads = vec.shape.kv_heads;
+  p.head_dim = vec.shape.head_dim;
+  p.seq_len = vec.seq_len;
+  p.causal = vec.shape.causal;
+  p.softmax_scale = vec.shape.scale;
+  p.cp_size = r.ranks;
+  p.scheme = r.scheme;
+  p.dtype = dtype;
+  return p;
+}
+
+// One process per rank; each compares its own shard and reports sums that combine here.
+VerifyReport run_nccl(const VerifyRequest& r, Dtype dtype) {
+  if (!nccl_available())
+    throw Error(ErrorKind::kNccl, "cpgen verify --transport nccl: cpgen was built without NCCL");
+  const std::vector<nlohmann::json> ranks = launch_nccl_ranks(
+      r.ranks,
+      {"--task", "verify", "--vectors", r.vectors_path, "--scheme", std::string(scheme_name(r.scheme)),
+       "--dtype", std::string(dtype_name(dtype))},
+      600);
+  double sq_diff = 0, sq_ref = 0, lse_max = 0;
+  for (const auto& j : ranks) {
+    const double d = j["sq_diff"].get<double>(), l = j["lse_max"].get<double>();
+    sq_diff = d < 0 || std::isnan(sq_diff) ? NAN : sq_diff + d;
+    sq_ref += j["sq_ref"].get<double>();
+    lse_max = l < 0 || std::isnan(lse_max) ? NAN : std::max(lse_max, l);
+  }
+  VerifyReport report;
+  report.precision = std::string(dtype_name(dtype)) + " step kernel, NCCL ring of " +
+                     std::to_string(r.ranks) + " processes";
+  report.checks = {{"out", "relative Frobenius", sq_ref > 0 ? std::sqrt(sq_diff / sq_ref) : std::sqrt(sq_diff),
+                    kHalfTolerance},
+                   lse_check(lse_max)};
+  return report;  // the tensors stay with the ranks: --output gets none
+}
+
+VerifyReport run_gpu(const VerifyRequest& r) {
+  const AttentionVectors& vec = *r.vectors;
+  const Dtype dtype = r.dtype.empty() ? Dtype::kBf16 : parse_dtype(r.dtype);
+  const std::string transport = r.transport.empty() ? "loopback" : r.transport;
+  if (transport != "loopback" && transport != "nccl")
+    throw_bad_input("--transport " + transport + " is not supported by --backend gpu; allowed: loopback, nccl");
+  if (vec.shape.window > 0)
+    throw_bad_input(vec.name + ": sliding windows (window " + std::to_string(vec.shape.window) +
+                    ") are not supported by the GPU ring kernel");
+  std::string why;
+  if (!cu::try_driver(&why)) throw Error(ErrorKind::kNoDevice, "cpgen verify --backend gpu needs a GPU: " + why);
+  if (transport == "nccl") return run_nccl(r, dtype);
+  const Problem p = problem_for(vec, r, dtype);
+  const std::vector<float> q(vec.q.begin(), vec.q.end()), k(vec.k.begin(), vec.k.end()),
+      v(vec.v.begin(), vec.v.end());
+  gpu::GpuRingResult ring = gpu::run_gpu_ring_loopback(p, q, k, v);
+  VerifyReport report;
+  report.precision = ring.kernel_uri + ", loopback ring of " + std::to_string(r.ranks) + " virtual ranks";
+  report.checks = {relative_check("out", ring.out, vec.out, kHalfTolerance),
+                   lse_check(max_abs_error(ring.lse, vec.lse))};
+  report.results.out = std::move(ring.out);
+  report.results.lse = std::move(ring.lse);
+  return report;
+}
+
+const VerifyBackendRegistrar kGpuBackend(
+    {"gpu", "bf16/fp16 forward ring on the GPU (--transport loopback or nccl; --dtype bf16 or fp16)",
+     run_gpu});
+
+}  // namespace
+}  // namespace cpgen::cli
