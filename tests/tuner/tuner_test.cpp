@@ -11,6 +11,7 @@
 #include "cache/lookup.h"
 #include "cache/records.h"
 #include "../cache/cache_fixtures.h"
+#include "../cache/child_processes.h"
 #include "tuner/candidates.h"
 #include "tuner/tuner.h"
 #include "tuner_fakes.h"
@@ -233,34 +234,16 @@ TEST_F(TunerTest, RanksAdoptRankZerosWinners) {
 TEST_F(TunerTest, FourProcessesTuningIntoOneDatabase) {
   const std::string db_path = path("shared.db");
   constexpr int kProcesses = 4;
-  std::vector<pid_t> children;
-  for (int p = 0; p < kProcesses; ++p) {
-    pid_t pid = fork();
-    ASSERT_GE(pid, 0);
-    if (pid == 0) {
-      int code = 0;
-      try {
-        Database db(db_path);
-        FakeCompiler compiler;
-        FakeTimer timer;
-        TuneOptions o = quiet_options();
-        o.jobs = 1;
-        Tuner tuner(db, o, compiler.fn(), &timer, nullptr, test_env());
-        // Two processes tune the same shape, two their own: shared identities and distinct ones.
-        tuner.tune({small_problem(p < 2 ? 4096 : 4096 * (p + 1), Scheme::kContiguous)}, kH200);
-      } catch (const std::exception& e) {
-        fprintf(stderr, "tuner process %d failed: %s\n", p, e.what());
-        code = 1;
-      }
-      _exit(code);
-    }
-    children.push_back(pid);
-  }
-  for (pid_t pid : children) {
-    int status = 0;
-    ASSERT_EQ(waitpid(pid, &status, 0), pid);
-    EXPECT_TRUE(WIFEXITED(status) && WEXITSTATUS(status) == 0) << "status " << status;
-  }
+  ASSERT_NO_FATAL_FAILURE(run_child_processes(kProcesses, "tuner process", [&](int p) {
+    Database db(db_path);
+    FakeCompiler compiler;
+    FakeTimer timer;
+    TuneOptions o = quiet_options();
+    o.jobs = 1;
+    Tuner tuner(db, o, compiler.fn(), &timer, nullptr, test_env());
+    // Two processes tune the same shape, two their own: shared identities and distinct ones.
+    tuner.tune({small_problem(p < 2 ? 4096 : 4096 * (p + 1), Scheme::kContiguous)}, kH200);
+  }));
   Database db(db_path);
   EXPECT_EQ(db.integrity_check(), std::vector<std::string>{"ok"});
   for (int64_t seq : {4096, 4096 * 3, 4096 * 4}) {
