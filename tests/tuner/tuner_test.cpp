@@ -231,18 +231,24 @@ TEST_F(TunerTest, RanksAdoptRankZerosWinners) {
   }
 }
 
+// What one process of the multi-process tests runs: its own connection to the database at db_path
+// and a one-job tune of `problems` with fake compiles and `timer`.
+void tune_alone(const std::string& db_path, FakeTimer& timer, const std::vector<Problem>& problems) {
+  Database db(db_path);
+  FakeCompiler compiler;
+  TuneOptions o = quiet_options();
+  o.jobs = 1;
+  Tuner tuner(db, o, compiler.fn(), &timer, nullptr, test_env());
+  tuner.tune(problems, kH200);
+}
+
 TEST_F(TunerTest, FourProcessesTuningIntoOneDatabase) {
   const std::string db_path = path("shared.db");
   constexpr int kProcesses = 4;
   ASSERT_NO_FATAL_FAILURE(run_child_processes(kProcesses, "tuner process", [&](int p) {
-    Database db(db_path);
-    FakeCompiler compiler;
     FakeTimer timer;
-    TuneOptions o = quiet_options();
-    o.jobs = 1;
-    Tuner tuner(db, o, compiler.fn(), &timer, nullptr, test_env());
     // Two processes tune the same shape, two their own: shared identities and distinct ones.
-    tuner.tune({small_problem(p < 2 ? 4096 : 4096 * (p + 1), Scheme::kContiguous)}, kH200);
+    tune_alone(db_path, timer, {small_problem(p < 2 ? 4096 : 4096 * (p + 1), Scheme::kContiguous)});
   }));
   Database db(db_path);
   EXPECT_EQ(db.integrity_check(), std::vector<std::string>{"ok"});
@@ -284,15 +290,10 @@ TEST_F(TunerTest, SigkillInTheMiddleOfATuneKeepsEveryCommittedRecord) {
   ASSERT_GE(pid, 0);
   if (pid == 0) {
     try {
-      Database db(db_path);
-      FakeCompiler compiler;
       SlowTimer timer;
-      TuneOptions o = quiet_options();
-      o.jobs = 1;
-      Tuner tuner(db, o, compiler.fn(), &timer, nullptr, test_env());
       std::vector<Problem> problems;
       for (int i = 1; i <= 8; ++i) problems.push_back(small_problem(4096 * i, Scheme::kContiguous));
-      tuner.tune(problems, kH200);
+      tune_alone(db_path, timer, problems);
     } catch (...) {
       _exit(2);
     }
