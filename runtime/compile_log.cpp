@@ -1,5 +1,7 @@
 #include "runtime/compile_log.h"
 
+#include "runtime/log_lines.h"
+
 namespace cpgen {
 
 std::optional<std::string> traits_assertion_failure(std::string_view log) {
@@ -8,12 +10,7 @@ std::optional<std::string> traits_assertion_failure(std::string_view log) {
   static constexpr std::string_view kWith = " with \"";
   std::string messages;
   bool any_error = false;
-  size_t start = 0;
-  while (start < log.size()) {
-    size_t end = log.find('\n', start);
-    if (end == std::string_view::npos) end = log.size();
-    std::string_view line = log.substr(start, end - start);
-    start = end + 1;
+  for (std::string_view line : split_lines(log)) {
     // Diagnostics read "<file>(<line>): error: ..."; the summary line "1 error detected in the
     // compilation of ..." and the source excerpts below each diagnostic are not errors themselves.
     const size_t at = line.find("): error: ");

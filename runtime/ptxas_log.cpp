@@ -3,6 +3,8 @@
 #include <cstdlib>
 #include <string>
 
+#include "runtime/log_lines.h"
+
 namespace cpgen {
 namespace {
 
@@ -41,12 +43,7 @@ std::map<std::string, FunctionResources> parse_ptxas_log(std::string_view log) {
   std::map<std::string, FunctionResources> functions;
   std::string compiling;   // entry function whose "Used ..." line comes next
   std::string properties;  // function whose stack/spill line comes next
-  size_t start = 0;
-  while (start < log.size()) {
-    size_t end = log.find('\n', start);
-    if (end == std::string_view::npos) end = log.size();
-    std::string_view line = log.substr(start, end - start);
-    start = end + 1;
+  for (std::string_view line : split_lines(log)) {
     if (line.rfind("ptxas", 0) != 0) continue;  // compiler diagnostics, not ptxas resources
 
     static constexpr std::string_view kCompiling = "Compiling entry function";

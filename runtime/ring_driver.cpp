@@ -43,6 +43,15 @@ void check_transport(const Transport& transport) {
                                           std::to_string(transport.size()));
 }
 
+// The chunk for step s+1 moves (slot s % 2 into the other) while step s computes; nothing moves
+// after the last step. Returns whether an exchange was started, for the matching finish.
+bool start_kv_pass(RingBackend& backend, Transport& transport, int s, int n) {
+  if (s + 1 >= n) return false;
+  transport.start(pair_slots(backend.kv_buffers(s % 2), backend.kv_buffers((s + 1) % 2), "K/V"),
+                  kv_exchange_id(s));
+  return true;
+}
+
 }  // namespace
 
 void ring_forward(RingBackend& backend, Transport& transport) {
@@ -51,11 +60,7 @@ void ring_forward(RingBackend& backend, Transport& transport) {
   backend.forward_begin();
   for (int s = 0; s < n; ++s) {
     const RingStep step = make_step(rank, s, n);
-    // The chunk for step s+1 moves while step s computes; nothing moves after the last step.
-    const bool pass_kv = s + 1 < n;
-    if (pass_kv)
-      transport.start(pair_slots(backend.kv_buffers(s % 2), backend.kv_buffers((s + 1) % 2), "K/V"),
-                      kv_exchange_id(s));
+    const bool pass_kv = start_kv_pass(backend, transport, s, n);
     backend.forward_step(step);
     if (pass_kv) transport.finish(kv_exchange_id(s));
   }
@@ -67,10 +72,7 @@ void ring_backward(RingBackend& backend, Transport& transport) {
   backend.backward_begin();
   for (int s = 0; s < n; ++s) {
     const RingStep step = make_step(rank, s, n);
-    const bool pass_kv = s + 1 < n;
-    if (pass_kv)
-      transport.start(pair_slots(backend.kv_buffers(s % 2), backend.kv_buffers((s + 1) % 2), "K/V"),
-                      kv_exchange_id(s));
+    const bool pass_kv = start_kv_pass(backend, transport, s, n);
     backend.backward_step(step);
     // The accumulator of the held chunk arrives from the previous rank (sent in its step s-1)
     // while this step computed; add this rank's part and pass it on.

@@ -133,4 +133,20 @@ double relative_error(const std::vector<float>& actual, const std::vector<double
   return relative_error_impl(actual, expected);
 }
 
+Problem problem_from_vectors(const AttentionVectors& vec, int64_t cp_size, Scheme scheme, Dtype dtype) {
+  Problem p;
+  p.name = vec.name;
+  p.batch = vec.shape.batch;
+  p.q_heads = vec.shape.q_heads;
+  p.kv_heads = vec.shape.kv_heads;
+  p.head_dim = vec.shape.head_dim;
+  p.seq_len = vec.seq_len;
+  p.causal = vec.shape.causal;
+  p.softmax_scale = vec.shape.scale;
+  p.cp_size = cp_size;
+  p.scheme = scheme;
+  p.dtype = dtype;
+  return p;
+}
+
 }  // namespace cpgen

@@ -7,6 +7,7 @@
 #include <string>
 #include <vector>
 
+#include "cpgen/problem.h"
 #include "runtime/attention_shape.h"
 
 namespace cpgen {
@@ -29,6 +30,11 @@ struct AttentionVectors {
 AttentionVectors parse_attention_vectors(const std::string& text, const std::string& source);
 // Also kBadInput when the file cannot be opened or read.
 AttentionVectors load_attention_vectors(const std::string& path);
+
+// The ring problem that runs these vectors: their name, shape, mask and scale, split over cp_size
+// ranks by scheme in dtype. The window is not carried (Problem has none); callers that cannot run
+// windows check vec.shape.window themselves.
+Problem problem_from_vectors(const AttentionVectors& vec, int64_t cp_size, Scheme scheme, Dtype dtype);
 
 // ||actual - expected||_F / ||expected||_F (absolute norm of the difference when expected is 0).
 // Throws Error(kInternal) on a size mismatch. NaN anywhere gives NaN (which fails any bound).

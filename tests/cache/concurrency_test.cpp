@@ -12,6 +12,7 @@
 #include "cache/database.h"
 #include "cache/records.h"
 #include "cache_fixtures.h"
+#include "child_processes.h"
 
 namespace cpgen::testing {
 namespace {
@@ -33,29 +34,11 @@ TEST_F(ConcurrencyTest, FourProcessesWritingAtOnceLoseNothing) {
   const std::string db_path = path("shared.db");
   constexpr int kProcesses = 4;
   constexpr int kRecordsEach = 60;
-  std::vector<pid_t> children;
-  for (int p = 0; p < kProcesses; ++p) {
-    pid_t pid = fork();
-    ASSERT_GE(pid, 0);
-    if (pid == 0) {
-      int code = 0;
-      try {
-        // Every child opens the file itself, racing the others through creation and migration.
-        Database db(db_path);
-        for (int i = 0; i < kRecordsEach; ++i) put_record(db, writer_record(p, i));
-      } catch (const std::exception& e) {
-        fprintf(stderr, "writer %d failed: %s\n", p, e.what());
-        code = 1;
-      }
-      _exit(code);
-    }
-    children.push_back(pid);
-  }
-  for (pid_t pid : children) {
-    int status = 0;
-    ASSERT_EQ(waitpid(pid, &status, 0), pid);
-    EXPECT_TRUE(WIFEXITED(status) && WEXITSTATUS(status) == 0) << "writer " << pid << " status " << status;
-  }
+  ASSERT_NO_FATAL_FAILURE(run_child_processes(kProcesses, "writer", [&](int p) {
+    // Every child opens the file itself, racing the others through creation and migration.
+    Database db(db_path);
+    for (int i = 0; i < kRecordsEach; ++i) put_record(db, writer_record(p, i));
+  }));
   Database db(db_path);
   EXPECT_EQ(db.integrity_check(), std::vector<std::string>{"ok"});
   std::vector<Record> records = all_records(db);

@@ -30,19 +30,6 @@ bool partitionable(Scheme s, int64_t seq_len, int n) {
   }
 }
 
-Problem problem_of(const AttentionVectors& v) {
-  Problem p;
-  p.name = v.name;
-  p.batch = v.shape.batch;
-  p.q_heads = v.shape.q_heads;
-  p.kv_heads = v.shape.kv_heads;
-  p.head_dim = v.shape.head_dim;
-  p.seq_len = v.seq_len;
-  p.causal = v.shape.causal;
-  p.softmax_scale = v.shape.scale;
-  return p;
-}
-
 std::vector<float> to_float(const std::vector<double>& values) {
   return std::vector<float>(values.begin(), values.end());
 }
@@ -58,10 +45,7 @@ TEST(GpuRing, LoopbackMatchesVectorsForEveryRingSizeSchemeAndDtype) {
       for (Scheme scheme : kSchemes) {
         if (!partitionable(scheme, vec.seq_len, n)) continue;
         for (Dtype dtype : kDtypes) {
-          Problem p = problem_of(vec);
-          p.cp_size = n;
-          p.scheme = scheme;
-          p.dtype = dtype;
+          const Problem p = problem_from_vectors(vec, n, scheme, dtype);
           gpu::GpuRingResult r = gpu::run_gpu_ring_loopback(p, q, k, v);
           expect_close_to(r.out, r.lse, vec.out, vec.lse, p.head_dim,
                           vec.name + " N=" + std::to_string(n) + " " + std::string(scheme_name(scheme)) +

@@ -19,6 +19,15 @@ namespace {
 
 std::string hex_id() { return std::string(2 * kNcclUniqueIdBytes, 'a'); }
 
+// Rank `rank` of an `nranks` ring whose id file is <dir>/id.
+NcclFileBootstrap options_in(const testing::TempDir& dir, int rank, int nranks) {
+  NcclFileBootstrap o;
+  o.path = dir.path() + "/id";
+  o.rank = rank;
+  o.nranks = nranks;
+  return o;
+}
+
 Error bootstrap_error(const NcclFileBootstrap& o) {
   try {
     nccl_comm_from_file(o);
@@ -31,10 +40,7 @@ Error bootstrap_error(const NcclFileBootstrap& o) {
 
 TEST(NcclBootstrap, RankWaitingForAMissingFileTimesOutNamingRankAndPath) {
   testing::TempDir dir("nccl_boot");
-  NcclFileBootstrap o;
-  o.path = dir.path() + "/id";
-  o.rank = 2;
-  o.nranks = 4;
+  NcclFileBootstrap o = options_in(dir, 2, 4);
   o.timeout_seconds = 0.3;
   const auto start = std::chrono::steady_clock::now();
   Error e = bootstrap_error(o);
@@ -48,10 +54,7 @@ TEST(NcclBootstrap, RankWaitingForAMissingFileTimesOutNamingRankAndPath) {
 
 TEST(NcclBootstrap, StaleFileOfAnotherJobIsNeverUsed) {
   testing::TempDir dir("nccl_boot");
-  NcclFileBootstrap o;
-  o.path = dir.path() + "/id";
-  o.rank = 1;
-  o.nranks = 2;
+  NcclFileBootstrap o = options_in(dir, 1, 2);
   o.timeout_seconds = 0.3;
   o.job_key = "job-42";
   std::ofstream(o.path) << "cpgen-nccl-id/1\n2\njob-41\n" << hex_id() << "\n";
@@ -62,10 +65,7 @@ TEST(NcclBootstrap, StaleFileOfAnotherJobIsNeverUsed) {
 
 TEST(NcclBootstrap, FileForAnotherRingSizeIsRejected) {
   testing::TempDir dir("nccl_boot");
-  NcclFileBootstrap o;
-  o.path = dir.path() + "/id";
-  o.rank = 1;
-  o.nranks = 4;
+  NcclFileBootstrap o = options_in(dir, 1, 4);
   o.timeout_seconds = 5;
   std::ofstream(o.path) << "cpgen-nccl-id/1\n8\n-\n" << hex_id() << "\n";
   Error e = bootstrap_error(o);
@@ -75,10 +75,7 @@ TEST(NcclBootstrap, FileForAnotherRingSizeIsRejected) {
 
 TEST(NcclBootstrap, ForeignFileIsRejected) {
   testing::TempDir dir("nccl_boot");
-  NcclFileBootstrap o;
-  o.path = dir.path() + "/id";
-  o.rank = 1;
-  o.nranks = 2;
+  NcclFileBootstrap o = options_in(dir, 1, 2);
   std::ofstream(o.path) << "hello\n";
   Error e = bootstrap_error(o);
   EXPECT_EQ(e.kind(), ErrorKind::kIo);

@@ -94,22 +94,6 @@ std::string slurp(const std::string& path) {
   return std::string(std::istreambuf_iterator<char>(in), {});
 }
 
-Problem problem_of(const AttentionVectors& v, int n, Scheme scheme, Dtype dtype) {
-  Problem p;
-  p.name = v.name;
-  p.batch = v.shape.batch;
-  p.q_heads = v.shape.q_heads;
-  p.kv_heads = v.shape.kv_heads;
-  p.head_dim = v.shape.head_dim;
-  p.seq_len = v.seq_len;
-  p.causal = v.shape.causal;
-  p.softmax_scale = v.shape.scale;
-  p.cp_size = n;
-  p.scheme = scheme;
-  p.dtype = dtype;
-  return p;
-}
-
 // The child's side. Skips unless started by the tests below.
 TEST(NcclRingWorker, Run) {
   const std::string rank_text = env_or("CPGEN_NCCL_WORKER_RANK");
@@ -131,7 +115,7 @@ TEST(NcclRingWorker, Run) {
     AttentionVectors vec = load_attention_vectors(env_or("CPGEN_NCCL_WORKER_VECTORS"));
     const Scheme scheme = parse_scheme(env_or("CPGEN_NCCL_WORKER_SCHEME"));
     const Dtype dtype = parse_dtype(env_or("CPGEN_NCCL_WORKER_DTYPE"));
-    const Problem p = problem_of(vec, nranks, scheme, dtype);
+    const Problem p = problem_from_vectors(vec, nranks, scheme, dtype);
     std::vector<float> q(vec.q.begin(), vec.q.end()), k(vec.k.begin(), vec.k.end()),
         v(vec.v.begin(), vec.v.end());
     std::vector<float> out, lse;

@@ -132,13 +132,9 @@ TEST(Reference, WindowMasksKeysTooFarBehind) {
 
 // Gradients against central finite differences of loss = sum(out * dout) on a small GQA case.
 TEST(Reference, BackwardMatchesFiniteDifferences) {
-  AttentionShape s;
-  s.batch = 1;
-  s.q_heads = 2;
-  s.kv_heads = 1;
+  AttentionShape s = tiny_shape();
   s.head_dim = 3;
   s.scale = 0.7;
-  s.causal = true;
   const std::vector<int64_t> pos = {0, 1, 2, 3};
   std::vector<double> q(2 * 4 * 3), k(4 * 3), v(4 * 3), dout(2 * 4 * 3);
   for (size_t i = 0; i < q.size(); ++i) q[i] = std::sin(1.3 * i + 0.2);

@@ -2,7 +2,6 @@
 
 #include <algorithm>
 #include <cmath>
-#include <cstring>
 #include <limits>
 #include <map>
 #include <memory>
@@ -12,6 +11,7 @@
 
 #include "runtime/cuda_driver.h"
 #include "runtime/device_buffer.h"
+#include "runtime/half_convert.h"
 #include "runtime/jit.h"
 #include "runtime/module.h"
 #include "test_util.h"
@@ -21,52 +21,6 @@ namespace {
 
 constexpr double kNaN = std::numeric_limits<double>::quiet_NaN();
 constexpr int kPad = kRowPad;
-
-uint32_t float_bits(float f) {
-  uint32_t u;
-  std::memcpy(&u, &f, 4);
-  return u;
-}
-float bits_float(uint32_t u) {
-  float f;
-  std::memcpy(&f, &u, 4);
-  return f;
-}
-
-uint16_t float_to_half(float f) {
-  const uint32_t x = float_bits(f);
-  const uint32_t sign = (x >> 16) & 0x8000u;
-  if ((x & 0x7fffffffu) > 0x7f800000u) return 0x7e00u;  // NaN
-  int exp = static_cast<int>((x >> 23) & 0xffu) - 127 + 15;
-  uint32_t mant = x & 0x7fffffu;
-  if ((x & 0x7fffffffu) == 0) return static_cast<uint16_t>(sign);
-  if (exp >= 31) return static_cast<uint16_t>(sign | 0x7c00u);
-  if (exp <= 0) {  // subnormal half
-    if (exp < -10) return static_cast<uint16_t>(sign);
-    mant |= 0x800000u;
-    const int shift = 14 - exp;
-    uint32_t h = mant >> shift;
-    const uint32_t rem = mant & ((1u << shift) - 1), half = 1u << (shift - 1);
-    if (rem > half || (rem == half && (h & 1))) ++h;
-    return static_cast<uint16_t>(sign | h);
-  }
-  uint32_t h = (static_cast<uint32_t>(exp) << 10) | (mant >> 13);
-  const uint32_t rem = mant & 0x1fffu;
-  if (rem > 0x1000u || (rem == 0x1000u && (h & 1))) ++h;
-  return static_cast<uint16_t>(sign | h);
-}
-
-float half_to_float(uint16_t h) {
-  const uint32_t sign = (h & 0x8000u) << 16;
-  const int exp = (h >> 10) & 0x1f;
-  const uint32_t mant = h & 0x3ffu;
-  if (exp == 0) {
-    const float v = std::ldexp(static_cast<float>(mant), -24);
-    return sign ? -v : v;
-  }
-  if (exp == 31) return bits_float(sign | 0x7f800000u | (mant << 13));
-  return bits_float(sign | (static_cast<uint32_t>(exp + 112) << 23) | (mant << 13));
-}
 
 size_t index4(int b, int h, int s, int d, int heads, int seq, int dim) {
   return ((static_cast<size_t>(b) * heads + h) * seq + s) * dim + d;
@@ -101,15 +55,11 @@ std::vector<uint16_t> gather_rows(const std::vector<double>& full, int batch, in
 
 uint16_t to_bits(double value, Dtype dtype) {
   const float f = static_cast<float>(value);
-  if (dtype == Dtype::kFp16) return float_to_half(f);
-  uint32_t u = float_bits(f);
-  u += 0x7fffu + ((u >> 16) & 1u);
-  return static_cast<uint16_t>(u >> 16);
+  return dtype == Dtype::kFp16 ? float_to_fp16(f) : float_to_bf16(f);
 }
 
 double from_bits(uint16_t bits, Dtype dtype) {
-  if (dtype == Dtype::kFp16) return half_to_float(bits);
-  return bits_float(static_cast<uint32_t>(bits) << 16);
+  return dtype == Dtype::kFp16 ? fp16_to_float(bits) : bf16_to_float(bits);
 }
 
 AttentionProblem random_problem(int batch, int q_heads, int kv_heads, int head_dim, int seq_len,

@@ -11,6 +11,7 @@
 #include "cache/lookup.h"
 #include "cache/records.h"
 #include "../cache/cache_fixtures.h"
+#include "../cache/child_processes.h"
 #include "tuner/candidates.h"
 #include "tuner/tuner.h"
 #include "tuner_fakes.h"
@@ -230,37 +231,25 @@ TEST_F(TunerTest, RanksAdoptRankZerosWinners) {
   }
 }
 
+// What one process of the multi-process tests runs: its own connection to the database at db_path
+// and a one-job tune of `problems` with fake compiles and `timer`.
+void tune_alone(const std::string& db_path, FakeTimer& timer, const std::vector<Problem>& problems) {
+  Database db(db_path);
+  FakeCompiler compiler;
+  TuneOptions o = quiet_options();
+  o.jobs = 1;
+  Tuner tuner(db, o, compiler.fn(), &timer, nullptr, test_env());
+  tuner.tune(problems, kH200);
+}
+
 TEST_F(TunerTest, FourProcessesTuningIntoOneDatabase) {
   const std::string db_path = path("shared.db");
   constexpr int kProcesses = 4;
-  std::vector<pid_t> children;
-  for (int p = 0; p < kProcesses; ++p) {
-    pid_t pid = fork();
-    ASSERT_GE(pid, 0);
-    if (pid == 0) {
-      int code = 0;
-      try {
-        Database db(db_path);
-        FakeCompiler compiler;
-        FakeTimer timer;
-        TuneOptions o = quiet_options();
-        o.jobs = 1;
-        Tuner tuner(db, o, compiler.fn(), &timer, nullptr, test_env());
-        // Two processes tune the same shape, two their own: shared identities and distinct ones.
-        tuner.tune({small_problem(p < 2 ? 4096 : 4096 * (p + 1), Scheme::kContiguous)}, kH200);
-      } catch (const std::exception& e) {
-        fprintf(stderr, "tuner process %d failed: %s\n", p, e.what());
-        code = 1;
-      }
-      _exit(code);
-    }
-    children.push_back(pid);
-  }
-  for (pid_t pid : children) {
-    int status = 0;
-    ASSERT_EQ(waitpid(pid, &status, 0), pid);
-    EXPECT_TRUE(WIFEXITED(status) && WEXITSTATUS(status) == 0) << "status " << status;
-  }
+  ASSERT_NO_FATAL_FAILURE(run_child_processes(kProcesses, "tuner process", [&](int p) {
+    FakeTimer timer;
+    // Two processes tune the same shape, two their own: shared identities and distinct ones.
+    tune_alone(db_path, timer, {small_problem(p < 2 ? 4096 : 4096 * (p + 1), Scheme::kContiguous)});
+  }));
   Database db(db_path);
   EXPECT_EQ(db.integrity_check(), std::vector<std::string>{"ok"});
   for (int64_t seq : {4096, 4096 * 3, 4096 * 4}) {
@@ -301,15 +290,10 @@ TEST_F(TunerTest, SigkillInTheMiddleOfATuneKeepsEveryCommittedRecord) {
   ASSERT_GE(pid, 0);
   if (pid == 0) {
     try {
-      Database db(db_path);
-      FakeCompiler compiler;
       SlowTimer timer;
-      TuneOptions o = quiet_options();
-      o.jobs = 1;
-      Tuner tuner(db, o, compiler.fn(), &timer, nullptr, test_env());
       std::vector<Problem> problems;
       for (int i = 1; i <= 8; ++i) problems.push_back(small_problem(4096 * i, Scheme::kContiguous));
-      tuner.tune(problems, kH200);
+      tune_alone(db_path, timer, problems);
     } catch (...) {
       _exit(2);
     }

@@ -40,18 +40,8 @@ void* make_comm(const RankArgs& a) {
 
 nlohmann::json run_verify(const RankArgs& a, void* comm) {
   AttentionVectors vec = load_attention_vectors(a.vectors);
-  Problem p;
-  p.name = vec.name;
-  p.batch = vec.shape.batch;
-  p.q_heads = vec.shape.q_heads;
-  p.kv_heads = vec.shape.kv_heads;
-  p.head_dim = vec.shape.head_dim;
-  p.seq_len = vec.seq_len;
-  p.causal = vec.shape.causal;
-  p.softmax_scale = vec.shape.scale;
-  p.cp_size = a.nranks;
-  p.scheme = parse_scheme(a.scheme);
-  p.dtype = parse_dtype(a.dtype);
+  const Scheme scheme = parse_scheme(a.scheme);
+  const Problem p = problem_from_vectors(vec, a.nranks, scheme, parse_dtype(a.dtype));
   std::vector<float> q(vec.q.begin(), vec.q.end()), k(vec.k.begin(), vec.k.end()), v(vec.v.begin(), vec.v.end());
   std::vector<float> out, lse;
   RingOptions options;

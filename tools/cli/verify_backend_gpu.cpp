@@ -28,22 +28,6 @@ double max_abs_error(const std::vector<float>& got, const std::vector<double>& w
   return worst;
 }
 
-Problem problem_for(const AttentionVectors& vec, const VerifyRequest& r, Dtype dtype) {
-  Problem p;
-  p.name = vec.name;
-  p.batch = vec.shape.batch;
-  p.q_heads = vec.shape.q_heads;
-  p.kv_heads = vec.shape.kv_heads;
-  p.head_dim = vec.shape.head_dim;
-  p.seq_len = vec.seq_len;
-  p.causal = vec.shape.causal;
-  p.softmax_scale = vec.shape.scale;
-  p.cp_size = r.ranks;
-  p.scheme = r.scheme;
-  p.dtype = dtype;
-  return p;
-}
-
 // One process per rank; each compares its own shard and reports sums that combine here.
 VerifyReport run_nccl(const VerifyRequest& r, Dtype dtype) {
   if (!nccl_available())
@@ -81,7 +65,7 @@ VerifyReport run_gpu(const VerifyRequest& r) {
   std::string why;
   if (!cu::try_driver(&why)) throw Error(ErrorKind::kNoDevice, "cpgen verify --backend gpu needs a GPU: " + why);
   if (transport == "nccl") return run_nccl(r, dtype);
-  const Problem p = problem_for(vec, r, dtype);
+  const Problem p = problem_from_vectors(vec, r.ranks, r.scheme, dtype);
   const std::vector<float> q(vec.q.begin(), vec.q.end()), k(vec.k.begin(), vec.k.end()),
       v(vec.v.begin(), vec.v.end());
   gpu::GpuRingResult ring = gpu::run_gpu_ring_loopback(p, q, k, v);

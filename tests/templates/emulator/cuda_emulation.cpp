@@ -6,6 +6,8 @@
 #include <memory>
 #include <vector>
 
+#include "runtime/half_convert.h"
+
 namespace cpgen::device {
 alignas(128) unsigned char shared_storage[256 * 1024];
 }
@@ -172,53 +174,10 @@ void mma_16816(float (&d)[4], const uint32_t (&a)[4], uint32_t b0, uint32_t b1, 
   }
 }
 
-uint16_t float_to_16(float value, bool bf16) {
-  uint32_t x;
-  memcpy(&x, &value, 4);
-  if (bf16) {
-    if ((x & 0x7fffffffu) > 0x7f800000u) return 0x7fc0;
-    x += 0x7fffu + ((x >> 16) & 1u);
-    return static_cast<uint16_t>(x >> 16);
-  }
-  const uint32_t sign = (x >> 16) & 0x8000u;
-  if ((x & 0x7fffffffu) > 0x7f800000u) return 0x7e00;
-  int exp = static_cast<int>((x >> 23) & 0xffu) - 127 + 15;
-  uint32_t mant = x & 0x7fffffu;
-  if ((x & 0x7fffffffu) == 0) return static_cast<uint16_t>(sign);
-  if (exp >= 31) return static_cast<uint16_t>(sign | 0x7c00u);
-  if (exp <= 0) {
-    if (exp < -10) return static_cast<uint16_t>(sign);
-    mant |= 0x800000u;
-    const int shift = 14 - exp;
-    uint32_t h = mant >> shift;
-    const uint32_t rem = mant & ((1u << shift) - 1), half = 1u << (shift - 1);
-    if (rem > half || (rem == half && (h & 1))) ++h;
-    return static_cast<uint16_t>(sign | h);
-  }
-  uint32_t h = (static_cast<uint32_t>(exp) << 10) | (mant >> 13);
-  const uint32_t rem = mant & 0x1fffu;
-  if (rem > 0x1000u || (rem == 0x1000u && (h & 1))) ++h;
-  return static_cast<uint16_t>(sign | h);
-}
+// The emulated conversion intrinsics round like the host conversions the tests upload with.
+uint16_t float_to_16(float value, bool bf16) { return bf16 ? float_to_bf16(value) : float_to_fp16(value); }
 
-float float_from_16(uint16_t bits, bool bf16) {
-  uint32_t x;
-  if (bf16) {
-    x = static_cast<uint32_t>(bits) << 16;
-  } else {
-    const uint32_t sign = (bits & 0x8000u) << 16;
-    const int exp = (bits >> 10) & 0x1f;
-    const uint32_t mant = bits & 0x3ffu;
-    if (exp == 0) {
-      const float v = std::ldexp(static_cast<float>(mant), -24);
-      return sign ? -v : v;
-    }
-    x = exp == 31 ? sign | 0x7f800000u | (mant << 13) : sign | (static_cast<uint32_t>(exp + 112) << 23) | (mant << 13);
-  }
-  float f;
-  memcpy(&f, &x, 4);
-  return f;
-}
+float float_from_16(uint16_t bits, bool bf16) { return bf16 ? bf16_to_float(bits) : fp16_to_float(bits); }
 
 uint32_t pack_16x2(float lo, float hi, bool bf16) {
   return float_to_16(lo, bf16) | static_cast<uint32_t>(float_to_16(hi, bf16)) << 16;
