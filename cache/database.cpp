@@ -16,6 +16,7 @@
 #include "cache/schema.h"
 #include "cache/sqlite_check.h"
 #include "cpgen/error.h"
+#include "runtime/user_cache_dir.h"
 
 namespace cpgen {
 namespace fs = std::filesystem;
@@ -23,11 +24,6 @@ namespace {
 
 std::mutex g_sink_mutex;
 WarningSink g_sink;
-
-std::string env_or_empty(const char* name) {
-  const char* value = std::getenv(name);
-  return value ? value : "";
-}
 
 // Holds an advisory lock on "<db>.open-lock" while a process opens, repairs and migrates, so
 // that two processes never both decide to move the same bad file aside (the second would move
@@ -63,12 +59,11 @@ bool is_unusable_file(int code) { return code == SQLITE_NOTADB || code == SQLITE
 std::string resolve_db_path(const std::string& flag_value) {
   if (!flag_value.empty()) return flag_value;
   if (std::string env = env_or_empty("CPGEN_DB"); !env.empty()) return env;
-  if (std::string xdg = env_or_empty("XDG_CACHE_HOME"); !xdg.empty()) return xdg + "/cpgen/cpgen.db";
-  std::string home = env_or_empty("HOME");
-  if (home.empty()) {
+  const std::string cache = user_cache_dir();
+  if (cache.empty()) {
     throw_bad_input("no tuning database path: pass --db PATH or set CPGEN_DB, XDG_CACHE_HOME or HOME");
   }
-  return home + "/.cache/cpgen/cpgen.db";
+  return cache + "/cpgen.db";
 }
 
 WarningSink set_warning_sink(WarningSink sink) {
