@@ -99,6 +99,34 @@ Database::Database(const std::string& path) : path_(path) {
   migrate();
 }
 
+Database::Database(const std::string& path, ReadOnly) : path_(path) {
+  if (path_.empty()) throw_bad_input("database path is empty; pass --db PATH");
+  if (!fs::is_regular_file(path_)) throw Error(ErrorKind::kDatabase, "no tuning database file at " + path_);
+  int status = sqlite3_open_v2(path_.c_str(), &db_, SQLITE_OPEN_READONLY | SQLITE_OPEN_FULLMUTEX, nullptr);
+  if (status != SQLITE_OK) {
+    std::string message = db_ ? sqlite3_errmsg(db_) : sqlite3_errstr(status);
+    if (db_) sqlite3_close_v2(db_);
+    db_ = nullptr;
+    throw SqliteError(status & 0xff, "cannot open the tuning database " + path_ + " for reading: " + message);
+  }
+  try {
+    CPGEN_SQLITE_CHECK(db_, sqlite3_busy_timeout(db_, kBusyTimeoutMs));
+    CPGEN_SQLITE_CHECK(db_, sqlite3_extended_result_codes(db_, 1));
+    // The first read of the file's pages: SQLITE_NOTADB or SQLITE_CORRUPT for a bad file.
+    const int version = schema_version();
+    if (version == 0) throw Error(ErrorKind::kDatabase, "the file at " + path_ + " is not a cpgen tuning database (no meta table)");
+    if (version != kSchemaVersion) {
+      throw Error(ErrorKind::kDatabase, "the tuning database " + path_ + " has schema version " + std::to_string(version) +
+                                            "; lookups read version " + std::to_string(kSchemaVersion) +
+                                            " only (any cpgen db command migrates an older file)");
+    }
+  } catch (...) {
+    sqlite3_close_v2(db_);
+    db_ = nullptr;
+    throw;
+  }
+}
+
 Database::~Database() {
   if (db_) sqlite3_close_v2(db_);
 }
