@@ -9,9 +9,11 @@
 
 #include <cstdlib>
 #include <fstream>
+#include <optional>
 
 #include "cache/database.h"
 #include "cache/records.h"
+#include "cpgen/error.h"
 #include "cpgen/ring_attention.h"
 #include "runtime/gpu_ring_run.h"
 #include "runtime/reference.h"
@@ -185,6 +187,46 @@ TEST_F(KernelSelectTest, UnreadableDatabaseFallsBackWithTheReasonAndIsLeftAlone)
   int entries = 0;
   for ([[maybe_unused]] const auto& e : std::filesystem::directory_iterator(dir_)) ++entries;
   EXPECT_EQ(entries, 1);
+}
+
+// A tile that fits Hopper's shared memory but not Ampere's, recorded for an sm_80 workload (an
+// imported or hand-made row), is passed over rather than handed to the runtime to fail on.
+TEST_F(KernelSelectTest, KernelInfeasibleOnTheWorkloadsArchIsNotSelected) {
+  const Problem p = zigzag_problem();
+  std::optional<KernelSpec> hopper_only;
+  KernelSpec s = KernelSpec::default_for(Dtype::kBf16, 128, true, 4);
+  for (int bn : {64, 128})
+    for (int warps : {4, 8})
+      for (int stages : {2, 3, 4}) {
+        s.block_n = bn;
+        s.warps = warps;
+        s.stages = stages;
+        try {
+          s.validate();
+        } catch (const Error&) {
+          continue;
+        }
+        if (check_feasibility(s, "sm_90a").feasible && !check_feasibility(s, "sm_80").feasible) hopper_only = s;
+      }
+  ASSERT_TRUE(hopper_only) << "no tile of head dim 128 fits sm_90a but not sm_80";
+  const DeviceClass ampere = device_class_for("sm_80", 0);
+  const WorkloadKey diag = workload_for(p, StepType::kDiagonal, ampere);
+  {
+    Database db(path("t.db"));
+    put_winner(db, diag, *hopper_only, 0.5, here);
+  }
+  const RingKernelSelection sel = select_ring_kernels(p, path("t.db"), "sm_80", 0);
+  ASSERT_TRUE(sel.database_used) << sel.database_note;
+  const Selection& d = sel.steps.at(0).selection;
+  EXPECT_NE(d.spec, *hopper_only);
+  EXPECT_TRUE(check_feasibility(d.spec, "sm_80").feasible) << d.spec.uri();
+  EXPECT_NE(d.source, ConfigSource::kDatabaseExact) << d.reason;
+  // On the arch it fits, the same kind of row is selected.
+  {
+    Database db(path("t.db"));
+    put_winner(db, workload_for(p, StepType::kDiagonal, device), *hopper_only, 0.5, here);
+  }
+  EXPECT_EQ(select_ring_kernels(p, path("t.db"), kArch, 0).steps.at(0).selection.spec, *hopper_only);
 }
 
 // On a GPU: a ring whose step types run different tuned configs reports them and still matches
