@@ -16,6 +16,7 @@
 #include "cache/schema.h"
 #include "cache/sqlite_check.h"
 #include "cpgen/error.h"
+#include "runtime/user_cache_dir.h"
 
 namespace cpgen {
 namespace fs = std::filesystem;
@@ -23,11 +24,6 @@ namespace {
 
 std::mutex g_sink_mutex;
 WarningSink g_sink;
-
-std::string env_or_empty(const char* name) {
-  const char* value = std::getenv(name);
-  return value ? value : "";
-}
 
 // Holds an advisory lock on "<db>.open-lock" while a process opens, repairs and migrates, so
 // that two processes never both decide to move the same bad file aside (the second would move
@@ -63,12 +59,11 @@ bool is_unusable_file(int code) { return code == SQLITE_NOTADB || code == SQLITE
 std::string resolve_db_path(const std::string& flag_value) {
   if (!flag_value.empty()) return flag_value;
   if (std::string env = env_or_empty("CPGEN_DB"); !env.empty()) return env;
-  if (std::string xdg = env_or_empty("XDG_CACHE_HOME"); !xdg.empty()) return xdg + "/cpgen/cpgen.db";
-  std::string home = env_or_empty("HOME");
-  if (home.empty()) {
+  const std::string cache = user_cache_dir();
+  if (cache.empty()) {
     throw_bad_input("no tuning database path: pass --db PATH or set CPGEN_DB, XDG_CACHE_HOME or HOME");
   }
-  return home + "/.cache/cpgen/cpgen.db";
+  return cache + "/cpgen.db";
 }
 
 WarningSink set_warning_sink(WarningSink sink) {
@@ -102,6 +97,34 @@ Database::Database(const std::string& path) : path_(path) {
   open_checked();
   configure();
   migrate();
+}
+
+Database::Database(const std::string& path, ReadOnly) : path_(path) {
+  if (path_.empty()) throw_bad_input("database path is empty; pass --db PATH");
+  if (!fs::is_regular_file(path_)) throw Error(ErrorKind::kDatabase, "no tuning database file at " + path_);
+  int status = sqlite3_open_v2(path_.c_str(), &db_, SQLITE_OPEN_READONLY | SQLITE_OPEN_FULLMUTEX, nullptr);
+  if (status != SQLITE_OK) {
+    std::string message = db_ ? sqlite3_errmsg(db_) : sqlite3_errstr(status);
+    if (db_) sqlite3_close_v2(db_);
+    db_ = nullptr;
+    throw SqliteError(status & 0xff, "cannot open the tuning database " + path_ + " for reading: " + message);
+  }
+  try {
+    CPGEN_SQLITE_CHECK(db_, sqlite3_busy_timeout(db_, kBusyTimeoutMs));
+    CPGEN_SQLITE_CHECK(db_, sqlite3_extended_result_codes(db_, 1));
+    // The first read of the file's pages: SQLITE_NOTADB or SQLITE_CORRUPT for a bad file.
+    const int version = schema_version();
+    if (version == 0) throw Error(ErrorKind::kDatabase, "the file at " + path_ + " is not a cpgen tuning database (no meta table)");
+    if (version != kSchemaVersion) {
+      throw Error(ErrorKind::kDatabase, "the tuning database " + path_ + " has schema version " + std::to_string(version) +
+                                            "; lookups read version " + std::to_string(kSchemaVersion) +
+                                            " only (any cpgen db command migrates an older file)");
+    }
+  } catch (...) {
+    sqlite3_close_v2(db_);
+    db_ = nullptr;
+    throw;
+  }
 }
 
 Database::~Database() {

@@ -35,6 +35,11 @@ class Database {
   // Opens (creating folders and the file as needed), repairs and migrates. Throws
   // Error(kDatabase) when the file cannot be opened or was written by a newer schema.
   explicit Database(const std::string& path);
+  // Opens an existing file for lookups only (SQLITE_OPEN_READONLY): nothing is created, repaired,
+  // moved aside or migrated. Throws Error(kDatabase) naming the path and what is wrong (no such
+  // file, not a cpgen database, a schema version other than kSchemaVersion).
+  struct ReadOnly {};
+  Database(const std::string& path, ReadOnly);
   ~Database();
   Database(const Database&) = delete;
   Database& operator=(const Database&) = delete;

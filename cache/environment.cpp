@@ -1,10 +1,9 @@
 #include "cache/environment.h"
 
-#include <nvrtc.h>
-
 #include "cpgen/error.h"
 #include "generator/render.h"
 #include "runtime/cuda_driver.h"
+#include "runtime/jit.h"
 #include "runtime/module.h"
 
 namespace cpgen {
@@ -55,15 +54,11 @@ Environment Environment::from_json(const nlohmann::json& j) {
   return e;
 }
 
-bool have_device() { return cu::try_driver() != nullptr; }
-
 Environment current_environment(int device) {
   Environment e;
   e.cpgen_version = CPGEN_VERSION;
   e.template_hash = template_hash_hex();
-  int major = 0, minor = 0;
-  if (nvrtcVersion(&major, &minor) != NVRTC_SUCCESS) throw Error(ErrorKind::kCompile, "nvrtcVersion failed");
-  e.nvrtc_version = std::to_string(major) + "." + std::to_string(minor);
+  e.nvrtc_version = nvrtc_version();
   e.driver_version = "none";
   e.gpu_name = "none";
   if (const cu::DriverApi* api = cu::try_driver()) {
@@ -89,6 +84,12 @@ DeviceClass current_device_class(const std::string& fallback_arch, int device) {
   dc.gpu_name = name;
   CPGEN_CU_CHECK(api->cuDeviceGetAttribute(&dc.sm_count, CU_DEVICE_ATTRIBUTE_MULTIPROCESSOR_COUNT, dev));
   dc.arch = device_arch(device);  // the JIT's choice, so that workloads and cubins agree
+  return dc;
+}
+
+DeviceClass device_class_for(const std::string& arch, int device) {
+  DeviceClass dc = current_device_class(arch.empty() ? kFallbackArch : arch, device);
+  if (!arch.empty()) dc.arch = arch;
   return dc;
 }
 

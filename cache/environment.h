@@ -38,6 +38,10 @@ struct DeviceClass {
 Environment current_environment(int device = 0);
 // The device class of device `device`; without a GPU: gpu "none", sm_count 0 and `fallback_arch`.
 DeviceClass current_device_class(const std::string& fallback_arch, int device = 0);
-bool have_device();
+// The device class that tune, explain and the runtime key workloads by, so that all three agree:
+// device `device`'s, with its arch replaced by `arch` when one is given; without a GPU, gpu "none"
+// and `arch`, else kFallbackArch.
+inline constexpr const char* kFallbackArch = "sm_90a";
+DeviceClass device_class_for(const std::string& arch, int device = 0);
 
 }  // namespace cpgen

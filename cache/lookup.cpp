@@ -17,11 +17,13 @@ int bucket_distance(const WorkloadKey& a, const WorkloadKey& b) {
 }
 
 // A record names a kernel; it is only usable for w if the kernel was built for w's dtype, head
-// dim, mask and group (a hand-edited or damaged row could say otherwise).
+// dim, mask and group (a hand-edited or damaged row could say otherwise) and fits w's arch (a
+// shipped pattern entry may name a tile too big for a smaller GPU's shared memory).
 std::optional<KernelSpec> usable_spec(const std::string& uri, const WorkloadKey& w) {
   try {
     KernelSpec s = KernelSpec::parse(uri);
     if (s.dtype != w.dtype || s.head_dim != w.head_dim || s.causal != w.causal || s.gqa_group != w.gqa_group()) return std::nullopt;
+    if (!check_feasibility(s, w.arch).feasible) return std::nullopt;
     return s;
   } catch (const Error&) {
     return std::nullopt;

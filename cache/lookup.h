@@ -7,8 +7,9 @@
 //      bucket (same device and template hash; NVRTC and driver may differ), then a pattern
 //      entry (e.g. the default-heuristic cache);
 //   4. the documented default, KernelSpec::default_for.
-// Records of another environment are never selected; the selection counts them so that
-// `cpgen explain` can say why they were passed over.
+// A record or cache entry is only used if its kernel fits the workload (dtype, head dim, mask,
+// group) and is feasible on the workload's arch. Records of another environment are never
+// selected; the selection counts them so that `cpgen explain` can say why they were passed over.
 #pragma once
 
 #include <optional>
@@ -18,12 +19,10 @@
 #include "cache/environment.h"
 #include "cache/pretuned.h"
 #include "cache/workload.h"
+#include "cpgen/config_source.h"
 #include "generator/kernel_spec.h"
 
 namespace cpgen {
-
-enum class ConfigSource { kDatabaseExact, kDatabaseBucket, kPretunedExact, kPretunedBucket, kPretunedPattern, kDefault };
-std::string_view config_source_name(ConfigSource source);  // "database-exact", ...
 
 struct Selection {
   KernelSpec spec;

@@ -260,6 +260,10 @@ const char* cpgen_ring_config_source(const cpgen_ring* ring) {
   return ring ? ring->ring.config_source().c_str() : "";
 }
 
+const char* cpgen_ring_config_reason(const cpgen_ring* ring) {
+  return ring ? ring->ring.config_reason().c_str() : "";
+}
+
 void cpgen_ring_destroy(cpgen_ring* ring) {
   // A destructor that fails (a CUDA context already torn down at exit) must not throw through C.
   guard([&] { delete ring; });

@@ -2,6 +2,7 @@
 
 #include <cstdint>
 
+#include "cache/workload.h"
 #include "cpgen/error.h"
 #include "runtime/cuda_driver.h"
 #include "runtime/partition.h"
@@ -104,7 +105,10 @@ RingFwdParams GpuRingBackend::step_params(const RingStep& step) const {
   return p;
 }
 
-void GpuRingBackend::forward_step(const RingStep& step) { kernel_.launch(step_params(step), stream_); }
+// Each step runs the kernel selected for its step type (diagonal, full, zigzag half).
+void GpuRingBackend::forward_step(const RingStep& step) {
+  kernel_.launch(step_params(step), step_type_at(problem_, rank_, step.step), stream_);
+}
 
 namespace {
 [[noreturn]] void no_backward() {

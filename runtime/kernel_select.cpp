@@ -1,36 +1,55 @@
 #include "runtime/kernel_select.h"
 
+#include <filesystem>
+#include <memory>
+
+#include "cache/database.h"
 #include "cpgen/error.h"
 
-namespace cpgen::gpu {
+namespace cpgen {
 
-KernelChoice choose_kernel(const Problem& problem, const std::string& arch,
-                           const std::string& database_path) {
-  const int group = static_cast<int>(problem.gqa_group());
-  const int hd = static_cast<int>(problem.head_dim);
-  KernelChoice choice;
-  choice.spec = KernelSpec::default_for(problem.dtype, hd, problem.causal, group);
-  Feasibility f = check_feasibility(choice.spec, arch);
-  const std::string db_note =
-      database_path.empty() ? "" : " (database " + database_path + " is not consulted by this build)";
-  if (f.feasible) {
-    choice.source = "default";
-    choice.reason = "KernelSpec::default_for on " + arch + db_note;
-    return choice;
-  }
-  for (const KernelSpec& candidate : KernelSpec::candidates_for(problem.dtype, hd, problem.causal, group)) {
-    if (check_feasibility(candidate, arch).feasible) {
-      choice.spec = candidate;
-      choice.source = "default-fallback";
-      choice.reason = "the default " + KernelSpec::default_for(problem.dtype, hd, problem.causal, group).uri() +
-                      " does not fit " + arch + " (" + f.reason + "); first feasible candidate" + db_note;
-      return choice;
-    }
-  }
-  throw Error(ErrorKind::kInfeasible, "no forward step kernel config fits " + arch + " for dtype " +
-                                          std::string(dtype_name(problem.dtype)) + " head_dim " +
-                                          std::to_string(hd) + " gqa " + std::to_string(group) +
-                                          ": " + f.reason);
+const StepSelection& RingKernelSelection::for_step(StepType step) const {
+  for (const StepSelection& s : steps)
+    if (s.workload.step == step) return s;
+  throw Error(ErrorKind::kInternal, "no kernel was selected for step type " + std::string(step_type_name(step)));
 }
 
-}  // namespace cpgen::gpu
+std::string RingKernelSelection::database_text() const {
+  if (database_used) return database_path;
+  return (database_path.empty() ? std::string("none") : database_path) + " (" + database_note + ")";
+}
+
+RingKernelSelection select_ring_kernels(const Problem& problem, const std::string& database_path,
+                                        const std::string& arch, int device, const PretunedCaches& caches) {
+  problem.validate();
+  RingKernelSelection out;
+  out.device = device_class_for(arch, device);
+  out.environment = current_environment(device);
+  std::unique_ptr<Database> db;
+  try {
+    out.database_path = resolve_db_path(database_path);
+  } catch (const Error& e) {
+    out.database_note = std::string("no path: ") + e.what();
+  }
+  if (!out.database_path.empty()) {
+    std::error_code ec;
+    if (!std::filesystem::exists(out.database_path, ec)) {
+      out.database_note = "absent";
+    } else {
+      try {
+        db = std::make_unique<Database>(out.database_path, Database::ReadOnly{});
+        out.database_used = true;
+      } catch (const Error& e) {
+        out.database_note = std::string("unreadable: ") + e.what();
+        warn("the tuning database " + out.database_path + " was not used for kernel selection: " + e.what());
+      }
+    }
+  }
+  out.steps = select_for_problem(problem, out.device, db.get(), out.environment, caches);
+  if (!out.database_used) {
+    for (StepSelection& s : out.steps) s.selection.reason += "; tuning database " + out.database_text();
+  }
+  return out;
+}
+
+}  // namespace cpgen

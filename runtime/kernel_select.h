@@ -1,22 +1,40 @@
-// Which forward step kernel a ring runs. Until the tuning database lookup is wired into the
-// runtime, the documented default (KernelSpec::default_for) is used, falling back to the first
-// feasible candidate where the default does not fit the arch; the choice says so.
+// Which forward step kernel each step type of a ring runs, through the tuning-database lookup of
+// cache/lookup.h: the user's database (opened read-only: selecting never creates, repairs or
+// migrates a file), then the shipped pretuned caches, then the documented default. RingAttention
+// and `cpgen explain` both call select_ring_kernels, so they give the same answer for a problem.
+// Needs no GPU: without one the device class is gpu "none" on the given (or fallback) arch.
 #pragma once
 
 #include <string>
+#include <vector>
 
+#include "cache/environment.h"
+#include "cache/lookup.h"
+#include "cache/pretuned.h"
 #include "cpgen/problem.h"
-#include "generator/kernel_spec.h"
 
-namespace cpgen::gpu {
+namespace cpgen {
 
-struct KernelChoice {
-  KernelSpec spec;
-  std::string source;  // "default", "default-fallback"
-  std::string reason;  // one line
+struct RingKernelSelection {
+  DeviceClass device;        // what the workloads are keyed by (device_class_for)
+  Environment environment;   // what database rows must match (current_environment)
+  std::string database_path; // the file looked at; empty when no path could be resolved
+  bool database_used = false;
+  std::string database_note; // when not used: why ("no file", "unreadable: ..."), one line
+  // One per step type of the problem, in step_types_for order: steps[0] is what ring step 0 runs.
+  std::vector<StepSelection> steps;
+
+  const StepSelection& for_step(StepType step) const;  // throws kInternal for a type not in steps
+  // "PATH", or "PATH (absent)" / "PATH (unreadable: ...)" / "none (...)" when it was not read.
+  std::string database_text() const;
 };
 
-KernelChoice choose_kernel(const Problem& problem, const std::string& arch,
-                           const std::string& database_path);
+// database_path: the caller's (RingOptions, --db), else the default resolve_db_path() gives
+// ($CPGEN_DB, $XDG_CACHE_HOME/cpgen/cpgen.db, ~/.cache/cpgen/cpgen.db). A missing or unreadable
+// database falls back to the caches and the default, and each step's reason says why. arch: the
+// kernel target; empty: device `device`'s (kFallbackArch without a GPU).
+RingKernelSelection select_ring_kernels(const Problem& problem, const std::string& database_path,
+                                        const std::string& arch = "", int device = 0,
+                                        const PretunedCaches& caches = shipped_caches());
 
-}  // namespace cpgen::gpu
+}  // namespace cpgen

@@ -17,6 +17,7 @@
 #include <random>
 
 #include "cpgen/error.h"
+#include "runtime/user_cache_dir.h"
 
 namespace cpgen {
 namespace {
@@ -183,13 +184,8 @@ void DirectoryKernelStore::put(const CompiledKernel& kernel) {
 }
 
 std::string default_kernel_dir() {
-  auto env = [](const char* name) -> std::string {
-    const char* value = std::getenv(name);
-    return value && *value ? value : "";
-  };
-  if (std::string dir = env("CPGEN_KERNEL_DIR"); !dir.empty()) return dir;
-  if (std::string xdg = env("XDG_CACHE_HOME"); !xdg.empty()) return xdg + "/cpgen/kernels";
-  if (std::string home = env("HOME"); !home.empty()) return home + "/.cache/cpgen/kernels";
+  if (std::string dir = env_or_empty("CPGEN_KERNEL_DIR"); !dir.empty()) return dir;
+  if (std::string cache = user_cache_dir(); !cache.empty()) return cache + "/kernels";
   return (std::filesystem::temp_directory_path() / "cpgen" / "kernels").string();
 }
 

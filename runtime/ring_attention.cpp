@@ -1,5 +1,6 @@
 // RingAttention (include/cpgen/ring_attention.h): one ring driver (runtime/ring_driver.h) over
-// the GPU backend, with the loopback or the NCCL transport.
+// the GPU backend, with the loopback or the NCCL transport. Kernels are selected per step type
+// by select_ring_kernels (runtime/kernel_select.h), the lookup `cpgen explain` uses.
 //
 // Loopback runs the driver of each virtual rank on its own host thread with its own compute
 // stream, forked from and joined back into the caller's stream with events, so the ranks' step
@@ -33,8 +34,8 @@ struct RingAttention::Impl {
   RingOptions options;
   int rank = -1;  // -1: loopback
   int device = 0;
-  gpu::KernelChoice choice;
-  std::string uri;
+  std::vector<StepKernelChoice> choices;
+  std::string main_source;
   std::unique_ptr<gpu::StepKernel> kernel;
   std::unique_ptr<gpu::DevicePositions> positions;
   std::vector<std::unique_ptr<gpu::GpuRingBackend>> backends;
@@ -73,9 +74,14 @@ struct RingAttention::Impl {
     this->device = device;
     use_primary_context(device);
     const std::string arch = options.arch.empty() ? device_arch(device) : options.arch;
-    choice = gpu::choose_kernel(problem, arch, options.database_path);
-    uri = choice.spec.uri();
-    kernel = std::make_unique<gpu::StepKernel>(choice.spec, arch, device);
+    const RingKernelSelection selection = select_ring_kernels(problem, options.database_path, arch, device);
+    std::vector<std::pair<StepType, KernelSpec>> per_step;
+    for (const auto& [workload, s] : selection.steps) {
+      per_step.emplace_back(workload.step, s.spec);
+      choices.push_back({std::string(step_type_name(workload.step)), s.spec.uri(), s.source, s.origin, s.reason});
+    }
+    main_source = std::string(config_source_name(choices.front().source));
+    kernel = std::make_unique<gpu::StepKernel>(per_step, arch, device);
     positions = std::make_unique<gpu::DevicePositions>(problem, device);
     done = std::make_unique<gpu::Event>();
   }
@@ -235,8 +241,9 @@ void RingAttention::synchronize() {
 const Problem& RingAttention::problem() const { return impl_->problem; }
 int RingAttention::rank() const { return impl_->rank; }
 int RingAttention::device() const { return impl_->device; }
-const std::string& RingAttention::kernel_uri() const { return impl_->uri; }
-const std::string& RingAttention::config_source() const { return impl_->choice.source; }
-const std::string& RingAttention::config_reason() const { return impl_->choice.reason; }
+const std::string& RingAttention::kernel_uri() const { return impl_->choices.front().kernel_uri; }
+const std::string& RingAttention::config_source() const { return impl_->main_source; }
+const std::string& RingAttention::config_reason() const { return impl_->choices.front().reason; }
+const std::vector<StepKernelChoice>& RingAttention::step_kernels() const { return impl_->choices; }
 
 }  // namespace cpgen

@@ -10,6 +10,7 @@
 #include "cpgen/error.h"
 #include "generator/kernel_spec.h"
 #include "runtime/cuda_driver.h"
+#include "runtime/gpu_step_kernel.h"
 #include "runtime/module.h"
 #include "tuner/parallel_for.h"
 #include "tuner/tuner.h"
@@ -56,14 +57,13 @@ double GpuTimer::lse_tolerance(double lse) { return 1e-3 + 1e-5 * std::abs(lse);
 
 GpuTimer::GpuTimer(int device) : device_(device) {
   use_primary_context(device_);
-  CPGEN_CU_CHECK(cu::driver().cuStreamCreate(&stream_, CU_STREAM_NON_BLOCKING));
+  stream_ = std::make_unique<gpu::Stream>();
 }
 
 GpuTimer::~GpuTimer() {
-  if (stream_) {
-    use_primary_context(device_);
-    cu::driver().cuStreamDestroy(stream_);
-  }
+  // The stream and the input sets belong to the device's primary context.
+  use_primary_context(device_);
+  stream_.reset();
 }
 
 RingFwdParams GpuTimer::params_for(const InputSet& set, bool first, bool last) const {
@@ -103,13 +103,14 @@ void GpuTimer::launch(const KernelSpec& spec, const CompiledKernel& kernel, cons
   const Feasibility f = check_feasibility(spec, kernel.arch);
   loaded.reserve_dynamic_shared(f.shared_bytes);
   LaunchShape shape;
-  // templates/step_fwd.cuh: grid (ceil(q_len * group / BLOCK_M), batch * kv_heads).
-  const int64_t packed_rows = workload_.q_len * workload_.gqa_group();
-  shape.grid[0] = static_cast<unsigned>((packed_rows + spec.block_m - 1) / spec.block_m);
-  shape.grid[1] = static_cast<unsigned>(workload_.batch * workload_.kv_heads);
+  // The runtime's grid for the same launch (templates/step_fwd.cuh).
+  const gpu::StepGrid grid = gpu::step_grid(spec, params);
+  shape.grid[0] = grid.x;
+  shape.grid[1] = grid.y;
+  shape.grid[2] = grid.z;
   shape.block[0] = static_cast<unsigned>(spec.threads());
   shape.dynamic_shared_bytes = f.shared_bytes;
-  shape.stream = stream_;
+  shape.stream = stream_->get();
   loaded.launch(params, shape);
 }
 
@@ -225,7 +226,7 @@ TimingOutcome GpuTimer::run_checked(const KernelSpec& spec, const CompiledKernel
   set.l_state.poison();
   try {
     launch(spec, kernel, params_for(set, true, true));
-    CPGEN_CU_CHECK(api.cuStreamSynchronize(stream_));
+    CPGEN_CU_CHECK(api.cuStreamSynchronize(stream_->get()));
   } catch (const Error& e) {
     if (e.kind() != ErrorKind::kCuda && e.kind() != ErrorKind::kInfeasible) throw;
     return {Disposition::kLaunchFailed, {}, std::string(e.what()).substr(0, 400)};
@@ -285,32 +286,29 @@ TimingOutcome GpuTimer::measure(const KernelSpec& spec, const CompiledKernel& ke
   // Timing. The diagonal step opens a ring (first step: state starts empty); every other step
   // merges into state from earlier steps, so those sets get one initializing launch first.
   const bool first = w.step == StepType::kDiagonal;
-  std::vector<CUevent> events(2 * runs, nullptr);
+  std::vector<std::unique_ptr<gpu::Event>> events;
   TimingOutcome result{Disposition::kOk, {}, ""};
   try {
-    for (CUevent& e : events) CPGEN_CU_CHECK(api.cuEventCreate(&e, CU_EVENT_DEFAULT));
+    for (int i = 0; i < 2 * runs; ++i) events.push_back(std::make_unique<gpu::Event>(/*timing=*/true));
     if (!first) {
       for (const InputSet& set : sets_) launch(spec, kernel, params_for(set, true, false));
     }
     for (int i = 0; i < warmup; ++i) launch(spec, kernel, params_for(sets_[i % sets_.size()], first, false));
     for (int i = 0; i < runs; ++i) {
       const InputSet& set = sets_[(warmup + i) % sets_.size()];
-      CPGEN_CU_CHECK(api.cuEventRecord(events[2 * i], stream_));
+      events[2 * i]->record(stream_->get());
       launch(spec, kernel, params_for(set, first, false));
-      CPGEN_CU_CHECK(api.cuEventRecord(events[2 * i + 1], stream_));
+      events[2 * i + 1]->record(stream_->get());
     }
-    CPGEN_CU_CHECK(api.cuStreamSynchronize(stream_));
+    CPGEN_CU_CHECK(api.cuStreamSynchronize(stream_->get()));
     for (int i = 0; i < runs; ++i) {
       float ms = 0;
-      CPGEN_CU_CHECK(api.cuEventElapsedTime(&ms, events[2 * i], events[2 * i + 1]));
+      CPGEN_CU_CHECK(api.cuEventElapsedTime(&ms, events[2 * i]->get(), events[2 * i + 1]->get()));
       result.samples_ms.push_back(ms);
     }
   } catch (const Error& e) {
     if (e.kind() != ErrorKind::kCuda) throw;
     result = {Disposition::kLaunchFailed, {}, std::string(e.what()).substr(0, 400)};
-  }
-  for (CUevent e : events) {
-    if (e) api.cuEventDestroy(e);
   }
   return result;
 }

@@ -10,6 +10,7 @@
 #include <vector>
 
 #include "runtime/device_buffer.h"
+#include "runtime/gpu_stream.h"
 #include "templates/params.cuh"
 #include "tuner/candidate_timer.h"
 #include "tuner/step_inputs.h"
@@ -41,7 +42,7 @@ class GpuTimer : public CandidateTimer {
   void launch(const KernelSpec& spec, const CompiledKernel& kernel, const RingFwdParams& params);
 
   int device_;
-  CUstream stream_ = nullptr;
+  std::unique_ptr<gpu::Stream> stream_;
   WorkloadKey workload_;
   StepPositions positions_;
   DeviceBuffer q_positions_, kv_positions_;

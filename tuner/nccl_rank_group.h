@@ -4,11 +4,10 @@
 
 #ifdef CPGEN_HAVE_NCCL
 
-#include <cuda.h>
-
 #include <memory>
 #include <string>
 
+#include "runtime/gpu_stream.h"
 #include "tuner/rank_group.h"
 
 typedef struct ncclComm* ncclComm_t;
@@ -19,8 +18,9 @@ class NcclRankGroup : public RankGroup {
  public:
   // Uses an existing communicator (the framework's); it is not destroyed here.
   NcclRankGroup(ncclComm_t comm, int device);
-  // Creates a communicator of `world_size` ranks: rank 0 writes an NCCL unique id to
-  // `id_file` (atomically, by rename), the other ranks wait up to `timeout_s` for it.
+  // Creates a communicator of `world_size` ranks through nccl_comm_from_file
+  // (cpgen/nccl_bootstrap.h): rank 0 writes an NCCL unique id to `id_file` (atomically, by
+  // rename; removed once every rank joined), the other ranks wait up to `timeout_s` for it.
   static std::unique_ptr<NcclRankGroup> create(int rank, int world_size, int device, const std::string& id_file,
                                                double timeout_s = 120);
   ~NcclRankGroup() override;
@@ -35,7 +35,7 @@ class NcclRankGroup : public RankGroup {
   int device_;
   int rank_ = 0;
   int size_ = 1;
-  CUstream stream_ = nullptr;
+  std::unique_ptr<gpu::Stream> stream_;
 };
 
 }  // namespace cpgen

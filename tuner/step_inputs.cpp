@@ -1,11 +1,11 @@
 #include "tuner/step_inputs.h"
 
 #include <cmath>
-#include <cstring>
 #include <limits>
 #include <numeric>
 
 #include "cpgen/error.h"
+#include "runtime/half_convert.h"
 #include "runtime/partition.h"
 
 namespace cpgen {
@@ -60,34 +60,16 @@ StepPositions step_positions(const WorkloadKey& w) {
 uint16_t encode_exact(double value, Dtype dtype) {
   const float f = static_cast<float>(value);
   if (static_cast<double>(f) != value) throw Error(ErrorKind::kInternal, "encode_exact: value not exact in fp32");
-  uint32_t bits;
-  std::memcpy(&bits, &f, 4);
-  if (dtype == Dtype::kBf16) {
-    if (bits & 0xffffu) throw Error(ErrorKind::kInternal, "encode_exact: value not exact in bf16");
-    return static_cast<uint16_t>(bits >> 16);
+  // The runtime's round-to-nearest-even conversion; exact means it round-trips.
+  const uint16_t bits = dtype == Dtype::kBf16 ? float_to_bf16(f) : float_to_fp16(f);
+  if (decode_16(bits, dtype) != f) {
+    throw Error(ErrorKind::kInternal, std::string("encode_exact: value not exact in ") + std::string(dtype_name(dtype)));
   }
-  // fp16: 1 sign, 5 exponent (bias 15), 10 mantissa bits; only normal numbers and zero occur.
-  const uint16_t sign = static_cast<uint16_t>((bits >> 16) & 0x8000u);
-  if ((bits & 0x7fffffffu) == 0) return sign;
-  const int exponent = static_cast<int>((bits >> 23) & 0xff) - 127 + 15;
-  const uint32_t mantissa = bits & 0x7fffffu;
-  if (exponent <= 0 || exponent >= 31 || (mantissa & 0x1fffu)) throw Error(ErrorKind::kInternal, "encode_exact: value not exact in fp16");
-  return static_cast<uint16_t>(sign | (exponent << 10) | (mantissa >> 13));
+  return bits;
 }
 
 double decode_16(uint16_t bits, Dtype dtype) {
-  if (dtype == Dtype::kBf16) {
-    uint32_t wide = static_cast<uint32_t>(bits) << 16;
-    float f;
-    std::memcpy(&f, &wide, 4);
-    return f;
-  }
-  const int sign = bits & 0x8000 ? -1 : 1;
-  const int exponent = (bits >> 10) & 0x1f;
-  const int mantissa = bits & 0x3ff;
-  if (exponent == 0x1f) return mantissa ? std::numeric_limits<double>::quiet_NaN() : sign * std::numeric_limits<double>::infinity();
-  if (exponent == 0) return sign * std::ldexp(mantissa, -24);  // subnormal: mantissa * 2^-14 / 2^10
-  return sign * std::ldexp(1024 + mantissa, exponent - 25);
+  return dtype == Dtype::kBf16 ? bf16_to_float(bits) : fp16_to_float(bits);
 }
 
 int64_t visible_pairs(const StepPositions& pos, bool causal) {

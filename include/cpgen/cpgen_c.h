@@ -111,10 +111,13 @@ CPGEN_API cpgen_status cpgen_ring_forward_all(cpgen_ring* ring, const void* cons
                                               void* const* out, float* const* lse, void* stream);
 /* Waits for the last forward; reports a stalled peer (NCCL watchdog) or a failed launch. */
 CPGEN_API cpgen_status cpgen_ring_synchronize(cpgen_ring* ring);
-/* The URI of the step kernel in use and where its config came from ("database", "default").
- * Static per ring; valid until cpgen_ring_destroy. */
+/* The URI of ring step 0's kernel, where its config came from ("database-exact",
+ * "database-bucket", "pretuned-exact", "pretuned-bucket", "pretuned-pattern" or "default"; the
+ * names of cpgen/config_source.h, as `cpgen explain` prints them) and one line saying why.
+ * Static per ring; valid until cpgen_ring_destroy; "" for a NULL ring. */
 CPGEN_API const char* cpgen_ring_kernel_uri(const cpgen_ring* ring);
 CPGEN_API const char* cpgen_ring_config_source(const cpgen_ring* ring);
+CPGEN_API const char* cpgen_ring_config_reason(const cpgen_ring* ring);
 /* Frees the ring (NULL is allowed). Does not destroy the NCCL communicator. */
 CPGEN_API void cpgen_ring_destroy(cpgen_ring* ring);
 

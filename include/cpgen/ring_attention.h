@@ -8,6 +8,10 @@
 // full attention over the whole sequence: out in the input dtype, lse (natural log) in fp32
 // [batch, q_heads, local_seq].
 //
+// The step kernels are chosen when the ring is created, one per step type of the problem, through
+// the tuning database (read, never created), then the shipped pretuned caches, then the documented
+// default; step_kernels() says which answered and why, as `cpgen explain` does for the problem.
+//
 // No CUDA or NCCL header is needed here: streams (CUstream / cudaStream_t) and communicators
 // (ncclComm_t) are passed as void*. Everything is asynchronous on the caller's stream; errors of
 // queued work (a stalled NCCL peer, a failed launch) surface from synchronize() or the next call.
@@ -16,7 +20,9 @@
 #include <memory>
 #include <span>
 #include <string>
+#include <vector>
 
+#include "cpgen/config_source.h"
 #include "cpgen/problem.h"
 
 namespace cpgen {
@@ -24,7 +30,8 @@ namespace cpgen {
 const char* version();  // "0.1.0"
 
 struct RingOptions {
-  std::string database_path;         // tuning database; empty: the default lookup
+  std::string database_path;         // tuning database (read, never created); empty: $CPGEN_DB,
+                                     // else $XDG_CACHE_HOME/cpgen/cpgen.db, else ~/.cache/cpgen/cpgen.db
   int device = -1;                   // loopback: CUDA device ordinal; -1: 0
   double watchdog_seconds = 300;     // NCCL: a step whose transfer takes longer aborts the ring
   std::string arch;                  // kernel target ("sm_90a"...); empty: from the device
@@ -37,6 +44,17 @@ struct ShardPointers {
   const void* v = nullptr;
   void* out = nullptr;
   float* lse = nullptr;
+};
+
+// The kernel one step type of the ring runs and where its tile config came from: the tuning
+// database, a shipped pretuned cache or the documented default, in the order and with the names
+// that `cpgen explain` prints for the same problem.
+struct StepKernelChoice {
+  std::string step_type;  // "diagonal", "full", "zigzag-kv-half", "zigzag-q-half"
+  std::string kernel_uri;
+  ConfigSource source = ConfigSource::kDefault;
+  std::string origin;     // database path, cache file, or "KernelSpec::default_for"
+  std::string reason;     // one line; says why a database was not read when it was not
 };
 
 class RingAttention {
@@ -61,11 +79,13 @@ class RingAttention {
   const Problem& problem() const;
   int rank() const;                    // -1 for loopback
   int device() const;                  // CUDA device ordinal the ring runs on
+  // Ring step 0's kernel (the diagonal step of a causal ring), where its config came from
+  // (config_source_name: "database-exact", ..., "default") and one line saying why.
   const std::string& kernel_uri() const;
-  // Where the step kernel's tile config came from ("default": KernelSpec::default_for, until a
-  // tuning database lookup is wired in) and one line saying why.
   const std::string& config_source() const;
   const std::string& config_reason() const;
+  // Every step type of the ring with its kernel; [0] is ring step 0's.
+  const std::vector<StepKernelChoice>& step_kernels() const;
 
   struct Impl;
 

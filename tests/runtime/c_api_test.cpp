@@ -82,6 +82,8 @@ TEST(CApi, NullArgumentsAreErrorsNotCrashes) {
             CPGEN_ERR_BAD_INPUT);
   EXPECT_EQ(cpgen_ring_synchronize(nullptr), CPGEN_ERR_BAD_INPUT);
   EXPECT_STREQ(cpgen_ring_kernel_uri(nullptr), "");
+  EXPECT_STREQ(cpgen_ring_config_source(nullptr), "");
+  EXPECT_STREQ(cpgen_ring_config_reason(nullptr), "");
   cpgen_ring_destroy(nullptr);
 }
 

@@ -14,6 +14,7 @@
 #include <set>
 #include <thread>
 
+#include "cache/environment.h"
 #include "cpgen/error.h"
 #include "generator/kernel_spec.h"
 #include "generator/render.h"
@@ -47,7 +48,7 @@ std::string default_arch() {
     } catch (const Error&) {
     }
   }
-  return "sm_90a";
+  return kFallbackArch;
 }
 
 struct StoreChoice {

@@ -3,12 +3,11 @@
 
 #include <iostream>
 
-#include "cache/environment.h"
 #include "cache/lookup.h"
-#include "cache/pretuned.h"
 #include "cache/workload.h"
 #include "cpgen/error.h"
 #include "generator/kernel_spec.h"
+#include "runtime/kernel_select.h"
 #include "runtime/shapes.h"
 #include "tools/cli/cli_db.h"
 #include "tools/cli/command.h"
@@ -31,15 +30,13 @@ void run(const ExplainOptions& o) {
   std::vector<Problem> problems = o.shapes_file.empty() ? parse_shapes_json("{\"shapes\": [" + o.shape + "]}", "--shape")
                                                         : load_shapes_file(o.shapes_file);
   if (!o.arch.empty()) validate_arch(o.arch);
-  DeviceClass device = current_device_class(o.arch.empty() ? "sm_90a" : o.arch);
-  if (!o.arch.empty()) device.arch = o.arch;
-  const Environment env = current_environment();
-  auto db = open_existing_db(o.db);
-  const PretunedCaches& caches = shipped_caches();
   json out = json::array();
+  RingKernelSelection last;
   for (const Problem& p : problems) {
+    // The function RingAttention selects with, so explain and the runtime agree.
+    last = select_ring_kernels(p, o.db, o.arch, 0);
     json steps = json::array();
-    for (const auto& [w, s] : select_for_problem(p, device, db.get(), env, caches)) {
+    for (const auto& [w, s] : last.steps) {
       steps.push_back({{"step_type", step_type_name(w.step)}, {"workload", w.to_json()}, {"kernel", s.spec.uri()},
                        {"source", config_source_name(s.source)}, {"origin", s.origin},
                        {"median_ms", s.median_ms ? json(*s.median_ms) : json(nullptr)},
@@ -48,11 +45,12 @@ void run(const ExplainOptions& o) {
     out.push_back({{"shape", p.name}, {"steps", steps}});
   }
   if (o.json_output) {
-    std::cout << json{{"db", db ? json(db->path()) : json(nullptr)}, {"device", device.gpu_name}, {"arch", device.arch}, {"shapes", out}}.dump(2) << "\n";
+    std::cout << json{{"db", last.database_used ? json(last.database_path) : json(nullptr)},
+                      {"db_note", last.database_used ? json(nullptr) : json(last.database_note)},
+                      {"device", last.device.gpu_name}, {"arch", last.device.arch}, {"shapes", out}}.dump(2) << "\n";
     return;
   }
-  std::cout << "device " << device.gpu_name << " (" << device.arch << "), database "
-            << (db ? db->path() : resolve_db_path(o.db) + " (absent)") << "\n";
+  std::cout << "device " << last.device.gpu_name << " (" << last.device.arch << "), database " << last.database_text() << "\n";
   for (const json& shape : out) {
     std::cout << shape["shape"].get<std::string>() << ":\n";
     for (const json& step : shape["steps"]) {

@@ -74,8 +74,8 @@ void run(const TuneCliOptions& o) {
     set_exit_code(kExitNoGpu);
     return;
   }
-  DeviceClass device_class = current_device_class(o.arch.empty() ? "sm_90a" : o.arch, device);
-  if (!o.arch.empty()) device_class.arch = o.arch;
+  // The same device class as explain and the runtime key their lookups by.
+  const DeviceClass device_class = device_class_for(o.arch, device);
   std::unique_ptr<RankGroup> ranks;
 #ifdef CPGEN_HAVE_NCCL
   if (multi_rank) {
@@ -141,7 +141,7 @@ CommandRegistrar registrar("tune", [](CLI::App& root) {
   cmd->add_option("-j,--jobs", o->jobs, "parallel compiles (default: CPU count)");
   cmd->add_option("--runs", o->runs, "timed launches per candidate, at least 20 (the median is kept)");
   cmd->add_option("--warmup", o->warmup, "untimed launches before timing");
-  cmd->add_option("--store", o->store_dir, "compiled-kernel store directory (default: $CPGEN_KERNEL_DIR or ~/.cache/cpgen/kernels)");
+  cmd->add_option("--store", o->store_dir, "compiled-kernel store directory (default: $CPGEN_KERNEL_DIR, $XDG_CACHE_HOME/cpgen/kernels or ~/.cache/cpgen/kernels)");
   cmd->add_flag("--no-store", o->no_store, "always run NVRTC and store no compiled kernels");
   cmd->add_flag("--kernels-in-db", o->kernels_in_db, "keep compiled kernels in the database's kernels table instead of a directory");
   cmd->add_flag("-q,--quiet", o->quiet, "no progress lines");
