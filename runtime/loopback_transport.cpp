@@ -40,7 +40,11 @@ struct LoopbackRing::Exchange {
 };
 
 LoopbackRing::LoopbackRing(int size, double timeout_seconds)
-    : size_(size), timeout_seconds_(timeout_seconds), compute_streams_(size, nullptr) {
+    : size_(size),
+      timeout_seconds_(timeout_seconds),
+      compute_streams_(size > 0 ? size : 0, nullptr),
+      starts_(size > 0 ? size : 0),
+      finishes_(size > 0 ? size : 0) {
   if (size < 1) throw_bad_input("loopback ring size " + std::to_string(size) + " must be >= 1");
   for (int r = 0; r < size; ++r) {
     endpoints_.push_back(std::make_unique<Endpoint>(*this, r));
@@ -66,18 +70,18 @@ void LoopbackRing::abort(const std::string& why) {
 void LoopbackRing::reset() {
   std::lock_guard lock(mutex_);
   exchanges_.clear();
+  for (auto& counts : starts_) counts.clear();
+  for (auto& counts : finishes_) counts.clear();
   abort_reason_.clear();
 }
 
 void LoopbackRing::start(int rank, std::span<const RingExchange> exchanges, int id) {
   std::unique_lock lock(mutex_);
   if (!abort_reason_.empty()) throw Error(ErrorKind::kInternal, abort_reason_);
-  auto& slot = exchanges_[id];
+  const long long use = starts_[rank][id]++;
+  auto& slot = exchanges_[{id, use}];
   if (!slot) slot = std::make_unique<Exchange>(size_);
-  Exchange& exchange = *slot;
-  if (exchange.posted[rank])
-    throw Error(ErrorKind::kInternal, "loopback ring: rank " + std::to_string(rank) +
-                                          " started exchange " + std::to_string(id) + " twice");
+  Exchange& exchange = *slot;  // fresh for this rank: its use count just moved on
   exchange.sends[rank].assign(exchanges.begin(), exchanges.end());
   exchange.ready[rank]->record(compute_streams_[rank]);
   exchange.posted[rank] = true;
@@ -120,8 +124,9 @@ void LoopbackRing::enqueue_copy_into(Exchange& exchange, int receiver, int id) {
 void LoopbackRing::finish(int rank, int id) {
   std::unique_lock lock(mutex_);
   const int next = (rank + 1) % size_;
-  auto it = exchanges_.find(id);
-  if (it == exchanges_.end())
+  const long long use = finishes_[rank][id];
+  auto it = exchanges_.find({id, use});
+  if (it == exchanges_.end() || !it->second->posted[rank])
     throw Error(ErrorKind::kInternal, "loopback ring: rank " + std::to_string(rank) +
                                           " finished exchange " + std::to_string(id) +
                                           " that was never started");
@@ -145,6 +150,7 @@ void LoopbackRing::finish(int rank, int id) {
   CPGEN_CU_CHECK(api.cuStreamWaitEvent(compute_streams_[rank], exchange.copy_done[rank]->get(), 0));
   CPGEN_CU_CHECK(api.cuStreamWaitEvent(compute_streams_[rank], exchange.copy_done[next]->get(), 0));
   exchange.finished[rank] = true;
+  ++finishes_[rank][id];
   bool all = true;
   for (bool f : exchange.finished) all = all && f;
   // Destroying recorded events is safe: the driver frees them once the work completes.

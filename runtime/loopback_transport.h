@@ -9,6 +9,11 @@
 //
 // The host threads meet only to enqueue (whichever of the two ranks of a copy posts second
 // enqueues it); no thread ever waits for the GPU inside the ring.
+//
+// Exchange ids are reused (the backward reuses the forward's, and every run starts again at 0),
+// so exchanges pair use by use: the k-th start of an id on one rank meets the k-th start of that
+// id on its neighbours, as in the CPU transport. A rank that runs ahead into the next use of an
+// id therefore never mistakes a neighbour's unfinished earlier use for its own.
 #pragma once
 
 #include <cuda.h>
@@ -51,6 +56,7 @@ class LoopbackRing {
   void start(int rank, std::span<const RingExchange> exchanges, int id);
   void finish(int rank, int id);
   void enqueue_copy_into(Exchange& exchange, int receiver, int id);
+  using ExchangeKey = std::pair<int, long long>;  // (exchange id, use of that id)
 
   int size_;
   double timeout_seconds_;
@@ -59,7 +65,9 @@ class LoopbackRing {
   std::vector<CUstream> compute_streams_;
   std::mutex mutex_;
   std::condition_variable posted_;
-  std::map<int, std::unique_ptr<Exchange>> exchanges_;
+  std::map<ExchangeKey, std::unique_ptr<Exchange>> exchanges_;
+  std::vector<std::map<int, long long>> starts_;    // per rank: how often it started each id
+  std::vector<std::map<int, long long>> finishes_;  // per rank: how often it finished each id
   std::string abort_reason_;
 };
 

@@ -5,6 +5,7 @@
 #include <gtest/gtest.h>
 
 #include <array>
+#include <chrono>
 #include <memory>
 #include <thread>
 #include <vector>
@@ -21,9 +22,11 @@ namespace {
 // Every rank passes what it holds to rank + 1 for `steps` exchanges; after step s rank r must hold
 // the values rank r - s - 1 started with. Two buffers per exchange, double-buffered as the ring
 // driver does.
-TEST(LoopbackTransport, ChunksTravelAroundTheRing) {
-  CPGEN_REQUIRE_GPU();
-  for (int n : {1, 2, 3, 8}) {
+// With reuse_id, every step uses exchange id 0 (as the backward reuses the forward's ids and each
+// run restarts at 0) and rank 0 runs ahead of the others, so it starts the next use of the id
+// while its neighbours are still on the previous one.
+void pass_chunks_around(int n, bool reuse_id) {
+  {
     use_primary_context(0);
     gpu::LoopbackRing ring(n, 30);
     const size_t count = 1 << 16;
@@ -53,11 +56,13 @@ TEST(LoopbackTransport, ChunksTravelAroundTheRing) {
           use_primary_context(0);
           Transport& t = ring.endpoint(r);
           for (int s = 0; s < steps; ++s) {
+            if (reuse_id && r != 0) std::this_thread::sleep_for(std::chrono::milliseconds(20));
+            const int id = reuse_id ? 0 : 2 * s;
             const int from = s % 2, to = (s + 1) % 2;
             std::vector<RingExchange> ex = {{a[r][from].as<void>(), a[r][to].as<void>(), count * sizeof(int)},
                                             {b[r][from].as<void>(), b[r][to].as<void>(), count * sizeof(int)}};
-            t.start(ex, 2 * s);
-            t.finish(2 * s);
+            t.start(ex, id);
+            t.finish(id);
           }
         } catch (const std::exception& e) {
           errors[r] = e.what();
@@ -78,6 +83,18 @@ TEST(LoopbackTransport, ChunksTravelAroundTheRing) {
       }
     }
   }
+}
+
+TEST(LoopbackTransport, ChunksTravelAroundTheRing) {
+  CPGEN_REQUIRE_GPU();
+  for (int n : {1, 2, 3, 8}) pass_chunks_around(n, false);
+}
+
+// Regression: exchanges were keyed by id alone, so a rank that started id 0 again before its
+// neighbour finished the previous id 0 failed with "started exchange 0 twice".
+TEST(LoopbackTransport, ReusedExchangeIdsPairUseByUse) {
+  CPGEN_REQUIRE_GPU();
+  for (int n : {2, 3, 4}) pass_chunks_around(n, true);
 }
 
 TEST(LoopbackTransport, MismatchedSizesAreNamed) {
