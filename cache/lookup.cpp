@@ -6,6 +6,7 @@
 
 #include "cache/records.h"
 #include "cpgen/error.h"
+#include "runtime/enum_names.h"
 
 namespace cpgen {
 namespace {
@@ -50,16 +51,16 @@ std::string ms_text(double ms) {
 
 }  // namespace
 
+constexpr std::pair<ConfigSource, std::string_view> kConfigSourceNames[] = {
+    {ConfigSource::kDatabaseExact, "database-exact"},
+    {ConfigSource::kDatabaseBucket, "database-bucket"},
+    {ConfigSource::kPretunedExact, "pretuned-exact"},
+    {ConfigSource::kPretunedBucket, "pretuned-bucket"},
+    {ConfigSource::kPretunedPattern, "pretuned-pattern"},
+    {ConfigSource::kDefault, "default"}};
+
 std::string_view config_source_name(ConfigSource source) {
-  switch (source) {
-    case ConfigSource::kDatabaseExact: return "database-exact";
-    case ConfigSource::kDatabaseBucket: return "database-bucket";
-    case ConfigSource::kPretunedExact: return "pretuned-exact";
-    case ConfigSource::kPretunedBucket: return "pretuned-bucket";
-    case ConfigSource::kPretunedPattern: return "pretuned-pattern";
-    case ConfigSource::kDefault: return "default";
-  }
-  throw Error(ErrorKind::kInternal, "config_source_name: unknown source value");
+  return enum_name<ConfigSource>(kConfigSourceNames, source, "config_source_name");
 }
 
 Selection select_config(const WorkloadKey& w, Database* db, const Environment& env, const PretunedCaches& caches) {

@@ -3,6 +3,7 @@
 #include <chrono>
 
 #include "cpgen/error.h"
+#include "runtime/enum_names.h"
 
 namespace cpgen {
 namespace {
@@ -103,27 +104,20 @@ int64_t now_unix_seconds() {
   return std::chrono::duration_cast<std::chrono::seconds>(std::chrono::system_clock::now().time_since_epoch()).count();
 }
 
+constexpr std::pair<Disposition, std::string_view> kDispositionNames[] = {
+    {Disposition::kOk, "ok"},
+    {Disposition::kInfeasible, "infeasible"},
+    {Disposition::kCompileFailed, "compile-failed"},
+    {Disposition::kWrongResult, "wrong-result"},
+    {Disposition::kLaunchFailed, "launch-failed"},
+    {Disposition::kNotTimed, "not-timed"}};
+
 std::string_view disposition_name(Disposition d) {
-  switch (d) {
-    case Disposition::kOk: return "ok";
-    case Disposition::kInfeasible: return "infeasible";
-    case Disposition::kCompileFailed: return "compile-failed";
-    case Disposition::kWrongResult: return "wrong-result";
-    case Disposition::kLaunchFailed: return "launch-failed";
-    case Disposition::kNotTimed: return "not-timed";
-  }
-  throw Error(ErrorKind::kInternal, "disposition_name: unknown disposition value");
+  return enum_name<Disposition>(kDispositionNames, d, "disposition_name");
 }
 
 Disposition parse_disposition(std::string_view name) {
-  if (name == "ok") return Disposition::kOk;
-  if (name == "infeasible") return Disposition::kInfeasible;
-  if (name == "compile-failed") return Disposition::kCompileFailed;
-  if (name == "wrong-result") return Disposition::kWrongResult;
-  if (name == "launch-failed") return Disposition::kLaunchFailed;
-  if (name == "not-timed") return Disposition::kNotTimed;
-  throw_bad_input("disposition '" + std::string(name) +
-                  "' is not supported; allowed: ok, infeasible, compile-failed, wrong-result, launch-failed, not-timed");
+  return parse_enum<Disposition>(kDispositionNames, name, "disposition");
 }
 
 bool better_record(const Record& candidate, const Record& existing) {

@@ -1,6 +1,7 @@
 #include "cache/workload.h"
 
 #include "cpgen/error.h"
+#include "runtime/enum_names.h"
 #include "runtime/schedule.h"
 
 namespace cpgen {
@@ -18,22 +19,18 @@ T field(const nlohmann::json& j, const char* name) {
 
 }  // namespace
 
+constexpr std::pair<StepType, std::string_view> kStepTypeNames[] = {
+    {StepType::kDiagonal, "diagonal"},
+    {StepType::kFull, "full"},
+    {StepType::kZigzagKvHalf, "zigzag-kv-half"},
+    {StepType::kZigzagQHalf, "zigzag-q-half"}};
+
 std::string_view step_type_name(StepType step) {
-  switch (step) {
-    case StepType::kDiagonal: return "diagonal";
-    case StepType::kFull: return "full";
-    case StepType::kZigzagKvHalf: return "zigzag-kv-half";
-    case StepType::kZigzagQHalf: return "zigzag-q-half";
-  }
-  throw Error(ErrorKind::kInternal, "step_type_name: unknown step type value");
+  return enum_name<StepType>(kStepTypeNames, step, "step_type_name");
 }
 
 StepType parse_step_type(std::string_view name) {
-  if (name == "diagonal") return StepType::kDiagonal;
-  if (name == "full") return StepType::kFull;
-  if (name == "zigzag-kv-half") return StepType::kZigzagKvHalf;
-  if (name == "zigzag-q-half") return StepType::kZigzagQHalf;
-  throw_bad_input("step type '" + std::string(name) + "' is not supported; allowed: diagonal, full, zigzag-kv-half, zigzag-q-half");
+  return parse_enum<StepType>(kStepTypeNames, name, "step type");
 }
 
 int64_t WorkloadKey::seq_bucket() const {

@@ -3,6 +3,7 @@
 #include "cpgen/error.h"
 #include "cpgen/problem.h"
 #include "cpgen/types.h"
+#include "runtime/enum_names.h"
 
 namespace cpgen {
 
@@ -21,37 +22,30 @@ const char* error_kind_name(ErrorKind kind) {
   return "unknown error";
 }
 
+namespace {
+
+constexpr std::pair<Dtype, std::string_view> kDtypeNames[] = {{Dtype::kBf16, "bf16"},
+                                                                 {Dtype::kFp16, "fp16"}};
+constexpr std::pair<Scheme, std::string_view> kSchemeNames[] = {
+    {Scheme::kContiguous, "contiguous"},
+    {Scheme::kZigzag, "zigzag"},
+    {Scheme::kZigzagToken, "zigzag-token"},
+    {Scheme::kStriped, "striped"}};
+
+}  // namespace
+
 std::string_view dtype_name(Dtype dtype) {
-  switch (dtype) {
-    case Dtype::kBf16: return "bf16";
-    case Dtype::kFp16: return "fp16";
-  }
-  throw Error(ErrorKind::kInternal, "dtype_name: unknown dtype value");
+  return enum_name<Dtype>(kDtypeNames, dtype, "dtype_name");
 }
 
-Dtype parse_dtype(std::string_view name) {
-  if (name == "bf16") return Dtype::kBf16;
-  if (name == "fp16") return Dtype::kFp16;
-  throw_bad_input("dtype '" + std::string(name) + "' is not supported; allowed: bf16, fp16");
-}
+Dtype parse_dtype(std::string_view name) { return parse_enum<Dtype>(kDtypeNames, name, "dtype"); }
 
 std::string_view scheme_name(Scheme scheme) {
-  switch (scheme) {
-    case Scheme::kContiguous: return "contiguous";
-    case Scheme::kZigzag: return "zigzag";
-    case Scheme::kZigzagToken: return "zigzag-token";
-    case Scheme::kStriped: return "striped";
-  }
-  throw Error(ErrorKind::kInternal, "scheme_name: unknown scheme value");
+  return enum_name<Scheme>(kSchemeNames, scheme, "scheme_name");
 }
 
 Scheme parse_scheme(std::string_view name) {
-  if (name == "contiguous") return Scheme::kContiguous;
-  if (name == "zigzag") return Scheme::kZigzag;
-  if (name == "zigzag-token") return Scheme::kZigzagToken;
-  if (name == "striped") return Scheme::kStriped;
-  throw_bad_input("scheme '" + std::string(name) +
-                  "' is not supported; allowed: contiguous, zigzag, zigzag-token, striped");
+  return parse_enum<Scheme>(kSchemeNames, name, "scheme");
 }
 
 double Problem::scale() const {
