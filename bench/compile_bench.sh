@@ -113,7 +113,7 @@ lines += [
     f" process's first request (target < 1 ms: {'met' if max(worst_load, worst_first) < 1 else 'NOT met'});"
     f" single worst request {worst_max:.3f} ms (on a shared machine, isolated requests are descheduled).",
     "",
-    "Not measured here: cuModuleLoadData of the cubin (needs a GPU; see tests/runtime/module_test.cpp).",
+    "Not measured here: cuModuleLoadData of the cubin (needs a GPU; see tests/runtime/cuda/module_test.cpp).",
 ]
 os.makedirs(os.path.dirname(out), exist_ok=True)
 with open(out, "w") as f:

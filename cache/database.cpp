@@ -16,7 +16,7 @@
 #include "cache/schema.h"
 #include "cache/sqlite_check.h"
 #include "cpgen/error.h"
-#include "runtime/user_cache_dir.h"
+#include "runtime/core/user_cache_dir.h"
 
 namespace cpgen {
 namespace fs = std::filesystem;

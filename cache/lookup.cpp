@@ -6,7 +6,7 @@
 
 #include "cache/records.h"
 #include "cpgen/error.h"
-#include "runtime/enum_names.h"
+#include "runtime/core/enum_names.h"
 
 namespace cpgen {
 namespace {

@@ -3,7 +3,7 @@
 #include <chrono>
 
 #include "cpgen/error.h"
-#include "runtime/enum_names.h"
+#include "runtime/core/enum_names.h"
 
 namespace cpgen {
 namespace {

@@ -4,7 +4,7 @@
 
 #include "cache/kernel_blobs.h"
 #include "cache/records.h"
-#include "runtime/jit.h"
+#include "runtime/jit/jit.h"
 
 namespace cpgen {
 

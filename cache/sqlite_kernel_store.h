@@ -1,6 +1,6 @@
 // A KernelStore over the tuning database's `kernels` table, so one file can carry records and
 // the cubins they name (e.g. to copy a tuned setup to another node of the same kind). The
-// directory store (runtime/kernel_store.h) stays the default; this one is chosen explicitly.
+// directory store (runtime/jit/kernel_store.h) stays the default; this one is chosen explicitly.
 #pragma once
 
 #include <memory>
@@ -8,7 +8,7 @@
 #include <string>
 
 #include "cache/database.h"
-#include "runtime/kernel_store.h"
+#include "runtime/jit/kernel_store.h"
 
 namespace cpgen {
 

@@ -1,8 +1,8 @@
 #include "cache/workload.h"
 
 #include "cpgen/error.h"
-#include "runtime/enum_names.h"
-#include "runtime/schedule.h"
+#include "runtime/core/enum_names.h"
+#include "runtime/ring/schedule.h"
 
 namespace cpgen {
 namespace {

@@ -9,7 +9,7 @@
 #include <fstream>
 #include <stdexcept>
 
-#include "runtime/cuda_driver.h"
+#include "runtime/cuda/cuda_driver.h"
 
 namespace cpgen::testing {
 

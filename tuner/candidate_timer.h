@@ -9,7 +9,7 @@
 #include "cache/records.h"
 #include "cache/workload.h"
 #include "generator/kernel_spec.h"
-#include "runtime/compiled_kernel.h"
+#include "runtime/jit/compiled_kernel.h"
 
 namespace cpgen {
 

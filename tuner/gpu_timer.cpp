@@ -9,9 +9,9 @@
 
 #include "cpgen/error.h"
 #include "generator/kernel_spec.h"
-#include "runtime/cuda_driver.h"
-#include "runtime/gpu_step_kernel.h"
-#include "runtime/module.h"
+#include "runtime/cuda/cuda_driver.h"
+#include "runtime/backend/gpu_step_kernel.h"
+#include "runtime/cuda/module.h"
 #include "tuner/parallel_for.h"
 #include "tuner/tuner.h"
 

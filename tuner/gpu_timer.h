@@ -9,8 +9,8 @@
 #include <memory>
 #include <vector>
 
-#include "runtime/device_buffer.h"
-#include "runtime/gpu_stream.h"
+#include "runtime/cuda/device_buffer.h"
+#include "runtime/cuda/gpu_stream.h"
 #include "templates/params.cuh"
 #include "tuner/candidate_timer.h"
 #include "tuner/step_inputs.h"

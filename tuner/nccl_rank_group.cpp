@@ -8,10 +8,10 @@
 
 #include "cpgen/error.h"
 #include "cpgen/nccl_bootstrap.h"
-#include "runtime/cuda_driver.h"
-#include "runtime/device_buffer.h"
-#include "runtime/module.h"
-#include "runtime/nccl_check.h"
+#include "runtime/cuda/cuda_driver.h"
+#include "runtime/cuda/device_buffer.h"
+#include "runtime/cuda/module.h"
+#include "runtime/transport/nccl_check.h"
 
 namespace cpgen {
 

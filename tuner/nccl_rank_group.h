@@ -7,7 +7,7 @@
 #include <memory>
 #include <string>
 
-#include "runtime/gpu_stream.h"
+#include "runtime/cuda/gpu_stream.h"
 #include "tuner/rank_group.h"
 
 typedef struct ncclComm* ncclComm_t;

@@ -5,8 +5,8 @@
 #include <numeric>
 
 #include "cpgen/error.h"
-#include "runtime/half_convert.h"
-#include "runtime/partition.h"
+#include "runtime/core/half_convert.h"
+#include "runtime/ring/partition.h"
 
 namespace cpgen {
 namespace {

@@ -24,7 +24,7 @@ struct StepPositions {
 StepPositions step_positions(const WorkloadKey& w);
 
 // Values k/64, |k| <= 64, are exact in bf16 and fp16 alike, so inputs need no rounding and the
-// CPU reference sees exactly what the GPU does. Both go through runtime/half_convert.h;
+// CPU reference sees exactly what the GPU does. Both go through runtime/core/half_convert.h;
 // encode_exact throws kInternal for a value that conversion would have to round.
 uint16_t encode_exact(double value, Dtype dtype);
 double decode_16(uint16_t bits, Dtype dtype);

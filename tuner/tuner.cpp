@@ -5,7 +5,7 @@
 
 #include "cache/exchange.h"
 #include "cpgen/error.h"
-#include "runtime/jit.h"
+#include "runtime/jit/jit.h"
 #include "tuner/candidates.h"
 #include "tuner/progress.h"
 

@@ -12,8 +12,8 @@
 
 #include "cpgen/error.h"
 #include "generator/kernel_spec.h"
-#include "runtime/jit.h"
-#include "runtime/kernel_store.h"
+#include "runtime/jit/jit.h"
+#include "runtime/jit/kernel_store.h"
 #include "temp_dir.h"
 
 namespace cpgen {

@@ -9,11 +9,11 @@
 #include <random>
 #include <sstream>
 
-#include "runtime/cuda_driver.h"
-#include "runtime/device_buffer.h"
-#include "runtime/half_convert.h"
-#include "runtime/jit.h"
-#include "runtime/module.h"
+#include "runtime/cuda/cuda_driver.h"
+#include "runtime/cuda/device_buffer.h"
+#include "runtime/core/half_convert.h"
+#include "runtime/jit/jit.h"
+#include "runtime/cuda/module.h"
 #include "test_util.h"
 
 namespace cpgen::testing {

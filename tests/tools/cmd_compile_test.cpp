@@ -8,7 +8,7 @@
 
 #include "generator/kernel_spec.h"
 #include "generator/render.h"
-#include "runtime/kernel_store.h"
+#include "runtime/jit/kernel_store.h"
 #include "temp_dir.h"
 #include "test_util.h"
 

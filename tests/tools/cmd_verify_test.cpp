@@ -8,7 +8,7 @@
 #include <filesystem>
 #include <fstream>
 
-#include "runtime/vectors.h"
+#include "runtime/ring/vectors.h"
 #include "test_util.h"
 
 namespace cpgen {

@@ -8,7 +8,7 @@
 #include "../cache/cache_fixtures.h"
 #include "cache/database.h"
 #include "cache/records.h"
-#include "runtime/shapes.h"
+#include "runtime/ring/shapes.h"
 #include "test_util.h"
 #include "tuner/candidates.h"
 

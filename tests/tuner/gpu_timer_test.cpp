@@ -4,8 +4,8 @@
 #include <gtest/gtest.h>
 
 #include "../cache/cache_fixtures.h"
-#include "runtime/jit.h"
-#include "runtime/module.h"
+#include "runtime/jit/jit.h"
+#include "runtime/cuda/module.h"
 #include "test_util.h"
 #include "tuner/gpu_timer.h"
 

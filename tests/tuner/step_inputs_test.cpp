@@ -3,7 +3,7 @@
 #include <cmath>
 
 #include "cpgen/error.h"
-#include "runtime/schedule.h"
+#include "runtime/ring/schedule.h"
 #include "tuner/gpu_timer.h"
 #include "tuner/step_inputs.h"
 #include "../cache/cache_fixtures.h"

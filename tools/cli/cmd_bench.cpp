@@ -10,12 +10,12 @@
 
 #include "cpgen/error.h"
 #include "cpgen/problem.h"
-#include "runtime/cuda_driver.h"
-#include "runtime/gpu_bench.h"
+#include "runtime/cuda/cuda_driver.h"
+#include "runtime/api/gpu_bench.h"
 #include "tools/cli/command.h"
 #include "tools/cli/nccl_launch.h"
 #include "cpgen/nccl_bootstrap.h"
-#include "runtime/partition.h"
+#include "runtime/ring/partition.h"
 
 namespace cpgen::cli {
 namespace {

@@ -18,9 +18,9 @@
 #include "cpgen/error.h"
 #include "generator/kernel_spec.h"
 #include "generator/render.h"
-#include "runtime/cuda_driver.h"
-#include "runtime/jit.h"
-#include "runtime/module.h"
+#include "runtime/cuda/cuda_driver.h"
+#include "runtime/jit/jit.h"
+#include "runtime/cuda/module.h"
 #include "tools/cli/command.h"
 
 namespace cpgen::cli {

@@ -7,8 +7,8 @@
 #include "cache/workload.h"
 #include "cpgen/error.h"
 #include "generator/kernel_spec.h"
-#include "runtime/kernel_select.h"
-#include "runtime/shapes.h"
+#include "runtime/api/kernel_select.h"
+#include "runtime/ring/shapes.h"
 #include "tools/cli/cli_db.h"
 #include "tools/cli/command.h"
 

@@ -7,12 +7,12 @@
 #include "cpgen/error.h"
 #include "cpgen/nccl_bootstrap.h"
 #include "cpgen/ring_attention.h"
-#include "runtime/cuda_driver.h"
-#include "runtime/gpu_bench.h"
-#include "runtime/gpu_ring_run.h"
-#include "runtime/gpu_stream.h"
-#include "runtime/partition.h"
-#include "runtime/vectors.h"
+#include "runtime/cuda/cuda_driver.h"
+#include "runtime/api/gpu_bench.h"
+#include "runtime/api/gpu_ring_run.h"
+#include "runtime/cuda/gpu_stream.h"
+#include "runtime/ring/partition.h"
+#include "runtime/ring/vectors.h"
 #include "tools/cli/command.h"
 
 namespace cpgen::cli {

@@ -10,8 +10,8 @@
 
 #include <nlohmann/json.hpp>
 
-#include "runtime/plan.h"
-#include "runtime/shapes.h"
+#include "runtime/ring/plan.h"
+#include "runtime/ring/shapes.h"
 #include "tools/cli/command.h"
 
 namespace cpgen::cli {

@@ -9,8 +9,8 @@
 #include <string>
 
 #include "cpgen/error.h"
-#include "runtime/partition.h"
-#include "runtime/vectors.h"
+#include "runtime/ring/partition.h"
+#include "runtime/ring/vectors.h"
 #include "tools/cli/command.h"
 #include "tools/cli/verify_backend.h"
 

@@ -13,7 +13,7 @@
 #include <thread>
 
 #include "cpgen/error.h"
-#include "runtime/cuda_driver.h"
+#include "runtime/cuda/cuda_driver.h"
 
 extern char** environ;
 

@@ -8,7 +8,7 @@
 #include <vector>
 
 #include "cpgen/types.h"
-#include "runtime/vectors.h"
+#include "runtime/ring/vectors.h"
 
 namespace cpgen::cli {
 

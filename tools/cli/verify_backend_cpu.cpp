@@ -3,7 +3,7 @@
 #include <vector>
 
 #include "cpgen/error.h"
-#include "runtime/cpu_ring.h"
+#include "runtime/backend/cpu_ring.h"
 #include "tools/cli/verify_backend.h"
 
 namespace cpgen::cli {

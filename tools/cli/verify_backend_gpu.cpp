@@ -7,8 +7,8 @@
 
 #include "cpgen/error.h"
 #include "cpgen/nccl_bootstrap.h"
-#include "runtime/cuda_driver.h"
-#include "runtime/gpu_ring_run.h"
+#include "runtime/cuda/cuda_driver.h"
+#include "runtime/api/gpu_ring_run.h"
 #include "tools/cli/nccl_launch.h"
 #include "tools/cli/verify_backend.h"
 

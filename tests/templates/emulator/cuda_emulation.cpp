@@ -6,7 +6,7 @@
 #include <memory>
 #include <vector>
 
-#include "runtime/half_convert.h"
+#include "runtime/core/half_convert.h"
 
 namespace cpgen::device {
 alignas(128) unsigned char shared_storage[256 * 1024];

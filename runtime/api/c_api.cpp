@@ -1,0 +1,272 @@
+// The C ABI (include/cpgen/cpgen_c.h). Every entry point runs its C++ body inside guard(), which
+// turns any exception into a status and a per-thread message, so nothing is thrown across the
+// boundary.
+#include "cpgen/cpgen_c.h"
+
+#include <exception>
+#include <new>
+#include <string>
+#include <vector>
+
+#include "cpgen/error.h"
+#include "cpgen/nccl_bootstrap.h"
+#include "cpgen/problem.h"
+#include "cpgen/ring_attention.h"
+#include "runtime/cuda/cuda_driver.h"
+#include "runtime/ring/partition.h"
+
+struct cpgen_ring {
+  cpgen::RingAttention ring;
+};
+
+namespace {
+
+thread_local std::string g_last_error;
+
+cpgen_status status_of(cpgen::ErrorKind kind) {
+  switch (kind) {
+    case cpgen::ErrorKind::kBadInput: return CPGEN_ERR_BAD_INPUT;
+    case cpgen::ErrorKind::kInfeasible: return CPGEN_ERR_INFEASIBLE;
+    case cpgen::ErrorKind::kCompile: return CPGEN_ERR_COMPILE;
+    case cpgen::ErrorKind::kCuda: return CPGEN_ERR_CUDA;
+    case cpgen::ErrorKind::kNccl: return CPGEN_ERR_NCCL;
+    case cpgen::ErrorKind::kDatabase: return CPGEN_ERR_DATABASE;
+    case cpgen::ErrorKind::kIo: return CPGEN_ERR_IO;
+    case cpgen::ErrorKind::kNoDevice: return CPGEN_ERR_NO_DEVICE;
+    case cpgen::ErrorKind::kInternal: return CPGEN_ERR_INTERNAL;
+  }
+  return CPGEN_ERR_INTERNAL;
+}
+
+template <typename Body>
+cpgen_status guard(Body&& body) noexcept {
+  try {
+    body();
+    return CPGEN_OK;
+  } catch (const cpgen::Error& e) {
+    g_last_error = e.what();
+    return status_of(e.kind());
+  } catch (const std::bad_alloc&) {
+    g_last_error = "out of host memory";
+    return CPGEN_ERR_INTERNAL;
+  } catch (const std::exception& e) {
+    g_last_error = std::string("internal error: ") + e.what();
+    return CPGEN_ERR_INTERNAL;
+  } catch (...) {
+    g_last_error = "internal error: unknown exception";
+    return CPGEN_ERR_INTERNAL;
+  }
+}
+
+void require(const void* pointer, const char* name, const char* function) {
+  if (!pointer) cpgen::throw_bad_input(std::string(function) + ": " + name + " is NULL");
+}
+
+cpgen::Problem to_problem(const cpgen_problem* c, const char* function) {
+  require(c, "problem", function);
+  cpgen::Problem p;
+  p.batch = c->batch;
+  p.q_heads = c->q_heads;
+  p.kv_heads = c->kv_heads;
+  p.head_dim = c->head_dim;
+  p.seq_len = c->seq_len;
+  p.cp_size = c->cp_size;
+  switch (c->dtype) {
+    case CPGEN_DTYPE_BF16: p.dtype = cpgen::Dtype::kBf16; break;
+    case CPGEN_DTYPE_FP16: p.dtype = cpgen::Dtype::kFp16; break;
+    default:
+      cpgen::throw_bad_input(std::string(function) + ": dtype " + std::to_string(c->dtype) +
+                             " is not supported; allowed: 0 (bf16), 1 (fp16)");
+  }
+  if (c->causal != 0 && c->causal != 1)
+    cpgen::throw_bad_input(std::string(function) + ": causal " + std::to_string(c->causal) +
+                           " is not allowed; allowed: 0, 1");
+  p.causal = c->causal == 1;
+  switch (c->scheme) {
+    case CPGEN_SCHEME_CONTIGUOUS: p.scheme = cpgen::Scheme::kContiguous; break;
+    case CPGEN_SCHEME_ZIGZAG: p.scheme = cpgen::Scheme::kZigzag; break;
+    case CPGEN_SCHEME_ZIGZAG_TOKEN: p.scheme = cpgen::Scheme::kZigzagToken; break;
+    case CPGEN_SCHEME_STRIPED: p.scheme = cpgen::Scheme::kStriped; break;
+    default:
+      cpgen::throw_bad_input(std::string(function) + ": scheme " + std::to_string(c->scheme) +
+                             " is not supported; allowed: 0 (contiguous), 1 (zigzag), "
+                             "2 (zigzag-token), 3 (striped)");
+  }
+  if (c->reserved != 0)
+    cpgen::throw_bad_input(std::string(function) + ": reserved must be 0 (use cpgen_problem_init)");
+  p.softmax_scale = c->softmax_scale;
+  p.validate();
+  return p;
+}
+
+cpgen::RingOptions options_for(const char* database_path) {
+  cpgen::RingOptions options;
+  if (database_path) options.database_path = database_path;
+  return options;
+}
+
+}  // namespace
+
+extern "C" {
+
+const char* cpgen_version(void) { return cpgen::version(); }
+
+const char* cpgen_last_error(void) { return g_last_error.c_str(); }
+
+const char* cpgen_status_name(int status) {
+  switch (status) {
+    case CPGEN_OK: return "ok";
+    case CPGEN_ERR_BAD_INPUT: return cpgen::error_kind_name(cpgen::ErrorKind::kBadInput);
+    case CPGEN_ERR_INFEASIBLE: return cpgen::error_kind_name(cpgen::ErrorKind::kInfeasible);
+    case CPGEN_ERR_COMPILE: return cpgen::error_kind_name(cpgen::ErrorKind::kCompile);
+    case CPGEN_ERR_CUDA: return cpgen::error_kind_name(cpgen::ErrorKind::kCuda);
+    case CPGEN_ERR_NCCL: return cpgen::error_kind_name(cpgen::ErrorKind::kNccl);
+    case CPGEN_ERR_DATABASE: return cpgen::error_kind_name(cpgen::ErrorKind::kDatabase);
+    case CPGEN_ERR_IO: return cpgen::error_kind_name(cpgen::ErrorKind::kIo);
+    case CPGEN_ERR_NO_DEVICE: return cpgen::error_kind_name(cpgen::ErrorKind::kNoDevice);
+    case CPGEN_ERR_INTERNAL: return cpgen::error_kind_name(cpgen::ErrorKind::kInternal);
+    default: return "unknown status";
+  }
+}
+
+cpgen_status cpgen_problem_init(cpgen_problem* problem) {
+  return guard([&] {
+    require(problem, "problem", "cpgen_problem_init");
+    *problem = cpgen_problem{};
+    problem->batch = 1;
+    problem->cp_size = 1;
+    problem->dtype = CPGEN_DTYPE_BF16;
+    problem->causal = 1;
+    problem->scheme = CPGEN_SCHEME_ZIGZAG;
+  });
+}
+
+cpgen_status cpgen_problem_validate(const cpgen_problem* problem) {
+  return guard([&] { to_problem(problem, "cpgen_problem_validate"); });
+}
+
+cpgen_status cpgen_partition_positions(const cpgen_problem* problem, int32_t rank,
+                                       int64_t* positions, size_t capacity) {
+  return guard([&] {
+    const char* fn = "cpgen_partition_positions";
+    cpgen::Problem p = to_problem(problem, fn);
+    require(positions, "positions", fn);
+    if (rank < 0 || rank >= p.cp_size)
+      cpgen::throw_bad_input(std::string(fn) + ": rank " + std::to_string(rank) +
+                             " is outside [0, cp_size " + std::to_string(p.cp_size) + ")");
+    if (capacity < static_cast<size_t>(p.local_seq_len()))
+      cpgen::throw_bad_input(std::string(fn) + ": capacity " + std::to_string(capacity) +
+                             " is less than seq_len / cp_size = " + std::to_string(p.local_seq_len()));
+    std::vector<int64_t> local =
+        cpgen::partition_positions(p.scheme, p.seq_len, static_cast<int>(p.cp_size), rank);
+    for (size_t i = 0; i < local.size(); ++i) positions[i] = local[i];
+  });
+}
+
+cpgen_status cpgen_device_count(int32_t* count) {
+  return guard([&] {
+    require(count, "count", "cpgen_device_count");
+    *count = cpgen::cu::device_count();
+  });
+}
+
+cpgen_status cpgen_nccl_comm_from_file(const char* path, int32_t rank, int32_t nranks,
+                                       int32_t device, double timeout_seconds, const char* job_key,
+                                       void** comm) {
+  return guard([&] {
+    const char* fn = "cpgen_nccl_comm_from_file";
+    require(comm, "comm", fn);
+    *comm = nullptr;
+    require(path, "path", fn);
+    cpgen::NcclFileBootstrap o;
+    o.path = path;
+    o.rank = rank;
+    o.nranks = nranks;
+    o.device = device;
+    if (timeout_seconds > 0) o.timeout_seconds = timeout_seconds;
+    if (job_key) o.job_key = job_key;
+    *comm = cpgen::nccl_comm_from_file(o);
+  });
+}
+
+cpgen_status cpgen_nccl_comm_destroy(void* comm) {
+  return guard([&] { cpgen::nccl_comm_destroy(comm); });
+}
+
+cpgen_status cpgen_ring_create_loopback(const cpgen_problem* problem, int32_t device,
+                                        const char* database_path, cpgen_ring** ring) {
+  return guard([&] {
+    const char* fn = "cpgen_ring_create_loopback";
+    require(ring, "ring", fn);
+    *ring = nullptr;
+    cpgen::RingOptions options = options_for(database_path);
+    options.device = device;
+    *ring = new cpgen_ring{cpgen::RingAttention::loopback(to_problem(problem, fn), options)};
+  });
+}
+
+cpgen_status cpgen_ring_create_nccl(const cpgen_problem* problem, void* nccl_comm,
+                                    const char* database_path, double watchdog_seconds,
+                                    cpgen_ring** ring) {
+  return guard([&] {
+    const char* fn = "cpgen_ring_create_nccl";
+    require(ring, "ring", fn);
+    *ring = nullptr;
+    require(nccl_comm, "nccl_comm", fn);
+    cpgen::RingOptions options = options_for(database_path);
+    if (watchdog_seconds > 0) options.watchdog_seconds = watchdog_seconds;
+    *ring = new cpgen_ring{cpgen::RingAttention::nccl(to_problem(problem, fn), nccl_comm, options)};
+  });
+}
+
+cpgen_status cpgen_ring_forward(cpgen_ring* ring, const void* q, const void* k, const void* v,
+                                void* out, float* lse, void* stream) {
+  return guard([&] {
+    require(ring, "ring", "cpgen_ring_forward");
+    ring->ring.forward(q, k, v, out, lse, stream);
+  });
+}
+
+cpgen_status cpgen_ring_forward_all(cpgen_ring* ring, const void* const* q, const void* const* k,
+                                    const void* const* v, void* const* out, float* const* lse,
+                                    void* stream) {
+  return guard([&] {
+    const char* fn = "cpgen_ring_forward_all";
+    require(ring, "ring", fn);
+    require(q, "q", fn);
+    require(k, "k", fn);
+    require(v, "v", fn);
+    require(out, "out", fn);
+    require(lse, "lse", fn);
+    const int64_t n = ring->ring.problem().cp_size;
+    std::vector<cpgen::ShardPointers> shards(static_cast<size_t>(n));
+    for (int64_t r = 0; r < n; ++r) shards[r] = {q[r], k[r], v[r], out[r], lse[r]};
+    ring->ring.forward_all(shards, stream);
+  });
+}
+
+cpgen_status cpgen_ring_synchronize(cpgen_ring* ring) {
+  return guard([&] {
+    require(ring, "ring", "cpgen_ring_synchronize");
+    ring->ring.synchronize();
+  });
+}
+
+const char* cpgen_ring_kernel_uri(const cpgen_ring* ring) {
+  return ring ? ring->ring.kernel_uri().c_str() : "";
+}
+
+const char* cpgen_ring_config_source(const cpgen_ring* ring) {
+  return ring ? ring->ring.config_source().c_str() : "";
+}
+
+const char* cpgen_ring_config_reason(const cpgen_ring* ring) {
+  return ring ? ring->ring.config_reason().c_str() : "";
+}
+
+void cpgen_ring_destroy(cpgen_ring* ring) {
+  // A destructor that fails (a CUDA context already torn down at exit) must not throw through C.
+  guard([&] { delete ring; });
+}
+
+}  // extern "C"

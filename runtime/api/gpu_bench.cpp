@@ -1,0 +1,219 @@
+#include "runtime/api/gpu_bench.h"
+
+#include <algorithm>
+#include <cmath>
+#include <random>
+
+#include "cpgen/error.h"
+#include "cpgen/ring_attention.h"
+#include "runtime/cuda/cuda_driver.h"
+#include "runtime/backend/gpu_backend.h"
+#include "runtime/api/gpu_ring_run.h"
+#include "runtime/cuda/gpu_stream.h"
+#include "runtime/core/half_convert.h"
+#include "runtime/api/kernel_select.h"
+#include "runtime/cuda/module.h"
+#include "runtime/ring/partition.h"
+#include "runtime/ring/reference.h"
+#include "runtime/ring/vectors.h"
+
+namespace cpgen::gpu {
+namespace {
+
+std::vector<float> random_inputs(size_t count, uint32_t seed) {
+  std::mt19937 rng(seed);
+  std::normal_distribution<float> dist(0.0f, 1.0f);
+  std::vector<float> values(count);
+  for (float& v : values) v = bf16_to_float(float_to_bf16(dist(rng)));
+  return values;
+}
+
+double median(std::vector<double> values) {
+  std::sort(values.begin(), values.end());
+  return values[values.size() / 2];
+}
+
+// Times `body` (which enqueues on `stream`) with events: the median of `iterations` runs.
+template <typename Body>
+double time_ms(CUstream stream, int warmup, int iterations, Body&& body) {
+  const cu::DriverApi& api = cu::driver();
+  for (int i = 0; i < warmup; ++i) body();
+  CPGEN_CU_CHECK(api.cuStreamSynchronize(stream));
+  Event start(true), stop(true);
+  std::vector<double> samples;
+  for (int i = 0; i < iterations; ++i) {
+    start.record(stream);
+    body();
+    stop.record(stream);
+    CPGEN_CU_CHECK(api.cuEventSynchronize(stop.get()));
+    float ms = 0;
+    CPGEN_CU_CHECK(api.cuEventElapsedTime(&ms, start.get(), stop.get()));
+    samples.push_back(ms);
+  }
+  return median(samples);
+}
+
+std::vector<int64_t> iota_positions(int64_t n) {
+  std::vector<int64_t> p(n);
+  for (int64_t i = 0; i < n; ++i) p[i] = i;
+  return p;
+}
+
+}  // namespace
+
+double visible_pairs(const std::vector<int64_t>& q, const std::vector<int64_t>& k, bool causal) {
+  if (!causal) return static_cast<double>(q.size()) * static_cast<double>(k.size());
+  // Both sorted: for each query, the keys at or before it.
+  double pairs = 0;
+  size_t j = 0;
+  for (int64_t qp : q) {
+    while (j < k.size() && k[j] <= qp) ++j;
+    pairs += static_cast<double>(j);
+  }
+  return pairs;
+}
+
+double time_on_stream_ms(CUstream stream, int warmup, int iterations, const std::function<void()>& enqueue) {
+  return time_ms(stream, warmup, iterations, enqueue);
+}
+
+BenchInputs bench_inputs(const Problem& p, uint32_t seed) {
+  const size_t q_count = static_cast<size_t>(p.batch * p.q_heads * p.seq_len * p.head_dim);
+  const size_t kv_count = static_cast<size_t>(p.batch * p.kv_heads * p.seq_len * p.head_dim);
+  return {random_inputs(q_count, seed), random_inputs(kv_count, seed + 1), random_inputs(kv_count, seed + 2)};
+}
+
+std::vector<int64_t> check_positions(int64_t seq_len, int count) {
+  std::vector<int64_t> rows;
+  count = std::max(2, count);
+  for (int i = 0; i < count; ++i) rows.push_back(std::min<int64_t>(seq_len - 1, i * (seq_len - 1) / (count - 1)));
+  rows.erase(std::unique(rows.begin(), rows.end()), rows.end());
+  return rows;
+}
+
+void SliceErrors::add(const SliceErrors& o) {
+  sq_diff += o.sq_diff;
+  sq_ref += o.sq_ref;
+  lse_max = std::isnan(o.lse_max) || std::isnan(lse_max) ? NAN : std::max(lse_max, o.lse_max);
+  rows += o.rows;
+}
+
+double SliceErrors::relative() const { return sq_ref > 0 ? std::sqrt(sq_diff / sq_ref) : std::sqrt(sq_diff); }
+
+bool SliceErrors::passed() const { return rows > 0 && relative() <= 2e-2 && lse_max <= 2e-2; }
+
+SliceErrors check_slice(const Problem& p, const BenchInputs& in, const std::vector<std::vector<float>>& outs,
+                        const std::vector<std::vector<float>>& lses, int rank,
+                        const std::vector<int64_t>& positions) {
+  const int n = static_cast<int>(p.cp_size);
+  const int64_t s = p.seq_len, hd = p.head_dim, local = p.local_seq_len();
+  std::vector<int64_t> rows;
+  std::vector<PositionOwner> owners;
+  for (int64_t pos : positions) {
+    PositionOwner owner = position_owner(p.scheme, s, n, pos);
+    if (rank >= 0 && owner.rank != rank) continue;
+    rows.push_back(pos);
+    owners.push_back(owner);
+  }
+  SliceErrors e;
+  if (rows.empty()) return e;
+  for (int64_t head : {int64_t{0}, p.q_heads - 1}) {
+    const int64_t kv_head = head / p.gqa_group();
+    std::vector<double> qs, ks(in.k.begin() + kv_head * s * hd, in.k.begin() + (kv_head + 1) * s * hd),
+        vs(in.v.begin() + kv_head * s * hd, in.v.begin() + (kv_head + 1) * s * hd);
+    for (int64_t row : rows)
+      qs.insert(qs.end(), in.q.begin() + (head * s + row) * hd, in.q.begin() + (head * s + row + 1) * hd);
+    AttentionShape shape{1, 1, 1, hd, p.scale(), p.causal, 0};
+    ReferenceForward ref = reference_forward(shape, qs, ks, vs, rows, iota_positions(s));
+    for (size_t i = 0; i < rows.size(); ++i) {
+      const std::vector<float>& out = outs.at(owners[i].rank);
+      const size_t at = static_cast<size_t>(head * local + owners[i].local_index);  // batch 0
+      for (int64_t d = 0; d < hd; ++d) {
+        const double diff = out.at(at * hd + d) - ref.out[i * hd + d];
+        e.sq_diff += diff * diff;
+        e.sq_ref += ref.out[i * hd + d] * ref.out[i * hd + d];
+      }
+      const double lse_err = std::abs(lses.at(owners[i].rank).at(at) - ref.lse[i]);
+      e.lse_max = std::isnan(lse_err) || std::isnan(e.lse_max) ? NAN : std::max(e.lse_max, lse_err);
+      ++e.rows;
+    }
+  }
+  if (std::isnan(e.sq_diff)) e.lse_max = NAN;
+  return e;
+}
+
+double time_single_attention(const Problem& p, const BenchInputs& in, const BenchOptions& o) {
+  Problem single = p;
+  single.cp_size = 1;
+  single.scheme = Scheme::kContiguous;
+  RingOptions options;
+  options.device = o.device;
+  RingAttention one = RingAttention::loopback(single, options);
+  DeviceShard shard = upload_shard(single, 0, one.device(), in.q, in.k, in.v);
+  const ShardPointers sp = shard.pointers();
+  Stream stream;
+  return time_ms(stream.get(), o.warmup, o.iterations,
+                 [&] { one.forward(sp.q, sp.k, sp.v, sp.out, sp.lse, stream.get()); });
+}
+
+BenchResult bench_loopback(const Problem& p, const BenchOptions& o) {
+  p.validate();
+  cu::driver();  // kNoDevice, with the reason, before any allocation
+  const int n = static_cast<int>(p.cp_size);
+  const int64_t s = p.seq_len, hd = p.head_dim;
+  const BenchInputs in = bench_inputs(p, o.seed);
+  const double per_pair = 4.0 * static_cast<double>(hd * p.batch * p.q_heads);
+
+  BenchResult r;
+  RingOptions ring_options;
+  ring_options.device = o.device;
+  RingAttention ring = RingAttention::loopback(p, ring_options);
+  r.kernel_uri = ring.kernel_uri();
+  r.config_source = ring.config_source();
+  Stream stream;
+  std::vector<DeviceShard> shards;
+  std::vector<ShardPointers> pointers;
+  for (int rank = 0; rank < n; ++rank) {
+    shards.push_back(upload_shard(p, rank, ring.device(), in.q, in.k, in.v));
+    pointers.push_back(shards.back().pointers());
+  }
+  r.ring_ms = time_ms(stream.get(), o.warmup, o.iterations, [&] { ring.forward_all(pointers, stream.get()); });
+  r.useful_flops = per_pair * visible_pairs(iota_positions(s), iota_positions(s), p.causal);
+  r.ring_tflops = r.useful_flops / (r.ring_ms * 1e-3) / 1e12;
+
+  // Check a slice of the ring's output on fresh poison (the inputs are the same every run).
+  for (auto& shard : shards) poison_outputs(p, shard);
+  ring.forward_all(pointers, stream.get());
+  ring.synchronize();
+  std::vector<std::vector<float>> outs(n), lses(n);
+  for (int rank = 0; rank < n; ++rank) download_outputs(p, shards[rank], outs[rank], lses[rank]);
+  const SliceErrors errors = check_slice(p, in, outs, lses, -1, check_positions(s, o.check_rows));
+  r.checked_rows = errors.rows;
+  r.check_out_error = errors.relative();
+  r.check_lse_error = errors.lse_max;
+  r.check_passed = errors.passed();
+
+  // The step kernel alone: rank 0, step 0 (its own chunk), on a backend of its own.
+  {
+    StepKernel kernel(KernelSpec::parse(r.kernel_uri), device_arch(ring.device()), ring.device());
+    DevicePositions positions(p, ring.device());
+    GpuRingBackend backend(p, 0, ring.device(), kernel, positions);
+    const ShardPointers& s0 = pointers[0];
+    backend.bind({s0.q, s0.k, s0.v, s0.out, s0.lse}, stream.get());
+    backend.forward_begin();
+    RingStep step;
+    step.is_first = true;
+    step.is_last = n == 1;
+    r.step_ms = time_ms(stream.get(), o.warmup, o.iterations, [&] { backend.forward_step(step); });
+    const std::vector<int64_t> own = partition_positions(p.scheme, s, n, 0);
+    r.step_flops = per_pair * visible_pairs(own, own, p.causal);
+    r.step_tflops = r.step_flops / (r.step_ms * 1e-3) / 1e12;
+  }
+
+  r.single_ms = time_single_attention(p, in, o);
+  r.single_tflops = r.useful_flops / (r.single_ms * 1e-3) / 1e12;
+  r.overhead = r.ring_ms / r.single_ms - 1;
+  return r;
+}
+
+}  // namespace cpgen::gpu

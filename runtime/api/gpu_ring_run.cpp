@@ -1,0 +1,84 @@
+#include "runtime/api/gpu_ring_run.h"
+
+#include "cpgen/error.h"
+#include "runtime/cuda/cuda_driver.h"
+#include "runtime/core/half_convert.h"
+#include "runtime/ring/partition.h"
+
+namespace cpgen::gpu {
+namespace {
+
+DeviceBuffer upload_half(int device, const std::vector<float>& values, Dtype dtype) {
+  return DeviceBuffer::from_host(device, to_half(values, dtype));
+}
+
+}  // namespace
+
+ShardPointers DeviceShard::pointers() const {
+  return {q.as<void>(), k.as<void>(), v.as<void>(), out.as<void>(), lse.as<float>()};
+}
+
+DeviceShard upload_shard(const Problem& p, int rank, int device, const std::vector<float>& q,
+                         const std::vector<float>& k, const std::vector<float>& v) {
+  const int n = static_cast<int>(p.cp_size);
+  auto shard_of = [&](const std::vector<float>& full, int64_t heads) {
+    return scatter_shard(full, p.batch, heads, p.seq_len, p.head_dim, p.scheme, n, rank);
+  };
+  DeviceShard s;
+  s.q = upload_half(device, shard_of(q, p.q_heads), p.dtype);
+  s.k = upload_half(device, shard_of(k, p.kv_heads), p.dtype);
+  s.v = upload_half(device, shard_of(v, p.kv_heads), p.dtype);
+  const size_t rows = static_cast<size_t>(p.batch * p.q_heads * p.local_seq_len());
+  s.out = DeviceBuffer(device, rows * static_cast<size_t>(p.head_dim) * sizeof(uint16_t));
+  s.lse = DeviceBuffer(device, rows * sizeof(float));
+  poison_outputs(p, s);
+  return s;
+}
+
+void poison_outputs(const Problem&, DeviceShard& shard) {
+  // All-ones bytes read as NaN in bf16, fp16 and fp32.
+  shard.out.poison();
+  shard.lse.poison();
+}
+
+void download_outputs(const Problem& p, const DeviceShard& shard, std::vector<float>& out,
+                      std::vector<float>& lse) {
+  out = from_half(shard.out.download_as<uint16_t>(), p.dtype);
+  lse = shard.lse.download_as<float>();
+}
+
+GpuRingResult run_gpu_ring_loopback(const Problem& p, const std::vector<float>& q,
+                                    const std::vector<float>& k, const std::vector<float>& v,
+                                    const RingOptions& options) {
+  RingAttention ring = RingAttention::loopback(p, options);
+  const int n = static_cast<int>(p.cp_size);
+  std::vector<DeviceShard> shards;
+  std::vector<ShardPointers> pointers;
+  for (int r = 0; r < n; ++r) {
+    shards.push_back(upload_shard(p, r, ring.device(), q, k, v));
+    pointers.push_back(shards.back().pointers());
+  }
+  ring.forward_all(pointers, nullptr);
+  ring.synchronize();
+  std::vector<std::vector<float>> outs(n), lses(n);
+  for (int r = 0; r < n; ++r) download_outputs(p, shards[r], outs[r], lses[r]);
+  GpuRingResult result;
+  result.out = gather_shards(outs, p.batch, p.q_heads, p.seq_len, p.head_dim, p.scheme, n);
+  result.lse = gather_shards(lses, p.batch, p.q_heads, p.seq_len, 1, p.scheme, n);
+  result.kernel_uri = ring.kernel_uri();
+  return result;
+}
+
+void run_gpu_ring_nccl_rank(const Problem& p, void* comm, const std::vector<float>& q,
+                            const std::vector<float>& k, const std::vector<float>& v,
+                            const RingOptions& options, std::vector<float>& out,
+                            std::vector<float>& lse) {
+  RingAttention ring = RingAttention::nccl(p, comm, options);
+  DeviceShard shard = upload_shard(p, ring.rank(), ring.device(), q, k, v);
+  const ShardPointers s = shard.pointers();
+  ring.forward(s.q, s.k, s.v, s.out, s.lse, nullptr);
+  ring.synchronize();
+  download_outputs(p, shard, out, lse);
+}
+
+}  // namespace cpgen::gpu

@@ -1,0 +1,249 @@
+// RingAttention (include/cpgen/ring_attention.h): one ring driver (runtime/ring/ring_driver.h) over
+// the GPU backend, with the loopback or the NCCL transport. Kernels are selected per step type
+// by select_ring_kernels (runtime/api/kernel_select.h), the lookup `cpgen explain` uses.
+//
+// Loopback runs the driver of each virtual rank on its own host thread with its own compute
+// stream, forked from and joined back into the caller's stream with events, so the ranks' step
+// kernels overlap each other and the copies; the threads only enqueue work.
+#include "cpgen/ring_attention.h"
+
+#include <chrono>
+#include <exception>
+#include <memory>
+#include <thread>
+#include <vector>
+
+#include "cpgen/error.h"
+#include "runtime/cuda/cuda_driver.h"
+#include "runtime/cuda/gpu_stream.h"
+#include "runtime/cuda/module.h"
+#include "runtime/backend/gpu_backend.h"
+#include "runtime/api/kernel_select.h"
+#include "runtime/transport/loopback_transport.h"
+#include "runtime/ring/ring_driver.h"
+#ifdef CPGEN_HAVE_NCCL
+#include "runtime/transport/nccl_transport.h"
+#endif
+
+namespace cpgen {
+
+const char* version() { return CPGEN_VERSION; }
+
+struct RingAttention::Impl {
+  Problem problem;
+  RingOptions options;
+  int rank = -1;  // -1: loopback
+  int device = 0;
+  std::vector<StepKernelChoice> choices;
+  std::string main_source;
+  std::unique_ptr<gpu::StepKernel> kernel;
+  std::unique_ptr<gpu::DevicePositions> positions;
+  std::vector<std::unique_ptr<gpu::GpuRingBackend>> backends;
+  // Loopback.
+  std::unique_ptr<gpu::LoopbackRing> loopback;
+  std::vector<std::unique_ptr<gpu::Stream>> rank_streams;
+  std::vector<std::unique_ptr<gpu::Event>> join_events;
+  std::unique_ptr<gpu::Event> fork_event;
+#ifdef CPGEN_HAVE_NCCL
+  std::unique_ptr<gpu::NcclTransport> nccl;
+#endif
+  std::unique_ptr<gpu::Event> done;
+  bool pending = false;
+
+  // Buffers must outlive the work queued on them: wait for the last forward (errors were or will
+  // be reported by synchronize; a destructor has no one to tell).
+  ~Impl() {
+    if (!pending || !done) return;
+    try {
+      use_primary_context(device);
+#ifdef CPGEN_HAVE_NCCL
+      if (nccl) {
+        while (cu::driver().cuEventQuery(done->get()) == CUDA_ERROR_NOT_READY) {
+          nccl->check();  // throws once the watchdog aborted the ring; its kernels then end
+          std::this_thread::sleep_for(std::chrono::microseconds(200));
+        }
+        return;
+      }
+#endif
+      cu::driver().cuEventSynchronize(done->get());
+    } catch (const std::exception&) {
+    }
+  }
+
+  void setup(int device) {
+    this->device = device;
+    use_primary_context(device);
+    const std::string arch = options.arch.empty() ? device_arch(device) : options.arch;
+    const RingKernelSelection selection = select_ring_kernels(problem, options.database_path, arch, device);
+    std::vector<std::pair<StepType, KernelSpec>> per_step;
+    for (const auto& [workload, s] : selection.steps) {
+      per_step.emplace_back(workload.step, s.spec);
+      choices.push_back({std::string(step_type_name(workload.step)), s.spec.uri(), s.source, s.origin, s.reason});
+    }
+    main_source = std::string(config_source_name(choices.front().source));
+    kernel = std::make_unique<gpu::StepKernel>(per_step, arch, device);
+    positions = std::make_unique<gpu::DevicePositions>(problem, device);
+    done = std::make_unique<gpu::Event>();
+  }
+
+  void run_loopback(std::span<const ShardPointers> ranks, CUstream stream) {
+    const int n = static_cast<int>(problem.cp_size);
+    if (static_cast<int>(ranks.size()) != n)
+      throw_bad_input("RingAttention::forward_all: got " + std::to_string(ranks.size()) +
+                      " shards for cp_size " + std::to_string(n));
+    use_primary_context(device);
+    const cu::DriverApi& api = cu::driver();
+    fork_event->record(stream);
+    loopback->reset();
+    for (int r = 0; r < n; ++r) {
+      CUstream rs = rank_streams[r]->get();
+      CPGEN_CU_CHECK(api.cuStreamWaitEvent(rs, fork_event->get(), 0));
+      loopback->set_compute_stream(r, rs);
+      const ShardPointers& s = ranks[r];
+      backends[r]->bind({s.q, s.k, s.v, s.out, s.lse}, rs);
+    }
+    std::vector<std::exception_ptr> errors(n);
+    auto drive = [&](int r) {
+      try {
+        use_primary_context(device);
+        ring_forward(*backends[r], loopback->endpoint(r));
+      } catch (const std::exception& e) {
+        errors[r] = std::current_exception();
+        loopback->abort("virtual rank " + std::to_string(r) + " failed: " + e.what());
+      }
+    };
+    if (n == 1) {
+      drive(0);
+    } else {
+      std::vector<std::thread> threads;
+      for (int r = 0; r < n; ++r) threads.emplace_back(drive, r);
+      for (auto& t : threads) t.join();
+    }
+    // Join every rank's stream back into the caller's, also after a failure, so that nothing
+    // queued keeps running unseen.
+    for (int r = 0; r < n; ++r) {
+      join_events[r]->record(rank_streams[r]->get());
+      CPGEN_CU_CHECK(api.cuStreamWaitEvent(stream, join_events[r]->get(), 0));
+    }
+    done->record(stream);
+    pending = true;
+    // The first failure is the cause; the others are its echo (aborted waits).
+    for (auto& e : errors)
+      if (e) std::rethrow_exception(e);
+  }
+};
+
+RingAttention::RingAttention(std::unique_ptr<Impl> impl) : impl_(std::move(impl)) {}
+RingAttention::RingAttention(RingAttention&&) noexcept = default;
+RingAttention& RingAttention::operator=(RingAttention&&) noexcept = default;
+RingAttention::~RingAttention() = default;
+
+RingAttention RingAttention::loopback(const Problem& problem, const RingOptions& options) {
+  problem.validate();
+  auto impl = std::make_unique<Impl>();
+  impl->problem = problem;
+  impl->options = options;
+  impl->setup(options.device < 0 ? 0 : options.device);
+  const int n = static_cast<int>(problem.cp_size);
+  impl->loopback = std::make_unique<gpu::LoopbackRing>(n);
+  impl->fork_event = std::make_unique<gpu::Event>();
+  for (int r = 0; r < n; ++r) {
+    impl->backends.push_back(std::make_unique<gpu::GpuRingBackend>(problem, r, impl->device, *impl->kernel, *impl->positions));
+    impl->rank_streams.push_back(std::make_unique<gpu::Stream>());
+    impl->join_events.push_back(std::make_unique<gpu::Event>());
+  }
+  return RingAttention(std::move(impl));
+}
+
+RingAttention RingAttention::nccl(const Problem& problem, void* nccl_comm, const RingOptions& options) {
+  problem.validate();
+#ifdef CPGEN_HAVE_NCCL
+  if (!nccl_comm) throw_bad_input("RingAttention::nccl: the communicator is null");
+  auto comm = static_cast<ncclComm_t>(nccl_comm);
+  auto impl = std::make_unique<Impl>();
+  impl->problem = problem;
+  impl->options = options;
+  impl->setup(gpu::NcclTransport::device_of(comm));
+  impl->nccl = std::make_unique<gpu::NcclTransport>(comm, use_primary_context(impl->device),
+                                                    options.watchdog_seconds);
+  if (impl->nccl->size() != problem.cp_size)
+    throw_bad_input("RingAttention::nccl: the communicator has " + std::to_string(impl->nccl->size()) +
+                    " ranks but cp_size is " + std::to_string(problem.cp_size));
+  impl->rank = impl->nccl->rank();
+  impl->backends.push_back(
+      std::make_unique<gpu::GpuRingBackend>(problem, impl->rank, impl->device, *impl->kernel, *impl->positions));
+  return RingAttention(std::move(impl));
+#else
+  (void)nccl_comm;
+  (void)options;
+  throw Error(ErrorKind::kNccl, "RingAttention::nccl: cpgen was built without NCCL; install NCCL "
+                                "(or the nvidia-nccl Python package) and rebuild");
+#endif
+}
+
+void RingAttention::forward(const void* q, const void* k, const void* v, void* out, float* lse,
+                            void* stream) {
+  Impl& m = *impl_;
+  auto cu_stream = static_cast<CUstream>(stream);
+  if (m.loopback) {
+    if (m.problem.cp_size != 1)
+      throw_bad_input("RingAttention::forward: a loopback ring of cp_size " +
+                      std::to_string(m.problem.cp_size) +
+                      " holds every rank; call forward_all with one shard per virtual rank");
+    const ShardPointers shard{q, k, v, out, lse};
+    m.run_loopback({&shard, 1}, cu_stream);
+    return;
+  }
+#ifdef CPGEN_HAVE_NCCL
+  use_primary_context(m.device);
+  m.nccl->check();
+  m.backends[0]->bind({q, k, v, out, lse}, cu_stream);
+  m.nccl->set_compute_stream(cu_stream);
+  ring_forward(*m.backends[0], *m.nccl);
+  m.done->record(cu_stream);
+  m.pending = true;
+#else
+  throw Error(ErrorKind::kInternal, "RingAttention: no transport");
+#endif
+}
+
+void RingAttention::forward_all(std::span<const ShardPointers> ranks, void* stream) {
+  if (!impl_->loopback)
+    throw_bad_input("RingAttention::forward_all is for loopback rings; an NCCL rank calls forward "
+                    "with its own shard");
+  impl_->run_loopback(ranks, static_cast<CUstream>(stream));
+}
+
+void RingAttention::synchronize() {
+  Impl& m = *impl_;
+  if (!m.pending) return;
+  use_primary_context(m.device);
+  const cu::DriverApi& api = cu::driver();
+#ifdef CPGEN_HAVE_NCCL
+  if (m.nccl) {
+    // Poll rather than block, so that a stalled peer surfaces as the watchdog's error.
+    m.nccl->wait_idle();
+    while (true) {
+      m.nccl->check();
+      CUresult status = api.cuEventQuery(m.done->get());
+      if (status == CUDA_SUCCESS) break;
+      if (status != CUDA_ERROR_NOT_READY) CPGEN_CU_CHECK(status);
+      std::this_thread::sleep_for(std::chrono::microseconds(200));
+    }
+    m.pending = false;
+    return;
+  }
+#endif
+  CPGEN_CU_CHECK(api.cuEventSynchronize(m.done->get()));
+  m.pending = false;
+}
+
+const Problem& RingAttention::problem() const { return impl_->problem; }
+int RingAttention::rank() const { return impl_->rank; }
+int RingAttention::device() const { return impl_->device; }
+const std::string& RingAttention::kernel_uri() const { return impl_->choices.front().kernel_uri; }
+const std::string& RingAttention::config_source() const { return impl_->main_source; }
+const std::string& RingAttention::config_reason() const { return impl_->choices.front().reason; }
+const std::vector<StepKernelChoice>& RingAttention::step_kernels() const { return impl_->choices; }
+
+}  // namespace cpgen

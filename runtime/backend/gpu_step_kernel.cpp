@@ -1,0 +1,66 @@
+#include "runtime/backend/gpu_step_kernel.h"
+
+#include "cpgen/error.h"
+#include "runtime/jit/jit.h"
+
+namespace cpgen::gpu {
+
+StepGrid step_grid(const KernelSpec& spec, const RingFwdParams& params) {
+  const int64_t packed_rows = static_cast<int64_t>(params.q_len) * spec.gqa_group;
+  StepGrid grid;
+  grid.x = static_cast<unsigned>((packed_rows + spec.block_m - 1) / spec.block_m);
+  grid.y = static_cast<unsigned>(params.batch) * static_cast<unsigned>(params.kv_heads);
+  return grid;
+}
+
+StepKernel::StepKernel(const KernelSpec& spec, const std::string& arch, int device) : arch_(arch) {
+  add(spec, device);
+}
+
+StepKernel::StepKernel(const std::vector<std::pair<StepType, KernelSpec>>& per_step, const std::string& arch,
+                       int device)
+    : arch_(arch) {
+  if (per_step.empty()) throw Error(ErrorKind::kInternal, "StepKernel: no spec given");
+  for (const auto& [step, spec] : per_step) by_step_.at(static_cast<size_t>(step)) = add(spec, device);
+}
+
+size_t StepKernel::add(const KernelSpec& spec, int device) {
+  for (size_t i = 0; i < loaded_.size(); ++i)
+    if (loaded_[i].spec == spec) return i;
+  Feasibility f = check_feasibility(spec, arch_);
+  if (!f.feasible) throw Error(ErrorKind::kInfeasible, spec.uri() + " on " + arch_ + ": " + f.reason);
+  Loaded k;
+  k.spec = spec;
+  k.shared_bytes = f.shared_bytes;
+  k.kernel = &load_kernel(compile_kernel(spec, arch_), device);
+  k.kernel->reserve_dynamic_shared(k.shared_bytes);
+  loaded_.push_back(k);
+  return loaded_.size() - 1;
+}
+
+void StepKernel::launch(const RingFwdParams& params, CUstream stream) const {
+  launch_loaded(loaded_.front(), params, stream);
+}
+
+void StepKernel::launch(const RingFwdParams& params, StepType step, CUstream stream) const {
+  launch_loaded(loaded_[index_of(step)], params, stream);
+}
+
+void StepKernel::launch_loaded(const Loaded& k, const RingFwdParams& params, CUstream stream) const {
+  if (params.kv_heads <= 0 || params.q_heads != params.kv_heads * k.spec.gqa_group)
+    throw Error(ErrorKind::kInternal, k.spec.uri() + ": launched with q_heads " +
+                                          std::to_string(params.q_heads) + " and kv_heads " +
+                                          std::to_string(params.kv_heads) + ", which is not GQA group " +
+                                          std::to_string(k.spec.gqa_group));
+  const StepGrid grid = step_grid(k.spec, params);
+  LaunchShape shape;
+  shape.grid[0] = grid.x;
+  shape.grid[1] = grid.y;
+  shape.grid[2] = grid.z;
+  shape.block[0] = static_cast<unsigned>(k.spec.threads());
+  shape.dynamic_shared_bytes = k.shared_bytes;
+  shape.stream = stream;
+  k.kernel->launch(params, shape);
+}
+
+}  // namespace cpgen::gpu

@@ -1,0 +1,60 @@
+// The forward step kernel(s) of a ring on one device: each KernelSpec compiled (runtime/jit/jit.h,
+// through the kernel store), loaded once per process and device (runtime/cuda/module.h) with its
+// dynamic shared memory reserved, and launched with RingFwdParams. A ring may run a different
+// spec per step type (cache/workload.h: the diagonal step, full steps, zigzag half steps), as the
+// tuning database selects them; every spec reads and writes the same per-row fp32 running state,
+// so steps of different tile configs merge into one result.
+#pragma once
+
+#include <cuda.h>
+
+#include <array>
+#include <string>
+#include <utility>
+#include <vector>
+
+#include "cache/workload.h"
+#include "generator/kernel_spec.h"
+#include "runtime/cuda/module.h"
+#include "templates/params.cuh"
+
+namespace cpgen::gpu {
+
+// Grid of a forward step launch (templates/step_fwd.cuh): x enumerates blocks of block_m packed
+// query rows (q_len * G rows per kv head with GQA group G), y enumerates (batch, kv head).
+struct StepGrid {
+  unsigned x = 1, y = 1, z = 1;
+};
+StepGrid step_grid(const KernelSpec& spec, const RingFwdParams& params);
+
+class StepKernel {
+ public:
+  // One spec for every step. Throws kInfeasible / kCompile / kCuda naming the URI.
+  StepKernel(const KernelSpec& spec, const std::string& arch, int device);
+  // A spec per step type; the first entry is the main one (what ring step 0 runs), and step
+  // types not listed launch it. Equal specs are compiled and loaded once.
+  StepKernel(const std::vector<std::pair<StepType, KernelSpec>>& per_step, const std::string& arch, int device);
+  // Checks the params against the spec (GQA group) and enqueues one launch of the main spec.
+  void launch(const RingFwdParams& params, CUstream stream) const;
+  // The same with the spec of step type `step`.
+  void launch(const RingFwdParams& params, StepType step, CUstream stream) const;
+  const KernelSpec& spec() const { return loaded_.front().spec; }
+  const KernelSpec& spec(StepType step) const { return loaded_[index_of(step)].spec; }
+  const std::string& arch() const { return arch_; }
+
+ private:
+  struct Loaded {
+    KernelSpec spec;
+    const LoadedKernel* kernel = nullptr;
+    int shared_bytes = 0;
+  };
+  size_t add(const KernelSpec& spec, int device);
+  size_t index_of(StepType step) const { return by_step_[static_cast<size_t>(step)]; }
+  void launch_loaded(const Loaded& k, const RingFwdParams& params, CUstream stream) const;
+
+  std::string arch_;
+  std::vector<Loaded> loaded_;
+  std::array<size_t, 4> by_step_{};  // StepType value -> index into loaded_ (0: the main spec)
+};
+
+}  // namespace cpgen::gpu

@@ -1,0 +1,76 @@
+#include "runtime/cuda/device_buffer.h"
+
+#include <string>
+#include <utility>
+
+#include "cpgen/error.h"
+#include "runtime/cuda/cuda_driver.h"
+#include "runtime/cuda/module.h"
+
+namespace cpgen {
+namespace {
+
+void check_range(size_t requested, size_t available, const char* what) {
+  if (requested > available) {
+    throw Error(ErrorKind::kInternal, std::string("DeviceBuffer::") + what + " of " +
+                                          std::to_string(requested) + " bytes past a buffer of " +
+                                          std::to_string(available));
+  }
+}
+
+}  // namespace
+
+DeviceBuffer::DeviceBuffer(int device, size_t bytes) : device_(device), bytes_(bytes) {
+  use_primary_context(device);
+  // A zero-byte request still gets a distinct valid address, so kernels may take it.
+  CPGEN_CU_CHECK(cu::driver().cuMemAlloc(&address_, bytes > 0 ? bytes : 1));
+}
+
+DeviceBuffer::~DeviceBuffer() { release(); }
+
+DeviceBuffer::DeviceBuffer(DeviceBuffer&& other) noexcept
+    : device_(other.device_), address_(std::exchange(other.address_, 0)),
+      bytes_(std::exchange(other.bytes_, 0)) {}
+
+DeviceBuffer& DeviceBuffer::operator=(DeviceBuffer&& other) noexcept {
+  if (this != &other) {
+    release();
+    device_ = other.device_;
+    address_ = std::exchange(other.address_, 0);
+    bytes_ = std::exchange(other.bytes_, 0);
+  }
+  return *this;
+}
+
+void DeviceBuffer::release() noexcept {
+  if (address_ == 0) return;
+  // A destructor must not throw; a failing free during unwinding has nowhere to be reported.
+  try {
+    use_primary_context(device_);
+    cu::driver().cuMemFree(address_);
+  } catch (...) {
+  }
+  address_ = 0;
+}
+
+void DeviceBuffer::upload(const void* host, size_t bytes) {
+  check_range(bytes, bytes_, "upload");
+  if (bytes == 0) return;
+  use_primary_context(device_);
+  CPGEN_CU_CHECK(cu::driver().cuMemcpyHtoD(address_, host, bytes));
+}
+
+void DeviceBuffer::download(void* host, size_t bytes) const {
+  check_range(bytes, bytes_, "download");
+  if (bytes == 0) return;
+  use_primary_context(device_);
+  CPGEN_CU_CHECK(cu::driver().cuMemcpyDtoH(host, address_, bytes));
+}
+
+void DeviceBuffer::fill_bytes(uint8_t value) {
+  if (bytes_ == 0) return;
+  use_primary_context(device_);
+  CPGEN_CU_CHECK(cu::driver().cuMemsetD8(address_, value, bytes_));
+}
+
+}  // namespace cpgen

@@ -1,0 +1,24 @@
+#include "runtime/cuda/gpu_stream.h"
+
+#include "runtime/cuda/cuda_driver.h"
+
+namespace cpgen::gpu {
+
+Stream::Stream() { CPGEN_CU_CHECK(cu::driver().cuStreamCreate(&stream_, CU_STREAM_NON_BLOCKING)); }
+
+Stream::~Stream() {
+  if (stream_) cu::driver().cuStreamDestroy(stream_);
+}
+
+Event::Event(bool timing) {
+  CPGEN_CU_CHECK(cu::driver().cuEventCreate(&event_, timing ? CU_EVENT_DEFAULT : CU_EVENT_DISABLE_TIMING));
+}
+
+Event::~Event() {
+  // Destroying an event with work still pending is allowed: the driver frees it on completion.
+  if (event_) cu::driver().cuEventDestroy(event_);
+}
+
+void Event::record(CUstream stream) const { CPGEN_CU_CHECK(cu::driver().cuEventRecord(event_, stream)); }
+
+}  // namespace cpgen::gpu

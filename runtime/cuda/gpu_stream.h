@@ -1,0 +1,34 @@
+// RAII streams and events of the driver API for the GPU ring (memory: runtime/cuda/device_buffer.h;
+// contexts: use_primary_context in runtime/cuda/module.h).
+#pragma once
+
+#include <cuda.h>
+
+namespace cpgen::gpu {
+
+class Stream {
+ public:
+  Stream();  // non-blocking with respect to the legacy default stream
+  ~Stream();
+  Stream(const Stream&) = delete;
+  Stream& operator=(const Stream&) = delete;
+  CUstream get() const { return stream_; }
+
+ private:
+  CUstream stream_ = nullptr;
+};
+
+class Event {
+ public:
+  explicit Event(bool timing = false);
+  ~Event();
+  Event(const Event&) = delete;
+  Event& operator=(const Event&) = delete;
+  CUevent get() const { return event_; }
+  void record(CUstream stream) const;
+
+ private:
+  CUevent event_ = nullptr;
+};
+
+}  // namespace cpgen::gpu

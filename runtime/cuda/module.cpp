@@ -1,0 +1,143 @@
+#include "runtime/cuda/module.h"
+
+#include <map>
+#include <memory>
+#include <utility>
+
+#include "cpgen/error.h"
+#include "runtime/cuda/cuda_driver.h"
+
+namespace cpgen {
+namespace {
+
+int device_attribute(CUdevice_attribute attribute, int device) {
+  const cu::DriverApi& api = cu::driver();
+  CUdevice handle;
+  CPGEN_CU_CHECK(api.cuDeviceGet(&handle, device));
+  int value = 0;
+  CPGEN_CU_CHECK(api.cuDeviceGetAttribute(&value, attribute, handle));
+  return value;
+}
+
+int function_attribute(CUfunction_attribute attribute, CUfunction function) {
+  int value = 0;
+  CPGEN_CU_CHECK(cu::driver().cuFuncGetAttribute(&value, attribute, function));
+  return value;
+}
+
+}  // namespace
+
+CUcontext use_primary_context(int device) {
+  static std::mutex mutex;
+  static std::map<int, CUcontext> contexts;
+  const cu::DriverApi& api = cu::driver();
+  CUcontext context = nullptr;
+  {
+    std::lock_guard<std::mutex> lock(mutex);
+    auto it = contexts.find(device);
+    if (it == contexts.end()) {
+      int count = 0;
+      CPGEN_CU_CHECK(api.cuDeviceGetCount(&count));
+      if (device < 0 || device >= count) {
+        throw_bad_input("device " + std::to_string(device) + " does not exist; this machine has " +
+                        std::to_string(count) + " CUDA device(s)");
+      }
+      CUdevice handle;
+      CPGEN_CU_CHECK(api.cuDeviceGet(&handle, device));
+      CPGEN_CU_CHECK(api.cuDevicePrimaryCtxRetain(&context, handle));
+      contexts.emplace(device, context);
+    } else {
+      context = it->second;
+    }
+  }
+  CPGEN_CU_CHECK(api.cuCtxSetCurrent(context));
+  return context;
+}
+
+std::string device_arch(int device) {
+  int major = device_attribute(CU_DEVICE_ATTRIBUTE_COMPUTE_CAPABILITY_MAJOR, device);
+  int minor = device_attribute(CU_DEVICE_ATTRIBUTE_COMPUTE_CAPABILITY_MINOR, device);
+  if (major == 9 && minor == 0) return "sm_90a";
+  if (major == 8 && minor == 0) return "sm_80";
+  throw_bad_input("device " + std::to_string(device) + " has compute capability " +
+                  std::to_string(major) + "." + std::to_string(minor) +
+                  "; cpgen supports 8.0 (sm_80) and 9.0 (sm_90, sm_90a)");
+}
+
+LoadedKernel::LoadedKernel(std::string uri, int device, CUmodule module, CUfunction function)
+    : uri_(std::move(uri)), device_(device), module_(module), function_(function) {}
+
+int LoadedKernel::registers() const { return function_attribute(CU_FUNC_ATTRIBUTE_NUM_REGS, function_); }
+
+int LoadedKernel::max_threads_per_block() const {
+  return function_attribute(CU_FUNC_ATTRIBUTE_MAX_THREADS_PER_BLOCK, function_);
+}
+
+void LoadedKernel::reserve_dynamic_shared(int bytes) const {
+  if (bytes <= granted_dynamic_shared_.load(std::memory_order_acquire)) return;
+  std::lock_guard<std::mutex> lock(shared_mutex_);
+  if (bytes <= granted_dynamic_shared_.load(std::memory_order_relaxed)) return;
+  // The opt-in limit covers static and dynamic shared memory together.
+  const int optin = device_attribute(CU_DEVICE_ATTRIBUTE_MAX_SHARED_MEMORY_PER_BLOCK_OPTIN, device_);
+  const int static_bytes = function_attribute(CU_FUNC_ATTRIBUTE_SHARED_SIZE_BYTES, function_);
+  if (bytes + static_bytes > optin) {
+    throw Error(ErrorKind::kInfeasible,
+                uri_ + " asks for " + std::to_string(bytes) + " bytes of dynamic shared memory (plus " +
+                    std::to_string(static_bytes) + " static); device " + std::to_string(device_) +
+                    " allows " + std::to_string(optin) + " per block");
+  }
+  CPGEN_CU_CHECK(cu::driver().cuFuncSetAttribute(
+      function_, CU_FUNC_ATTRIBUTE_MAX_DYNAMIC_SHARED_SIZE_BYTES, bytes));
+  granted_dynamic_shared_.store(bytes, std::memory_order_release);
+}
+
+void LoadedKernel::launch(const RingFwdParams& params, const LaunchShape& shape) const {
+  for (int d = 0; d < 3; ++d) {
+    if (shape.grid[d] == 0 || shape.block[d] == 0) {
+      throw Error(ErrorKind::kInternal, "launch of " + uri_ + " with an empty grid or block (dimension " +
+                                            std::to_string(d) + " is 0)");
+    }
+  }
+  if (shape.dynamic_shared_bytes < 0) {
+    throw Error(ErrorKind::kInternal, "launch of " + uri_ + " with negative dynamic shared memory");
+  }
+  use_primary_context(device_);
+  reserve_dynamic_shared(shape.dynamic_shared_bytes);
+  RingFwdParams copy = params;  // the driver reads the argument through a non-const pointer
+  void* args[] = {&copy};
+  CPGEN_CU_CHECK(cu::driver().cuLaunchKernel(
+      function_, shape.grid[0], shape.grid[1], shape.grid[2], shape.block[0], shape.block[1],
+      shape.block[2], static_cast<unsigned>(shape.dynamic_shared_bytes), shape.stream, args, nullptr));
+}
+
+const LoadedKernel& load_kernel(const CompiledKernel& kernel, int device) {
+  static std::mutex mutex;
+  static std::map<std::pair<int, std::string>, std::unique_ptr<LoadedKernel>> loaded;
+  const cu::DriverApi& api = cu::driver();
+  use_primary_context(device);
+  std::lock_guard<std::mutex> lock(mutex);
+  auto& slot = loaded[{device, kernel.key}];
+  if (!slot) {
+    if (kernel.cubin.empty()) {
+      throw Error(ErrorKind::kInternal, "load_kernel: " + kernel.uri + " has no cubin");
+    }
+    CUmodule module = nullptr;
+    CUresult status = api.cuModuleLoadData(&module, kernel.cubin.data());
+    if (status != CUDA_SUCCESS) {
+      throw Error(ErrorKind::kCuda, "cuModuleLoadData of " + kernel.uri + " (" + kernel.arch +
+                                        ") on device " + std::to_string(device) + " failed: " +
+                                        cu::describe(status));
+    }
+    CUfunction function = nullptr;
+    status = api.cuModuleGetFunction(&function, module, kernel.uri.c_str());
+    if (status != CUDA_SUCCESS) {
+      api.cuModuleUnload(module);
+      throw Error(ErrorKind::kCuda, "cuModuleGetFunction(" + kernel.uri + ") on device " +
+                                        std::to_string(device) + " failed: " + cu::describe(status));
+    }
+    slot = std::make_unique<LoadedKernel>(kernel.uri, device, module, function);
+  }
+  return *slot;
+}
+
+}  // namespace cpgen

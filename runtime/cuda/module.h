@@ -1,0 +1,72 @@
+// Loading compiled kernels into the CUDA driver and launching them.
+//
+// A cubin is loaded at most once per process and device, on first use, into the device's primary
+// context; the module stays loaded until the process exits (kernels are small, and unloading while
+// another thread may launch would need reference counting for no gain). All functions are
+// thread-safe and make the device's primary context current on the calling thread.
+#pragma once
+
+#include <cuda.h>
+
+#include <atomic>
+#include <mutex>
+#include <string>
+
+#include "runtime/jit/compiled_kernel.h"
+#include "templates/params.cuh"
+
+namespace cpgen {
+
+// Kernels may use 48 KB of dynamic shared memory without opting in; beyond that the function's
+// CU_FUNC_ATTRIBUTE_MAX_DYNAMIC_SHARED_SIZE_BYTES must be raised first.
+inline constexpr int kDefaultDynamicSharedLimit = 48 * 1024;
+
+struct LaunchShape {
+  unsigned grid[3] = {1, 1, 1};
+  unsigned block[3] = {1, 1, 1};
+  int dynamic_shared_bytes = 0;
+  CUstream stream = nullptr;  // nullptr: the legacy default stream
+};
+
+class LoadedKernel {
+ public:
+  LoadedKernel(std::string uri, int device, CUmodule module, CUfunction function);
+  LoadedKernel(const LoadedKernel&) = delete;
+  LoadedKernel& operator=(const LoadedKernel&) = delete;
+
+  const std::string& uri() const { return uri_; }
+  int device() const { return device_; }
+  CUfunction function() const { return function_; }
+  int registers() const;           // as the driver reports them (CU_FUNC_ATTRIBUTE_NUM_REGS)
+  int max_threads_per_block() const;
+
+  // Makes `bytes` of dynamic shared memory launchable: raises the function's limit when `bytes`
+  // is above 48 KB and above what was already granted. Throws Error(kInfeasible) naming the kernel
+  // and the device limit when the device cannot give that much.
+  void reserve_dynamic_shared(int bytes) const;
+  // Launches with `params` as the kernel's only argument (passed by value). Enqueue errors throw
+  // Error(kCuda); errors inside the kernel surface at the next synchronization.
+  void launch(const RingFwdParams& params, const LaunchShape& shape) const;
+
+ private:
+  std::string uri_;
+  int device_;
+  CUmodule module_;
+  CUfunction function_;
+  mutable std::mutex shared_mutex_;
+  mutable std::atomic<int> granted_dynamic_shared_{kDefaultDynamicSharedLimit};
+};
+
+// The kernel's function on `device`, loading kernel.cubin on first use for that (device, key).
+// Throws Error(kNoDevice) without a GPU and Error(kCuda) when the driver rejects the cubin (e.g.
+// an sm_90a cubin on an sm_80 device).
+const LoadedKernel& load_kernel(const CompiledKernel& kernel, int device = 0);
+
+// The device's primary context, retained once per process, made current on the calling thread.
+CUcontext use_primary_context(int device);
+
+// "sm_80", "sm_90a", ... : the arch to compile for so that a cubin loads on `device` (Hopper gets
+// the arch-specific sm_90a target). Throws Error(kBadInput) for a device cpgen does not support.
+std::string device_arch(int device);
+
+}  // namespace cpgen

@@ -1,0 +1,50 @@
+// Run-time compilation of generated kernels with NVRTC, backed by the compiled-kernel store.
+//
+// compile_kernel renders a spec's source, and either reads its cubin from the store (no NVRTC
+// call; CompileStats::from_store) or compiles it for one arch, parses ptxas' resource report, and
+// stores it. Safe to call from many threads at once (the tuner compiles in a thread pool) and from
+// several processes sharing one store; threads of one process asking for a kernel that another
+// thread is compiling wait for that compile instead of repeating it.
+#pragma once
+
+#include <cstdint>
+#include <string>
+#include <string_view>
+#include <vector>
+
+#include "generator/kernel_spec.h"
+#include "runtime/jit/compiled_kernel.h"
+#include "runtime/jit/kernel_store.h"
+
+namespace cpgen {
+
+// Throws Error(kBadInput) for an unsupported spec or arch, Error(kInfeasible) when
+// check_feasibility rejects the spec on `arch` or a static_assert of the traits fails in NVRTC,
+// and Error(kCompile) when NVRTC fails otherwise; the compile error's message carries the URI, the
+// options, the path of the saved source, and the NVRTC log.
+// `store` may be nullptr (always compile, store nothing).
+CompiledKernel compile_kernel(const KernelSpec& spec, std::string_view arch,
+                              KernelStore* store = default_kernel_store());
+
+// The step below compile_kernel, for any source: `kernel_name` must be an extern "C" __global__
+// function of `source`, and is also the NVRTC program name. Exposed for tools and tests.
+CompiledKernel compile_source(const std::string& kernel_name, const std::string& source,
+                              std::string_view arch, KernelStore* store);
+
+// The NVRTC options used for `arch` (validated; throws kBadInput).
+std::vector<std::string> compile_options(std::string_view arch);
+// NVRTC's major.minor, e.g. "13.0".
+std::string nvrtc_version();
+// What identifies the compiler in store keys: the version plus the size of the loaded libnvrtc,
+// which changes between patch releases that share a major.minor.
+std::string nvrtc_version_tag();
+// The store key of kernel `kernel_name` of `source` compiled with the embedded templates and
+// compile_options(arch), by this NVRTC: a SHA-256 in hex.
+std::string kernel_store_key(const std::string& kernel_name, const std::string& source,
+                             std::string_view arch);
+// How many times this process has called nvrtcCompileProgram (tests check that the store works).
+uint64_t nvrtc_compile_count();
+// Where a failed compile's source, headers, options and log are saved: $TMPDIR/cpgen/failed.
+std::string failed_compile_dir();
+
+}  // namespace cpgen

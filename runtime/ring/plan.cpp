@@ -1,0 +1,122 @@
+#include "runtime/ring/plan.h"
+
+#include <algorithm>
+#include <cmath>
+#include <cstdio>
+#include <limits>
+
+#include "cpgen/error.h"
+#include "runtime/ring/partition.h"
+#include "runtime/ring/plan_work.h"
+#include "runtime/ring/shapes.h"
+
+namespace cpgen {
+namespace {
+
+// Lower is preferred among schemes whose predicted time ties.
+int tie_rank(Scheme scheme, bool causal) {
+  if (!causal) return scheme == Scheme::kContiguous ? 0 : 1 + static_cast<int>(scheme);
+  switch (scheme) {
+    case Scheme::kZigzag: return 0;
+    case Scheme::kZigzagToken: return 1;
+    case Scheme::kStriped: return 2;
+    case Scheme::kContiguous: return 3;
+  }
+  return 4;
+}
+
+constexpr double kTieTolerance = 0.01;
+
+}  // namespace
+
+void validate_rates(const PlanRates& rates) {
+  if (!std::isfinite(rates.link_gbps) || !(rates.link_gbps > 0)) {
+    throw_bad_input("--link-gbps must be a finite number > 0 (GB/s, 10^9 bytes per second); got " +
+                    std::to_string(rates.link_gbps));
+  }
+  if (!std::isfinite(rates.tflops) || !(rates.tflops > 0)) {
+    throw_bad_input("--tflops must be a finite number > 0 (10^12 FLOP/s); got " + std::to_string(rates.tflops));
+  }
+}
+
+int64_t kv_chunk_bytes(const Problem& p) {
+  return 2 * p.batch * p.kv_heads * p.local_seq_len() * p.head_dim * dtype_bytes(p.dtype);
+}
+
+SchemePlan plan_scheme(const Problem& problem, Scheme scheme, const KernelSpec& tile, const PlanRates& rates) {
+  SchemePlan plan;
+  plan.scheme = scheme;
+  Problem p = problem;
+  p.scheme = scheme;
+  try {
+    check_partitionable(scheme, p.seq_len, static_cast<int>(p.cp_size));
+  } catch (const Error& e) {
+    if (e.kind() != ErrorKind::kBadInput) throw;
+    plan.reason = e.what();
+    return plan;
+  }
+  plan.applicable = true;
+
+  const PlannedWork work = planned_rank_work(p, tile.block_m, tile.block_n);
+  plan.ranks = work.ranks;
+  plan.tile_coarsening = work.coarsening;
+  double total = 0;
+  for (const RankWork& w : plan.ranks) {
+    plan.busiest_rank_flops = std::max(plan.busiest_rank_flops, w.flops);
+    total += w.flops;
+  }
+  const double n = static_cast<double>(p.cp_size);
+  plan.mean_rank_flops = total / n;
+  plan.work_imbalance = plan.mean_rank_flops > 0 ? plan.busiest_rank_flops / plan.mean_rank_flops : 1.0;
+
+  // validate_problem bounds batch * heads * seq_len * head_dim by 2^48, so C <= 2^50 / N and
+  // N * (N - 1) * C < N * 2^50 <= 2^60: no int64 overflow.
+  const int64_t chunk = kv_chunk_bytes(p);
+  const int64_t transfers = p.cp_size - 1;
+  plan.bytes_per_step = transfers > 0 ? chunk : 0;
+  plan.bytes_total = p.cp_size * transfers * chunk;
+  plan.ring_extra_bytes = transfers > 0 ? 2 * chunk : 0;
+  plan.allgather_extra_bytes = transfers * chunk;
+
+  plan.step_compute_s = plan.busiest_rank_flops / n / (rates.tflops * 1e12);
+  plan.step_comm_s = static_cast<double>(plan.bytes_per_step) / (rates.link_gbps * 1e9);
+  plan.compute_comm_ratio = plan.step_comm_s > 0 ? plan.step_compute_s / plan.step_comm_s
+                                                 : std::numeric_limits<double>::infinity();
+  plan.comm_hidden = plan.step_compute_s >= plan.step_comm_s;
+  plan.forward_s = n * std::max(plan.step_compute_s, plan.step_comm_s);
+  return plan;
+}
+
+ShapePlan plan_shape(const Problem& problem, const PlanRates& rates) {
+  validate_rates(rates);
+  validate_problem(problem, problem.name);
+  ShapePlan shape;
+  shape.problem = problem;
+  shape.tile = KernelSpec::default_for(problem.dtype, static_cast<int>(problem.head_dim), problem.causal,
+                                       static_cast<int>(problem.gqa_group()));
+  for (Scheme scheme : kPlannedSchemes) shape.schemes.push_back(plan_scheme(problem, scheme, shape.tile, rates));
+
+  double fastest = std::numeric_limits<double>::infinity();
+  for (const SchemePlan& s : shape.schemes) {
+    if (s.applicable) fastest = std::min(fastest, s.forward_s);
+  }
+  // validate_problem proved the problem's own scheme applicable, so a choice always exists.
+  const SchemePlan* best = nullptr;
+  for (const SchemePlan& s : shape.schemes) {
+    if (!s.applicable || s.forward_s > fastest * (1 + kTieTolerance)) continue;
+    if (!best || tie_rank(s.scheme, problem.causal) < tie_rank(best->scheme, problem.causal)) best = &s;
+  }
+  if (!best) throw Error(ErrorKind::kInternal, "plan: no applicable scheme for " + problem.name);
+  shape.recommended = best->scheme;
+
+  char text[256];
+  std::snprintf(text, sizeof text, "shortest predicted forward time (%.3g ms, work imbalance %.3f); %s",
+                best->forward_s * 1e3, best->work_imbalance,
+                problem.cp_size == 1 ? "one rank: nothing travels"
+                : best->comm_hidden ? "K/V transfer hides behind compute"
+                                    : "K/V transfer does NOT hide behind compute at these rates");
+  shape.why = text;
+  return shape;
+}
+
+}  // namespace cpgen

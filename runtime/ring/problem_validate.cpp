@@ -1,0 +1,73 @@
+// Problem::validate: the checks every entry point (C++ API, C ABI, command line) runs before
+// anything is allocated or compiled, so a bad shape fails with one line naming the field.
+#include <cmath>
+#include <span>
+#include <string>
+
+#include "cpgen/error.h"
+#include "cpgen/problem.h"
+#include "generator/kernel_spec.h"
+#include "runtime/ring/partition.h"
+
+namespace cpgen {
+namespace {
+
+std::string where(const Problem& p) {
+  return p.name.empty() ? std::string("problem") : "problem '" + p.name + "'";
+}
+
+void require_positive(const Problem& p, const char* field, int64_t value) {
+  if (value < 1)
+    throw_bad_input(where(p) + ": " + field + " is " + std::to_string(value) + "; it must be >= 1");
+}
+
+template <typename T>
+bool listed(std::span<const T> values, T value) {
+  for (T v : values)
+    if (v == value) return true;
+  return false;
+}
+
+std::string join(std::span<const int> values) {
+  std::string out;
+  for (int v : values) out += (out.empty() ? "" : ", ") + std::to_string(v);
+  return out;
+}
+
+}  // namespace
+
+void Problem::validate() const {
+  require_positive(*this, "batch", batch);
+  require_positive(*this, "q_heads", q_heads);
+  require_positive(*this, "kv_heads", kv_heads);
+  require_positive(*this, "head_dim", head_dim);
+  require_positive(*this, "seq_len", seq_len);
+  require_positive(*this, "cp_size", cp_size);
+  if (q_heads % kv_heads != 0)
+    throw_bad_input(where(*this) + ": q_heads " + std::to_string(q_heads) +
+                    " is not a multiple of kv_heads " + std::to_string(kv_heads));
+  if (!listed<int>(kSupportedHeadDims, static_cast<int>(head_dim)) || head_dim > 1024)
+    throw_bad_input(where(*this) + ": head_dim " + std::to_string(head_dim) +
+                    " is not supported; allowed: " + join(kSupportedHeadDims));
+  const int64_t group = gqa_group();
+  if (group > 1024 || !listed<int>(kSupportedGqaGroups, static_cast<int>(group)))
+    throw_bad_input(where(*this) + ": q_heads / kv_heads = " + std::to_string(group) +
+                    " is not a supported GQA group; allowed: " + join(kSupportedGqaGroups));
+  if (!std::isfinite(softmax_scale) || softmax_scale < 0)
+    throw_bad_input(where(*this) + ": softmax_scale " + std::to_string(softmax_scale) +
+                    " must be finite and >= 0 (0 means 1/sqrt(head_dim))");
+  // The kernel's positions are int32 and its offsets int64; keep both far from overflow.
+  if (cp_size > 4096)
+    throw_bad_input(where(*this) + ": cp_size " + std::to_string(cp_size) +
+                    " exceeds the supported maximum 4096");
+  if (seq_len > (int64_t{1} << 30))
+    throw_bad_input(where(*this) + ": seq_len " + std::to_string(seq_len) +
+                    " exceeds the supported maximum 2^30");
+  try {
+    check_partitionable(scheme, seq_len, static_cast<int>(cp_size));
+  } catch (const Error& e) {
+    throw_bad_input(where(*this) + ": " + e.what());
+  }
+}
+
+}  // namespace cpgen

@@ -1,0 +1,90 @@
+#include "runtime/ring/ring_driver.h"
+
+#include <string>
+
+#include "cpgen/error.h"
+#include "runtime/ring/schedule.h"
+
+namespace cpgen {
+namespace {
+
+// Pairs the buffers of the slot we send with those of the slot the previous rank fills.
+std::vector<RingExchange> pair_slots(const std::vector<BufferView>& send,
+                                     const std::vector<BufferView>& recv, const char* what) {
+  if (send.size() != recv.size())
+    throw Error(ErrorKind::kInternal, std::string("ring driver: ") + what +
+                                          " slots have different buffer counts (" +
+                                          std::to_string(send.size()) + " vs " +
+                                          std::to_string(recv.size()) + ")");
+  std::vector<RingExchange> exchanges;
+  for (size_t i = 0; i < send.size(); ++i) {
+    if (send[i].bytes != recv[i].bytes)
+      throw Error(ErrorKind::kInternal, std::string("ring driver: ") + what + " buffer " +
+                                            std::to_string(i) + " differs in size between slots");
+    exchanges.push_back({send[i].data, recv[i].data, send[i].bytes});
+  }
+  return exchanges;
+}
+
+RingStep make_step(int rank, int step, int size) {
+  RingStep s;
+  s.step = step;
+  s.kv_slot = step % 2;
+  s.kv_rank = kv_source_rank(rank, step, size);
+  s.is_first = step == 0;
+  s.is_last = step == size - 1;
+  return s;
+}
+
+void check_transport(const Transport& transport) {
+  if (transport.size() < 1 || transport.rank() < 0 || transport.rank() >= transport.size())
+    throw Error(ErrorKind::kInternal, "ring driver: transport reports rank " +
+                                          std::to_string(transport.rank()) + " of " +
+                                          std::to_string(transport.size()));
+}
+
+// The chunk for step s+1 moves (slot s % 2 into the other) while step s computes; nothing moves
+// after the last step. Returns whether an exchange was started, for the matching finish.
+bool start_kv_pass(RingBackend& backend, Transport& transport, int s, int n) {
+  if (s + 1 >= n) return false;
+  transport.start(pair_slots(backend.kv_buffers(s % 2), backend.kv_buffers((s + 1) % 2), "K/V"),
+                  kv_exchange_id(s));
+  return true;
+}
+
+}  // namespace
+
+void ring_forward(RingBackend& backend, Transport& transport) {
+  check_transport(transport);
+  const int n = transport.size(), rank = transport.rank();
+  backend.forward_begin();
+  for (int s = 0; s < n; ++s) {
+    const RingStep step = make_step(rank, s, n);
+    const bool pass_kv = start_kv_pass(backend, transport, s, n);
+    backend.forward_step(step);
+    if (pass_kv) transport.finish(kv_exchange_id(s));
+  }
+}
+
+void ring_backward(RingBackend& backend, Transport& transport) {
+  check_transport(transport);
+  const int n = transport.size(), rank = transport.rank();
+  backend.backward_begin();
+  for (int s = 0; s < n; ++s) {
+    const RingStep step = make_step(rank, s, n);
+    const bool pass_kv = start_kv_pass(backend, transport, s, n);
+    backend.backward_step(step);
+    // The accumulator of the held chunk arrives from the previous rank (sent in its step s-1)
+    // while this step computed; add this rank's part and pass it on.
+    if (s > 0) transport.finish(dkv_exchange_id(s - 1));
+    backend.accumulate_dkv(s % 2, s == 0);
+    transport.start(pair_slots(backend.dkv_buffers(s % 2), backend.dkv_buffers((s + 1) % 2), "dK/dV"),
+                    dkv_exchange_id(s));
+    if (pass_kv) transport.finish(kv_exchange_id(s));
+  }
+  // The N-th accumulator exchange brings each rank the complete dK/dV of its own chunk.
+  transport.finish(dkv_exchange_id(n - 1));
+  backend.backward_end(n % 2);
+}
+
+}  // namespace cpgen

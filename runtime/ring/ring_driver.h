@@ -1,0 +1,86 @@
+// The ring driver: the forward and backward loops of ring attention, shared by every backend
+// (CPU reference, GPU) and every transport (CPU threads, loopback, NCCL). The driver decides the
+// order of compute and communication; the backend owns the memory and does the math.
+//
+// Forward, N ranks, step s = 0 .. N-1 on rank r (kv chunk of rank kv_source_rank(r, s, N)):
+//   start  K/V exchange: kv slot s%2 -> next rank's slot (s+1)%2     (skipped on the last step)
+//   compute forward_step on kv slot s%2: merge into the fp32 running state; the last step
+//          normalizes and writes out and lse
+//   finish K/V exchange
+// so the transfer of the chunk for step s+1 overlaps the compute of step s (double buffering).
+//
+// Backward: the K/V chunk travels as in the forward; an fp32 dK/dV accumulator travels with it
+// and collects every rank's contribution to that chunk. Step s on rank r:
+//   start  K/V exchange (not on the last step)
+//   compute backward_step on kv slot s%2: dQ += local contribution; dK/dV contribution of the
+//          local queries to the held chunk into the backend's partial buffer
+//   finish the dK/dV exchange of step s-1 (s > 0): dkv slot s%2 now holds the accumulator of
+//          the held chunk from the ranks before this one
+//   accumulate dkv slot s%2 (+)= partial
+//   start  dK/dV exchange: dkv slot s%2 -> next rank's dkv slot (s+1)%2
+//   finish K/V exchange
+// After step N-1 the accumulator in flight belongs to rank r+1's chunk and holds all N ranks'
+// contributions; the final exchange delivers it, so after N exchanges every rank holds the dK/dV
+// of its own chunk in dkv slot N%2, and backward_end writes them out.
+#pragma once
+
+#include <cstddef>
+#include <vector>
+
+#include "runtime/ring/transport.h"
+
+namespace cpgen {
+
+// A backend-owned buffer, described for the transport.
+struct BufferView {
+  void* data = nullptr;
+  size_t bytes = 0;
+};
+
+// What a step computes on.
+struct RingStep {
+  int step = 0;          // 0 .. N-1
+  int kv_slot = 0;       // which of the two K/V buffers holds the chunk (step % 2)
+  int kv_rank = 0;       // the rank whose positions the chunk covers: kv_source_rank(rank, step, N)
+  bool is_first = false;
+  bool is_last = false;
+};
+
+// One rank's compute and memory. Calls arrive in the order the driver documents above; a GPU
+// backend only enqueues work on its compute stream.
+class RingBackend {
+ public:
+  virtual ~RingBackend() = default;
+
+  // The K and V buffers of kv slot 0 or 1 (same order and sizes in both slots, and on every
+  // rank); these travel around the ring.
+  virtual std::vector<BufferView> kv_buffers(int slot) = 0;
+  // The fp32 dK and dV accumulators of dkv slot 0 or 1 (backward only).
+  virtual std::vector<BufferView> dkv_buffers(int slot) = 0;
+
+  // Forward: put the rank's own K/V into kv slot 0 and start from an empty running state.
+  virtual void forward_begin() = 0;
+  // Attention of the local queries against the held chunk, merged into the running state; on
+  // step.is_last also the normalized output and the LSE (natural log).
+  virtual void forward_step(const RingStep& step) = 0;
+
+  // Backward: own K/V into kv slot 0, dQ = 0, and the per-row term D = rowsum(dO * O).
+  virtual void backward_begin() = 0;
+  // dQ += contribution of the held chunk; partial dK/dV of the held chunk from the local queries
+  // (overwrites the partial buffer). Probabilities are recomputed from the saved LSE.
+  virtual void backward_step(const RingStep& step) = 0;
+  // dkv slot `slot` = partial (is_first) or dkv slot + partial.
+  virtual void accumulate_dkv(int slot, bool is_first) = 0;
+  // Write dQ, and dK/dV from dkv slot `slot` (which holds this rank's own chunk).
+  virtual void backward_end(int slot) = 0;
+};
+
+// Run the forward / backward ring of this rank. Throws what the backend or transport throws.
+void ring_forward(RingBackend& backend, Transport& transport);
+void ring_backward(RingBackend& backend, Transport& transport);
+
+// Exchange ids the driver uses, so every rank agrees (K/V of step s, dK/dV of step s).
+inline int kv_exchange_id(int step) { return 2 * step; }
+inline int dkv_exchange_id(int step) { return 2 * step + 1; }
+
+}  // namespace cpgen

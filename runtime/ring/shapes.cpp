@@ -1,0 +1,473 @@
+#include "runtime/ring/shapes.h"
+
+#include <algorithm>
+#include <cerrno>
+#include <cmath>
+#include <cstdio>
+#include <cstring>
+#include <filesystem>
+#include <map>
+#include <memory>
+#include <set>
+#include <span>
+#include <string_view>
+
+#include <nlohmann/json.hpp>
+
+#include "cpgen/error.h"
+#include "generator/kernel_spec.h"
+#include "runtime/ring/partition.h"
+
+namespace cpgen {
+namespace {
+
+using Json = nlohmann::json;
+
+// Messages are one line whatever the input holds: control bytes, non-ASCII bytes (which may not
+// even be UTF-8 in a path) and quotes are escaped, and long text is cut.
+std::string printable(std::string_view text, size_t max_chars = 60) {
+  static constexpr char kHex[] = "0123456789abcdef";
+  std::string out;
+  for (size_t i = 0; i < text.size(); ++i) {
+    if (out.size() >= max_chars) {
+      out += "...";
+      break;
+    }
+    const auto byte = static_cast<unsigned char>(text[i]);
+    if (byte >= 0x20 && byte < 0x7f && byte != '\\' && byte != '"') {
+      out += static_cast<char>(byte);
+    } else if (byte == '\\' || byte == '"') {
+      out += '\\';
+      out += static_cast<char>(byte);
+    } else {
+      out += "\\x";
+      out += kHex[byte >> 4];
+      out += kHex[byte & 15];
+    }
+  }
+  return out;
+}
+
+std::string in_quotes(std::string_view text, size_t max_chars = 60) {
+  return "\"" + printable(text, max_chars) + "\"";
+}
+
+std::string join(std::span<const int> values) {
+  std::string out;
+  for (int v : values) out += (out.empty() ? "" : ", ") + std::to_string(v);
+  return out;
+}
+
+// What a JSON value is, for "got ..." in messages; never the value itself when it may be large.
+std::string describe(const Json& value) {
+  if (value.is_number_float()) return value.dump();
+  if (value.is_number_unsigned()) return std::to_string(value.get<uint64_t>());
+  if (value.is_number_integer()) return std::to_string(value.get<int64_t>());
+  if (value.is_string()) return "the string " + in_quotes(value.get_ref<const std::string&>(), 40);
+  if (value.is_boolean()) return value.get<bool>() ? "true" : "false";
+  if (value.is_null()) return "null";
+  return std::string("an ") + value.type_name();  // "an object", "an array"
+}
+
+// The keys of one shape, in the order they are checked and listed in messages.
+constexpr std::string_view kRequiredKeys[] = {"q_heads", "kv_heads", "head_dim", "seq_len",
+                                              "cp_size", "dtype",    "causal"};
+constexpr std::string_view kOptionalKeys[] = {"name", "batch", "scheme", "softmax_scale"};
+
+std::string allowed_keys() {
+  std::string out;
+  for (auto key : kOptionalKeys) out += (out.empty() ? "" : ", ") + std::string(key);
+  for (auto key : kRequiredKeys) out += ", " + std::string(key);
+  return out;
+}
+
+bool is_known_key(std::string_view key) {
+  return std::find(std::begin(kRequiredKeys), std::end(kRequiredKeys), key) != std::end(kRequiredKeys) ||
+         std::find(std::begin(kOptionalKeys), std::end(kOptionalKeys), key) != std::end(kOptionalKeys);
+}
+
+// One shape being read: every message starts with the source and the shape.
+class ShapeReader {
+ public:
+  ShapeReader(const std::string& source, size_t index) : source_(source) {
+    label_ = "shapes[" + std::to_string(index) + "]";
+  }
+
+  void set_name(const std::string& name) { label_ += " (" + in_quotes(name) + ")"; }
+  std::string where() const { return source_ + ": " + label_; }
+
+  [[noreturn]] void fail(std::string_view field, const std::string& what) const {
+    throw_bad_input(where() + ": " + std::string(field) + " " + what);
+  }
+
+  int64_t integer(const Json& value, std::string_view field, int64_t lo, int64_t hi) const {
+    const std::string range = "an integer " + std::to_string(lo) + ".." + std::to_string(hi);
+    if (value.is_number_float()) {
+      fail(field, "must be " + range + " written without a fraction or exponent, got " + describe(value));
+    }
+    if (!value.is_number_integer()) fail(field, "must be " + range + ", got " + describe(value));
+    // Non-negative literals arrive as uint64 and may exceed int64; compare before converting.
+    if (value.is_number_unsigned()) {
+      const auto u = value.get<uint64_t>();
+      if (u > static_cast<uint64_t>(hi) || static_cast<int64_t>(u) < lo) {
+        fail(field, "must be " + range + ", got " + std::to_string(u));
+      }
+      return static_cast<int64_t>(u);
+    }
+    const auto v = value.get<int64_t>();
+    if (v < lo || v > hi) fail(field, "must be " + range + ", got " + std::to_string(v));
+    return v;
+  }
+
+  int64_t one_of(const Json& value, std::string_view field, std::span<const int> allowed) const {
+    const std::string list = join(allowed);
+    if (!value.is_number_integer()) {
+      fail(field, "must be one of the integers " + list + ", got " + describe(value));
+    }
+    const bool negative = !value.is_number_unsigned() && value.get<int64_t>() < 0;
+    if (!negative) {
+      const auto u = value.get<uint64_t>();
+      for (int v : allowed) {
+        if (u == static_cast<uint64_t>(v)) return v;
+      }
+    }
+    fail(field, describe(value) + " is not supported; allowed: " + list);
+  }
+
+  const std::string& text(const Json& value, std::string_view field, std::string_view allowed) const {
+    if (!value.is_string()) fail(field, "must be a string (" + std::string(allowed) + "), got " + describe(value));
+    return value.get_ref<const std::string&>();
+  }
+
+  bool boolean(const Json& value, std::string_view field) const {
+    if (!value.is_boolean()) fail(field, "must be true or false, got " + describe(value));
+    return value.get<bool>();
+  }
+
+ private:
+  std::string source_;
+  std::string label_;
+};
+
+bool is_printable_ascii(const std::string& text) {
+  return std::all_of(text.begin(), text.end(), [](char c) {
+    const auto byte = static_cast<unsigned char>(c);
+    return byte >= 0x20 && byte < 0x7f;
+  });
+}
+
+Problem read_shape(const Json& entry, size_t index, const std::string& source) {
+  ShapeReader reader(source, index);
+  if (!entry.is_object()) {
+    throw_bad_input(reader.where() + " must be an object of shape fields, got " + describe(entry));
+  }
+
+  Problem p;
+  p.name = "shape[" + std::to_string(index) + "]";
+  // The name comes first so that every later message can use it.
+  if (auto it = entry.find("name"); it != entry.end()) {
+    const std::string& name = reader.text(*it, "name", "1 to 100 printable ASCII characters");
+    if (name.empty() || name.size() > kMaxShapeNameLength || !is_printable_ascii(name)) {
+      reader.fail("name", "must be 1 to " + std::to_string(kMaxShapeNameLength) +
+                              " printable ASCII characters, got " + in_quotes(name));
+    }
+    p.name = name;
+    reader.set_name(name);
+  }
+
+  // Objects iterate in key order, so the first unknown key reported is deterministic.
+  for (const auto& item : entry.items()) {
+    if (!is_known_key(item.key())) {
+      throw_bad_input(reader.where() + ": unknown field " + in_quotes(item.key(), 40) +
+                      "; allowed: " + allowed_keys());
+    }
+  }
+  for (auto key : kRequiredKeys) {
+    if (!entry.contains(key)) {
+      throw_bad_input(reader.where() + ": missing required field " + in_quotes(key));
+    }
+  }
+
+  if (auto it = entry.find("batch"); it != entry.end()) p.batch = reader.integer(*it, "batch", 1, kMaxShapeBatch);
+  p.q_heads = reader.integer(entry.at("q_heads"), "q_heads", 1, kMaxShapeHeads);
+  p.kv_heads = reader.integer(entry.at("kv_heads"), "kv_heads", 1, kMaxShapeHeads);
+  p.head_dim = reader.one_of(entry.at("head_dim"), "head_dim", kSupportedHeadDims);
+  p.seq_len = reader.integer(entry.at("seq_len"), "seq_len", 1, kMaxShapeSeqLen);
+  p.cp_size = reader.integer(entry.at("cp_size"), "cp_size", 1, kMaxShapeCpSize);
+
+  const std::string& dtype = reader.text(entry.at("dtype"), "dtype", "bf16 or fp16");
+  try {
+    p.dtype = parse_dtype(dtype);
+  } catch (const Error&) {
+    reader.fail("dtype", in_quotes(dtype) + " is not supported; allowed: bf16, fp16");
+  }
+  p.causal = reader.boolean(entry.at("causal"), "causal");
+
+  p.scheme = p.causal ? Scheme::kZigzag : Scheme::kContiguous;
+  const bool scheme_given = entry.contains("scheme");
+  if (auto it = entry.find("scheme"); it != entry.end()) {
+    constexpr std::string_view kSchemes = "contiguous, zigzag, zigzag-token, striped";
+    const std::string& scheme = reader.text(*it, "scheme", kSchemes);
+    try {
+      p.scheme = parse_scheme(scheme);
+    } catch (const Error&) {
+      reader.fail("scheme", in_quotes(scheme) + " is not supported; allowed: " + std::string(kSchemes));
+    }
+  }
+
+  if (auto it = entry.find("softmax_scale"); it != entry.end()) {
+    // Any JSON number is fine here (0.088 or 1); JSON cannot spell NaN or infinity, and the
+    // parser refuses literals beyond double range, so only the sign remains to check.
+    if (!it->is_number()) reader.fail("softmax_scale", "must be a number > 0, got " + describe(*it));
+    const double scale = it->get<double>();
+    if (!(scale > 0) || !std::isfinite(scale)) {
+      reader.fail("softmax_scale", "must be a number > 0, got " + it->dump());
+    }
+    p.softmax_scale = scale;
+  }
+
+  if (!scheme_given) {
+    // The user never named a scheme, so say where the requirement came from.
+    try {
+      check_partitionable(p.scheme, p.seq_len, static_cast<int>(p.cp_size));
+    } catch (const Error& e) {
+      if (e.kind() != ErrorKind::kBadInput) throw;
+      reader.fail("seq_len", std::to_string(p.seq_len) + " cannot be split by the default scheme " +
+                                 std::string(scheme_name(p.scheme)) + " over cp_size " + std::to_string(p.cp_size) +
+                                 ": " + printable(e.what(), 200) + "; set \"scheme\" to choose another");
+    }
+  }
+  validate_problem(p, reader.where());
+  return p;
+}
+
+// Bounds nesting and rejects duplicate keys (which nlohmann would otherwise resolve silently to
+// the last one) while the text is parsed, naming where the problem sits.
+class StructureGuard {
+ public:
+  explicit StructureGuard(const std::string& source) : source_(source) {}
+
+  bool operator()(int /*depth*/, Json::parse_event_t event, Json& parsed) {
+    using Event = Json::parse_event_t;
+    switch (event) {
+      case Event::object_start:
+      case Event::array_start:
+        count_element();
+        if (frames_.size() >= static_cast<size_t>(kMaxShapesJsonDepth)) {
+          throw_bad_input(source_ + ": JSON nested deeper than " + std::to_string(kMaxShapesJsonDepth) +
+                          " levels at " + path() + "; a shapes file needs 3");
+        }
+        frames_.push_back(Frame{event == Event::object_start, {}, {}, 0});
+        break;
+      case Event::object_end:
+      case Event::array_end:
+        if (!frames_.empty()) frames_.pop_back();
+        break;
+      case Event::key: {
+        Frame& frame = frames_.back();
+        const std::string& key = parsed.get_ref<const std::string&>();
+        if (!frame.keys.insert(key).second) {
+          throw_bad_input(source_ + ": " + path() + ": field " + in_quotes(key, 40) +
+                          " appears twice; each field may be given once");
+        }
+        frame.current_key = key;
+        break;
+      }
+      case Event::value:
+        count_element();
+        break;
+    }
+    return true;
+  }
+
+ private:
+  struct Frame {
+    bool is_object;
+    std::set<std::string> keys;
+    std::string current_key;
+    int64_t elements;
+  };
+
+  void count_element() {
+    if (!frames_.empty() && !frames_.back().is_object) ++frames_.back().elements;
+  }
+
+  // A readable location such as shapes[2], built from the open containers.
+  std::string path() const {
+    std::string out;
+    for (size_t i = 0; i < frames_.size(); ++i) {
+      const Frame& f = frames_[i];
+      if (f.is_object) {
+        if (i + 1 < frames_.size() && !f.current_key.empty()) out += (out.empty() ? "" : ".") + printable(f.current_key, 30);
+      } else if (f.elements > 0) {
+        out += "[" + std::to_string(f.elements - 1) + "]";
+      }
+    }
+    return out.empty() ? "the top level" : out;
+  }
+
+  std::string source_;
+  std::vector<Frame> frames_;
+};
+
+// 1-based line and column of a byte offset, the way an editor counts them.
+std::string line_column(const std::string& text, size_t offset) {
+  offset = std::min(offset, text.size());
+  const size_t line = 1 + static_cast<size_t>(std::count(text.begin(), text.begin() + offset, '\n'));
+  const size_t line_start = offset == 0 ? std::string::npos : text.rfind('\n', offset - 1);
+  const size_t column = line_start == std::string::npos ? offset + 1 : offset - line_start;
+  return "line " + std::to_string(line) + ", column " + std::to_string(column);
+}
+
+// nlohmann's message after its own "[json.exception...] parse error at line L, column C: " prefix.
+std::string parse_reason(const std::string& what) {
+  size_t start = what.find("column ");
+  start = start == std::string::npos ? std::string::npos : what.find(": ", start);
+  std::string reason = start == std::string::npos ? what : what.substr(start + 2);
+  if (reason.rfind("[json.exception.", 0) == 0) {
+    const size_t close = reason.find("] ");
+    if (close != std::string::npos) reason = reason.substr(close + 2);
+  }
+  return printable(reason, 200);
+}
+
+Json parse_json(const std::string& text, const std::string& source) {
+  if (std::all_of(text.begin(), text.end(), [](char c) { return c == ' ' || c == '\t' || c == '\n' || c == '\r'; })) {
+    throw_bad_input(source + ": the file is empty; expected {\"shapes\": [ ... ]}");
+  }
+  StructureGuard guard(source);
+  try {
+    return Json::parse(text, std::ref(guard));
+  } catch (const Json::parse_error& e) {
+    // e.byte is the 1-based count of bytes read when the parser gave up.
+    const size_t offset = e.byte == 0 ? 0 : e.byte - 1;
+    throw_bad_input(source + ": not valid JSON at " + line_column(text, offset) + ": " + parse_reason(e.what()));
+  } catch (const Json::exception& e) {
+    // out_of_range.406, "number overflow parsing '1e400'", carries no position: find the literal.
+    const std::string what = e.what();
+    std::string where;
+    const size_t open = what.find("parsing '");
+    const size_t close = open == std::string::npos ? open : what.find('\'', open + 9);
+    if (close != std::string::npos) {
+      const size_t at = text.find(what.substr(open + 9, close - open - 9));
+      if (at != std::string::npos) where = " at " + line_column(text, at);
+    }
+    throw_bad_input(source + ": not valid JSON" + where + ": " + parse_reason(what));
+  }
+}
+
+void fail_range(const std::string& where, std::string_view field, int64_t value, int64_t lo, int64_t hi) {
+  throw_bad_input(where + ": " + std::string(field) + " must be an integer " + std::to_string(lo) + ".." +
+                  std::to_string(hi) + ", got " + std::to_string(value));
+}
+
+}  // namespace
+
+void validate_problem(const Problem& p, const std::string& where) {
+  if (p.batch < 1 || p.batch > kMaxShapeBatch) fail_range(where, "batch", p.batch, 1, kMaxShapeBatch);
+  if (p.q_heads < 1 || p.q_heads > kMaxShapeHeads) fail_range(where, "q_heads", p.q_heads, 1, kMaxShapeHeads);
+  if (p.kv_heads < 1 || p.kv_heads > kMaxShapeHeads) fail_range(where, "kv_heads", p.kv_heads, 1, kMaxShapeHeads);
+  if (std::find(std::begin(kSupportedHeadDims), std::end(kSupportedHeadDims), p.head_dim) == std::end(kSupportedHeadDims)) {
+    throw_bad_input(where + ": head_dim " + std::to_string(p.head_dim) +
+                    " is not supported; allowed: " + join(kSupportedHeadDims));
+  }
+  if (p.seq_len < 1 || p.seq_len > kMaxShapeSeqLen) fail_range(where, "seq_len", p.seq_len, 1, kMaxShapeSeqLen);
+  if (p.cp_size < 1 || p.cp_size > kMaxShapeCpSize) fail_range(where, "cp_size", p.cp_size, 1, kMaxShapeCpSize);
+
+  if (p.kv_heads > p.q_heads) {
+    throw_bad_input(where + ": kv_heads " + std::to_string(p.kv_heads) + " is more than q_heads " +
+                    std::to_string(p.q_heads) + "; kv_heads must divide q_heads");
+  }
+  if (p.q_heads % p.kv_heads != 0) {
+    throw_bad_input(where + ": kv_heads " + std::to_string(p.kv_heads) + " does not divide q_heads " +
+                    std::to_string(p.q_heads) + "; each kv head must serve a whole group of query heads");
+  }
+  const int64_t group = p.q_heads / p.kv_heads;
+  if (std::find(std::begin(kSupportedGqaGroups), std::end(kSupportedGqaGroups), group) == std::end(kSupportedGqaGroups)) {
+    throw_bad_input(where + ": kv_heads " + std::to_string(p.kv_heads) + " gives a GQA group of " +
+                    std::to_string(group) + " query heads per kv head (q_heads " + std::to_string(p.q_heads) +
+                    "); supported groups: " + join(kSupportedGqaGroups));
+  }
+  if (!(p.softmax_scale >= 0) || !std::isfinite(p.softmax_scale)) {
+    throw_bad_input(where + ": softmax_scale must be a finite number > 0 (or 0 for 1/sqrt(head_dim))");
+  }
+
+  // Each factor is range-checked above, so the product fits in 128 bits.
+  const auto elements = static_cast<unsigned __int128>(p.batch) * static_cast<unsigned __int128>(p.q_heads) *
+                        static_cast<unsigned __int128>(p.seq_len) * static_cast<unsigned __int128>(p.head_dim);
+  if (elements > static_cast<unsigned __int128>(kMaxShapeElements)) {
+    throw_bad_input(where + ": batch * q_heads * seq_len * head_dim exceeds 2^48 elements; reduce batch or seq_len");
+  }
+
+  try {
+    check_partitionable(p.scheme, p.seq_len, static_cast<int>(p.cp_size));
+  } catch (const Error& e) {
+    if (e.kind() != ErrorKind::kBadInput) throw;
+    throw_bad_input(where + ": seq_len " + std::to_string(p.seq_len) + " cannot be split by scheme " +
+                    std::string(scheme_name(p.scheme)) + " over cp_size " + std::to_string(p.cp_size) + ": " +
+                    printable(e.what(), 200));
+  }
+}
+
+std::vector<Problem> parse_shapes_json(const std::string& text, const std::string& source_name) {
+  const std::string source = printable(source_name, 200);
+  const Json doc = parse_json(text, source);
+  if (!doc.is_object()) {
+    throw_bad_input(source + ": the top level must be an object {\"shapes\": [ ... ]}, got " + describe(doc));
+  }
+  for (const auto& item : doc.items()) {
+    if (item.key() != "shapes") {
+      throw_bad_input(source + ": unknown top-level field " + in_quotes(item.key(), 40) + "; allowed: shapes");
+    }
+  }
+  const auto shapes = doc.find("shapes");
+  if (shapes == doc.end()) {
+    throw_bad_input(source + ": missing top-level field \"shapes\" (an array of shape objects)");
+  }
+  if (!shapes->is_array()) {
+    throw_bad_input(source + ": shapes must be an array of shape objects, got " + describe(*shapes));
+  }
+  if (shapes->empty()) throw_bad_input(source + ": shapes is empty; list at least one shape");
+
+  std::vector<Problem> problems;
+  std::map<std::string, size_t> index_of_name;
+  for (size_t i = 0; i < shapes->size(); ++i) {
+    Problem p = read_shape((*shapes)[i], i, source);
+    const auto [it, inserted] = index_of_name.emplace(p.name, i);
+    if (!inserted) {
+      throw_bad_input(source + ": shapes[" + std::to_string(i) + "] (" + in_quotes(p.name) + "): name " +
+                      in_quotes(p.name) + " is already used by shapes[" + std::to_string(it->second) +
+                      "]; names must be unique");
+    }
+    problems.push_back(std::move(p));
+  }
+  return problems;
+}
+
+std::vector<Problem> load_shapes_file(const std::string& path) {
+  const std::string shown = printable(path, 200);
+  std::error_code ec;
+  if (std::filesystem::is_directory(path, ec)) {
+    throw_bad_input(shown + ": is a directory, not a shapes file");
+  }
+  std::unique_ptr<std::FILE, int (*)(std::FILE*)> file(std::fopen(path.c_str(), "rb"), &std::fclose);
+  if (!file) throw_bad_input(shown + ": cannot open shapes file: " + std::strerror(errno));
+
+  // Read at most one byte past the limit: enough to tell that the file is too large without
+  // ever holding more than the limit (a shapes file is a few kilobytes).
+  std::string text;
+  char buffer[65536];
+  while (true) {
+    const size_t n = std::fread(buffer, 1, sizeof buffer, file.get());
+    text.append(buffer, n);
+    if (static_cast<int64_t>(text.size()) > kMaxShapesFileBytes) {
+      throw_bad_input(shown + ": shapes file is larger than " + std::to_string(kMaxShapesFileBytes >> 20) +
+                      " MiB; a shapes file lists a few attention problems");
+    }
+    if (n < sizeof buffer) break;
+  }
+  if (std::ferror(file.get())) throw_bad_input(shown + ": cannot read shapes file: " + std::strerror(errno));
+  return parse_shapes_json(text, path);
+}
+
+}  // namespace cpgen

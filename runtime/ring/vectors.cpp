@@ -1,0 +1,152 @@
+#include "runtime/ring/vectors.h"
+
+#include <nlohmann/json.hpp>
+
+#include <cmath>
+#include <filesystem>
+#include <fstream>
+#include <sstream>
+
+#include "cpgen/error.h"
+
+namespace cpgen {
+namespace {
+
+using nlohmann::json;
+
+const json& field(const json& doc, const std::string& source, const char* name) {
+  auto it = doc.find(name);
+  if (it == doc.end())
+    throw_bad_input(source + ": not a " + kAttentionVectorsFormat + " file: field '" + name +
+                    "' is missing");
+  return *it;
+}
+
+int64_t positive_int(const json& doc, const std::string& source, const char* name) {
+  const json& value = field(doc, source, name);
+  if (!value.is_number_integer() || value.get<int64_t>() < 1)
+    throw_bad_input(source + ": field '" + name + "' must be a positive integer; got " +
+                    value.dump());
+  return value.get<int64_t>();
+}
+
+std::vector<double> tensor(const json& doc, const std::string& source, const char* name,
+                           int64_t expected_size) {
+  const json& value = field(doc, source, name);
+  if (!value.is_array())
+    throw_bad_input(source + ": field '" + name + "' must be an array of numbers");
+  if (static_cast<int64_t>(value.size()) != expected_size)
+    throw_bad_input(source + ": field '" + name + "' has " + std::to_string(value.size()) +
+                    " elements; the problem fields need " + std::to_string(expected_size));
+  std::vector<double> data;
+  data.reserve(value.size());
+  for (const json& x : value) {
+    if (!x.is_number())
+      throw_bad_input(source + ": field '" + name + "' holds a non-number: " + x.dump());
+    data.push_back(x.get<double>());
+  }
+  return data;
+}
+
+template <typename T>
+double relative_error_impl(const std::vector<T>& actual, const std::vector<double>& expected) {
+  if (actual.size() != expected.size())
+    throw Error(ErrorKind::kInternal, "relative_error: sizes differ (" +
+                                          std::to_string(actual.size()) + " vs " +
+                                          std::to_string(expected.size()) + ")");
+  double diff = 0, norm = 0;
+  for (size_t i = 0; i < actual.size(); ++i) {
+    const double e = static_cast<double>(actual[i]) - expected[i];
+    diff += e * e;
+    norm += expected[i] * expected[i];
+  }
+  return norm > 0 ? std::sqrt(diff / norm) : std::sqrt(diff);
+}
+
+}  // namespace
+
+AttentionVectors parse_attention_vectors(const std::string& text, const std::string& source) {
+  json doc = json::parse(text, nullptr, /*allow_exceptions=*/false);
+  if (doc.is_discarded()) throw_bad_input(source + ": not a vectors file: not valid JSON");
+  if (!doc.is_object()) throw_bad_input(source + ": not a vectors file: top level is not an object");
+  const json& format = field(doc, source, "format");
+  if (!format.is_string() || format.get<std::string>() != kAttentionVectorsFormat)
+    throw_bad_input(source + ": format is " + format.dump() + "; expected \"" +
+                    kAttentionVectorsFormat + "\"");
+
+  AttentionVectors v;
+  const json& name = field(doc, source, "name");
+  v.name = name.is_string() ? name.get<std::string>() : name.dump();
+  v.shape.batch = positive_int(doc, source, "batch");
+  v.shape.q_heads = positive_int(doc, source, "q_heads");
+  v.shape.kv_heads = positive_int(doc, source, "kv_heads");
+  v.shape.head_dim = positive_int(doc, source, "head_dim");
+  v.seq_len = positive_int(doc, source, "seq_len");
+  if (v.shape.q_heads % v.shape.kv_heads != 0)
+    throw_bad_input(source + ": q_heads (" + std::to_string(v.shape.q_heads) +
+                    ") is not a multiple of kv_heads (" + std::to_string(v.shape.kv_heads) + ")");
+  const json& causal = field(doc, source, "causal");
+  if (!causal.is_boolean()) throw_bad_input(source + ": field 'causal' must be true or false");
+  v.shape.causal = causal.get<bool>();
+  const json& window = field(doc, source, "window");
+  if (!window.is_null() && !(window.is_number_integer() && window.get<int64_t>() >= 1))
+    throw_bad_input(source + ": field 'window' must be null or a positive integer; got " +
+                    window.dump());
+  v.shape.window = window.is_null() ? 0 : window.get<int64_t>();
+  const json& scale = field(doc, source, "softmax_scale");
+  if (!scale.is_number() || !(scale.get<double>() > 0))
+    throw_bad_input(source + ": field 'softmax_scale' must be a positive number; got " +
+                    scale.dump());
+  v.shape.scale = scale.get<double>();
+
+  const int64_t q_size = v.shape.batch * v.shape.q_heads * v.seq_len * v.shape.head_dim;
+  const int64_t kv_size = v.shape.batch * v.shape.kv_heads * v.seq_len * v.shape.head_dim;
+  v.q = tensor(doc, source, "q", q_size);
+  v.k = tensor(doc, source, "k", kv_size);
+  v.v = tensor(doc, source, "v", kv_size);
+  v.dout = tensor(doc, source, "dout", q_size);
+  v.out = tensor(doc, source, "out", q_size);
+  v.lse = tensor(doc, source, "lse", v.shape.batch * v.shape.q_heads * v.seq_len);
+  v.dq = tensor(doc, source, "dq", q_size);
+  v.dk = tensor(doc, source, "dk", kv_size);
+  v.dv = tensor(doc, source, "dv", kv_size);
+  return v;
+}
+
+AttentionVectors load_attention_vectors(const std::string& path) {
+  std::error_code ec;
+  if (!std::filesystem::is_regular_file(path, ec))
+    throw_bad_input("vectors file '" + path + "' " +
+                    (std::filesystem::exists(path, ec) ? "is not a regular file" : "does not exist"));
+  std::ifstream in(path, std::ios::binary);
+  if (!in) throw_bad_input("vectors file '" + path + "' cannot be opened");
+  std::ostringstream text;
+  text << in.rdbuf();
+  if (in.bad()) throw_bad_input("vectors file '" + path + "' cannot be read");
+  return parse_attention_vectors(text.str(), path);
+}
+
+double relative_error(const std::vector<double>& actual, const std::vector<double>& expected) {
+  return relative_error_impl(actual, expected);
+}
+double relative_error(const std::vector<float>& actual, const std::vector<double>& expected) {
+  return relative_error_impl(actual, expected);
+}
+
+Problem problem_from_vectors(const AttentionVectors& vec, int64_t cp_size, Scheme scheme, Dtype dtype) {
+  Problem p;
+  p.name = vec.name;
+  p.batch = vec.shape.batch;
+  p.q_heads = vec.shape.q_heads;
+  p.kv_heads = vec.shape.kv_heads;
+  p.head_dim = vec.shape.head_dim;
+  p.seq_len = vec.seq_len;
+  p.causal = vec.shape.causal;
+  p.softmax_scale = vec.shape.scale;
+  p.cp_size = cp_size;
+  p.scheme = scheme;
+  p.dtype = dtype;
+  return p;
+}
+
+}  // namespace cpgen

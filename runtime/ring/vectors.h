@@ -1,0 +1,44 @@
+// Reference attention vectors (shared/vectors/*.json, format cpgen-attention-vectors/1): one
+// problem over the whole sequence with float64 expected outputs and gradients. Used by the tests
+// and by `cpgen verify`.
+#pragma once
+
+#include <cstdint>
+#include <string>
+#include <vector>
+
+#include "cpgen/problem.h"
+#include "runtime/core/attention_shape.h"
+
+namespace cpgen {
+
+inline constexpr const char* kAttentionVectorsFormat = "cpgen-attention-vectors/1";
+
+struct AttentionVectors {
+  std::string name;
+  AttentionShape shape;   // window 0 when the file says null
+  int64_t seq_len = 0;
+  // Inputs, [batch][heads][seq][head_dim] in global position order (bf16-exact values).
+  std::vector<double> q, k, v, dout;
+  // Expected: out [batch][q_heads][seq][head_dim], lse [batch][q_heads][seq] (natural log),
+  // gradients of loss = sum(out * dout).
+  std::vector<double> out, lse, dq, dk, dv;
+};
+
+// Throws Error(kBadInput) with one line naming the source and what is wrong: not JSON, another
+// format, a missing or mistyped field, a tensor of the wrong size.
+AttentionVectors parse_attention_vectors(const std::string& text, const std::string& source);
+// Also kBadInput when the file cannot be opened or read.
+AttentionVectors load_attention_vectors(const std::string& path);
+
+// The ring problem that runs these vectors: their name, shape, mask and scale, split over cp_size
+// ranks by scheme in dtype. The window is not carried (Problem has none); callers that cannot run
+// windows check vec.shape.window themselves.
+Problem problem_from_vectors(const AttentionVectors& vec, int64_t cp_size, Scheme scheme, Dtype dtype);
+
+// ||actual - expected||_F / ||expected||_F (absolute norm of the difference when expected is 0).
+// Throws Error(kInternal) on a size mismatch. NaN anywhere gives NaN (which fails any bound).
+double relative_error(const std::vector<double>& actual, const std::vector<double>& expected);
+double relative_error(const std::vector<float>& actual, const std::vector<double>& expected);
+
+}  // namespace cpgen

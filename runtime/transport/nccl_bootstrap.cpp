@@ -1,0 +1,157 @@
+// NCCL communicator creation (include/cpgen/nccl_bootstrap.h). Built only with NCCL.
+#include "cpgen/nccl_bootstrap.h"
+
+#include <fcntl.h>
+#include <unistd.h>
+
+#include <chrono>
+#include <cstdio>
+#include <cstring>
+#include <filesystem>
+#include <fstream>
+#include <sstream>
+#include <thread>
+
+#include "cpgen/error.h"
+#include "runtime/cuda/module.h"
+#include "runtime/transport/nccl_check.h"
+
+namespace cpgen {
+namespace {
+
+constexpr const char* kIdFileMagic = "cpgen-nccl-id/1";
+
+std::string to_hex(const NcclUniqueId& id) {
+  static const char* digits = "0123456789abcdef";
+  std::string out;
+  for (char c : id) {
+    auto b = static_cast<unsigned char>(c);
+    out += digits[b >> 4];
+    out += digits[b & 15];
+  }
+  return out;
+}
+
+bool from_hex(const std::string& text, NcclUniqueId& id) {
+  if (text.size() != 2 * id.size()) return false;
+  auto nibble = [](char c) -> int {
+    if (c >= '0' && c <= '9') return c - '0';
+    if (c >= 'a' && c <= 'f') return c - 'a' + 10;
+    return -1;
+  };
+  for (size_t i = 0; i < id.size(); ++i) {
+    int hi = nibble(text[2 * i]), lo = nibble(text[2 * i + 1]);
+    if (hi < 0 || lo < 0) return false;
+    id[i] = static_cast<char>(hi * 16 + lo);
+  }
+  return true;
+}
+
+// The file: magic, nranks, job key (or "-"), id in hex; one per line.
+void write_id_file(const NcclFileBootstrap& o, const NcclUniqueId& id) {
+  const std::string tmp = o.path + ".tmp." + std::to_string(::getpid());
+  {
+    std::ofstream out(tmp, std::ios::trunc);
+    if (!out)
+      throw Error(ErrorKind::kIo, "rank 0: cannot write the NCCL id file " + tmp + ": " +
+                                      std::strerror(errno));
+    out << kIdFileMagic << "\n" << o.nranks << "\n" << (o.job_key.empty() ? "-" : o.job_key)
+        << "\n" << to_hex(id) << "\n";
+    if (!out.flush())
+      throw Error(ErrorKind::kIo, "rank 0: writing the NCCL id file " + tmp + " failed");
+  }
+  int fd = ::open(tmp.c_str(), O_RDONLY);
+  if (fd >= 0) {
+    ::fsync(fd);
+    ::close(fd);
+  }
+  // rename is atomic: readers see either no file or the whole file.
+  if (std::rename(tmp.c_str(), o.path.c_str()) != 0)
+    throw Error(ErrorKind::kIo, "rank 0: cannot rename " + tmp + " to " + o.path + ": " +
+                                    std::strerror(errno));
+}
+
+NcclUniqueId wait_for_id_file(const NcclFileBootstrap& o) {
+  const std::string who = "rank " + std::to_string(o.rank);
+  const auto deadline = std::chrono::steady_clock::now() +
+                        std::chrono::duration<double>(o.timeout_seconds);
+  while (true) {
+    std::ifstream in(o.path);
+    if (in) {
+      std::string magic, nranks, key, hex;
+      std::getline(in, magic);
+      std::getline(in, nranks);
+      std::getline(in, key);
+      std::getline(in, hex);
+      NcclUniqueId id{};
+      if (magic != kIdFileMagic || !from_hex(hex, id))
+        throw Error(ErrorKind::kIo, who + ": " + o.path + " is not a cpgen NCCL id file (expected '" +
+                                        kIdFileMagic + "')");
+      const std::string want_key = o.job_key.empty() ? "-" : o.job_key;
+      if (key == want_key) {
+        if (nranks != std::to_string(o.nranks))
+          throw Error(ErrorKind::kBadInput, who + ": " + o.path + " was written for " + nranks +
+                                                " ranks, this rank expects " +
+                                                std::to_string(o.nranks));
+        return id;
+      }
+      // Another job's file: keep waiting for ours.
+    }
+    if (std::chrono::steady_clock::now() > deadline)
+      throw Error(ErrorKind::kNccl, who + ": no NCCL id file for job key '" + o.job_key + "' at " +
+                                        o.path + " after " + std::to_string(o.timeout_seconds) +
+                                        " s; is rank 0 running, and does every rank see that path?");
+    std::this_thread::sleep_for(std::chrono::milliseconds(20));
+  }
+}
+
+}  // namespace
+
+bool nccl_available() { return true; }
+
+NcclUniqueId nccl_unique_id() {
+  ncclUniqueId raw;
+  CPGEN_NCCL_CHECK(ncclGetUniqueId(&raw));
+  NcclUniqueId id;
+  static_assert(sizeof(raw.internal) == kNcclUniqueIdBytes);
+  std::memcpy(id.data(), raw.internal, id.size());
+  return id;
+}
+
+void* nccl_comm_init(const NcclUniqueId& id, int rank, int nranks, int device) {
+  if (nranks < 1 || rank < 0 || rank >= nranks)
+    throw_bad_input("nccl_comm_init: rank " + std::to_string(rank) + " is outside [0, nranks " +
+                    std::to_string(nranks) + ")");
+  // NCCL works on the calling thread's current device; the runtime adopts the primary context
+  // made current through the driver API.
+  use_primary_context(device);
+  ncclUniqueId raw;
+  std::memcpy(raw.internal, id.data(), id.size());
+  ncclComm_t comm = nullptr;
+  CPGEN_NCCL_CHECK(ncclCommInitRank(&comm, nranks, raw, rank));
+  return comm;
+}
+
+void nccl_comm_destroy(void* comm) {
+  if (comm) CPGEN_NCCL_CHECK(ncclCommDestroy(static_cast<ncclComm_t>(comm)));
+}
+
+void* nccl_comm_from_file(const NcclFileBootstrap& o) {
+  if (o.path.empty()) throw_bad_input("nccl_comm_from_file: path is empty");
+  if (o.nranks < 1 || o.rank < 0 || o.rank >= o.nranks)
+    throw_bad_input("nccl_comm_from_file: rank " + std::to_string(o.rank) +
+                    " is outside [0, nranks " + std::to_string(o.nranks) + ")");
+  NcclUniqueId id{};
+  if (o.rank == 0) {
+    id = nccl_unique_id();
+    write_id_file(o, id);
+  } else {
+    id = wait_for_id_file(o);
+  }
+  void* comm = nccl_comm_init(id, o.rank, o.nranks, o.device);
+  // Init is collective: once it returned on rank 0 every rank has read the file.
+  if (o.rank == 0) std::filesystem::remove(o.path);
+  return comm;
+}
+
+}  // namespace cpgen

@@ -1,0 +1,17 @@
+#include "runtime/transport/nccl_check.h"
+
+#include <string>
+
+#include "cpgen/error.h"
+
+namespace cpgen::nccl {
+
+void raise(ncclResult_t status, const char* call, const char* file, int line, ncclComm_t comm) {
+  std::string message = std::string(call) + " failed at " + file + ":" + std::to_string(line) +
+                        ": " + ncclGetErrorString(status);
+  const char* last = ncclGetLastError(comm);
+  if (last && *last) message += " (" + std::string(last) + ")";
+  throw Error(ErrorKind::kNccl, message);
+}
+
+}  // namespace cpgen::nccl

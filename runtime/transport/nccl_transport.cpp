@@ -1,0 +1,180 @@
+#include "runtime/transport/nccl_transport.h"
+
+#include <algorithm>
+
+#include "cpgen/error.h"
+#include "runtime/cuda/cuda_driver.h"
+#include "runtime/transport/nccl_check.h"
+#include "runtime/ring/ring_driver.h"
+
+namespace cpgen::gpu {
+
+namespace {
+constexpr auto kPollInterval = std::chrono::milliseconds(5);
+}
+
+int NcclTransport::device_of(ncclComm_t comm) {
+  int device = 0;
+  CPGEN_NCCL_CHECK(ncclCommCuDevice(comm, &device));
+  return device;
+}
+
+NcclTransport::NcclTransport(ncclComm_t comm, CUcontext context, double watchdog_seconds)
+    : comm_(comm), context_(context), watchdog_seconds_(watchdog_seconds) {
+  CPGEN_NCCL_CHECK(ncclCommUserRank(comm_, &rank_));
+  CPGEN_NCCL_CHECK(ncclCommCount(comm_, &size_));
+  watchdog_ = std::thread([this] { watchdog_loop(); });
+}
+
+NcclTransport::~NcclTransport() {
+  {
+    std::lock_guard lock(mutex_);
+    stopping_ = true;
+  }
+  wake_.notify_all();
+  watchdog_.join();
+}
+
+Event& NcclTransport::event_for(std::map<int, std::unique_ptr<Event>>& events, int id) {
+  auto& slot = events[id];
+  if (!slot) slot = std::make_unique<Event>();
+  return *slot;
+}
+
+std::string NcclTransport::describe_stall(int id) const {
+  const int prev = (rank_ - 1 + size_) % size_;
+  const int next = (rank_ + 1) % size_;
+  // The driver's ids: 2s is the K/V exchange of step s, 2s+1 the dK/dV exchange of step s.
+  const std::string what = (id % 2 == 0 ? "K/V" : "dK/dV") + std::string(" exchange of ring step ") +
+                           std::to_string(id / 2);
+  return "NCCL ring stalled on rank " + std::to_string(rank_) + " at " + what + ": receiving from rank " +
+         std::to_string(prev) + " and sending to rank " + std::to_string(next) +
+         " did not complete within " + std::to_string(watchdog_seconds_) +
+         " s (rank " + std::to_string(prev) + " never sent?); the communicator was aborted";
+}
+
+void NcclTransport::check() const {
+  std::lock_guard lock(mutex_);
+  if (!error_.empty()) throw Error(ErrorKind::kNccl, error_);
+}
+
+void NcclTransport::start(std::span<const RingExchange> exchanges, int id) {
+  check();
+  const cu::DriverApi& api = cu::driver();
+  Event& ready = event_for(ready_events_, id);
+  Event& done = event_for(done_events_, id);
+  ready.record(compute_stream_);
+  CPGEN_CU_CHECK(api.cuStreamWaitEvent(comm_stream_.get(), ready.get(), 0));
+  size_t watch_index;
+  {
+    std::lock_guard lock(mutex_);
+    std::erase_if(watches_, [](const Watch& w) { return w.complete; });
+    watches_.push_back({id, done.get(), std::chrono::steady_clock::now(), false, false});
+    watch_index = watches_.size() - 1;
+  }
+  wake_.notify_all();
+  const int prev = (rank_ - 1 + size_) % size_;
+  const int next = (rank_ + 1) % size_;
+  try {
+    // Connection setup for a new peer happens inside the first group and may block until the
+    // peer joins; the watchdog aborts the communicator if it never does, which makes this return.
+    CPGEN_NCCL_CHECK(ncclGroupStart());
+    for (const RingExchange& e : exchanges) {
+      CPGEN_NCCL_CHECK(ncclSend(e.send, e.bytes, ncclUint8, next, comm_, comm_stream_.get()));
+      CPGEN_NCCL_CHECK(ncclRecv(e.recv, e.bytes, ncclUint8, prev, comm_, comm_stream_.get()));
+    }
+    CPGEN_NCCL_CHECK(ncclGroupEnd());
+  } catch (const Error&) {
+    check();  // the watchdog's message names the stalled peer; prefer it
+    throw;
+  }
+  done.record(comm_stream_.get());
+  {
+    std::lock_guard lock(mutex_);
+    watches_[watch_index].enqueued = true;
+  }
+}
+
+void NcclTransport::finish(int id) {
+  check();
+  auto it = done_events_.find(id);
+  if (it == done_events_.end())
+    throw Error(ErrorKind::kInternal, "NCCL transport: rank " + std::to_string(rank_) +
+                                          " finished exchange " + std::to_string(id) +
+                                          " that was never started");
+  CPGEN_CU_CHECK(cu::driver().cuStreamWaitEvent(compute_stream_, it->second->get(), 0));
+}
+
+void NcclTransport::wait_idle() {
+  std::unique_lock lock(mutex_);
+  while (error_.empty()) {
+    bool idle = std::all_of(watches_.begin(), watches_.end(), [](const Watch& w) { return w.complete; });
+    if (idle) break;
+    wake_.wait_for(lock, kPollInterval);
+  }
+  if (!error_.empty()) throw Error(ErrorKind::kNccl, error_);
+  watches_.clear();
+}
+
+void NcclTransport::fire(const std::string& why) {
+  {
+    std::lock_guard lock(mutex_);
+    if (!error_.empty()) return;
+    error_ = why;
+  }
+  aborted_ = true;
+  // Unblocks any NCCL call in progress on the owning thread and ends the ring's kernels; the
+  // communicator is unusable afterwards, as the error says.
+  ncclCommAbort(comm_);
+  wake_.notify_all();
+}
+
+void NcclTransport::watchdog_loop() {
+  cu::driver().cuCtxSetCurrent(context_);
+  const auto timeout = std::chrono::duration<double>(watchdog_seconds_);
+  std::unique_lock lock(mutex_);
+  while (!stopping_) {
+    wake_.wait_for(lock, kPollInterval);
+    if (stopping_ || !error_.empty()) continue;
+    ncclResult_t async = ncclSuccess;
+    if (ncclCommGetAsyncError(comm_, &async) == ncclSuccess && async != ncclSuccess &&
+        async != ncclInProgress) {
+      std::string why = "NCCL ring failed on rank " + std::to_string(rank_) + ": " +
+                        ncclGetErrorString(async);
+      const char* last = ncclGetLastError(comm_);
+      if (last && *last) why += " (" + std::string(last) + ")";
+      lock.unlock();
+      fire(why);
+      lock.lock();
+      continue;
+    }
+    const auto now = std::chrono::steady_clock::now();
+    std::string stall;
+    for (Watch& w : watches_) {
+      if (w.complete) continue;
+      if (w.enqueued) {
+        CUresult status = cu::driver().cuEventQuery(w.done);
+        if (status == CUDA_SUCCESS) {
+          w.complete = true;
+          continue;
+        }
+        if (status != CUDA_ERROR_NOT_READY) {
+          stall = "NCCL ring on rank " + std::to_string(rank_) + ": exchange " +
+                  std::to_string(w.id) + " failed on the GPU: " + cu::describe(status);
+          break;
+        }
+      }
+      if (now - w.started > timeout) {
+        stall = describe_stall(w.id);
+        break;
+      }
+    }
+    if (!stall.empty()) {
+      lock.unlock();
+      fire(stall);
+      lock.lock();
+    }
+  }
+}
+
+}  // namespace cpgen::gpu

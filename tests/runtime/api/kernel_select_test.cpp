@@ -1,0 +1,275 @@
+// The runtime's kernel selection (runtime/api/kernel_select.h) against databases the test builds
+// through the cache API, with the environment and device class this machine's selection code
+// computes: the tuned winner is what RingAttention and `cpgen explain` both pick, a row of a stale
+// environment is passed over, and without a (readable) database the shipped cache or the default
+// answers. Needs no GPU; the last test runs the ring with per-step-type winners where one exists.
+#include "runtime/api/kernel_select.h"
+
+#include <gtest/gtest.h>
+
+#include <cstdlib>
+#include <fstream>
+#include <optional>
+
+#include "cache/database.h"
+#include "cache/records.h"
+#include "cpgen/error.h"
+#include "cpgen/ring_attention.h"
+#include "runtime/api/gpu_ring_run.h"
+#include "runtime/ring/reference.h"
+#include "tests/cache/cache_fixtures.h"
+#include "tests/runtime/api/gpu_ring_check.h"
+#include "test_util.h"
+
+namespace cpgen::testing {
+namespace {
+
+constexpr const char* kArch = "sm_90a";
+
+// Local length 16384 over two zigzag ranks: three step types (diagonal, kv-half, q-half).
+Problem zigzag_problem() {
+  Problem p;
+  p.name = "s";
+  p.q_heads = 32;
+  p.kv_heads = 8;
+  p.head_dim = 128;
+  p.seq_len = 32768;
+  p.cp_size = 2;
+  return p;
+}
+const char* kShapeJson =
+    R"('{"name": "s", "q_heads": 32, "kv_heads": 8, "head_dim": 128, "seq_len": 32768, "cp_size": 2, "dtype": "bf16", "causal": true, "scheme": "zigzag"}')";
+
+// Feasible candidates of the problem's kernel family other than the documented default, so a
+// database winner is told apart from the fallbacks.
+std::vector<KernelSpec> non_default_candidates(const Problem& p, const std::string& arch) {
+  const int group = static_cast<int>(p.gqa_group());
+  const KernelSpec def = KernelSpec::default_for(p.dtype, static_cast<int>(p.head_dim), p.causal, group);
+  std::vector<KernelSpec> out;
+  for (const KernelSpec& s : KernelSpec::candidates_for(p.dtype, static_cast<int>(p.head_dim), p.causal, group))
+    if (!(s == def) && check_feasibility(s, arch).feasible) out.push_back(s);
+  return out;
+}
+
+Record record_of(const WorkloadKey& w, const KernelSpec& spec, double ms, const Environment& env) {
+  Record r = test_record(w, spec.block_m, spec.block_n, spec.warps, spec.stages, ms, Disposition::kOk, env);
+  EXPECT_EQ(r.kernel_uri, spec.uri());
+  return r;
+}
+
+// Stores a tuned winner of w: its record and the pin that `cpgen tune` writes.
+void put_winner(Database& db, const WorkloadKey& w, const KernelSpec& spec, double ms, const Environment& env) {
+  put_record(db, record_of(w, spec, ms, env));
+  db.transaction([&] { pin_winner(db, w, {spec.uri(), ms, env.key(), "tune"}); });
+}
+
+class KernelSelectTest : public TempDirTest {
+ protected:
+  Environment here = current_environment(0);           // as select_ring_kernels computes it
+  DeviceClass device = device_class_for(kArch, 0);      // likewise
+};
+
+TEST_F(KernelSelectTest, RuntimePicksTheTunedWinnerAndExplainSaysTheSame) {
+  const Problem p = zigzag_problem();
+  const std::vector<KernelSpec> specs = non_default_candidates(p, kArch);
+  ASSERT_GE(specs.size(), 2u);
+  const WorkloadKey diag = workload_for(p, StepType::kDiagonal, device);
+  const WorkloadKey kv_half = workload_for(p, StepType::kZigzagKvHalf, device);
+  {
+    Database db(path("t.db"));
+    put_winner(db, diag, specs[0], 0.75, here);
+    put_winner(db, kv_half, specs[1], 0.5, here);
+    // Faster, but made under another driver: never trusted.
+    Environment stale = here;
+    stale.driver_version = "11.0";
+    put_record(db, record_of(diag, specs[1], 0.01, stale));
+  }
+  const RingKernelSelection sel = select_ring_kernels(p, path("t.db"), kArch, 0);
+  EXPECT_TRUE(sel.database_used) << sel.database_note;
+  EXPECT_EQ(sel.device.arch, kArch);
+  ASSERT_EQ(sel.steps.size(), 3u);
+  EXPECT_EQ(sel.steps[0].workload.step, StepType::kDiagonal) << "steps[0] is what ring step 0 runs";
+  const Selection& d = sel.for_step(StepType::kDiagonal).selection;
+  EXPECT_EQ(d.source, ConfigSource::kDatabaseExact) << d.reason;
+  EXPECT_EQ(d.spec, specs[0]) << d.spec.uri();
+  EXPECT_EQ(d.origin, path("t.db"));
+  EXPECT_EQ(d.ignored_other_environment, 1);
+  const Selection& kv = sel.for_step(StepType::kZigzagKvHalf).selection;
+  EXPECT_EQ(kv.source, ConfigSource::kDatabaseExact) << kv.reason;
+  EXPECT_EQ(kv.spec, specs[1]) << kv.spec.uri();
+  // Never tuned: the shipped default-heuristic cache answers.
+  const Selection& q = sel.for_step(StepType::kZigzagQHalf).selection;
+  EXPECT_EQ(q.source, ConfigSource::kPretunedPattern) << q.reason;
+
+  CliResult r = run_cli("explain --json --arch " + std::string(kArch) + " --db " + path("t.db") + " --shape " + kShapeJson);
+  ASSERT_EQ(r.exit_code, 0) << r.err;
+  const nlohmann::json steps = nlohmann::json::parse(r.out)["shapes"][0]["steps"];
+  ASSERT_EQ(steps.size(), sel.steps.size());
+  for (size_t i = 0; i < steps.size(); ++i) {
+    EXPECT_EQ(steps[i]["step_type"], step_type_name(sel.steps[i].workload.step)) << i;
+    EXPECT_EQ(steps[i]["kernel"], sel.steps[i].selection.spec.uri()) << i;
+    EXPECT_EQ(steps[i]["source"], config_source_name(sel.steps[i].selection.source)) << i;
+  }
+}
+
+TEST_F(KernelSelectTest, StaleEnvironmentRowIsNotChosen) {
+  const Problem p = zigzag_problem();
+  const KernelSpec fast = non_default_candidates(p, kArch).at(0);
+  const WorkloadKey diag = workload_for(p, StepType::kDiagonal, device);
+  {
+    Database db(path("t.db"));
+    Environment stale = here;
+    stale.template_hash = "0000000000000000";  // kernels generated from older templates
+    put_winner(db, diag, fast, 0.01, stale);
+  }
+  const RingKernelSelection sel = select_ring_kernels(p, path("t.db"), kArch, 0);
+  ASSERT_TRUE(sel.database_used) << sel.database_note;
+  const Selection& d = sel.steps.at(0).selection;
+  EXPECT_NE(d.spec, fast);
+  EXPECT_EQ(d.source, ConfigSource::kPretunedPattern) << d.reason;
+  EXPECT_EQ(d.spec, KernelSpec::default_for(Dtype::kBf16, 128, true, 4));
+  EXPECT_EQ(d.ignored_other_environment, 1);
+  EXPECT_NE(d.reason.find("another environment"), std::string::npos) << d.reason;
+}
+
+TEST_F(KernelSelectTest, WithoutADatabaseTheShippedCacheOrDefaultAnswersAndNothingIsCreated) {
+  const Problem p = zigzag_problem();
+  const KernelSpec def = KernelSpec::default_for(Dtype::kBf16, 128, true, 4);
+  RingKernelSelection sel = select_ring_kernels(p, path("absent.db"), kArch, 0);
+  EXPECT_FALSE(sel.database_used);
+  EXPECT_EQ(sel.database_note, "absent");
+  EXPECT_FALSE(std::filesystem::exists(path("absent.db"))) << "selecting must not create a database";
+  for (const StepSelection& s : sel.steps) {
+    EXPECT_EQ(s.selection.source, ConfigSource::kPretunedPattern) << s.selection.reason;
+    EXPECT_EQ(s.selection.spec, def);
+    EXPECT_NE(s.selection.reason.find(path("absent.db") + " (absent)"), std::string::npos) << s.selection.reason;
+  }
+  // No shipped caches either: the documented default.
+  sel = select_ring_kernels(p, path("absent.db"), kArch, 0, PretunedCaches{});
+  EXPECT_EQ(sel.steps.at(0).selection.source, ConfigSource::kDefault);
+  EXPECT_EQ(sel.steps.at(0).selection.spec, def);
+  EXPECT_EQ(sel.steps.at(0).selection.origin, "KernelSpec::default_for");
+}
+
+TEST_F(KernelSelectTest, DefaultPathComesFromCpgenDb) {
+  const Problem p = zigzag_problem();
+  const KernelSpec winner = non_default_candidates(p, kArch).at(0);
+  {
+    Database db(path("env.db"));
+    put_winner(db, workload_for(p, StepType::kDiagonal, device), winner, 0.5, here);
+  }
+  const char* previous = std::getenv("CPGEN_DB");
+  const std::string saved = previous ? previous : "";
+  setenv("CPGEN_DB", path("env.db").c_str(), 1);
+  const RingKernelSelection sel = select_ring_kernels(p, "", kArch, 0);
+  if (previous) setenv("CPGEN_DB", saved.c_str(), 1); else unsetenv("CPGEN_DB");
+  EXPECT_EQ(sel.database_path, path("env.db"));
+  EXPECT_EQ(sel.steps.at(0).selection.spec, winner);
+  EXPECT_EQ(sel.steps.at(0).selection.source, ConfigSource::kDatabaseExact);
+}
+
+TEST_F(KernelSelectTest, UnreadableDatabaseFallsBackWithTheReasonAndIsLeftAlone) {
+  const Problem p = zigzag_problem();
+  const std::string text = "this is not an SQLite file, and selection must not repair it\n";
+  std::ofstream(path("bad.db")) << text;
+  std::string warning;
+  WarningSink previous = set_warning_sink([&](const std::string& w) { warning = w; });
+  const RingKernelSelection sel = select_ring_kernels(p, path("bad.db"), kArch, 0);
+  set_warning_sink(previous);
+  EXPECT_FALSE(sel.database_used);
+  EXPECT_EQ(sel.database_note.rfind("unreadable: ", 0), 0u) << sel.database_note;
+  EXPECT_NE(warning.find(path("bad.db")), std::string::npos) << warning;
+  EXPECT_EQ(sel.steps.at(0).selection.source, ConfigSource::kPretunedPattern);
+  EXPECT_NE(sel.steps.at(0).selection.reason.find("unreadable"), std::string::npos) << sel.steps.at(0).selection.reason;
+  // Still the same file, nothing moved aside or created next to it.
+  std::ifstream in(path("bad.db"));
+  EXPECT_EQ(std::string(std::istreambuf_iterator<char>(in), {}), text);
+  int entries = 0;
+  for ([[maybe_unused]] const auto& e : std::filesystem::directory_iterator(dir_)) ++entries;
+  EXPECT_EQ(entries, 1);
+}
+
+// A tile that fits Hopper's shared memory but not Ampere's, recorded for an sm_80 workload (an
+// imported or hand-made row), is passed over rather than handed to the runtime to fail on.
+TEST_F(KernelSelectTest, KernelInfeasibleOnTheWorkloadsArchIsNotSelected) {
+  const Problem p = zigzag_problem();
+  std::optional<KernelSpec> hopper_only;
+  KernelSpec s = KernelSpec::default_for(Dtype::kBf16, 128, true, 4);
+  for (int bn : {64, 128})
+    for (int warps : {4, 8})
+      for (int stages : {2, 3, 4}) {
+        s.block_n = bn;
+        s.warps = warps;
+        s.stages = stages;
+        try {
+          s.validate();
+        } catch (const Error&) {
+          continue;
+        }
+        if (check_feasibility(s, "sm_90a").feasible && !check_feasibility(s, "sm_80").feasible) hopper_only = s;
+      }
+  ASSERT_TRUE(hopper_only) << "no tile of head dim 128 fits sm_90a but not sm_80";
+  const DeviceClass ampere = device_class_for("sm_80", 0);
+  const WorkloadKey diag = workload_for(p, StepType::kDiagonal, ampere);
+  {
+    Database db(path("t.db"));
+    put_winner(db, diag, *hopper_only, 0.5, here);
+  }
+  const RingKernelSelection sel = select_ring_kernels(p, path("t.db"), "sm_80", 0);
+  ASSERT_TRUE(sel.database_used) << sel.database_note;
+  const Selection& d = sel.steps.at(0).selection;
+  EXPECT_NE(d.spec, *hopper_only);
+  EXPECT_TRUE(check_feasibility(d.spec, "sm_80").feasible) << d.spec.uri();
+  EXPECT_NE(d.source, ConfigSource::kDatabaseExact) << d.reason;
+  // On the arch it fits, the same kind of row is selected.
+  {
+    Database db(path("t.db"));
+    put_winner(db, workload_for(p, StepType::kDiagonal, device), *hopper_only, 0.5, here);
+  }
+  EXPECT_EQ(select_ring_kernels(p, path("t.db"), kArch, 0).steps.at(0).selection.spec, *hopper_only);
+}
+
+// On a GPU: a ring whose step types run different tuned configs reports them and still matches
+// the float64 reference (every config reads and writes the same running state).
+TEST_F(KernelSelectTest, RingRunsThePerStepWinnersAndMatchesTheReference) {
+  CPGEN_REQUIRE_GPU();
+  Problem p;
+  p.q_heads = 8;
+  p.kv_heads = 2;
+  p.head_dim = 128;
+  p.seq_len = 1024;
+  p.cp_size = 4;  // zigzag: diagonal, kv-half and q-half steps
+  const DeviceClass gpu = device_class_for("", 0);
+  const std::vector<KernelSpec> specs = non_default_candidates(p, gpu.arch);
+  ASSERT_GE(specs.size(), 3u);
+  {
+    Database db(path("ring.db"));
+    put_winner(db, workload_for(p, StepType::kDiagonal, gpu), specs[0], 0.1, here);
+    put_winner(db, workload_for(p, StepType::kZigzagKvHalf, gpu), specs[1], 0.1, here);
+    put_winner(db, workload_for(p, StepType::kZigzagQHalf, gpu), specs[2], 0.1, here);
+  }
+  RingOptions options;
+  options.database_path = path("ring.db");
+  {
+    RingAttention ring = RingAttention::loopback(p, options);
+    EXPECT_EQ(ring.kernel_uri(), specs[0].uri());
+    EXPECT_EQ(ring.config_source(), "database-exact") << ring.config_reason();
+    ASSERT_EQ(ring.step_kernels().size(), 3u);
+    for (size_t i = 0; i < 3; ++i) {
+      EXPECT_EQ(ring.step_kernels()[i].kernel_uri, specs[i].uri()) << ring.step_kernels()[i].step_type;
+      EXPECT_EQ(ring.step_kernels()[i].source, ConfigSource::kDatabaseExact);
+    }
+  }
+  const std::vector<float> q = random_bf16_exact(p.q_heads * p.seq_len * p.head_dim, 21);
+  const std::vector<float> k = random_bf16_exact(p.kv_heads * p.seq_len * p.head_dim, 22);
+  const std::vector<float> v = random_bf16_exact(p.kv_heads * p.seq_len * p.head_dim, 23);
+  AttentionShape shape{p.batch, p.q_heads, p.kv_heads, p.head_dim, p.scale(), true, 0};
+  std::vector<int64_t> positions(p.seq_len);
+  for (int64_t i = 0; i < p.seq_len; ++i) positions[i] = i;
+  ReferenceForward ref = reference_forward(shape, to_double(q), to_double(k), to_double(v), positions, positions);
+  gpu::GpuRingResult r = gpu::run_gpu_ring_loopback(p, q, k, v, options);
+  expect_close_to(r.out, r.lse, ref.out, ref.lse, p.head_dim, "per-step winners, main kernel " + r.kernel_uri);
+}
+
+}  // namespace
+}  // namespace cpgen::testing

@@ -1,0 +1,219 @@
+// The forward ring over real NCCL, with 2 and 4 processes sharing one GPU. NCCL refuses two
+// ranks on one device of one host, so each child process gets its own NCCL_HOSTID (NCCL then
+// treats them as separate hosts and talks over sockets on the loopback interface: slow, but real
+// NCCL). The children are this test binary re-run with --gtest_filter=NcclRingWorker.Run and
+// their role in CPGEN_NCCL_* variables; the id travels through nccl_comm_from_file.
+#include <gtest/gtest.h>
+
+#ifdef CPGEN_HAVE_NCCL
+
+#include <signal.h>
+#include <spawn.h>
+#include <sys/wait.h>
+#include <unistd.h>
+
+#include <chrono>
+#include <cstdlib>
+#include <fstream>
+#include <thread>
+
+#include "cpgen/error.h"
+#include "cpgen/nccl_bootstrap.h"
+#include "runtime/api/gpu_ring_run.h"
+#include "runtime/ring/partition.h"
+#include "runtime/ring/vectors.h"
+#include "test_util.h"
+#include "tests/runtime/api/gpu_ring_check.h"
+#include "tests/temp_dir.h"
+
+extern char** environ;
+
+namespace cpgen {
+namespace {
+
+std::string env_or(const char* name, const std::string& fallback = "") {
+  const char* v = std::getenv(name);
+  return v ? v : fallback;
+}
+
+// Runs `nranks` children and waits for all of them (killing the rest after `timeout_s`).
+// Returns each child's exit code (128 + signal when killed).
+std::vector<int> run_children(int nranks, const std::vector<std::string>& extra_env, int timeout_s) {
+  std::vector<pid_t> pids;
+  for (int r = 0; r < nranks; ++r) {
+    std::vector<std::string> env;
+    for (char** e = environ; *e; ++e) env.emplace_back(*e);
+    env.push_back("CPGEN_NCCL_WORKER_RANK=" + std::to_string(r));
+    env.push_back("CPGEN_NCCL_WORKER_NRANKS=" + std::to_string(nranks));
+    env.push_back("NCCL_HOSTID=cpgen-test-host-" + std::to_string(r));
+    env.push_back("NCCL_SOCKET_IFNAME=lo");
+    env.push_back("NCCL_IB_DISABLE=1");
+    env.push_back("NCCL_SHM_DISABLE=1");
+    env.push_back("NCCL_P2P_DISABLE=1");
+    for (const auto& e : extra_env) env.push_back(e);
+    std::vector<char*> envp;
+    for (auto& e : env) envp.push_back(e.data());
+    envp.push_back(nullptr);
+    std::string exe = "/proc/self/exe", filter = "--gtest_filter=NcclRingWorker.Run";
+    char* argv[] = {exe.data(), filter.data(), nullptr};
+    pid_t pid = 0;
+    if (posix_spawn(&pid, exe.c_str(), nullptr, nullptr, argv, envp.data()) != 0) {
+      ADD_FAILURE() << "posix_spawn failed for rank " << r;
+      continue;
+    }
+    pids.push_back(pid);
+  }
+  std::vector<int> codes(pids.size(), -1);
+  const auto deadline = std::chrono::steady_clock::now() + std::chrono::seconds(timeout_s);
+  size_t done = 0;
+  while (done < pids.size()) {
+    for (size_t i = 0; i < pids.size(); ++i) {
+      if (codes[i] != -1) continue;
+      int status = 0;
+      if (waitpid(pids[i], &status, WNOHANG) == pids[i]) {
+        codes[i] = WIFEXITED(status) ? WEXITSTATUS(status) : 128 + WTERMSIG(status);
+        ++done;
+      }
+    }
+    if (std::chrono::steady_clock::now() > deadline) {
+      for (size_t i = 0; i < pids.size(); ++i)
+        if (codes[i] == -1) {
+          kill(pids[i], SIGKILL);
+          waitpid(pids[i], nullptr, 0);
+          codes[i] = 128 + SIGKILL;
+          ++done;
+        }
+    }
+    std::this_thread::sleep_for(std::chrono::milliseconds(20));
+  }
+  return codes;
+}
+
+std::string slurp(const std::string& path) {
+  std::ifstream in(path);
+  return std::string(std::istreambuf_iterator<char>(in), {});
+}
+
+// The child's side. Skips unless started by the tests below.
+TEST(NcclRingWorker, Run) {
+  const std::string rank_text = env_or("CPGEN_NCCL_WORKER_RANK");
+  if (rank_text.empty()) GTEST_SKIP() << "runs only as a child process of the NcclRing tests";
+  const int rank = std::stoi(rank_text);
+  const int nranks = std::stoi(env_or("CPGEN_NCCL_WORKER_NRANKS"));
+  const std::string mode = env_or("CPGEN_NCCL_WORKER_MODE");
+  const std::string result_path = env_or("CPGEN_NCCL_WORKER_RESULT") + "." + rank_text;
+  NcclFileBootstrap boot;
+  boot.path = env_or("CPGEN_NCCL_WORKER_ID_FILE");
+  boot.rank = rank;
+  boot.nranks = nranks;
+  boot.timeout_seconds = 60;
+  boot.job_key = env_or("CPGEN_NCCL_WORKER_JOB");
+  void* comm = nccl_comm_from_file(boot);
+  std::ofstream result(result_path);
+
+  if (mode == "check") {
+    AttentionVectors vec = load_attention_vectors(env_or("CPGEN_NCCL_WORKER_VECTORS"));
+    const Scheme scheme = parse_scheme(env_or("CPGEN_NCCL_WORKER_SCHEME"));
+    const Dtype dtype = parse_dtype(env_or("CPGEN_NCCL_WORKER_DTYPE"));
+    const Problem p = problem_from_vectors(vec, nranks, scheme, dtype);
+    std::vector<float> q(vec.q.begin(), vec.q.end()), k(vec.k.begin(), vec.k.end()),
+        v(vec.v.begin(), vec.v.end());
+    std::vector<float> out, lse;
+    RingOptions options;
+    options.watchdog_seconds = 120;
+    gpu::run_gpu_ring_nccl_rank(p, comm, q, k, v, options, out, lse);
+    const std::vector<double> want_out =
+        scatter_shard(vec.out, p.batch, p.q_heads, p.seq_len, p.head_dim, scheme, nranks, rank);
+    const std::vector<double> want_lse =
+        scatter_shard(vec.lse, p.batch, p.q_heads, p.seq_len, 1, scheme, nranks, rank);
+    testing::expect_close_to(out, lse, want_out, want_lse, p.head_dim,
+                             vec.name + " NCCL rank " + rank_text + "/" + std::to_string(nranks));
+    result << (HasFailure() ? "failed" : "ok") << "\n";
+    nccl_comm_destroy(comm);
+  } else if (mode == "watchdog") {
+    // Rank 1 joins the communicator and then never sends; rank 0's watchdog must name it.
+    const double timeout = 3;
+    if (rank == 1) {
+      std::this_thread::sleep_for(std::chrono::duration<double>(timeout + 20));
+      result << "slept\n";
+      std::_Exit(0);  // the peer aborted its side; do not wait in ncclCommDestroy
+    }
+    Problem p;
+    p.q_heads = 2;
+    p.kv_heads = 2;
+    p.head_dim = 64;
+    p.seq_len = 256;
+    p.cp_size = nranks;
+    std::vector<float> q = testing::random_bf16_exact(2 * 256 * 64, 1), k = q, v = q, out, lse;
+    RingOptions options;
+    options.watchdog_seconds = timeout;
+    const auto start = std::chrono::steady_clock::now();
+    try {
+      gpu::run_gpu_ring_nccl_rank(p, comm, q, k, v, options, out, lse);
+      result << "no error\n";
+    } catch (const Error& e) {
+      const double took = std::chrono::duration<double>(std::chrono::steady_clock::now() - start).count();
+      result << "error after " << took << " s: " << e.what() << "\n";
+    }
+    result.flush();
+    std::_Exit(0);
+  } else {
+    FAIL() << "unknown CPGEN_NCCL_WORKER_MODE '" << mode << "'";
+  }
+}
+
+TEST(NcclRing, TwoAndFourProcessesOnOneGpuMatchVectors) {
+  CPGEN_REQUIRE_GPU();
+  testing::TempDir dir("nccl_ring");
+  const std::string files[] = {"gqa2_causal_hd64_s256.json", "gqa4_causal_hd128_s128.json",
+                               "mha_full_hd64_s128.json"};
+  int job = 0;
+  for (int nranks : {2, 4})
+    for (const std::string& file : files)
+      for (const char* scheme : {"zigzag", "striped"})
+        for (const char* dtype : {"bf16", "fp16"}) {
+          if (nranks == 4 && std::string(dtype) == "fp16") continue;  // keep the socket runs few
+          const std::string tag = file + " N=" + std::to_string(nranks) + " " + scheme + " " + dtype;
+          const std::string result = dir.path() + "/result" + std::to_string(job);
+          std::vector<int> codes = run_children(
+              nranks,
+              {"CPGEN_NCCL_WORKER_MODE=check", "CPGEN_NCCL_WORKER_RESULT=" + result,
+               "CPGEN_NCCL_WORKER_ID_FILE=" + dir.path() + "/id" + std::to_string(job),
+               "CPGEN_NCCL_WORKER_JOB=job" + std::to_string(job),
+               "CPGEN_NCCL_WORKER_VECTORS=" + testing::vectors_dir() + "/" + file,
+               std::string("CPGEN_NCCL_WORKER_SCHEME=") + scheme,
+               std::string("CPGEN_NCCL_WORKER_DTYPE=") + dtype},
+              240);
+          for (int r = 0; r < nranks; ++r) {
+            EXPECT_EQ(codes[r], 0) << tag << ": rank " << r << " exited with " << codes[r];
+            EXPECT_EQ(slurp(result + "." + std::to_string(r)), "ok\n") << tag << ": rank " << r;
+          }
+          ++job;
+        }
+}
+
+TEST(NcclRing, WatchdogNamesTheRankThatNeverSends) {
+  CPGEN_REQUIRE_GPU();
+  testing::TempDir dir("nccl_watchdog");
+  const std::string result = dir.path() + "/result";
+  std::vector<int> codes = run_children(
+      2,
+      {"CPGEN_NCCL_WORKER_MODE=watchdog", "CPGEN_NCCL_WORKER_RESULT=" + result,
+       "CPGEN_NCCL_WORKER_ID_FILE=" + dir.path() + "/id", "CPGEN_NCCL_WORKER_JOB=watchdog"},
+      120);
+  EXPECT_EQ(codes[0], 0);
+  const std::string report = slurp(result + ".0");
+  ASSERT_EQ(report.rfind("error after ", 0), 0u) << "rank 0 did not fail: " << report;
+  const double took = std::stod(report.substr(std::string("error after ").size()));
+  // The watchdog's timeout is 3 s; allow for connection setup and polling, never a hang.
+  EXPECT_LT(took, 3 + 15) << report;
+  EXPECT_GE(took, 2.5) << "failed before the timeout: " << report;
+  EXPECT_NE(report.find("stalled on rank 0"), std::string::npos) << report;
+  EXPECT_NE(report.find("receiving from rank 1"), std::string::npos) << report;
+  EXPECT_NE(report.find("ring step 0"), std::string::npos) << report;
+}
+
+}  // namespace
+}  // namespace cpgen
+
+#endif  // CPGEN_HAVE_NCCL

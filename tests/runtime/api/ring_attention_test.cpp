@@ -1,0 +1,76 @@
+// RingAttention and its launch geometry without a GPU: problem errors come first, a missing
+// device is reported as such, and the step grid packs GQA query heads the way step_fwd.cuh reads
+// them (x: blocks of block_m packed rows, y: batch * kv_heads).
+#include "cpgen/ring_attention.h"
+
+#include <gtest/gtest.h>
+
+#include "cpgen/error.h"
+#include "runtime/backend/gpu_step_kernel.h"
+#include "test_util.h"
+
+namespace cpgen {
+namespace {
+
+Problem small_problem() {
+  Problem p;
+  p.q_heads = 8;
+  p.kv_heads = 2;
+  p.head_dim = 128;
+  p.seq_len = 1024;
+  p.cp_size = 4;
+  return p;
+}
+
+TEST(RingAttention, BadProblemIsReportedBeforeTheDevice) {
+  Problem p = small_problem();
+  p.seq_len = 1004;  // zigzag over 4 ranks needs a multiple of 8
+  try {
+    RingAttention::loopback(p);
+    FAIL() << "accepted seq_len 1004 over 4 zigzag ranks";
+  } catch (const Error& e) {
+    EXPECT_EQ(e.kind(), ErrorKind::kBadInput);
+    EXPECT_NE(std::string(e.what()).find("seq_len"), std::string::npos) << e.what();
+  }
+}
+
+TEST(RingAttention, WithoutGpuLoopbackSaysNoDevice) {
+  std::string why;
+  if (testing::have_gpu(&why)) GTEST_SKIP() << "a GPU is present";
+  try {
+    RingAttention::loopback(small_problem());
+    FAIL() << "a loopback ring was created without a GPU";
+  } catch (const Error& e) {
+    EXPECT_EQ(e.kind(), ErrorKind::kNoDevice) << e.what();
+  }
+}
+
+TEST(RingAttention, NullCommunicatorIsBadInput) {
+  try {
+    RingAttention::nccl(small_problem(), nullptr);
+    FAIL() << "a null communicator was accepted";
+  } catch (const Error& e) {
+    EXPECT_TRUE(e.kind() == ErrorKind::kBadInput || e.kind() == ErrorKind::kNccl) << e.what();
+  }
+}
+
+TEST(StepGrid, PacksGqaRowsAndCoversEveryRow) {
+  KernelSpec spec = KernelSpec::default_for(Dtype::kBf16, 128, true, 4);  // block_m 128
+  RingFwdParams p{};
+  p.batch = 3;
+  p.q_heads = 8;
+  p.kv_heads = 2;
+  p.q_len = 100;  // 400 packed rows per kv head -> 4 blocks of 128 (the last partial)
+  gpu::StepGrid g = gpu::step_grid(spec, p);
+  EXPECT_EQ(g.x, 4u);
+  EXPECT_EQ(g.y, 6u);
+  EXPECT_EQ(g.z, 1u);
+  p.q_len = 96;  // exactly 3 blocks
+  EXPECT_EQ(gpu::step_grid(spec, p).x, 3u);
+  spec = KernelSpec::default_for(Dtype::kFp16, 256, false, 1);  // block_m 64
+  p.q_len = 65;
+  EXPECT_EQ(gpu::step_grid(spec, p).x, 2u);
+}
+
+}  // namespace
+}  // namespace cpgen

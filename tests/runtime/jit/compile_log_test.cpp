@@ -1,0 +1,47 @@
+// Telling infeasible configs (traits static_assert) from real compile errors, on NVRTC 13.0 logs.
+#include <gtest/gtest.h>
+
+#include "runtime/jit/compile_log.h"
+
+namespace cpgen {
+namespace {
+
+// Captured from NVRTC 13.0: a static_assert in a header named cpgen/traits.cuh.
+constexpr const char* kTraitsAssert =
+    "cpgen/traits.cuh(2): error: static assertion failed with \"needs 5 bytes of shared memory; allows 4\"\n"
+    "  template <int N> struct Traits { static_assert(N < 4, \"needs 5 bytes of shared memory; allows 4\"); };\n"
+    "                                   ^\n"
+    "          detected during instantiation of class \"Traits<N> [with N=7]\" at line 2 of ring_x\n"
+    "\n"
+    "1 error detected in the compilation of \"ring_x\".\n";
+
+TEST(CompileLog, TraitsStaticAssertIsInfeasibleWithItsMessage) {
+  auto reason = traits_assertion_failure(kTraitsAssert);
+  ASSERT_TRUE(reason.has_value());
+  EXPECT_EQ(*reason, "needs 5 bytes of shared memory; allows 4");
+}
+
+TEST(CompileLog, SeveralTraitsAssertsAreJoinedOnce) {
+  std::string log = std::string(kTraitsAssert) +
+                    "cpgen/traits.cuh(9): error: static assertion failed with \"1 to 4 pipeline stages\"\n" +
+                    "cpgen/traits.cuh(2): error: static assertion failed with \"needs 5 bytes of shared memory; allows 4\"\n";
+  EXPECT_EQ(traits_assertion_failure(log).value_or("none"),
+            "needs 5 bytes of shared memory; allows 4; 1 to 4 pipeline stages");
+}
+
+TEST(CompileLog, AnyOtherErrorIsACompileFailure) {
+  // Real syntax or name errors are bugs, even next to an assertion.
+  EXPECT_FALSE(traits_assertion_failure(
+      "ring_x(1): error: identifier \"undefined_thing\" is undefined\n1 error detected in the compilation of \"ring_x\".\n"));
+  EXPECT_FALSE(traits_assertion_failure(std::string(kTraitsAssert) +
+                                        "cpgen/mma.cuh(40): error: expected a \";\"\n"));
+  // A static_assert outside the traits header is a template bug, not a resource limit.
+  EXPECT_FALSE(traits_assertion_failure(
+      "cpgen/step_fwd.cuh(12): error: static assertion failed with \"layout mismatch\"\n"));
+  // No error at all (a log of warnings, or ptxas info) is not an assertion failure.
+  EXPECT_FALSE(traits_assertion_failure("ptxas info    : Used 18 registers\n"));
+  EXPECT_FALSE(traits_assertion_failure(""));
+}
+
+}  // namespace
+}  // namespace cpgen

@@ -1,0 +1,152 @@
+// Partition schemes against shared/vectors/partitions.json, plus inverse and scatter/gather.
+#include "runtime/ring/partition.h"
+
+#include <gtest/gtest.h>
+
+#include <numeric>
+#include <set>
+
+#include "cpgen/error.h"
+#include "test_util.h"
+
+namespace cpgen {
+namespace {
+
+const nlohmann::json& partition_vectors() {
+  static const nlohmann::json vectors =
+      testing::load_json(testing::vectors_dir() + "/partitions.json");
+  return vectors;
+}
+
+TEST(Partition, ReproducesEveryReferenceCase) {
+  const auto& cases = partition_vectors().at("cases");
+  ASSERT_GE(cases.size(), 20u);
+  std::set<std::string> schemes_seen;
+  for (const auto& c : cases) {
+    const Scheme scheme = parse_scheme(c.at("scheme").get<std::string>());
+    schemes_seen.insert(c.at("scheme").get<std::string>());
+    const int64_t seq_len = c.at("seq_len").get<int64_t>();
+    const int cp_size = c.at("cp_size").get<int>();
+    const auto& expected = c.at("positions");
+    ASSERT_EQ(static_cast<int>(expected.size()), cp_size);
+    for (int r = 0; r < cp_size; ++r) {
+      EXPECT_EQ(partition_positions(scheme, seq_len, cp_size, r),
+                expected[r].get<std::vector<int64_t>>())
+          << c.at("scheme") << " seq_len=" << seq_len << " cp_size=" << cp_size << " rank=" << r;
+    }
+  }
+  EXPECT_EQ(schemes_seen.size(), 4u);
+}
+
+TEST(Partition, OwnerInvertsPositions) {
+  for (const auto& c : partition_vectors().at("cases")) {
+    const Scheme scheme = parse_scheme(c.at("scheme").get<std::string>());
+    const int64_t seq_len = c.at("seq_len").get<int64_t>();
+    const int cp_size = c.at("cp_size").get<int>();
+    std::vector<int> covered(seq_len, 0);
+    for (int r = 0; r < cp_size; ++r) {
+      const auto positions = partition_positions(scheme, seq_len, cp_size, r);
+      ASSERT_EQ(static_cast<int64_t>(positions.size()), seq_len / cp_size);
+      for (size_t i = 0; i < positions.size(); ++i) {
+        if (i > 0) EXPECT_LT(positions[i - 1], positions[i]) << "positions must increase";
+        const PositionOwner owner = position_owner(scheme, seq_len, cp_size, positions[i]);
+        EXPECT_EQ(owner.rank, r) << c.at("scheme") << " position " << positions[i];
+        EXPECT_EQ(owner.local_index, static_cast<int64_t>(i)) << c.at("scheme");
+        ++covered[positions[i]];
+      }
+    }
+    for (int64_t p = 0; p < seq_len; ++p) EXPECT_EQ(covered[p], 1) << "position " << p;
+  }
+}
+
+TEST(Partition, LargerLayoutsAreBijections) {
+  for (Scheme scheme : {Scheme::kContiguous, Scheme::kZigzag, Scheme::kZigzagToken,
+                        Scheme::kStriped}) {
+    const int64_t seq_len = 4096;
+    for (int cp_size : {1, 2, 4, 8, 16}) {
+      std::vector<int> covered(seq_len, 0);
+      for (int r = 0; r < cp_size; ++r) {
+        const auto positions = partition_positions(scheme, seq_len, cp_size, r);
+        for (size_t i = 0; i < positions.size(); ++i) {
+          ++covered[positions[i]];
+          const PositionOwner o = position_owner(scheme, seq_len, cp_size, positions[i]);
+          ASSERT_EQ(o.rank, r);
+          ASSERT_EQ(o.local_index, static_cast<int64_t>(i));
+        }
+      }
+      EXPECT_EQ(std::count(covered.begin(), covered.end(), 1), seq_len)
+          << scheme_name(scheme) << " cp_size " << cp_size;
+    }
+  }
+}
+
+TEST(Partition, ScatterGatherRoundTrip) {
+  const int64_t batch = 2, heads = 3, seq_len = 48, dim = 5;
+  std::vector<double> full(batch * heads * seq_len * dim);
+  std::iota(full.begin(), full.end(), 0.5);
+  for (Scheme scheme : {Scheme::kContiguous, Scheme::kZigzag, Scheme::kZigzagToken,
+                        Scheme::kStriped}) {
+    for (int cp_size : {1, 2, 3, 4, 8}) {
+      if (seq_len % (scheme == Scheme::kZigzag ? 2 * cp_size : cp_size) != 0) continue;
+      std::vector<std::vector<double>> shards;
+      for (int r = 0; r < cp_size; ++r) {
+        shards.push_back(scatter_shard(full, batch, heads, seq_len, dim, scheme, cp_size, r));
+        // Element (b, h, i, d) of the shard is element (b, h, positions[i], d) of the full one.
+        const auto positions = partition_positions(scheme, seq_len, cp_size, r);
+        const int64_t local = seq_len / cp_size;
+        for (int64_t bh = 0; bh < batch * heads; ++bh)
+          for (int64_t i = 0; i < local; ++i)
+            for (int64_t d = 0; d < dim; ++d)
+              ASSERT_EQ(shards.back()[(bh * local + i) * dim + d],
+                        full[(bh * seq_len + positions[i]) * dim + d]);
+      }
+      EXPECT_EQ(gather_shards(shards, batch, heads, seq_len, dim, scheme, cp_size), full)
+          << scheme_name(scheme) << " cp_size " << cp_size;
+
+      std::vector<float> full_f(full.begin(), full.end());
+      std::vector<std::vector<float>> shards_f;
+      for (int r = 0; r < cp_size; ++r)
+        shards_f.push_back(scatter_shard(full_f, batch, heads, seq_len, dim, scheme, cp_size, r));
+      EXPECT_EQ(gather_shards(shards_f, batch, heads, seq_len, dim, scheme, cp_size), full_f);
+    }
+  }
+}
+
+std::string bad_input_message(const std::function<void()>& f) {
+  try {
+    f();
+  } catch (const Error& e) {
+    EXPECT_EQ(e.kind(), ErrorKind::kBadInput);
+    return e.what();
+  }
+  ADD_FAILURE() << "expected Error(kBadInput)";
+  return "";
+}
+
+TEST(Partition, RejectsLengthsTheSchemeCannotSplit) {
+  EXPECT_EQ(bad_input_message([] { check_partitionable(Scheme::kZigzag, 100, 8); }),
+            "zigzag needs seq_len divisible by 2*cp_size (16); got 100");
+  EXPECT_EQ(bad_input_message([] { partition_positions(Scheme::kContiguous, 10, 3, 0); }),
+            "contiguous needs seq_len divisible by cp_size (3); got 10");
+  EXPECT_EQ(bad_input_message([] { check_partitionable(Scheme::kStriped, 10, 4); }),
+            "striped needs seq_len divisible by cp_size (4); got 10");
+  EXPECT_EQ(bad_input_message([] { check_partitionable(Scheme::kZigzagToken, 7, 2); }),
+            "zigzag-token needs seq_len divisible by cp_size (2); got 7");
+  EXPECT_NE(bad_input_message([] { check_partitionable(Scheme::kZigzag, 16, 0); }).find("cp_size"),
+            std::string::npos);
+  EXPECT_NE(bad_input_message([] { partition_positions(Scheme::kZigzag, 16, 2, 2); }).find("rank 2"),
+            std::string::npos);
+  EXPECT_NE(bad_input_message([] { position_owner(Scheme::kStriped, 16, 2, 16); }).find("position 16"),
+            std::string::npos);
+  EXPECT_NE(bad_input_message([] {
+              scatter_shard(std::vector<double>(10), 1, 1, 16, 1, Scheme::kStriped, 2, 0);
+            }).find("10 elements"),
+            std::string::npos);
+  EXPECT_NE(bad_input_message([] {
+              gather_shards(std::vector<std::vector<float>>(3), 1, 1, 16, 1, Scheme::kStriped, 2);
+            }).find("3 shards"),
+            std::string::npos);
+}
+
+}  // namespace
+}  // namespace cpgen

@@ -1,0 +1,118 @@
+// The ring driver's order of compute and communication, which every backend and transport
+// relies on (runtime/ring/ring_driver.h): recorded with a backend and a transport that only log.
+#include "runtime/ring/ring_driver.h"
+
+#include <gtest/gtest.h>
+
+#include <string>
+#include <vector>
+
+namespace cpgen {
+namespace {
+
+// Four buffers per slot kind, recognisable by address: kv slot s is kv_[s], dkv slot s is dkv_[s].
+struct Log {
+  std::vector<std::string> events;
+  char kv[2][2][8];
+  char dkv[2][2][8];
+
+  std::string slot_of(const void* p) const {
+    for (int s = 0; s < 2; ++s)
+      for (int b = 0; b < 2; ++b) {
+        if (p == kv[s][b]) return "kv" + std::to_string(s);
+        if (p == dkv[s][b]) return "dkv" + std::to_string(s);
+      }
+    return "?";
+  }
+};
+
+class LoggingTransport final : public Transport {
+ public:
+  LoggingTransport(Log& log, int rank, int size) : log_(log), rank_(rank), size_(size) {}
+  int rank() const override { return rank_; }
+  int size() const override { return size_; }
+  void start(std::span<const RingExchange> exchanges, int id) override {
+    EXPECT_EQ(exchanges.size(), 2u);
+    // Both buffers of an exchange come from the same slot kind and go to the other slot.
+    EXPECT_EQ(log_.slot_of(exchanges[0].send), log_.slot_of(exchanges[1].send));
+    EXPECT_EQ(log_.slot_of(exchanges[0].recv), log_.slot_of(exchanges[1].recv));
+    log_.events.push_back("start " + std::to_string(id) + " " + log_.slot_of(exchanges[0].send) +
+                          "->" + log_.slot_of(exchanges[0].recv));
+  }
+  void finish(int id) override { log_.events.push_back("finish " + std::to_string(id)); }
+
+ private:
+  Log& log_;
+  int rank_, size_;
+};
+
+class LoggingBackend final : public RingBackend {
+ public:
+  explicit LoggingBackend(Log& log) : log_(log) {}
+  std::vector<BufferView> kv_buffers(int slot) override {
+    return {{log_.kv[slot][0], 8}, {log_.kv[slot][1], 8}};
+  }
+  std::vector<BufferView> dkv_buffers(int slot) override {
+    return {{log_.dkv[slot][0], 8}, {log_.dkv[slot][1], 8}};
+  }
+  void forward_begin() override { log_.events.push_back("fwd begin"); }
+  void forward_step(const RingStep& s) override { log_.events.push_back("fwd " + describe(s)); }
+  void backward_begin() override { log_.events.push_back("bwd begin"); }
+  void backward_step(const RingStep& s) override { log_.events.push_back("bwd " + describe(s)); }
+  void accumulate_dkv(int slot, bool is_first) override {
+    log_.events.push_back("acc dkv" + std::to_string(slot) + (is_first ? " first" : ""));
+  }
+  void backward_end(int slot) override { log_.events.push_back("end dkv" + std::to_string(slot)); }
+
+ private:
+  static std::string describe(const RingStep& s) {
+    return "step " + std::to_string(s.step) + " kv" + std::to_string(s.kv_slot) + " from " +
+           std::to_string(s.kv_rank) + (s.is_first ? " first" : "") + (s.is_last ? " last" : "");
+  }
+  Log& log_;
+};
+
+TEST(RingDriver, ForwardOverlapsTheNextChunkWithTheCurrentStep) {
+  Log log;
+  LoggingBackend backend(log);
+  LoggingTransport transport(log, 1, 3);
+  ring_forward(backend, transport);
+  const std::vector<std::string> expected = {
+      "fwd begin",
+      "start 0 kv0->kv1", "fwd step 0 kv0 from 1 first", "finish 0",
+      "start 2 kv1->kv0", "fwd step 1 kv1 from 0",       "finish 2",
+      "fwd step 2 kv0 from 2 last"};
+  EXPECT_EQ(log.events, expected);
+}
+
+TEST(RingDriver, BackwardSendsTheAccumulatorWithTheChunkAndHomeAfterNSteps) {
+  Log log;
+  LoggingBackend backend(log);
+  LoggingTransport transport(log, 2, 3);
+  ring_backward(backend, transport);
+  const std::vector<std::string> expected = {
+      "bwd begin",
+      "start 0 kv0->kv1", "bwd step 0 kv0 from 2 first", "acc dkv0 first",
+      "start 1 dkv0->dkv1", "finish 0",
+      "start 2 kv1->kv0", "bwd step 1 kv1 from 1", "finish 1", "acc dkv1",
+      "start 3 dkv1->dkv0", "finish 2",
+      "bwd step 2 kv0 from 0 last", "finish 3", "acc dkv0", "start 5 dkv0->dkv1",
+      "finish 5", "end dkv1"};
+  EXPECT_EQ(log.events, expected);
+}
+
+TEST(RingDriver, SingleRankNeedsNoKvExchange) {
+  Log log;
+  LoggingBackend backend(log);
+  LoggingTransport transport(log, 0, 1);
+  ring_forward(backend, transport);
+  ring_backward(backend, transport);
+  const std::vector<std::string> expected = {
+      "fwd begin", "fwd step 0 kv0 from 0 first last",
+      "bwd begin", "bwd step 0 kv0 from 0 first last", "acc dkv0 first",
+      "start 1 dkv0->dkv1", "finish 1", "end dkv1"};
+  EXPECT_EQ(log.events, expected);
+}
+
+}  // namespace
+}  // namespace cpgen
