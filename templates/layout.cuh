@@ -1,6 +1,7 @@
 // Index and layout helpers of the forward step kernel: the shared-memory swizzle, which lane
 // owns which element of an MMA fragment, which shared-memory row a lane hands to ldmatrix, and
-// the packed GQA row mapping. All __host__ __device__ so the CPU tests check them.
+// the packed GQA row mapping, and how (batch, kv head) pairs fold into the grid. All
+// __host__ __device__ so the CPU tests check them.
 #pragma once
 
 #include "cpgen/platform.cuh"
@@ -97,6 +98,30 @@ CPGEN_HOST_DEVICE int block_first_query(int m_block, int block_m, int group) {
 CPGEN_HOST_DEVICE int block_last_query(int m_block, int block_m, int group, int q_len) {
   const int last = ((m_block + 1) * block_m - 1) / group;
   return last < q_len - 1 ? last : q_len - 1;
+}
+
+// ---- (batch, kv head) pairs in the grid ------------------------------------------------------
+// grid.y and grid.z are limited to 65535 blocks each, and a training job's batch * kv_heads can
+// exceed that (e.g. 8192 sequences x 16 kv heads). The pairs are folded over y and z: block
+// (y, z) serves pair z * grid.y + y. The host launcher and every step kernel use this one helper,
+// so they agree on the fold. grid.y is spread evenly over the z layers, so at most z - 1 blocks
+// get an index past the last pair; those blocks return at once.
+constexpr unsigned kMaxGridYZ = 65535;
+struct FoldedPairs {
+  unsigned y;
+  unsigned z;
+};
+// count >= 1 pairs into y * z >= count blocks with y, z <= max_y (max_y: the hardware limit; the
+// CPU tests pass small values to exercise the fold on tiny problems).
+CPGEN_HOST_DEVICE FoldedPairs fold_pairs(long long count, unsigned max_y = kMaxGridYZ) {
+  const long long z = (count + max_y - 1) / max_y;
+  const long long y = (count + z - 1) / z;
+  return {static_cast<unsigned>(y), static_cast<unsigned>(z)};
+}
+// The pair index of block (block_y, block_z) in a grid of grid_y blocks along y; callers check
+// it against the pair count and return when it is past the end.
+CPGEN_HOST_DEVICE long long unfold_pair(unsigned block_y, unsigned block_z, unsigned grid_y) {
+  return static_cast<long long>(block_z) * grid_y + block_y;
 }
 
 }  // namespace device

@@ -1,7 +1,8 @@
 // The forward ring-step kernel: attention of one rank's local queries against the K/V chunk it
 // holds in this ring step, merged into the running state (params.cuh).
 //
-// Grid: (ceil(q_len * group / kBlockM), batch * kv_heads). A CTA owns kBlockM packed query rows
+// Grid: (ceil(q_len * group / kBlockM), y, z) where y * z covers the batch * kv_heads pairs,
+// folded by fold_pairs (layout.cuh) to keep y and z within 65535. A CTA owns kBlockM packed query rows
 // of one kv head (all the group's query heads, layout.cuh), so every K/V tile it streams through
 // shared memory serves the whole group. Per key tile:
 //   S = Q K^T            mma.sync m16n8k16, Q and K fragments by ldmatrix from swizzled tiles
@@ -30,14 +31,19 @@ struct alignas(8) FloatPair {
   float x, y;
 };
 
-// Where a CTA works: grid.y enumerates (batch, kv head), grid.x blocks of kBlockM packed rows.
+// Where a CTA works: grid.x enumerates blocks of kBlockM packed rows, (grid.y, grid.z) the
+// (batch, kv head) pairs, folded (layout.cuh); pair = batch * kv_heads + kv head.
 struct BlockCoord {
   int batch;
   int kv_head;
   int first_packed;  // first packed query row of the block
 };
-CPGEN_DEVICE BlockCoord block_coord(int block_x, int block_y, int kv_heads, int block_m) {
-  return {block_y / kv_heads, block_y % kv_heads, block_x * block_m};
+CPGEN_DEVICE BlockCoord block_coord(int block_x, int pair, int kv_heads, int block_m) {
+  return {pair / kv_heads, pair % kv_heads, block_x * block_m};
+}
+// This CTA's (batch, kv head) pair. Problem validation keeps batch * kv_heads below 2^31.
+CPGEN_DEVICE int block_pair() {
+  return static_cast<int>(unfold_pair(blockIdx.y, blockIdx.z, gridDim.y));
 }
 
 // Issues this thread's cp.async chunks of one K or V tile (kBlockN rows of head_dim, keys from
@@ -52,7 +58,9 @@ CPGEN_DEVICE void load_kv_tile_async(const RingFwdParams& params, u32 k_dst, u32
   constexpr int kChunksPerRow = Traits::kChunksPerRow;
   constexpr int kChunks = Traits::kBlockN * kChunksPerRow;
   const int tid = opaque(static_cast<int>(threadIdx.x));
-  const BlockCoord at = block_coord(0, opaque(static_cast<int>(blockIdx.y)), params.kv_heads, 0);
+  const int pair = opaque(static_cast<int>(blockIdx.z)) * opaque(static_cast<int>(gridDim.y)) +
+                   opaque(static_cast<int>(blockIdx.y));
+  const BlockCoord at = block_coord(0, pair, params.kv_heads, 0);
   const long long k_row_bytes = params.k_row_stride * 2, v_row_bytes = params.v_row_stride * 2;
   const char* k_src = static_cast<const char*>(params.k) +
                       (at.batch * params.k_batch_stride + at.kv_head * params.k_head_stride) * 2;
@@ -120,6 +128,9 @@ CPGEN_DEVICE void ring_fwd_step(const RingFwdParams& params) {
 
   extern __shared__ __align__(128) unsigned char shared_storage[];
 
+  // The fold of the pairs over (y, z) leaves up to z - 1 blocks past the last pair.
+  if (block_pair() >= params.batch * params.kv_heads) return;
+
   // Key tiles this query block runs (all of them without causality).
   int q_first_pos = 0, q_last_pos = 0;
   if (kCausal) {
@@ -131,7 +142,7 @@ CPGEN_DEVICE void ring_fwd_step(const RingFwdParams& params) {
 
   // ---- Q tile (once) and the first kStages - 1 K/V tiles --------------------------------------
   const u32 shared_start = shared_address(shared_storage);
-  load_q_tile_async<Traits>(params, block_coord(blockIdx.x, blockIdx.y, params.kv_heads, kBlockM),
+  load_q_tile_async<Traits>(params, block_coord(blockIdx.x, block_pair(), params.kv_heads, kBlockM),
                             shared_start + Traits::kQOffset, threadIdx.x);
   cp_async_commit();
 #pragma unroll
@@ -320,7 +331,7 @@ CPGEN_DEVICE void ring_fwd_step(const RingFwdParams& params) {
   cp_async_wait<0>();  // no group may outlive the CTA (only empty ones can be pending here)
 
   // ---- Merge with the running state; on the last step, write out and lse ----------------------
-  const BlockCoord at = block_coord(blockIdx.x, blockIdx.y, params.kv_heads, kBlockM);
+  const BlockCoord at = block_coord(blockIdx.x, block_pair(), params.kv_heads, kBlockM);
   const int packed_rows = params.q_len * kGroup;
   const int lane = threadIdx.x % 32;
   const int warp_row0 = (threadIdx.x / 32) * Traits::kRowsPerWarp;

@@ -2,6 +2,7 @@
 
 #include "cpgen/error.h"
 #include "runtime/jit/jit.h"
+#include "templates/layout.cuh"
 
 namespace cpgen::gpu {
 
@@ -9,7 +10,11 @@ StepGrid step_grid(const KernelSpec& spec, const RingFwdParams& params) {
   const int64_t packed_rows = static_cast<int64_t>(params.q_len) * spec.gqa_group;
   StepGrid grid;
   grid.x = static_cast<unsigned>((packed_rows + spec.block_m - 1) / spec.block_m);
-  grid.y = static_cast<unsigned>(params.batch) * static_cast<unsigned>(params.kv_heads);
+  // The kernel unfolds the same (y, z) back into a pair with device::unfold_pair.
+  const device::FoldedPairs pairs =
+      device::fold_pairs(static_cast<long long>(params.batch) * params.kv_heads);
+  grid.y = pairs.y;
+  grid.z = pairs.z;
   return grid;
 }
 

@@ -21,7 +21,8 @@
 namespace cpgen::gpu {
 
 // Grid of a forward step launch (templates/step_fwd.cuh): x enumerates blocks of block_m packed
-// query rows (q_len * G rows per kv head with GQA group G), y enumerates (batch, kv head).
+// query rows (q_len * G rows per kv head with GQA group G), y and z the (batch, kv head) pairs,
+// folded by device::fold_pairs (templates/layout.cuh) so that neither passes 65535.
 struct StepGrid {
   unsigned x = 1, y = 1, z = 1;
 };

@@ -63,6 +63,26 @@ void Problem::validate() const {
   if (seq_len > (int64_t{1} << 30))
     throw_bad_input(where(*this) + ": seq_len " + std::to_string(seq_len) +
                     " exceeds the supported maximum 2^30");
+  // The step kernel's launch limits, checked here so that no problem fails only at its first
+  // launch (templates/step_fwd.cuh, templates/layout.cuh):
+  // - q_heads and batch travel as int32 kernel parameters, and the (batch, kv head) pair index
+  //   is int32 (pairs fold over grid.y and grid.z, 65535 x 65535 of them, more than int32 holds);
+  constexpr int64_t kMaxInt32 = (int64_t{1} << 31) - 1;
+  if (q_heads > kMaxInt32)
+    throw_bad_input(where(*this) + ": q_heads " + std::to_string(q_heads) +
+                    " exceeds the supported maximum 2^31 - 1");
+  if (batch > kMaxInt32 / kv_heads)
+    throw_bad_input(where(*this) + ": batch * kv_heads = " + std::to_string(batch) + " * " +
+                    std::to_string(kv_heads) + " exceeds the supported maximum 2^31 - 1 (the step "
+                    "kernel's (batch, kv head) pair index is 32-bit)");
+  // - a kv head's packed query rows (local_seq_len * group, layout.cuh) are int32 row indices,
+  //   and a block's rows run up to block_m past the last one: 2^30 leaves room for any block.
+  constexpr int64_t kMaxPackedRows = int64_t{1} << 30;
+  if (seq_len / cp_size * gqa_group() > kMaxPackedRows)
+    throw_bad_input(where(*this) + ": seq_len / cp_size * (q_heads / kv_heads) = " +
+                    std::to_string(seq_len / cp_size) + " * " + std::to_string(gqa_group()) +
+                    " packed query rows per rank exceeds the supported maximum 2^30 (the step "
+                    "kernel's packed row indices are 32-bit)");
   try {
     check_partitionable(scheme, seq_len, static_cast<int>(cp_size));
   } catch (const Error& e) {

@@ -211,5 +211,42 @@ TEST(PackedRows, RoundTripAndBlockBounds) {
   }
 }
 
+// Every pair is served by exactly one block, y and z stay within the limit, and the blocks past
+// the last pair are fewer than z (the fold spreads y evenly).
+TEST(FoldPairs, EveryPairOnceWithinTheLimit) {
+  for (unsigned max_y : {1u, 2u, 3u, 7u, 64u})
+    for (long long count = 1; count <= 200; ++count) {
+      const FoldedPairs f = fold_pairs(count, max_y);
+      ASSERT_GE(f.y, 1u);
+      ASSERT_LE(f.y, max_y) << count;
+      const long long blocks = static_cast<long long>(f.y) * f.z;
+      ASSERT_GE(blocks, count);
+      ASSERT_LT(blocks - count, static_cast<long long>(f.z)) << count << " pairs, max_y " << max_y;
+      std::vector<int> served(static_cast<size_t>(blocks), 0);
+      for (unsigned z = 0; z < f.z; ++z)
+        for (unsigned y = 0; y < f.y; ++y) ++served.at(static_cast<size_t>(unfold_pair(y, z, f.y)));
+      for (long long i = 0; i < blocks; ++i) ASSERT_EQ(served[static_cast<size_t>(i)], 1) << i;
+    }
+}
+
+// The hardware limit: up to 65535 pairs need no fold; a training job's 8192 sequences x 16 kv
+// heads and the validated maximum (2^31 - 1 pairs) fold into grid.z.
+TEST(FoldPairs, RealGridLimits) {
+  EXPECT_EQ(fold_pairs(65535).y, 65535u);
+  EXPECT_EQ(fold_pairs(65535).z, 1u);
+  EXPECT_EQ(fold_pairs(65536).z, 2u);
+  EXPECT_EQ(fold_pairs(65536).y, 32768u);
+  const FoldedPairs job = fold_pairs(8192LL * 16);
+  EXPECT_EQ(job.z, 3u);
+  EXPECT_LE(job.y, kMaxGridYZ);
+  EXPECT_GE(static_cast<long long>(job.y) * job.z, 8192LL * 16);
+  const long long most = (1LL << 31) - 1;
+  const FoldedPairs big = fold_pairs(most);
+  EXPECT_LE(big.y, kMaxGridYZ);
+  EXPECT_LE(big.z, kMaxGridYZ);
+  EXPECT_GE(static_cast<long long>(big.y) * big.z, most);
+  EXPECT_EQ(unfold_pair(big.y - 1, big.z - 1, big.y), static_cast<long long>(big.y) * big.z - 1);
+}
+
 }  // namespace
 }  // namespace cpgen::device

@@ -25,7 +25,8 @@ using testing::AttentionOutput;
 using testing::AttentionProblem;
 
 template <typename Traits>
-testing::RingRun run_emulated(const AttentionProblem& p, const std::vector<std::vector<int>>& ranks) {
+testing::RingRun run_emulated(const AttentionProblem& p, const std::vector<std::vector<int>>& ranks,
+                              unsigned max_grid_y) {
   const Dtype dtype = std::is_same_v<typename Traits::Element, device::Bf16> ? Dtype::kBf16 : Dtype::kFp16;
   const int B = p.batch, HQ = p.q_heads, HK = p.kv_heads, D = p.head_dim, S = p.seq_len;
   const int pitch = D + testing::kRowPad, n = static_cast<int>(ranks.size());
@@ -58,7 +59,9 @@ testing::RingRun run_emulated(const AttentionProblem& p, const std::vector<std::
       prm.q_positions = q_positions.data();
       prm.kv_positions = ranks[src].data();
       const unsigned grid_x = (q_len * Traits::kGroup + Traits::kBlockM - 1) / Traits::kBlockM;
-      const std::string error = emulation::launch(grid_x, B * HK, Traits::kThreads, Traits::kSharedBytes,
+      // The (batch, kv head) pairs folded over y and z as the host launcher folds them.
+      const device::FoldedPairs pairs = device::fold_pairs(B * HK, max_grid_y);
+      const std::string error = emulation::launch(grid_x, pairs.y, pairs.z, Traits::kThreads, Traits::kSharedBytes,
                                                   [&] { device::ring_fwd_step<Traits>(prm); });
       if (!error.empty()) {
         run.failure = error;
@@ -75,7 +78,7 @@ enum class Split { kZigzag, kStriped };
 
 template <typename Traits>
 void check(const AttentionProblem& p, const AttentionOutput& expected, int cp_size, const std::string& what,
-           Split split = Split::kZigzag) {
+           Split split = Split::kZigzag, unsigned max_grid_y = device::kMaxGridYZ) {
   SCOPED_TRACE(what + ", " + std::to_string(cp_size) + " ranks");
   std::vector<std::vector<int>> ranks;
   if (split == Split::kStriped) {
@@ -88,7 +91,7 @@ void check(const AttentionProblem& p, const AttentionOutput& expected, int cp_si
   } else {
     ranks = testing::zigzag_split(p.seq_len, cp_size);
   }
-  testing::RingRun run = run_emulated<Traits>(p, ranks);
+  testing::RingRun run = run_emulated<Traits>(p, ranks, max_grid_y);
   ASSERT_TRUE(run.failure.empty()) << run.failure;
   testing::Comparison c = testing::compare(expected, run.result, p.head_dim);
   EXPECT_LT(c.out_rel_frobenius, 2e-2) << "worst " << c.worst;
@@ -99,10 +102,11 @@ void check(const AttentionProblem& p, const AttentionOutput& expected, int cp_si
 }
 
 template <typename Traits>
-void check_random(int batch, int kv_heads, int seq_len, uint32_t seed, int cp_size, Split split = Split::kZigzag) {
+void check_random(int batch, int kv_heads, int seq_len, uint32_t seed, int cp_size, Split split = Split::kZigzag,
+                  unsigned max_grid_y = device::kMaxGridYZ) {
   AttentionProblem p = testing::random_problem(batch, kv_heads * Traits::kGroup, kv_heads, Traits::kHeadDim,
                                                seq_len, Traits::kCausal, seed);
-  check<Traits>(p, testing::reference_attention(p), cp_size, "random", split);
+  check<Traits>(p, testing::reference_attention(p), cp_size, "random", split, max_grid_y);
 }
 
 using device::Bf16;
@@ -161,6 +165,20 @@ TEST(StepFwdEmulated, Bf16Hd64CausalGqa4StripedRing) {
 
 TEST(StepFwdEmulated, Bf16Hd64FullOneStageEightWarps) {
   check_random<FwdTraits<Bf16, 64, 128, 64, 8, 1, false, 1>>(1, 2, 150, 6, 1);
+}
+
+// batch * kv_heads above grid.y's 65535 is folded into grid.z (layout.cuh fold_pairs). A fake
+// limit runs the fold on tiny problems: 5 pairs at most 2 per layer are y = 2, z = 3, whose sixth
+// block has no pair and must return without touching memory; 6 pairs at most 4 per layer fill
+// y = 3, z = 2 exactly. Every output element of every pair is checked (outputs start poisoned).
+TEST(StepFwdEmulated, BatchKvHeadPairsFoldedOverGridYAndZ) {
+  using Traits = FwdTraits<Bf16, 64, 64, 32, 4, 2, true, 2>;
+  ASSERT_EQ(device::fold_pairs(5, 2).y, 2u);
+  ASSERT_EQ(device::fold_pairs(5, 2).z, 3u);
+  check_random<Traits>(5, 1, 2 * 2 * 16, 10, 2, Split::kZigzag, 2);
+  ASSERT_EQ(device::fold_pairs(6, 4).y, 3u);
+  ASSERT_EQ(device::fold_pairs(6, 4).z, 2u);
+  check_random<Traits>(3, 2, 2 * 2 * 16, 11, 2, Split::kZigzag, 4);
 }
 
 }  // namespace

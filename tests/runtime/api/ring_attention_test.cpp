@@ -1,6 +1,6 @@
 // RingAttention and its launch geometry without a GPU: problem errors come first, a missing
 // device is reported as such, and the step grid packs GQA query heads the way step_fwd.cuh reads
-// them (x: blocks of block_m packed rows, y: batch * kv_heads).
+// them (x: blocks of block_m packed rows, y and z: the batch * kv_heads pairs, folded).
 #include "cpgen/ring_attention.h"
 
 #include <gtest/gtest.h>
@@ -70,6 +70,25 @@ TEST(StepGrid, PacksGqaRowsAndCoversEveryRow) {
   spec = KernelSpec::default_for(Dtype::kFp16, 256, false, 1);  // block_m 64
   p.q_len = 65;
   EXPECT_EQ(gpu::step_grid(spec, p).x, 2u);
+}
+
+// Regression for batch * kv_heads above 65535, which used to be launched as grid.y alone (a launch
+// the driver refuses): the pairs fold into grid.z, and every pair has exactly one block.
+TEST(StepGrid, BatchTimesKvHeadsAbove65535FoldsIntoZ) {
+  KernelSpec spec = KernelSpec::default_for(Dtype::kBf16, 128, true, 4);
+  RingFwdParams p{};
+  p.batch = 8192;
+  p.kv_heads = 16;
+  p.q_heads = 64;
+  p.q_len = 128;
+  const gpu::StepGrid g = gpu::step_grid(spec, p);
+  EXPECT_LE(g.y, 65535u);
+  EXPECT_LE(g.z, 65535u);
+  EXPECT_GT(g.z, 1u);
+  const long long pairs = 8192LL * 16;
+  EXPECT_GE(static_cast<long long>(g.y) * g.z, pairs);
+  EXPECT_LT(static_cast<long long>(g.y) * g.z - pairs, static_cast<long long>(g.z));
+  EXPECT_EQ(g.x, 4u);
 }
 
 }  // namespace

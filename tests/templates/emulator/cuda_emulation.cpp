@@ -54,6 +54,7 @@ struct Cta {
   Barrier block_barrier;
   ucontext_t scheduler;
   Dim3 block;
+  Dim3 grid;
   int current = -1;
   int threads = 0;
   long progress = 0;  // barriers opened and threads finished, to detect a deadlock
@@ -101,6 +102,7 @@ uint16_t element(const uint32_t word, int half) { return static_cast<uint16_t>(w
 
 const Dim3& thread_idx() { return g_cta->fibers[g_cta->current].thread; }
 const Dim3& block_idx() { return g_cta->block; }
+const Dim3& grid_dim() { return g_cta->grid; }
 
 void syncthreads() { wait_at(g_cta->block_barrier, g_cta->threads); }
 void syncwarp() { wait_at(warp_slot().barrier, 32); }
@@ -206,6 +208,11 @@ void cp_async_wait(int pending) {
 
 std::string launch(unsigned grid_x, unsigned grid_y, unsigned threads, int shared_bytes,
                    const std::function<void()>& body) {
+  return launch(grid_x, grid_y, 1, threads, shared_bytes, body);
+}
+
+std::string launch(unsigned grid_x, unsigned grid_y, unsigned grid_z, unsigned threads,
+                   int shared_bytes, const std::function<void()>& body) {
   if (shared_bytes > kSharedCapacity) return "shared memory request above the emulator's 256 KB";
   if (threads % 32 != 0) return "threads must be whole warps";
   Cta cta;
@@ -213,11 +220,13 @@ std::string launch(unsigned grid_x, unsigned grid_y, unsigned threads, int share
   cta.body = &body;
   cta.fibers.resize(threads);
   for (Fiber& f : cta.fibers) f.stack.reset(new char[kStackBytes]);
+  cta.grid = {grid_x, grid_y, grid_z};
   g_cta = &cta;
+  for (unsigned bz = 0; bz < grid_z; ++bz)
   for (unsigned by = 0; by < grid_y; ++by)
     for (unsigned bx = 0; bx < grid_x; ++bx) {
       memset(device::shared_storage, 0xFF, static_cast<size_t>(shared_bytes));
-      cta.block = {bx, by, 0};
+      cta.block = {bx, by, bz};
       cta.warps.assign(threads / 32, WarpSlot{});
       cta.block_barrier = Barrier{};
       for (unsigned t = 0; t < threads; ++t) {
@@ -248,8 +257,8 @@ std::string launch(unsigned grid_x, unsigned grid_y, unsigned threads, int share
           // A whole round without any barrier opening or thread finishing: stuck for good. The
           // fibers' stacks are dropped with the CTA; nothing on them owns resources.
           g_cta = nullptr;
-          return "deadlock in block (" + std::to_string(bx) + ", " + std::to_string(by) +
-                 "): threads wait at different barriers";
+          return "deadlock in block (" + std::to_string(bx) + ", " + std::to_string(by) + ", " +
+                 std::to_string(bz) + "): threads wait at different barriers";
         }
       }
     }

@@ -31,6 +31,7 @@ struct Dim3 {
 };
 const Dim3& thread_idx();
 const Dim3& block_idx();
+const Dim3& grid_dim();
 
 void syncthreads();
 void syncwarp();
@@ -50,6 +51,9 @@ void cp_async_wait(int pending);
 // Returns an empty string, or what went wrong (a deadlock: threads waiting on different barriers).
 std::string launch(unsigned grid_x, unsigned grid_y, unsigned threads, int shared_bytes,
                    const std::function<void()>& body);
+// The same over a three-dimensional grid (grid.z > 1: (batch, kv head) pairs folded over y and z).
+std::string launch(unsigned grid_x, unsigned grid_y, unsigned grid_z, unsigned threads,
+                   int shared_bytes, const std::function<void()>& body);
 
 uint16_t float_to_16(float value, bool bf16);  // round to nearest even
 float float_from_16(uint16_t bits, bool bf16);
@@ -62,6 +66,7 @@ extern unsigned char shared_storage[];  // the kernel's extern __shared__ array
 
 #define threadIdx (::cpgen::emulation::thread_idx())
 #define blockIdx (::cpgen::emulation::block_idx())
+#define gridDim (::cpgen::emulation::grid_dim())
 inline void __syncthreads() { ::cpgen::emulation::syncthreads(); }
 inline void __syncwarp(unsigned = 0xffffffffu) { ::cpgen::emulation::syncwarp(); }
 inline float __int_as_float(int i) {

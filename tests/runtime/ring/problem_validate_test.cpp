@@ -1,0 +1,93 @@
+// Problem::validate refuses problems beyond what the step kernels support, at construction and
+// naming the field and its limit, so that none of them fails only at its first launch.
+#include <gtest/gtest.h>
+
+#include <string>
+
+#include "cpgen/error.h"
+#include "cpgen/problem.h"
+
+namespace cpgen {
+namespace {
+
+Problem base() {
+  Problem p;
+  p.batch = 1;
+  p.q_heads = 8;
+  p.kv_heads = 2;
+  p.head_dim = 128;
+  p.seq_len = 4096;
+  p.cp_size = 4;
+  return p;
+}
+
+// Expects validate() to throw kBadInput whose message holds every one of `words`.
+void expect_refused(const Problem& p, std::initializer_list<const char*> words) {
+  try {
+    p.validate();
+    ADD_FAILURE() << "accepted batch " << p.batch << ", q_heads " << p.q_heads << ", kv_heads "
+                  << p.kv_heads << ", seq_len " << p.seq_len << ", cp_size " << p.cp_size;
+  } catch (const Error& e) {
+    EXPECT_EQ(e.kind(), ErrorKind::kBadInput) << e.what();
+    for (const char* w : words) EXPECT_NE(std::string(e.what()).find(w), std::string::npos) << w << " in: " << e.what();
+  }
+}
+
+TEST(ProblemLimits, BaseProblemIsAccepted) { EXPECT_NO_THROW(base().validate()); }
+
+TEST(ProblemLimits, BatchTimesKvHeadsAbove2To31IsRefused) {
+  Problem p = base();
+  p.batch = int64_t{1} << 30;
+  p.kv_heads = 2;
+  p.q_heads = 2;
+  p.seq_len = 16;
+  p.cp_size = 1;
+  expect_refused(p, {"batch * kv_heads", "2^31 - 1"});
+  p.batch = (int64_t{1} << 30) - 1;  // 2^31 - 2 pairs: still fits
+  EXPECT_NO_THROW(p.validate());
+}
+
+// Above 65535 pairs is fine: the grid folds them (StepGrid and FoldPairs tests).
+TEST(ProblemLimits, BatchTimesKvHeadsAbove65535IsAccepted) {
+  Problem p = base();
+  p.batch = 8192;
+  p.q_heads = 64;
+  p.kv_heads = 16;
+  EXPECT_NO_THROW(p.validate());
+}
+
+TEST(ProblemLimits, QHeadsAbove2To31IsRefused) {
+  Problem p = base();
+  p.kv_heads = int64_t{1} << 28;
+  p.q_heads = p.kv_heads * 16;  // 2^32, group 16
+  p.seq_len = 16;
+  p.cp_size = 1;
+  expect_refused(p, {"q_heads", "2^31 - 1"});
+}
+
+TEST(ProblemLimits, PackedQueryRowsAbove2To30AreRefused) {
+  Problem p = base();
+  p.seq_len = int64_t{1} << 29;
+  p.cp_size = 1;
+  p.kv_heads = 1;
+  p.q_heads = 4;  // 2^29 rows x group 4 = 2^31 packed rows
+  expect_refused(p, {"seq_len / cp_size * (q_heads / kv_heads)", "2^30"});
+  p.q_heads = 2;  // exactly 2^30
+  EXPECT_NO_THROW(p.validate());
+  p.q_heads = 4;
+  p.cp_size = 2;  // the rank holds half the rows: 2^30 packed rows
+  EXPECT_NO_THROW(p.validate());
+}
+
+TEST(ProblemLimits, SeqLenAndCpSizeLimitsNameTheirField) {
+  Problem p = base();
+  p.seq_len = (int64_t{1} << 30) + 8;
+  expect_refused(p, {"seq_len", "2^30"});
+  p = base();
+  p.cp_size = 8192;
+  p.seq_len = 8192 * 2;
+  expect_refused(p, {"cp_size", "4096"});
+}
+
+}  // namespace
+}  // namespace cpgen
