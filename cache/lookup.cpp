@@ -2,6 +2,7 @@
 
 #include <algorithm>
 #include <cmath>
+#include <iterator>
 #include <cstdlib>
 
 #include "cache/records.h"
@@ -145,7 +146,10 @@ Selection select_config(const WorkloadKey& w, Database* db, const Environment& e
     return sel;
   }
 
-  sel.spec = KernelSpec::default_for(w.dtype, w.head_dim, w.causal, w.gqa_group());
+  // On a known target, a default that fits its shared memory (head dim 256 on the 99 KB ones).
+  const bool known_arch = std::ranges::find(kSupportedArchs, std::string_view(w.arch)) != std::end(kSupportedArchs);
+  sel.spec = known_arch ? KernelSpec::default_for_arch(w.dtype, w.head_dim, w.causal, w.gqa_group(), w.arch)
+                        : KernelSpec::default_for(w.dtype, w.head_dim, w.causal, w.gqa_group());
   sel.source = ConfigSource::kDefault;
   sel.origin = "KernelSpec::default_for";
   sel.reason = "no tuned record and no pretuned cache entry; using the documented default" + ignored_note;

@@ -140,6 +140,18 @@ KernelSpec KernelSpec::default_for(Dtype dtype, int head_dim, bool causal, int g
   return s;
 }
 
+KernelSpec KernelSpec::default_for_arch(Dtype dtype, int head_dim, bool causal, int gqa_group,
+                                        std::string_view arch) {
+  KernelSpec s = default_for(dtype, head_dim, causal, gqa_group);
+  // Halving block_n first keeps the cp.async pipeline (the K/V tiles are most of the bytes).
+  while (!check_feasibility(s, arch).feasible && s.block_n > 32) s.block_n /= 2;
+  if (!check_feasibility(s, arch).feasible) s.stages = 1;
+  if (!check_feasibility(s, arch).feasible)
+    throw Error(ErrorKind::kInfeasible, "no default tile config of head dim " + std::to_string(head_dim) +
+                                            " fits " + std::string(arch));
+  return s;
+}
+
 std::vector<KernelSpec> KernelSpec::all_defaults() {
   std::vector<KernelSpec> specs;
   for (Dtype dtype : kSupportedDtypes)
@@ -170,13 +182,23 @@ std::vector<KernelSpec> KernelSpec::candidates_for(Dtype dtype, int head_dim, bo
 
 void validate_arch(std::string_view arch) {
   if (contains(std::span<const std::string_view>(kSupportedArchs), arch)) return;
-  throw_bad_input("arch '" + std::string(arch) + "' is not supported; allowed: sm_80, sm_90, sm_90a");
+  std::string allowed;
+  for (std::string_view a : kSupportedArchs) allowed += (allowed.empty() ? "" : ", ") + std::string(a);
+  throw_bad_input("arch '" + std::string(arch) + "' is not supported; allowed: " + allowed);
 }
 
 int shared_memory_limit(std::string_view arch) {
   validate_arch(arch);
-  // Per-block opt-in maximum of dynamic shared memory: 163 KB on A100, 227 KB on H100/H200.
-  return arch == "sm_80" ? 166912 : 232448;
+  // Per-block opt-in maximum of dynamic shared memory (cudaDevAttrMaxSharedMemoryPerBlockOptin),
+  // from the CUDA C++ Programming Guide's table per compute capability; the SM itself holds 1 KB
+  // more, reserved by the system per block. templates/traits.cuh holds the same numbers.
+  //   sm_80 (A100)                     164 KB per SM, 163 KB per block
+  //   sm_86, sm_89 (RTX 30/40, A40, L40) 100 KB per SM,  99 KB per block
+  //   sm_90, sm_100 (H100/H200, B200)  228 KB per SM, 227 KB per block
+  //   sm_120 (RTX 50, RTX PRO 6000)    128 KB per SM,  99 KB per block
+  if (arch == "sm_80") return 166912;
+  if (arch == "sm_86" || arch == "sm_89" || arch == "sm_120") return 101376;
+  return 232448;
 }
 
 // Mirrors templates/traits.cuh (FwdTraits): the same byte counts, the same sub-tile choice and

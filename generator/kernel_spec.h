@@ -22,7 +22,9 @@ inline constexpr int kSupportedBlockN[] = {32, 64, 128, 256};
 inline constexpr int kSupportedWarps[] = {1, 2, 4, 8, 16};
 inline constexpr int kSupportedStages[] = {1, 2, 3, 4};
 inline constexpr Dtype kSupportedDtypes[] = {Dtype::kBf16, Dtype::kFp16};
-inline constexpr std::string_view kSupportedArchs[] = {"sm_80", "sm_90", "sm_90a"};
+// Targets of the mma.sync kernel: every GPU that has mma.sync m16n8k16 and cp.async (Ampere and
+// later); sm_90a is Hopper's arch-specific target (wgmma, setmaxnreg) for later kernels.
+inline constexpr std::string_view kSupportedArchs[] = {"sm_80", "sm_86", "sm_89", "sm_90", "sm_90a", "sm_100", "sm_120"};
 
 struct KernelSpec {
   KernelKind kind = KernelKind::kForwardStep;
@@ -44,6 +46,9 @@ struct KernelSpec {
 
   // The documented default tile config for a (dtype, head dim, causal, group) combination.
   static KernelSpec default_for(Dtype dtype, int head_dim, bool causal, int gqa_group);
+  // The default where it fits `arch`; otherwise (head dim 256 on the 99 KB targets sm_86, sm_89,
+  // sm_120) block_n halved, keeping two stages, until the tiles fit, then one stage.
+  static KernelSpec default_for_arch(Dtype dtype, int head_dim, bool causal, int gqa_group, std::string_view arch);
   // Every supported (dtype, head dim, causal, group) combination with its default config.
   static std::vector<KernelSpec> all_defaults();
   // The tile configs worth trying for one combination (the tuner prunes them further).

@@ -17,8 +17,12 @@ struct Fp16 {
   static constexpr int kBytes = 2;
 };
 
-// Per-block opt-in dynamic shared memory: 163 KB on sm_80 (A100), 227 KB on sm_90 (H100/H200).
-constexpr int shared_limit_for_arch(int arch) { return arch >= 900 ? 232448 : 166912; }
+// Per-block opt-in dynamic shared memory by __CUDA_ARCH__ (generator/kernel_spec.cpp
+// shared_memory_limit holds the same table): 163 KB on sm_80 (and sm_87), 99 KB on sm_86, sm_89
+// and sm_120, 227 KB on sm_90 and sm_100.
+constexpr int shared_limit_for_arch(int arch) {
+  return arch >= 1200 ? 101376 : arch >= 900 ? 232448 : (arch == 800 || arch == 870) ? 166912 : 101376;
+}
 
 // fp32 accumulators per thread are the dominant register cost: per 16-row MMA tile of a warp,
 // 4 per n8 tile of the output (head_dim / 8) and of the scores (keys / 8). A K/V tile's keys are

@@ -57,11 +57,26 @@ CUcontext use_primary_context(int device) {
 std::string device_arch(int device) {
   int major = device_attribute(CU_DEVICE_ATTRIBUTE_COMPUTE_CAPABILITY_MAJOR, device);
   int minor = device_attribute(CU_DEVICE_ATTRIBUTE_COMPUTE_CAPABILITY_MINOR, device);
-  if (major == 9 && minor == 0) return "sm_90a";
-  if (major == 8 && minor == 0) return "sm_80";
+  // A cubin runs on its own major version at the same or a higher minor, so a few capabilities
+  // use the target below them: 8.7 (Orin) sm_86, 10.3 (B300) sm_100, 12.1 sm_120. The smaller
+  // shared-memory limit of the lower target keeps every config legal there.
+  const int cc = major * 10 + minor;
+  switch (cc) {
+    case 80: return "sm_80";
+    case 86:
+    case 87: return "sm_86";
+    case 89: return "sm_89";
+    case 90: return "sm_90a";
+    case 100:
+    case 103: return "sm_100";
+    case 120:
+    case 121: return "sm_120";
+    default: break;
+  }
   throw_bad_input("device " + std::to_string(device) + " has compute capability " +
                   std::to_string(major) + "." + std::to_string(minor) +
-                  "; cpgen supports 8.0 (sm_80) and 9.0 (sm_90, sm_90a)");
+                  "; cpgen supports 8.0 (sm_80), 8.6/8.7 (sm_86), 8.9 (sm_89), 9.0 (sm_90, sm_90a), "
+                  "10.0/10.3 (sm_100) and 12.0/12.1 (sm_120)");
 }
 
 LoadedKernel::LoadedKernel(std::string uri, int device, CUmodule module, CUfunction function)

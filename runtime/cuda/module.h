@@ -65,8 +65,8 @@ const LoadedKernel& load_kernel(const CompiledKernel& kernel, int device = 0);
 // The device's primary context, retained once per process, made current on the calling thread.
 CUcontext use_primary_context(int device);
 
-// "sm_80", "sm_90a", ... : the arch to compile for so that a cubin loads on `device` (Hopper gets
-// the arch-specific sm_90a target). Throws Error(kBadInput) for a device cpgen does not support.
+// "sm_80", "sm_86", "sm_89", "sm_90a", "sm_100", "sm_120": the arch to compile for so that a cubin
+// loads on `device` (Hopper gets the arch-specific sm_90a target). Throws Error(kBadInput) for a device cpgen does not support.
 std::string device_arch(int device);
 
 }  // namespace cpgen

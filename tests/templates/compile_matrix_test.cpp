@@ -1,6 +1,7 @@
 // The NVRTC compile matrix of the forward step template: every default config
 // (KernelSpec::all_defaults(): each dtype x head dim x causal x GQA group) compiles cold for sm_80
-// and sm_90 with 0 spill bytes and 0 stack frame, and the feasibility model's shared-memory
+// and sm_90, and a representative subset for sm_86, sm_89, sm_90a, sm_100 and sm_120, with 0 spill
+// bytes and 0 stack frame, and the feasibility model's shared-memory
 // figure is the traits' one. Needs no GPU (NVRTC only). Each arch is its own test so ctest can run
 // them side by side; inside, two compiler threads (CI has 2 cores).
 #include <gtest/gtest.h>
@@ -19,11 +20,9 @@
 namespace cpgen {
 namespace {
 
-void compile_all_defaults(std::string_view arch) {
+void compile_cold(const std::vector<KernelSpec>& specs, std::string_view arch) {
   testing::TempDir dir("compile_matrix");
   DirectoryKernelStore store(dir.path());  // empty: every kernel is compiled cold
-  const std::vector<KernelSpec> specs = KernelSpec::all_defaults();
-  ASSERT_EQ(specs.size(), 2u * 4u * 2u * 5u);
   std::vector<CompiledKernel> results(specs.size());
   std::vector<std::string> errors(specs.size());
   std::atomic<size_t> next{0};
@@ -58,8 +57,29 @@ void compile_all_defaults(std::string_view arch) {
   }
 }
 
+void compile_all_defaults(std::string_view arch) {
+  const std::vector<KernelSpec> specs = KernelSpec::all_defaults();
+  ASSERT_EQ(specs.size(), 2u * 4u * 2u * 5u);
+  compile_cold(specs, arch);
+}
+
+// The other targets of the mma.sync kernel get a representative subset, not all 80 defaults
+// (~75 s per arch on 2 cores): the spec, the arch's default of every other head dim
+// (head dim 256 gets its smaller tile on the 99 KB targets), and one fp16 full-attention MHA.
+void compile_representative(std::string_view arch) {
+  std::vector<KernelSpec> specs = {KernelSpec::parse("ring_fwd_bf16_hd128_causal_gqa4_bm128_bn64_w4_s2")};
+  for (int hd : {64, 96, 256}) specs.push_back(KernelSpec::default_for_arch(Dtype::kBf16, hd, true, 4, arch));
+  specs.push_back(KernelSpec::default_for_arch(Dtype::kFp16, 128, false, 1, arch));
+  compile_cold(specs, arch);
+}
+
 TEST(CompileMatrix, EveryDefaultCompilesWithoutSpillsForSm80) { compile_all_defaults("sm_80"); }
 TEST(CompileMatrix, EveryDefaultCompilesWithoutSpillsForSm90) { compile_all_defaults("sm_90"); }
+TEST(CompileMatrix, RepresentativeSpecsCompileWithoutSpillsForSm86) { compile_representative("sm_86"); }
+TEST(CompileMatrix, RepresentativeSpecsCompileWithoutSpillsForSm89) { compile_representative("sm_89"); }
+TEST(CompileMatrix, RepresentativeSpecsCompileWithoutSpillsForSm90a) { compile_representative("sm_90a"); }
+TEST(CompileMatrix, RepresentativeSpecsCompileWithoutSpillsForSm100) { compile_representative("sm_100"); }
+TEST(CompileMatrix, RepresentativeSpecsCompileWithoutSpillsForSm120) { compile_representative("sm_120"); }
 
 }  // namespace
 }  // namespace cpgen

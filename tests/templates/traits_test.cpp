@@ -5,6 +5,7 @@
 
 #include <gtest/gtest.h>
 
+#include "cpgen/error.h"
 #include "generator/kernel_spec.h"
 
 namespace cpgen {
@@ -30,7 +31,8 @@ TEST(Traits, FeasibilityModelMatchesTheTraitsForEveryTileConfig) {
             s.warps = w;
             s.stages = st;
             const device::FwdLayout l = device::fwd_layout(2, hd, bm, bn, w, st);
-            for (auto [arch, arch_number] : {std::pair{"sm_80", 800}, {"sm_90", 900}}) {
+            for (auto [arch, arch_number] : {std::pair{"sm_80", 800}, {"sm_86", 860}, {"sm_89", 890},
+                                             {"sm_90", 900}, {"sm_100", 1000}, {"sm_120", 1200}}) {
               Feasibility f = check_feasibility(s, arch);
               EXPECT_EQ(f.shared_bytes, l.shared_bytes) << s.uri();
               EXPECT_EQ(f.feasible, traits_accept(l, s, arch_number)) << s.uri() << " on " << arch
@@ -40,7 +42,7 @@ TEST(Traits, FeasibilityModelMatchesTheTraitsForEveryTileConfig) {
               ++checked;
             }
           }
-  EXPECT_GT(checked, 500);
+  EXPECT_GT(checked, 1500);
   EXPECT_GT(feasible, 100);
 }
 
@@ -55,6 +57,35 @@ TEST(Traits, DefaultAt32RowsPerWarpScoresHalfTiles) {
   EXPECT_EQ(l.kv_loads_per_thread, 8);
   // Head dim 256 at 16 rows per warp keeps whole 64-key tiles.
   EXPECT_EQ(device::fwd_layout(2, 256, 64, 64, 4, 2).sub_keys, 64);
+}
+
+// The per-block opt-in shared memory of each target (CUDA C++ Programming Guide), in the model and
+// in the traits the kernel asserts against.
+TEST(Traits, SharedMemoryLimitPerArch) {
+  const std::pair<const char*, int> limits[] = {{"sm_80", 163 * 1024}, {"sm_86", 99 * 1024},
+                                                {"sm_89", 99 * 1024},  {"sm_90", 227 * 1024},
+                                                {"sm_90a", 227 * 1024}, {"sm_100", 227 * 1024},
+                                                {"sm_120", 99 * 1024}};
+  for (auto [arch, bytes] : limits) EXPECT_EQ(shared_memory_limit(arch), bytes) << arch;
+  for (auto [number, bytes] : {std::pair{800, 163 * 1024}, {860, 99 * 1024}, {870, 163 * 1024}, {890, 99 * 1024},
+                               {900, 227 * 1024}, {1000, 227 * 1024}, {1200, 99 * 1024}})
+    EXPECT_EQ(device::shared_limit_for_arch(number), bytes) << number;
+  EXPECT_THROW(shared_memory_limit("sm_75"), Error);
+}
+
+// On the 99 KB targets head dim 256's default (64 x 64 tiles, 2 stages: 160 KB) does not fit;
+// default_for_arch keeps two stages and halves block_n until it does.
+TEST(Traits, DefaultForArchFitsEveryTarget) {
+  for (std::string_view arch : kSupportedArchs)
+    for (const KernelSpec& generic : KernelSpec::all_defaults()) {
+      const KernelSpec s = KernelSpec::default_for_arch(generic.dtype, generic.head_dim, generic.causal,
+                                                        generic.gqa_group, arch);
+      const Feasibility f = check_feasibility(s, arch);
+      EXPECT_TRUE(f.feasible) << s.uri() << " on " << arch << ": " << f.reason;
+      if (check_feasibility(generic, arch).feasible) EXPECT_EQ(s, generic) << arch;
+    }
+  const KernelSpec hd256 = KernelSpec::default_for_arch(Dtype::kBf16, 256, true, 1, "sm_120");
+  EXPECT_EQ(hd256.uri(), "ring_fwd_bf16_hd256_causal_gqa1_bm64_bn32_w4_s2");
 }
 
 }  // namespace

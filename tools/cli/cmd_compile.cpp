@@ -307,7 +307,7 @@ const CommandRegistrar registrar("compile", [](CLI::App& root) {
   cmd->add_flag("--all", options->all,
                 "Compile every candidate of every supported combination (prunes infeasible ones)");
   cmd->add_option("--arch", options->arch,
-                  "Target: sm_80, sm_90 or sm_90a (default: GPU 0's arch, else sm_90a)");
+                  "Target: sm_80, sm_86, sm_89, sm_90, sm_90a, sm_100 or sm_120 (default: GPU 0's arch, else sm_90a)");
   cmd->add_option("--emit-source", options->emit_source, "Also write the generated CUDA source to FILE (with --spec)");
   cmd->add_flag("--json", options->json, "Print JSON instead of text");
   cmd->add_option("--store", options->store_dir,
