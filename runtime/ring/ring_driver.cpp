@@ -66,6 +66,30 @@ void ring_forward(RingBackend& backend, Transport& transport) {
   }
 }
 
+void ring_forward_all(std::span<RingBackend* const> backends, std::span<Transport* const> transports) {
+  const int n = static_cast<int>(transports.size());
+  if (n < 1 || backends.size() != transports.size())
+    throw Error(ErrorKind::kInternal, "ring driver: " + std::to_string(backends.size()) +
+                                          " backends for " + std::to_string(transports.size()) +
+                                          " transports");
+  for (int r = 0; r < n; ++r) {
+    check_transport(*transports[r]);
+    if (transports[r]->rank() != r || transports[r]->size() != n)
+      throw Error(ErrorKind::kInternal, "ring driver: transport " + std::to_string(r) + " is rank " +
+                                            std::to_string(transports[r]->rank()) + " of " +
+                                            std::to_string(transports[r]->size()) + ", not " +
+                                            std::to_string(r) + " of " + std::to_string(n));
+  }
+  for (int r = 0; r < n; ++r) backends[r]->forward_begin();
+  for (int s = 0; s < n; ++s) {
+    bool pass_kv = false;
+    for (int r = 0; r < n; ++r) pass_kv = start_kv_pass(*backends[r], *transports[r], s, n);
+    for (int r = 0; r < n; ++r) backends[r]->forward_step(make_step(r, s, n));
+    if (!pass_kv) continue;
+    for (int r = 0; r < n; ++r) transports[r]->finish(kv_exchange_id(s));
+  }
+}
+
 void ring_backward(RingBackend& backend, Transport& transport) {
   check_transport(transport);
   const int n = transport.size(), rank = transport.rank();

@@ -25,6 +25,7 @@
 #pragma once
 
 #include <cstddef>
+#include <span>
 #include <vector>
 
 #include "runtime/ring/transport.h"
@@ -78,6 +79,17 @@ class RingBackend {
 // Run the forward / backward ring of this rank. Throws what the backend or transport throws.
 void ring_forward(RingBackend& backend, Transport& transport);
 void ring_backward(RingBackend& backend, Transport& transport);
+
+// The forward ring of every rank of a ring from one host thread (the loopback ring of one GPU:
+// backends[r] and transports[r] are rank r's). Each rank makes the same calls in the same order as
+// ring_forward; the ranks interleave in a fixed schedule instead of racing on threads:
+//   forward_begin of ranks 0 .. N-1
+//   for each step s: start the K/V exchange of ranks 0 .. N-1, then forward_step of ranks
+//                    0 .. N-1, then finish of ranks 0 .. N-1
+// Every rank has started an exchange before any rank finishes it, so a transport whose finish
+// needs both neighbours' starts (loopback) never waits on another thread. A transport whose finish
+// blocks until a neighbour finishes (the CPU threads transport) cannot be driven this way.
+void ring_forward_all(std::span<RingBackend* const> backends, std::span<Transport* const> transports);
 
 // Exchange ids the driver uses, so every rank agrees (K/V of step s, dK/dV of step s).
 inline int kv_exchange_id(int step) { return 2 * step; }

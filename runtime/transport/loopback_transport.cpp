@@ -37,6 +37,15 @@ struct LoopbackRing::Exchange {
   std::vector<bool> copied;                       // the copy into rank r is enqueued
   std::vector<std::unique_ptr<Event>> copy_done;  // recorded after the copy into rank r
   std::vector<bool> finished;
+
+  // Back to the state of a fresh exchange; the events stay.
+  void clear() {
+    const size_t n = posted.size();
+    posted.assign(n, false);
+    copied.assign(n, false);
+    finished.assign(n, false);
+    for (auto& s : sends) s.clear();
+  }
 };
 
 LoopbackRing::LoopbackRing(int size, double timeout_seconds)
@@ -67,8 +76,17 @@ void LoopbackRing::abort(const std::string& why) {
   posted_.notify_all();
 }
 
+size_t LoopbackRing::spare_exchanges() const {
+  std::lock_guard lock(mutex_);
+  return spare_.size();
+}
+
 void LoopbackRing::reset() {
   std::lock_guard lock(mutex_);
+  for (auto& [key, exchange] : exchanges_) {
+    exchange->clear();
+    spare_.push_back(std::move(exchange));
+  }
   exchanges_.clear();
   for (auto& counts : starts_) counts.clear();
   for (auto& counts : finishes_) counts.clear();
@@ -80,7 +98,14 @@ void LoopbackRing::start(int rank, std::span<const RingExchange> exchanges, int 
   if (!abort_reason_.empty()) throw Error(ErrorKind::kInternal, abort_reason_);
   const long long use = starts_[rank][id]++;
   auto& slot = exchanges_[{id, use}];
-  if (!slot) slot = std::make_unique<Exchange>(size_);
+  if (!slot) {
+    if (spare_.empty()) {
+      slot = std::make_unique<Exchange>(size_);
+    } else {
+      slot = std::move(spare_.back());
+      spare_.pop_back();
+    }
+  }
   Exchange& exchange = *slot;  // fresh for this rank: its use count just moved on
   exchange.sends[rank].assign(exchanges.begin(), exchanges.end());
   exchange.ready[rank]->record(compute_streams_[rank]);
@@ -153,8 +178,11 @@ void LoopbackRing::finish(int rank, int id) {
   ++finishes_[rank][id];
   bool all = true;
   for (bool f : exchange.finished) all = all && f;
-  // Destroying recorded events is safe: the driver frees them once the work completes.
-  if (all) exchanges_.erase(it);
+  if (all) {
+    exchange.clear();
+    spare_.push_back(std::move(it->second));
+    exchanges_.erase(it);
+  }
 }
 
 }  // namespace cpgen::gpu

@@ -1,14 +1,21 @@
 // Loopback transport: N virtual ranks of one process on one GPU. Each virtual rank has its own
-// compute stream and runs the ring driver on its own host thread; an exchange becomes
-// device-to-device copies on the receiving rank's communication stream, ordered by events:
+// compute stream; RingAttention drives all of them from the calling thread with ring_forward_all
+// (runtime/ring/ring_driver.h), a fixed schedule in which every rank starts an exchange before any
+// rank finishes it. An exchange becomes device-to-device copies on the receiving rank's
+// communication stream, ordered by events:
 //
 //   copy into rank r  waits for  ready(r)     (r finished reading its receive slot)
 //                                ready(r - 1) (r - 1 finished writing its send slot)
 //   finish(id) on r   makes r's compute stream wait for the copy into r and for the copy out of
 //                     r's send slot (into r + 1), so the slot may be overwritten afterwards.
 //
-// The host threads meet only to enqueue (whichever of the two ranks of a copy posts second
-// enqueues it); no thread ever waits for the GPU inside the ring.
+// Whichever of the two ranks of a copy posts second enqueues it; nothing ever waits for the GPU
+// inside the ring. The ring also works with one host thread per rank (the transport tests do
+// that): then finish waits, bounded by the timeout, for the neighbours' posts.
+//
+// An exchange's events are created once and reused from a pool: after the first run, a run
+// creates no events (re-recording an event is safe; a wait already enqueued keeps the record it
+// saw), so the per-call host work is the copies, the event records and the waits.
 //
 // Exchange ids are reused (the backward reuses the forward's, and every run starts again at 0),
 // so exchanges pair use by use: the k-th start of an id on one rank meets the k-th start of that
@@ -48,6 +55,8 @@ class LoopbackRing {
   void abort(const std::string& why);
   // Forget exchanges left over from a failed run.
   void reset();
+  // Exchanges ready for reuse without creating events (a captured run must not create any).
+  size_t spare_exchanges() const;
 
  private:
   class Endpoint;
@@ -63,9 +72,10 @@ class LoopbackRing {
   std::vector<std::unique_ptr<Endpoint>> endpoints_;
   std::vector<std::unique_ptr<Stream>> comm_streams_;  // one per receiving rank
   std::vector<CUstream> compute_streams_;
-  std::mutex mutex_;
+  mutable std::mutex mutex_;
   std::condition_variable posted_;
   std::map<ExchangeKey, std::unique_ptr<Exchange>> exchanges_;
+  std::vector<std::unique_ptr<Exchange>> spare_;  // finished exchanges, events kept for reuse
   std::vector<std::map<int, long long>> starts_;    // per rank: how often it started each id
   std::vector<std::map<int, long long>> finishes_;  // per rank: how often it finished each id
   std::string abort_reason_;

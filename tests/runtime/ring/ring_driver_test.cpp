@@ -4,8 +4,11 @@
 
 #include <gtest/gtest.h>
 
+#include <memory>
 #include <string>
 #include <vector>
+
+#include "cpgen/error.h"
 
 namespace cpgen {
 namespace {
@@ -112,6 +115,99 @@ TEST(RingDriver, SingleRankNeedsNoKvExchange) {
       "bwd begin", "bwd step 0 kv0 from 0 first last", "acc dkv0 first",
       "start 1 dkv0->dkv1", "finish 1", "end dkv1"};
   EXPECT_EQ(log.events, expected);
+}
+
+// A rank's calls through a log shared by every rank, prefixed "rR " so the interleaving shows.
+class RankTransport final : public Transport {
+ public:
+  RankTransport(std::vector<std::string>& all, Log& own, int rank, int size)
+      : all_(all), inner_(own, rank, size), own_(own), rank_(rank) {}
+  int rank() const override { return inner_.rank(); }
+  int size() const override { return inner_.size(); }
+  void start(std::span<const RingExchange> exchanges, int id) override {
+    inner_.start(exchanges, id);
+    all_.push_back("r" + std::to_string(rank_) + " " + own_.events.back());
+  }
+  void finish(int id) override {
+    inner_.finish(id);
+    all_.push_back("r" + std::to_string(rank_) + " " + own_.events.back());
+  }
+
+ private:
+  std::vector<std::string>& all_;
+  LoggingTransport inner_;
+  Log& own_;
+  int rank_;
+};
+
+class RankBackend final : public RingBackend {
+ public:
+  RankBackend(std::vector<std::string>& all, Log& own, int rank) : all_(all), inner_(own), own_(own), rank_(rank) {}
+  std::vector<BufferView> kv_buffers(int slot) override { return inner_.kv_buffers(slot); }
+  std::vector<BufferView> dkv_buffers(int slot) override { return inner_.dkv_buffers(slot); }
+  void forward_begin() override { note([&] { inner_.forward_begin(); }); }
+  void forward_step(const RingStep& s) override { note([&] { inner_.forward_step(s); }); }
+  void backward_begin() override {}
+  void backward_step(const RingStep&) override {}
+  void accumulate_dkv(int, bool) override {}
+  void backward_end(int) override {}
+
+ private:
+  template <typename F>
+  void note(F call) {
+    call();
+    all_.push_back("r" + std::to_string(rank_) + " " + own_.events.back());
+  }
+  std::vector<std::string>& all_;
+  LoggingBackend inner_;
+  Log& own_;
+  int rank_;
+};
+
+// The loopback ring drives every rank from one thread: each rank's own calls are exactly
+// ring_forward's, and the ranks interleave in the documented fixed schedule (all starts of a step,
+// then all computes, then all finishes), never in a thread race.
+TEST(RingDriver, ForwardAllRunsEveryRankInAFixedScheduleFromOneThread) {
+  constexpr int n = 3;
+  std::vector<std::string> all;
+  Log own[n], alone[n];
+  std::vector<std::unique_ptr<RankTransport>> transports;
+  std::vector<std::unique_ptr<RankBackend>> backends;
+  std::vector<Transport*> t;
+  std::vector<RingBackend*> b;
+  for (int r = 0; r < n; ++r) {
+    transports.push_back(std::make_unique<RankTransport>(all, own[r], r, n));
+    backends.push_back(std::make_unique<RankBackend>(all, own[r], r));
+    t.push_back(transports.back().get());
+    b.push_back(backends.back().get());
+  }
+  ring_forward_all(b, t);
+  for (int r = 0; r < n; ++r) {
+    LoggingBackend backend(alone[r]);
+    LoggingTransport transport(alone[r], r, n);
+    ring_forward(backend, transport);
+    EXPECT_EQ(own[r].events, alone[r].events) << "rank " << r;
+  }
+  const std::vector<std::string> expected = {
+      "r0 fwd begin", "r1 fwd begin", "r2 fwd begin",
+      "r0 start 0 kv0->kv1", "r1 start 0 kv0->kv1", "r2 start 0 kv0->kv1",
+      "r0 fwd step 0 kv0 from 0 first", "r1 fwd step 0 kv0 from 1 first", "r2 fwd step 0 kv0 from 2 first",
+      "r0 finish 0", "r1 finish 0", "r2 finish 0",
+      "r0 start 2 kv1->kv0", "r1 start 2 kv1->kv0", "r2 start 2 kv1->kv0",
+      "r0 fwd step 1 kv1 from 2", "r1 fwd step 1 kv1 from 0", "r2 fwd step 1 kv1 from 1",
+      "r0 finish 2", "r1 finish 2", "r2 finish 2",
+      "r0 fwd step 2 kv0 from 1 last", "r1 fwd step 2 kv0 from 2 last", "r2 fwd step 2 kv0 from 0 last"};
+  EXPECT_EQ(all, expected);
+}
+
+TEST(RingDriver, ForwardAllRefusesTransportsOutOfRankOrder) {
+  Log log[2];
+  LoggingTransport t0(log[0], 1, 2), t1(log[1], 0, 2);
+  LoggingBackend b0(log[0]), b1(log[1]);
+  std::vector<Transport*> t = {&t0, &t1};
+  std::vector<RingBackend*> b = {&b0, &b1};
+  EXPECT_THROW(ring_forward_all(b, t), Error);
+  EXPECT_TRUE(log[0].events.empty());
 }
 
 }  // namespace

@@ -25,7 +25,9 @@ namespace {
 // With reuse_id, every step uses exchange id 0 (as the backward reuses the forward's ids and each
 // run restarts at 0) and rank 0 runs ahead of the others, so it starts the next use of the id
 // while its neighbours are still on the previous one.
-void pass_chunks_around(int n, bool reuse_id) {
+// With one_thread, the calling thread drives every rank in the schedule ring_forward_all uses
+// (all ranks start a step's exchange, then all finish it), as RingAttention does.
+void pass_chunks_around(int n, bool reuse_id, bool one_thread = false) {
   {
     use_primary_context(0);
     gpu::LoopbackRing ring(n, 30);
@@ -49,8 +51,25 @@ void pass_chunks_around(int n, bool reuse_id) {
     }
     const int steps = n;  // one full turn brings every chunk home
     std::vector<std::string> errors(n);
+    auto exchange_of = [&](int r, int s) {
+      const int from = s % 2, to = (s + 1) % 2;
+      return std::vector<RingExchange>{{a[r][from].as<void>(), a[r][to].as<void>(), count * sizeof(int)},
+                                       {b[r][from].as<void>(), b[r][to].as<void>(), count * sizeof(int)}};
+    };
+    if (one_thread) {
+      // Twice, so the second run reuses the exchanges (and their events) of the first.
+      for (int run = 0; run < 2; ++run) {
+        ring.reset();
+        for (int s = run * steps; s < (run + 1) * steps; ++s) {
+          const int id = reuse_id ? 0 : 2 * s;
+          for (int r = 0; r < n; ++r) ring.endpoint(r).start(exchange_of(r, s), id);
+          for (int r = 0; r < n; ++r) ring.endpoint(r).finish(id);
+        }
+        if (n > 1) EXPECT_GE(ring.spare_exchanges(), 1u);
+      }
+    }
     std::vector<std::thread> threads;
-    for (int r = 0; r < n; ++r)
+    for (int r = 0; r < n && !one_thread; ++r)
       threads.emplace_back([&, r] {
         try {
           use_primary_context(0);
@@ -58,10 +77,7 @@ void pass_chunks_around(int n, bool reuse_id) {
           for (int s = 0; s < steps; ++s) {
             if (reuse_id && r != 0) std::this_thread::sleep_for(std::chrono::milliseconds(20));
             const int id = reuse_id ? 0 : 2 * s;
-            const int from = s % 2, to = (s + 1) % 2;
-            std::vector<RingExchange> ex = {{a[r][from].as<void>(), a[r][to].as<void>(), count * sizeof(int)},
-                                            {b[r][from].as<void>(), b[r][to].as<void>(), count * sizeof(int)}};
-            t.start(ex, id);
+            t.start(exchange_of(r, s), id);
             t.finish(id);
           }
         } catch (const std::exception& e) {
@@ -72,11 +88,13 @@ void pass_chunks_around(int n, bool reuse_id) {
     for (auto& t : threads) t.join();
     for (int r = 0; r < n; ++r) ASSERT_EQ(errors[r], "") << "rank " << r;
     for (auto& s : streams) CPGEN_CU_CHECK(cu::driver().cuStreamSynchronize(s->get()));
+    // Two full turns (one_thread) bring every chunk home just as one turn does.
+    const int total_steps = one_thread ? 2 * steps : steps;
     for (int r = 0; r < n; ++r) {
-      const int slot = steps % 2;
+      const int slot = total_steps % 2;
       const std::vector<int> got_a = a[r][slot].download_as<int>(), got_b = b[r][slot].download_as<int>();
       // After n steps the chunk has gone round: each rank holds its own again.
-      const int origin = ((r - steps) % n + n) % n;
+      const int origin = ((r - total_steps) % n + n) % n;
       for (size_t i = 0; i < count; i += 997) {
         ASSERT_EQ(got_a[i], origin * 1000000 + static_cast<int>(i)) << "N=" << n << " rank " << r << " a[" << i << "]";
         ASSERT_EQ(got_b[i], -1 - origin) << "N=" << n << " rank " << r << " b[" << i << "]";
@@ -95,6 +113,12 @@ TEST(LoopbackTransport, ChunksTravelAroundTheRing) {
 TEST(LoopbackTransport, ReusedExchangeIdsPairUseByUse) {
   CPGEN_REQUIRE_GPU();
   for (int n : {2, 3, 4}) pass_chunks_around(n, true);
+}
+
+TEST(LoopbackTransport, OneThreadDrivesEveryRankInTheFixedSchedule) {
+  CPGEN_REQUIRE_GPU();
+  for (int n : {1, 2, 3, 8}) pass_chunks_around(n, false, true);
+  for (int n : {2, 3}) pass_chunks_around(n, true, true);
 }
 
 TEST(LoopbackTransport, MismatchedSizesAreNamed) {
