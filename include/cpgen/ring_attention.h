@@ -15,6 +15,23 @@
 // No CUDA or NCCL header is needed here: streams (CUstream / cudaStream_t) and communicators
 // (ncclComm_t) are passed as void*. Everything is asynchronous on the caller's stream; errors of
 // queued work (a stalled NCCL peer, a failed launch) surface from synchronize() or the next call.
+//
+// Streams: one ring object may be called on several streams. Its buffers serve every call, so a
+// call on another stream than the previous call's makes its stream wait (on the GPU, no host
+// synchronization) for the previous call to complete. Calls are not thread-safe: one host thread
+// at a time per ring object.
+//
+// CUDA graph capture: both paths may be captured, from their second call on (a call on a
+// capturing stream allocates nothing, creates no CUDA event and never synchronizes with the host):
+// - nccl: forward. The first forward must run uncaptured (NCCL connects the peers, allocating
+//   their buffers, on first use); capturing it is refused with kBadInput. The watchdog does not
+//   watch exchanges of a graph (a captured event cannot be queried): a replay's NCCL errors
+//   surface through the communicator's asynchronous error, not through a timeout.
+// - loopback: forward and forward_all, likewise after one uncaptured call.
+// A captured call that would have to wait for an uncaptured call still running on another stream
+// is refused (a capture cannot wait on outside work): synchronize() first, or capture on that
+// stream. Replays of a graph are ordered against other calls by the caller (launch the graph on
+// the stream of those calls). synchronize() covers uncaptured calls only.
 #pragma once
 
 #include <memory>
@@ -60,7 +77,11 @@ struct StepKernelChoice {
 class RingAttention {
  public:
   // This process is one rank of an NCCL communicator (ncclComm_t as void*) of size cp_size; the
-  // ring runs on the communicator's device. Throws Error(kNccl) if cpgen was built without NCCL.
+  // ring runs on the communicator's device. The ring never uses the caller's communicator after
+  // construction: it runs on a communicator split from it here (ncclCommSplit, same ranks, so this
+  // is collective: every rank of the communicator constructs its ring), and the watchdog aborts
+  // only that one, so the caller's stays usable for other traffic and is destroyed by the caller
+  // whenever it likes. Throws Error(kNccl) if cpgen was built without NCCL.
   static RingAttention nccl(const Problem& problem, void* nccl_comm, const RingOptions& options = {});
   // All cp_size ranks as virtual ranks of this process on one GPU (testing, single-GPU runs).
   static RingAttention loopback(const Problem& problem, const RingOptions& options = {});

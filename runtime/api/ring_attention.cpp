@@ -2,9 +2,13 @@
 // the GPU backend, with the loopback or the NCCL transport. Kernels are selected per step type
 // by select_ring_kernels (runtime/api/kernel_select.h), the lookup `cpgen explain` uses.
 //
-// Loopback runs the driver of each virtual rank on its own host thread with its own compute
-// stream, forked from and joined back into the caller's stream with events, so the ranks' step
-// kernels overlap each other and the copies; the threads only enqueue work.
+// Loopback enqueues every virtual rank's steps from the calling thread (ring_forward_all, a fixed
+// schedule), each rank on its own compute stream forked from and joined back into the caller's
+// stream with events, so the ranks' step kernels overlap each other and the copies.
+//
+// One ring object serves calls on several streams: its K/V slots and running state are shared by
+// every call, so a call on another stream than the previous one first makes its stream wait for
+// the previous call's completion event (on the GPU; the host never waits).
 #include "cpgen/ring_attention.h"
 
 #include <chrono>
@@ -47,8 +51,13 @@ struct RingAttention::Impl {
 #ifdef CPGEN_HAVE_NCCL
   std::unique_ptr<gpu::NcclTransport> nccl;
 #endif
+  // The last uncaptured forward: its completion event and stream (pending until synchronize).
   std::unique_ptr<gpu::Event> done;
+  CUstream done_stream = nullptr;
   bool pending = false;
+  // The last forward captured into a graph, for ordering calls inside one capture.
+  std::unique_ptr<gpu::Event> captured_done;
+  CUstream captured_stream = nullptr;
 
   // Buffers must outlive the work queued on them: wait for the last forward (errors were or will
   // be reported by synchronize; a destructor has no one to tell).
@@ -84,6 +93,49 @@ struct RingAttention::Impl {
     kernel = std::make_unique<gpu::StepKernel>(per_step, arch, device);
     positions = std::make_unique<gpu::DevicePositions>(problem, device);
     done = std::make_unique<gpu::Event>();
+    captured_done = std::make_unique<gpu::Event>();
+  }
+
+  // Orders a call on `stream` after the previous call, whose work may still be queued on another
+  // stream and uses the same buffers. No host synchronization.
+  void order_after_previous(CUstream stream, bool capturing) {
+    const cu::DriverApi& api = cu::driver();
+    if (!capturing) {
+      // Work of earlier captures runs when the caller launches the graph, on a stream of the
+      // caller's choice; ordering graph launches against other calls is the caller's (header).
+      if (pending && done_stream != stream) CPGEN_CU_CHECK(api.cuStreamWaitEvent(stream, done->get(), 0));
+      return;
+    }
+    // A capture cannot wait on an event recorded outside it; if that work is finished no wait is
+    // needed, and if it is not the call is refused rather than captured unordered.
+    if (pending && done_stream != stream) {
+      const CUresult status = api.cuEventQuery(done->get());
+      if (status == CUDA_ERROR_NOT_READY)
+        throw_bad_input("RingAttention::forward: capturing a forward on one stream while the previous "
+                        "forward, on another stream, may still run; call synchronize() first or "
+                        "capture on the stream of the previous call");
+      if (status != CUDA_SUCCESS) CPGEN_CU_CHECK(status);
+    }
+    // Inside one capture, a call on a second stream waits for the previous captured call (a wait
+    // on an event of the same capture is a graph edge). A capture that has ended needs no wait.
+    if (captured_stream && captured_stream != stream) {
+      CUstreamCaptureStatus other = CU_STREAM_CAPTURE_STATUS_NONE;
+      if (api.cuStreamIsCapturing(captured_stream, &other) == CUDA_SUCCESS &&
+          other == CU_STREAM_CAPTURE_STATUS_ACTIVE)
+        CPGEN_CU_CHECK(api.cuStreamWaitEvent(stream, captured_done->get(), 0));
+    }
+  }
+
+  // Marks the end of a call on `stream` for the next call and for synchronize().
+  void record_done(CUstream stream, bool capturing) {
+    if (capturing) {
+      captured_done->record(stream);
+      captured_stream = stream;
+      return;
+    }
+    done->record(stream);
+    done_stream = stream;
+    pending = true;
   }
 
   void run_loopback(std::span<const ShardPointers> ranks, CUstream stream) {
@@ -93,31 +145,32 @@ struct RingAttention::Impl {
                       " shards for cp_size " + std::to_string(n));
     use_primary_context(device);
     const cu::DriverApi& api = cu::driver();
+    const bool capturing = gpu::is_capturing(stream);
+    // The ring's events (streams, fork and join events, the exchanges' events) exist after the
+    // first run; a captured run may reuse them but not create them.
+    if (capturing && n > 1 && loopback->spare_exchanges() == 0)
+      throw_bad_input("RingAttention::forward_all: the first forward of a loopback ring cannot be "
+                      "captured into a CUDA graph (it creates the ring's CUDA events); run one "
+                      "forward without capture first");
+    order_after_previous(stream, capturing);
     fork_event->record(stream);
     loopback->reset();
+    std::vector<RingBackend*> rank_backends;
+    std::vector<Transport*> endpoints;
     for (int r = 0; r < n; ++r) {
       CUstream rs = rank_streams[r]->get();
       CPGEN_CU_CHECK(api.cuStreamWaitEvent(rs, fork_event->get(), 0));
       loopback->set_compute_stream(r, rs);
       const ShardPointers& s = ranks[r];
       backends[r]->bind({s.q, s.k, s.v, s.out, s.lse}, rs);
+      rank_backends.push_back(backends[r].get());
+      endpoints.push_back(&loopback->endpoint(r));
     }
-    std::vector<std::exception_ptr> errors(n);
-    auto drive = [&](int r) {
-      try {
-        use_primary_context(device);
-        ring_forward(*backends[r], loopback->endpoint(r));
-      } catch (const std::exception& e) {
-        errors[r] = std::current_exception();
-        loopback->abort("virtual rank " + std::to_string(r) + " failed: " + e.what());
-      }
-    };
-    if (n == 1) {
-      drive(0);
-    } else {
-      std::vector<std::thread> threads;
-      for (int r = 0; r < n; ++r) threads.emplace_back(drive, r);
-      for (auto& t : threads) t.join();
+    std::exception_ptr error;
+    try {
+      ring_forward_all(rank_backends, endpoints);
+    } catch (const std::exception&) {
+      error = std::current_exception();
     }
     // Join every rank's stream back into the caller's, also after a failure, so that nothing
     // queued keeps running unseen.
@@ -125,11 +178,8 @@ struct RingAttention::Impl {
       join_events[r]->record(rank_streams[r]->get());
       CPGEN_CU_CHECK(api.cuStreamWaitEvent(stream, join_events[r]->get(), 0));
     }
-    done->record(stream);
-    pending = true;
-    // The first failure is the cause; the others are its echo (aborted waits).
-    for (auto& e : errors)
-      if (e) std::rethrow_exception(e);
+    record_done(stream, capturing);
+    if (error) std::rethrow_exception(error);
   }
 };
 
@@ -197,11 +247,12 @@ void RingAttention::forward(const void* q, const void* k, const void* v, void* o
 #ifdef CPGEN_HAVE_NCCL
   use_primary_context(m.device);
   m.nccl->check();
+  const bool capturing = gpu::is_capturing(cu_stream);
+  m.order_after_previous(cu_stream, capturing);
   m.backends[0]->bind({q, k, v, out, lse}, cu_stream);
   m.nccl->set_compute_stream(cu_stream);
   ring_forward(*m.backends[0], *m.nccl);
-  m.done->record(cu_stream);
-  m.pending = true;
+  m.record_done(cu_stream, capturing);
 #else
   throw Error(ErrorKind::kInternal, "RingAttention: no transport");
 #endif

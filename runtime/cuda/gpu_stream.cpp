@@ -21,4 +21,11 @@ Event::~Event() {
 
 void Event::record(CUstream stream) const { CPGEN_CU_CHECK(cu::driver().cuEventRecord(event_, stream)); }
 
+bool is_capturing(CUstream stream) {
+  CUstreamCaptureStatus status = CU_STREAM_CAPTURE_STATUS_NONE;
+  CPGEN_CU_CHECK(cu::driver().cuStreamIsCapturing(stream, &status));
+  // An invalidated capture still counts: enqueueing more work would only hide why it failed.
+  return status != CU_STREAM_CAPTURE_STATUS_NONE;
+}
+
 }  // namespace cpgen::gpu

@@ -31,4 +31,8 @@ class Event {
   CUevent event_ = nullptr;
 };
 
+// Whether work enqueued on `stream` now is being captured into a CUDA graph (cuStreamIsCapturing):
+// such work must not allocate, create events or synchronize with the host.
+bool is_capturing(CUstream stream);
+
 }  // namespace cpgen::gpu

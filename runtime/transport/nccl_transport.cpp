@@ -19,10 +19,27 @@ int NcclTransport::device_of(ncclComm_t comm) {
   return device;
 }
 
-NcclTransport::NcclTransport(ncclComm_t comm, CUcontext context, double watchdog_seconds)
-    : comm_(comm), context_(context), watchdog_seconds_(watchdog_seconds) {
-  CPGEN_NCCL_CHECK(ncclCommUserRank(comm_, &rank_));
-  CPGEN_NCCL_CHECK(ncclCommCount(comm_, &size_));
+NcclTransport::NcclTransport(ncclComm_t caller_comm, CUcontext context, double watchdog_seconds)
+    : comm_(nullptr), context_(context), watchdog_seconds_(watchdog_seconds) {
+  int caller_rank = 0;
+  CPGEN_NCCL_CHECK(ncclCommUserRank(caller_comm, &caller_rank));
+  ncclConfig_t config = NCCL_CONFIG_INITIALIZER;
+  config.blocking = 1;    // start() relies on ncclGroupEnd returning with the group enqueued
+  config.splitShare = 0;  // own resources: aborting this communicator leaves the parent's alone
+  CPGEN_NCCL_CHECK(ncclCommSplit(caller_comm, /*color=*/0, /*key=*/caller_rank, &comm_, &config));
+  try {
+    CPGEN_NCCL_CHECK(ncclCommUserRank(comm_, &rank_));
+    CPGEN_NCCL_CHECK(ncclCommCount(comm_, &size_));
+    // Every event the forward ring uses, now: a captured forward must not create any.
+    for (int s = 0; s + 1 < size_; ++s) {
+      ready_events_[kv_exchange_id(s)] = std::make_unique<Event>();
+      done_events_[kv_exchange_id(s)] = std::make_unique<Event>();
+    }
+    watches_.reserve(static_cast<size_t>(2 * size_));
+  } catch (...) {
+    ncclCommDestroy(comm_);
+    throw;
+  }
   watchdog_ = std::thread([this] { watchdog_loop(); });
 }
 
@@ -33,11 +50,21 @@ NcclTransport::~NcclTransport() {
   }
   wake_.notify_all();
   watchdog_.join();
+  // An aborted communicator is already freed; otherwise the owner (RingAttention) waited for the
+  // ring's last work before destroying this object.
+  if (!aborted_) ncclCommDestroy(comm_);
 }
 
-Event& NcclTransport::event_for(std::map<int, std::unique_ptr<Event>>& events, int id) {
+Event& NcclTransport::event_for(std::map<int, std::unique_ptr<Event>>& events, int id, bool capturing) {
   auto& slot = events[id];
-  if (!slot) slot = std::make_unique<Event>();
+  if (!slot) {
+    if (capturing)
+      throw Error(ErrorKind::kBadInput,
+                  "NCCL ring on rank " + std::to_string(rank_) + ": exchange " + std::to_string(id) +
+                      " would create a CUDA event while the stream is being captured into a graph; "
+                      "run this call once without capture first");
+    slot = std::make_unique<Event>();
+  }
   return *slot;
 }
 
@@ -61,12 +88,19 @@ void NcclTransport::check() const {
 void NcclTransport::start(std::span<const RingExchange> exchanges, int id) {
   check();
   const cu::DriverApi& api = cu::driver();
-  Event& ready = event_for(ready_events_, id);
-  Event& done = event_for(done_events_, id);
+  const bool capturing = is_capturing(compute_stream_);
+  if (capturing && !connected_)
+    throw Error(ErrorKind::kBadInput,
+                "NCCL ring on rank " + std::to_string(rank_) +
+                    ": the first forward of a ring cannot be captured into a CUDA graph (NCCL "
+                    "connects the ring's peers and allocates their buffers on first use); run one "
+                    "forward without capture first");
+  Event& ready = event_for(ready_events_, id, capturing);
+  Event& done = event_for(done_events_, id, capturing);
   ready.record(compute_stream_);
   CPGEN_CU_CHECK(api.cuStreamWaitEvent(comm_stream_.get(), ready.get(), 0));
-  size_t watch_index;
-  {
+  size_t watch_index = 0;
+  if (!capturing) {
     std::lock_guard lock(mutex_);
     std::erase_if(watches_, [](const Watch& w) { return w.complete; });
     watches_.push_back({id, done.get(), std::chrono::steady_clock::now(), false, false});
@@ -89,9 +123,10 @@ void NcclTransport::start(std::span<const RingExchange> exchanges, int id) {
     throw;
   }
   done.record(comm_stream_.get());
-  {
+  if (!capturing) {
     std::lock_guard lock(mutex_);
     watches_[watch_index].enqueued = true;
+    connected_ = true;
   }
 }
 

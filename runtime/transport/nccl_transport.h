@@ -10,6 +10,22 @@
 // A watchdog thread polls ncclCommGetAsyncError and the completion events. An exchange that has
 // not completed within the timeout aborts the communicator (ncclCommAbort) and records an error
 // naming this rank, the ring step and the peers; start/finish/check() throw it from then on.
+//
+// The communicator the watchdog may abort is cpgen's own. The caller's communicator often carries
+// data- or tensor-parallel traffic too, and aborting it under the caller (who then destroys it)
+// would be a use after free. So the constructor splits the caller's communicator with one color
+// for every rank and key = rank (ncclCommSplit: same ranks, same order, new communicator), with
+// resource sharing off, so that aborting ours leaves the caller's usable. A split rather than
+// ncclCommInitRank with a fresh id: the split needs no id broadcast (which would be a collective
+// on the caller's communicator plus a device buffer for the id), and NCCL builds it from the
+// parent's bootstrap. Like any NCCL communicator creation it is collective: every rank of the
+// caller's communicator must construct its transport.
+//
+// CUDA graph capture (the compute stream capturing): the exchange is captured like any NCCL call,
+// using only events created at construction, and is not watched (a captured event cannot be
+// queried; replays of the graph report NCCL failures through ncclCommGetAsyncError only). The
+// first exchange must not be captured: NCCL connects the ring's peers, allocating their buffers,
+// on first use; start() refuses that with a clear error.
 #pragma once
 
 #include <cuda.h>
@@ -32,9 +48,11 @@ namespace cpgen::gpu {
 
 class NcclTransport final : public Transport {
  public:
-  // Borrows `comm` (the caller destroys it, after this object). `context` is the communicator's
-  // device's primary context.
-  NcclTransport(ncclComm_t comm, CUcontext context, double watchdog_seconds);
+  // Splits `caller_comm` (borrowed, only during the constructor) into a communicator this object
+  // owns, aborts or destroys. `context` is the communicator's device's primary context.
+  NcclTransport(ncclComm_t caller_comm, CUcontext context, double watchdog_seconds);
+  NcclTransport(const NcclTransport&) = delete;
+  NcclTransport& operator=(const NcclTransport&) = delete;
   ~NcclTransport() override;
 
   int rank() const override { return rank_; }
@@ -48,6 +66,8 @@ class NcclTransport final : public Transport {
   // Blocks until every started exchange completed (or the watchdog fired, then throws).
   void wait_idle();
   static int device_of(ncclComm_t comm);
+  // The communicator the ring runs on (owned; never the caller's).
+  ncclComm_t comm() const { return comm_; }
 
  private:
   struct Watch {
@@ -61,7 +81,7 @@ class NcclTransport final : public Transport {
   void watchdog_loop();
   void fire(const std::string& why);  // aborts the communicator once
   std::string describe_stall(int id) const;
-  Event& event_for(std::map<int, std::unique_ptr<Event>>& events, int id);
+  Event& event_for(std::map<int, std::unique_ptr<Event>>& events, int id, bool capturing);
 
   ncclComm_t comm_;
   CUcontext context_;
@@ -76,6 +96,7 @@ class NcclTransport final : public Transport {
   std::vector<Watch> watches_;
   std::string error_;
   std::atomic<bool> aborted_{false};
+  bool connected_ = false;  // an uncaptured exchange went through: NCCL has connected the peers
   bool stopping_ = false;
   std::thread watchdog_;
 };

@@ -12,6 +12,8 @@
 #include <sys/wait.h>
 #include <unistd.h>
 
+#include <nccl.h>
+
 #include <chrono>
 #include <cstdlib>
 #include <fstream>
@@ -20,6 +22,10 @@
 #include "cpgen/error.h"
 #include "cpgen/nccl_bootstrap.h"
 #include "runtime/api/gpu_ring_run.h"
+#include "runtime/cuda/cuda_driver.h"
+#include "runtime/cuda/device_buffer.h"
+#include "runtime/cuda/gpu_stream.h"
+#include "runtime/cuda/module.h"
 #include "runtime/ring/partition.h"
 #include "runtime/ring/vectors.h"
 #include "test_util.h"
@@ -94,6 +100,26 @@ std::string slurp(const std::string& path) {
   return std::string(std::istreambuf_iterator<char>(in), {});
 }
 
+// An allreduce of 1024 floats on the caller's communicator (each rank contributes rank + 1):
+// whether it still works after the ring's own communicator was aborted.
+std::string allreduce_on_caller_comm(void* comm, int nranks) {
+  auto nccl = static_cast<ncclComm_t>(comm);
+  int device = 0, rank = 0;
+  if (ncclCommCuDevice(nccl, &device) != ncclSuccess || ncclCommUserRank(nccl, &rank) != ncclSuccess)
+    return "allreduce: the caller's communicator is unusable";
+  use_primary_context(device);
+  DeviceBuffer values = DeviceBuffer::from_host(device, std::vector<float>(1024, rank + 1.0f));
+  gpu::Stream s;
+  const ncclResult_t status =
+      ncclAllReduce(values.as<void>(), values.as<void>(), 1024, ncclFloat, ncclSum, nccl, s.get());
+  if (status != ncclSuccess) return std::string("allreduce failed: ") + ncclGetErrorString(status);
+  if (cu::driver().cuStreamSynchronize(s.get()) != CUDA_SUCCESS) return "allreduce failed on the GPU";
+  const float want = nranks * (nranks + 1) / 2.0f;
+  for (float got : values.download_as<float>())
+    if (got != want) return "allreduce wrong: " + std::to_string(got) + ", expected " + std::to_string(want);
+  return "allreduce ok";
+}
+
 // The child's side. Skips unless started by the tests below.
 TEST(NcclRingWorker, Run) {
   const std::string rank_text = env_or("CPGEN_NCCL_WORKER_RANK");
@@ -131,22 +157,26 @@ TEST(NcclRingWorker, Run) {
     result << (HasFailure() ? "failed" : "ok") << "\n";
     nccl_comm_destroy(comm);
   } else if (mode == "watchdog") {
-    // Rank 1 joins the communicator and then never sends; rank 0's watchdog must name it.
+    // Rank 1 creates its ring (splitting the communicator is collective) and then never runs it;
+    // rank 0's watchdog must name it and abort only the ring's own communicator: afterwards an
+    // allreduce on the caller's communicator, which both ranks join, still works.
     const double timeout = 3;
-    if (rank == 1) {
-      std::this_thread::sleep_for(std::chrono::duration<double>(timeout + 20));
-      result << "slept\n";
-      std::_Exit(0);  // the peer aborted its side; do not wait in ncclCommDestroy
-    }
     Problem p;
     p.q_heads = 2;
     p.kv_heads = 2;
     p.head_dim = 64;
     p.seq_len = 256;
     p.cp_size = nranks;
-    std::vector<float> q = testing::random_bf16_exact(2 * 256 * 64, 1), k = q, v = q, out, lse;
     RingOptions options;
     options.watchdog_seconds = timeout;
+    if (rank == 1) {
+      RingAttention ring = RingAttention::nccl(p, comm, options);
+      std::this_thread::sleep_for(std::chrono::duration<double>(timeout + 5));
+      result << "slept\n" << allreduce_on_caller_comm(comm, nranks) << "\n";
+      result.flush();
+      std::_Exit(0);  // the peer aborted its side of the ring's communicator; skip ncclCommDestroy
+    }
+    std::vector<float> q = testing::random_bf16_exact(2 * 256 * 64, 1), k = q, v = q, out, lse;
     const auto start = std::chrono::steady_clock::now();
     try {
       gpu::run_gpu_ring_nccl_rank(p, comm, q, k, v, options, out, lse);
@@ -155,9 +185,52 @@ TEST(NcclRingWorker, Run) {
       const double took = std::chrono::duration<double>(std::chrono::steady_clock::now() - start).count();
       result << "error after " << took << " s: " << e.what() << "\n";
     }
+    result << allreduce_on_caller_comm(comm, nranks) << "\n";
     result.flush();
     std::_Exit(0);
-  } else {
+  } else if (mode == "graph") {
+    // Two forwards (two output buffers) captured into one graph after an uncaptured warm-up call,
+    // replayed twice, each against the vectors.
+    AttentionVectors vec = load_attention_vectors(env_or("CPGEN_NCCL_WORKER_VECTORS"));
+    const Problem p = problem_from_vectors(vec, nranks, Scheme::kZigzag, Dtype::kBf16);
+    std::vector<float> q(vec.q.begin(), vec.q.end()), k(vec.k.begin(), vec.k.end()),
+        v(vec.v.begin(), vec.v.end());
+    RingOptions options;
+    options.watchdog_seconds = 120;
+    RingAttention ring = RingAttention::nccl(p, comm, options);
+    gpu::DeviceShard a = gpu::upload_shard(p, rank, ring.device(), q, k, v);
+    gpu::DeviceShard b = gpu::upload_shard(p, rank, ring.device(), q, k, v);
+    const ShardPointers pa = a.pointers(), pb = b.pointers();
+    const cu::DriverApi& api = cu::driver();
+    gpu::Stream s;
+    ring.forward(pa.q, pa.k, pa.v, pa.out, pa.lse, s.get());
+    ring.synchronize();
+    CPGEN_CU_CHECK(api.cuStreamBeginCapture(s.get(), CU_STREAM_CAPTURE_MODE_THREAD_LOCAL));
+    ring.forward(pa.q, pa.k, pa.v, pa.out, pa.lse, s.get());
+    ring.forward(pb.q, pb.k, pb.v, pb.out, pb.lse, s.get());
+    CUgraph graph = nullptr;
+    CPGEN_CU_CHECK(api.cuStreamEndCapture(s.get(), &graph));
+    CUgraphExec exec = nullptr;
+    CPGEN_CU_CHECK(api.cuGraphInstantiateWithFlags(&exec, graph, 0));
+    const std::vector<double> want_out =
+        scatter_shard(vec.out, p.batch, p.q_heads, p.seq_len, p.head_dim, p.scheme, nranks, rank);
+    const std::vector<double> want_lse = scatter_shard(vec.lse, p.batch, p.q_heads, p.seq_len, 1, p.scheme, nranks, rank);
+    for (int replay = 0; replay < 2; ++replay) {
+      gpu::poison_outputs(p, a);
+      gpu::poison_outputs(p, b);
+      CPGEN_CU_CHECK(api.cuGraphLaunch(exec, s.get()));
+      CPGEN_CU_CHECK(api.cuStreamSynchronize(s.get()));
+      for (const gpu::DeviceShard* shard : {&a, &b}) {
+        std::vector<float> out, lse;
+        gpu::download_outputs(p, *shard, out, lse);
+        testing::expect_close_to(out, lse, want_out, want_lse, p.head_dim,
+                                 vec.name + " graph replay " + std::to_string(replay) + " rank " + rank_text);
+      }
+    }
+    api.cuGraphExecDestroy(exec);
+    api.cuGraphDestroy(graph);
+    result << (HasFailure() ? "failed" : "ok") << "\n";
+    } else {
     FAIL() << "unknown CPGEN_NCCL_WORKER_MODE '" << mode << "'";
   }
 }
@@ -211,6 +284,28 @@ TEST(NcclRing, WatchdogNamesTheRankThatNeverSends) {
   EXPECT_NE(report.find("stalled on rank 0"), std::string::npos) << report;
   EXPECT_NE(report.find("receiving from rank 1"), std::string::npos) << report;
   EXPECT_NE(report.find("ring step 0"), std::string::npos) << report;
+  // The watchdog aborted the ring's own communicator, not the caller's.
+  EXPECT_NE(report.find("allreduce ok"), std::string::npos) << report;
+  EXPECT_EQ(codes[1], 0);
+  const std::string peer = slurp(result + ".1");
+  EXPECT_NE(peer.find("allreduce ok"), std::string::npos) << "rank 1: " << peer;
+}
+
+// Two forwards captured into a CUDA graph on each of 2 ranks, replayed against the vectors.
+TEST(NcclRing, ForwardsCapturedIntoAGraphReplay) {
+  CPGEN_REQUIRE_GPU();
+  testing::TempDir dir("nccl_graph");
+  const std::string result = dir.path() + "/result";
+  std::vector<int> codes = run_children(
+      2,
+      {"CPGEN_NCCL_WORKER_MODE=graph", "CPGEN_NCCL_WORKER_RESULT=" + result,
+       "CPGEN_NCCL_WORKER_ID_FILE=" + dir.path() + "/id", "CPGEN_NCCL_WORKER_JOB=graph",
+       "CPGEN_NCCL_WORKER_VECTORS=" + testing::vectors_dir() + "/gqa4_causal_hd128_s128.json"},
+      240);
+  for (int r = 0; r < 2; ++r) {
+    EXPECT_EQ(codes[r], 0) << "rank " << r;
+    EXPECT_EQ(slurp(result + "." + std::to_string(r)), "ok\n") << "rank " << r;
+  }
 }
 
 }  // namespace
