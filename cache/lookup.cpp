@@ -23,6 +23,8 @@ int bucket_distance(const WorkloadKey& a, const WorkloadKey& b) {
 std::optional<KernelSpec> usable_spec(const std::string& uri, const WorkloadKey& w) {
   try {
     KernelSpec s = KernelSpec::parse(uri);
+    // Lookups serve the forward step; a backward kernel named in a record is never run for it.
+    if (s.kind != KernelKind::kForwardStep) return std::nullopt;
     if (s.dtype != w.dtype || s.head_dim != w.head_dim || s.causal != w.causal || s.gqa_group != w.gqa_group()) return std::nullopt;
     if (!check_feasibility(s, w.arch).feasible) return std::nullopt;
     return s;

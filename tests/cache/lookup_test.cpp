@@ -123,5 +123,22 @@ TEST_F(LookupTest, ARecordForAnotherKernelShapeIsNeverUsed) {
   EXPECT_EQ(select_config(w, &db, test_env(), no_caches).source, ConfigSource::kDefault);
 }
 
+// A backward kernel shares the forward's dtype, head dim, mask and group fields; a record naming
+// one must still never be selected to run a forward step.
+TEST_F(LookupTest, ARecordNamingABackwardKernelIsNeverUsedForTheForward) {
+  Database db(path("l.db"));
+  WorkloadKey w = test_workload();
+  Record wrong = test_record(w, 128, 64, 4, 2, 0.5);
+  KernelSpec bwd = KernelSpec::parse(wrong.kernel_uri);
+  bwd.kind = KernelKind::kBackwardStep;
+  bwd.block_m = 64;
+  bwd.block_n = 64;
+  bwd.warps = 8;
+  wrong.kernel_uri = bwd.uri();
+  ASSERT_TRUE(check_feasibility(bwd, w.arch).feasible) << wrong.kernel_uri;
+  put_record(db, wrong);
+  EXPECT_EQ(select_config(w, &db, test_env(), no_caches).source, ConfigSource::kDefault);
+}
+
 }  // namespace
 }  // namespace cpgen::testing

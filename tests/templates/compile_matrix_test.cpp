@@ -1,8 +1,9 @@
-// The NVRTC compile matrix of the forward step template: every default config
-// (KernelSpec::all_defaults(): each dtype x head dim x causal x GQA group) compiles cold for sm_80
-// and sm_90 with 0 spill bytes and 0 stack frame, and the feasibility model's shared-memory
-// figure is the traits' one. Needs no GPU (NVRTC only). Each arch is its own test so ctest can run
-// them side by side; inside, two compiler threads (CI has 2 cores).
+// The NVRTC compile matrix of the step templates: every default config of the forward step
+// (KernelSpec::all_defaults(): each dtype x head dim x causal x GQA group) and of the backward
+// kinds (KernelSpec::backward_defaults(): the backward step of every combination and the
+// preprocessing kernel of every dtype x head dim) compiles cold for sm_80 and sm_90 with 0 spill
+// bytes and 0 stack frame. Needs no GPU (NVRTC only). Each (kinds, arch) is its own test so ctest
+// can run them side by side; inside, two compiler threads (CI has 2 cores).
 #include <gtest/gtest.h>
 
 #include <atomic>
@@ -19,11 +20,9 @@
 namespace cpgen {
 namespace {
 
-void compile_all_defaults(std::string_view arch) {
+void compile_all(const std::vector<KernelSpec>& specs, std::string_view arch) {
   testing::TempDir dir("compile_matrix");
   DirectoryKernelStore store(dir.path());  // empty: every kernel is compiled cold
-  const std::vector<KernelSpec> specs = KernelSpec::all_defaults();
-  ASSERT_EQ(specs.size(), 2u * 4u * 2u * 5u);
   std::vector<CompiledKernel> results(specs.size());
   std::vector<std::string> errors(specs.size());
   std::atomic<size_t> next{0};
@@ -58,8 +57,22 @@ void compile_all_defaults(std::string_view arch) {
   }
 }
 
+void compile_all_defaults(std::string_view arch) {
+  const std::vector<KernelSpec> specs = KernelSpec::all_defaults();
+  ASSERT_EQ(specs.size(), 2u * 4u * 2u * 5u);
+  compile_all(specs, arch);
+}
+
+void compile_backward_defaults(std::string_view arch) {
+  const std::vector<KernelSpec> specs = KernelSpec::backward_defaults();
+  ASSERT_EQ(specs.size(), 2u * 4u * 2u * 5u + 2u * 4u);
+  compile_all(specs, arch);
+}
+
 TEST(CompileMatrix, EveryDefaultCompilesWithoutSpillsForSm80) { compile_all_defaults("sm_80"); }
 TEST(CompileMatrix, EveryDefaultCompilesWithoutSpillsForSm90) { compile_all_defaults("sm_90"); }
+TEST(CompileMatrix, EveryBackwardDefaultCompilesWithoutSpillsForSm80) { compile_backward_defaults("sm_80"); }
+TEST(CompileMatrix, EveryBackwardDefaultCompilesWithoutSpillsForSm90) { compile_backward_defaults("sm_90"); }
 
 }  // namespace
 }  // namespace cpgen
