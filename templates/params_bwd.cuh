@@ -3,7 +3,9 @@
 // conventions as in params.cuh.
 #pragma once
 
-#include "cpgen/params.cuh"
+#ifndef __CUDACC_RTC__
+#include <cstdint>
+#endif
 
 namespace cpgen {
 

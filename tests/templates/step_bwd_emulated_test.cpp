@@ -307,6 +307,8 @@ using device::Fp16;
 template <typename E, bool kCausal, int kGroup>
 using Hd64 = BwdTraits<E, 64, 64, 64, 4, 2, kCausal, kGroup>;
 template <typename E, bool kCausal, int kGroup>
+using Hd96 = BwdTraits<E, 96, 64, 64, 8, 2, kCausal, kGroup>;
+template <typename E, bool kCausal, int kGroup>
 using Hd128 = BwdTraits<E, 128, 64, 64, 8, 2, kCausal, kGroup>;
 template <typename E, bool kCausal, int kGroup>
 using Hd256 = BwdTraits<E, 256, 64, 32, 8, 1, kCausal, kGroup>;
@@ -347,6 +349,11 @@ TEST(StepBwdEmulated, Bf16Hd128CausalGqa4MatchesTheVectors) {
 
 TEST(StepBwdEmulated, Fp16Hd256FullGqa2MatchesTheVectors) {
   check<Hd256<Fp16, false, 2>>(vector_case("gqa2_full_hd256_s64"), 2, "gqa2_full_hd256_s64");
+}
+
+// Head dim 96: the 12-chunk swizzle and 48-column dK/dV slices (three ldmatrix pairs per warp).
+TEST(StepBwdEmulated, Bf16Hd96CausalMqaMatchesTheVectors) {
+  check<Hd96<Bf16, true, 4>>(vector_case("mqa_causal_hd96_s96"), 2, "mqa_causal_hd96_s96");
 }
 
 TEST(StepBwdEmulated, Fp16Hd64CausalMatchesTheVectors) {
