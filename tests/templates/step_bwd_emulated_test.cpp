@@ -360,6 +360,20 @@ TEST(StepBwdEmulated, Fp16Hd64CausalMatchesTheVectors) {
   check<Hd64<Fp16, true, 1>>(vector_case("mha_causal_hd64_s128"), 2, "mha_causal_hd64_s128");
 }
 
+// Striped positions (rank r holds r, r + N, ...): every causal key tile straddles the diagonal of
+// every query tile, so the per-element mask runs everywhere and no query tile is skipped.
+TEST(StepBwdEmulated, Bf16Hd64CausalGqa2StripedThreeSteps) {
+  const BackwardCase c = random_case(1, 2, 1, 64, 3 * 30, true, 20);
+  std::vector<std::vector<int>> ranks(3);
+  for (int i = 0; i < c.p.seq_len; ++i) ranks[i % 3].push_back(i);
+  RingResult run = run_backward<Hd64<Bf16, true, 2>>(c, ranks);
+  ASSERT_TRUE(run.failure.empty()) << run.failure;
+  const Errors e = errors_of(run.grads, c.expected);
+  EXPECT_LT(e.dq, 2e-2) << e.worst;
+  EXPECT_LT(e.dk, 2e-2) << e.worst;
+  EXPECT_LT(e.dv, 2e-2) << e.worst;
+}
+
 // Accuracy does not grow with the ring: the same problem over 1 and 8 zigzag ranks, compared on
 // the fp32 accumulators themselves (before the final rounding, which would hide a drift). What
 // changes with N is only the order of fp32 sums (dQ over key tiles and steps, dK/dV around the
