@@ -24,6 +24,10 @@ int bucket_distance(const WorkloadKey& a, const WorkloadKey& b) {
 std::optional<KernelSpec> usable_spec(const std::string& uri, const WorkloadKey& w) {
   try {
     KernelSpec s = KernelSpec::parse(uri);
+    // A forward step runs a forward kernel and a backward step a backward one, whatever a
+    // (hand-edited or damaged) record says.
+    const KernelKind want = is_backward(w.step) ? KernelKind::kBackwardStep : KernelKind::kForwardStep;
+    if (s.kind != want) return std::nullopt;
     if (s.dtype != w.dtype || s.head_dim != w.head_dim || s.causal != w.causal || s.gqa_group != w.gqa_group()) return std::nullopt;
     if (!check_feasibility(s, w.arch).feasible) return std::nullopt;
     return s;
@@ -146,12 +150,17 @@ Selection select_config(const WorkloadKey& w, Database* db, const Environment& e
     return sel;
   }
 
-  // On a known target, a default that fits its shared memory (head dim 256 on the 99 KB ones).
-  const bool known_arch = std::ranges::find(kSupportedArchs, std::string_view(w.arch)) != std::end(kSupportedArchs);
-  sel.spec = known_arch ? KernelSpec::default_for_arch(w.dtype, w.head_dim, w.causal, w.gqa_group(), w.arch)
-                        : KernelSpec::default_for(w.dtype, w.head_dim, w.causal, w.gqa_group());
+  if (is_backward(w.step)) {
+    sel.spec = KernelSpec::backward_default_for(w.dtype, w.head_dim, w.causal, w.gqa_group());
+    sel.origin = "KernelSpec::backward_default_for";
+  } else {
+    // On a known target, a default that fits its shared memory (head dim 256 on the 99 KB ones).
+    const bool known_arch = std::ranges::find(kSupportedArchs, std::string_view(w.arch)) != std::end(kSupportedArchs);
+    sel.spec = known_arch ? KernelSpec::default_for_arch(w.dtype, w.head_dim, w.causal, w.gqa_group(), w.arch)
+                          : KernelSpec::default_for(w.dtype, w.head_dim, w.causal, w.gqa_group());
+    sel.origin = "KernelSpec::default_for";
+  }
   sel.source = ConfigSource::kDefault;
-  sel.origin = "KernelSpec::default_for";
   sel.reason = "no tuned record and no pretuned cache entry; using the documented default" + ignored_note;
   return sel;
 }

@@ -23,7 +23,37 @@ constexpr std::pair<StepType, std::string_view> kStepTypeNames[] = {
     {StepType::kDiagonal, "diagonal"},
     {StepType::kFull, "full"},
     {StepType::kZigzagKvHalf, "zigzag-kv-half"},
-    {StepType::kZigzagQHalf, "zigzag-q-half"}};
+    {StepType::kZigzagQHalf, "zigzag-q-half"},
+    {StepType::kBwdDiagonal, "bwd-diagonal"},
+    {StepType::kBwdFull, "bwd-full"},
+    {StepType::kBwdZigzagKvHalf, "bwd-zigzag-kv-half"},
+    {StepType::kBwdZigzagQHalf, "bwd-zigzag-q-half"}};
+
+// Each forward step type and its backward counterpart of the same shape.
+constexpr std::pair<StepType, StepType> kBackwardOf[] = {
+    {StepType::kDiagonal, StepType::kBwdDiagonal},
+    {StepType::kFull, StepType::kBwdFull},
+    {StepType::kZigzagKvHalf, StepType::kBwdZigzagKvHalf},
+    {StepType::kZigzagQHalf, StepType::kBwdZigzagQHalf}};
+
+bool is_backward(StepType step) {
+  for (const auto& [fwd, bwd] : kBackwardOf)
+    if (step == bwd) return true;
+  return false;
+}
+
+StepType backward_of(StepType forward) {
+  for (const auto& [fwd, bwd] : kBackwardOf)
+    if (forward == fwd) return bwd;
+  throw Error(ErrorKind::kInternal, "backward_of: " + std::string(step_type_name(forward)) +
+                                        " is not a forward step type");
+}
+
+StepType forward_shape(StepType step) {
+  for (const auto& [fwd, bwd] : kBackwardOf)
+    if (step == bwd) return fwd;
+  return step;
+}
 
 std::string_view step_type_name(StepType step) {
   return enum_name<StepType>(kStepTypeNames, step, "step_type_name");
@@ -88,6 +118,12 @@ std::vector<StepType> step_types_for(const Problem& p) {
   throw Error(ErrorKind::kInternal, "step_types_for: unknown scheme value");
 }
 
+std::vector<StepType> backward_step_types_for(const Problem& p) {
+  std::vector<StepType> steps = step_types_for(p);
+  for (StepType& s : steps) s = backward_of(s);
+  return steps;
+}
+
 StepType step_type_at(const Problem& p, int rank, int step) {
   if (!p.causal) return StepType::kFull;
   if (step == 0) return StepType::kDiagonal;
@@ -112,8 +148,9 @@ WorkloadKey workload_for(const Problem& p, StepType step, const DeviceClass& dev
   w.scheme = p.scheme;
   w.step = step;
   const int64_t local = p.local_seq_len();
-  w.q_len = step == StepType::kZigzagQHalf ? local / 2 : local;
-  w.kv_len = step == StepType::kZigzagKvHalf ? local / 2 : local;
+  const StepType shape = forward_shape(step);
+  w.q_len = shape == StepType::kZigzagQHalf ? local / 2 : local;
+  w.kv_len = shape == StepType::kZigzagKvHalf ? local / 2 : local;
   w.gpu_name = device.gpu_name;
   w.arch = device.arch;
   w.sm_count = device.sm_count;

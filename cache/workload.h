@@ -9,6 +9,10 @@
 //                   all of the received K/V (the first half of Q sees none of it).
 // Causal striped and zigzag-token layouts interleave positions, so every step is masked and
 // shaped like the diagonal step; they tune the diagonal workload only.
+//
+// The backward ring has the same four step shapes under their own step types ("bwd-diagonal",
+// "bwd-full", ...): a backward record is keyed, stored and looked up apart from the forward one
+// of the same shape, and names a backward kernel (ring_bwd_...), never a forward one.
 #pragma once
 
 #include <nlohmann/json.hpp>
@@ -24,9 +28,18 @@
 
 namespace cpgen {
 
-enum class StepType { kDiagonal, kFull, kZigzagKvHalf, kZigzagQHalf };
+enum class StepType {
+  kDiagonal, kFull, kZigzagKvHalf, kZigzagQHalf,
+  kBwdDiagonal, kBwdFull, kBwdZigzagKvHalf, kBwdZigzagQHalf
+};
 std::string_view step_type_name(StepType step);
 StepType parse_step_type(std::string_view name);  // throws kBadInput naming the allowed values
+
+bool is_backward(StepType step);
+// The backward step type of a forward one's shape (kInternal for a backward argument).
+StepType backward_of(StepType forward);
+// The forward step type with the same Q and K/V shape (itself for a forward step type).
+StepType forward_shape(StepType step);
 
 struct WorkloadKey {
   Dtype dtype = Dtype::kBf16;
@@ -54,6 +67,8 @@ struct WorkloadKey {
 };
 
 std::vector<StepType> step_types_for(const Problem& p);
+// The backward step types of p's backward ring: those of step_types_for, as backward types.
+std::vector<StepType> backward_step_types_for(const Problem& p);
 // The step type that `rank` runs in ring step `step` (0 .. cp_size-1) of a causal problem.
 StepType step_type_at(const Problem& p, int rank, int step);
 WorkloadKey workload_for(const Problem& p, StepType step, const DeviceClass& device);

@@ -28,7 +28,32 @@ void check_field(std::string_view field, int value, std::span<const int> allowed
   throw_bad_input(msg + "; allowed: " + join(allowed));
 }
 
+void where_suffix(std::string& msg, std::string_view where) {
+  if (!where.empty()) msg += " in '" + std::string(where) + "'";
+}
+
+void validate_backward_pre(const KernelSpec& s, std::string_view where) {
+  check_field("head_dim", s.head_dim, kSupportedHeadDims, where);
+  check_field("warps", s.warps, kSupportedWarps, where);
+  if (s.causal || s.gqa_group != 1 || s.block_m != s.warps || s.block_n != 0 || s.stages != 0) {
+    std::string msg = "a backward pre kernel takes only dtype, head_dim and warps";
+    where_suffix(msg, where);
+    throw_bad_input(msg + "; causal must be false, gqa_group 1, block_m = warps, block_n 0, stages 0");
+  }
+}
+
+void validate_backward_step(const KernelSpec& s, std::string_view where) {
+  check_field("head_dim", s.head_dim, kSupportedHeadDims, where);
+  check_field("gqa_group", s.gqa_group, kSupportedGqaGroups, where);
+  check_field("block_m", s.block_m, kSupportedBwdBlockM, where);
+  check_field("block_n", s.block_n, kSupportedBwdBlockN, where);
+  check_field("warps", s.warps, kSupportedWarps, where);
+  check_field("stages", s.stages, kSupportedBwdStages, where);
+}
+
 void validate_fields(const KernelSpec& s, std::string_view where) {
+  if (s.kind == KernelKind::kBackwardPre) return validate_backward_pre(s, where);
+  if (s.kind == KernelKind::kBackwardStep) return validate_backward_step(s, where);
   check_field("head_dim", s.head_dim, kSupportedHeadDims, where);
   check_field("gqa_group", s.gqa_group, kSupportedGqaGroups, where);
   check_field("block_m", s.block_m, kSupportedBlockM, where);
@@ -76,7 +101,11 @@ int parse_prefixed(std::string_view part, std::string_view prefix, std::string_v
 }  // namespace
 
 std::string KernelSpec::uri() const {
-  std::string out = "ring_fwd_";
+  if (kind == KernelKind::kBackwardPre) {
+    return "ring_bwd_pre_" + std::string(dtype_name(dtype)) + "_hd" + std::to_string(head_dim) +
+           "_w" + std::to_string(warps);
+  }
+  std::string out = kind == KernelKind::kBackwardStep ? "ring_bwd_" : "ring_fwd_";
   out += dtype_name(dtype);
   out += "_hd" + std::to_string(head_dim);
   out += causal ? "_causal" : "_full";
@@ -86,25 +115,48 @@ std::string KernelSpec::uri() const {
   return out;
 }
 
+namespace {
+
+Dtype parse_dtype(std::string_view part, const std::string& uri) {
+  if (part == "bf16") return Dtype::kBf16;
+  if (part == "fp16") return Dtype::kFp16;
+  throw_bad_input("dtype '" + std::string(part) + "' in '" + uri + "' is not supported; allowed: bf16, fp16");
+}
+
+}  // namespace
+
 KernelSpec KernelSpec::parse(std::string_view uri) {
   const std::string u(uri);
   auto parts = split(uri);
-  if (parts.size() != 10 || parts[0] != "ring") {
-    throw_bad_input("kernel URI '" + u +
-                    "' is malformed; expected ring_fwd_<bf16|fp16>_hd<N>_<causal|full>_gqa<N>_bm<N>_bn<N>_w<N>_s<N>");
-  }
+  constexpr const char* kExpected =
+      "; expected ring_<fwd|bwd>_<bf16|fp16>_hd<N>_<causal|full>_gqa<N>_bm<N>_bn<N>_w<N>_s<N> or "
+      "ring_bwd_pre_<bf16|fp16>_hd<N>_w<N>";
+  if (parts.size() < 2 || parts[0] != "ring") throw_bad_input("kernel URI '" + u + "' is malformed" + kExpected);
   KernelSpec s;
-  if (parts[1] != "fwd") {
-    throw_bad_input("kind '" + std::string(parts[1]) + "' in '" + u + "' is not supported; allowed: fwd");
+  if (parts[1] == "bwd" && parts.size() >= 3 && parts[2] == "pre") {
+    if (parts.size() != 6) throw_bad_input("kernel URI '" + u + "' is malformed" + kExpected);
+    s.kind = KernelKind::kBackwardPre;
+    s.dtype = parse_dtype(parts[3], u);
+    s.head_dim = parse_prefixed(parts[4], "hd", "head_dim", uri);
+    s.warps = parse_prefixed(parts[5], "w", "warps", uri);
+    s.causal = false;
+    s.gqa_group = 1;
+    s.block_m = s.warps;
+    s.block_n = 0;
+    s.stages = 0;
+    validate_fields(s, uri);
+    return s;
   }
-  s.kind = KernelKind::kForwardStep;
-  if (parts[2] == "bf16") {
-    s.dtype = Dtype::kBf16;
-  } else if (parts[2] == "fp16") {
-    s.dtype = Dtype::kFp16;
+  if (parts.size() != 10) throw_bad_input("kernel URI '" + u + "' is malformed" + kExpected);
+  if (parts[1] == "fwd") {
+    s.kind = KernelKind::kForwardStep;
+  } else if (parts[1] == "bwd") {
+    s.kind = KernelKind::kBackwardStep;
   } else {
-    throw_bad_input("dtype '" + std::string(parts[2]) + "' in '" + u + "' is not supported; allowed: bf16, fp16");
+    throw_bad_input("kind '" + std::string(parts[1]) + "' in '" + u +
+                    "' is not supported; allowed: fwd, bwd, bwd_pre");
   }
+  s.dtype = parse_dtype(parts[2], u);
   s.head_dim = parse_prefixed(parts[3], "hd", "head_dim", uri);
   if (parts[4] == "causal") {
     s.causal = true;
@@ -180,6 +232,69 @@ std::vector<KernelSpec> KernelSpec::candidates_for(Dtype dtype, int head_dim, bo
   return specs;
 }
 
+KernelSpec KernelSpec::backward_pre(Dtype dtype, int head_dim, int warps) {
+  KernelSpec s;
+  s.kind = KernelKind::kBackwardPre;
+  s.dtype = dtype;
+  s.head_dim = head_dim;
+  s.causal = false;
+  s.gqa_group = 1;
+  s.warps = warps;
+  s.block_m = warps;  // one query row per warp
+  s.block_n = 0;
+  s.stages = 0;
+  s.validate();
+  return s;
+}
+
+KernelSpec KernelSpec::backward_default_for(Dtype dtype, int head_dim, bool causal, int gqa_group) {
+  KernelSpec s;
+  s.kind = KernelKind::kBackwardStep;
+  s.dtype = dtype;
+  s.head_dim = head_dim;
+  s.causal = causal;
+  s.gqa_group = gqa_group;
+  // A CTA owns 64 keys (32 at head dim 256) and walks 64-row query tiles. Warps split the keys in
+  // 16-row slices and, past block_n / 16 warps, the head dim of dK/dV: 4 warps at head dim 64, 8
+  // from 96 up, so that the per-warp dK/dV accumulators stay at 32 head-dim columns or fewer
+  // than 64 (templates/traits_bwd.cuh). Head dim 256 keeps one Q/dO stage to fit sm_80's 163 KB.
+  s.block_m = 64;
+  s.block_n = head_dim == 256 ? 32 : 64;
+  s.warps = head_dim == 64 ? 4 : 8;
+  s.stages = head_dim == 256 ? 1 : 2;
+  s.validate();
+  return s;
+}
+
+std::vector<KernelSpec> KernelSpec::backward_defaults() {
+  std::vector<KernelSpec> specs;
+  for (Dtype dtype : kSupportedDtypes)
+    for (int hd : kSupportedHeadDims)
+      for (bool causal : {false, true})
+        for (int group : kSupportedGqaGroups) specs.push_back(backward_default_for(dtype, hd, causal, group));
+  for (Dtype dtype : kSupportedDtypes)
+    for (int hd : kSupportedHeadDims) specs.push_back(backward_pre(dtype, hd));
+  return specs;
+}
+
+std::vector<KernelSpec> KernelSpec::backward_candidates_for(Dtype dtype, int head_dim, bool causal,
+                                                            int gqa_group) {
+  struct Tile { int bm, bn, warps, stages; };
+  static constexpr Tile kTiles[] = {
+      {64, 64, 4, 2}, {64, 64, 8, 2}, {64, 64, 8, 1}, {64, 128, 8, 2}, {128, 64, 8, 2},
+      {32, 64, 4, 2}, {64, 32, 8, 1}, {64, 32, 4, 2}, {128, 128, 16, 1}};
+  std::vector<KernelSpec> specs;
+  for (const Tile& t : kTiles) {
+    KernelSpec s = backward_default_for(dtype, head_dim, causal, gqa_group);
+    s.block_m = t.bm;
+    s.block_n = t.bn;
+    s.warps = t.warps;
+    s.stages = t.stages;
+    specs.push_back(s);
+  }
+  return specs;
+}
+
 void validate_arch(std::string_view arch) {
   if (contains(std::span<const std::string_view>(kSupportedArchs), arch)) return;
   std::string allowed;
@@ -211,8 +326,65 @@ constexpr int kAccumulatorBudget = 160;  // FwdTraits::kAccumulatorBudget
 constexpr int kRegisterOverhead = 72;
 }  // namespace
 
+namespace {
+
+// Mirrors templates/traits_bwd.cuh (bwd_layout and BwdTraits' static_asserts);
+// tests/templates/traits_test.cpp compares the two.
+constexpr int kBwdAccumulatorBudget = 160;  // BwdTraits' kBwdAccumulatorBudget
+// Registers ptxas uses beyond the fp32 accumulators, as measured on the backward defaults.
+constexpr int kBwdRegisterOverhead = 72;
+
+Feasibility check_backward_step(const KernelSpec& spec, std::string_view arch) {
+  Feasibility f;
+  f.shared_limit = shared_memory_limit(arch);
+  const int elem = dtype_bytes(spec.dtype);
+  const int key_groups = std::min(spec.warps, spec.block_n / 16);
+  const int dim_splits = spec.warps / key_groups;
+  const int key_m_tiles = spec.block_n / key_groups / 16;
+  const int dim_tiles = spec.head_dim / dim_splits / 8;
+  const int acc = key_m_tiles * (2 * (spec.block_m / 8) + 2 * dim_tiles) * 4;
+  // K and V once, Q and dO per stage, the 16-bit dS^T tile (rows padded by 8 elements) and
+  // per-query-row lse, delta and position.
+  f.shared_bytes = 2 * spec.block_n * spec.head_dim * elem +
+                   spec.stages * 2 * spec.block_m * spec.head_dim * elem +
+                   spec.block_n * (spec.block_m + 8) * elem + spec.block_m * 12;
+  f.register_estimate = std::min(255, acc + kBwdRegisterOverhead);
+  if (spec.warps % key_groups != 0 || (spec.block_n / 16) % key_groups != 0) {
+    f.reason = std::to_string(spec.warps) + " warps do not split " + std::to_string(spec.block_n) +
+               " keys into equal 16-row slices";
+  } else if (spec.head_dim % (16 * dim_splits) != 0) {
+    f.reason = "head_dim " + std::to_string(spec.head_dim) + " does not split into " +
+               std::to_string(dim_splits) + " warp slices of whole 16-column pairs (" +
+               std::to_string(spec.warps) + " warps over " + std::to_string(spec.block_n) + " keys)";
+  } else if (f.shared_bytes > f.shared_limit) {
+    f.reason = "needs " + std::to_string(f.shared_bytes) + " bytes of shared memory; " +
+               std::string(arch) + " allows " + std::to_string(f.shared_limit);
+  } else if (acc > kBwdAccumulatorBudget) {
+    f.register_estimate = acc + kBwdRegisterOverhead;
+    f.reason = "needs " + std::to_string(acc) + " fp32 accumulator registers per thread (S, dP of " +
+               std::to_string(spec.block_m) + " queries and dK, dV of " +
+               std::to_string(spec.head_dim / dim_splits) + " columns); the budget is " +
+               std::to_string(kBwdAccumulatorBudget);
+  } else if (spec.block_m % spec.gqa_group != 0) {
+    f.reason = "block_m " + std::to_string(spec.block_m) + " does not hold whole GQA groups of " +
+               std::to_string(spec.gqa_group);
+  }
+  f.feasible = f.reason.empty();
+  return f;
+}
+
+}  // namespace
+
 Feasibility check_feasibility(const KernelSpec& spec, std::string_view arch) {
   spec.validate();
+  if (spec.kind == KernelKind::kBackwardPre) {
+    Feasibility f;
+    f.shared_limit = shared_memory_limit(arch);
+    f.register_estimate = 32;  // a dot product per lane and a shuffle reduction
+    f.feasible = true;
+    return f;
+  }
+  if (spec.kind == KernelKind::kBackwardStep) return check_backward_step(spec, arch);
   Feasibility f;
   f.shared_limit = shared_memory_limit(arch);
   const int elem = dtype_bytes(spec.dtype);

@@ -1,6 +1,13 @@
 // KernelSpec: every parameter a ring-step kernel is specialized on, its canonical name (URI),
 // the exact inverse parser, validation with clear errors, and the feasibility model that rejects
 // configs which cannot fit the target before anything is compiled.
+//
+// Three kinds share the struct:
+//   forward step    ring_fwd_bf16_hd128_causal_gqa4_bm128_bn64_w4_s2
+//   backward pre    ring_bwd_pre_bf16_hd128_w4   (delta = rowsum(dO * O), zeroes the fp32 dQ)
+//   backward step   ring_bwd_bf16_hd128_causal_gqa4_bm64_bn64_w8_s2   (dQ, dK, dV of one step)
+// A field a kind does not use holds a fixed canonical value (backward pre: causal false, gqa_group
+// 1, block_m = warps, block_n 0, stages 0), so that parse(uri()) == spec holds for every kind.
 #pragma once
 
 #include <optional>
@@ -12,7 +19,7 @@
 
 namespace cpgen {
 
-enum class KernelKind { kForwardStep };
+enum class KernelKind { kForwardStep, kBackwardPre, kBackwardStep };
 
 // Supported values, as data. The generator, the parser, the tuner and the tests all read these.
 inline constexpr int kSupportedHeadDims[] = {64, 96, 128, 256};
@@ -25,6 +32,11 @@ inline constexpr Dtype kSupportedDtypes[] = {Dtype::kBf16, Dtype::kFp16};
 // Targets of the mma.sync kernel: every GPU that has mma.sync m16n8k16 and cp.async (Ampere and
 // later); sm_90a is Hopper's arch-specific target (wgmma, setmaxnreg) for later kernels.
 inline constexpr std::string_view kSupportedArchs[] = {"sm_80", "sm_86", "sm_89", "sm_90", "sm_90a", "sm_100", "sm_120"};
+// Backward step tiles: block_m packed query rows per inner iteration, block_n keys per CTA (the
+// KV-outer loop); stages is the depth of the Q/dO tile pipeline.
+inline constexpr int kSupportedBwdBlockM[] = {16, 32, 64, 128};
+inline constexpr int kSupportedBwdBlockN[] = {16, 32, 64, 128};
+inline constexpr int kSupportedBwdStages[] = {1, 2};
 
 struct KernelSpec {
   KernelKind kind = KernelKind::kForwardStep;
@@ -35,7 +47,7 @@ struct KernelSpec {
   int block_m = 128;   // rows of the packed (position, group head) query tile per CTA
   int block_n = 64;    // keys per K/V tile
   int warps = 4;
-  int stages = 2;      // cp.async pipeline depth for K/V tiles
+  int stages = 2;      // cp.async pipeline depth for K/V tiles (backward: Q/dO tiles)
 
   // e.g. ring_fwd_bf16_hd128_causal_gqa4_bm128_bn64_w4_s2 (non-causal: "full")
   std::string uri() const;
@@ -54,7 +66,17 @@ struct KernelSpec {
   // The tile configs worth trying for one combination (the tuner prunes them further).
   static std::vector<KernelSpec> candidates_for(Dtype dtype, int head_dim, bool causal, int gqa_group);
 
+  // Backward kinds. all_defaults() and candidates_for() above stay forward-only; these are their
+  // backward counterparts (the compile matrix and `cpgen compile --all` read both).
+  static KernelSpec backward_pre(Dtype dtype, int head_dim, int warps = 4);
+  static KernelSpec backward_default_for(Dtype dtype, int head_dim, bool causal, int gqa_group);
+  // Every supported combination's default backward step, then one pre kernel per (dtype, head dim).
+  static std::vector<KernelSpec> backward_defaults();
+  static std::vector<KernelSpec> backward_candidates_for(Dtype dtype, int head_dim, bool causal,
+                                                         int gqa_group);
+
   int threads() const { return warps * 32; }
+  bool is_backward() const { return kind != KernelKind::kForwardStep; }
   bool operator==(const KernelSpec&) const = default;
 };
 

@@ -21,9 +21,11 @@ std::vector<int> range(int64_t first, int64_t count) {
 
 StepPositions step_positions(const WorkloadKey& w) {
   StepPositions pos;
-  const int64_t l = w.step == StepType::kZigzagQHalf ? w.kv_len : w.q_len;  // the local length
+  // A backward step type has its forward counterpart's shape.
+  const StepType shape = forward_shape(w.step);
+  const int64_t l = shape == StepType::kZigzagQHalf ? w.kv_len : w.q_len;  // the local length
   const int64_t half = l / 2;
-  switch (w.step) {
+  switch (shape) {
     case StepType::kDiagonal: {
       std::vector<int64_t> own;
       try {
@@ -50,6 +52,9 @@ StepPositions step_positions(const WorkloadKey& w) {
       pos.q = range(3 * half, w.q_len);
       pos.kv = range(half, w.kv_len);
       break;
+    default:
+      throw Error(ErrorKind::kInternal, "step_positions: unhandled step type " +
+                                            std::string(step_type_name(w.step)));
   }
   if (static_cast<int64_t>(pos.q.size()) != w.q_len || static_cast<int64_t>(pos.kv.size()) != w.kv_len) {
     throw Error(ErrorKind::kInternal, "step_positions: lengths disagree with " + w.describe());

@@ -55,7 +55,8 @@ class StepKernel {
 
   std::string arch_;
   std::vector<Loaded> loaded_;
-  std::array<size_t, 4> by_step_{};  // StepType value -> index into loaded_ (0: the main spec)
+  static_assert(static_cast<size_t>(StepType::kBwdZigzagQHalf) < 8, "by_step_ covers every step type");
+  std::array<size_t, 8> by_step_{};  // StepType value (forward and backward) -> index into loaded_ (0: the main spec)
 };
 
 }  // namespace cpgen::gpu

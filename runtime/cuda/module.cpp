@@ -106,7 +106,7 @@ void LoadedKernel::reserve_dynamic_shared(int bytes) const {
   granted_dynamic_shared_.store(bytes, std::memory_order_release);
 }
 
-void LoadedKernel::launch(const RingFwdParams& params, const LaunchShape& shape) const {
+void LoadedKernel::launch_argument(void* argument, const LaunchShape& shape) const {
   for (int d = 0; d < 3; ++d) {
     if (shape.grid[d] == 0 || shape.block[d] == 0) {
       throw Error(ErrorKind::kInternal, "launch of " + uri_ + " with an empty grid or block (dimension " +
@@ -118,11 +118,26 @@ void LoadedKernel::launch(const RingFwdParams& params, const LaunchShape& shape)
   }
   use_primary_context(device_);
   reserve_dynamic_shared(shape.dynamic_shared_bytes);
-  RingFwdParams copy = params;  // the driver reads the argument through a non-const pointer
-  void* args[] = {&copy};
+  void* args[] = {argument};
   CPGEN_CU_CHECK(cu::driver().cuLaunchKernel(
       function_, shape.grid[0], shape.grid[1], shape.grid[2], shape.block[0], shape.block[1],
       shape.block[2], static_cast<unsigned>(shape.dynamic_shared_bytes), shape.stream, args, nullptr));
+}
+
+// The driver reads each argument through a non-const pointer: pass copies.
+void LoadedKernel::launch(const RingFwdParams& params, const LaunchShape& shape) const {
+  RingFwdParams copy = params;
+  launch_argument(&copy, shape);
+}
+
+void LoadedKernel::launch(const RingBwdParams& params, const LaunchShape& shape) const {
+  RingBwdParams copy = params;
+  launch_argument(&copy, shape);
+}
+
+void LoadedKernel::launch(const RingBwdPreParams& params, const LaunchShape& shape) const {
+  RingBwdPreParams copy = params;
+  launch_argument(&copy, shape);
 }
 
 const LoadedKernel& load_kernel(const CompiledKernel& kernel, int device) {

@@ -14,6 +14,7 @@
 
 #include "runtime/jit/compiled_kernel.h"
 #include "templates/params.cuh"
+#include "templates/params_bwd.cuh"
 
 namespace cpgen {
 
@@ -47,8 +48,15 @@ class LoadedKernel {
   // Launches with `params` as the kernel's only argument (passed by value). Enqueue errors throw
   // Error(kCuda); errors inside the kernel surface at the next synchronization.
   void launch(const RingFwdParams& params, const LaunchShape& shape) const;
+  // The same for the backward kernels (templates/step_bwd.cuh, templates/step_bwd_pre.cuh).
+  void launch(const RingBwdParams& params, const LaunchShape& shape) const;
+  void launch(const RingBwdPreParams& params, const LaunchShape& shape) const;
 
  private:
+  // Checks the shape and enqueues the launch with `argument` (a copy of the params struct) as the
+  // kernel's only parameter.
+  void launch_argument(void* argument, const LaunchShape& shape) const;
+
   std::string uri_;
   int device_;
   CUmodule module_;

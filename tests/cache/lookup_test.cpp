@@ -123,5 +123,50 @@ TEST_F(LookupTest, ARecordForAnotherKernelShapeIsNeverUsed) {
   EXPECT_EQ(select_config(w, &db, test_env(), no_caches).source, ConfigSource::kDefault);
 }
 
+// A backward kernel shares the forward's dtype, head dim, mask and group fields; a record naming
+// one must still never be selected to run a forward step.
+TEST_F(LookupTest, ARecordNamingABackwardKernelIsNeverUsedForTheForward) {
+  Database db(path("l.db"));
+  WorkloadKey w = test_workload();
+  Record wrong = test_record(w, 128, 64, 4, 2, 0.5);
+  KernelSpec bwd = KernelSpec::parse(wrong.kernel_uri);
+  bwd.kind = KernelKind::kBackwardStep;
+  bwd.block_m = 64;
+  bwd.block_n = 64;
+  bwd.warps = 8;
+  wrong.kernel_uri = bwd.uri();
+  ASSERT_TRUE(check_feasibility(bwd, w.arch).feasible) << wrong.kernel_uri;
+  put_record(db, wrong);
+  EXPECT_EQ(select_config(w, &db, test_env(), no_caches).source, ConfigSource::kDefault);
+}
+
+// A backward workload takes only backward kernels: a forward record of the same shape is never
+// selected for it, its default is the backward default, and its own record wins.
+TEST_F(LookupTest, ABackwardWorkloadSelectsOnlyBackwardKernels) {
+  Database db(path("l.db"));
+  const WorkloadKey fwd = test_workload();
+  WorkloadKey bwd = fwd;
+  bwd.step = backward_of(fwd.step);
+  Record forward_record = test_record(fwd, 128, 64, 4, 2, 0.5);
+  forward_record.workload = bwd;  // a damaged row: a forward kernel under a backward step type
+  put_record(db, forward_record);
+  Selection s = select_config(bwd, &db, test_env(), no_caches);
+  EXPECT_EQ(s.source, ConfigSource::kDefault);
+  EXPECT_EQ(s.spec, KernelSpec::backward_default_for(bwd.dtype, bwd.head_dim, bwd.causal, bwd.gqa_group()));
+  EXPECT_EQ(s.spec.kind, KernelKind::kBackwardStep);
+
+  Record backward_record = test_record(bwd, 128, 64, 4, 2, 0.3);  // faster than the damaged row
+  KernelSpec tuned = KernelSpec::backward_default_for(bwd.dtype, bwd.head_dim, bwd.causal, bwd.gqa_group());
+  tuned.stages = 1;
+  ASSERT_TRUE(check_feasibility(tuned, bwd.arch).feasible) << tuned.uri();
+  backward_record.kernel_uri = tuned.uri();
+  put_record(db, backward_record);
+  s = select_config(bwd, &db, test_env(), no_caches);
+  EXPECT_EQ(s.spec, tuned);
+  EXPECT_NE(s.source, ConfigSource::kDefault);
+  // The forward workload still gets the forward default, not the backward record.
+  EXPECT_EQ(select_config(fwd, &db, test_env(), no_caches).spec.kind, KernelKind::kForwardStep);
+}
+
 }  // namespace
 }  // namespace cpgen::testing

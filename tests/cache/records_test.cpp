@@ -3,6 +3,8 @@
 #include "cache/database.h"
 #include "cache/records.h"
 #include "cache_fixtures.h"
+#include "cpgen/error.h"
+#include "generator/kernel_spec.h"
 
 namespace cpgen::testing {
 namespace {
@@ -104,6 +106,55 @@ TEST_F(RecordsTest, WorkloadsOfAProblemFollowItsSchedule) {
   EXPECT_EQ(step_types_for(p)[0], StepType::kFull);
   EXPECT_EQ(test_workload(12000).seq_bucket(), 16384);
   EXPECT_EQ(test_workload(16384).seq_bucket(), 16384);
+}
+
+// A backward step of a shape is its own workload: its records are stored and read apart from the
+// forward records of the same shape, and its step type survives the JSON round trip.
+TEST_F(RecordsTest, BackwardRecordsAreKeyedApartFromForwardOnes) {
+  Database db(path("r.db"));
+  const WorkloadKey fwd = test_workload();
+  WorkloadKey bwd = fwd;
+  bwd.step = backward_of(fwd.step);
+  EXPECT_EQ(step_type_name(bwd.step), "bwd-diagonal");
+  EXPECT_EQ(WorkloadKey::from_json(bwd.to_json()), bwd);
+  EXPECT_NE(bwd, fwd);
+  Record f = test_record(fwd, 128, 64, 4, 2, 1.0);
+  Record b = test_record(bwd, 128, 64, 4, 2, 2.0);
+  b.kernel_uri = KernelSpec::backward_default_for(bwd.dtype, bwd.head_dim, bwd.causal, bwd.gqa_group()).uri();
+  ASSERT_EQ(put_record(db, f), StoreResult::kAdded);
+  ASSERT_EQ(put_record(db, b), StoreResult::kAdded);
+  std::vector<Record> forward_back = records_for(db, fwd), backward_back = records_for(db, bwd);
+  ASSERT_EQ(forward_back.size(), 1u);
+  ASSERT_EQ(backward_back.size(), 1u);
+  EXPECT_EQ(forward_back[0].kernel_uri, f.kernel_uri);
+  EXPECT_EQ(backward_back[0].kernel_uri, b.kernel_uri);
+  EXPECT_EQ(best_record(db, fwd, test_env()).record->kernel_uri, f.kernel_uri);
+  EXPECT_EQ(best_record(db, bwd, test_env()).record->kernel_uri, b.kernel_uri);
+}
+
+TEST_F(RecordsTest, BackwardStepTypesHaveTheForwardShapes) {
+  Problem p;
+  p.q_heads = 32;
+  p.kv_heads = 8;
+  p.head_dim = 128;
+  p.seq_len = 131072;
+  p.cp_size = 8;
+  p.causal = true;
+  p.scheme = Scheme::kZigzag;
+  DeviceClass dc{"NVIDIA H200", "sm_90a", 132};
+  const std::vector<StepType> steps = backward_step_types_for(p);
+  ASSERT_EQ(steps.size(), 3u);
+  const std::vector<StepType> forward = step_types_for(p);
+  for (size_t i = 0; i < steps.size(); ++i) {
+    EXPECT_TRUE(is_backward(steps[i]));
+    EXPECT_FALSE(is_backward(forward[i]));
+    EXPECT_EQ(forward_shape(steps[i]), forward[i]);
+    const WorkloadKey b = workload_for(p, steps[i], dc), f = workload_for(p, forward[i], dc);
+    EXPECT_EQ(b.q_len, f.q_len) << step_type_name(steps[i]);
+    EXPECT_EQ(b.kv_len, f.kv_len) << step_type_name(steps[i]);
+  }
+  EXPECT_EQ(parse_step_type("bwd-zigzag-q-half"), StepType::kBwdZigzagQHalf);
+  EXPECT_THROW(backward_of(StepType::kBwdFull), Error);
 }
 
 }  // namespace

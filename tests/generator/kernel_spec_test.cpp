@@ -50,7 +50,7 @@ TEST(KernelSpec, RejectsEveryMalformedField) {
   const char* bad[] = {
       "",
       "ring_fwd",
-      "ring_bwd_bf16_hd128_causal_gqa4_bm128_bn64_w4_s2",
+      "ring_bwx_bf16_hd128_causal_gqa4_bm128_bn64_w4_s2",
       "ring_fwd_fp32_hd128_causal_gqa4_bm128_bn64_w4_s2",
       "ring_fwd_bf16_hd0128_causal_gqa4_bm128_bn64_w4_s2",
       "ring_fwd_bf16_hd128_window_gqa4_bm128_bn64_w4_s2",
@@ -92,6 +92,104 @@ TEST(KernelSpec, EveryDefaultIsFeasibleOnEveryArch) {
       Feasibility f = check_feasibility(s, arch);
       EXPECT_TRUE(f.feasible) << s.uri() << " on " << arch << ": " << f.reason;
     }
+}
+
+TEST(KernelSpec, BackwardUrisRoundTripAndKeepTheirKind) {
+  int count = 0;
+  for (const KernelSpec& def : KernelSpec::all_defaults()) {
+    for (const KernelSpec& s :
+         KernelSpec::backward_candidates_for(def.dtype, def.head_dim, def.causal, def.gqa_group)) {
+      const KernelSpec back = KernelSpec::parse(s.uri());
+      EXPECT_EQ(back, s) << s.uri();
+      EXPECT_EQ(back.kind, KernelKind::kBackwardStep) << s.uri();
+      EXPECT_EQ(back.uri(), s.uri());
+      ++count;
+    }
+  }
+  EXPECT_GE(count, 700);
+  for (const KernelSpec& s : KernelSpec::backward_defaults()) {
+    EXPECT_EQ(KernelSpec::parse(s.uri()), s) << s.uri();
+    EXPECT_TRUE(s.is_backward()) << s.uri();
+  }
+  EXPECT_EQ(KernelSpec::backward_defaults().size(), 2u * 4u * 2u * 5u + 2u * 4u);
+}
+
+TEST(KernelSpec, BackwardCanonicalUrisMatchTheDesign) {
+  KernelSpec s = KernelSpec::backward_default_for(Dtype::kBf16, 128, true, 4);
+  EXPECT_EQ(s.uri(), "ring_bwd_bf16_hd128_causal_gqa4_bm64_bn64_w8_s2");
+  EXPECT_EQ(KernelSpec::backward_default_for(Dtype::kFp16, 256, false, 1).uri(),
+            "ring_bwd_fp16_hd256_full_gqa1_bm64_bn32_w8_s1");
+  EXPECT_EQ(KernelSpec::backward_default_for(Dtype::kBf16, 64, true, 1).uri(),
+            "ring_bwd_bf16_hd64_causal_gqa1_bm64_bn64_w4_s2");
+  const KernelSpec pre = KernelSpec::backward_pre(Dtype::kFp16, 96);
+  EXPECT_EQ(pre.uri(), "ring_bwd_pre_fp16_hd96_w4");
+  EXPECT_EQ(KernelSpec::parse("ring_bwd_pre_fp16_hd96_w4").kind, KernelKind::kBackwardPre);
+  // The same tile parameters under the forward and backward names are different kernels.
+  const KernelSpec bwd64 = KernelSpec::backward_default_for(Dtype::kBf16, 64, true, 1);
+  KernelSpec fwd = bwd64;
+  fwd.kind = KernelKind::kForwardStep;
+  EXPECT_NE(fwd, bwd64);
+  EXPECT_NE(fwd.uri(), bwd64.uri());
+  EXPECT_EQ(KernelSpec::parse(bwd64.uri()).kind, KernelKind::kBackwardStep);
+  EXPECT_EQ(KernelSpec::parse(fwd.uri()).kind, KernelKind::kForwardStep);
+}
+
+TEST(KernelSpec, RejectsMalformedBackwardUris) {
+  const char* bad[] = {
+      "ring_bwd_pre",
+      "ring_bwd_pre_bf16_hd128",
+      "ring_bwd_pre_bf16_hd128_w3",
+      "ring_bwd_pre_fp32_hd128_w4",
+      "ring_bwd_pre_bf16_hd100_w4",
+      "ring_bwd_pre_bf16_hd128_w4_s2",
+      "ring_bwd_pre_bf16_hd128_causal_gqa4_bm64_bn64_w8",
+      "ring_bwd_bf16_hd128_causal_gqa4_bm64_bn64_w8_s3",    // one or two Q/dO stages
+      "ring_bwd_bf16_hd128_causal_gqa4_bm256_bn64_w8_s2",
+      "ring_bwd_bf16_hd128_causal_gqa4_bm64_bn256_w8_s2",
+      "ring_bwd_bf16_hd128_causal_gqa4_bm64_bn64_w8",
+      "ring_bwd_bf16_hd128_sliding_gqa4_bm64_bn64_w8_s2",
+  };
+  for (const char* uri : bad) {
+    std::string msg = bad_input_message(uri);
+    EXPECT_FALSE(msg.empty()) << uri;
+    EXPECT_EQ(msg.find('\n'), std::string::npos) << msg;
+  }
+}
+
+TEST(KernelSpec, BackwardPreRejectsFieldsItDoesNotTake) {
+  KernelSpec s = KernelSpec::backward_pre(Dtype::kBf16, 128);
+  s.causal = true;
+  EXPECT_THROW(s.validate(), Error);
+  s = KernelSpec::backward_pre(Dtype::kBf16, 128);
+  s.stages = 2;
+  EXPECT_THROW(s.validate(), Error);
+}
+
+TEST(KernelSpec, EveryBackwardDefaultIsFeasibleOnEveryArch) {
+  for (const KernelSpec& s : KernelSpec::backward_defaults())
+    for (auto arch : kSupportedArchs) {
+      Feasibility f = check_feasibility(s, arch);
+      EXPECT_TRUE(f.feasible) << s.uri() << " on " << arch << ": " << f.reason;
+    }
+}
+
+TEST(KernelSpec, BackwardFeasibilityNamesWhatDoesNotFit) {
+  KernelSpec s = KernelSpec::backward_default_for(Dtype::kBf16, 256, true, 1);
+  s.stages = 2;  // a second Q/dO stage at head dim 256 passes sm_80's 163 KB
+  Feasibility f = check_feasibility(s, "sm_80");
+  EXPECT_FALSE(f.feasible);
+  EXPECT_NE(f.reason.find("shared memory"), std::string::npos) << f.reason;
+  EXPECT_TRUE(check_feasibility(s, "sm_90").feasible) << check_feasibility(s, "sm_90").reason;
+  s = KernelSpec::backward_default_for(Dtype::kBf16, 128, true, 1);
+  s.warps = 4;  // 4 warps over 64 keys: each holds dK and dV over all 128 columns
+  f = check_feasibility(s, "sm_90");
+  EXPECT_FALSE(f.feasible);
+  EXPECT_NE(f.reason.find("accumulator registers"), std::string::npos) << f.reason;
+  s = KernelSpec::backward_default_for(Dtype::kBf16, 96, true, 1);
+  s.block_n = 32;  // 8 warps over 2 key slices: head dim 96 in 4 slices of 24 columns
+  f = check_feasibility(s, "sm_90");
+  EXPECT_FALSE(f.feasible);
+  EXPECT_NE(f.reason.find("head_dim 96"), std::string::npos) << f.reason;
 }
 
 TEST(KernelSpec, UnknownArchIsBadInput) {

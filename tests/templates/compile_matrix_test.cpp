@@ -1,9 +1,11 @@
-// The NVRTC compile matrix of the forward step template: every default config
-// (KernelSpec::all_defaults(): each dtype x head dim x causal x GQA group) compiles cold for sm_80
-// and sm_90, and a representative subset for sm_86, sm_89, sm_90a, sm_100 and sm_120, with 0 spill
-// bytes and 0 stack frame, and the feasibility model's shared-memory
-// figure is the traits' one. Needs no GPU (NVRTC only). Each arch is its own test so ctest can run
-// them side by side; inside, two compiler threads (CI has 2 cores).
+// The NVRTC compile matrix of the step templates: every default config of the forward step
+// (KernelSpec::all_defaults(): each dtype x head dim x causal x GQA group) and of the backward
+// kinds (KernelSpec::backward_defaults(): the backward step of every combination and the
+// preprocessing kernel of every dtype x head dim) compiles cold for sm_80 and sm_90, and a
+// representative forward subset for sm_86, sm_89, sm_90a, sm_100 and sm_120, with 0 spill bytes
+// and 0 stack frame, and the feasibility model's shared-memory figure is the traits' one. Needs no
+// GPU (NVRTC only). Each (kinds, arch) is its own test so ctest can run them side by side; inside,
+// two compiler threads (CI has 2 cores).
 #include <gtest/gtest.h>
 
 #include <atomic>
@@ -73,6 +75,12 @@ void compile_representative(std::string_view arch) {
   compile_cold(specs, arch);
 }
 
+void compile_backward_defaults(std::string_view arch) {
+  const std::vector<KernelSpec> specs = KernelSpec::backward_defaults();
+  ASSERT_EQ(specs.size(), 2u * 4u * 2u * 5u + 2u * 4u);
+  compile_cold(specs, arch);
+}
+
 TEST(CompileMatrix, EveryDefaultCompilesWithoutSpillsForSm80) { compile_all_defaults("sm_80"); }
 TEST(CompileMatrix, EveryDefaultCompilesWithoutSpillsForSm90) { compile_all_defaults("sm_90"); }
 TEST(CompileMatrix, RepresentativeSpecsCompileWithoutSpillsForSm86) { compile_representative("sm_86"); }
@@ -80,6 +88,8 @@ TEST(CompileMatrix, RepresentativeSpecsCompileWithoutSpillsForSm89) { compile_re
 TEST(CompileMatrix, RepresentativeSpecsCompileWithoutSpillsForSm90a) { compile_representative("sm_90a"); }
 TEST(CompileMatrix, RepresentativeSpecsCompileWithoutSpillsForSm100) { compile_representative("sm_100"); }
 TEST(CompileMatrix, RepresentativeSpecsCompileWithoutSpillsForSm120) { compile_representative("sm_120"); }
+TEST(CompileMatrix, EveryBackwardDefaultCompilesWithoutSpillsForSm80) { compile_backward_defaults("sm_80"); }
+TEST(CompileMatrix, EveryBackwardDefaultCompilesWithoutSpillsForSm90) { compile_backward_defaults("sm_90"); }
 
 }  // namespace
 }  // namespace cpgen

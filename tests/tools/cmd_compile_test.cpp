@@ -134,7 +134,7 @@ TEST(CliCompile, FourConcurrentProcessesShareOneEmptyStore) {
 
 TEST(CliCompile, AllWithFilterReportsEveryCandidateAndPrunesInfeasibleOnes) {
   TempDir store("cli");
-  const std::string filter = "bf16_hd256_causal_gqa1_";
+  const std::string filter = "ring_fwd_bf16_hd256_causal_gqa1_";
   auto r = run_cli("compile --all --filter " + filter + " --arch sm_80 --json --jobs 2 --store " + store.path());
   ASSERT_EQ(r.exit_code, 0) << r.err;
   auto j = nlohmann::json::parse(r.out);
@@ -165,6 +165,38 @@ TEST(CliCompile, AllWithFilterReportsEveryCandidateAndPrunesInfeasibleOnes) {
   auto again = run_cli("compile --all --filter " + filter + " --arch sm_80 --store " + store.path());
   ASSERT_EQ(again.exit_code, 0) << again.err;
   EXPECT_NE(again.out.find("compiled 0, cached " + std::to_string(ok)), std::string::npos) << again.out;
+}
+
+// `--all` also covers the backward kinds: the step kernel's candidates of every combination and
+// one preprocessing kernel per dtype and head dim, each under its own URI.
+TEST(CliCompile, AllCoversTheBackwardKinds) {
+  TempDir store("cli");
+  auto pre = run_cli("compile --all --filter ring_bwd_pre_ --arch sm_90 --json --jobs 2 --store " + store.path());
+  ASSERT_EQ(pre.exit_code, 0) << pre.err;
+  auto j = nlohmann::json::parse(pre.out);
+  std::set<std::string> uris;
+  for (const auto& entry : j["kernels"]) {
+    uris.insert(entry["uri"].get<std::string>());
+    EXPECT_EQ(entry["status"], "ok") << entry.dump();
+    EXPECT_EQ(entry["spill_bytes"], 0) << entry.dump();
+  }
+  std::set<std::string> want;
+  for (Dtype dtype : kSupportedDtypes)
+    for (int hd : kSupportedHeadDims) want.insert(KernelSpec::backward_pre(dtype, hd).uri());
+  EXPECT_EQ(uris, want);
+
+  const std::string filter = "ring_bwd_fp16_hd64_full_gqa1_";
+  auto step = run_cli("compile --all --filter " + filter + " --arch sm_90 --json --jobs 2 --store " + store.path());
+  ASSERT_EQ(step.exit_code, 0) << step.err;
+  auto k = nlohmann::json::parse(step.out);
+  std::set<std::string> candidates;
+  for (const KernelSpec& s : KernelSpec::backward_candidates_for(Dtype::kFp16, 64, false, 1)) candidates.insert(s.uri());
+  EXPECT_EQ(k["kernels"].size(), candidates.size());
+  for (const auto& entry : k["kernels"]) {
+    EXPECT_EQ(candidates.count(entry["uri"].get<std::string>()), 1u) << entry.dump();
+    EXPECT_NE(entry["status"], "failed") << entry.dump();
+  }
+  EXPECT_EQ(k["summary"]["failed"], 0);
 }
 
 }  // namespace

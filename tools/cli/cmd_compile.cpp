@@ -159,18 +159,27 @@ struct Job {
   std::string reason;  // why infeasible or failed (one line)
 };
 
-// Every candidate of every supported combination, each URI once.
+// Every candidate of every supported combination, forward and backward (step and preprocessing
+// kernels), each URI once. `--filter bwd` selects the backward kinds, `fwd` the forward ones.
 std::vector<Job> all_jobs(const std::string& filter) {
   std::vector<Job> jobs;
   std::set<std::string> seen;
+  auto add = [&](const KernelSpec& spec) {
+    const std::string uri = spec.uri();
+    if (!filter.empty() && uri.find(filter) == std::string::npos) return;
+    if (seen.insert(uri).second) jobs.push_back(Job{spec, Outcome::kFailed, {}, {}});
+  };
   for (const KernelSpec& combo : KernelSpec::all_defaults()) {
     for (const KernelSpec& spec :
-         KernelSpec::candidates_for(combo.dtype, combo.head_dim, combo.causal, combo.gqa_group)) {
-      const std::string uri = spec.uri();
-      if (!filter.empty() && uri.find(filter) == std::string::npos) continue;
-      if (seen.insert(uri).second) jobs.push_back(Job{spec, Outcome::kFailed, {}, {}});
-    }
+         KernelSpec::candidates_for(combo.dtype, combo.head_dim, combo.causal, combo.gqa_group))
+      add(spec);
   }
+  for (const KernelSpec& combo : KernelSpec::all_defaults()) {
+    for (const KernelSpec& spec : KernelSpec::backward_candidates_for(combo.dtype, combo.head_dim,
+                                                                      combo.causal, combo.gqa_group))
+      add(spec);
+  }
+  for (const KernelSpec& spec : KernelSpec::backward_defaults()) add(spec);  // with the pre kernels
   return jobs;
 }
 
@@ -305,7 +314,7 @@ const CommandRegistrar registrar("compile", [](CLI::App& root) {
   cmd->add_option("--spec", options->spec,
                   "Kernel URI, e.g. ring_fwd_bf16_hd128_causal_gqa4_bm128_bn64_w4_s2");
   cmd->add_flag("--all", options->all,
-                "Compile every candidate of every supported combination (prunes infeasible ones)");
+                "Compile every candidate of every supported combination, forward and backward (prunes infeasible ones)");
   cmd->add_option("--arch", options->arch,
                   "Target: sm_80, sm_86, sm_89, sm_90, sm_90a, sm_100 or sm_120 (default: GPU 0's arch, else sm_90a)");
   cmd->add_option("--emit-source", options->emit_source, "Also write the generated CUDA source to FILE (with --spec)");
@@ -314,7 +323,8 @@ const CommandRegistrar registrar("compile", [](CLI::App& root) {
                   "Kernel store directory (default: $CPGEN_KERNEL_DIR, $XDG_CACHE_HOME/cpgen/kernels or ~/.cache/cpgen/kernels)");
   cmd->add_flag("--no-store", options->no_store, "Always run NVRTC and store nothing");
   cmd->add_option("--jobs,-j", options->jobs, "Parallel compiles for --all (default: CPU count)");
-  cmd->add_option("--filter", options->filter, "With --all: only URIs containing this text");
+  cmd->add_option("--filter", options->filter,
+                  "With --all: only URIs containing this text (e.g. fwd, bwd, bwd_pre, hd128)");
   cmd->add_option("--repeat", options->repeat,
                   "With --spec: request the kernel N times in this process and report the repeat times (benchmarks the store)");
   cmd->callback([options] { run(*options); });

@@ -206,6 +206,15 @@ void cp_async_wait(int pending) {
   }
 }
 
+namespace {
+float flush_subnormal(float x) { return std::fpclassify(x) == FP_SUBNORMAL ? std::copysign(0.0f, x) : x; }
+}  // namespace
+
+void red_add_f32(float* address, float value) {
+  // The host's float addition rounds to nearest even (the default rounding mode).
+  *address = flush_subnormal(flush_subnormal(*address) + flush_subnormal(value));
+}
+
 std::string launch(unsigned grid_x, unsigned grid_y, unsigned threads, int shared_bytes,
                    const std::function<void()>& body) {
   return launch(grid_x, grid_y, 1, threads, shared_bytes, body);

@@ -45,6 +45,12 @@ uint32_t pack_16x2(float lo, float hi, bool bf16);
 void cp_async_16(uint32_t shared_dst, const void* global_src, bool valid);
 void cp_async_commit();
 void cp_async_wait(int pending);
+// PTX red.global.add.f32 (and atom.add.f32): *address = *address + value as one indivisible
+// read-modify-write, the sum rounded to nearest even, subnormal inputs and results flushed to zero
+// of the same sign (the ISA's definition of the .f32 add of red/atom, independent of .ftz flags).
+// Fibers never run in parallel, so any interleaving of reductions on one word is some serial
+// order of whole reductions, which is exactly what the ISA promises and nothing more.
+void red_add_f32(float* address, float value);
 
 // Runs body() as every thread of every CTA of the grid (CTAs one after another, threads as
 // fibers), with `shared_bytes` of dynamic shared memory poisoned (0xFF) at the start of each CTA.

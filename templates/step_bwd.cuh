@@ -1,0 +1,406 @@
+// The backward ring-step kernel: this rank's queries against the K/V chunk it holds in this step,
+// producing the step's dQ (added into an fp32 accumulator), dK and dV (written into or added to
+// the chunk's fp32 accumulators that travel the ring). Math and layouts: params_bwd.cuh.
+//
+// Structure: FlashAttention-2's KV-outer loop. A CTA owns kBlockN keys of one kv head and walks
+// every query tile that can see them (all kGroup query heads of the kv head, packed as in the
+// forward), so dK and dV of its keys stay in registers for the whole step, sum over the group's
+// heads inside the kernel, and are written once; dQ, which every key tile contributes to, is added
+// with red.global.add.f32. Why this and not separate dQ and dK/dV kernels: the separate kernels
+// compute S = Q K^T and dP = dO V^T twice (7 tile GEMMs per tile pair instead of 5, 1.4x the
+// tensor-core work) to avoid the atomics, and FlashAttention-2 and -3 both found the atomics
+// cheaper on A100/H100. The ring adds a reason: dK/dV are what travel, so the kernel that owns
+// them per CTA writes each accumulator element exactly once per step without atomics. (No GPU has
+// timed this kernel yet; the tile configs are the tuner's search space.)
+//
+// Per query tile of kBlockM packed rows (warp w owns keys of slice w % kKeyGroups and dK/dV head
+// columns of slice w / kKeyGroups, traits_bwd.cuh):
+//   S^T = K Q^T, dP^T = V dO^T          mma.sync, K and V fragments as A, Q and dO as B
+//   P^T = exp2(S^T scale_log2 - lse_log2)  recomputed from the forward's lse; masked -> 0
+//   dS^T = P^T (dP^T - delta)
+//   dV += P^T dO, dK += dS^T Q           P^T and dS^T repacked to 16 bits in registers
+//   dS^T -> shared memory; dQ += dS K    per 16 x 32 item, red.global.add.f32 per element
+// Causal: query tiles whose every query precedes the CTA's first key are never loaded (positions
+// are increasing, so they form a prefix); tiles that straddle the diagonal and a partial last key
+// tile take the per-element mask. A row whose lse is -inf (it saw no key in the forward) and the
+// padding rows past q_len get lse_log2 = +inf, so P = exp2(-inf) = 0 and dS = 0: zero gradients,
+// never NaN.
+//
+// Memory: K and V tiles stay in shared memory; Q and dO tiles arrive through a kStages-deep
+// cp.async pipeline. Launch: grid (ceil(kv_len / kBlockN), batch * kv_heads), block kWarps * 32
+// threads, dynamic shared memory BwdTraits::kSharedBytes; q, k, v, dout 16-byte aligned with
+// element strides multiples of 8; dk_acc, dv_acc 8-byte aligned.
+#pragma once
+
+#include "cpgen/atomic.cuh"
+#include "cpgen/layout.cuh"
+#include "cpgen/mask.cuh"
+#include "cpgen/mma.cuh"
+#include "cpgen/params_bwd.cuh"
+#include "cpgen/softmax.cuh"
+#include "cpgen/traits_bwd.cuh"
+
+namespace cpgen {
+namespace device {
+
+// Two adjacent fp32 accumulator columns, moved as one 8-byte access.
+struct alignas(8) BwdFloatPair {
+  float x, y;
+};
+
+// Issues this thread's cp.async chunks of a tile of kRows rows into a swizzled shared tile. Row r
+// of the tile is row first_row + r of a packed matrix whose row p sits at
+// base + (p % kRowGroup) * group_stride + (p / kRowGroup) * row_stride (bytes): kRowGroup = 1 for
+// K and V, the GQA group for the packed Q and dO rows. Rows past total_rows are zero-filled.
+template <typename Traits, int kRows, int kRowGroup>
+CPGEN_DEVICE void load_bwd_tile_async(u32 dst, const char* base, long long group_stride,
+                                      long long row_stride, int first_row, int total_rows) {
+  constexpr int kChunksPerRow = Traits::kChunksPerRow;
+  constexpr int kChunks = kRows * kChunksPerRow;
+  constexpr int kLoads = (kChunks + Traits::kThreads - 1) / Traits::kThreads;
+  const int tid = opaque(static_cast<int>(threadIdx.x));
+#pragma unroll
+  for (int i = 0; i < kLoads; ++i) {
+    const int chunk_id = tid + i * Traits::kThreads;
+    if (kChunks % Traits::kThreads == 0 || chunk_id < kChunks) {
+      const int row = chunk_id / kChunksPerRow;
+      const int chunk = chunk_id % kChunksPerRow;
+      const int packed = first_row + row;
+      const bool valid = packed < total_rows;
+      const int p = valid ? packed : 0;
+      const char* src = base + (p % kRowGroup) * group_stride +
+                        static_cast<long long>(p / kRowGroup) * row_stride + chunk * 16;
+      cp_async_16(dst + swizzled_offset(row, chunk * 8, Traits::kHeadDim) * 2, src, valid);
+    }
+  }
+}
+
+// The Q and dO tiles of query tile `block` into pipeline stage `stage`.
+template <typename Traits>
+CPGEN_DEVICE void load_q_do_async(const RingBwdParams& params, u32 shared_base, int stage, int block) {
+  const int batch = opaque(static_cast<int>(blockIdx.y)) / params.kv_heads;
+  const int kv_head = opaque(static_cast<int>(blockIdx.y)) % params.kv_heads;
+  const long long first_head = static_cast<long long>(kv_head) * Traits::kGroup;
+  const char* q_base = static_cast<const char*>(params.q) +
+                       (batch * params.q_batch_stride + first_head * params.q_head_stride) * 2;
+  const char* do_base = static_cast<const char*>(params.dout) +
+                        (batch * params.dout_batch_stride + first_head * params.dout_head_stride) * 2;
+  const int packed_rows = params.q_len * Traits::kGroup;
+  load_bwd_tile_async<Traits, Traits::kBlockM, Traits::kGroup>(
+      shared_base + Traits::kQOffset + stage * Traits::kQTileBytes, q_base, params.q_head_stride * 2,
+      params.q_row_stride * 2, block * Traits::kBlockM, packed_rows);
+  load_bwd_tile_async<Traits, Traits::kBlockM, Traits::kGroup>(
+      shared_base + Traits::kDoOffset + stage * Traits::kQTileBytes, do_base,
+      params.dout_head_stride * 2, params.dout_row_stride * 2, block * Traits::kBlockM, packed_rows);
+}
+
+template <typename Traits>
+CPGEN_DEVICE void ring_bwd_step(const RingBwdParams& params) {
+  using T = typename Traits::Element;
+  constexpr int kHeadDim = Traits::kHeadDim;
+  constexpr int kBlockM = Traits::kBlockM;
+  constexpr int kBlockN = Traits::kBlockN;
+  constexpr int kStages = Traits::kStages;
+  constexpr int kGroup = Traits::kGroup;
+  constexpr int kKeyMTiles = Traits::kKeyMTiles;
+  constexpr int kQueryTiles = Traits::kQueryTiles;
+  constexpr int kDimTiles = Traits::kDimTiles;
+  constexpr bool kCausal = Traits::kCausal;
+  constexpr float kLog2e = 1.4426950408889634f;
+
+  extern __shared__ __align__(128) unsigned char shared_storage[];
+  float* row_lse_log2 = reinterpret_cast<float*>(shared_storage + Traits::kRowsOffset);
+  float* row_delta = row_lse_log2 + kBlockM;
+  int* row_pos = reinterpret_cast<int*>(row_delta + kBlockM);
+
+  const int batch = blockIdx.y / params.kv_heads;
+  const int kv_head = blockIdx.y % params.kv_heads;
+  const int key0 = blockIdx.x * kBlockN;
+  const int keys_here = min(kBlockN, params.kv_len - key0);
+  const int packed_rows = params.q_len * kGroup;
+  const int query_blocks = (packed_rows + kBlockM - 1) / kBlockM;
+
+  // Causal: the queries before the first key's position see none of this CTA's keys; they are a
+  // prefix of the local order, and the query tiles wholly inside it are skipped.
+  int first_block = 0, k_first_pos = 0, k_last_pos = 0;
+  if (kCausal) {
+    k_first_pos = params.kv_positions[key0];
+    k_last_pos = params.kv_positions[key0 + keys_here - 1];
+    const int blind_queries = count_at_or_before(params.q_positions, params.q_len, k_first_pos - 1);
+    first_block = blind_queries * kGroup / kBlockM;
+  }
+  const int blocks = query_blocks - first_block;
+
+  // ---- K and V tiles (once) and the first kStages - 1 Q/dO tiles ------------------------------
+  const u32 shared_start = shared_address(shared_storage);
+  if (blocks > 0) {
+    const char* k_base = static_cast<const char*>(params.k) +
+                         (batch * params.k_batch_stride + kv_head * params.k_head_stride) * 2;
+    const char* v_base = static_cast<const char*>(params.v) +
+                         (batch * params.v_batch_stride + kv_head * params.v_head_stride) * 2;
+    load_bwd_tile_async<Traits, kBlockN, 1>(shared_start + Traits::kKOffset, k_base, 0,
+                                            params.k_row_stride * 2, key0, params.kv_len);
+    load_bwd_tile_async<Traits, kBlockN, 1>(shared_start + Traits::kVOffset, v_base, 0,
+                                            params.v_row_stride * 2, key0, params.kv_len);
+  }
+  cp_async_commit();
+#pragma unroll
+  for (int s = 0; s < kStages - 1; ++s) {
+    if (s < blocks) load_q_do_async<Traits>(params, shared_start, s, first_block + s);
+    cp_async_commit();  // empty groups keep the wait counts uniform
+  }
+
+  float dk_acc[kKeyMTiles][kDimTiles][4], dv_acc[kKeyMTiles][kDimTiles][4];
+#pragma unroll
+  for (int mt = 0; mt < kKeyMTiles; ++mt)
+#pragma unroll
+    for (int d = 0; d < kDimTiles; ++d)
+#pragma unroll
+      for (int e = 0; e < 4; ++e) dk_acc[mt][d][e] = dv_acc[mt][d][e] = 0.0f;
+
+  // ---- Main loop over query tiles -------------------------------------------------------------
+  for (int it = 0; it < blocks; ++it) {
+    const int block = first_block + it;
+    const int stage = kStages == 1 ? 0 : it % kStages;
+    const u32 shared_base = shared_address(shared_storage);
+    if constexpr (kStages == 1) {
+      __syncthreads();  // every warp is done with the previous tile
+      load_q_do_async<Traits>(params, shared_base, 0, block);
+      cp_async_commit();
+      cp_async_wait<0>();
+      __syncthreads();
+    } else {
+      // Tile `it` (and K/V) has landed once at most kStages - 2 newer groups are pending; the
+      // barrier also proves every warp left tile it - 1, whose stage the next load reuses.
+      cp_async_wait<kStages - 2>();
+      __syncthreads();
+      const int next = it + kStages - 1;
+      if (next < blocks) load_q_do_async<Traits>(params, shared_base, next % kStages, first_block + next);
+      cp_async_commit();
+    }
+
+    // Per-row table of the tile: lse in the log2 domain (+inf for padding and for rows that saw
+    // no key, which makes their P exactly 0), delta, and the query position for the mask.
+    for (int r = threadIdx.x; r < kBlockM; r += Traits::kThreads) {
+      const int packed = block * kBlockM + r;
+      if (packed < packed_rows) {
+        const PackedRow pr = unpack_row(packed, kGroup);
+        const long long state_row =
+            (static_cast<long long>(batch) * params.q_heads + kv_head * kGroup + pr.head_in_group) *
+                params.q_len + pr.query_index;
+        const float lse = params.lse[state_row];
+        row_lse_log2[r] = lse == -positive_infinity() ? positive_infinity() : lse * kLog2e;
+        row_delta[r] = params.delta[state_row];
+        row_pos[r] = params.q_positions[pr.query_index];
+      } else {
+        row_lse_log2[r] = positive_infinity();
+        row_delta[r] = 0.0f;
+        row_pos[r] = 0x7fffffff;
+      }
+    }
+    __syncthreads();
+
+    const int tid = opaque(static_cast<int>(threadIdx.x));
+    const int lane = tid % 32;
+    const int warp = tid / 32;
+    const int key_row0 = (warp % Traits::kKeyGroups) * Traits::kKeyRowsPerWarp;
+    const int dim_col0 = (warp / Traits::kKeyGroups) * Traits::kDimColsPerWarp;
+    const u32 k_tile = shared_base + Traits::kKOffset;
+    const u32 v_tile = shared_base + Traits::kVOffset;
+    const u32 q_tile = shared_base + Traits::kQOffset + stage * Traits::kQTileBytes;
+    const u32 do_tile = shared_base + Traits::kDoOffset + stage * Traits::kQTileBytes;
+    const u32 ds_tile = shared_base + Traits::kDsOffset;
+
+    // S^T = K Q^T and dP^T = V dO^T for this warp's keys against every query of the tile.
+    float st[kKeyMTiles][kQueryTiles][4], dpt[kKeyMTiles][kQueryTiles][4];
+#pragma unroll
+    for (int mt = 0; mt < kKeyMTiles; ++mt)
+#pragma unroll
+      for (int j = 0; j < kQueryTiles; ++j)
+#pragma unroll
+        for (int e = 0; e < 4; ++e) st[mt][j][e] = dpt[mt][j][e] = 0.0f;
+#pragma unroll 1
+    for (int kk = 0; kk < Traits::kQkSteps; ++kk) {
+      u32 k_frag[kKeyMTiles][4], v_frag[kKeyMTiles][4];
+#pragma unroll
+      for (int mt = 0; mt < kKeyMTiles; ++mt) {
+        const int a_off = swizzled_offset(key_row0 + mt * 16 + ldmatrix_a_row(lane),
+                                          kk * 16 + ldmatrix_a_col(lane), kHeadDim) * 2;
+        ldmatrix_x4(k_frag[mt], k_tile + a_off);
+        ldmatrix_x4(v_frag[mt], v_tile + a_off);
+      }
+#pragma unroll
+      for (int jp = 0; jp < kQueryTiles / 2; ++jp) {
+        const int b_off = swizzled_offset(jp * 16 + ldmatrix_b_row(lane), kk * 16 + ldmatrix_b_col(lane),
+                                          kHeadDim) * 2;
+        u32 q_frag[4], do_frag[4];
+        ldmatrix_x4(q_frag, q_tile + b_off);
+        ldmatrix_x4(do_frag, do_tile + b_off);
+#pragma unroll
+        for (int mt = 0; mt < kKeyMTiles; ++mt) {
+          mma_16816<T>(st[mt][2 * jp], k_frag[mt], q_frag[0], q_frag[1]);
+          mma_16816<T>(st[mt][2 * jp + 1], k_frag[mt], q_frag[2], q_frag[3]);
+          mma_16816<T>(dpt[mt][2 * jp], v_frag[mt], do_frag[0], do_frag[1]);
+          mma_16816<T>(dpt[mt][2 * jp + 1], v_frag[mt], do_frag[2], do_frag[3]);
+        }
+      }
+    }
+
+    // P^T and dS^T in place. The mask is needed on a partial key tile and, causal, on query tiles
+    // that straddle the diagonal of this CTA's keys.
+    const int q_first_pos = row_pos[0];
+    const int q_last_pos = params.q_positions[block_last_query(block, kBlockM, kGroup, params.q_len)];
+    const bool need_mask = keys_here < kBlockN ||
+                           (kCausal && classify_tile(q_first_pos, q_last_pos, k_first_pos, k_last_pos,
+                                                     kCausal) != TileClass::kFull);
+#pragma unroll
+    for (int mt = 0; mt < kKeyMTiles; ++mt)
+#pragma unroll
+      for (int half = 0; half < 2; ++half) {
+        const int key_local = key_row0 + mt * 16 + acc_row(lane, 2 * half);
+        const bool key_valid = key_local < keys_here;
+        const int key_pos = kCausal && need_mask && key_valid ? params.kv_positions[key0 + key_local] : 0;
+#pragma unroll
+        for (int j = 0; j < kQueryTiles; ++j)
+#pragma unroll
+          for (int e = 2 * half; e < 2 * half + 2; ++e) {
+            const int col = j * 8 + acc_col(lane, e);
+            float p = exp2f(fmaf(st[mt][j][e], params.scale_log2, -row_lse_log2[col]));
+            if (need_mask && (!key_valid || (kCausal && key_pos > row_pos[col]))) p = 0.0f;
+            st[mt][j][e] = p;
+            dpt[mt][j][e] = p * (dpt[mt][j][e] - row_delta[col]);
+          }
+      }
+
+    // dS^T to shared memory as [key][query] 16-bit pairs (one warp per key slice writes it).
+    if (warp < Traits::kKeyGroups) {
+#pragma unroll
+      for (int mt = 0; mt < kKeyMTiles; ++mt)
+#pragma unroll
+        for (int half = 0; half < 2; ++half) {
+          const int key_local = key_row0 + mt * 16 + acc_row(lane, 2 * half);
+#pragma unroll
+          for (int j = 0; j < kQueryTiles; ++j) {
+            const int col = j * 8 + acc_col(lane, 0);
+            *reinterpret_cast<u32*>(shared_storage + Traits::kDsOffset +
+                                    (key_local * Traits::kDsPitch + col) * 2) =
+                pack2<T>(dpt[mt][j][2 * half], dpt[mt][j][2 * half + 1]);
+          }
+        }
+    }
+
+    // dV += P^T dO and dK += dS^T Q over this warp's head-dim columns: the accumulator of query
+    // n8-tiles 2kk and 2kk+1 is the A fragment of k-step kk once packed (as P in the forward).
+#pragma unroll
+    for (int kk = 0; kk < Traits::kQuerySteps; ++kk) {
+      u32 p_frag[kKeyMTiles][4], ds_frag[kKeyMTiles][4];
+#pragma unroll
+      for (int mt = 0; mt < kKeyMTiles; ++mt) {
+        p_frag[mt][0] = pack2<T>(st[mt][2 * kk][0], st[mt][2 * kk][1]);
+        p_frag[mt][1] = pack2<T>(st[mt][2 * kk][2], st[mt][2 * kk][3]);
+        p_frag[mt][2] = pack2<T>(st[mt][2 * kk + 1][0], st[mt][2 * kk + 1][1]);
+        p_frag[mt][3] = pack2<T>(st[mt][2 * kk + 1][2], st[mt][2 * kk + 1][3]);
+        ds_frag[mt][0] = pack2<T>(dpt[mt][2 * kk][0], dpt[mt][2 * kk][1]);
+        ds_frag[mt][1] = pack2<T>(dpt[mt][2 * kk][2], dpt[mt][2 * kk][3]);
+        ds_frag[mt][2] = pack2<T>(dpt[mt][2 * kk + 1][0], dpt[mt][2 * kk + 1][1]);
+        ds_frag[mt][3] = pack2<T>(dpt[mt][2 * kk + 1][2], dpt[mt][2 * kk + 1][3]);
+      }
+#pragma unroll
+      for (int dp = 0; dp < kDimTiles / 2; ++dp) {
+        const int bt_off = swizzled_offset(kk * 16 + ldmatrix_bt_row(lane),
+                                           dim_col0 + dp * 16 + ldmatrix_bt_col(lane), kHeadDim) * 2;
+        u32 do_frag[4], q_frag[4];
+        ldmatrix_x4_trans(do_frag, do_tile + bt_off);
+        ldmatrix_x4_trans(q_frag, q_tile + bt_off);
+#pragma unroll
+        for (int mt = 0; mt < kKeyMTiles; ++mt) {
+          mma_16816<T>(dv_acc[mt][2 * dp], p_frag[mt], do_frag[0], do_frag[1]);
+          mma_16816<T>(dv_acc[mt][2 * dp + 1], p_frag[mt], do_frag[2], do_frag[3]);
+          mma_16816<T>(dk_acc[mt][2 * dp], ds_frag[mt], q_frag[0], q_frag[1]);
+          mma_16816<T>(dk_acc[mt][2 * dp + 1], ds_frag[mt], q_frag[2], q_frag[3]);
+        }
+      }
+    }
+    __syncthreads();  // dS^T is complete
+
+    // dQ += scale * dS K, in items of 16 query rows x kDqCols columns. dS (A, [query][key]) is
+    // read transposed from the [key][query] tile; K (B, [key][d]) transposed from its tile.
+#pragma unroll 1
+    for (int item = warp; item < Traits::kDqItems; item += Traits::kWarps) {
+      const int q16 = item / (kHeadDim / Traits::kDqCols);
+      const int col0 = (item % (kHeadDim / Traits::kDqCols)) * Traits::kDqCols;
+      float dq[Traits::kDqCols / 8][4];
+#pragma unroll
+      for (int nt = 0; nt < Traits::kDqCols / 8; ++nt)
+#pragma unroll
+        for (int e = 0; e < 4; ++e) dq[nt][e] = 0.0f;
+#pragma unroll
+      for (int kk = 0; kk < Traits::kKeySteps; ++kk) {
+        u32 a[4];
+        ldmatrix_x4_trans(a, ds_tile + ((kk * 16 + ldmatrix_b_row(lane)) * Traits::kDsPitch + q16 * 16 +
+                                        ldmatrix_b_col(lane)) * 2);
+#pragma unroll
+        for (int np = 0; np < Traits::kDqCols / 16; ++np) {
+          u32 b[4];
+          ldmatrix_x4_trans(b, k_tile + swizzled_offset(kk * 16 + ldmatrix_bt_row(lane),
+                                                        col0 + np * 16 + ldmatrix_bt_col(lane), kHeadDim) * 2);
+          mma_16816<T>(dq[2 * np], a, b[0], b[1]);
+          mma_16816<T>(dq[2 * np + 1], a, b[2], b[3]);
+        }
+      }
+#pragma unroll
+      for (int half = 0; half < 2; ++half) {
+        const int packed = block * kBlockM + q16 * 16 + acc_row(lane, 2 * half);
+        if (packed >= packed_rows) continue;
+        const PackedRow pr = unpack_row(packed, kGroup);
+        float* dq_row = params.dq_acc +
+                        ((static_cast<long long>(batch) * params.q_heads + kv_head * kGroup + pr.head_in_group) *
+                             params.q_len + pr.query_index) * kHeadDim;
+#pragma unroll
+        for (int nt = 0; nt < Traits::kDqCols / 8; ++nt) {
+          const int col = col0 + nt * 8 + acc_col(lane, 0);
+          red_add_f32(dq_row + col, params.scale * dq[nt][2 * half]);
+          red_add_f32(dq_row + col + 1, params.scale * dq[nt][2 * half + 1]);
+        }
+      }
+    }
+    __syncthreads();  // the next tile rewrites the row table and dS^T
+  }
+  cp_async_wait<0>();  // no group may outlive the CTA (only empty ones can be pending here)
+
+  // ---- dK = scale * dS^T Q and dV = P^T dO of this step into the travelling accumulators ------
+  const int lane = threadIdx.x % 32;
+  const int warp = threadIdx.x / 32;
+  const int key_row0 = (warp % Traits::kKeyGroups) * Traits::kKeyRowsPerWarp;
+  const int dim_col0 = (warp / Traits::kKeyGroups) * Traits::kDimColsPerWarp;
+#pragma unroll
+  for (int mt = 0; mt < kKeyMTiles; ++mt)
+#pragma unroll
+    for (int half = 0; half < 2; ++half) {
+      const int key_local = key_row0 + mt * 16 + acc_row(lane, 2 * half);
+      if (key_local >= keys_here) continue;
+      const long long row =
+          ((static_cast<long long>(batch) * params.kv_heads + kv_head) * params.kv_len + key0 + key_local) *
+          kHeadDim;
+#pragma unroll
+      for (int d = 0; d < kDimTiles; ++d) {
+        const int col = dim_col0 + d * 8 + acc_col(lane, 0);
+        BwdFloatPair dk = {params.scale * dk_acc[mt][d][2 * half], params.scale * dk_acc[mt][d][2 * half + 1]};
+        BwdFloatPair dv = {dv_acc[mt][d][2 * half], dv_acc[mt][d][2 * half + 1]};
+        BwdFloatPair* dk_dst = reinterpret_cast<BwdFloatPair*>(params.dk_acc + row + col);
+        BwdFloatPair* dv_dst = reinterpret_cast<BwdFloatPair*>(params.dv_acc + row + col);
+        if (params.accumulate_dkv) {
+          const BwdFloatPair dk_old = *dk_dst, dv_old = *dv_dst;
+          dk.x += dk_old.x;
+          dk.y += dk_old.y;
+          dv.x += dv_old.x;
+          dv.y += dv_old.y;
+        }
+        *dk_dst = dk;
+        *dv_dst = dv;
+      }
+    }
+}
+
+}  // namespace device
+}  // namespace cpgen
