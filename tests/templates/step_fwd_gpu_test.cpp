@@ -1,9 +1,9 @@
 // The generated forward step kernel on a GPU: one ring step and whole rings of steps on one
-// device, against the independent float64 vectors in shared/vectors and against a float64
+// device, against the float64 vectors (tests/data/vectors) and against a float64
 // reference computed here, for both dtypes, every head dim, causal and full, GQA 1 and 4.
 // Outputs, padding and the carried state are poisoned (NaN) before the first step; every output
-// element must be written and finite, and no padding may change. Tolerances (shared/vectors
-// README): relative Frobenius error of out < 2e-2, |lse error| < 2e-2.
+// element must be written and finite, and no padding may change. Tolerances (docs/formats.md,
+// vectors): relative Frobenius error of out < 2e-2, |lse error| < 2e-2.
 #include <gtest/gtest.h>
 
 #include <string>

@@ -102,7 +102,7 @@ TEST_P(CpuRingVectors, EveryRankMatchesTheVectors) {
   }
   ASSERT_TRUE(errors_by_size.count(1) && errors_by_size.count(8))
       << "every vectors case splits over 1 and 8 ranks";
-  // Merging more partial states must not make the answer worse (DESIGN.md: N=8 within 1.2x of
+  // Merging more partial states must not make the answer worse (the target: N=8 within 1.2x of
   // N=1). Measured: the worst N=8 / N=1 ratio over all cases, schemes and tensors is 1.016; the
   // 2e-8 floor only covers float rounding noise where both errors are near 1e-7.
   const Errors& one = errors_by_size[1];
