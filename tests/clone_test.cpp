@@ -2,7 +2,7 @@
 // tests read: CMake configures it, and this test binary, pointed at the clone's files
 // (CPGEN_TEST_SOURCE_DIR), runs the data-reading tests there using only the in-repo vector set.
 // The whole thing (clone, build, install, run the suite) is tools/check-clone.sh; it takes
-// about 14 minutes on two cores, so the suite runs this part only: 3 s on an idle two-core
+// 7-14 minutes on two cores, so the suite runs this part only: 3 s on an idle two-core
 // machine, 11 s on a busy one, most of it the CMake configure. It clones the committed HEAD:
 // a data file the tests read counts once it is committed.
 #include <gtest/gtest.h>

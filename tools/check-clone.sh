@@ -3,7 +3,7 @@
 # The new-user walk-through, end to end: clone this commit into an empty folder (nothing beside
 # it), run the README's `tools/run.sh --help` and `tools/test.sh` there, install the build to a
 # prefix, delete the clone and its build, and check that the installed cpgen still selects a
-# cache placed in <prefix>/share/cpgen/caches. Takes a full build and test run (14 minutes on two
+# cache placed in <prefix>/share/cpgen/caches. Takes a full build and test run (7-14 minutes on two
 # cores with a warm ccache: CMAKE_CXX_COMPILER_LAUNCHER=ccache in the environment). WORK_DIR (default: a new temporary folder) must be empty or absent; it is kept on
 # failure for a look and removed on success. Exit 0 when every step passed.
 set -euo pipefail
