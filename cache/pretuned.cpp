@@ -9,6 +9,7 @@
 
 #include "cache/exchange.h"
 #include "cpgen/error.h"
+#include "runtime/core/library_location.h"
 
 namespace cpgen {
 namespace fs = std::filesystem;
@@ -22,8 +23,13 @@ std::vector<std::string> default_cache_dirs() {
       if (!dir.empty()) dirs.push_back(dir);
     }
   }
-  dirs.push_back(CPGEN_CACHES_INSTALL_DIR);
-  dirs.push_back(CPGEN_CACHES_SOURCE_DIR);
+  if (running_from_build_tree()) {
+    dirs.push_back(CPGEN_CACHES_SOURCE_DIR);
+  } else if (const std::string lib = library_path(); !lib.empty()) {
+    // <prefix>/lib/libcpgen.so -> <prefix>/share/cpgen/caches, the relative path from the
+    // install's library folder to its data folder (CMakeLists.txt works it out).
+    dirs.push_back((fs::path(lib).parent_path() / CPGEN_CACHES_FROM_LIBRARY_DIR).lexically_normal().string());
+  }
   return dirs;
 }
 
@@ -32,7 +38,8 @@ PretunedCaches load_pretuned_caches(const std::vector<std::string>& dirs) {
   std::set<std::string> seen_names;  // an installed copy and the source copy are the same cache
   for (const std::string& dir : dirs) {
     std::error_code ec;
-    if (!fs::is_directory(dir, ec)) continue;
+    caches.dirs.push_back({dir, fs::is_directory(dir, ec)});
+    if (!caches.dirs.back().exists) continue;
     std::vector<fs::path> files;
     for (const auto& item : fs::directory_iterator(dir, ec)) {
       if (item.path().extension() == ".json") files.push_back(item.path());

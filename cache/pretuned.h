@@ -1,8 +1,9 @@
 // Shipped pretuned caches: JSON files in the exchange format (cache/exchange.h), installed with
 // the library under <datadir>/cpgen/caches and searched in this order:
 //   1. the folders in $CPGEN_CACHES_DIR (colon separated),
-//   2. the install folder (CPGEN_CACHES_INSTALL_DIR),
-//   3. the source tree's caches/ (so a build tree works without installing).
+//   2. an installed library: <prefix>/share/cpgen/caches, found from where libcpgen was loaded
+//      (runtime/core/library_location.h), so a moved prefix still finds its caches;
+//      the library in its build tree: the source tree's caches/ instead (no install needed).
 // A file that cannot be read or parsed is skipped with a warning; it never stops selection.
 #pragma once
 
@@ -24,7 +25,13 @@ struct CacheEntry {
   bool winner = false;
 };
 
+struct SearchedDir {
+  std::string path;
+  bool exists = false;
+};
+
 struct PretunedCaches {
+  std::vector<SearchedDir> dirs;  // every folder looked at, in search order
   std::vector<std::string> files;
   std::vector<CacheEntry> entries;
 };

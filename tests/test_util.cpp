@@ -3,6 +3,7 @@
 #include <sys/wait.h>
 
 #include <algorithm>
+#include <cctype>
 #include <cstdio>
 #include <cstdlib>
 #include <filesystem>
@@ -13,19 +14,82 @@
 
 namespace cpgen::testing {
 
-std::string vectors_dir() {
-  const char* env = std::getenv("CPGEN_VECTORS_DIR");
-  return env && *env ? env : CPGEN_VECTORS_DIR;
+namespace {
+
+bool is_directory(const std::string& dir) {
+  std::error_code ec;
+  return std::filesystem::is_directory(dir, ec);
 }
+
+bool same_folder(const std::string& a, const std::string& b) {
+  std::error_code ec;
+  return std::filesystem::equivalent(a, b, ec);
+}
+
+}  // namespace
+
+const std::vector<VectorSet>& vector_sets() {
+  static const std::vector<VectorSet> sets = [] {
+    std::vector<VectorSet> found{{"repo", vectors_dir()}};
+    std::vector<VectorSet> optional;
+    if (const char* env = std::getenv("CPGEN_VECTORS_DIR"); env && *env) optional.push_back({"env", env});
+    optional.push_back({"shared", (std::filesystem::path(source_dir()) / ".." / "shared" / "vectors")
+                                      .lexically_normal()
+                                      .string()});
+    for (const VectorSet& set : optional) {
+      if (!is_directory(set.dir)) continue;
+      bool duplicate = false;
+      for (const VectorSet& have : found) duplicate = duplicate || same_folder(have.dir, set.dir);
+      if (!duplicate) found.push_back(set);
+    }
+    std::string line = "cpgen tests: reference vector sets:";
+    for (const VectorSet& set : found) line += " " + set.name + "=" + set.dir;
+    std::fprintf(stderr, "%s\n", line.c_str());
+    return found;
+  }();
+  return sets;
+}
+
+std::string source_dir() {
+  const char* env = std::getenv("CPGEN_TEST_SOURCE_DIR");
+  return env && *env ? env : CPGEN_SOURCE_DIR;
+}
+
+std::string vectors_dir() { return source_dir() + "/tests/data/vectors"; }
 
 std::vector<std::string> vector_files() {
   std::vector<std::string> files;
-  for (const auto& entry : std::filesystem::directory_iterator(vectors_dir())) {
-    const auto& p = entry.path();
-    if (p.extension() == ".json" && p.filename() != "partitions.json") files.push_back(p.string());
+  for (const VectorSet& set : vector_sets()) {
+    std::error_code ec;
+    std::vector<std::string> in_set;
+    for (std::filesystem::directory_iterator it(set.dir, ec), end; !ec && it != end; it.increment(ec)) {
+      const auto& p = it->path();
+      if (p.extension() == ".json" && p.filename() != "partitions.json") in_set.push_back(p.string());
+    }
+    std::sort(in_set.begin(), in_set.end());
+    files.insert(files.end(), in_set.begin(), in_set.end());
   }
-  std::sort(files.begin(), files.end());
   return files;
+}
+
+std::vector<std::string> partition_files() {
+  std::vector<std::string> files;
+  for (const VectorSet& set : vector_sets()) {
+    const std::string file = set.dir + "/partitions.json";
+    std::error_code ec;
+    if (set.name == "repo" || std::filesystem::is_regular_file(file, ec)) files.push_back(file);
+  }
+  return files;
+}
+
+std::string vector_case_name(const std::string& path) {
+  std::string set_name = "other";
+  for (const VectorSet& set : vector_sets())
+    if (same_folder(std::filesystem::path(path).parent_path().string(), set.dir)) set_name = set.name;
+  std::string name = set_name + "_" + std::filesystem::path(path).stem().string();
+  for (char& c : name)
+    if (!std::isalnum(static_cast<unsigned char>(c))) c = '_';
+  return name;
 }
 
 nlohmann::json load_json(const std::string& path) {

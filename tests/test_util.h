@@ -8,10 +8,31 @@
 
 namespace cpgen::testing {
 
-// ../shared/vectors, or $CPGEN_VECTORS_DIR.
+// The source tree the tests read data from: $CPGEN_TEST_SOURCE_DIR when set (the clone check runs
+// this binary against a fresh clone's files), else the tree this binary was built from.
+std::string source_dir();
+
+// Float64 reference vectors (docs/formats.md). The project's own set, tests/data/vectors (written
+// by tools/vectors/make_vectors.py), is required and always used. Independent sets are added
+// when present: $CPGEN_VECTORS_DIR, and ../shared/vectors beside the source tree. A missing
+// optional folder is never an error.
+struct VectorSet {
+  std::string name;  // "repo", "env" or "shared": the prefix of parameterized test names
+  std::string dir;
+};
+// The sets in use, in the order above, each folder once. The first call prints them on stderr.
+const std::vector<VectorSet>& vector_sets();
+// The in-repo set's folder. Tests that need one particular case take it from here.
 std::string vectors_dir();
-// Every *.json attention case in vectors_dir() except partitions.json, sorted by name.
+// Every format-1 attention case (*.json except partitions.json, top level only; format 2 lives in
+// a v2/ subfolder and is not read here) of every set, sorted by set then name. Never throws: an
+// unreadable folder contributes nothing, and VectorSets.InRepoSetIsComplete fails instead.
 std::vector<std::string> vector_files();
+// partitions.json of every set: the in-repo one always (a test reading it fails if it is
+// missing), an optional set's only where it has one.
+std::vector<std::string> partition_files();
+// A test-name-safe label for a vectors file: "<set>_<file stem>", e.g. repo_mha_causal_hd64_s64.
+std::string vector_case_name(const std::string& path);
 nlohmann::json load_json(const std::string& path);
 
 struct CliResult {

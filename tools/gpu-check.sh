@@ -16,9 +16,10 @@
 #
 # From a dev machine through the device tool: run tools/pack-gpu-deps.sh here once, then
 #   run(command="tools/gpu-check.sh", carry=[".gpudeps"])
-# the report and a tarball of every log come back under $OUT. The tests read the reference
-# vectors from $CPGEN_VECTORS_DIR, else ../shared/vectors, else shared/vectors or .vectors in the
-# checkout (the device tool carries only the checkout: copy them into .vectors and carry it).
+# the report and a tarball of every log come back under $OUT. The tests always read the in-repo
+# vectors (tests/data/vectors); an independent set is added from $CPGEN_VECTORS_DIR, else
+# ../shared/vectors, else shared/vectors or .vectors in the checkout (the device tool carries
+# only the checkout: copy one into .vectors and carry it).
 set -uo pipefail
 ROOT=$(cd "$(dirname "${BASH_SOURCE[0]}")/.." && pwd)
 BUILD=$ROOT/build-gpu
@@ -75,8 +76,8 @@ NVCC_VERSION=$(nvcc --version 2>/dev/null | grep -o 'release [0-9.]*' || echo "n
 CMAKE_VERSION=$(cmake --version 2>/dev/null | head -1)
 TORCH=$(python3 -c 'import torch; print(torch.__version__, torch.version.cuda)' 2>/dev/null || echo "not importable")
 NCCL_PY=$(python3 -c 'import nvidia.nccl, os; print(os.path.dirname(nvidia.nccl.__file__))' 2>/dev/null || echo "")
-if [ -n "${CPGEN_VECTORS_DIR:-}" ]; then note "reference vectors: $CPGEN_VECTORS_DIR"
-else note "reference vectors NOT FOUND: the tests that read them will fail (carry them as .vectors)"; fi
+if [ -n "${CPGEN_VECTORS_DIR:-}" ]; then note "reference vectors: tests/data/vectors and $CPGEN_VECTORS_DIR"
+else note "reference vectors: tests/data/vectors only (carry an independent set as .vectors to add it)"; fi
 [ -z "$GPU_NAME" ] && note "nvidia-smi reports no GPU: the GPU tests will skip and the benchmark cannot run"
 
 # Dependencies: the system first, then the carried prefix.

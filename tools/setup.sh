@@ -1,5 +1,7 @@
 # Sourced by run.sh and test.sh: installs missing Debian packages and builds into build/.
-# Everything the build needs is installed here, so a fresh clone goes green with these scripts alone.
+# Everything the build and the tests need is installed here (python3-numpy: the vectors generator
+# tools/vectors/make_vectors.py, which a test reruns), so a fresh clone goes green with these
+# scripts alone.
 set -euo pipefail
 CPGEN_ROOT=$(cd "$(dirname "${BASH_SOURCE[0]}")/.." && pwd)
 BUILD_DIR=${CPGEN_BUILD_DIR:-$CPGEN_ROOT/build}
@@ -19,7 +21,7 @@ cpgen_find_cuda() {
 cpgen_install_packages() {
   local need=()
   local pkg
-  for pkg in cmake g++ make libsqlite3-dev nlohmann-json3-dev libgtest-dev libcli11-dev python3; do
+  for pkg in cmake g++ make libsqlite3-dev nlohmann-json3-dev libgtest-dev libcli11-dev python3 python3-numpy; do
     dpkg-query -W -f='${Status}' "$pkg" 2>/dev/null | grep -q "install ok installed" || need+=("$pkg")
   done
   [ ${#need[@]} -eq 0 ] && return 0

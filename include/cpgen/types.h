@@ -8,7 +8,7 @@
 namespace cpgen {
 
 enum class Dtype { kBf16, kFp16 };
-// The ways of splitting a sequence over context-parallel ranks (DESIGN.md, "Partition schemes").
+// The ways of splitting a sequence over context-parallel ranks (docs/design.md, "The ring schedule").
 enum class Scheme { kContiguous, kZigzag, kZigzagToken, kStriped };
 
 std::string_view dtype_name(Dtype dtype);     // "bf16", "fp16"

@@ -58,7 +58,7 @@ struct SliceErrors {
   int rows = 0;
   void add(const SliceErrors& other);
   double relative() const;
-  bool passed() const;  // relative <= 2e-2 and lse_max <= 2e-2 (shared/vectors tolerances)
+  bool passed() const;  // relative <= 2e-2 and lse_max <= 2e-2 (docs/formats.md tolerances)
 };
 SliceErrors check_slice(const Problem& problem, const BenchInputs& in,
                         const std::vector<std::vector<float>>& outs,

@@ -2,8 +2,8 @@
 // moving [batch, heads, seq, dim] tensors between the full sequence and per-rank shards.
 //
 // Every scheme gives every rank seq_len / cp_size positions, in strictly increasing order (the
-// step kernels rely on that to bound a tile by its first and last position). See DESIGN.md,
-// "Partition schemes", and shared/vectors/partitions.json for the reference layouts.
+// step kernels rely on that to bound a tile by its first and last position). See docs/design.md,
+// "The ring schedule", and tests/data/vectors/partitions.json for the reference layouts.
 #pragma once
 
 #include <cstdint>

@@ -1,4 +1,4 @@
-// Reference attention vectors (shared/vectors/*.json, format cpgen-attention-vectors/1): one
+// Reference attention vectors (format cpgen-attention-vectors/1, docs/formats.md): one
 // problem over the whole sequence with float64 expected outputs and gradients. Used by the tests
 // and by `cpgen verify`.
 #pragma once

@@ -1,9 +1,14 @@
 // `cmake --install` into a temporary prefix, then build examples/link-demo against it with
 // find_package(cpgen) the way a user project would, and run both demo programs (C ABI in C, C++
 // API). Needs no GPU; about 10-20 s on two cores (one CMake configure of a two-file project).
+// Then a relocated install: the prefix is moved after installing and must still find the caches
+// under its own share/cpgen/caches (a second or two). tools/check-clone.sh does the full version:
+// build from a clone, install, delete the clone and its build, run the installed cpgen.
 #include <gtest/gtest.h>
 
 #include <unistd.h>
+
+#include <nlohmann/json.hpp>
 
 #include <cstdlib>
 #include <filesystem>
@@ -83,6 +88,59 @@ TEST(Install, LinkDemoBuildsAgainstInstalledPackage) {
   EXPECT_EQ(c.code, 0) << c.output;
   EXPECT_NE(c.output.find("c_invalid=bad input"), std::string::npos) << c.output;
 
+  if (!::testing::Test::HasFailure()) fs::remove_all(root);
+}
+
+// The installed cpgen finds its shipped caches from where its library lies, not from a path fixed
+// at configure time, and an installed copy never reads the source tree's caches/.
+TEST(Install, MovedPrefixStillSelectsItsOwnCaches) {
+  const char* cmake_env = std::getenv("CPGEN_CMAKE");
+  const std::string cmake = cmake_env && *cmake_env ? cmake_env : "cmake";
+  fs::path root = fs::temp_directory_path() / ("cpgen_moved_prefix_" + std::to_string(::getpid()));
+  fs::remove_all(root);
+  fs::create_directories(root);
+  const fs::path log = root / "log.txt";
+  Shell install = shell(cmake + " --install " + quoted(CPGEN_BINARY_DIR) + " --prefix " + quoted(root / "first"), log);
+  ASSERT_EQ(install.code, 0) << "cmake --install failed:\n" << install.output;
+  const fs::path prefix = root / "moved";
+  fs::rename(root / "first", prefix);
+
+  // A site cache whose one pattern entry names a non-default tile; its name sorts before the
+  // shipped default-heuristic.json, so its entry is the first pattern that matches.
+  const fs::path caches = prefix / "share/cpgen/caches";
+  ASSERT_TRUE(fs::is_directory(caches)) << "the install has no " << caches;
+  const std::string kernel = "ring_fwd_bf16_hd128_causal_gqa4_bm64_bn64_w4_s2";
+  const fs::path site = caches / "00-site.json";
+  const nlohmann::json pattern = nlohmann::json::object(
+      {{"dtype", "bf16"}, {"head_dim", 128}, {"causal", true}, {"gqa_group", 4}});
+  const nlohmann::json entry = nlohmann::json::object(
+      {{"kernel", kernel}, {"source", "default-heuristic"}, {"disposition", "not-timed"}, {"workload", pattern}});
+  std::ofstream(site) << nlohmann::json::object(
+                             {{"format", "cpgen-tuning-cache"}, {"version", 1}, {"entries", nlohmann::json::array({entry})}})
+                             .dump(2);
+
+  const std::string shape =
+      R"('{"name": "s", "batch": 1, "q_heads": 8, "kv_heads": 2, "head_dim": 128, "seq_len": 8192, )"
+      R"("cp_size": 2, "dtype": "bf16", "causal": true}')";
+  Shell explain = shell("env -u CPGEN_CACHES_DIR " + quoted(prefix / "bin/cpgen") + " explain --json --arch sm_90 --db " +
+                            quoted(root / "absent.db") + " --shape " + shape + " 2>/dev/null",
+                        log);
+  ASSERT_EQ(explain.code, 0) << explain.output;
+  const nlohmann::json doc = nlohmann::json::parse(explain.output);
+  ASSERT_FALSE(doc.at("cache_dirs").empty()) << explain.output;
+  EXPECT_EQ(fs::path(doc["cache_dirs"][0].at("path").get<std::string>()), caches) << explain.output;
+  EXPECT_TRUE(doc["cache_dirs"][0].at("exists").get<bool>());
+  for (const auto& d : doc["cache_dirs"])
+    EXPECT_NE(fs::path(d.at("path").get<std::string>()), fs::path(CPGEN_SOURCE_DIR) / "caches")
+        << "an installed cpgen must not read the source tree's caches";
+  int from_site = 0;
+  for (const auto& step : doc.at("shapes").at(0).at("steps")) {
+    if (step.at("origin") != site.string()) continue;
+    EXPECT_EQ(step.at("kernel"), kernel);
+    EXPECT_EQ(step.at("source"), "pretuned-pattern");
+    ++from_site;
+  }
+  EXPECT_GT(from_site, 0) << "no step selected the moved prefix's cache:\n" << explain.output;
   if (!::testing::Test::HasFailure()) fs::remove_all(root);
 }
 

@@ -30,7 +30,7 @@ struct AttentionOutput {
 // Random problem on a grid of 1/32 in [-4, 4] (exact in bf16 and fp16).
 AttentionProblem random_problem(int batch, int q_heads, int kv_heads, int head_dim, int seq_len,
                                 bool causal, uint32_t seed);
-// Loads a shared/vectors case (format cpgen-attention-vectors/1); `expected` gets its out and lse.
+// Loads a vectors case (format cpgen-attention-vectors/1); `expected` gets its out and lse.
 AttentionProblem load_vector_case(const std::string& path, AttentionOutput* expected);
 AttentionOutput reference_attention(const AttentionProblem& p);
 

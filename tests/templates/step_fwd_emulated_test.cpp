@@ -120,12 +120,12 @@ TEST(StepFwdEmulated, Bf16Hd128CausalGqa4DefaultOverAZigzagRing) {
   check_random<Traits>(1, 1, 2 * 2 * 45, 1, 2);
 }
 
-TEST(StepFwdEmulated, Bf16Hd128CausalGqa4MatchesTheVectors) {
-  using Traits = FwdTraits<Bf16, 128, 128, 64, 4, 2, true, 4>;
+TEST(StepFwdEmulated, Bf16Hd128CausalGqa2MatchesTheVectors) {
+  using Traits = FwdTraits<Bf16, 128, 128, 64, 4, 2, true, 2>;
   AttentionOutput expected;
   AttentionProblem p =
-      testing::load_vector_case(testing::vectors_dir() + "/gqa4_causal_hd128_s128.json", &expected);
-  check<Traits>(p, expected, 2, "gqa4_causal_hd128_s128");
+      testing::load_vector_case(testing::vectors_dir() + "/gqa2_causal_hd128_s32.json", &expected);
+  check<Traits>(p, expected, 2, "gqa2_causal_hd128_s32");
 }
 
 // Head dim 96: the 12-chunk swizzle; full attention; a partial last tile of every chunk.
@@ -143,10 +143,10 @@ TEST(StepFwdEmulated, MiddleRingStepsReadTheStateBeforeItIsOverwritten) {
 }
 
 TEST(StepFwdEmulated, Fp16Hd96CausalMqaMatchesTheVectors) {
-  using Traits = FwdTraits<Fp16, 96, 128, 64, 4, 2, true, 4>;
+  using Traits = FwdTraits<Fp16, 96, 128, 64, 4, 2, true, 2>;
   AttentionOutput expected;
-  AttentionProblem p = testing::load_vector_case(testing::vectors_dir() + "/mqa_causal_hd96_s96.json", &expected);
-  check<Traits>(p, expected, 1, "mqa_causal_hd96_s96");
+  AttentionProblem p = testing::load_vector_case(testing::vectors_dir() + "/mqa_causal_hd96_s48.json", &expected);
+  check<Traits>(p, expected, 1, "mqa_causal_hd96_s48");
 }
 
 // Head dim 256 at 16 rows per warp; three pipeline stages with 32-key tiles at head dim 64.

@@ -12,15 +12,15 @@ using testing::run_cli;
 std::string vectors(const char* name) { return testing::vectors_dir() + "/" + name; }
 
 TEST(CliVerifyGpu, BadTransportAndWindowAreBadInput) {
-  auto r = run_cli("verify --vectors " + vectors("mha_causal_hd64_s128.json") +
+  auto r = run_cli("verify --vectors " + vectors("mha_causal_hd64_s64.json") +
                    " --scheme zigzag --ranks 2 --backend gpu --transport pigeon");
   EXPECT_EQ(r.exit_code, 2) << r.err;
   EXPECT_NE(r.err.find("allowed: loopback, nccl"), std::string::npos) << r.err;
-  r = run_cli("verify --vectors " + vectors("mha_window32_hd64_s128.json") +
+  r = run_cli("verify --vectors " + vectors("mha_window16_hd64_s64.json") +
               " --scheme zigzag --ranks 2 --backend gpu");
   EXPECT_EQ(r.exit_code, 2) << r.err;
   EXPECT_NE(r.err.find("sliding windows"), std::string::npos) << r.err;
-  r = run_cli("verify --vectors " + vectors("mha_causal_hd64_s128.json") +
+  r = run_cli("verify --vectors " + vectors("mha_causal_hd64_s64.json") +
               " --scheme zigzag --ranks 2 --backend gpu --dtype fp8");
   EXPECT_EQ(r.exit_code, 2) << r.err;
   EXPECT_NE(r.err.find("fp8"), std::string::npos) << r.err;
@@ -29,7 +29,7 @@ TEST(CliVerifyGpu, BadTransportAndWindowAreBadInput) {
 TEST(CliVerifyGpu, WithoutGpuExitsOneWithOneLine) {
   std::string why;
   if (testing::have_gpu(&why)) GTEST_SKIP() << "a GPU is present";
-  auto r = run_cli("verify --vectors " + vectors("mha_causal_hd64_s128.json") +
+  auto r = run_cli("verify --vectors " + vectors("mha_causal_hd64_s64.json") +
                    " --scheme zigzag --ranks 2 --backend gpu");
   EXPECT_EQ(r.exit_code, 1);
   EXPECT_NE(r.err.find("needs a GPU"), std::string::npos) << r.err;
@@ -39,11 +39,11 @@ TEST(CliVerifyGpu, WithoutGpuExitsOneWithOneLine) {
 TEST(CliVerifyGpu, LoopbackAndNcclRingsPass) {
   CPGEN_REQUIRE_GPU();
   for (const char* dtype : {"bf16", "fp16"}) {
-    auto r = run_cli("verify --vectors " + vectors("gqa4_causal_hd128_s128.json") +
+    auto r = run_cli("verify --vectors " + vectors("gqa2_causal_hd128_s32.json") +
                      " --scheme zigzag --ranks 4 --backend gpu --dtype " + dtype + " --json");
     EXPECT_EQ(r.exit_code, 0) << dtype << ": " << r.out << r.err;
   }
-  auto r = run_cli("verify --vectors " + vectors("gqa2_causal_hd64_s256.json") +
+  auto r = run_cli("verify --vectors " + vectors("gqa4_causal_hd64_s32.json") +
                    " --scheme striped --ranks 2 --backend gpu --transport nccl --json");
   EXPECT_EQ(r.exit_code, 0) << r.out << r.err;
 }

@@ -29,11 +29,11 @@ int line_count(const std::string& text) {
 }
 
 TEST(CmdVerify, PassesOnEveryTensorAndReportsJson) {
-  const auto r = run_cli("verify --vectors " + vectors("mqa_causal_hd96_s96.json") +
+  const auto r = run_cli("verify --vectors " + vectors("mqa_causal_hd96_s48.json") +
                          " --scheme zigzag --ranks 4 --json");
   ASSERT_EQ(r.exit_code, 0) << r.err;
   const auto doc = nlohmann::json::parse(r.out);
-  EXPECT_EQ(doc.at("name"), "mqa_causal_hd96_s96");
+  EXPECT_EQ(doc.at("name"), "mqa_causal_hd96_s48");
   EXPECT_EQ(doc.at("backend"), "cpu");
   EXPECT_EQ(doc.at("scheme"), "zigzag");
   EXPECT_EQ(doc.at("ranks"), 4);
@@ -54,7 +54,7 @@ TEST(CmdVerify, PassesOnEveryTensorAndReportsJson) {
 }
 
 TEST(CmdVerify, HumanReportNamesEveryTensor) {
-  const auto r = run_cli("verify --vectors " + vectors("mha_window32_hd64_s128.json") +
+  const auto r = run_cli("verify --vectors " + vectors("mha_window16_hd64_s64.json") +
                          " --scheme striped --ranks 8");
   ASSERT_EQ(r.exit_code, 0) << r.err;
   for (const char* t : {"out ", "lse ", "dq ", "dk ", "dv "})
@@ -65,12 +65,12 @@ TEST(CmdVerify, HumanReportNamesEveryTensor) {
 
 TEST(CmdVerify, OutputFileHasTheVectorsLayout) {
   const std::string out_path = temp_path("results.json");
-  const auto r = run_cli("verify --vectors " + vectors("gqa2_full_hd256_s64.json") +
+  const auto r = run_cli("verify --vectors " + vectors("mha_full_hd256_s32.json") +
                          " --scheme zigzag-token --ranks 2 --output " + out_path);
   ASSERT_EQ(r.exit_code, 0) << r.err;
   const auto doc = testing::load_json(out_path);
   std::filesystem::remove(out_path);
-  const AttentionVectors vec = load_attention_vectors(vectors("gqa2_full_hd256_s64.json"));
+  const AttentionVectors vec = load_attention_vectors(vectors("mha_full_hd256_s32.json"));
   EXPECT_EQ(doc.at("batch"), vec.shape.batch);
   EXPECT_EQ(doc.at("q_heads"), vec.shape.q_heads);
   EXPECT_EQ(doc.at("kv_heads"), vec.shape.kv_heads);
@@ -93,7 +93,7 @@ TEST(CmdVerify, OutputFileHasTheVectorsLayout) {
 
 TEST(CmdVerify, ExitsOneAboveTolerance) {
   // A copy of a vectors file whose expected dk is wrong in one element.
-  auto doc = testing::load_json(vectors("mqa_causal_hd96_s96.json"));
+  auto doc = testing::load_json(vectors("mqa_causal_hd96_s48.json"));
   doc["dk"][5] = doc["dk"][5].get<double>() + 1.0;
   const std::string path = temp_path("bad_dk.json");
   std::ofstream(path) << doc.dump();
@@ -110,15 +110,15 @@ struct BadInputCase {
 };
 
 TEST(CmdVerify, BadInputExitsTwoWithOneLine) {
-  const std::string file = vectors("mqa_causal_hd96_s96.json");
+  const std::string file = vectors("mqa_causal_hd96_s48.json");
   const std::string not_json = temp_path("not_json.json");
   std::ofstream(not_json) << "{ this is not json";
   const BadInputCase cases[] = {
       {"--vectors " + file + " --scheme spiral --ranks 2",
        "scheme 'spiral' is not supported; allowed: contiguous, zigzag, zigzag-token, striped"},
       {"--vectors " + file + " --scheme zigzag --ranks 7",
-       "--ranks 7 cannot split mqa_causal_hd96_s96: zigzag needs seq_len divisible by 2*cp_size "
-       "(14); got 96"},
+       "--ranks 7 cannot split mqa_causal_hd96_s48: zigzag needs seq_len divisible by 2*cp_size "
+       "(14); got 48"},
       {"--vectors " + file + " --scheme zigzag --ranks 0", "--ranks must be >= 1; got 0"},
       {"--vectors /no/such/file.json --scheme zigzag --ranks 2", "does not exist"},
       {"--vectors " + testing::vectors_dir() + " --scheme zigzag --ranks 2", "not a regular file"},

@@ -4,6 +4,7 @@
 #include <iostream>
 
 #include "cache/lookup.h"
+#include "cache/pretuned.h"
 #include "cache/workload.h"
 #include "cpgen/error.h"
 #include "generator/kernel_spec.h"
@@ -44,13 +45,23 @@ void run(const ExplainOptions& o) {
     }
     out.push_back({{"shape", p.name}, {"steps", steps}});
   }
+  // Which folders the pretuned caches came from: an installed cpgen finds them beside its own
+  // library, so this is how a user sees which install (or $CPGEN_CACHES_DIR) was used.
+  const PretunedCaches& caches = shipped_caches();
+  json searched = json::array();
+  for (const SearchedDir& d : caches.dirs) searched.push_back({{"path", d.path}, {"exists", d.exists}});
   if (o.json_output) {
     std::cout << json{{"db", last.database_used ? json(last.database_path) : json(nullptr)},
                       {"db_note", last.database_used ? json(nullptr) : json(last.database_note)},
-                      {"device", last.device.gpu_name}, {"arch", last.device.arch}, {"shapes", out}}.dump(2) << "\n";
+                      {"device", last.device.gpu_name}, {"arch", last.device.arch},
+                      {"cache_dirs", searched}, {"cache_files", caches.files}, {"shapes", out}}.dump(2) << "\n";
     return;
   }
   std::cout << "device " << last.device.gpu_name << " (" << last.device.arch << "), database " << last.database_text() << "\n";
+  std::cout << "pretuned caches searched:";
+  if (caches.dirs.empty()) std::cout << " none";
+  for (const SearchedDir& d : caches.dirs) std::cout << " " << d.path << (d.exists ? "" : " (absent)");
+  std::cout << "\n";
   for (const json& shape : out) {
     std::cout << shape["shape"].get<std::string>() << ":\n";
     for (const json& step : shape["steps"]) {

@@ -9,7 +9,7 @@
 namespace cpgen::cli {
 namespace {
 
-constexpr double kFloat32Tolerance = 1e-5;  // shared/vectors/README.md: float32 path
+constexpr double kFloat32Tolerance = 1e-5;  // docs/formats.md: float32 path
 
 std::vector<float> to_float(const std::vector<double>& x) { return {x.begin(), x.end()}; }
 

@@ -1,7 +1,7 @@
 // `cpgen verify --backend gpu`: the forward ring on the GPU with the generated step kernel, over
 // the loopback transport (cp_size virtual ranks on GPU 0, the default) or NCCL (one process per
 // rank, nccl_launch.h). Forward only: out and lse against the vectors' float64 values with the
-// bf16/fp16 tolerances of shared/vectors/README.md. Without a GPU: exit 1 with one line.
+// bf16/fp16 tolerances of docs/formats.md. Without a GPU: exit 1 with one line.
 #include <cmath>
 #include <vector>
 

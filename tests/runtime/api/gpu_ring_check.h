@@ -1,5 +1,5 @@
 // Checks shared by the GPU ring tests: a GPU result against float64 expectations, with the
-// dtype-tied tolerances of shared/vectors/README.md, every element written (outputs are poisoned
+// dtype-tied tolerances of docs/formats.md, every element written (outputs are poisoned
 // with NaN before the run), and failures that name the element, the values and the kernel.
 #pragma once
 

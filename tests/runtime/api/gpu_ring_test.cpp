@@ -1,5 +1,5 @@
 // The forward ring on one GPU through the loopback transport: every ring size, scheme, dtype,
-// head dim, GQA group and mask, against shared/vectors and the float64 CPU reference. GPU only.
+// head dim, GQA group and mask, against every vector set and the float64 CPU reference. GPU only.
 #include <gtest/gtest.h>
 
 #include <filesystem>

@@ -238,8 +238,8 @@ TEST(NcclRingWorker, Run) {
 TEST(NcclRing, TwoAndFourProcessesOnOneGpuMatchVectors) {
   CPGEN_REQUIRE_GPU();
   testing::TempDir dir("nccl_ring");
-  const std::string files[] = {"gqa2_causal_hd64_s256.json", "gqa4_causal_hd128_s128.json",
-                               "mha_full_hd64_s128.json"};
+  const std::string files[] = {"gqa4_causal_hd64_s32.json", "gqa2_causal_hd128_s32.json",
+                               "mha_full_hd64_s32_b2.json"};
   int job = 0;
   for (int nranks : {2, 4})
     for (const std::string& file : files)

@@ -1,5 +1,5 @@
 // The whole CPU ring (driver + CPU transport + CPU backend) against the float64 vectors: every
-// case, every scheme, every ring size the length allows; each rank's shard checked on its own.
+// case of every vector set (tests/test_util.h), every scheme, every ring size the length allows; each rank's shard checked on its own.
 #include "runtime/backend/cpu_ring.h"
 
 #include <gtest/gtest.h>
@@ -21,7 +21,7 @@
 namespace cpgen {
 namespace {
 
-constexpr double kFloat32PathTolerance = 1e-5;  // shared/vectors/README.md, float32 path
+constexpr double kFloat32PathTolerance = 1e-5;  // docs/formats.md, float32 path
 
 std::vector<float> to_float(const std::vector<double>& x) { return {x.begin(), x.end()}; }
 
@@ -102,7 +102,7 @@ TEST_P(CpuRingVectors, EveryRankMatchesTheVectors) {
   }
   ASSERT_TRUE(errors_by_size.count(1) && errors_by_size.count(8))
       << "every vectors case splits over 1 and 8 ranks";
-  // Merging more partial states must not make the answer worse (DESIGN.md: N=8 within 1.2x of
+  // Merging more partial states must not make the answer worse (the target: N=8 within 1.2x of
   // N=1). Measured: the worst N=8 / N=1 ratio over all cases, schemes and tensors is 1.016; the
   // 2e-8 floor only covers float rounding noise where both errors are near 1e-7.
   const Errors& one = errors_by_size[1];
@@ -119,11 +119,10 @@ TEST_P(CpuRingVectors, EveryRankMatchesTheVectors) {
 }
 
 std::string case_name(const ::testing::TestParamInfo<RingParam>& info) {
-  const std::string& path = std::get<0>(info.param);
-  std::string name = path.substr(path.rfind('/') + 1);
-  name = name.substr(0, name.size() - 5) + "_" + std::string(scheme_name(std::get<1>(info.param)));
+  std::string name = testing::vector_case_name(std::get<0>(info.param)) + "_" +
+                     std::string(scheme_name(std::get<1>(info.param)));
   for (char& c : name)
-    if (!std::isalnum(static_cast<unsigned char>(c))) c = '_';
+    if (c == '-') c = '_';
   return name;
 }
 
@@ -137,7 +136,7 @@ INSTANTIATE_TEST_SUITE_P(Vectors, CpuRingVectors,
 // Outputs are poisoned before the ring runs; every element must be overwritten with a finite
 // value, on every rank.
 TEST(CpuRing, WritesEveryOutputElement) {
-  const AttentionVectors& vec = vectors_for(testing::vectors_dir() + "/mqa_causal_hd96_s96.json");
+  const AttentionVectors& vec = vectors_for(testing::vectors_dir() + "/mqa_causal_hd96_s48.json");
   const RingLayout layout{vec.shape, vec.seq_len, Scheme::kZigzag, 3};
   const AttentionShape& s = vec.shape;
   const float nan = std::numeric_limits<float>::quiet_NaN();
@@ -171,7 +170,7 @@ TEST(CpuRing, WritesEveryOutputElement) {
 // The backward alone, from a saved output and LSE it did not compute (here the vectors'), as a
 // framework calls it after its own forward.
 TEST(CpuRing, BackwardFromSavedOutputAndLse) {
-  const AttentionVectors& vec = vectors_for(testing::vectors_dir() + "/mha_causal_hd64_s128.json");
+  const AttentionVectors& vec = vectors_for(testing::vectors_dir() + "/mha_causal_hd64_s64.json");
   const AttentionShape& s = vec.shape;
   const int n = 4;
   const RingLayout layout{s, vec.seq_len, Scheme::kZigzag, n};

@@ -1,4 +1,5 @@
-// Partition schemes against shared/vectors/partitions.json, plus inverse and scatter/gather.
+// Partition schemes against partitions.json of every vector set (tests/test_util.h), plus inverse
+// and scatter/gather.
 #include "runtime/ring/partition.h"
 
 #include <gtest/gtest.h>
@@ -12,17 +13,24 @@
 namespace cpgen {
 namespace {
 
-const nlohmann::json& partition_vectors() {
-  static const nlohmann::json vectors =
-      testing::load_json(testing::vectors_dir() + "/partitions.json");
-  return vectors;
+// Every set's cases, each with the file it came from.
+std::vector<std::pair<std::string, nlohmann::json>> partition_cases() {
+  std::vector<std::pair<std::string, nlohmann::json>> cases;
+  for (const std::string& file : testing::partition_files()) {
+    const nlohmann::json doc = testing::load_json(file);  // kept alive while its cases are read
+    for (const auto& c : doc.at("cases")) cases.emplace_back(file, c);
+  }
+  return cases;
 }
 
 TEST(Partition, ReproducesEveryReferenceCase) {
-  const auto& cases = partition_vectors().at("cases");
-  ASSERT_GE(cases.size(), 20u);
+  for (const std::string& file : testing::partition_files()) {
+    SCOPED_TRACE(file);
+    ASSERT_GE(testing::load_json(file).at("cases").size(), 20u);
+  }
   std::set<std::string> schemes_seen;
-  for (const auto& c : cases) {
+  for (const auto& [file, c] : partition_cases()) {
+    SCOPED_TRACE(file);
     const Scheme scheme = parse_scheme(c.at("scheme").get<std::string>());
     schemes_seen.insert(c.at("scheme").get<std::string>());
     const int64_t seq_len = c.at("seq_len").get<int64_t>();
@@ -39,7 +47,8 @@ TEST(Partition, ReproducesEveryReferenceCase) {
 }
 
 TEST(Partition, OwnerInvertsPositions) {
-  for (const auto& c : partition_vectors().at("cases")) {
+  for (const auto& [file, c] : partition_cases()) {
+    SCOPED_TRACE(file);
     const Scheme scheme = parse_scheme(c.at("scheme").get<std::string>());
     const int64_t seq_len = c.at("seq_len").get<int64_t>();
     const int cp_size = c.at("cp_size").get<int>();

@@ -44,18 +44,14 @@ TEST_P(ReferenceVectors, MatchesForwardAndBackward) {
 
 INSTANTIATE_TEST_SUITE_P(Cases, ReferenceVectors, ::testing::ValuesIn(testing::vector_files()),
                          [](const ::testing::TestParamInfo<std::string>& info) {
-                           std::string name = info.param.substr(info.param.rfind('/') + 1);
-                           name = name.substr(0, name.size() - 5);
-                           for (char& c : name)
-                             if (!std::isalnum(static_cast<unsigned char>(c))) c = '_';
-                           return name;
+                           return testing::vector_case_name(info.param);
                          });
 
 // Position arrays let the reference compute a shard: rank r's queries (zigzag, out of order in
 // the global sequence) against every key give exactly rank r's rows of the full answer.
 TEST(Reference, ShardOfQueriesGivesTheSameRows) {
   const AttentionVectors vec =
-      load_attention_vectors(testing::vectors_dir() + "/mha_window32_hd64_s128.json");
+      load_attention_vectors(testing::vectors_dir() + "/mha_window16_hd64_s64.json");
   const AttentionShape& s = vec.shape;
   const auto all = iota_positions(vec.seq_len);
   const ReferenceForward full = reference_forward(s, vec.q, vec.k, vec.v, all, all);

@@ -1,0 +1,77 @@
+// Where the shipped caches are searched (cache/pretuned.h): $CPGEN_CACHES_DIR first, then, for the
+// library in its build tree, the source tree's caches/; and `cpgen explain` reports the folders.
+#include "cache/pretuned.h"
+
+#include <gtest/gtest.h>
+
+#include <cstdlib>
+#include <filesystem>
+#include <optional>
+
+#include "temp_dir.h"
+#include "test_util.h"
+
+namespace cpgen {
+namespace {
+
+// Sets an environment variable for one scope and puts the old value back.
+class ScopedEnv {
+ public:
+  ScopedEnv(const char* name, const char* value) : name_(name) {
+    if (const char* old = std::getenv(name)) old_ = old;
+    if (value) ::setenv(name, value, 1); else ::unsetenv(name);
+  }
+  ~ScopedEnv() {
+    if (old_) ::setenv(name_, old_->c_str(), 1); else ::unsetenv(name_);
+  }
+
+ private:
+  const char* name_;
+  std::optional<std::string> old_;
+};
+
+const std::string kSourceCaches = std::string(CPGEN_SOURCE_DIR) + "/caches";
+
+TEST(PretunedDirs, BuildTreeUsesTheSourceCachesOnly) {
+  ScopedEnv env("CPGEN_CACHES_DIR", nullptr);
+  EXPECT_EQ(default_cache_dirs(), std::vector<std::string>{kSourceCaches});
+}
+
+TEST(PretunedDirs, EnvironmentFoldersComeFirstInOrder) {
+  ScopedEnv env("CPGEN_CACHES_DIR", "/site/a::/site/b");
+  EXPECT_EQ(default_cache_dirs(), (std::vector<std::string>{"/site/a", "/site/b", kSourceCaches}));
+}
+
+TEST(PretunedDirs, LoadRecordsEveryFolderAndWhetherItExists) {
+  const PretunedCaches caches = load_pretuned_caches({"/no/such/cpgen/caches", kSourceCaches});
+  ASSERT_EQ(caches.dirs.size(), 2u);
+  EXPECT_EQ(caches.dirs[0].path, "/no/such/cpgen/caches");
+  EXPECT_FALSE(caches.dirs[0].exists);
+  EXPECT_EQ(caches.dirs[1].path, kSourceCaches);
+  EXPECT_TRUE(caches.dirs[1].exists);
+  EXPECT_FALSE(caches.files.empty());
+}
+
+TEST(PretunedDirs, ExplainListsTheFoldersItSearched) {
+  const std::string shape =
+      "'{\"name\": \"s\", \"batch\": 1, \"q_heads\": 8, \"kv_heads\": 2, \"head_dim\": 128, "
+      "\"seq_len\": 8192, \"cp_size\": 2, \"dtype\": \"bf16\", \"causal\": true}'";
+  testing::TempDir dir("explain_dirs");
+  const std::string db = "--db " + dir.path() + "/absent.db";  // explain creates no database
+  auto r = testing::run_cli("explain --json --arch sm_90 " + db + " --shape " + shape);
+  ASSERT_EQ(r.exit_code, 0) << r.err;
+  const auto doc = nlohmann::json::parse(r.out);
+  ASSERT_TRUE(doc.contains("cache_dirs")) << r.out;
+  bool source_listed = false;
+  for (const auto& d : doc["cache_dirs"])
+    if (d.at("path") == kSourceCaches) source_listed = d.at("exists").get<bool>();
+  EXPECT_TRUE(source_listed) << doc["cache_dirs"].dump();
+  EXPECT_FALSE(doc.at("cache_files").empty());
+
+  r = testing::run_cli("explain --arch sm_90 " + db + " --shape " + shape);
+  ASSERT_EQ(r.exit_code, 0) << r.err;
+  EXPECT_NE(r.out.find("pretuned caches searched: " + kSourceCaches + "\n"), std::string::npos) << r.out;
+}
+
+}  // namespace
+}  // namespace cpgen
