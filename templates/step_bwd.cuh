@@ -27,8 +27,8 @@
 // never NaN.
 //
 // Memory: K and V tiles stay in shared memory; Q and dO tiles arrive through a kStages-deep
-// cp.async pipeline. Launch: grid (ceil(kv_len / kBlockN), batch * kv_heads), block kWarps * 32
-// threads, dynamic shared memory BwdTraits::kSharedBytes; q, k, v, dout 16-byte aligned with
+// cp.async pipeline. Launch: grid (ceil(kv_len / kBlockN), fold_pairs(batch * kv_heads)) with the
+// (batch, kv head) pairs folded over grid.y and grid.z as in layout.cuh, block kWarps * 32 threads, dynamic shared memory BwdTraits::kSharedBytes; q, k, v, dout 16-byte aligned with
 // element strides multiples of 8; dk_acc, dv_acc 8-byte aligned.
 #pragma once
 
@@ -78,8 +78,10 @@ CPGEN_DEVICE void load_bwd_tile_async(u32 dst, const char* base, long long group
 // The Q and dO tiles of query tile `block` into pipeline stage `stage`.
 template <typename Traits>
 CPGEN_DEVICE void load_q_do_async(const RingBwdParams& params, u32 shared_base, int stage, int block) {
-  const int batch = opaque(static_cast<int>(blockIdx.y)) / params.kv_heads;
-  const int kv_head = opaque(static_cast<int>(blockIdx.y)) % params.kv_heads;
+  const int pair = opaque(static_cast<int>(blockIdx.z)) * opaque(static_cast<int>(gridDim.y)) +
+                   opaque(static_cast<int>(blockIdx.y));
+  const int batch = pair / params.kv_heads;
+  const int kv_head = pair % params.kv_heads;
   const long long first_head = static_cast<long long>(kv_head) * Traits::kGroup;
   const char* q_base = static_cast<const char*>(params.q) +
                        (batch * params.q_batch_stride + first_head * params.q_head_stride) * 2;
@@ -113,8 +115,12 @@ CPGEN_DEVICE void ring_bwd_step(const RingBwdParams& params) {
   float* row_delta = row_lse_log2 + kBlockM;
   int* row_pos = reinterpret_cast<int*>(row_delta + kBlockM);
 
-  const int batch = blockIdx.y / params.kv_heads;
-  const int kv_head = blockIdx.y % params.kv_heads;
+  // This CTA's (batch, kv head) pair; the few blocks of the last z layer past the end return
+  // before any barrier, as a whole CTA. Problem validation keeps batch * kv_heads below 2^31.
+  const long long pair = unfold_pair(blockIdx.y, blockIdx.z, gridDim.y);
+  if (pair >= static_cast<long long>(params.batch) * params.kv_heads) return;
+  const int batch = static_cast<int>(pair) / params.kv_heads;
+  const int kv_head = static_cast<int>(pair) % params.kv_heads;
   const int key0 = blockIdx.x * kBlockN;
   const int keys_here = min(kBlockN, params.kv_len - key0);
   const int packed_rows = params.q_len * kGroup;

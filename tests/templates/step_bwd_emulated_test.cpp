@@ -9,6 +9,8 @@
 // a NaN guard past its end, so an element left unwritten, or written out of bounds, fails.
 #include <gtest/gtest.h>
 
+#include <filesystem>
+
 #include <cmath>
 #include <cstdio>
 #include <cstring>
@@ -79,11 +81,11 @@ BackwardCase random_case(int batch, int q_heads, int kv_heads, int head_dim, int
   return c;
 }
 
-// A shared/vectors case with its own out, lse, dout and gradients.
-BackwardCase vector_case(const std::string& name) {
+// A float64 vectors case (out, lse, dout and gradients of its own) from the folder `dir`.
+BackwardCase vector_case(const std::string& dir, const std::string& name) {
   BackwardCase c;
   testing::AttentionOutput fwd;
-  const std::string path = testing::vectors_dir() + "/" + name + ".json";
+  const std::string path = dir + "/" + name + ".json";
   c.p = testing::load_vector_case(path, &fwd);
   c.out = fwd.out;
   c.lse = fwd.lse;
@@ -92,6 +94,14 @@ BackwardCase vector_case(const std::string& name) {
   c.expected = {j.at("dq").get<std::vector<double>>(), j.at("dk").get<std::vector<double>>(),
                 j.at("dv").get<std::vector<double>>()};
   return c;
+}
+
+// The folder of the first independent vectors set (not the in-repo one) that holds `name`, or ""
+// where none is present: those sets are optional.
+std::string independent_set_with(const std::string& name) {
+  for (const testing::VectorSet& set : testing::vector_sets())
+    if (set.name != "repo" && std::filesystem::exists(set.dir + "/" + name + ".json")) return set.dir;
+  return "";
 }
 
 std::vector<float> poisoned(size_t n) { return std::vector<float>(n + kGuard, std::numeric_limits<float>::quiet_NaN()); }
@@ -130,7 +140,8 @@ void place(const std::vector<float>& acc, int batch, int heads, int seq, int dim
 }
 
 template <typename Traits>
-RingResult run_backward(const BackwardCase& c, const std::vector<std::vector<int>>& ranks) {
+RingResult run_backward(const BackwardCase& c, const std::vector<std::vector<int>>& ranks,
+                        unsigned max_grid_y = device::kMaxGridYZ) {
   using T = typename Traits::Element;
   const Dtype dtype = std::is_same_v<T, device::Bf16> ? Dtype::kBf16 : Dtype::kFp16;
   const AttentionProblem& p = c.p;
@@ -221,7 +232,8 @@ RingResult run_backward(const BackwardCase& c, const std::vector<std::vector<int
       prm.scale_log2 = static_cast<float>(p.softmax_scale * 1.4426950408889634);
       prm.accumulate_dkv = step > 0;
       const unsigned grid_x = (chunk.len + Traits::kBlockN - 1) / Traits::kBlockN;
-      const std::string error = emulation::launch(grid_x, B * HK, Traits::kThreads, Traits::kSharedBytes,
+      const device::FoldedPairs pairs = device::fold_pairs(static_cast<long long>(B) * HK, max_grid_y);
+      const std::string error = emulation::launch(grid_x, pairs.y, pairs.z, Traits::kThreads, Traits::kSharedBytes,
                                                   [&] { device::ring_bwd_step<Traits>(prm); });
       if (!error.empty()) {
         result.failure = "step " + std::to_string(step) + " rank " + std::to_string(r) + ": " + error;
@@ -343,21 +355,52 @@ TEST(StepBwdEmulated, Fp16Hd64CausalTwoKeyTilesPerWarpTwoSteps) {
   check<BwdTraits<Fp16, 64, 16, 64, 2, 2, true, 1>>(random_case(1, 1, 1, 64, 2 * 2 * 24, true, 19), 2, "random");
 }
 
-TEST(StepBwdEmulated, Bf16Hd128CausalGqa4MatchesTheVectors) {
-  check<Hd128<Bf16, true, 4>>(vector_case("gqa4_causal_hd128_s128"), 2, "gqa4_causal_hd128_s128");
+// The project's own vectors (tests/data/vectors), always present.
+TEST(StepBwdEmulated, Bf16Hd128CausalGqa2MatchesTheRepoVectors) {
+  check<Hd128<Bf16, true, 2>>(vector_case(testing::vectors_dir(), "gqa2_causal_hd128_s32"), 2, "gqa2_causal_hd128_s32");
 }
 
-TEST(StepBwdEmulated, Fp16Hd256FullGqa2MatchesTheVectors) {
-  check<Hd256<Fp16, false, 2>>(vector_case("gqa2_full_hd256_s64"), 2, "gqa2_full_hd256_s64");
+TEST(StepBwdEmulated, Bf16Hd64CausalGqa4MatchesTheRepoVectors) {
+  check<Hd64<Bf16, true, 4>>(vector_case(testing::vectors_dir(), "gqa4_causal_hd64_s32"), 2, "gqa4_causal_hd64_s32");
+}
+
+TEST(StepBwdEmulated, Fp16Hd256FullMatchesTheRepoVectors) {
+  check<Hd256<Fp16, false, 1>>(vector_case(testing::vectors_dir(), "mha_full_hd256_s32"), 2, "mha_full_hd256_s32");
 }
 
 // Head dim 96: the 12-chunk swizzle and 48-column dK/dV slices (three ldmatrix pairs per warp).
-TEST(StepBwdEmulated, Bf16Hd96CausalMqaMatchesTheVectors) {
-  check<Hd96<Bf16, true, 4>>(vector_case("mqa_causal_hd96_s96"), 2, "mqa_causal_hd96_s96");
+TEST(StepBwdEmulated, Bf16Hd96CausalMqaMatchesTheRepoVectors) {
+  check<Hd96<Bf16, true, 2>>(vector_case(testing::vectors_dir(), "mqa_causal_hd96_s48"), 2, "mqa_causal_hd96_s48");
 }
 
-TEST(StepBwdEmulated, Fp16Hd64CausalMatchesTheVectors) {
-  check<Hd64<Fp16, true, 1>>(vector_case("mha_causal_hd64_s128"), 2, "mha_causal_hd64_s128");
+TEST(StepBwdEmulated, Fp16Hd64CausalLargeLogitsMatchesTheRepoVectors) {
+  check<Hd64<Fp16, true, 1>>(vector_case(testing::vectors_dir(), "mha_causal_hd64_s64_large_logits"), 2,
+                             "mha_causal_hd64_s64_large_logits");
+}
+
+// The independent vectors (../shared/vectors or $CPGEN_VECTORS_DIR), where present.
+#define CPGEN_INDEPENDENT_CASE(dir, name)                                                   \
+  const std::string dir = independent_set_with(name);                                      \
+  if (dir.empty()) GTEST_SKIP() << "no independent vectors set holds " << name << " (optional)"
+
+TEST(StepBwdEmulated, Bf16Hd128CausalGqa4MatchesTheIndependentVectors) {
+  CPGEN_INDEPENDENT_CASE(dir, "gqa4_causal_hd128_s128");
+  check<Hd128<Bf16, true, 4>>(vector_case(dir, "gqa4_causal_hd128_s128"), 2, "gqa4_causal_hd128_s128");
+}
+
+TEST(StepBwdEmulated, Fp16Hd256FullGqa2MatchesTheIndependentVectors) {
+  CPGEN_INDEPENDENT_CASE(dir, "gqa2_full_hd256_s64");
+  check<Hd256<Fp16, false, 2>>(vector_case(dir, "gqa2_full_hd256_s64"), 2, "gqa2_full_hd256_s64");
+}
+
+TEST(StepBwdEmulated, Bf16Hd96CausalMqaMatchesTheIndependentVectors) {
+  CPGEN_INDEPENDENT_CASE(dir, "mqa_causal_hd96_s96");
+  check<Hd96<Bf16, true, 4>>(vector_case(dir, "mqa_causal_hd96_s96"), 2, "mqa_causal_hd96_s96");
+}
+
+TEST(StepBwdEmulated, Fp16Hd64CausalMatchesTheIndependentVectors) {
+  CPGEN_INDEPENDENT_CASE(dir, "mha_causal_hd64_s128");
+  check<Hd64<Fp16, true, 1>>(vector_case(dir, "mha_causal_hd64_s128"), 2, "mha_causal_hd64_s128");
 }
 
 // Striped positions (rank r holds r, r + N, ...): every causal key tile straddles the diagonal of
@@ -372,6 +415,22 @@ TEST(StepBwdEmulated, Bf16Hd64CausalGqa2StripedThreeSteps) {
   EXPECT_LT(e.dq, 2e-2) << e.worst;
   EXPECT_LT(e.dk, 2e-2) << e.worst;
   EXPECT_LT(e.dv, 2e-2) << e.worst;
+}
+
+// batch * kv_heads above the grid's y limit: the pairs fold over grid.y and grid.z. A fake limit of
+// 2 folds 5 pairs into y 2 x z 3 (one idle block, which must return without touching anything) and
+// 6 pairs into 2 x 3.
+TEST(StepBwdEmulated, BatchKvHeadPairsFoldedOverGridYAndZ) {
+  using Small = BwdTraits<Bf16, 64, 16, 16, 1, 1, true, 2>;
+  for (int batch : {5, 3}) {
+    const BackwardCase c = random_case(batch, batch == 5 ? 2 : 4, batch == 5 ? 1 : 2, 64, 2 * 2 * 8, true, 22);
+    RingResult run = run_backward<Small>(c, split(c.p.seq_len, 2), 2);
+    ASSERT_TRUE(run.failure.empty()) << run.failure;
+    const Errors e = errors_of(run.grads, c.expected);
+    EXPECT_LT(e.dq, 2e-2) << e.worst;
+    EXPECT_LT(e.dk, 2e-2) << e.worst;
+    EXPECT_LT(e.dv, 2e-2) << e.worst;
+  }
 }
 
 // Accuracy does not grow with the ring: the same problem over 1 and 8 zigzag ranks, compared on

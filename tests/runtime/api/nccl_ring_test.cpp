@@ -300,7 +300,7 @@ TEST(NcclRing, ForwardsCapturedIntoAGraphReplay) {
       2,
       {"CPGEN_NCCL_WORKER_MODE=graph", "CPGEN_NCCL_WORKER_RESULT=" + result,
        "CPGEN_NCCL_WORKER_ID_FILE=" + dir.path() + "/id", "CPGEN_NCCL_WORKER_JOB=graph",
-       "CPGEN_NCCL_WORKER_VECTORS=" + testing::vectors_dir() + "/gqa4_causal_hd128_s128.json"},
+       "CPGEN_NCCL_WORKER_VECTORS=" + testing::vectors_dir() + "/gqa2_causal_hd128_s32.json"},
       240);
   for (int r = 0; r < 2; ++r) {
     EXPECT_EQ(codes[r], 0) << "rank " << r;
