@@ -8,6 +8,7 @@
 #include <cstdlib>
 #include <cstring>
 #include <filesystem>
+#include <fstream>
 #include <iostream>
 #include <mutex>
 #include <random>
@@ -25,36 +26,72 @@ namespace {
 std::mutex g_sink_mutex;
 WarningSink g_sink;
 
-// Holds an advisory lock on "<db>.open-lock" while a process opens, repairs and migrates, so
-// that two processes never both decide to move the same bad file aside (the second would move
-// the fresh database the first just created).
-class OpenLock {
+// Holds an advisory lock on the database's folder while a process opens, repairs and migrates,
+// so that two processes never both decide to move the same bad file aside (the second would move
+// the fresh database the first just created). Locking the folder itself leaves no lock file
+// behind; the lock is held only for the open, so unrelated databases in one folder wait at most
+// that long for each other.
+class FolderLock {
  public:
-  explicit OpenLock(const std::string& db_path) {
-    std::string lock_path = db_path + ".open-lock";
-    fd_ = ::open(lock_path.c_str(), O_RDWR | O_CREAT | O_CLOEXEC, 0644);
-    if (fd_ < 0) {
-      throw Error(ErrorKind::kIo, "cannot create the lock file " + lock_path + ": " + std::strerror(errno));
-    }
+  explicit FolderLock(const std::string& folder) {
+    fd_ = ::open(folder.c_str(), O_RDONLY | O_DIRECTORY | O_CLOEXEC);
+    if (fd_ < 0) throw Error(ErrorKind::kIo, "cannot open the folder " + folder + " of the tuning database: " + std::strerror(errno));
     while (::flock(fd_, LOCK_EX) != 0) {
       if (errno != EINTR) {
+        const int saved = errno;
         ::close(fd_);
-        throw Error(ErrorKind::kIo, "cannot lock " + lock_path + ": " + std::strerror(errno));
+        throw Error(ErrorKind::kIo, "cannot lock the folder " + folder + ": " + std::strerror(saved));
       }
     }
   }
-  ~OpenLock() {
+  ~FolderLock() {
     ::flock(fd_, LOCK_UN);
     ::close(fd_);
   }
+  FolderLock(const FolderLock&) = delete;
+  FolderLock& operator=(const FolderLock&) = delete;
 
  private:
   int fd_ = -1;
 };
 
+constexpr char kSqliteHeader[16] = {'S', 'Q', 'L', 'i', 't', 'e', ' ', 'f', 'o', 'r', 'm', 'a', 't', ' ', '3', '\0'};
+
+// "file:" URI of a path, for sqlite3_open_v2 with SQLITE_OPEN_URI: absolute, with the characters
+// a URI gives meaning to percent-encoded.
+std::string file_uri(const std::string& path) {
+  static constexpr char kHex[] = "0123456789ABCDEF";
+  std::error_code ec;
+  std::string absolute = fs::absolute(path, ec).string();
+  if (ec) absolute = path;
+  std::string uri = "file://";
+  for (unsigned char c : absolute) {
+    if (c == '%' || c == '?' || c == '#' || c < 0x20 || c >= 0x7f) {
+      uri += '%';
+      uri += kHex[c >> 4];
+      uri += kHex[c & 15];
+    } else {
+      uri += static_cast<char>(c);
+    }
+  }
+  return uri;
+}
+
+std::string not_sqlite_message(const std::string& path) {
+  return path + " is not an SQLite database (it does not start with the SQLite header); it was left as it is; "
+                "pass --db with the path of a cpgen tuning database";
+}
+
 bool is_unusable_file(int code) { return code == SQLITE_NOTADB || code == SQLITE_CORRUPT; }
 
 }  // namespace
+
+bool has_sqlite_header(const std::string& path) {
+  std::ifstream in(path, std::ios::binary);
+  char header[sizeof kSqliteHeader] = {};
+  if (!in.read(header, sizeof header)) return false;
+  return std::memcmp(header, kSqliteHeader, sizeof header) == 0;
+}
 
 std::string resolve_db_path(const std::string& flag_value) {
   if (!flag_value.empty()) return flag_value;
@@ -82,7 +119,7 @@ void warn(const std::string& message) {
   }
 }
 
-Database::Database(const std::string& path) : path_(path) {
+Database::Database(const std::string& path, PathOwner owner) : path_(path) {
   if (path_.empty()) throw_bad_input("database path is empty; pass --db PATH");
   fs::path parent = fs::path(path_).parent_path();
   std::error_code ec;
@@ -93,16 +130,32 @@ Database::Database(const std::string& path) : path_(path) {
   if (fs::is_directory(path_)) {
     throw_bad_input("database path " + path_ + " is a directory; pass the path of a file");
   }
-  OpenLock lock(path_);
-  open_checked();
+  FolderLock lock(parent.empty() ? std::string(".") : parent.string());
+  open_checked(owner);
   configure();
   migrate();
 }
 
-Database::Database(const std::string& path, ReadOnly) : path_(path) {
+Database::Database(const std::string& path, ReadOnly options) : path_(path) {
   if (path_.empty()) throw_bad_input("database path is empty; pass --db PATH");
-  if (!fs::is_regular_file(path_)) throw Error(ErrorKind::kDatabase, "no tuning database file at " + path_);
-  int status = sqlite3_open_v2(path_.c_str(), &db_, SQLITE_OPEN_READONLY | SQLITE_OPEN_FULLMUTEX, nullptr);
+  std::error_code ec;
+  if (fs::is_directory(path_, ec)) throw_bad_input("database path " + path_ + " is a directory; pass the path of a file");
+  if (!fs::is_regular_file(path_, ec)) throw Error(ErrorKind::kDatabase, "no tuning database file at " + path_);
+  if (fs::file_size(path_, ec) == 0 && !ec) throw_bad_input(path_ + " is an empty file, not a cpgen tuning database");
+  if (!has_sqlite_header(path_)) throw_bad_input(not_sqlite_message(path_));
+  // Plain SQLITE_OPEN_READONLY is not enough to leave a folder untouched: on a WAL database it
+  // creates "-wal" and "-shm" files next to it when the folder is writable, and leaves them
+  // there (a read-only connection cannot checkpoint them away); in a read-only folder it fails.
+  // When no "-wal" file exists, every committed transaction is in the main file (the last
+  // writer checkpointed and removed the log when it closed), so the file is opened with
+  // immutable=1: no locks, no side files. A writer that starts meanwhile appends to its own log
+  // and changes the main file only when it checkpoints; a read that overlaps that checkpoint
+  // may report the file as damaged, and is simply run again. When a "-wal" file exists (a
+  // writer is running, or one was killed), its transactions are needed: mode=ro reads them
+  // through the "-shm" index that the writer already created, so nothing new appears either.
+  const bool has_log = fs::exists(path_ + "-wal", ec);
+  const std::string uri = file_uri(path_) + (has_log ? "?mode=ro" : "?immutable=1");
+  int status = sqlite3_open_v2(uri.c_str(), &db_, SQLITE_OPEN_READONLY | SQLITE_OPEN_URI | SQLITE_OPEN_FULLMUTEX, nullptr);
   if (status != SQLITE_OK) {
     std::string message = db_ ? sqlite3_errmsg(db_) : sqlite3_errstr(status);
     if (db_) sqlite3_close_v2(db_);
@@ -112,13 +165,35 @@ Database::Database(const std::string& path, ReadOnly) : path_(path) {
   try {
     CPGEN_SQLITE_CHECK(db_, sqlite3_busy_timeout(db_, kBusyTimeoutMs));
     CPGEN_SQLITE_CHECK(db_, sqlite3_extended_result_codes(db_, 1));
-    // The first read of the file's pages: SQLITE_NOTADB or SQLITE_CORRUPT for a bad file.
-    const int version = schema_version();
+    int version = 0;
+    try {
+      // The first read of the file's pages: SQLITE_NOTADB or SQLITE_CORRUPT for a damaged file.
+      version = schema_version();
+    } catch (const SqliteError& e) {
+      if (!is_unusable_file(e.code())) throw;
+      throw Error(ErrorKind::kDatabase, "the tuning database " + path_ + " is damaged: " + sqlite3_errstr(e.code()) +
+                                            " (cpgen db verify reports it; a writing command moves it aside)");
+    }
     if (version == 0) throw Error(ErrorKind::kDatabase, "the file at " + path_ + " is not a cpgen tuning database (no meta table)");
     if (version != kSchemaVersion) {
       throw Error(ErrorKind::kDatabase, "the tuning database " + path_ + " has schema version " + std::to_string(version) +
                                             "; lookups read version " + std::to_string(kSchemaVersion) +
-                                            " only (any cpgen db command migrates an older file)");
+                                            " only (any cpgen db command that writes migrates an older file)");
+    }
+    if (options.check_integrity) {
+      std::vector<std::string> problems;
+      try {
+        Statement check(db_, "PRAGMA quick_check(1)");
+        while (check.step()) problems.push_back(check.column_text(0));
+      } catch (const SqliteError& e) {
+        if (!is_unusable_file(e.code())) throw;
+        problems = {sqlite3_errstr(e.code())};
+      }
+      if (problems.size() != 1 || problems[0] != "ok") {
+        throw Error(ErrorKind::kDatabase, "the tuning database " + path_ + " is damaged: " +
+                                              (problems.empty() ? std::string("quick_check returned nothing") : problems[0]) +
+                                              " (cpgen db verify reports it; a writing command moves it aside)");
+      }
     }
   } catch (...) {
     sqlite3_close_v2(db_);
@@ -131,7 +206,16 @@ Database::~Database() {
   if (db_) sqlite3_close_v2(db_);
 }
 
-void Database::open_checked() {
+void Database::open_checked(PathOwner owner) {
+  std::error_code ec;
+  // A non-empty file without the SQLite header was never a database. The user's own file (a
+  // JSON export given by mistake, a text file) is refused untouched; at cpgen's own default path
+  // it can only be a leftover, which is moved aside.
+  if (fs::is_regular_file(path_, ec) && fs::file_size(path_, ec) > 0 && !has_sqlite_header(path_)) {
+    if (owner == PathOwner::kUser) throw_bad_input(not_sqlite_message(path_));
+    move_aside("it is not an SQLite database");
+  }
+  const bool existed = fs::exists(path_, ec) && fs::file_size(path_, ec) > 0;
   for (int attempt = 0; attempt < 2; ++attempt) {
     int status = sqlite3_open_v2(path_.c_str(), &db_, SQLITE_OPEN_READWRITE | SQLITE_OPEN_CREATE | SQLITE_OPEN_FULLMUTEX, nullptr);
     if (status != SQLITE_OK) {
@@ -142,37 +226,55 @@ void Database::open_checked() {
     }
     CPGEN_SQLITE_CHECK(db_, sqlite3_busy_timeout(db_, kBusyTimeoutMs));
     CPGEN_SQLITE_CHECK(db_, sqlite3_extended_result_codes(db_, 1));
-    // Reading the schema is the first access to the file's pages: a file that is not SQLite
-    // answers SQLITE_NOTADB here, a damaged one SQLITE_CORRUPT.
+    // Reading the schema is the first access to the file's pages: a damaged header answers
+    // SQLITE_NOTADB here, a damaged schema SQLITE_CORRUPT. quick_check then reads every page, so
+    // that a truncated or overwritten file is rebuilt now instead of failing in mid-tune.
     std::string why;
+    bool foreign = false;
     try {
       Statement probe(db_, "SELECT count(*) FROM sqlite_master WHERE name NOT IN ('meta') AND type = 'table'");
       probe.step();
       int64_t other_tables = probe.column_int(0);
       Statement has_meta(db_, "SELECT count(*) FROM sqlite_master WHERE type = 'table' AND name = 'meta'");
       has_meta.step();
-      if (has_meta.column_int(0) == 0 && other_tables > 0) why = "it is an SQLite database of another program (no cpgen meta table)";
+      if (has_meta.column_int(0) == 0 && other_tables > 0) {
+        why = "it is an SQLite database of another program (no cpgen meta table)";
+        foreign = true;
+      } else if (existed && attempt == 0) {
+        Statement check(db_, "PRAGMA quick_check(1)");
+        check.step();
+        const std::string answer = check.column_text(0);
+        if (answer != "ok") why = "it is damaged (quick_check: " + answer + ")";
+      }
     } catch (const SqliteError& e) {
       if (!is_unusable_file(e.code())) throw;
-      why = std::string("it is not a usable SQLite database (") + sqlite3_errstr(e.code()) + ")";
+      why = std::string("it is damaged (") + sqlite3_errstr(e.code()) + ")";
     }
     if (why.empty()) return;
     sqlite3_close_v2(db_);
     db_ = nullptr;
-    if (attempt == 1) throw Error(ErrorKind::kDatabase, "the tuning database " + path_ + " is still unusable after it was rebuilt");
-    const auto now = std::chrono::system_clock::now().time_since_epoch();
-    std::string aside = path_ + ".corrupt-" + std::to_string(std::chrono::duration_cast<std::chrono::seconds>(now).count());
-    for (int n = 1; fs::exists(aside); ++n) aside = path_ + ".corrupt-" + std::to_string(n);
-    std::error_code ec;
-    fs::rename(path_, aside, ec);
-    if (ec) throw Error(ErrorKind::kIo, "cannot move the bad tuning database " + path_ + " aside: " + ec.message());
-    // A stale write-ahead log belongs to the old file; it must not be replayed into the new one.
-    for (const char* suffix : {"-wal", "-shm", "-journal"}) {
-      if (fs::exists(path_ + suffix)) fs::rename(path_ + suffix, aside + suffix, ec);
+    if (foreign && owner == PathOwner::kUser) {
+      throw_bad_input(path_ + " is an SQLite database of another program (no cpgen meta table); it was left as it is; "
+                      "pass --db with the path of a cpgen tuning database");
     }
-    moved_aside_to_ = aside;
-    warn("the file at " + path_ + " was moved to " + aside + " because " + why + "; a fresh tuning database was created");
+    if (attempt == 1) throw Error(ErrorKind::kDatabase, "the tuning database " + path_ + " is still unusable after it was rebuilt");
+    move_aside(why);
   }
+}
+
+void Database::move_aside(const std::string& why) {
+  const auto now = std::chrono::system_clock::now().time_since_epoch();
+  std::string aside = path_ + ".corrupt-" + std::to_string(std::chrono::duration_cast<std::chrono::seconds>(now).count());
+  for (int n = 1; fs::exists(aside); ++n) aside = path_ + ".corrupt-" + std::to_string(n);
+  std::error_code ec;
+  fs::rename(path_, aside, ec);
+  if (ec) throw Error(ErrorKind::kIo, "cannot move the bad tuning database " + path_ + " aside: " + ec.message());
+  // A stale write-ahead log belongs to the old file; it must not be replayed into the new one.
+  for (const char* suffix : {"-wal", "-shm", "-journal"}) {
+    if (fs::exists(path_ + suffix)) fs::rename(path_ + suffix, aside + suffix, ec);
+  }
+  moved_aside_to_ = aside;
+  warn("the file at " + path_ + " was moved to " + aside + " because " + why + "; a fresh tuning database was created");
 }
 
 void Database::configure() {

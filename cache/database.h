@@ -1,7 +1,15 @@
 // The tuning database: one SQLite file in WAL mode with a busy timeout, a schema version with
 // migrations, and every write inside a transaction that is retried when another process holds
-// the write lock. A file at the path that is not a usable database is moved aside (same name
-// plus ".corrupt-<unix time>") with a warning and a fresh database is created in its place.
+// the write lock.
+//
+// What happens to a file at the path that is not a usable cpgen database depends on who named
+// it and whether the open may write:
+//   - a read-only open never creates, moves, locks or modifies anything: a file that is not
+//     SQLite is refused (kBadInput), a damaged one is reported (kDatabase);
+//   - a writing open of a path the user named (--db, $CPGEN_DB) refuses a file that is not
+//     SQLite or is another program's database (kBadInput, the file left as it is) and moves a
+//     damaged SQLite file aside (same name plus ".corrupt-<unix time>") with a warning;
+//   - a writing open of cpgen's own default path moves anything unusable aside the same way.
 #pragma once
 
 #include <sqlite3.h>
@@ -25,6 +33,12 @@ using WarningSink = std::function<void(const std::string&)>;
 WarningSink set_warning_sink(WarningSink sink);
 void warn(const std::string& message);
 
+// True when the file starts with the 16-byte SQLite header ("SQLite format 3" and a NUL).
+bool has_sqlite_header(const std::string& path);
+
+// Who chose the path of a writing open (see the top of this file).
+enum class PathOwner { kUser, kCpgen };
+
 class Database {
  public:
   // The schema this build writes; migrations bring older files up to it.
@@ -33,13 +47,18 @@ class Database {
   static constexpr int kBusyTimeoutMs = 10000;
 
   // Opens (creating folders and the file as needed), repairs and migrates. Throws
-  // Error(kDatabase) when the file cannot be opened or was written by a newer schema.
-  explicit Database(const std::string& path);
-  // Opens an existing file for lookups only (SQLITE_OPEN_READONLY): nothing is created, repaired,
-  // moved aside or migrated. Throws Error(kDatabase) naming the path and what is wrong (no such
-  // file, not a cpgen database, a schema version other than kSchemaVersion).
-  struct ReadOnly {};
-  Database(const std::string& path, ReadOnly);
+  // Error(kBadInput) for a user's file that is not a cpgen database, Error(kDatabase) when the
+  // file cannot be opened or was written by a newer schema.
+  explicit Database(const std::string& path, PathOwner owner = PathOwner::kUser);
+  // Opens an existing file for reading only: nothing is created, repaired, moved aside, migrated
+  // or locked. Throws Error(kBadInput) for a file that is not SQLite (or is empty) and
+  // Error(kDatabase) naming the path and what is wrong (no such file, damaged, not a cpgen
+  // database, a schema version other than kSchemaVersion). check_integrity adds PRAGMA
+  // quick_check, so that a damaged file is reported at the open rather than by a later query.
+  struct ReadOnly {
+    bool check_integrity = false;
+  };
+  Database(const std::string& path, ReadOnly options);
   ~Database();
   Database(const Database&) = delete;
   Database& operator=(const Database&) = delete;
@@ -61,7 +80,8 @@ class Database {
   sqlite3* handle() { return db_; }
 
  private:
-  void open_checked();
+  void open_checked(PathOwner owner);
+  void move_aside(const std::string& why);
   void configure();
   void migrate();
 

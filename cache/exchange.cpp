@@ -1,6 +1,8 @@
 #include "cache/exchange.h"
 
 #include <algorithm>
+#include <cmath>
+#include <cstdio>
 #include <map>
 #include <tuple>
 
@@ -83,10 +85,79 @@ Record record_from_json(const json& entry, const std::string& where) {
   r.source = optional_field<std::string>(entry, "source", where).value_or("measured");
   r.detail = optional_field<std::string>(entry, "detail", where).value_or("");
   r.created_at = optional_field<int64_t>(entry, "created_at", where).value_or(0);
-  if (r.disposition == Disposition::kOk && !r.median_ms) {
-    throw_bad_input(where + ": an 'ok' entry needs 'median_ms'");
-  }
+  validate_record(r, where);
   return r;
+}
+
+namespace {
+
+std::string number_text(double value) {
+  char text[32];
+  std::snprintf(text, sizeof text, "%.6g", value);
+  return text;
+}
+
+void require_time(const std::optional<double>& ms, const char* field, const std::string& where) {
+  if (ms && !(std::isfinite(*ms) && *ms > 0)) {
+    throw_bad_input(where + ": field '" + field + "' must be a finite number of milliseconds > 0, got " + number_text(*ms));
+  }
+}
+
+}  // namespace
+
+void validate_record(const Record& r, const std::string& where) {
+  const WorkloadKey& w = r.workload;
+  auto bad = [&](const std::string& field, const std::string& what) { throw_bad_input(where + ": field '" + field + "' " + what); };
+  if (std::find(std::begin(kSupportedHeadDims), std::end(kSupportedHeadDims), w.head_dim) == std::end(kSupportedHeadDims)) {
+    bad("workload.head_dim", std::to_string(w.head_dim) + " is not a supported head dim");
+  }
+  if (w.kv_heads <= 0 || w.q_heads <= 0 ||
+      std::find(std::begin(kSupportedGqaGroups), std::end(kSupportedGqaGroups), w.gqa_group()) == std::end(kSupportedGqaGroups)) {
+    bad("workload.q_heads", "q_heads " + std::to_string(w.q_heads) + " / kv_heads " + std::to_string(w.kv_heads) +
+                                " is not a supported GQA group");
+  }
+  if (w.batch < 1) bad("workload.batch", "must be >= 1, got " + std::to_string(w.batch));
+  if (w.q_len < 1) bad("workload.q_len", "must be >= 1, got " + std::to_string(w.q_len));
+  if (w.kv_len < 1) bad("workload.kv_len", "must be >= 1, got " + std::to_string(w.kv_len));
+  try {
+    validate_arch(w.arch);
+  } catch (const Error& e) {
+    bad("workload.arch", std::string(": ") + e.what());
+  }
+  KernelSpec spec;
+  try {
+    spec = KernelSpec::parse(r.kernel_uri);
+  } catch (const Error& e) {
+    bad("kernel", std::string(": ") + e.what());
+  }
+  const KernelSpec wanted = KernelSpec::default_for(w.dtype, w.head_dim, w.causal, w.gqa_group());
+  if (spec.dtype != wanted.dtype || spec.head_dim != wanted.head_dim || spec.causal != wanted.causal ||
+      spec.gqa_group != wanted.gqa_group) {
+    bad("kernel", r.kernel_uri + " is not built for the entry's workload (" + std::string(dtype_name(w.dtype)) + " hd" +
+                      std::to_string(w.head_dim) + (w.causal ? " causal" : " full") + " gqa" + std::to_string(w.gqa_group()) +
+                      "); a kernel fits only the dtype, head dim, mask and GQA group it was built for");
+  }
+  if (r.disposition != Disposition::kInfeasible) {
+    const Feasibility f = check_feasibility(spec, w.arch);
+    if (!f.feasible) bad("kernel", r.kernel_uri + " does not fit " + w.arch + ": " + f.reason);
+  }
+  require_time(r.median_ms, "median_ms", where);
+  require_time(r.tflops, "tflops", where);
+  if (r.spread_ms && !(std::isfinite(*r.spread_ms) && *r.spread_ms >= 0)) {
+    bad("spread_ms", "must be a finite number >= 0, got " + number_text(*r.spread_ms));
+  }
+  for (size_t i = 0; i < r.samples_ms.size(); ++i) {
+    if (!(std::isfinite(r.samples_ms[i]) && r.samples_ms[i] > 0)) {
+      bad("samples_ms[" + std::to_string(i) + "]", "must be a finite number of milliseconds > 0, got " + number_text(r.samples_ms[i]));
+    }
+  }
+  if (r.disposition == Disposition::kOk) {
+    if (!r.median_ms) bad("median_ms", "is missing; an 'ok' entry needs its median time");
+    if (r.samples_ms.empty()) bad("samples_ms", "is missing or empty; an 'ok' entry needs the timings it was measured from");
+  }
+  if (r.registers && *r.registers < 0) bad("registers", "must be >= 0, got " + std::to_string(*r.registers));
+  if (r.spill_bytes && *r.spill_bytes < 0) bad("spill_bytes", "must be >= 0, got " + std::to_string(*r.spill_bytes));
+  if (r.created_at < 0) bad("created_at", "must be >= 0 (unix seconds), got " + std::to_string(r.created_at));
 }
 
 json export_cache(Database& db) {
@@ -119,24 +190,37 @@ void check_cache_header(const json& doc, const std::string& where) {
   }
 }
 
-ImportStats import_cache(Database& db, const json& doc, const std::string& where) {
+CacheEntries read_cache_entries(const json& doc, const std::string& where) {
   check_cache_header(doc, where);
-  // Parse everything first: a bad entry rejects the whole file before anything is written.
-  std::vector<std::pair<Record, bool>> incoming;
-  ImportStats stats;
+  CacheEntries out;
   const json& entries = doc["entries"];
   for (size_t i = 0; i < entries.size(); ++i) {
     const std::string at = where + " entry " + std::to_string(i);
     if (entries[i].is_object() && entries[i].value("source", "") == "default-heuristic") {
-      ++stats.skipped;
+      ++out.skipped;
       continue;
     }
-    bool winner = entries[i].is_object() && entries[i].value("winner", false);
-    incoming.emplace_back(record_from_json(entries[i], at), winner);
+    bool winner = false;
+    if (entries[i].is_object() && entries[i].contains("winner")) {
+      if (!entries[i]["winner"].is_boolean()) throw_bad_input(at + ": field 'winner' must be true or false");
+      winner = entries[i]["winner"].get<bool>();
+    }
+    out.records.emplace_back(record_from_json(entries[i], at), winner);
   }
+  return out;
+}
+
+CacheEntries read_database_entries(const std::string& other_path) {
+  Database other(other_path, Database::ReadOnly{.check_integrity = true});
+  return read_cache_entries(export_cache(other), other_path);
+}
+
+ImportStats store_cache_entries(Database& db, const CacheEntries& entries) {
+  ImportStats stats;
   db.transaction([&] {
-    ImportStats s = stats;
-    for (const auto& [record, winner] : incoming) {
+    ImportStats s;
+    s.skipped = entries.skipped;
+    for (const auto& [record, winner] : entries.records) {
       switch (store_record(db, record)) {
         case StoreResult::kAdded: ++s.added; break;
         case StoreResult::kReplaced: ++s.replaced; break;
@@ -155,10 +239,14 @@ ImportStats import_cache(Database& db, const json& doc, const std::string& where
   return stats;
 }
 
+ImportStats import_cache(Database& db, const json& doc, const std::string& where) {
+  // Everything is read and validated first: a bad entry rejects the whole file before anything is written.
+  return store_cache_entries(db, read_cache_entries(doc, where));
+}
+
 ImportStats merge_database(Database& db, const std::string& other_path) {
   if (other_path == db.path()) throw_bad_input("cannot merge the database " + other_path + " into itself");
-  Database other(other_path);
-  return import_cache(db, export_cache(other), other_path);
+  return store_cache_entries(db, read_database_entries(other_path));
 }
 
 json default_heuristic_cache() {

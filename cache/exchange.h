@@ -28,7 +28,13 @@ inline constexpr const char* kCacheFormatName = "cpgen-tuning-cache";
 inline constexpr int kCacheFormatVersion = 1;
 
 nlohmann::json record_to_json(const Record& r, bool winner);
-Record record_from_json(const nlohmann::json& entry, const std::string& where);  // throws kBadInput
+// Reads and validates one entry (validate_record); throws kBadInput naming `where` and the field.
+Record record_from_json(const nlohmann::json& entry, const std::string& where);
+// What an imported record must satisfy before it may be stored: a workload the kernels support
+// (head dim, GQA group, arch, positive lengths), a kernel built for that workload (dtype, head
+// dim, mask, group) and feasible on its arch unless the record says it is infeasible, finite
+// positive times and samples, and samples present for an "ok" record. Throws kBadInput.
+void validate_record(const Record& r, const std::string& where);
 
 nlohmann::json export_cache(Database& db);
 // The document as written to a file: two-space indentation and a final newline.
@@ -43,6 +49,20 @@ struct ImportStats {
   int skipped = 0;    // pattern entries (defaults), which belong only in cache files
   int winners = 0;    // pinned winners taken from the incoming side
 };
+
+// The entries of a document, every one validated; nothing is written. A bad entry throws
+// kBadInput naming `where`, the entry index and the field, so a caller may read everything
+// before it opens (or creates) the database it will write.
+struct CacheEntries {
+  std::vector<std::pair<Record, bool>> records;  // the record and its "winner" flag
+  int skipped = 0;                               // pattern entries (defaults)
+};
+CacheEntries read_cache_entries(const nlohmann::json& doc, const std::string& where);
+// The entries of another database file, opened read-only (nothing there is created or moved):
+// a file that is not SQLite is kBadInput, a damaged one kDatabase.
+CacheEntries read_database_entries(const std::string& other_path);
+// Stores entries under the keep-the-better rule, all in one transaction.
+ImportStats store_cache_entries(Database& db, const CacheEntries& entries);
 
 // Imports a document under the keep-the-better rule, in one transaction.
 ImportStats import_cache(Database& db, const nlohmann::json& doc, const std::string& where);

@@ -139,8 +139,9 @@ Selection select_config(const WorkloadKey& w, Database* db, const Environment& e
                  " (median " + ms_text(*chosen->record->median_ms) + " where it was measured)" + ignored_note;
     return sel;
   }
+  const nlohmann::json w_json = w.to_json();
   for (const CacheEntry& entry : caches.entries) {
-    if (entry.record || !pattern_matches(entry.workload, w)) continue;
+    if (entry.record || !pattern_matches(entry.workload, w, w_json)) continue;
     auto spec = usable_spec(entry.kernel_uri, w);
     if (!spec) continue;
     sel.spec = *spec;

@@ -85,7 +85,10 @@ const PretunedCaches& shipped_caches() {
 }
 
 bool pattern_matches(const nlohmann::json& pattern, const WorkloadKey& w) {
-  const nlohmann::json full = w.to_json();
+  return pattern_matches(pattern, w, w.to_json());
+}
+
+bool pattern_matches(const nlohmann::json& pattern, const WorkloadKey& w, const nlohmann::json& full) {
   for (const auto& [name, value] : pattern.items()) {
     if (name == "gqa_group") {
       if (!value.is_number_integer() || value.get<int>() != w.gqa_group()) return false;

@@ -43,5 +43,8 @@ const PretunedCaches& shipped_caches();
 
 // True when every field the pattern names agrees with w (gqa_group is derived from the heads).
 bool pattern_matches(const nlohmann::json& pattern, const WorkloadKey& w);
+// The same with w.to_json() made once by the caller: a lookup tries every pattern entry, and
+// building the workload's JSON for each was most of `cpgen explain`'s time on large files.
+bool pattern_matches(const nlohmann::json& pattern, const WorkloadKey& w, const nlohmann::json& w_json);
 
 }  // namespace cpgen

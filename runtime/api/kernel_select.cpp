@@ -19,37 +19,60 @@ std::string RingKernelSelection::database_text() const {
   return (database_path.empty() ? std::string("none") : database_path) + " (" + database_note + ")";
 }
 
-RingKernelSelection select_ring_kernels(const Problem& problem, const std::string& database_path,
-                                        const std::string& arch, int device, const PretunedCaches& caches) {
-  problem.validate();
-  RingKernelSelection out;
-  out.device = device_class_for(arch, device);
-  out.environment = current_environment(device);
-  std::unique_ptr<Database> db;
+RingKernelSelector::RingKernelSelector(const std::string& database_path, const std::string& arch, int device,
+                                       const PretunedCaches& caches)
+    : caches_(caches) {
+  base_.device = device_class_for(arch, device);
+  base_.environment = current_environment(device);
   try {
-    out.database_path = resolve_db_path(database_path);
+    base_.database_path = resolve_db_path(database_path);
   } catch (const Error& e) {
-    out.database_note = std::string("no path: ") + e.what();
+    base_.database_note = std::string("no path: ") + e.what();
   }
-  if (!out.database_path.empty()) {
-    std::error_code ec;
-    if (!std::filesystem::exists(out.database_path, ec)) {
-      out.database_note = "absent";
-    } else {
-      try {
-        db = std::make_unique<Database>(out.database_path, Database::ReadOnly{});
-        out.database_used = true;
-      } catch (const Error& e) {
-        out.database_note = std::string("unreadable: ") + e.what();
-        warn("the tuning database " + out.database_path + " was not used for kernel selection: " + e.what());
-      }
-    }
+  if (base_.database_path.empty()) return;
+  std::error_code ec;
+  if (!std::filesystem::exists(base_.database_path, ec)) {
+    base_.database_note = "absent";
+    return;
   }
-  out.steps = select_for_problem(problem, out.device, db.get(), out.environment, caches);
+  try {
+    // Read-only: selecting never creates, repairs, migrates or locks a file.
+    own_db_ = std::make_unique<Database>(base_.database_path, Database::ReadOnly{});
+    db_ = own_db_.get();
+    base_.database_used = true;
+  } catch (const Error& e) {
+    base_.database_note = std::string("unreadable: ") + e.what();
+    warn("the tuning database " + base_.database_path + " was not used for kernel selection: " + e.what());
+  }
+}
+
+RingKernelSelector::RingKernelSelector(Database* db, const std::string& database_path, const std::string& database_note,
+                                       const std::string& arch, int device, const PretunedCaches& caches)
+    : db_(db), caches_(caches) {
+  base_.device = device_class_for(arch, device);
+  base_.environment = current_environment(device);
+  base_.database_path = database_path;
+  base_.database_used = db != nullptr;
+  base_.database_note = db ? std::string() : database_note;
+}
+
+RingKernelSelector::~RingKernelSelector() = default;
+
+RingKernelSelection RingKernelSelector::select(const Problem& problem) const {
+  problem.validate();
+  RingKernelSelection out = base_;
+  out.steps = select_for_problem(problem, out.device, db_, out.environment, caches_);
   if (!out.database_used) {
     for (StepSelection& s : out.steps) s.selection.reason += "; tuning database " + out.database_text();
   }
   return out;
+}
+
+RingKernelSelection select_ring_kernels(const Problem& problem, const std::string& database_path,
+                                        const std::string& arch, int device, const PretunedCaches& caches) {
+  // The problem is checked before the database is opened, as before.
+  problem.validate();
+  return RingKernelSelector(database_path, arch, device, caches).select(problem);
 }
 
 }  // namespace cpgen

@@ -5,6 +5,7 @@
 // Needs no GPU: without one the device class is gpu "none" on the given (or fallback) arch.
 #pragma once
 
+#include <memory>
 #include <string>
 #include <vector>
 
@@ -27,6 +28,31 @@ struct RingKernelSelection {
   const StepSelection& for_step(StepType step) const;  // throws kInternal for a type not in steps
   // "PATH", or "PATH (absent)" / "PATH (unreadable: ...)" / "none (...)" when it was not read.
   std::string database_text() const;
+};
+
+// What selection reads besides the problem (the device class, the environment, the database and
+// the caches), gathered once so that selecting for many problems (`cpgen explain --shapes` with
+// thousands of shapes) opens the database once instead of once per problem.
+class RingKernelSelector {
+ public:
+  // Opens database_path (see select_ring_kernels) read-only; a missing or unreadable file is
+  // noted, warned about, and selection goes on without it.
+  RingKernelSelector(const std::string& database_path, const std::string& arch = "", int device = 0,
+                     const PretunedCaches& caches = shipped_caches());
+  // Uses a database the caller opened (null: none; then database_note says why, e.g. "absent").
+  RingKernelSelector(Database* db, const std::string& database_path, const std::string& database_note,
+                     const std::string& arch = "", int device = 0, const PretunedCaches& caches = shipped_caches());
+  ~RingKernelSelector();
+  RingKernelSelector(const RingKernelSelector&) = delete;
+  RingKernelSelector& operator=(const RingKernelSelector&) = delete;
+
+  RingKernelSelection select(const Problem& problem) const;
+
+ private:
+  RingKernelSelection base_;  // device, environment and database fields; no steps
+  std::unique_ptr<Database> own_db_;
+  Database* db_ = nullptr;
+  const PretunedCaches& caches_;
 };
 
 // database_path: the caller's (RingOptions, --db), else the default resolve_db_path() gives

@@ -43,7 +43,8 @@ int64_t kv_chunk_bytes(const Problem& p) {
   return 2 * p.batch * p.kv_heads * p.local_seq_len() * p.head_dim * dtype_bytes(p.dtype);
 }
 
-SchemePlan plan_scheme(const Problem& problem, Scheme scheme, const KernelSpec& tile, const PlanRates& rates) {
+SchemePlan plan_scheme(const Problem& problem, Scheme scheme, const KernelSpec& tile, const PlanRates& rates,
+                       RankWorkCache* cache) {
   SchemePlan plan;
   plan.scheme = scheme;
   Problem p = problem;
@@ -57,7 +58,7 @@ SchemePlan plan_scheme(const Problem& problem, Scheme scheme, const KernelSpec& 
   }
   plan.applicable = true;
 
-  const PlannedWork work = planned_rank_work(p, tile.block_m, tile.block_n);
+  const PlannedWork work = cache ? cache->get(p, tile.block_m, tile.block_n) : planned_rank_work(p, tile.block_m, tile.block_n);
   plan.ranks = work.ranks;
   plan.tile_coarsening = work.coarsening;
   double total = 0;
@@ -87,14 +88,14 @@ SchemePlan plan_scheme(const Problem& problem, Scheme scheme, const KernelSpec& 
   return plan;
 }
 
-ShapePlan plan_shape(const Problem& problem, const PlanRates& rates) {
+ShapePlan plan_shape(const Problem& problem, const PlanRates& rates, RankWorkCache* cache) {
   validate_rates(rates);
   validate_problem(problem, problem.name);
   ShapePlan shape;
   shape.problem = problem;
   shape.tile = KernelSpec::default_for(problem.dtype, static_cast<int>(problem.head_dim), problem.causal,
                                        static_cast<int>(problem.gqa_group()));
-  for (Scheme scheme : kPlannedSchemes) shape.schemes.push_back(plan_scheme(problem, scheme, shape.tile, rates));
+  for (Scheme scheme : kPlannedSchemes) shape.schemes.push_back(plan_scheme(problem, scheme, shape.tile, rates, cache));
 
   double fastest = std::numeric_limits<double>::infinity();
   for (const SchemePlan& s : shape.schemes) {

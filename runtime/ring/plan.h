@@ -26,6 +26,7 @@
 
 #include "cpgen/problem.h"
 #include "generator/kernel_spec.h"
+#include "runtime/ring/plan_work.h"
 #include "runtime/ring/schedule.h"
 
 namespace cpgen {
@@ -70,7 +71,10 @@ inline constexpr Scheme kPlannedSchemes[] = {Scheme::kContiguous, Scheme::kZigza
 
 // K and V of one rank's positions, in bytes.
 int64_t kv_chunk_bytes(const Problem& p);
-SchemePlan plan_scheme(const Problem& p, Scheme scheme, const KernelSpec& tile, const PlanRates& rates);
-ShapePlan plan_shape(const Problem& p, const PlanRates& rates);
+SchemePlan plan_scheme(const Problem& p, Scheme scheme, const KernelSpec& tile, const PlanRates& rates,
+                       RankWorkCache* cache = nullptr);
+// cache (optional) shares the per-rank work between problems that differ only in batch, heads or
+// head dim (RankWorkCache): what makes a file of 10^5 shapes plan in seconds.
+ShapePlan plan_shape(const Problem& p, const PlanRates& rates, RankWorkCache* cache = nullptr);
 
 }  // namespace cpgen

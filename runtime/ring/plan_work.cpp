@@ -146,4 +146,27 @@ PlannedWork planned_rank_work(const Problem& p, int block_m, int block_n) {
   return planned;
 }
 
+PlannedWork RankWorkCache::get(const Problem& p, int block_m, int block_n) {
+  const Key key{static_cast<int>(p.scheme), p.seq_len, p.cp_size, p.gqa_group(), p.causal, block_m, block_n};
+  auto it = unit_work_.find(key);
+  if (it == unit_work_.end()) {
+    Problem unit = p;
+    unit.batch = 1;
+    unit.kv_heads = 1;
+    unit.q_heads = p.gqa_group();
+    unit.head_dim = 1;
+    it = unit_work_.emplace(key, planned_rank_work(unit, block_m, block_n)).first;
+  }
+  PlannedWork scaled = it->second;
+  const int64_t ctas = p.batch * p.kv_heads;
+  const double flops_scale = static_cast<double>(ctas) * static_cast<double>(p.head_dim);
+  for (RankWork& w : scaled.ranks) {
+    w.full_tiles *= ctas;
+    w.masked_tiles *= ctas;
+    w.skipped_tiles *= ctas;
+    w.flops *= flops_scale;
+  }
+  return scaled;
+}
+
 }  // namespace cpgen

@@ -14,6 +14,8 @@
 #pragma once
 
 #include <cstdint>
+#include <map>
+#include <tuple>
 #include <vector>
 
 #include "cpgen/problem.h"
@@ -22,8 +24,10 @@
 namespace cpgen {
 
 inline constexpr int64_t kPlanQueryTileVisits = int64_t{1} << 24;
-// Below this many tile pairs (and positions), the planner calls rank_work itself.
-inline constexpr int64_t kRankWorkTilePairs = int64_t{1} << 22;
+// Below this many tile pairs (and positions), the planner calls rank_work itself. Above it the
+// counted form is cheaper by about block_n / log(key tiles): at 2^22 pairs rank_work took ~1 ms a
+// shape, which made a 120k-shape file take minutes.
+inline constexpr int64_t kRankWorkTilePairs = int64_t{1} << 14;
 
 // The global position of local index `index` on `rank` (equals partition_positions(...)[index]);
 // the problem must be partitionable.
@@ -39,5 +43,22 @@ struct PlannedWork {
 };
 // rank_work when it is cheap, counted_rank_work otherwise (coarsened when it must be).
 PlannedWork planned_rank_work(const Problem& p, int block_m, int block_n);
+
+// planned_rank_work shared between problems. The tile counts depend on batch and kv_heads only
+// through the factor batch * kv_heads (every CTA of the grid runs the same tiles), and the FLOPs
+// through batch * kv_heads * head_dim; the rest (scheme, seq_len, cp_size, GQA group, mask and
+// tile) is the key. A large shapes file repeats those keys across models and batch sizes, so
+// each is counted once and scaled. The counts are integers, and the FLOPs sums of integers, so a
+// scaled result equals a direct one exactly while a rank's FLOPs stay below 2^53 (~9e15), and to
+// rounding beyond. Not thread-safe.
+class RankWorkCache {
+ public:
+  PlannedWork get(const Problem& p, int block_m, int block_n);
+  size_t size() const { return unit_work_.size(); }
+
+ private:
+  using Key = std::tuple<int, int64_t, int64_t, int64_t, bool, int, int>;
+  std::map<Key, PlannedWork> unit_work_;  // for batch 1, one kv head, head_dim 1
+};
 
 }  // namespace cpgen

@@ -7,6 +7,7 @@
 #include "cpgen/error.h"
 #include "cpgen/problem.h"
 #include "generator/kernel_spec.h"
+#include "runtime/core/problem_limits.h"
 #include "runtime/ring/partition.h"
 
 namespace cpgen {
@@ -34,15 +35,25 @@ std::string join(std::span<const int> values) {
   return out;
 }
 
+void require_range(const std::string& where, const char* field, int64_t value, int64_t max) {
+  if (value < 1 || value > max) {
+    throw_bad_input(where + ": " + field + " must be an integer 1.." + std::to_string(max) + ", got " + std::to_string(value));
+  }
+}
+
 }  // namespace
 
+void check_problem_limits(const Problem& p, const std::string& where) {
+  require_range(where, "batch", p.batch, kMaxBatch);
+  require_range(where, "q_heads", p.q_heads, kMaxHeads);
+  require_range(where, "kv_heads", p.kv_heads, kMaxHeads);
+  require_range(where, "seq_len", p.seq_len, kMaxSeqLen);
+  require_range(where, "cp_size", p.cp_size, kMaxCpSize);
+}
+
 void Problem::validate() const {
-  require_positive(*this, "batch", batch);
-  require_positive(*this, "q_heads", q_heads);
-  require_positive(*this, "kv_heads", kv_heads);
+  check_problem_limits(*this, where(*this));
   require_positive(*this, "head_dim", head_dim);
-  require_positive(*this, "seq_len", seq_len);
-  require_positive(*this, "cp_size", cp_size);
   if (q_heads % kv_heads != 0)
     throw_bad_input(where(*this) + ": q_heads " + std::to_string(q_heads) +
                     " is not a multiple of kv_heads " + std::to_string(kv_heads));
@@ -56,27 +67,11 @@ void Problem::validate() const {
   if (!std::isfinite(softmax_scale) || softmax_scale < 0)
     throw_bad_input(where(*this) + ": softmax_scale " + std::to_string(softmax_scale) +
                     " must be finite and >= 0 (0 means 1/sqrt(head_dim))");
-  // The kernel's positions are int32 and its offsets int64; keep both far from overflow.
-  if (cp_size > 4096)
-    throw_bad_input(where(*this) + ": cp_size " + std::to_string(cp_size) +
-                    " exceeds the supported maximum 4096");
-  if (seq_len > (int64_t{1} << 30))
-    throw_bad_input(where(*this) + ": seq_len " + std::to_string(seq_len) +
-                    " exceeds the supported maximum 2^30");
   // The step kernel's launch limits, checked here so that no problem fails only at its first
-  // launch (templates/step_fwd.cuh, templates/layout.cuh):
-  // - q_heads and batch travel as int32 kernel parameters, and the (batch, kv head) pair index
-  //   is int32 (pairs fold over grid.y and grid.z, 65535 x 65535 of them, more than int32 holds);
-  constexpr int64_t kMaxInt32 = (int64_t{1} << 31) - 1;
-  if (q_heads > kMaxInt32)
-    throw_bad_input(where(*this) + ": q_heads " + std::to_string(q_heads) +
-                    " exceeds the supported maximum 2^31 - 1");
-  if (batch > kMaxInt32 / kv_heads)
-    throw_bad_input(where(*this) + ": batch * kv_heads = " + std::to_string(batch) + " * " +
-                    std::to_string(kv_heads) + " exceeds the supported maximum 2^31 - 1 (the step "
-                    "kernel's (batch, kv head) pair index is 32-bit)");
-  // - a kv head's packed query rows (local_seq_len * group, layout.cuh) are int32 row indices,
-  //   and a block's rows run up to block_m past the last one: 2^30 leaves room for any block.
+  // launch (templates/step_fwd.cuh, templates/layout.cuh). check_problem_limits keeps batch *
+  // kv_heads far below 2^31 (the int32 pair index; pairs fold over grid.y and grid.z). A kv head's
+  // packed query rows (local_seq_len * group, layout.cuh) are int32 row indices, and a block's rows
+  // run up to block_m past the last one: 2^30 leaves room for any block.
   constexpr int64_t kMaxPackedRows = int64_t{1} << 30;
   if (seq_len / cp_size * gqa_group() > kMaxPackedRows)
     throw_bad_input(where(*this) + ": seq_len / cp_size * (q_heads / kv_heads) = " +

@@ -103,6 +103,12 @@ class ShapeReader {
   int64_t integer(const Json& value, std::string_view field, int64_t lo, int64_t hi) const {
     const std::string range = "an integer " + std::to_string(lo) + ".." + std::to_string(hi);
     if (value.is_number_float()) {
+      // An integer literal beyond 64 bits (20 digits and more) arrives as a double too; saying
+      // "without a fraction" about it would puzzle whoever wrote it.
+      const double v = value.get<double>();
+      if (std::isfinite(v) && std::floor(v) == v && std::fabs(v) >= 9.2e18) {
+        fail(field, "must be " + range + ", got a number too large for any integer (about " + value.dump() + ")");
+      }
       fail(field, "must be " + range + " written without a fraction or exponent, got " + describe(value));
     }
     if (!value.is_number_integer()) fail(field, "must be " + range + ", got " + describe(value));
@@ -356,23 +362,15 @@ Json parse_json(const std::string& text, const std::string& source) {
   }
 }
 
-void fail_range(const std::string& where, std::string_view field, int64_t value, int64_t lo, int64_t hi) {
-  throw_bad_input(where + ": " + std::string(field) + " must be an integer " + std::to_string(lo) + ".." +
-                  std::to_string(hi) + ", got " + std::to_string(value));
-}
 
 }  // namespace
 
 void validate_problem(const Problem& p, const std::string& where) {
-  if (p.batch < 1 || p.batch > kMaxShapeBatch) fail_range(where, "batch", p.batch, 1, kMaxShapeBatch);
-  if (p.q_heads < 1 || p.q_heads > kMaxShapeHeads) fail_range(where, "q_heads", p.q_heads, 1, kMaxShapeHeads);
-  if (p.kv_heads < 1 || p.kv_heads > kMaxShapeHeads) fail_range(where, "kv_heads", p.kv_heads, 1, kMaxShapeHeads);
+  check_problem_limits(p, where);
   if (std::find(std::begin(kSupportedHeadDims), std::end(kSupportedHeadDims), p.head_dim) == std::end(kSupportedHeadDims)) {
     throw_bad_input(where + ": head_dim " + std::to_string(p.head_dim) +
                     " is not supported; allowed: " + join(kSupportedHeadDims));
   }
-  if (p.seq_len < 1 || p.seq_len > kMaxShapeSeqLen) fail_range(where, "seq_len", p.seq_len, 1, kMaxShapeSeqLen);
-  if (p.cp_size < 1 || p.cp_size > kMaxShapeCpSize) fail_range(where, "cp_size", p.cp_size, 1, kMaxShapeCpSize);
 
   if (p.kv_heads > p.q_heads) {
     throw_bad_input(where + ": kv_heads " + std::to_string(p.kv_heads) + " is more than q_heads " +
@@ -442,6 +440,13 @@ std::vector<Problem> parse_shapes_json(const std::string& text, const std::strin
     problems.push_back(std::move(p));
   }
   return problems;
+}
+
+Problem parse_shape_json(const std::string& text, const std::string& source_name) {
+  const std::string source = printable(source_name, 200);
+  const Json doc = parse_json(text, source);
+  if (!doc.is_object()) throw_bad_input(source + ": a shape must be a JSON object of shape fields, got " + describe(doc));
+  return read_shape(doc, 0, source);
 }
 
 std::vector<Problem> load_shapes_file(const std::string& path) {

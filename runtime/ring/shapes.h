@@ -6,13 +6,14 @@
 //
 // The top level is an object with exactly one key, "shapes", a non-empty array of objects.
 // Fields of one shape (anything else is an error):
-//   required  q_heads   integer 1..1024
+//   required  q_heads   integer 1..1024 (kMaxHeads)
 //             kv_heads  integer 1..1024; divides q_heads; q_heads / kv_heads is a GQA group the
 //                       kernels support (kSupportedGqaGroups in generator/kernel_spec.h)
 //             head_dim  integer, one of kSupportedHeadDims
-//             seq_len   integer 1..2^31-1, the whole sequence over all ranks; the scheme must be
-//                       able to split it over cp_size ranks (check_partitionable)
-//             cp_size   integer 1..1024
+//             seq_len   integer 1..2^30 (kMaxSeqLen, the runtime's limit), the whole sequence
+//                       over all ranks; the scheme must be able to split it over cp_size ranks
+//                       (check_partitionable)
+//             cp_size   integer 1..1024 (kMaxCpSize)
 //             dtype     "bf16" or "fp16"
 //             causal    true or false
 //   optional  name           1..100 printable ASCII characters, unique in the file; default "shape[i]"
@@ -34,20 +35,25 @@
 #include <vector>
 
 #include "cpgen/problem.h"
+#include "runtime/core/problem_limits.h"
 
 namespace cpgen {
 
 inline constexpr int64_t kMaxShapesFileBytes = 16 << 20;
 inline constexpr int kMaxShapesJsonDepth = 32;
-inline constexpr int64_t kMaxShapeBatch = 65536;
-inline constexpr int64_t kMaxShapeHeads = 1024;
-inline constexpr int64_t kMaxShapeSeqLen = 2147483647;  // 2^31 - 1
-inline constexpr int64_t kMaxShapeCpSize = 1024;
+// The problem's own limits (cpgen/problem.h): a shapes file admits exactly what the runtime runs.
+inline constexpr int64_t kMaxShapeBatch = kMaxBatch;
+inline constexpr int64_t kMaxShapeHeads = kMaxHeads;
+inline constexpr int64_t kMaxShapeSeqLen = kMaxSeqLen;
+inline constexpr int64_t kMaxShapeCpSize = kMaxCpSize;
 inline constexpr int64_t kMaxShapeElements = int64_t{1} << 48;
 inline constexpr size_t kMaxShapeNameLength = 100;
 
 // source_name is what messages call the text (a path, or e.g. "<inline>").
 std::vector<Problem> parse_shapes_json(const std::string& text, const std::string& source_name);
+// One shape object written on its own (e.g. `cpgen explain --shape '{...}'`), with the same
+// checks as a file's entries; messages quote and locate only `text`.
+Problem parse_shape_json(const std::string& text, const std::string& source_name);
 // Reads the file (a missing or unreadable file is bad input too) and parses it.
 std::vector<Problem> load_shapes_file(const std::string& path);
 

@@ -61,13 +61,15 @@ TEST_F(CmdDbTest, VerifyReportsOtherEnvironmentRows) {
   EXPECT_NE(text.out.find("1 record(s) of another environment"), std::string::npos) << text.out;
 }
 
-TEST_F(CmdDbTest, GarbageDatabaseIsMovedAsideWithAWarning) {
-  std::ofstream(path("g.db")) << std::string(5000, 'x');
+TEST_F(CmdDbTest, GarbageNamedByTheUserIsRefusedAndLeftAsItIs) {
+  const std::string garbage(5000, 'x');
+  std::ofstream(path("g.db")) << garbage;
   CliResult r = run_cli("db show --db " + path("g.db"));
-  ASSERT_EQ(r.exit_code, 0) << r.err;
-  EXPECT_NE(r.err.find("warning"), std::string::npos) << r.err;
-  EXPECT_NE(r.err.find(path("g.db") + ".corrupt-"), std::string::npos) << r.err;
-  EXPECT_NE(r.out.find("0 workload(s)"), std::string::npos) << r.out;
+  EXPECT_EQ(r.exit_code, 2) << r.err;
+  EXPECT_NE(r.err.find("not an SQLite database"), std::string::npos) << r.err;
+  std::ifstream in(path("g.db"));
+  EXPECT_EQ(std::string(std::istreambuf_iterator<char>(in), {}), garbage);
+  EXPECT_EQ(std::distance(std::filesystem::directory_iterator(dir_), {}), 1) << "nothing may be created beside it";
 }
 
 TEST_F(CmdDbTest, ExplainSaysWhereTheConfigCameFrom) {

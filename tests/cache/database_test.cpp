@@ -65,7 +65,7 @@ TEST_F(DatabaseTest, ReopeningKeepsRecords) {
   EXPECT_TRUE(again.moved_aside_to().empty());
 }
 
-TEST_F(DatabaseTest, GarbageAtThePathIsMovedAsideAndRebuilt) {
+TEST_F(DatabaseTest, GarbageAtCpgensOwnPathIsMovedAsideAndRebuilt) {
   const std::string db_path = path("cpgen.db");
   {
     std::ofstream out(db_path);
@@ -75,7 +75,7 @@ TEST_F(DatabaseTest, GarbageAtThePathIsMovedAsideAndRebuilt) {
   std::string warning;
   WarningSink previous = set_warning_sink([&](const std::string& w) { warning = w; });
   std::unique_ptr<Database> db;
-  ASSERT_NO_THROW(db = std::make_unique<Database>(db_path));
+  ASSERT_NO_THROW(db = std::make_unique<Database>(db_path, PathOwner::kCpgen));
   set_warning_sink(previous);
   ASSERT_FALSE(db->moved_aside_to().empty());
   EXPECT_EQ(db->moved_aside_to().rfind(db_path + ".corrupt-", 0), 0u) << db->moved_aside_to();
@@ -90,7 +90,7 @@ TEST_F(DatabaseTest, GarbageAtThePathIsMovedAsideAndRebuilt) {
   EXPECT_EQ(all_records(*db).size(), 1u);
 }
 
-TEST_F(DatabaseTest, DatabaseOfAnotherProgramIsMovedAsideNotReused) {
+TEST_F(DatabaseTest, DatabaseOfAnotherProgramAtCpgensOwnPathIsMovedAsideNotReused) {
   const std::string db_path = path("other.db");
   {
     sqlite3* raw = nullptr;
@@ -99,7 +99,7 @@ TEST_F(DatabaseTest, DatabaseOfAnotherProgramIsMovedAsideNotReused) {
     sqlite3_close(raw);
   }
   WarningSink previous = set_warning_sink([](const std::string&) {});
-  Database db(db_path);
+  Database db(db_path, PathOwner::kCpgen);
   set_warning_sink(previous);
   ASSERT_FALSE(db.moved_aside_to().empty());
   sqlite3* raw = nullptr;

@@ -1,6 +1,7 @@
 #include <gtest/gtest.h>
 
 #include <fstream>
+#include <functional>
 
 #include "cache/database.h"
 #include "cache/exchange.h"
@@ -127,6 +128,69 @@ TEST_F(ExchangeTest, VerifyCountsRowsOfOtherEnvironments) {
   EXPECT_EQ(report.by_environment.size(), 2u);
   EXPECT_EQ(report.workloads, 2);
   EXPECT_EQ(report.schema_version, Database::kSchemaVersion);
+}
+
+}  // namespace
+}  // namespace cpgen::testing
+
+namespace cpgen::testing {
+namespace {
+
+// Each entry defect with the field its message must name; the database stays as it was.
+TEST_F(ExchangeTest, EveryEntryIsValidatedBeforeAnythingIsWritten) {
+  Database source(path("a.db"));
+  put_record(source, test_record(test_workload(), 128, 64, 4, 2, 1.0));
+  const nlohmann::json good = export_cache(source);
+  Database target(path("b.db"));
+  put_record(target, test_record(test_workload(2048), 128, 64, 4, 2, 2.0));
+  const nlohmann::json target_before = export_cache(target);
+
+  struct Case {
+    const char* what;
+    std::function<void(nlohmann::json&)> edit;
+    const char* field;
+  };
+  const Case cases[] = {
+      {"kernel of another head dim", [](nlohmann::json& e) { e["kernel"] = "ring_fwd_bf16_hd64_causal_gqa4_bm128_bn64_w4_s2"; }, "'kernel'"},
+      {"kernel of another dtype", [](nlohmann::json& e) { e["kernel"] = "ring_fwd_fp16_hd128_causal_gqa4_bm128_bn64_w4_s2"; }, "'kernel'"},
+      {"kernel of another GQA group", [](nlohmann::json& e) { e["kernel"] = "ring_fwd_bf16_hd128_causal_gqa2_bm128_bn64_w4_s2"; }, "'kernel'"},
+      {"kernel without the mask", [](nlohmann::json& e) { e["kernel"] = "ring_fwd_bf16_hd128_full_gqa4_bm128_bn64_w4_s2"; }, "'kernel'"},
+      {"kernel too big for the arch", [](nlohmann::json& e) { e["kernel"] = "ring_fwd_bf16_hd128_causal_gqa4_bm256_bn256_w4_s4"; }, "'kernel'"},
+      {"negative time", [](nlohmann::json& e) { e["median_ms"] = -1.0; }, "'median_ms'"},
+      {"zero time", [](nlohmann::json& e) { e["median_ms"] = 0.0; }, "'median_ms'"},
+      {"missing time", [](nlohmann::json& e) { e.erase("median_ms"); }, "'median_ms'"},
+      // JSON cannot spell NaN; nlohmann writes a NaN double as null, which reads as no time.
+      {"NaN time written as null", [](nlohmann::json& e) { e["median_ms"] = nullptr; }, "'median_ms'"},
+      {"negative sample", [](nlohmann::json& e) { e["samples_ms"][1] = -0.5; }, "'samples_ms[1]'"},
+      {"ok without samples", [](nlohmann::json& e) { e["samples_ms"] = nlohmann::json::array(); }, "'samples_ms'"},
+      {"unknown disposition", [](nlohmann::json& e) { e["disposition"] = "great"; }, "disposition"},
+      {"unknown step type", [](nlohmann::json& e) { e["workload"]["step_type"] = "sideways"; }, "step type"},
+      {"unsupported arch", [](nlohmann::json& e) { e["workload"]["arch"] = "sm_70"; }, "'workload.arch'"},
+      {"winner that is not a boolean", [](nlohmann::json& e) { e["winner"] = "yes"; }, "'winner'"},
+  };
+  for (const Case& c : cases) {
+    nlohmann::json doc = good;
+    doc["entries"].push_back(good["entries"][0]);
+    doc["entries"][1]["workload"]["q_len"] = 4096;  // a second, distinct entry that is the bad one
+    c.edit(doc["entries"][1]);
+    try {
+      import_cache(target, doc, "in.json");
+      ADD_FAILURE() << c.what << ": accepted";
+    } catch (const Error& e) {
+      EXPECT_EQ(e.kind(), ErrorKind::kBadInput) << c.what;
+      EXPECT_NE(std::string(e.what()).find("in.json entry 1"), std::string::npos) << c.what << ": " << e.what();
+      EXPECT_NE(std::string(e.what()).find(c.field), std::string::npos) << c.what << ": " << e.what();
+    }
+    EXPECT_EQ(export_cache(target), target_before) << c.what << ": the database changed";
+  }
+}
+
+TEST_F(ExchangeTest, AnInfeasibleRecordMayNameAKernelThatDoesNotFit) {
+  Database db(path("a.db"));
+  Record r = test_record(test_workload(), 256, 256, 4, 4, 0, Disposition::kInfeasible);
+  const nlohmann::json doc{{"format", kCacheFormatName}, {"version", kCacheFormatVersion},
+                           {"entries", {record_to_json(r, false)}}};
+  EXPECT_EQ(import_cache(db, doc, "in.json").added, 1);
 }
 
 }  // namespace

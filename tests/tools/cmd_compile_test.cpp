@@ -2,6 +2,7 @@
 #include <gtest/gtest.h>
 #include <sys/wait.h>
 
+#include <algorithm>
 #include <filesystem>
 #include <fstream>
 #include <set>
@@ -197,6 +198,29 @@ TEST(CliCompile, AllCoversTheBackwardKinds) {
     EXPECT_NE(entry["status"], "failed") << entry.dump();
   }
   EXPECT_EQ(k["summary"]["failed"], 0);
+}
+
+}  // namespace
+}  // namespace cpgen
+
+namespace cpgen {
+namespace {
+
+TEST(CliCompile, StoreThatIsAFileFailsClearlyAndStoresNothing) {
+  const auto r = testing::run_cli("compile --spec ring_fwd_bf16_hd128_causal_gqa4_bm128_bn64_w4_s2 --store /etc/passwd");
+  EXPECT_EQ(r.exit_code, 2) << r.out << r.err;
+  EXPECT_TRUE(r.out.empty()) << "nothing may be reported as stored: " << r.out;
+  EXPECT_NE(r.err.find("--store /etc/passwd is not a directory"), std::string::npos) << r.err;
+  EXPECT_EQ(std::count(r.err.begin(), r.err.end(), '\n'), 1) << r.err;
+}
+
+TEST(CliCompile, NegativeJobsNamesTheFieldAndTheRange) {
+  const auto r = testing::run_cli("compile --all --jobs -2");
+  EXPECT_EQ(r.exit_code, 2) << r.err;
+  EXPECT_NE(r.err.find("--jobs"), std::string::npos) << r.err;
+  EXPECT_NE(r.err.find("0..1024"), std::string::npos) << r.err;
+  EXPECT_NE(r.err.find("got -2"), std::string::npos) << r.err;
+  EXPECT_EQ(std::count(r.err.begin(), r.err.end(), '\n'), 1) << r.err;
 }
 
 }  // namespace

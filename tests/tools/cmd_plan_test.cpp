@@ -48,7 +48,7 @@ const std::map<std::string, std::string> kExpectedMessage = {
     {"second_shape_bad.json", "shapes[1] (\"second\"): head_dim 192 is not supported"},
     {"seq_len_huge_literal.json", "not valid JSON at line 2, column 95: number overflow parsing '1e400'"},
     {"seq_len_not_divisible.json", "seq_len 131080 cannot be split by scheme zigzag over cp_size 8"},
-    {"seq_len_too_large.json", "seq_len must be an integer 1..2147483647, got 4294967296"},
+    {"seq_len_too_large.json", "seq_len must be an integer 1..1073741824, got 4294967296"},
     {"shapes_not_array.json", "shapes must be an array of shape objects, got an object"},
     {"softmax_scale_negative.json", "softmax_scale must be a number > 0, got -0.1"},
     {"top_level_array.json", "the top level must be an object"},

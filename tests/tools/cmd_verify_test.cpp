@@ -119,7 +119,7 @@ TEST(CmdVerify, BadInputExitsTwoWithOneLine) {
       {"--vectors " + file + " --scheme zigzag --ranks 7",
        "--ranks 7 cannot split mqa_causal_hd96_s48: zigzag needs seq_len divisible by 2*cp_size "
        "(14); got 48"},
-      {"--vectors " + file + " --scheme zigzag --ranks 0", "--ranks must be >= 1; got 0"},
+      {"--vectors " + file + " --scheme zigzag --ranks 0", "--ranks: must be an integer 1..1024, got 0"},
       {"--vectors /no/such/file.json --scheme zigzag --ranks 2", "does not exist"},
       {"--vectors " + testing::vectors_dir() + " --scheme zigzag --ranks 2", "not a regular file"},
       {"--vectors " + vectors("partitions.json") + " --scheme zigzag --ranks 2",
@@ -140,6 +140,34 @@ TEST(CmdVerify, BadInputExitsTwoWithOneLine) {
     EXPECT_TRUE(r.out.empty()) << r.out;
   }
   std::filesystem::remove(not_json);
+}
+
+}  // namespace
+}  // namespace cpgen
+
+namespace cpgen {
+namespace {
+
+TEST(CmdVerify, OutputInAMissingFolderFailsBeforeTheRun) {
+  // The vectors file does not exist either: the --output check must come first, before anything
+  // is loaded or run.
+  const auto r = run_cli("verify --vectors /no/such/vectors.json --scheme zigzag --ranks 2 --output /no/such/dir/x.json");
+  EXPECT_EQ(r.exit_code, 2) << r.err;
+  EXPECT_NE(r.err.find("--output /no/such/dir/x.json"), std::string::npos) << r.err;
+  EXPECT_NE(r.err.find("does not exist"), std::string::npos) << r.err;
+  EXPECT_EQ(r.err.find("vectors.json"), std::string::npos) << "the run must not have started: " << r.err;
+  EXPECT_EQ(line_count(r.err), 1) << r.err;
+}
+
+TEST(CmdVerify, RanksBeyondAnIntNamesTheFieldAndTheRange) {
+  for (const char* ranks : {"99999999999", "0", "-3"}) {
+    const auto r = run_cli(std::string("verify --vectors x.json --scheme zigzag --ranks ") + ranks);
+    EXPECT_EQ(r.exit_code, 2) << r.err;
+    EXPECT_NE(r.err.find("--ranks"), std::string::npos) << r.err;
+    EXPECT_NE(r.err.find("1..1024"), std::string::npos) << r.err;
+    EXPECT_NE(r.err.find(std::string("got ") + ranks), std::string::npos) << r.err;
+    EXPECT_EQ(line_count(r.err), 1) << r.err;
+  }
 }
 
 }  // namespace

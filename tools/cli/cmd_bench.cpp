@@ -10,9 +10,11 @@
 
 #include "cpgen/error.h"
 #include "cpgen/problem.h"
+#include "runtime/core/problem_limits.h"
 #include "runtime/cuda/cuda_driver.h"
 #include "runtime/api/gpu_bench.h"
 #include "tools/cli/command.h"
+#include "tools/cli/int_range.h"
 #include "tools/cli/nccl_launch.h"
 #include "cpgen/nccl_bootstrap.h"
 #include "runtime/ring/partition.h"
@@ -181,7 +183,7 @@ const CommandRegistrar kRegistrar("bench", [](CLI::App& root) {
   cmd->add_option("--shape", args->shape,
                   "KEY=VALUE,... of batch, q_heads, kv_heads, head_dim, seq_len, dtype, causal, "
                   "scheme (defaults: 1, 32, 8, 128, 32768, bf16, 1, zigzag)");
-  cmd->add_option("--ranks", args->ranks, "context-parallel ranks (cp_size)")->check(CLI::Range(1, 4096));
+  cmd->add_option("--ranks", args->ranks, "context-parallel ranks (cp_size)")->check(int_range(1, kMaxCpSize));
   cmd->add_option("--transport", args->transport, "loopback (N virtual ranks on one GPU) or nccl");
   cmd->add_option("--device", args->device, "CUDA device ordinal");
   cmd->add_option("--warmup", args->warmup, "untimed runs first")->check(CLI::Range(0, 1000));

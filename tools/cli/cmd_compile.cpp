@@ -22,6 +22,8 @@
 #include "runtime/jit/jit.h"
 #include "runtime/cuda/module.h"
 #include "tools/cli/command.h"
+#include "tools/cli/int_range.h"
+#include "tools/cli/store_dir.h"
 
 namespace cpgen::cli {
 namespace {
@@ -61,6 +63,7 @@ StoreChoice choose_store(const CompileOptions& o) {
   StoreChoice c;
   if (o.no_store) return c;
   if (!o.store_dir.empty()) {
+    check_store_dir(o.store_dir, "compile");
     c.owned = std::make_unique<DirectoryKernelStore>(o.store_dir);
     c.store = c.owned.get();
   } else {
@@ -322,7 +325,8 @@ const CommandRegistrar registrar("compile", [](CLI::App& root) {
   cmd->add_option("--store", options->store_dir,
                   "Kernel store directory (default: $CPGEN_KERNEL_DIR, $XDG_CACHE_HOME/cpgen/kernels or ~/.cache/cpgen/kernels)");
   cmd->add_flag("--no-store", options->no_store, "Always run NVRTC and store nothing");
-  cmd->add_option("--jobs,-j", options->jobs, "Parallel compiles for --all (default: CPU count)");
+  cmd->add_option("--jobs,-j", options->jobs, "Parallel compiles for --all (default: CPU count)")
+      ->check(int_range(0, 1024, " (0: one per CPU)"));
   cmd->add_option("--filter", options->filter,
                   "With --all: only URIs containing this text (e.g. fwd, bwd, bwd_pre, hd128)");
   cmd->add_option("--repeat", options->repeat,

@@ -11,14 +11,9 @@
 #include "cpgen/error.h"
 #include "tools/cli/cli_db.h"
 #include "tools/cli/command.h"
+#include "tools/cli/json_input.h"
 
 namespace cpgen::cli {
-
-std::unique_ptr<Database> open_existing_db(const std::string& flag) {
-  std::string path = resolve_db_path(flag);
-  if (!std::filesystem::exists(path)) return nullptr;
-  return std::make_unique<Database>(path);
-}
 
 namespace {
 
@@ -108,26 +103,44 @@ void print_stats(const DbOptions& o, const ImportStats& s, const std::string& wh
 }
 
 void import_cmd(const DbOptions& o) {
-  std::ifstream in(o.input);
-  if (!in) throw_bad_input("import: cannot read " + o.input);
-  json doc;
-  try {
-    doc = json::parse(in);
-  } catch (const json::parse_error& e) {
-    throw_bad_input("import: " + o.input + " is not valid JSON: " + e.what());
-  }
+  // Read and validate every entry before the database is opened, so that a bad file neither
+  // creates a database nor writes part of itself into one.
+  const CacheEntries entries = read_cache_entries(read_json_file(o.input, "import"), o.input);
   auto db = open_db(o.db);
-  print_stats(o, import_cache(*db, doc, o.input), o.input, db->path());
+  print_stats(o, store_cache_entries(*db, entries), o.input, db->path());
 }
 
 void merge_cmd(const DbOptions& o) {
-  if (!std::filesystem::exists(o.input)) throw_bad_input("merge: no database at " + o.input);
+  std::error_code ec;
+  if (!std::filesystem::exists(o.input, ec)) throw_bad_input("merge: no database at " + o.input);
+  const std::string target = resolve_db_path(o.db);
+  if (std::filesystem::exists(target, ec) && std::filesystem::equivalent(o.input, target, ec)) {
+    throw_bad_input("merge: " + o.input + " is the database being merged into (" + target + ")");
+  }
+  // The source is only read: opened read-only, never moved or repaired.
+  const CacheEntries entries = read_database_entries(o.input);
   auto db = open_db(o.db);
-  print_stats(o, merge_database(*db, o.input), o.input, db->path());
+  print_stats(o, store_cache_entries(*db, entries), o.input, db->path());
 }
 
 void verify_cmd(const DbOptions& o) {
-  auto db = existing(o);
+  const std::string path = resolve_db_path(o.db);
+  std::error_code ec;
+  if (!std::filesystem::exists(path, ec)) throw_bad_input("no tuning database at " + path + " (pass --db PATH or set CPGEN_DB)");
+  std::unique_ptr<Database> db;
+  try {
+    db = std::make_unique<Database>(path, Database::ReadOnly{});
+  } catch (const Error& e) {
+    if (e.kind() == ErrorKind::kBadInput) throw;
+    // A file too damaged to open is verify's answer, not a failure of verify.
+    if (o.json_output) {
+      std::cout << json{{"db", path}, {"integrity", json::array({e.what()})}, {"sound", false}}.dump(2) << "\n";
+    } else {
+      std::cout << "database " << path << ": integrity FAILED\n  " << e.what() << "\n";
+    }
+    set_exit_code(1);
+    return;
+  }
   VerifyReport r = verify_database(*db, current_environment());
   if (o.json_output) {
     json by_env = json::object();

@@ -12,6 +12,7 @@
 #include "runtime/ring/shapes.h"
 #include "tools/cli/cli_db.h"
 #include "tools/cli/command.h"
+#include "tools/cli/slow_progress.h"
 
 namespace cpgen::cli {
 namespace {
@@ -28,33 +29,56 @@ struct ExplainOptions {
 
 void run(const ExplainOptions& o) {
   if (o.shape.empty() == o.shapes_file.empty()) throw_bad_input("explain: give exactly one of --shape JSON or --shapes FILE");
-  std::vector<Problem> problems = o.shapes_file.empty() ? parse_shapes_json("{\"shapes\": [" + o.shape + "]}", "--shape")
-                                                        : load_shapes_file(o.shapes_file);
   if (!o.arch.empty()) validate_arch(o.arch);
-  json out = json::array();
-  RingKernelSelection last;
-  for (const Problem& p : problems) {
-    // The function RingAttention selects with, so explain and the runtime agree.
-    last = select_ring_kernels(p, o.db, o.arch, 0);
-    json steps = json::array();
-    for (const auto& [w, s] : last.steps) {
-      steps.push_back({{"step_type", step_type_name(w.step)}, {"workload", w.to_json()}, {"kernel", s.spec.uri()},
-                       {"source", config_source_name(s.source)}, {"origin", s.origin},
-                       {"median_ms", s.median_ms ? json(*s.median_ms) : json(nullptr)},
-                       {"ignored_other_environment", s.ignored_other_environment}, {"reason", s.reason}});
-    }
-    out.push_back({{"shape", p.name}, {"steps", steps}});
+  std::vector<Problem> problems = o.shapes_file.empty() ? std::vector<Problem>{parse_shape_json(o.shape, "--shape")}
+                                                        : load_shapes_file(o.shapes_file);
+  // Opened once, read-only and checked: a file that is not SQLite exits 2, a damaged one 1.
+  std::string db_path;
+  std::string db_note;
+  std::unique_ptr<Database> db;
+  try {
+    db_path = resolve_db_path(o.db);
+  } catch (const Error& e) {
+    db_note = std::string("no path: ") + e.what();
   }
+  if (!db_path.empty()) {
+    db = open_existing_db(o.db);
+    if (!db) db_note = "absent";
+  }
+  // The selector RingAttention uses, so explain and the runtime agree.
+  const RingKernelSelector selector(db.get(), db_path, db_note, o.arch, 0);
+  // Everything is selected before anything is printed, so that a failure leaves stdout empty.
+  std::vector<RingKernelSelection> selections;
+  selections.reserve(problems.size());
+  SlowProgress progress("explain", problems.size());
+  for (const Problem& p : problems) {
+    selections.push_back(selector.select(p));
+    progress.advance();
+  }
+  const RingKernelSelection& last = selections.back();
   // Which folders the pretuned caches came from: an installed cpgen finds them beside its own
   // library, so this is how a user sees which install (or $CPGEN_CACHES_DIR) was used.
   const PretunedCaches& caches = shipped_caches();
   json searched = json::array();
   for (const SearchedDir& d : caches.dirs) searched.push_back({{"path", d.path}, {"exists", d.exists}});
   if (o.json_output) {
-    std::cout << json{{"db", last.database_used ? json(last.database_path) : json(nullptr)},
+    json out = json::array();
+    for (size_t i = 0; i < problems.size(); ++i) {
+      json steps = json::array();
+      for (const auto& [w, s] : selections[i].steps) {
+        steps.push_back({{"step_type", step_type_name(w.step)}, {"workload", w.to_json()}, {"kernel", s.spec.uri()},
+                         {"source", config_source_name(s.source)}, {"origin", s.origin},
+                         {"median_ms", s.median_ms ? json(*s.median_ms) : json(nullptr)},
+                         {"ignored_other_environment", s.ignored_other_environment}, {"reason", s.reason}});
+      }
+      out.push_back({{"shape", problems[i].name}, {"steps", std::move(steps)}});
+    }
+    // The path looked at is named even when no file is there, as in text mode.
+    std::cout << json{{"db", last.database_path.empty() ? json(nullptr) : json(last.database_path)},
+                      {"db_used", last.database_used},
                       {"db_note", last.database_used ? json(nullptr) : json(last.database_note)},
                       {"device", last.device.gpu_name}, {"arch", last.device.arch},
-                      {"cache_dirs", searched}, {"cache_files", caches.files}, {"shapes", out}}.dump(2) << "\n";
+                      {"cache_dirs", searched}, {"cache_files", caches.files}, {"shapes", std::move(out)}}.dump(2) << "\n";
     return;
   }
   std::cout << "device " << last.device.gpu_name << " (" << last.device.arch << "), database " << last.database_text() << "\n";
@@ -62,12 +86,11 @@ void run(const ExplainOptions& o) {
   if (caches.dirs.empty()) std::cout << " none";
   for (const SearchedDir& d : caches.dirs) std::cout << " " << d.path << (d.exists ? "" : " (absent)");
   std::cout << "\n";
-  for (const json& shape : out) {
-    std::cout << shape["shape"].get<std::string>() << ":\n";
-    for (const json& step : shape["steps"]) {
-      std::cout << "  " << step["step_type"].get<std::string>() << ": " << step["kernel"].get<std::string>() << "\n"
-                << "    from " << step["source"].get<std::string>() << " (" << step["origin"].get<std::string>() << "): "
-                << step["reason"].get<std::string>() << "\n";
+  for (size_t i = 0; i < problems.size(); ++i) {
+    std::cout << problems[i].name << ":\n";
+    for (const auto& [w, s] : selections[i].steps) {
+      std::cout << "  " << step_type_name(w.step) << ": " << s.spec.uri() << "\n"
+                << "    from " << config_source_name(s.source) << " (" << s.origin << "): " << s.reason << "\n";
     }
   }
 }

@@ -4,6 +4,8 @@
 #include <cmath>
 #include <cstdio>
 #include <iostream>
+#include <map>
+#include <tuple>
 #include <memory>
 #include <string>
 #include <vector>
@@ -13,6 +15,7 @@
 #include "runtime/ring/plan.h"
 #include "runtime/ring/shapes.h"
 #include "tools/cli/command.h"
+#include "tools/cli/slow_progress.h"
 
 namespace cpgen::cli {
 namespace {
@@ -132,13 +135,34 @@ void print_table(const std::vector<ShapePlan>& plans, const PlanRates& rates) {
       "instead of the ring.\n");
 }
 
+// Every field of a problem but its name: what a plan depends on.
+using ProblemKey = std::tuple<int64_t, int64_t, int64_t, int64_t, int64_t, int64_t, int, bool, int, double>;
+ProblemKey key_of(const Problem& p) {
+  return {p.batch, p.q_heads, p.kv_heads, p.head_dim, p.seq_len, p.cp_size, static_cast<int>(p.dtype),
+          p.causal, static_cast<int>(p.scheme), p.softmax_scale};
+}
+
 void run_plan(const PlanArgs& args) {
   const PlanRates rates{args.link_gbps, args.tflops};
   validate_rates(rates);
   const std::vector<Problem> problems = load_shapes_file(args.shapes);
   // Plan everything before printing, so that a failure leaves stdout empty.
   std::vector<ShapePlan> plans;
-  for (const Problem& p : problems) plans.push_back(plan_shape(p, rates));
+  plans.reserve(problems.size());
+  // Large files repeat a shape under many names; each distinct problem is planned once.
+  std::map<ProblemKey, size_t> planned;
+  RankWorkCache shared_work;
+  SlowProgress progress("plan", problems.size());
+  for (const Problem& p : problems) {
+    const auto [it, fresh] = planned.emplace(key_of(p), plans.size());
+    if (fresh) {
+      plans.push_back(plan_shape(p, rates, &shared_work));
+    } else {
+      plans.push_back(plans[it->second]);
+      plans.back().problem.name = p.name;
+    }
+    progress.advance();
+  }
   if (args.json) print_json(plans, rates);
   else print_table(plans, rates);
 }

@@ -15,6 +15,8 @@
 #include "runtime/ring/shapes.h"
 #include "tools/cli/cli_db.h"
 #include "tools/cli/command.h"
+#include "tools/cli/int_range.h"
+#include "tools/cli/store_dir.h"
 #include "runtime/cuda/cuda_driver.h"
 #include "tuner/nccl_rank_group.h"
 #include "tuner/tuner.h"
@@ -57,7 +59,7 @@ void run(const TuneCliOptions& o) {
   if (!o.arch.empty()) validate_arch(o.arch);
   if (o.budget_s < 0) throw_bad_input("tune: --budget-s must be >= 0 (0: no limit)");
   if (o.max_candidates < 0) throw_bad_input("tune: --max-candidates must be >= 0 (0: all)");
-  if (o.world_size < 1 || o.rank < 0 || o.rank >= o.world_size) {
+  if (o.rank >= o.world_size) {
     throw_bad_input("tune: --rank " + std::to_string(o.rank) + " must lie in [0, --world-size " + std::to_string(o.world_size) + ")");
   }
   const bool multi_rank = o.world_size > 1;
@@ -84,15 +86,17 @@ void run(const TuneCliOptions& o) {
   }
 #endif
 
+  if (!o.no_store && o.kernels_in_db && !o.store_dir.empty()) throw_bad_input("tune: give --store DIR or --kernels-in-db, not both");
+  if (!o.no_store && !o.store_dir.empty()) check_store_dir(o.store_dir, "tune");
+  // The database is opened (refused, or repaired) before the kernel store shares its file.
+  auto db = open_db(o.db);
   std::unique_ptr<KernelStore> own_store;
   KernelStore* store = nullptr;
   if (!o.no_store) {
-    if (o.kernels_in_db && !o.store_dir.empty()) throw_bad_input("tune: give --store DIR or --kernels-in-db, not both");
     if (!o.store_dir.empty()) own_store = std::make_unique<DirectoryKernelStore>(o.store_dir);
-    if (o.kernels_in_db) own_store = std::make_unique<SqliteKernelStore>(resolve_db_path(o.db));
+    if (o.kernels_in_db) own_store = std::make_unique<SqliteKernelStore>(db->path());
     store = own_store ? own_store.get() : default_kernel_store();
   }
-  auto db = open_db(o.db);
   TuneOptions options;
   options.arch = device_class.arch;
   options.jobs = o.jobs;
@@ -100,7 +104,8 @@ void run(const TuneCliOptions& o) {
   options.budget_s = o.budget_s;
   options.runs = o.runs;
   options.warmup = o.warmup;
-  options.quiet = o.quiet || o.json_output;
+  // Progress goes to stderr in both modes, so --json keeps stdout clean and still shows life.
+  options.quiet = o.quiet;
   CompileFn compile = [store](const KernelSpec& spec, std::string_view arch) { return compile_kernel(spec, arch, store); };
   Tuner tuner(*db, options, compile, timer.get(), ranks.get());
   TuneReport report = tuner.tune(problems, device_class);
@@ -138,15 +143,17 @@ CommandRegistrar registrar("tune", [](CLI::App& root) {
   cmd->add_flag("--json", o->json_output, "print JSON");
   cmd->add_flag("--require-gpu", o->require_gpu, "exit 3 when no GPU is present instead of compiling only");
   cmd->add_option("--max-candidates", o->max_candidates, "at most this many viable candidates per workload (0: all)");
-  cmd->add_option("-j,--jobs", o->jobs, "parallel compiles (default: CPU count)");
+  cmd->add_option("-j,--jobs", o->jobs, "parallel compiles (default: CPU count)")->check(int_range(0, 1024, " (0: one per CPU)"));
   cmd->add_option("--runs", o->runs, "timed launches per candidate, at least 20 (the median is kept)");
   cmd->add_option("--warmup", o->warmup, "untimed launches before timing");
   cmd->add_option("--store", o->store_dir, "compiled-kernel store directory (default: $CPGEN_KERNEL_DIR, $XDG_CACHE_HOME/cpgen/kernels or ~/.cache/cpgen/kernels)");
   cmd->add_flag("--no-store", o->no_store, "always run NVRTC and store no compiled kernels");
   cmd->add_flag("--kernels-in-db", o->kernels_in_db, "keep compiled kernels in the database's kernels table instead of a directory");
   cmd->add_flag("-q,--quiet", o->quiet, "no progress lines");
-  cmd->add_option("--rank", o->rank, "this process's rank in a multi-rank tune (rank 0 times and decides)");
-  cmd->add_option("--world-size", o->world_size, "ranks in a multi-rank tune over NCCL (default 1)");
+  cmd->add_option("--rank", o->rank, "this process's rank in a multi-rank tune (rank 0 times and decides)")
+      ->check(int_range(0, kMaxCpSize - 1));
+  cmd->add_option("--world-size", o->world_size, "ranks in a multi-rank tune over NCCL (default 1)")
+      ->check(int_range(1, kMaxCpSize));
   cmd->add_option("--nccl-id-file", o->nccl_id_file, "file through which rank 0 hands its NCCL id to the other ranks");
   cmd->callback([o] { run(*o); });
 });

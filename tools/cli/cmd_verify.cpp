@@ -11,7 +11,10 @@
 #include "cpgen/error.h"
 #include "runtime/ring/partition.h"
 #include "runtime/ring/vectors.h"
+#include "runtime/core/problem_limits.h"
 #include "tools/cli/command.h"
+#include "tools/cli/int_range.h"
+#include "tools/cli/store_dir.h"
 #include "tools/cli/verify_backend.h"
 
 namespace cpgen::cli {
@@ -67,7 +70,8 @@ void write_results(const std::string& path, const AttentionVectors& vec,
 
 void run_verify(const VerifyOptions& opt) {
   const Scheme scheme = parse_scheme(opt.scheme);
-  if (opt.ranks < 1) throw_bad_input("--ranks must be >= 1; got " + std::to_string(opt.ranks));
+  // Checked before the run, which may take minutes, rather than when the results are written.
+  if (!opt.output_path.empty()) check_output_file(opt.output_path, "verify", "--output");
   const VerifyBackend* backend = find_verify_backend(opt.backend);
   if (!backend)
     throw_bad_input("--backend '" + opt.backend + "' is not available in this build; allowed: " +
@@ -142,7 +146,8 @@ const CommandRegistrar kVerify("verify", [](CLI::App& root) {
   cmd->add_option("--scheme", opt->scheme, "partition scheme: contiguous, zigzag, zigzag-token, striped")
       ->required();
   cmd->add_option("--ranks", opt->ranks, "context-parallel ranks (virtual ranks on this machine)")
-      ->required();
+      ->required()
+      ->check(int_range(1, kMaxCpSize));
   std::string backends_help = "where the ring runs:";
   for (const std::string& name : verify_backend_names())
     backends_help += " " + name + " (" + find_verify_backend(name)->summary + ")";

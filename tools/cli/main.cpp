@@ -2,7 +2,10 @@
 // what is allowed), 1 any other failure; a command may choose another (tune --require-gpu: 3).
 #include <cstdio>
 #include <iostream>
+#include <functional>
 #include <map>
+#include <string>
+#include <vector>
 
 #include "cpgen/error.h"
 #include "tools/cli/command.h"
@@ -19,6 +22,35 @@ int g_exit_code = 0;
 
 }  // namespace
 
+// Messages are printed after "cpgen: "; one that names the program itself would read
+// "cpgen: cpgen verify ...".
+std::string without_program_name(const std::string& message) {
+  for (const char* prefix : {"cpgen: ", "cpgen "}) {
+    if (message.rfind(prefix, 0) == 0) return message.substr(std::string(prefix).size());
+  }
+  return message;
+}
+
+// The visible commands, for the line that answers an unknown one.
+std::vector<const CLI::App*> all_commands(const CLI::App& app) {
+  return app.get_subcommands(std::function<bool(const CLI::App*)>([](const CLI::App*) { return true; }));
+}
+
+bool is_command(const CLI::App& app, const std::string& name) {
+  for (const CLI::App* sub : all_commands(app))
+    if (sub->get_name() == name) return true;
+  return false;
+}
+
+std::string command_list(const CLI::App& app) {
+  std::string names;
+  for (const CLI::App* sub : all_commands(app)) {
+    if (sub->get_group().empty()) continue;  // hidden (internal) commands
+    names += (names.empty() ? "" : ", ") + sub->get_name();
+  }
+  return names;
+}
+
 CommandRegistrar::CommandRegistrar(std::string name, CommandSetup setup) {
   registry().emplace(std::move(name), std::move(setup));
 }
@@ -33,6 +65,12 @@ int main(int argc, char** argv) {
   app.require_subcommand(1);
   app.set_version_flag("--version", CPGEN_CLI_VERSION);
   for (auto& [name, setup] : cpgen::cli::registry()) setup(app);
+  // CLI11 answers a misspelt command with "A subcommand is required", which hides the typo.
+  if (argc > 1 && argv[1][0] != '-' && !cpgen::cli::is_command(app, argv[1])) {
+    std::cerr << "cpgen: unknown command '" << argv[1] << "'; commands: " << cpgen::cli::command_list(app)
+              << " (see cpgen --help)\n";
+    return 2;
+  }
   try {
     app.parse(argc, argv);
   } catch (const CLI::CallForHelp& e) {
@@ -43,11 +81,11 @@ int main(int argc, char** argv) {
     return app.exit(e);
   } catch (const CLI::ParseError& e) {
     // One line, the way every other bad input is reported.
-    std::cerr << "cpgen: " << e.what() << " (see cpgen --help)\n";
+    std::cerr << "cpgen: " << cpgen::cli::without_program_name(e.what()) << " (see cpgen --help)\n";
     return 2;
   } catch (const cpgen::Error& e) {
     std::cout.flush();
-    std::cerr << "cpgen: " << e.what() << "\n";
+    std::cerr << "cpgen: " << cpgen::cli::without_program_name(e.what()) << "\n";
     return e.kind() == cpgen::ErrorKind::kBadInput ? 2 : 1;
   } catch (const std::exception& e) {
     std::cout.flush();

@@ -31,7 +31,7 @@ double max_abs_error(const std::vector<float>& got, const std::vector<double>& w
 // One process per rank; each compares its own shard and reports sums that combine here.
 VerifyReport run_nccl(const VerifyRequest& r, Dtype dtype) {
   if (!nccl_available())
-    throw Error(ErrorKind::kNccl, "cpgen verify --transport nccl: cpgen was built without NCCL");
+    throw Error(ErrorKind::kNccl, "verify --transport nccl: this cpgen was built without NCCL");
   const std::vector<nlohmann::json> ranks = launch_nccl_ranks(
       r.ranks,
       {"--task", "verify", "--vectors", r.vectors_path, "--scheme", std::string(scheme_name(r.scheme)),
@@ -63,7 +63,7 @@ VerifyReport run_gpu(const VerifyRequest& r) {
     throw_bad_input(vec.name + ": sliding windows (window " + std::to_string(vec.shape.window) +
                     ") are not supported by the GPU ring kernel");
   std::string why;
-  if (!cu::try_driver(&why)) throw Error(ErrorKind::kNoDevice, "cpgen verify --backend gpu needs a GPU: " + why);
+  if (!cu::try_driver(&why)) throw Error(ErrorKind::kNoDevice, "verify --backend gpu needs a GPU: " + why);
   if (transport == "nccl") return run_nccl(r, dtype);
   const Problem p = problem_from_vectors(vec, r.ranks, r.scheme, dtype);
   const std::vector<float> q(vec.q.begin(), vec.q.end()), k(vec.k.begin(), vec.k.end()),

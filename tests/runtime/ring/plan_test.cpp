@@ -5,9 +5,12 @@
 #include <chrono>
 #include <cmath>
 #include <limits>
+#include <tuple>
+#include <vector>
 
 #include "cpgen/error.h"
 #include "runtime/ring/partition.h"
+#include "runtime/core/problem_limits.h"
 #include "runtime/ring/plan_work.h"
 #include "runtime/ring/schedule.h"
 
@@ -101,12 +104,44 @@ TEST(PlanWork, CountedRankWorkEqualsRankWork) {
   EXPECT_GT(cases, 500);
 }
 
-TEST(PlanWork, UsesRankWorkForOrdinaryShapesAndCountsHugeOnes) {
-  const Problem small = make_problem(32768, 8, true, Scheme::kZigzag);  // 2^19 tile pairs
+TEST(PlanWork, UsesRankWorkForTinyShapesAndCountsTheRest) {
+  const Problem small = make_problem(2048, 8, true, Scheme::kZigzag);  // 2^11 tile pairs
   const PlannedWork direct = planned_rank_work(small, 128, 64);
   EXPECT_TRUE(direct.used_rank_work);
   EXPECT_EQ(direct.coarsening, 1);
+  EXPECT_FALSE(planned_rank_work(make_problem(32768, 8, true, Scheme::kZigzag), 128, 64).used_rank_work);
+}
 
+// A shared count scaled to batch, heads and head dim equals the direct count exactly.
+TEST(PlanWork, RankWorkCacheEqualsDirectCounts) {
+  RankWorkCache cache;
+  for (Scheme scheme : {Scheme::kContiguous, Scheme::kZigzag, Scheme::kZigzagToken, Scheme::kStriped}) {
+    for (bool causal : {true, false}) {
+      for (const auto& [q_heads, kv_heads, head_dim, batch] :
+           std::vector<std::tuple<int, int, int, int>>{{32, 8, 128, 1}, {8, 2, 64, 3}, {64, 16, 256, 2}, {4, 1, 96, 5}}) {
+        for (int64_t seq_len : {int64_t{4096}, int64_t{65536}, int64_t{1} << 20}) {
+          Problem p = make_problem(seq_len, 8, causal, scheme, q_heads, kv_heads, head_dim);
+          p.batch = batch;
+          const PlannedWork direct = planned_rank_work(p, 128, 64);
+          const PlannedWork shared = cache.get(p, 128, 64);
+          ASSERT_EQ(direct.ranks.size(), shared.ranks.size());
+          EXPECT_EQ(direct.coarsening, shared.coarsening);
+          for (size_t r = 0; r < direct.ranks.size(); ++r) {
+            SCOPED_TRACE(std::string(scheme_name(scheme)) + " seq " + std::to_string(seq_len) + " rank " + std::to_string(r));
+            EXPECT_EQ(direct.ranks[r].full_tiles, shared.ranks[r].full_tiles);
+            EXPECT_EQ(direct.ranks[r].masked_tiles, shared.ranks[r].masked_tiles);
+            EXPECT_EQ(direct.ranks[r].skipped_tiles, shared.ranks[r].skipped_tiles);
+            EXPECT_DOUBLE_EQ(direct.ranks[r].flops, shared.ranks[r].flops);
+          }
+        }
+      }
+    }
+  }
+  // The four (heads, head dim, batch) combinations share one count per (scheme, mask, length).
+  EXPECT_EQ(cache.size(), 4u * 2u * 3u);
+}
+
+TEST(PlanWork, CountsHugeShapes) {
   const Problem million = make_problem(1 << 20, 32, true, Scheme::kZigzag);
   const PlannedWork counted = planned_rank_work(million, 128, 64);
   EXPECT_FALSE(counted.used_rank_work);
@@ -115,7 +150,7 @@ TEST(PlanWork, UsesRankWorkForOrdinaryShapesAndCountsHugeOnes) {
   // The largest sequence a shapes file admits, with the most ranks and the largest GQA group:
   // bounded time and memory (rank_work would need 16 GiB of positions and 2^50 tile visits).
   const auto start = std::chrono::steady_clock::now();
-  const Problem giant = make_problem(2147481600, 1024, true, Scheme::kZigzag, 16, 1, 64);  // 2048 * 1048575
+  const Problem giant = make_problem(kMaxSeqLen, 1024, true, Scheme::kZigzag, 16, 1, 64);  // 2^30
   const PlannedWork coarse = planned_rank_work(giant, 128, 64);
   const double seconds = std::chrono::duration<double>(std::chrono::steady_clock::now() - start).count();
   EXPECT_GT(coarse.coarsening, 1);
@@ -124,7 +159,8 @@ TEST(PlanWork, UsesRankWorkForOrdinaryShapesAndCountsHugeOnes) {
   double total = 0;
   for (const RankWork& w : coarse.ranks) total += w.flops;
   // Coarse query tiles widen the masked band, so the count errs high, never low.
-  const double causal_flops = 4.0 * (2147481600.0 * 2147481601.0 / 2) * 64 * 16;
+  const double seq = static_cast<double>(kMaxSeqLen);
+  const double causal_flops = 4.0 * (seq * (seq + 1) / 2) * 64 * 16;
   EXPECT_GE(total, causal_flops);
   EXPECT_LT(total, causal_flops * 1.1);
 }

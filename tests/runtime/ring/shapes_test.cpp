@@ -133,10 +133,11 @@ TEST(Shapes, OptionalFieldsTakeTheirDefaults) {
 
 TEST(Shapes, AcceptsTheEdgesOfEveryRange) {
   // Largest sequence length with one rank; an integral softmax_scale is a number too.
-  auto p = parse_shapes_json(shapes_text({{"seq_len", "2147483647"}, {"cp_size", "1"},
+  auto p = parse_shapes_json(shapes_text({{"seq_len", "1073741824"}, {"cp_size", "1"},
                                           {"scheme", "\"contiguous\""}, {"softmax_scale", "1"}}),
                              "t")[0];
-  EXPECT_EQ(p.seq_len, 2147483647);
+  EXPECT_EQ(p.seq_len, 1073741824);
+  EXPECT_NO_THROW(p.validate());  // the runtime accepts the largest length a file admits
   EXPECT_DOUBLE_EQ(p.scale(), 1.0);
   p = parse_shapes_json(shapes_text({{"q_heads", "16"}, {"kv_heads", "1"}, {"head_dim", "256"}}), "t")[0];
   EXPECT_EQ(p.gqa_group(), 16);
@@ -212,14 +213,16 @@ TEST(Shapes, RejectsOutOfRangeNumbers) {
   expect_field_rejected({{"kv_heads", "0"}}, {"kv_heads must be an integer 1..1024, got 0"});
   expect_field_rejected({{"cp_size", "0"}}, {"cp_size must be an integer 1..1024, got 0"});
   expect_field_rejected({{"cp_size", "1025"}}, {"cp_size must be an integer 1..1024, got 1025"});
-  expect_field_rejected({{"seq_len", "0"}}, {"seq_len must be an integer 1..2147483647, got 0"});
-  expect_field_rejected({{"seq_len", "2147483648"}}, {"seq_len must be an integer 1..2147483647, got 2147483648"});
+  expect_field_rejected({{"seq_len", "0"}}, {"seq_len must be an integer 1..1073741824, got 0"});
+  // One limit with the runtime (kMaxSeqLen, 2^30): a file never admits what Problem::validate refuses.
+  expect_field_rejected({{"seq_len", "1073741825"}}, {"seq_len must be an integer 1..1073741824, got 1073741825"});
+  expect_field_rejected({{"seq_len", "2147483647"}}, {"seq_len must be an integer 1..1073741824, got 2147483647"});
   // Beyond int64 and beyond uint64 (the latter arrives as a float): still a clean message.
   expect_field_rejected({{"seq_len", "9223372036854775808"}}, {"seq_len", "got 9223372036854775808"});
   expect_field_rejected({{"seq_len", "18446744073709551615"}}, {"seq_len", "got 18446744073709551615"});
-  expect_field_rejected({{"seq_len", "184467440737095516160000"}}, {"seq_len", "without a fraction or exponent"});
+  expect_field_rejected({{"seq_len", "184467440737095516160000"}}, {"seq_len must be an integer 1..1073741824, got a number too large"});
   expect_field_rejected({{"batch", "-9223372036854775808"}}, {"batch", "got -9223372036854775808"});
-  expect_field_rejected({{"batch", "-99999999999999999999"}}, {"batch", "without a fraction or exponent"});
+  expect_field_rejected({{"batch", "-99999999999999999999"}}, {"batch must be an integer 1..65536, got a number too large"});
   expect_field_rejected({{"softmax_scale", "0"}}, {"softmax_scale must be a number > 0, got 0"});
   expect_field_rejected({{"softmax_scale", "-0.5"}}, {"softmax_scale must be a number > 0, got -0.5"});
   // A literal beyond double range is refused by the JSON parser itself.

@@ -1,0 +1,23 @@
+// The size limits of a problem, the same for every entry point (C++ API, C ABI, shapes files, the
+// command line), and the one check of them.
+#pragma once
+
+#include <cstdint>
+#include <string>
+
+#include "cpgen/problem.h"
+
+namespace cpgen {
+
+// The kernel's positions are int32 and its offsets int64; 2^30 positions keep both far from
+// overflow.
+inline constexpr int64_t kMaxSeqLen = int64_t{1} << 30;
+inline constexpr int64_t kMaxCpSize = 1024;
+inline constexpr int64_t kMaxHeads = 1024;
+inline constexpr int64_t kMaxBatch = 65536;
+
+// Throws Error(kBadInput) "<where>: <field> must be an integer 1..<max>, got <value>" for the
+// first size outside the limits. Problem::validate and the shapes parser both call it.
+void check_problem_limits(const Problem& problem, const std::string& where);
+
+}  // namespace cpgen

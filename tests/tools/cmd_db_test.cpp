@@ -1,0 +1,264 @@
+// cpgen db, explain and tune given files that are not (sound) tuning databases: what they refuse,
+// what they report, and that a file they were only asked to read is never changed, moved or
+// accompanied by new files. Each defect found by the issue 8 walk-through has a test named after it.
+#include <gtest/gtest.h>
+#include <grp.h>
+#include <sys/wait.h>
+#include <unistd.h>
+
+#include <algorithm>
+#include <cstdlib>
+#include <filesystem>
+#include <fstream>
+
+#include "../cache/cache_fixtures.h"
+#include "../cache/damaged_db.h"
+#include "cache/database.h"
+#include "cache/records.h"
+#include "test_util.h"
+
+namespace cpgen::testing {
+namespace {
+
+namespace fs = std::filesystem;
+
+int line_count(const std::string& text) { return static_cast<int>(std::count(text.begin(), text.end(), '\n')); }
+
+class CmdDb : public TempDirTest {
+ protected:
+  void make_db(const std::string& p) {
+    Database db(p);
+    put_record(db, test_record(test_workload(), 128, 64, 4, 2, 1.0));
+    put_record(db, test_record(test_workload(4096), 128, 128, 8, 2, 0.5));
+  }
+  std::string shape() const {
+    return R"('{"q_heads": 32, "kv_heads": 8, "head_dim": 128, "seq_len": 32768, "cp_size": 2, "dtype": "bf16", "causal": true}')";
+  }
+  std::string export_of(const std::string& db) {
+    CliResult r = run_cli("db export --db " + db);
+    EXPECT_EQ(r.exit_code, 0) << r.err;
+    return r.out;
+  }
+};
+
+// Sets an environment variable for one scope (run_cli's child inherits it).
+class ScopedEnv {
+ public:
+  ScopedEnv(const char* name, const std::string& value) : name_(name) {
+    if (const char* old = std::getenv(name)) old_ = old, had_ = true;
+    ::setenv(name, value.c_str(), 1);
+  }
+  ~ScopedEnv() {
+    if (had_) ::setenv(name_, old_.c_str(), 1);
+    else ::unsetenv(name_);
+  }
+
+ private:
+  const char* name_;
+  std::string old_;
+  bool had_ = false;
+};
+
+TEST_F(CmdDb, JsonOrTextFileInPlaceOfADatabaseIsRefusedByEveryCommand) {
+  make_db(path("real.db"));
+  std::ofstream(path("cache.json")) << R"({"format": "cpgen-tuning-cache", "version": 1, "entries": []})" << "\n";
+  std::ofstream(path("notes.txt")) << "not a database\nat all\n";
+  const std::string shapes = std::string(CPGEN_SOURCE_DIR) + "/examples/shapes/video-dit-full-cp8.json";
+  for (const char* name : {"cache.json", "notes.txt"}) {
+    const std::string file = path(name);
+    const std::vector<std::string> commands = {
+        "db show --db " + file,
+        "db export --db " + file,
+        "db verify --db " + file,
+        "db import " + path("cache.json") + " --db " + file,
+        "db merge " + path("real.db") + " --db " + file,
+        "db merge " + file + " --db " + path("real.db"),
+        "explain --db " + file + " --shape " + shape(),
+        "tune --db " + file + " --shapes " + shapes + " --max-candidates 1 -q --store " + path("store"),
+    };
+    for (const std::string& command : commands) {
+      const auto before = folder_snapshot(dir_.string());
+      CliResult r = run_cli(command);
+      EXPECT_EQ(r.exit_code, 2) << command << "\n" << r.out << r.err;
+      EXPECT_LE(line_count(r.err), 3) << command << "\n" << r.err;
+      EXPECT_NE(r.err.find(file), std::string::npos) << command << "\n" << r.err;
+      EXPECT_EQ(r.err.find(".cpp:"), std::string::npos) << "no C++ source line: " << r.err;
+      EXPECT_EQ(folder_snapshot(dir_.string()), before) << command << ": the folder changed";
+    }
+    // $CPGEN_DB names the file just as --db does.
+    ScopedEnv env("CPGEN_DB", file);
+    const auto before = folder_snapshot(dir_.string());
+    for (const char* command : {"db show", "db import "}) {
+      CliResult r = run_cli(std::string(command) + (std::string(command) == "db import " ? path("cache.json") : ""));
+      EXPECT_EQ(r.exit_code, 2) << command << " with CPGEN_DB\n" << r.err;
+      EXPECT_LE(line_count(r.err), 3) << r.err;
+    }
+    EXPECT_EQ(folder_snapshot(dir_.string()), before);
+  }
+}
+
+TEST_F(CmdDb, ImportOfADirectoryIsBadInput) {
+  CliResult r = run_cli("db import " + dir_.string() + " --db " + path("a.db"));
+  EXPECT_EQ(r.exit_code, 2) << r.err;
+  EXPECT_NE(r.err.find("is a directory"), std::string::npos) << r.err;
+  EXPECT_EQ(r.err.find("internal error"), std::string::npos) << r.err;
+  EXPECT_FALSE(fs::exists(path("a.db"))) << "bad input must not create a database";
+}
+
+TEST_F(CmdDb, TruncatedJsonIsOneLineWithoutJsonException) {
+  make_db(path("a.db"));
+  const std::string text = export_of(path("a.db"));
+  std::ofstream(path("cut.json")) << text.substr(0, text.size() / 2);
+  CliResult r = run_cli("db import " + path("cut.json") + " --db " + path("b.db"));
+  EXPECT_EQ(r.exit_code, 2) << r.err;
+  EXPECT_EQ(line_count(r.err), 1) << r.err;
+  EXPECT_NE(r.err.find("not valid JSON at line"), std::string::npos) << r.err;
+  EXPECT_EQ(r.err.find("json.exception"), std::string::npos) << r.err;
+  EXPECT_EQ(r.err.find("last read"), std::string::npos) << r.err;
+  EXPECT_FALSE(fs::exists(path("b.db")));
+}
+
+TEST_F(CmdDb, ImportOfBadEntriesExitsTwoAndLeavesTheDatabaseUnchanged) {
+  make_db(path("a.db"));
+  const std::string before = export_of(path("a.db"));
+  nlohmann::json doc = nlohmann::json::parse(before);
+  struct Case {
+    const char* what;
+    std::function<void(nlohmann::json&)> edit;
+  };
+  const Case cases[] = {
+      {"mismatched kernel", [](nlohmann::json& e) { e["kernel"] = "ring_fwd_bf16_hd64_causal_gqa4_bm128_bn64_w4_s2"; }},
+      {"negative time", [](nlohmann::json& e) { e["median_ms"] = -2.5; }},
+      {"NaN time (JSON null)", [](nlohmann::json& e) { e["median_ms"] = nullptr; }},
+      {"missing time", [](nlohmann::json& e) { e.erase("median_ms"); }},
+  };
+  for (const Case& c : cases) {
+    nlohmann::json bad = doc;
+    for (auto& entry : bad["entries"]) entry["workload"]["q_len"] = 99;  // new entries, all would be added
+    c.edit(bad["entries"][1]);
+    std::ofstream(path("bad.json")) << bad.dump(2);
+    CliResult r = run_cli("db import " + path("bad.json") + " --db " + path("a.db"));
+    EXPECT_EQ(r.exit_code, 2) << c.what << "\n" << r.err;
+    EXPECT_NE(r.err.find("entry 1"), std::string::npos) << c.what << "\n" << r.err;
+    EXPECT_EQ(line_count(r.err), 1) << r.err;
+    EXPECT_EQ(export_of(path("a.db")), before) << c.what;
+  }
+  // The literal NaN is not JSON at all: bad input too.
+  std::string text = before;
+  text.replace(text.find("\"median_ms\": ") + 13, 1, "NaN, \"x\": 1");
+  std::ofstream(path("nan.json")) << text;
+  EXPECT_EQ(run_cli("db import " + path("nan.json") + " --db " + path("a.db")).exit_code, 2);
+  EXPECT_EQ(export_of(path("a.db")), before);
+}
+
+TEST_F(CmdDb, VerifyOfATruncatedDatabaseFailsAndLeavesTheFileAsItWas) {
+  write_truncated_db(path("d.db"));
+  const auto before = folder_snapshot(dir_.string());
+  for (const char* args : {"db verify --db ", "db verify --json --db "}) {
+    CliResult r = run_cli(args + path("d.db"));
+    EXPECT_NE(r.exit_code, 0) << r.out;
+    EXPECT_EQ(r.out.find("integrity ok"), std::string::npos) << r.out;
+    EXPECT_EQ(folder_snapshot(dir_.string()), before);
+  }
+}
+
+TEST_F(CmdDb, ReadOnlyCommandsReportADamagedDatabaseWithExitOne) {
+  write_truncated_db(path("d.db"));
+  const auto before = folder_snapshot(dir_.string());
+  for (const std::string& command : {"db show --db " + path("d.db"), "db export --db " + path("d.db"),
+                                     "explain --db " + path("d.db") + " --shape " + shape()}) {
+    CliResult r = run_cli(command);
+    EXPECT_EQ(r.exit_code, 1) << command << "\n" << r.out << r.err;
+    EXPECT_NE(r.err.find(path("d.db")), std::string::npos) << r.err;
+    EXPECT_NE(r.err.find("damaged"), std::string::npos) << r.err;
+    EXPECT_EQ(folder_snapshot(dir_.string()), before) << command;
+  }
+}
+
+TEST_F(CmdDb, ImportIntoADamagedDatabaseMovesItAsideWithAWarning) {
+  make_db(path("a.db"));
+  ASSERT_EQ(run_cli("db export --db " + path("a.db") + " -o " + path("a.json")).exit_code, 0);
+  write_truncated_db(path("d.db"));
+  const std::string damaged = file_bytes(path("d.db"));
+  CliResult r = run_cli("db import " + path("a.json") + " --db " + path("d.db"));
+  ASSERT_EQ(r.exit_code, 0) << r.err;
+  EXPECT_NE(r.err.find("warning"), std::string::npos) << r.err;
+  EXPECT_NE(r.out.find("2 added"), std::string::npos) << r.out;
+  bool kept = false;
+  for (const auto& entry : fs::directory_iterator(dir_)) {
+    if (entry.path().filename().string().rfind("d.db.corrupt-", 0) == 0) kept = file_bytes(entry.path().string()) == damaged;
+  }
+  EXPECT_TRUE(kept) << "the damaged file must be kept aside byte for byte";
+}
+
+TEST_F(CmdDb, NoOpenLockFilesAreLeftBehind) {
+  make_db(path("a.db"));
+  ASSERT_EQ(run_cli("db export --db " + path("a.db") + " -o " + path("a.json")).exit_code, 0);
+  ASSERT_EQ(run_cli("db import " + path("a.json") + " --db " + path("b.db")).exit_code, 0);
+  ASSERT_EQ(run_cli("db merge " + path("a.db") + " --db " + path("b.db")).exit_code, 0);
+  ASSERT_EQ(run_cli("db show --db " + path("b.db")).exit_code, 0);
+  for (const auto& entry : fs::directory_iterator(dir_)) {
+    EXPECT_EQ(entry.path().string().find("open-lock"), std::string::npos) << entry.path();
+    EXPECT_EQ(entry.path().string().find("-shm"), std::string::npos) << entry.path();
+  }
+}
+
+// The tests run as root, which ignores permissions; a child process drops to `nobody` to show
+// that the read-only commands need no write access at all.
+TEST_F(CmdDb, ReadOnlyCommandsWorkOnAReadOnlyDatabaseInAReadOnlyFolderAsNonRoot) {
+  if (::geteuid() != 0) GTEST_SKIP() << "not root: cannot switch to nobody (run as root, or see the chmod checks below)";
+  const std::string folder = path("shared");
+  fs::create_directory(folder);
+  const std::string db = folder + "/team.db";
+  make_db(db);
+  fs::permissions(db, fs::perms::owner_read | fs::perms::group_read | fs::perms::others_read);
+  fs::permissions(folder, fs::perms::owner_read | fs::perms::owner_exec | fs::perms::group_read | fs::perms::group_exec |
+                              fs::perms::others_read | fs::perms::others_exec);
+  const auto before = folder_snapshot(folder);
+  const std::string shape_arg = shape();
+  int pipe_fds[2];
+  ASSERT_EQ(::pipe(pipe_fds), 0);
+  const pid_t child = ::fork();
+  ASSERT_GE(child, 0);
+  if (child == 0) {
+    ::close(pipe_fds[0]);
+    std::string report;
+    int code = 0;
+    if (::setgroups(0, nullptr) != 0 || ::setgid(65534) != 0 || ::setuid(65534) != 0) {
+      report = "cannot switch to nobody";
+      code = 77;
+    } else {
+      ::setenv("XDG_CACHE_HOME", (folder + "/no-cache").c_str(), 1);
+      for (const std::string& command : {"db show --db " + db, "db export --db " + db, "db verify --db " + db,
+                                         "explain --db " + db + " --shape " + shape_arg}) {
+        CliResult r = run_cli(command);
+        if (r.exit_code != 0) {
+          report += command + " exited " + std::to_string(r.exit_code) + ": " + r.err + "\n";
+          code = 1;
+        } else if (command.rfind("explain", 0) == 0 && r.out.find("database-exact") == std::string::npos &&
+                   r.out.find(db) == std::string::npos) {
+          report += "explain did not read the database: " + r.out + "\n";
+          code = 1;
+        }
+      }
+    }
+    (void)!::write(pipe_fds[1], report.data(), report.size());
+    ::close(pipe_fds[1]);
+    ::_exit(code);
+  }
+  ::close(pipe_fds[1]);
+  std::string report;
+  char buffer[4096];
+  for (ssize_t n; (n = ::read(pipe_fds[0], buffer, sizeof buffer)) > 0;) report.append(buffer, n);
+  ::close(pipe_fds[0]);
+  int status = 0;
+  ASSERT_EQ(::waitpid(child, &status, 0), child);
+  ASSERT_TRUE(WIFEXITED(status));
+  if (WEXITSTATUS(status) == 77) GTEST_SKIP() << report;
+  EXPECT_EQ(WEXITSTATUS(status), 0) << report;
+  EXPECT_EQ(folder_snapshot(folder), before) << "a read-only command created or changed a file";
+  fs::permissions(folder, fs::perms::owner_all);
+}
+
+}  // namespace
+}  // namespace cpgen::testing

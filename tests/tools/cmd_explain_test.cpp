@@ -1,0 +1,79 @@
+// cpgen explain's answers to bad input and its JSON report of the database it looked at.
+#include <gtest/gtest.h>
+
+#include <algorithm>
+#include <cstdlib>
+#include <filesystem>
+#include <fstream>
+
+#include "../cache/cache_fixtures.h"
+#include "../cache/damaged_db.h"
+#include "test_util.h"
+
+namespace cpgen::testing {
+namespace {
+
+int line_count(const std::string& text) { return static_cast<int>(std::count(text.begin(), text.end(), '\n')); }
+
+const char* kShape =
+    R"('{"q_heads": 8, "kv_heads": 8, "head_dim": 128, "seq_len": 4096, "cp_size": 2, "dtype": "bf16", "causal": true}')";
+
+class CmdExplain : public TempDirTest {};
+
+TEST_F(CmdExplain, NotADbIsOneLineNoSourceLine) {
+  std::ofstream(path("notadb")) << "hello\n";
+  CliResult r = run_cli("explain --db " + path("notadb") + " --shape " + kShape);
+  EXPECT_EQ(r.exit_code, 2) << r.out << r.err;
+  EXPECT_EQ(line_count(r.err), 1) << r.err;
+  EXPECT_EQ(r.err.find(".cpp"), std::string::npos) << r.err;
+  EXPECT_EQ(r.err.find("sqlite3_"), std::string::npos) << r.err;
+  EXPECT_NE(r.err.find("not an SQLite database"), std::string::npos) << r.err;
+  EXPECT_EQ(file_bytes(path("notadb")), "hello\n");
+}
+
+TEST_F(CmdExplain, ShapeThatIsNotJsonQuotesOnlyWhatTheUserWrote) {
+  CliResult r = run_cli("explain --shape 'not json'");
+  EXPECT_EQ(r.exit_code, 2) << r.err;
+  EXPECT_EQ(line_count(r.err), 1) << r.err;
+  EXPECT_EQ(r.err.find("shapes"), std::string::npos) << "the user never wrote a shapes wrapper: " << r.err;
+  EXPECT_NE(r.err.find("--shape"), std::string::npos) << r.err;
+  EXPECT_NE(r.err.find("line 1, column "), std::string::npos) << r.err;
+  // A shape that is JSON but not an object says so, also without a wrapper.
+  CliResult list = run_cli("explain --shape '[1, 2]'");
+  EXPECT_EQ(list.exit_code, 2);
+  EXPECT_EQ(list.err.find("shapes"), std::string::npos) << list.err;
+}
+
+TEST_F(CmdExplain, JsonNamesTheDefaultDatabasePath) {
+  // No --db and no $CPGEN_DB: the default under $XDG_CACHE_HOME, where no file exists.
+  const char* old_db = std::getenv("CPGEN_DB");
+  const char* old_xdg = std::getenv("XDG_CACHE_HOME");
+  const std::string saved_db = old_db ? old_db : "", saved_xdg = old_xdg ? old_xdg : "";
+  ::unsetenv("CPGEN_DB");
+  ::setenv("XDG_CACHE_HOME", path("xdg").c_str(), 1);
+  CliResult r = run_cli("explain --json --shape " + std::string(kShape));
+  CliResult text = run_cli("explain --shape " + std::string(kShape));
+  if (old_db) ::setenv("CPGEN_DB", saved_db.c_str(), 1);
+  if (old_xdg) ::setenv("XDG_CACHE_HOME", saved_xdg.c_str(), 1);
+  else ::unsetenv("XDG_CACHE_HOME");
+  ASSERT_EQ(r.exit_code, 0) << r.err;
+  const std::string default_path = path("xdg") + "/cpgen/cpgen.db";
+  const nlohmann::json j = nlohmann::json::parse(r.out);
+  EXPECT_EQ(j["db"], default_path) << r.out;
+  EXPECT_EQ(j["db_used"], false);
+  EXPECT_EQ(j["db_note"], "absent");
+  EXPECT_NE(text.out.find(default_path), std::string::npos) << "text mode names it too: " << text.out;
+  EXPECT_FALSE(std::filesystem::exists(path("xdg"))) << "explain must not create the default folder";
+}
+
+TEST_F(CmdExplain, DamagedDbIsReportedWithExitOne) {
+  write_truncated_db(path("d.db"));
+  const std::string before = file_bytes(path("d.db"));
+  CliResult r = run_cli("explain --db " + path("d.db") + " --shape " + kShape);
+  EXPECT_EQ(r.exit_code, 1) << r.out << r.err;
+  EXPECT_NE(r.err.find(path("d.db")), std::string::npos) << r.err;
+  EXPECT_EQ(file_bytes(path("d.db")), before);
+}
+
+}  // namespace
+}  // namespace cpgen::testing

@@ -1,0 +1,70 @@
+#include "tools/cli/json_input.h"
+
+#include <cerrno>
+#include <cstring>
+#include <filesystem>
+#include <fstream>
+#include <sstream>
+
+#include "cpgen/error.h"
+
+namespace cpgen::cli {
+namespace {
+
+// 1-based line and column of a byte offset.
+std::string line_column(const std::string& text, size_t offset) {
+  offset = std::min(offset, text.size());
+  size_t line = 1, column = 1;
+  for (size_t i = 0; i < offset; ++i) {
+    if (text[i] == '\n') {
+      ++line;
+      column = 1;
+    } else {
+      ++column;
+    }
+  }
+  return "line " + std::to_string(line) + ", column " + std::to_string(column);
+}
+
+// nlohmann's text is "[json.exception.parse_error.101] parse error at line 2, column 0: syntax
+// error while parsing ...; last read: '...'": keep the reason, and drop the "last read" part,
+// which shows the parser's buffer (with markers such as <U+000A>) rather than the file.
+std::string reason_of(const std::string& what) {
+  std::string reason = what;
+  if (size_t close = reason.find("] "); reason.rfind("[json.exception.", 0) == 0 && close != std::string::npos) {
+    reason = reason.substr(close + 2);
+  }
+  if (size_t column = reason.find("column "); column != std::string::npos) {
+    if (size_t colon = reason.find(": ", column); colon != std::string::npos) reason = reason.substr(colon + 2);
+  }
+  if (size_t last = reason.find("; last read"); last != std::string::npos) reason = reason.substr(0, last);
+  for (char& c : reason) {
+    if (static_cast<unsigned char>(c) < 0x20) c = ' ';
+  }
+  return reason;
+}
+
+}  // namespace
+
+nlohmann::json read_json_file(const std::string& path, const std::string& what) {
+  std::error_code ec;
+  if (std::filesystem::is_directory(path, ec)) throw_bad_input(what + ": " + path + " is a directory; pass a JSON file");
+  std::ifstream in(path, std::ios::binary);
+  if (!in) throw_bad_input(what + ": cannot read " + path + ": " + std::strerror(errno));
+  std::ostringstream buffer;
+  buffer << in.rdbuf();
+  if (in.bad()) throw_bad_input(what + ": cannot read " + path);
+  const std::string text = buffer.str();
+  try {
+    return nlohmann::json::parse(text);
+  } catch (const nlohmann::json::parse_error& e) {
+    const size_t offset = e.byte == 0 ? 0 : e.byte - 1;
+    const bool at_end = offset >= text.size();
+    throw_bad_input(what + ": " + path + " is not valid JSON at " + line_column(text, offset) +
+                    (at_end ? " (the file ends early; is it truncated?)" : "") + ": " + reason_of(e.what()));
+  } catch (const nlohmann::json::exception& e) {
+    throw_bad_input(what + ": " + path + " is not valid JSON: " + reason_of(e.what()));
+  }
+}
+
+}  // namespace cpgen::cli

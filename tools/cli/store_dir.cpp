@@ -1,0 +1,45 @@
+#include "tools/cli/store_dir.h"
+
+#include <unistd.h>
+
+#include <filesystem>
+
+#include "cpgen/error.h"
+
+namespace cpgen::cli {
+namespace fs = std::filesystem;
+
+void check_store_dir(const std::string& dir, const std::string& what) {
+  std::error_code ec;
+  if (fs::exists(dir, ec)) {
+    if (!fs::is_directory(dir, ec)) throw_bad_input(what + ": --store " + dir + " is not a directory; pass a folder for compiled kernels");
+    if (::access(dir.c_str(), W_OK | X_OK) != 0) throw_bad_input(what + ": --store " + dir + " is not writable");
+    return;
+  }
+  // The store creates missing folders; the nearest existing ancestor must allow that.
+  fs::path ancestor = fs::absolute(dir, ec).parent_path();
+  while (!ancestor.empty() && !fs::exists(ancestor, ec) && ancestor != ancestor.parent_path()) ancestor = ancestor.parent_path();
+  if (!fs::is_directory(ancestor, ec)) {
+    throw_bad_input(what + ": --store " + dir + " cannot be created: " + ancestor.string() + " is not a directory");
+  }
+  if (::access(ancestor.c_str(), W_OK | X_OK) != 0) {
+    throw_bad_input(what + ": --store " + dir + " cannot be created: " + ancestor.string() + " is not writable");
+  }
+}
+
+void check_output_file(const std::string& path, const std::string& what, const std::string& option) {
+  std::error_code ec;
+  if (fs::is_directory(path, ec)) throw_bad_input(what + ": " + option + " " + path + " is a directory; pass a file path");
+  fs::path folder = fs::absolute(path, ec).parent_path();
+  if (!fs::is_directory(folder, ec)) {
+    throw_bad_input(what + ": " + option + " " + path + ": the folder " + folder.string() + " does not exist");
+  }
+  if (::access(folder.c_str(), W_OK | X_OK) != 0) {
+    throw_bad_input(what + ": " + option + " " + path + ": the folder " + folder.string() + " is not writable");
+  }
+  if (fs::exists(path, ec) && ::access(path.c_str(), W_OK) != 0) {
+    throw_bad_input(what + ": " + option + " " + path + " is not writable");
+  }
+}
+
+}  // namespace cpgen::cli
