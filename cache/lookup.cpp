@@ -151,12 +151,13 @@ Selection select_config(const WorkloadKey& w, Database* db, const Environment& e
     return sel;
   }
 
+  // On a known target, a default that fits its shared memory (the 99 KB ones need smaller tiles).
+  const bool known_arch = std::ranges::find(kSupportedArchs, std::string_view(w.arch)) != std::end(kSupportedArchs);
   if (is_backward(w.step)) {
-    sel.spec = KernelSpec::backward_default_for(w.dtype, w.head_dim, w.causal, w.gqa_group());
+    sel.spec = known_arch ? KernelSpec::backward_default_for_arch(w.dtype, w.head_dim, w.causal, w.gqa_group(), w.arch)
+                          : KernelSpec::backward_default_for(w.dtype, w.head_dim, w.causal, w.gqa_group());
     sel.origin = "KernelSpec::backward_default_for";
   } else {
-    // On a known target, a default that fits its shared memory (head dim 256 on the 99 KB ones).
-    const bool known_arch = std::ranges::find(kSupportedArchs, std::string_view(w.arch)) != std::end(kSupportedArchs);
     sel.spec = known_arch ? KernelSpec::default_for_arch(w.dtype, w.head_dim, w.causal, w.gqa_group(), w.arch)
                           : KernelSpec::default_for(w.dtype, w.head_dim, w.causal, w.gqa_group());
     sel.origin = "KernelSpec::default_for";

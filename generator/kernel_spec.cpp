@@ -266,6 +266,19 @@ KernelSpec KernelSpec::backward_default_for(Dtype dtype, int head_dim, bool caus
   return s;
 }
 
+KernelSpec KernelSpec::backward_default_for_arch(Dtype dtype, int head_dim, bool causal, int gqa_group,
+                                                 std::string_view arch) {
+  KernelSpec s = backward_default_for(dtype, head_dim, causal, gqa_group);
+  // K and V stay resident for the whole CTA, so the Q/dO pipeline goes first (one stage), then
+  // the query tile shrinks; the key tile, which sets how many warps share the dK/dV work, is kept.
+  if (!check_feasibility(s, arch).feasible) s.stages = 1;
+  while (!check_feasibility(s, arch).feasible && s.block_m > 16) s.block_m /= 2;
+  if (!check_feasibility(s, arch).feasible)
+    throw Error(ErrorKind::kInfeasible, "no default backward tile config of head dim " + std::to_string(head_dim) +
+                                            " fits " + std::string(arch));
+  return s;
+}
+
 std::vector<KernelSpec> KernelSpec::backward_defaults() {
   std::vector<KernelSpec> specs;
   for (Dtype dtype : kSupportedDtypes)

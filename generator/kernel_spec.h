@@ -70,6 +70,10 @@ struct KernelSpec {
   // backward counterparts (the compile matrix and `cpgen compile --all` read both).
   static KernelSpec backward_pre(Dtype dtype, int head_dim, int warps = 4);
   static KernelSpec backward_default_for(Dtype dtype, int head_dim, bool causal, int gqa_group);
+  // The backward default where it fits `arch`; otherwise (the 99 KB targets sm_86, sm_89, sm_120)
+  // one Q/dO stage, then smaller query tiles, until it fits.
+  static KernelSpec backward_default_for_arch(Dtype dtype, int head_dim, bool causal, int gqa_group,
+                                              std::string_view arch);
   // Every supported combination's default backward step, then one pre kernel per (dtype, head dim).
   static std::vector<KernelSpec> backward_defaults();
   static std::vector<KernelSpec> backward_candidates_for(Dtype dtype, int head_dim, bool causal,

@@ -15,6 +15,8 @@ inline constexpr int64_t kMaxSeqLen = int64_t{1} << 30;
 inline constexpr int64_t kMaxCpSize = 1024;
 inline constexpr int64_t kMaxHeads = 1024;
 inline constexpr int64_t kMaxBatch = 65536;
+// Packed query rows of one kv head on one rank: local_seq_len * (q_heads / kv_heads).
+inline constexpr int64_t kMaxPackedRows = int64_t{1} << 30;
 
 // Throws Error(kBadInput) "<where>: <field> must be an integer 1..<max>, got <value>" for the
 // first size outside the limits. Problem::validate and the shapes parser both call it.

@@ -49,6 +49,16 @@ void check_problem_limits(const Problem& p, const std::string& where) {
   require_range(where, "kv_heads", p.kv_heads, kMaxHeads);
   require_range(where, "seq_len", p.seq_len, kMaxSeqLen);
   require_range(where, "cp_size", p.cp_size, kMaxCpSize);
+  // The step kernels' launch limits, checked here so that no problem fails only at its first
+  // launch (templates/step_fwd.cuh, templates/layout.cuh). The limits above keep batch *
+  // kv_heads far below 2^31 (the int32 pair index; pairs fold over grid.y and grid.z). A kv head's
+  // packed query rows (local_seq_len * group, layout.cuh) are int32 row indices, and a block's rows
+  // run up to block_m past the last one: 2^30 leaves room for any block.
+  if (p.kv_heads > 0 && p.q_heads % p.kv_heads == 0 && p.seq_len / p.cp_size * (p.q_heads / p.kv_heads) > kMaxPackedRows)
+    throw_bad_input(where + ": seq_len / cp_size * (q_heads / kv_heads) = " + std::to_string(p.seq_len / p.cp_size) +
+                    " * " + std::to_string(p.q_heads / p.kv_heads) +
+                    " packed query rows per rank exceeds the supported maximum 2^30 (the step "
+                    "kernel's packed row indices are 32-bit)");
 }
 
 void Problem::validate() const {
@@ -67,17 +77,6 @@ void Problem::validate() const {
   if (!std::isfinite(softmax_scale) || softmax_scale < 0)
     throw_bad_input(where(*this) + ": softmax_scale " + std::to_string(softmax_scale) +
                     " must be finite and >= 0 (0 means 1/sqrt(head_dim))");
-  // The step kernel's launch limits, checked here so that no problem fails only at its first
-  // launch (templates/step_fwd.cuh, templates/layout.cuh). check_problem_limits keeps batch *
-  // kv_heads far below 2^31 (the int32 pair index; pairs fold over grid.y and grid.z). A kv head's
-  // packed query rows (local_seq_len * group, layout.cuh) are int32 row indices, and a block's rows
-  // run up to block_m past the last one: 2^30 leaves room for any block.
-  constexpr int64_t kMaxPackedRows = int64_t{1} << 30;
-  if (seq_len / cp_size * gqa_group() > kMaxPackedRows)
-    throw_bad_input(where(*this) + ": seq_len / cp_size * (q_heads / kv_heads) = " +
-                    std::to_string(seq_len / cp_size) + " * " + std::to_string(gqa_group()) +
-                    " packed query rows per rank exceeds the supported maximum 2^30 (the step "
-                    "kernel's packed row indices are 32-bit)");
   try {
     check_partitionable(scheme, seq_len, static_cast<int>(cp_size));
   } catch (const Error& e) {

@@ -67,11 +67,14 @@ void compile_all_defaults(std::string_view arch) {
 
 // The other targets of the mma.sync kernel get a representative subset, not all 80 defaults
 // (~75 s per arch on 2 cores): the spec, the arch's default of every other head dim
-// (head dim 256 gets its smaller tile on the 99 KB targets), and one fp16 full-attention MHA.
+// (head dim 256 gets its smaller tile on the 99 KB targets), one fp16 full-attention MHA, and the
+// arch's backward default at head dims 128 and 256 (one Q/dO stage on the 99 KB targets).
 void compile_representative(std::string_view arch) {
   std::vector<KernelSpec> specs = {KernelSpec::parse("ring_fwd_bf16_hd128_causal_gqa4_bm128_bn64_w4_s2")};
   for (int hd : {64, 96, 256}) specs.push_back(KernelSpec::default_for_arch(Dtype::kBf16, hd, true, 4, arch));
   specs.push_back(KernelSpec::default_for_arch(Dtype::kFp16, 128, false, 1, arch));
+  specs.push_back(KernelSpec::backward_default_for_arch(Dtype::kBf16, 128, true, 4, arch));
+  specs.push_back(KernelSpec::backward_default_for_arch(Dtype::kFp16, 256, false, 1, arch));
   compile_cold(specs, arch);
 }
 

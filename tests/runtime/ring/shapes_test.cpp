@@ -133,8 +133,9 @@ TEST(Shapes, OptionalFieldsTakeTheirDefaults) {
 
 TEST(Shapes, AcceptsTheEdgesOfEveryRange) {
   // Largest sequence length with one rank; an integral softmax_scale is a number too.
-  auto p = parse_shapes_json(shapes_text({{"seq_len", "1073741824"}, {"cp_size", "1"},
-                                          {"scheme", "\"contiguous\""}, {"softmax_scale", "1"}}),
+  // (Group 1: the packed query rows, seq_len * group per rank, stay within their own 2^30 limit.)
+  auto p = parse_shapes_json(shapes_text({{"seq_len", "1073741824"}, {"cp_size", "1"}, {"q_heads", "8"},
+                                          {"kv_heads", "8"}, {"scheme", "\"contiguous\""}, {"softmax_scale", "1"}}),
                              "t")[0];
   EXPECT_EQ(p.seq_len, 1073741824);
   EXPECT_NO_THROW(p.validate());  // the runtime accepts the largest length a file admits
