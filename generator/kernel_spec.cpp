@@ -204,12 +204,20 @@ KernelSpec KernelSpec::default_for_arch(Dtype dtype, int head_dim, bool causal, 
   return s;
 }
 
-std::vector<KernelSpec> KernelSpec::all_defaults() {
-  std::vector<KernelSpec> specs;
+namespace {
+// One spec per supported (dtype, head dim, causal, group) combination, in table order.
+template <typename MakeSpec>
+void for_each_combination(std::vector<KernelSpec>* specs, MakeSpec make) {
   for (Dtype dtype : kSupportedDtypes)
     for (int hd : kSupportedHeadDims)
       for (bool causal : {false, true})
-        for (int group : kSupportedGqaGroups) specs.push_back(default_for(dtype, hd, causal, group));
+        for (int group : kSupportedGqaGroups) specs->push_back(make(dtype, hd, causal, group));
+}
+}  // namespace
+
+std::vector<KernelSpec> KernelSpec::all_defaults() {
+  std::vector<KernelSpec> specs;
+  for_each_combination(&specs, default_for);
   return specs;
 }
 
@@ -281,10 +289,7 @@ KernelSpec KernelSpec::backward_default_for_arch(Dtype dtype, int head_dim, bool
 
 std::vector<KernelSpec> KernelSpec::backward_defaults() {
   std::vector<KernelSpec> specs;
-  for (Dtype dtype : kSupportedDtypes)
-    for (int hd : kSupportedHeadDims)
-      for (bool causal : {false, true})
-        for (int group : kSupportedGqaGroups) specs.push_back(backward_default_for(dtype, hd, causal, group));
+  for_each_combination(&specs, backward_default_for);
   for (Dtype dtype : kSupportedDtypes)
     for (int hd : kSupportedHeadDims) specs.push_back(backward_pre(dtype, hd));
   return specs;
