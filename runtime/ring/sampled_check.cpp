@@ -1,8 +1,12 @@
 #include "runtime/ring/sampled_check.h"
 
 #include <algorithm>
+#include <atomic>
 #include <cmath>
+#include <exception>
 #include <limits>
+#include <mutex>
+#include <thread>
 
 #include "cpgen/error.h"
 #include "runtime/ring/partition.h"
@@ -31,6 +35,30 @@ std::vector<double> draw(uint64_t seed, uint64_t tensor_id, int64_t count, int l
     values[static_cast<size_t>(i)] = static_cast<double>(n) / 32.0;
   }
   return values;
+}
+
+// Runs task(0 .. count-1) on every hardware thread; tasks write disjoint outputs. The first
+// exception is rethrown after every thread has stopped.
+template <typename Task>
+void parallel_for(int64_t count, const Task& task) {
+  const int64_t threads = std::min<int64_t>(count, std::max(1u, std::thread::hardware_concurrency()));
+  std::atomic<int64_t> next{0};
+  std::exception_ptr failure;
+  std::mutex failure_mutex;
+  const auto work = [&] {
+    try {
+      for (int64_t i = next++; i < count; i = next++) task(i);
+    } catch (...) {
+      const std::lock_guard<std::mutex> lock(failure_mutex);
+      if (!failure) failure = std::current_exception();
+      next = count;
+    }
+  };
+  std::vector<std::thread> pool;
+  for (int64_t t = 1; t < threads; ++t) pool.emplace_back(work);
+  work();
+  for (std::thread& t : pool) t.join();
+  if (failure) std::rethrow_exception(failure);
 }
 
 double dot(const double* a, const double* b, int64_t n) {
@@ -138,14 +166,10 @@ SampledReference sampled_reference(const AttentionVectors& in, std::vector<int64
     ref.dk.assign(static_cast<size_t>(ref.kv_rows * samples * d), 0.0);
     ref.dv.assign(ref.dk.size(), 0.0);
   }
-  std::vector<double> scores(static_cast<size_t>(n));
-  // Per query row of the head: lse, D = dO . O (only for gradients, where dk and dv need every row).
-  std::vector<double> row_lse, row_delta;
-  std::vector<double> out_row(static_cast<size_t>(d));
-
-  // Exact softmax of query position i against every visible key; returns lse (-inf: no key).
-  const auto attend = [&](const double* q_row, const double* k_head, const double* v_head, int64_t i,
-                          double* out) {
+  // Exact softmax of query position i against every visible key into out; returns lse (-inf:
+  // no visible key). scores is the caller's scratch row.
+  const auto attend = [&](std::vector<double>& scores, const double* q_row, const double* k_head,
+                          const double* v_head, int64_t i, double* out) {
     double max_score = kNegInf;
     for (int64_t j = 0; j < n; ++j) {
       scores[j] = key_visible(s, i, j) ? s.scale * dot(q_row, k_head + j * d, d) : kNegInf;
@@ -164,36 +188,48 @@ SampledReference sampled_reference(const AttentionVectors& in, std::vector<int64
     return max_score + std::log(denominator);
   };
 
-  for (int64_t b = 0; b < s.batch; ++b)
-    for (int64_t h = 0; h < s.q_heads; ++h) {
-      const int64_t row = b * s.q_heads + h, kv_row = b * s.kv_heads + h / s.group();
-      const double* q_head = in.q.data() + row * n * d;
-      const double* do_head = with_grads ? in.dout.data() + row * n * d : nullptr;
-      const double* k_head = in.k.data() + kv_row * n * d;
-      const double* v_head = in.v.data() + kv_row * n * d;
-      for (int64_t t = 0; t < samples; ++t) {
-        const int64_t i = ref.positions[t];
-        double* out = ref.out.data() + (row * samples + t) * d;
-        const double lse = attend(q_head + i * d, k_head, v_head, i, out);
-        ref.lse[row * samples + t] = lse;
-        if (!with_grads || lse == kNegInf) continue;
-        // dS_ij = P_ij (dO_i . V_j - D_i) with D_i = dO_i . O_i; dQ_i = scale sum_j dS_ij K_j.
-        const double delta = dot(do_head + i * d, out, d);
-        double* dq = ref.dq.data() + (row * samples + t) * d;
-        for (int64_t j = 0; j < n; ++j) {
-          if (scores[j] == kNegInf) continue;
-          const double p = std::exp(scores[j] - lse);
-          const double ds = p * (dot(do_head + i * d, v_head + j * d, d) - delta);
-          for (int64_t c = 0; c < d; ++c) dq[c] += s.scale * ds * k_head[j * d + c];
-        }
+  // Query side, one (batch, q head) per task: out, lse and dq at the sampled positions.
+  parallel_for(ref.q_rows, [&](int64_t row) {
+    std::vector<double> scores(static_cast<size_t>(n));
+    const int64_t kv_row = row / s.q_heads * s.kv_heads + row % s.q_heads / s.group();
+    const double* q_head = in.q.data() + row * n * d;
+    const double* do_head = with_grads ? in.dout.data() + row * n * d : nullptr;
+    const double* k_head = in.k.data() + kv_row * n * d;
+    const double* v_head = in.v.data() + kv_row * n * d;
+    for (int64_t t = 0; t < samples; ++t) {
+      const int64_t i = ref.positions[t];
+      double* out = ref.out.data() + (row * samples + t) * d;
+      const double lse = attend(scores, q_head + i * d, k_head, v_head, i, out);
+      ref.lse[row * samples + t] = lse;
+      if (!with_grads || lse == kNegInf) continue;
+      // dS_ij = P_ij (dO_i . V_j - D_i) with D_i = dO_i . O_i; dQ_i = scale sum_j dS_ij K_j.
+      const double delta = dot(do_head + i * d, out, d);
+      double* dq = ref.dq.data() + (row * samples + t) * d;
+      for (int64_t j = 0; j < n; ++j) {
+        if (scores[j] == kNegInf) continue;
+        const double p = std::exp(scores[j] - lse);
+        const double ds = p * (dot(do_head + i * d, v_head + j * d, d) - delta);
+        for (int64_t c = 0; c < d; ++c) dq[c] += s.scale * ds * k_head[j * d + c];
       }
-      if (!with_grads) continue;
-      // dK_j and dV_j sum over every query row that sees key j, so this head's lse and D are
-      // needed at every position: the one full pass over the sequence, and only for gradients.
-      row_lse.assign(static_cast<size_t>(n), kNegInf);
-      row_delta.assign(static_cast<size_t>(n), 0.0);
+    }
+  });
+  if (!with_grads) return ref;
+
+  // Key side, one (batch, kv head) per task, so that the query heads of its group add into dk
+  // and dv in one thread. dK_j and dV_j sum over every query row that sees key j, so each head's
+  // lse and D are needed at every position: the one full pass over the sequence.
+  parallel_for(ref.kv_rows, [&](int64_t kv_row) {
+    std::vector<double> scores(static_cast<size_t>(n)), out_row(static_cast<size_t>(d));
+    std::vector<double> row_lse(static_cast<size_t>(n)), row_delta(static_cast<size_t>(n));
+    const double* k_head = in.k.data() + kv_row * n * d;
+    const double* v_head = in.v.data() + kv_row * n * d;
+    const int64_t b = kv_row / s.kv_heads, kvh = kv_row % s.kv_heads;
+    for (int64_t h = kvh * s.group(); h < (kvh + 1) * s.group(); ++h) {
+      const int64_t row = b * s.q_heads + h;
+      const double* q_head = in.q.data() + row * n * d;
+      const double* do_head = in.dout.data() + row * n * d;
       for (int64_t i = 0; i < n; ++i) {
-        row_lse[i] = attend(q_head + i * d, k_head, v_head, i, out_row.data());
+        row_lse[i] = attend(scores, q_head + i * d, k_head, v_head, i, out_row.data());
         row_delta[i] = dot(do_head + i * d, out_row.data(), d);
       }
       for (int64_t t = 0; t < samples; ++t) {
@@ -211,6 +247,7 @@ SampledReference sampled_reference(const AttentionVectors& in, std::vector<int64
         }
       }
     }
+  });
   return ref;
 }
 
