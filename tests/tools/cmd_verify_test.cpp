@@ -198,8 +198,11 @@ TEST(CmdVerifyRandom, PassesCausalAndFullAndGqaOnTheCpu) {
     const auto doc = nlohmann::json::parse(r.out);
     EXPECT_TRUE(doc.at("random").get<bool>());
     EXPECT_EQ(doc.at("seed"), 12);
-    EXPECT_LT(doc.at("sampled_positions").get<int>(), doc.at("seq_len").get<int>());
-    EXPECT_GE(doc.at("sampled_positions").get<int>(), 16);
+    const auto positions = doc.at("sampled_positions").get<std::vector<int64_t>>();
+    EXPECT_LT(positions.size(), doc.at("seq_len").get<size_t>());
+    EXPECT_EQ(positions.size(), 16u);
+    EXPECT_EQ(positions.front(), 0);
+    EXPECT_EQ(positions.back(), doc.at("seq_len").get<int64_t>() - 1);
     ASSERT_EQ(doc.at("checks").size(), 5u);
     for (const auto& c : doc.at("checks")) {
       EXPECT_TRUE(c.at("ok").get<bool>()) << c.dump();

@@ -180,7 +180,7 @@ void run_verify(const VerifyOptions& opt) {
       doc["random"] = true;
       doc["seed"] = opt.seed;
       // Every (batch, head) is checked at these positions; dk and dv at the same key positions.
-      doc["sampled_positions"] = sampled.positions.size();
+      doc["sampled_positions"] = sampled.positions;
       doc["seq_len"] = vec.seq_len;
     } else {
       doc["vectors"] = opt.vectors_path;
