@@ -66,10 +66,15 @@ std::vector<double> draw(uint64_t seed, uint64_t tensor_id, int64_t count, int l
   return values;
 }
 
+// Four running sums: the compiler may not reorder one double sum, and four independent ones
+// cut the CPU time of a 16K-token, 32-head sampled check from about 12 s to 8 s here.
 double dot(const double* a, const double* b, int64_t n) {
-  double sum = 0;
-  for (int64_t i = 0; i < n; ++i) sum += a[i] * b[i];
-  return sum;
+  double sum[4] = {0, 0, 0, 0};
+  int64_t i = 0;
+  for (; i + 4 <= n; i += 4)
+    for (int k = 0; k < 4; ++k) sum[k] += a[i + k] * b[i + k];
+  for (; i < n; ++i) sum[0] += a[i] * b[i];
+  return (sum[0] + sum[1]) + (sum[2] + sum[3]);
 }
 
 // Where a sampled tensor's rows live, and how many rows (heads) it has.
