@@ -265,6 +265,8 @@ TEST(CmdVerifyRandom, BadSourcesExitTwoWithOneLine) {
       {"--shape 'not json' --random", "--shape: not valid JSON"},
       {shape_arg(kGqaCausal) + " --random --ranks 5", "zigzag-token over 5 ranks"},
       {shape_arg(kGqaCausal) + " --random --seed -1", "--seed"},
+      {shape_arg(kGqaCausal) + " --random --dtype bf16", "--dtype bf16 is not supported by --backend cpu"},
+      {shape_arg(kGqaCausal) + " --random --transport nccl", "--transport nccl is not supported by --backend cpu"},
       {shape_arg("\"batch\": 64, \"q_heads\": 32, \"kv_heads\": 8, \"head_dim\": 128, \"seq_len\": 131072, "
                  "\"cp_size\": 8, \"dtype\": \"bf16\", \"causal\": true") + " --random",
        "--backend cpu: shape shape[0] needs about 2176.0 GiB of memory"},

@@ -64,8 +64,12 @@ VerifyCheck check_tensor(const VerifyRequest& request, const std::string& tensor
     throw Error(ErrorKind::kInternal, "verify: unknown metric '" + metric + "'");
   double error = 0;
   if (request.sampled) {
-    if (tensor != "out" && tensor != "lse" && request.sampled->dq.empty())
-      *request.sampled = sampled_reference(*request.vectors, request.sampled->positions, /*with_grads=*/true);
+    // Computed on first use, after the backend has accepted its options and run: a bad option
+    // fails at once, and a forward-only backend never pays for the gradients' full pass.
+    const bool gradient = tensor != "out" && tensor != "lse";
+    SampledReference& ref = *request.sampled;
+    if (ref.out.empty() || (gradient && ref.dq.empty()))
+      ref = sampled_reference(*request.vectors, ref.positions, /*with_grads=*/gradient);
     error = relative ? sampled_relative_error(*request.sampled, tensor, actual)
                      : sampled_max_abs_error(*request.sampled, tensor, actual);
   } else {

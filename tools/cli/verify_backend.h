@@ -17,9 +17,9 @@ struct VerifyRequest {
   std::string vectors_path;                   // empty for a random problem
   const AttentionVectors* vectors = nullptr;  // the inputs; and the expected tensors, unless sampled
   // A random problem (--shape --random): vectors holds only the inputs, and results are compared
-  // with this float64 reference on sampled rows. Null for a vectors file. It starts with out and
-  // lse; check_tensor adds the gradients the first time a backend checks one (they cost a pass
-  // over every query row, which a forward-only backend should not pay).
+  // with this float64 reference on sampled rows. Null for a vectors file. It starts with only
+  // the positions; check_tensor computes out and lse on first use, and the gradients the first
+  // time a backend checks one (they cost a pass over every query row).
   SampledReference* sampled = nullptr;
   Scheme scheme = Scheme::kZigzag;
   int ranks = 1;
