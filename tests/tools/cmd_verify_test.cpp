@@ -172,3 +172,113 @@ TEST(CmdVerify, RanksBeyondAnIntNamesTheFieldAndTheRange) {
 
 }  // namespace
 }  // namespace cpgen
+
+// --shape '{...}' --random: a shapes entry on random inputs, checked on sampled positions.
+namespace cpgen {
+namespace {
+
+std::string shape_arg(const std::string& fields) { return "--shape '{" + fields + "}'"; }
+
+const char* kGqaCausal =
+    "\"name\": \"gqa4\", \"q_heads\": 4, \"kv_heads\": 1, \"head_dim\": 64, \"seq_len\": 48, "
+    "\"cp_size\": 3, \"dtype\": \"bf16\", \"causal\": true, \"scheme\": \"zigzag-token\"";
+
+TEST(CmdVerifyRandom, PassesCausalAndFullAndGqaOnTheCpu) {
+  const std::string shapes[] = {
+      kGqaCausal,
+      "\"q_heads\": 2, \"kv_heads\": 2, \"head_dim\": 64, \"seq_len\": 64, \"cp_size\": 4, "
+      "\"dtype\": \"fp16\", \"causal\": false, \"batch\": 2",
+      "\"q_heads\": 4, \"kv_heads\": 2, \"head_dim\": 96, \"seq_len\": 80, \"cp_size\": 2, "
+      "\"dtype\": \"bf16\", \"causal\": true",
+  };
+  for (const std::string& fields : shapes) {
+    // 16 sampled positions out of 48..80: the check really samples, shard ends included.
+    const auto r = run_cli("verify " + shape_arg(fields) + " --random --sample-rows 16 --json");
+    ASSERT_EQ(r.exit_code, 0) << fields << "\n" << r.out << r.err;
+    const auto doc = nlohmann::json::parse(r.out);
+    EXPECT_TRUE(doc.at("random").get<bool>());
+    EXPECT_EQ(doc.at("seed"), 12);
+    const auto positions = doc.at("sampled_positions").get<std::vector<int64_t>>();
+    EXPECT_LT(positions.size(), doc.at("seq_len").get<size_t>());
+    EXPECT_EQ(positions.size(), 16u);
+    EXPECT_EQ(positions.front(), 0);
+    EXPECT_EQ(positions.back(), doc.at("seq_len").get<int64_t>() - 1);
+    ASSERT_EQ(doc.at("checks").size(), 5u);
+    for (const auto& c : doc.at("checks")) {
+      EXPECT_TRUE(c.at("ok").get<bool>()) << c.dump();
+      EXPECT_GT(c.at("error").get<double>(), 0) << c.dump() << ": float32 is not exact; 0 means nothing compared";
+      EXPECT_DOUBLE_EQ(c.at("limit").get<double>(), 1e-5);
+    }
+  }
+}
+
+TEST(CmdVerifyRandom, TakesSchemeAndRanksFromTheEntryUnlessGiven) {
+  auto r = run_cli("verify " + shape_arg(kGqaCausal) + " --random");
+  ASSERT_EQ(r.exit_code, 0) << r.out << r.err;
+  EXPECT_NE(r.out.find("zigzag-token over 3 ranks"), std::string::npos) << r.out;
+  EXPECT_NE(r.out.find("seed 12"), std::string::npos) << r.out;
+  EXPECT_NE(r.out.find("48 of 48 positions"), std::string::npos) << r.out;
+  r = run_cli("verify " + shape_arg(kGqaCausal) + " --random --scheme striped --ranks 4 --seed 7 --sample-rows 12");
+  ASSERT_EQ(r.exit_code, 0) << r.out << r.err;
+  EXPECT_NE(r.out.find("striped over 4 ranks"), std::string::npos) << r.out;
+  EXPECT_NE(r.out.find("seed 7"), std::string::npos) << r.out;
+  EXPECT_NE(r.out.find("first and last of every rank's shard"), std::string::npos) << r.out;
+  EXPECT_EQ(r.out.substr(r.out.size() - 3), "ok\n");
+}
+
+TEST(CmdVerifyRandom, SameSeedSameOutputOtherSeedOtherInputs) {
+  const std::string a = temp_path("seed_a.json"), b = temp_path("seed_b.json"), c = temp_path("seed_c.json");
+  const std::string base = "verify " + shape_arg(kGqaCausal) + " --random --sample-rows 10 ";
+  const auto ra = run_cli(base + "--seed 99 --output " + a);
+  const auto rb = run_cli(base + "--seed 99 --output " + b);
+  const auto rc = run_cli(base + "--seed 100 --output " + c);
+  ASSERT_EQ(ra.exit_code, 0) << ra.err;
+  ASSERT_EQ(rb.exit_code, 0) << rb.err;
+  ASSERT_EQ(rc.exit_code, 0) << rc.err;
+  // The report names the output path, which differs; everything else is identical.
+  auto without_path = [](std::string text, const std::string& path) {
+    return text.replace(text.find(path), path.size(), "");
+  };
+  EXPECT_EQ(without_path(ra.out, a), without_path(rb.out, b));
+  const auto da = testing::load_json(a), db = testing::load_json(b), dc = testing::load_json(c);
+  for (const std::string& p : {a, b, c}) std::filesystem::remove(p);
+  EXPECT_EQ(da, db);
+  EXPECT_EQ(da.at("seed"), 99);
+  EXPECT_EQ(da.at("cp_size"), 3);
+  EXPECT_EQ(da.at("out").size(), 4u * 48 * 64);
+  EXPECT_NE(da.at("out"), dc.at("out"));
+}
+
+TEST(CmdVerifyRandom, BadSourcesExitTwoWithOneLine) {
+  const std::string file = vectors("mqa_causal_hd96_s48.json");
+  const BadInputCase cases[] = {
+      {"--random --scheme zigzag --ranks 2", "--random needs --shape"},
+      {shape_arg(kGqaCausal), "--shape needs --random"},
+      {shape_arg(kGqaCausal) + " --random --vectors " + file, "exactly one of --vectors FILE or --shape"},
+      {"--scheme zigzag --ranks 2", "exactly one of --vectors FILE or --shape"},
+      {"--vectors " + file + " --ranks 2", "--scheme is required with --vectors"},
+      {"--vectors " + file + " --scheme zigzag", "--ranks is required with --vectors"},
+      {"--shape '{\"q_heads\": 4}' --random", "--shape: shapes[0]: missing required field \"kv_heads\""},
+      {"--shape '{\"q_heads\": 4, \"kv_heads\": 1, \"head_dim\": 80, \"seq_len\": 64, \"cp_size\": 2, "
+       "\"dtype\": \"bf16\", \"causal\": true}' --random",
+       "head_dim 80 is not supported; allowed: 64, 96, 128, 256"},
+      {"--shape 'not json' --random", "--shape: not valid JSON"},
+      {shape_arg(kGqaCausal) + " --random --ranks 5", "zigzag-token over 5 ranks"},
+      {shape_arg(kGqaCausal) + " --random --seed -1", "--seed"},
+      {shape_arg(kGqaCausal) + " --random --dtype bf16", "--dtype bf16 is not supported by --backend cpu"},
+      {shape_arg(kGqaCausal) + " --random --transport nccl", "--transport nccl is not supported by --backend cpu"},
+      {shape_arg("\"batch\": 64, \"q_heads\": 32, \"kv_heads\": 8, \"head_dim\": 128, \"seq_len\": 131072, "
+                 "\"cp_size\": 8, \"dtype\": \"bf16\", \"causal\": true") + " --random",
+       "--backend cpu: shape shape[0] needs about 2176.0 GiB of memory"},
+  };
+  for (const BadInputCase& c : cases) {
+    const auto r = run_cli("verify " + c.args);
+    EXPECT_EQ(r.exit_code, 2) << c.args << "\n" << r.err;
+    EXPECT_NE(r.err.find(c.message), std::string::npos) << c.args << "\n" << r.err;
+    EXPECT_EQ(line_count(r.err), 1) << r.err;
+    EXPECT_TRUE(r.out.empty()) << r.out;
+  }
+}
+
+}  // namespace
+}  // namespace cpgen

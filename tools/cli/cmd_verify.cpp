@@ -1,7 +1,10 @@
-// cpgen verify: run a reference vectors problem through the whole ring (split, forward, backward,
-// gather) on a backend and report the relative error of every output against the file.
-// Exit 0 when every error is within the backend's tolerance, 1 above it, 2 for bad input.
+// cpgen verify: run a problem through the whole ring (split, forward, backward, gather) on a
+// backend and report the error of every output: a reference vectors file (--vectors), or a
+// shapes entry on random inputs (--shape '{...}' --random) checked against the float64
+// reference on sampled rows. Exit 0 when every error is within the backend's tolerance, 1 above
+// it, 2 for bad input.
 #include <cmath>
+#include <cstdint>
 #include <cstdio>
 #include <fstream>
 #include <iostream>
@@ -10,6 +13,8 @@
 
 #include "cpgen/error.h"
 #include "runtime/ring/partition.h"
+#include "runtime/ring/sampled_check.h"
+#include "runtime/ring/shapes.h"
 #include "runtime/ring/vectors.h"
 #include "runtime/core/problem_limits.h"
 #include "tools/cli/command.h"
@@ -22,8 +27,12 @@ namespace {
 
 struct VerifyOptions {
   std::string vectors_path;
+  std::string shape;  // one shapes entry, with --random
+  bool random = false;
+  uint64_t seed = kDefaultRandomSeed;
+  int64_t sample_rows = kDefaultSampleRows;
   std::string scheme;
-  int ranks = 1;
+  int ranks = 0;  // 0: not given
   std::string backend = "cpu";
   std::string dtype;
   std::string transport;
@@ -37,8 +46,8 @@ std::string join(const std::vector<std::string>& items) {
   return text;
 }
 
-void write_results(const std::string& path, const AttentionVectors& vec,
-                   const VerifyOptions& opt, Scheme scheme, const VerifyResults& results) {
+void write_results(const std::string& path, const AttentionVectors& vec, const VerifyOptions& opt,
+                   Scheme scheme, int ranks, const SampledReference* sampled, const VerifyResults& results) {
   // The vectors file's field names and flat layout, so the same readers take either file.
   nlohmann::ordered_json doc;
   doc["format"] = "cpgen-attention-results/1";
@@ -55,7 +64,11 @@ void write_results(const std::string& path, const AttentionVectors& vec,
       "[batch][heads][seq][head_dim], row-major, sequence in global position order";
   doc["backend"] = opt.backend;
   doc["scheme"] = std::string(scheme_name(scheme));
-  doc["cp_size"] = opt.ranks;
+  doc["cp_size"] = ranks;
+  if (sampled) {
+    doc["seed"] = opt.seed;
+    doc["sampled_positions"] = sampled->positions;
+  }
   const std::pair<const char*, const std::vector<float>*> tensors[] = {
       {"out", &results.out}, {"lse", &results.lse}, {"dq", &results.dq},
       {"dk", &results.dk},   {"dv", &results.dv}};
@@ -68,28 +81,86 @@ void write_results(const std::string& path, const AttentionVectors& vec,
   if (!out) throw Error(ErrorKind::kIo, "verify: writing --output file '" + path + "' failed");
 }
 
+// The CPU ring holds the inputs in double and float, every rank's shards, its K/V and dK/dV
+// slots and the gathered results: about 48 bytes per query-side element (q, dout, out, dq) and
+// 80 per key-side element (k, v, dk, dv). Past the cap a run would swap or be killed, not check.
+constexpr int64_t kCpuMemoryCapBytes = int64_t{4} << 30;
+
+void check_cpu_memory(const Problem& p) {
+  const double q_elements = static_cast<double>(p.batch) * p.q_heads * p.seq_len * p.head_dim;
+  const double kv_elements = static_cast<double>(p.batch) * p.kv_heads * p.seq_len * p.head_dim;
+  const double bytes = 48 * q_elements + 80 * kv_elements;
+  if (bytes <= static_cast<double>(kCpuMemoryCapBytes)) return;
+  char size[64];
+  std::snprintf(size, sizeof size, "%.1f GiB", bytes / (1 << 30));
+  throw_bad_input("--backend cpu: shape " + p.name + " needs about " + size +
+                  " of memory for its full inputs, results and ring buffers; the CPU backend's cap is " +
+                  std::to_string(kCpuMemoryCapBytes >> 30) + " GiB (reduce batch, heads or seq_len, or use --backend gpu)");
+}
+
+// The problem of a --shape entry: scheme and ranks from the entry unless the options name them.
+Problem shape_problem(const VerifyOptions& opt) {
+  Problem p = parse_shape_json(opt.shape, "--shape");
+  if (!opt.scheme.empty()) p.scheme = parse_scheme(opt.scheme);
+  if (opt.ranks > 0) p.cp_size = opt.ranks;
+  try {
+    check_partitionable(p.scheme, p.seq_len, static_cast<int>(p.cp_size));
+  } catch (const Error& e) {
+    throw_bad_input("--shape " + p.name + ": " + std::string(scheme_name(p.scheme)) + " over " +
+                    std::to_string(p.cp_size) + " ranks: " + e.what());
+  }
+  return p;
+}
+
 void run_verify(const VerifyOptions& opt) {
-  const Scheme scheme = parse_scheme(opt.scheme);
+  // Exactly one source of the problem.
+  if (opt.random != !opt.shape.empty())
+    throw_bad_input(opt.random ? "verify: --random needs --shape '{...}' (one shapes entry)"
+                               : "verify: --shape needs --random (the inputs are drawn from --seed)");
+  if (opt.random == !opt.vectors_path.empty())
+    throw_bad_input("verify: give exactly one of --vectors FILE or --shape '{...}' --random");
+  if (!opt.random && opt.scheme.empty()) throw_bad_input("verify: --scheme is required with --vectors");
+  if (!opt.random && opt.ranks == 0) throw_bad_input("verify: --ranks is required with --vectors");
+  if (!opt.scheme.empty()) (void)parse_scheme(opt.scheme);
   // Checked before the run, which may take minutes, rather than when the results are written.
   if (!opt.output_path.empty()) check_output_file(opt.output_path, "verify", "--output");
   const VerifyBackend* backend = find_verify_backend(opt.backend);
   if (!backend)
     throw_bad_input("--backend '" + opt.backend + "' is not available in this build; allowed: " +
                     join(verify_backend_names()));
-  const AttentionVectors vec = load_attention_vectors(opt.vectors_path);
-  try {
-    check_partitionable(scheme, vec.seq_len, opt.ranks);
-  } catch (const Error& e) {
-    throw_bad_input("--ranks " + std::to_string(opt.ranks) + " cannot split " + vec.name + ": " +
-                    e.what());
+
+  AttentionVectors vec;
+  Scheme scheme = Scheme::kZigzag;
+  int ranks = opt.ranks;
+  std::string dtype = opt.dtype;
+  SampledReference sampled;
+  if (opt.random) {
+    const Problem p = shape_problem(opt);
+    if (opt.backend == "cpu") check_cpu_memory(p);
+    scheme = p.scheme;
+    ranks = static_cast<int>(p.cp_size);
+    // The entry's dtype is what a half-precision backend computes in; the CPU backend is float32.
+    if (dtype.empty() && opt.backend != "cpu") dtype = std::string(dtype_name(p.dtype));
+    vec = random_vectors(p, opt.seed);
+    sampled.positions = sample_positions(scheme, p.seq_len, ranks, opt.sample_rows);
+  } else {
+    scheme = parse_scheme(opt.scheme);
+    vec = load_attention_vectors(opt.vectors_path);
+    try {
+      check_partitionable(scheme, vec.seq_len, opt.ranks);
+    } catch (const Error& e) {
+      throw_bad_input("--ranks " + std::to_string(opt.ranks) + " cannot split " + vec.name + ": " +
+                      e.what());
+    }
   }
 
   VerifyRequest request;
   request.vectors_path = opt.vectors_path;
   request.vectors = &vec;
+  request.sampled = opt.random ? &sampled : nullptr;
   request.scheme = scheme;
-  request.ranks = opt.ranks;
-  request.dtype = opt.dtype;
+  request.ranks = ranks;
+  request.dtype = dtype;
   request.transport = opt.transport;
   const VerifyReport report = backend->run(request);
   if (report.checks.empty())
@@ -97,16 +168,27 @@ void run_verify(const VerifyOptions& opt) {
   std::vector<std::string> failed;
   for (const VerifyCheck& c : report.checks)
     if (!c.passed()) failed.push_back(c.tensor);
-  if (!opt.output_path.empty()) write_results(opt.output_path, vec, opt, scheme, report.results);
+  if (!opt.output_path.empty())
+    write_results(opt.output_path, vec, opt, scheme, ranks, request.sampled, report.results);
+  const std::string rows_note = opt.random ? std::to_string(sampled.positions.size()) + " of " +
+                                                 std::to_string(vec.seq_len) + " positions" : "";
 
   if (opt.json) {
     nlohmann::ordered_json doc;
-    doc["vectors"] = opt.vectors_path;
+    if (opt.random) {
+      doc["random"] = true;
+      doc["seed"] = opt.seed;
+      // Every (batch, head) is checked at these positions; dk and dv at the same key positions.
+      doc["sampled_positions"] = sampled.positions;
+      doc["seq_len"] = vec.seq_len;
+    } else {
+      doc["vectors"] = opt.vectors_path;
+    }
     doc["name"] = vec.name;
     doc["backend"] = opt.backend;
     doc["precision"] = report.precision;
     doc["scheme"] = std::string(scheme_name(scheme));
-    doc["ranks"] = opt.ranks;
+    doc["ranks"] = ranks;
     doc["checks"] = nlohmann::ordered_json::array();
     for (const VerifyCheck& c : report.checks) {
       nlohmann::ordered_json check;
@@ -124,8 +206,13 @@ void run_verify(const VerifyOptions& opt) {
   } else {
     std::printf("verify %s: backend %s (%s), %s over %d rank%s\n", vec.name.c_str(),
                 opt.backend.c_str(), report.precision.c_str(),
-                std::string(scheme_name(scheme)).c_str(), opt.ranks, opt.ranks == 1 ? "" : "s");
-    std::printf("  against %s:\n", opt.vectors_path.c_str());
+                std::string(scheme_name(scheme)).c_str(), ranks, ranks == 1 ? "" : "s");
+    if (opt.random)
+      std::printf("  random inputs, seed %llu; float64 reference at %s of every (batch, head)\n"
+                  "  (first and last of every rank's shard, the rest spread evenly):\n",
+                  static_cast<unsigned long long>(opt.seed), rows_note.c_str());
+    else
+      std::printf("  against %s:\n", opt.vectors_path.c_str());
     for (const VerifyCheck& c : report.checks)
       std::printf("    %-4s %-19s %.3e  (limit %.0e)  %s\n", c.tensor.c_str(), c.metric.c_str(),
                   c.error, c.limit, c.passed() ? "ok" : "FAIL");
@@ -140,19 +227,37 @@ void run_verify(const VerifyOptions& opt) {
 const CommandRegistrar kVerify("verify", [](CLI::App& root) {
   auto opt = std::make_shared<VerifyOptions>();
   CLI::App* cmd = root.add_subcommand(
-      "verify", "Run a reference vectors file through the ring and report relative errors");
-  cmd->add_option("--vectors", opt->vectors_path, "vectors file (format cpgen-attention-vectors/1)")
-      ->required();
-  cmd->add_option("--scheme", opt->scheme, "partition scheme: contiguous, zigzag, zigzag-token, striped")
-      ->required();
-  cmd->add_option("--ranks", opt->ranks, "context-parallel ranks (virtual ranks on this machine)")
-      ->required()
+      "verify",
+      "Run a problem through the ring and report its errors: a reference vectors file, or a shapes "
+      "entry on random inputs checked against the float64 reference on sampled positions");
+  cmd->add_option("--vectors", opt->vectors_path, "vectors file (format cpgen-attention-vectors/1)");
+  cmd->add_option("--shape", opt->shape,
+                  "one shapes-file entry as JSON, e.g. '{\"q_heads\": 8, \"kv_heads\": 2, \"head_dim\": 64, "
+                  "\"seq_len\": 1024, \"cp_size\": 4, \"dtype\": \"bf16\", \"causal\": true}' (with --random)");
+  cmd->add_flag("--random", opt->random,
+                "run the --shape entry on random inputs (multiples of 1/32, exact in bf16 and fp16) and "
+                "check every (batch, head) against the float64 reference at 256 positions (every one "
+                "when seq_len is smaller): the first and last of every rank's shard and the rest spread "
+                "evenly over the sequence (dk, dv at the same key positions). The backend runs the "
+                "whole problem; --backend cpu refuses one needing over 4 GiB");
+  cmd->add_option("--seed", opt->seed, "seed of the --random inputs; the report prints it")
+      ->capture_default_str()
+      ->check(int_range(0, INT64_MAX));
+  // For tests: how many positions are sampled (the default keeps a 128K shape's check short).
+  cmd->add_option("--sample-rows", opt->sample_rows)->check(int_range(2, int64_t{1} << 20))->group("");
+  cmd->add_option("--scheme", opt->scheme,
+                  "partition scheme: contiguous, zigzag, zigzag-token, striped (required with --vectors; "
+                  "default with --shape: the entry's)");
+  cmd->add_option("--ranks", opt->ranks,
+                  "context-parallel ranks, virtual on this machine (required with --vectors; default "
+                  "with --shape: the entry's cp_size)")
       ->check(int_range(1, kMaxCpSize));
   std::string backends_help = "where the ring runs:";
   for (const std::string& name : verify_backend_names())
     backends_help += " " + name + " (" + find_verify_backend(name)->summary + ")";
   cmd->add_option("--backend", opt->backend, backends_help)->capture_default_str();
-  cmd->add_option("--dtype", opt->dtype, "element type, if the backend takes one (cpu: fp32)");
+  cmd->add_option("--dtype", opt->dtype, "element type, if the backend takes one (cpu: fp32; a half-precision backend defaults to "
+                  "the --shape entry's dtype)");
   cmd->add_option("--transport", opt->transport,
                   "how ranks exchange data, if the backend has a choice (cpu: threads)");
   cmd->add_option("--output", opt->output_path,

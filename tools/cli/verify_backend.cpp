@@ -1,6 +1,9 @@
 #include "tools/cli/verify_backend.h"
 
+#include <cmath>
 #include <map>
+
+#include "cpgen/error.h"
 
 namespace cpgen::cli {
 namespace {
@@ -28,9 +31,52 @@ std::vector<std::string> verify_backend_names() {
   return names;
 }
 
-VerifyCheck relative_check(const std::string& tensor, const std::vector<float>& actual,
-                           const std::vector<double>& expected, double limit) {
-  return {tensor, "relative Frobenius", relative_error(actual, expected), limit};
+namespace {
+
+const std::vector<double>& vectors_tensor(const AttentionVectors& vec, const std::string& tensor) {
+  if (tensor == "out") return vec.out;
+  if (tensor == "lse") return vec.lse;
+  if (tensor == "dq") return vec.dq;
+  if (tensor == "dk") return vec.dk;
+  if (tensor == "dv") return vec.dv;
+  throw Error(ErrorKind::kInternal, "verify: no tensor named '" + tensor + "'");
+}
+
+double max_abs_error(const std::vector<float>& got, const std::vector<double>& want) {
+  if (got.size() != want.size())
+    throw Error(ErrorKind::kInternal, "verify: sizes differ (" + std::to_string(got.size()) + " vs " +
+                                          std::to_string(want.size()) + ")");
+  double worst = 0;
+  for (size_t i = 0; i < got.size(); ++i) {
+    const double err = std::isinf(want[i]) && got[i] == want[i] ? 0 : std::abs(got[i] - want[i]);
+    // NaN sticks: a later finite error must not replace it (a comparison with NaN is false).
+    worst = std::isnan(worst) || std::isnan(err) ? NAN : std::max(worst, err);
+  }
+  return worst;
+}
+
+}  // namespace
+
+VerifyCheck check_tensor(const VerifyRequest& request, const std::string& tensor, const std::string& metric,
+                         const std::vector<float>& actual, double limit) {
+  const bool relative = metric == kRelativeMetric;
+  if (!relative && metric != kMaxAbsMetric)
+    throw Error(ErrorKind::kInternal, "verify: unknown metric '" + metric + "'");
+  double error = 0;
+  if (request.sampled) {
+    // Computed on first use, after the backend has accepted its options and run: a bad option
+    // fails at once, and a forward-only backend never pays for the gradients' full pass.
+    const bool gradient = tensor != "out" && tensor != "lse";
+    SampledReference& ref = *request.sampled;
+    if (ref.out.empty() || (gradient && ref.dq.empty()))
+      ref = sampled_reference(*request.vectors, ref.positions, /*with_grads=*/gradient);
+    error = relative ? sampled_relative_error(*request.sampled, tensor, actual)
+                     : sampled_max_abs_error(*request.sampled, tensor, actual);
+  } else {
+    const std::vector<double>& expected = vectors_tensor(*request.vectors, tensor);
+    error = relative ? relative_error(actual, expected) : max_abs_error(actual, expected);
+  }
+  return {tensor, metric, error, limit};
 }
 
 }  // namespace cpgen::cli

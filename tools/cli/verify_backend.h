@@ -8,13 +8,19 @@
 #include <vector>
 
 #include "cpgen/types.h"
+#include "runtime/ring/sampled_check.h"
 #include "runtime/ring/vectors.h"
 
 namespace cpgen::cli {
 
 struct VerifyRequest {
-  std::string vectors_path;
-  const AttentionVectors* vectors = nullptr;
+  std::string vectors_path;                   // empty for a random problem
+  const AttentionVectors* vectors = nullptr;  // the inputs; and the expected tensors, unless sampled
+  // A random problem (--shape --random): vectors holds only the inputs, and results are compared
+  // with this float64 reference on sampled rows. Null for a vectors file. It starts with only
+  // the positions; check_tensor computes out and lse on first use, and the gradients the first
+  // time a backend checks one (they cost a pass over every query row).
+  SampledReference* sampled = nullptr;
   Scheme scheme = Scheme::kZigzag;
   int ranks = 1;
   std::string dtype;      // --dtype; empty: the backend's default
@@ -57,8 +63,14 @@ struct VerifyBackendRegistrar {
 const VerifyBackend* find_verify_backend(const std::string& name);
 std::vector<std::string> verify_backend_names();
 
-// The relative Frobenius error of `actual` against `expected`, as a check with bound `limit`.
-VerifyCheck relative_check(const std::string& tensor, const std::vector<float>& actual,
-                           const std::vector<double>& expected, double limit);
+inline constexpr const char* kRelativeMetric = "relative Frobenius";
+inline constexpr const char* kMaxAbsMetric = "max abs";
+
+// The error of a gathered tensor ("out", "lse", "dq", "dk", "dv") by `metric` (one of the two
+// above), as a check with bound `limit`: against the vectors file's tensor, or on the sampled
+// rows of request.sampled. Every backend builds its checks with this, so both sources of a
+// problem go through the same backend code.
+VerifyCheck check_tensor(const VerifyRequest& request, const std::string& tensor, const std::string& metric,
+                         const std::vector<float>& actual, double limit);
 
 }  // namespace cpgen::cli

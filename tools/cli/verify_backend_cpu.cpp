@@ -25,11 +25,11 @@ VerifyReport run_cpu(const VerifyRequest& request) {
                                     to_float(vec.dout));
   VerifyReport report;
   report.precision = "float32, CPU threads";
-  report.checks = {relative_check("out", ring.out, vec.out, kFloat32Tolerance),
-                   relative_check("lse", ring.lse, vec.lse, kFloat32Tolerance),
-                   relative_check("dq", ring.dq, vec.dq, kFloat32Tolerance),
-                   relative_check("dk", ring.dk, vec.dk, kFloat32Tolerance),
-                   relative_check("dv", ring.dv, vec.dv, kFloat32Tolerance)};
+  report.checks = {check_tensor(request, "out", kRelativeMetric, ring.out, kFloat32Tolerance),
+                   check_tensor(request, "lse", kRelativeMetric, ring.lse, kFloat32Tolerance),
+                   check_tensor(request, "dq", kRelativeMetric, ring.dq, kFloat32Tolerance),
+                   check_tensor(request, "dk", kRelativeMetric, ring.dk, kFloat32Tolerance),
+                   check_tensor(request, "dv", kRelativeMetric, ring.dv, kFloat32Tolerance)};
   report.results = VerifyResults{std::move(ring.out), std::move(ring.lse), std::move(ring.dq),
                                  std::move(ring.dk), std::move(ring.dv)};
   return report;
