@@ -32,11 +32,13 @@ void where_suffix(std::string& msg, std::string_view where) {
   if (!where.empty()) msg += " in '" + std::string(where) + "'";
 }
 
-void validate_backward_pre(const KernelSpec& s, std::string_view where) {
+// The backward pre and convert kernels: one warp per row, specialized on dtype, head dim, warps.
+void validate_backward_rows(const KernelSpec& s, std::string_view where) {
   check_field("head_dim", s.head_dim, kSupportedHeadDims, where);
   check_field("warps", s.warps, kSupportedWarps, where);
   if (s.causal || s.gqa_group != 1 || s.block_m != s.warps || s.block_n != 0 || s.stages != 0) {
-    std::string msg = "a backward pre kernel takes only dtype, head_dim and warps";
+    std::string msg = std::string("a backward ") + (s.kind == KernelKind::kBackwardPre ? "pre" : "convert") +
+                      " kernel takes only dtype, head_dim and warps";
     where_suffix(msg, where);
     throw_bad_input(msg + "; causal must be false, gqa_group 1, block_m = warps, block_n 0, stages 0");
   }
@@ -52,7 +54,8 @@ void validate_backward_step(const KernelSpec& s, std::string_view where) {
 }
 
 void validate_fields(const KernelSpec& s, std::string_view where) {
-  if (s.kind == KernelKind::kBackwardPre) return validate_backward_pre(s, where);
+  if (s.kind == KernelKind::kBackwardPre || s.kind == KernelKind::kBackwardConvert)
+    return validate_backward_rows(s, where);
   if (s.kind == KernelKind::kBackwardStep) return validate_backward_step(s, where);
   check_field("head_dim", s.head_dim, kSupportedHeadDims, where);
   check_field("gqa_group", s.gqa_group, kSupportedGqaGroups, where);
@@ -101,8 +104,9 @@ int parse_prefixed(std::string_view part, std::string_view prefix, std::string_v
 }  // namespace
 
 std::string KernelSpec::uri() const {
-  if (kind == KernelKind::kBackwardPre) {
-    return "ring_bwd_pre_" + std::string(dtype_name(dtype)) + "_hd" + std::to_string(head_dim) +
+  if (kind == KernelKind::kBackwardPre || kind == KernelKind::kBackwardConvert) {
+    return std::string(kind == KernelKind::kBackwardPre ? "ring_bwd_pre_" : "ring_bwd_cvt_") +
+           std::string(dtype_name(dtype)) + "_hd" + std::to_string(head_dim) +
            "_w" + std::to_string(warps);
   }
   std::string out = kind == KernelKind::kBackwardStep ? "ring_bwd_" : "ring_fwd_";
@@ -130,12 +134,12 @@ KernelSpec KernelSpec::parse(std::string_view uri) {
   auto parts = split(uri);
   constexpr const char* kExpected =
       "; expected ring_<fwd|bwd>_<bf16|fp16>_hd<N>_<causal|full>_gqa<N>_bm<N>_bn<N>_w<N>_s<N> or "
-      "ring_bwd_pre_<bf16|fp16>_hd<N>_w<N>";
+      "ring_bwd_<pre|cvt>_<bf16|fp16>_hd<N>_w<N>";
   if (parts.size() < 2 || parts[0] != "ring") throw_bad_input("kernel URI '" + u + "' is malformed" + kExpected);
   KernelSpec s;
-  if (parts[1] == "bwd" && parts.size() >= 3 && parts[2] == "pre") {
+  if (parts[1] == "bwd" && parts.size() >= 3 && (parts[2] == "pre" || parts[2] == "cvt")) {
     if (parts.size() != 6) throw_bad_input("kernel URI '" + u + "' is malformed" + kExpected);
-    s.kind = KernelKind::kBackwardPre;
+    s.kind = parts[2] == "pre" ? KernelKind::kBackwardPre : KernelKind::kBackwardConvert;
     s.dtype = parse_dtype(parts[3], u);
     s.head_dim = parse_prefixed(parts[4], "hd", "head_dim", uri);
     s.warps = parse_prefixed(parts[5], "w", "warps", uri);
@@ -154,7 +158,7 @@ KernelSpec KernelSpec::parse(std::string_view uri) {
     s.kind = KernelKind::kBackwardStep;
   } else {
     throw_bad_input("kind '" + std::string(parts[1]) + "' in '" + u +
-                    "' is not supported; allowed: fwd, bwd, bwd_pre");
+                    "' is not supported; allowed: fwd, bwd, bwd_pre, bwd_cvt");
   }
   s.dtype = parse_dtype(parts[2], u);
   s.head_dim = parse_prefixed(parts[3], "hd", "head_dim", uri);
@@ -255,6 +259,13 @@ KernelSpec KernelSpec::backward_pre(Dtype dtype, int head_dim, int warps) {
   return s;
 }
 
+KernelSpec KernelSpec::backward_convert(Dtype dtype, int head_dim, int warps) {
+  KernelSpec s = backward_pre(dtype, head_dim, warps);
+  s.kind = KernelKind::kBackwardConvert;
+  s.validate();
+  return s;
+}
+
 KernelSpec KernelSpec::backward_default_for(Dtype dtype, int head_dim, bool causal, int gqa_group) {
   KernelSpec s;
   s.kind = KernelKind::kBackwardStep;
@@ -291,7 +302,10 @@ std::vector<KernelSpec> KernelSpec::backward_defaults() {
   std::vector<KernelSpec> specs;
   for_each_combination(&specs, backward_default_for);
   for (Dtype dtype : kSupportedDtypes)
-    for (int hd : kSupportedHeadDims) specs.push_back(backward_pre(dtype, hd));
+    for (int hd : kSupportedHeadDims) {
+      specs.push_back(backward_pre(dtype, hd));
+      specs.push_back(backward_convert(dtype, hd));
+    }
   return specs;
 }
 
@@ -395,10 +409,10 @@ Feasibility check_backward_step(const KernelSpec& spec, std::string_view arch) {
 
 Feasibility check_feasibility(const KernelSpec& spec, std::string_view arch) {
   spec.validate();
-  if (spec.kind == KernelKind::kBackwardPre) {
+  if (spec.kind == KernelKind::kBackwardPre || spec.kind == KernelKind::kBackwardConvert) {
     Feasibility f;
     f.shared_limit = shared_memory_limit(arch);
-    f.register_estimate = 32;  // a dot product per lane and a shuffle reduction
+    f.register_estimate = 32;  // pre: a dot product per lane and a shuffle reduction; convert: less
     f.feasible = true;
     return f;
   }

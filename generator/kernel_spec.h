@@ -2,12 +2,14 @@
 // the exact inverse parser, validation with clear errors, and the feasibility model that rejects
 // configs which cannot fit the target before anything is compiled.
 //
-// Three kinds share the struct:
-//   forward step    ring_fwd_bf16_hd128_causal_gqa4_bm128_bn64_w4_s2
-//   backward pre    ring_bwd_pre_bf16_hd128_w4   (delta = rowsum(dO * O), zeroes the fp32 dQ)
-//   backward step   ring_bwd_bf16_hd128_causal_gqa4_bm64_bn64_w8_s2   (dQ, dK, dV of one step)
-// A field a kind does not use holds a fixed canonical value (backward pre: causal false, gqa_group
-// 1, block_m = warps, block_n 0, stages 0), so that parse(uri()) == spec holds for every kind.
+// Four kinds share the struct:
+//   forward step      ring_fwd_bf16_hd128_causal_gqa4_bm128_bn64_w4_s2
+//   backward pre      ring_bwd_pre_bf16_hd128_w4   (delta = rowsum(dO * O), zeroes the fp32 dQ)
+//   backward step     ring_bwd_bf16_hd128_causal_gqa4_bm64_bn64_w8_s2   (dQ, dK, dV of one step)
+//   backward convert  ring_bwd_cvt_bf16_hd128_w4   (an fp32 dQ, dK or dV into the input dtype)
+// A field a kind does not use holds a fixed canonical value (backward pre and convert: causal
+// false, gqa_group 1, block_m = warps, block_n 0, stages 0), so that parse(uri()) == spec holds
+// for every kind.
 #pragma once
 
 #include <optional>
@@ -19,7 +21,7 @@
 
 namespace cpgen {
 
-enum class KernelKind { kForwardStep, kBackwardPre, kBackwardStep };
+enum class KernelKind { kForwardStep, kBackwardPre, kBackwardStep, kBackwardConvert };
 
 // Supported values, as data. The generator, the parser, the tuner and the tests all read these.
 inline constexpr int kSupportedHeadDims[] = {64, 96, 128, 256};
@@ -69,12 +71,14 @@ struct KernelSpec {
   // Backward kinds. all_defaults() and candidates_for() above stay forward-only; these are their
   // backward counterparts (the compile matrix and `cpgen compile --all` read both).
   static KernelSpec backward_pre(Dtype dtype, int head_dim, int warps = 4);
+  static KernelSpec backward_convert(Dtype dtype, int head_dim, int warps = 4);
   static KernelSpec backward_default_for(Dtype dtype, int head_dim, bool causal, int gqa_group);
   // The backward default where it fits `arch`; otherwise (the 99 KB targets sm_86, sm_89, sm_120)
   // one Q/dO stage, then smaller query tiles, until it fits.
   static KernelSpec backward_default_for_arch(Dtype dtype, int head_dim, bool causal, int gqa_group,
                                               std::string_view arch);
-  // Every supported combination's default backward step, then one pre kernel per (dtype, head dim).
+  // Every supported combination's default backward step, then one pre and one convert kernel per
+  // (dtype, head dim).
   static std::vector<KernelSpec> backward_defaults();
   static std::vector<KernelSpec> backward_candidates_for(Dtype dtype, int head_dim, bool causal,
                                                          int gqa_group);

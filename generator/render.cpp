@@ -33,16 +33,17 @@ std::string entry_point(const KernelSpec& spec, const char* params_type, const s
          spec.uri() + "(" + params_type + " params) {\n  " + body + "\n}\n";
 }
 
-// The backward preprocessing kernel depends on the element type, head dim and warps only.
-std::string render_backward_pre(const KernelSpec& spec) {
+// The backward preprocessing and conversion kernels depend on the element type, head dim and
+// warps only.
+std::string render_backward_rows(const KernelSpec& spec, const char* params_type, const char* function) {
   std::string src = banner(spec.uri(), "step_bwd_pre.cuh");
   src += "namespace {\n";
   src += std::string("using Element = ") + element_tag(spec.dtype) + ";\n";
   src += constant("int", "kHeadDim", std::to_string(spec.head_dim));
   src += constant("int", "kWarps", std::to_string(spec.warps));
   src += "}  // namespace\n\n";
-  return src + entry_point(spec, "cpgen::RingBwdPreParams",
-                           "cpgen::device::ring_bwd_pre<Element, kHeadDim, kWarps>(params);");
+  return src + entry_point(spec, params_type,
+                           std::string("cpgen::device::") + function + "<Element, kHeadDim, kWarps>(params);");
 }
 
 // The forward and backward step kernels take the same specialization constants.
@@ -74,7 +75,9 @@ std::string render_source(const KernelSpec& spec) {
     case KernelKind::kBackwardStep:
       return render_step(spec, "step_bwd.cuh", "BwdTraits", "cpgen::RingBwdParams", "ring_bwd_step");
     case KernelKind::kBackwardPre:
-      return render_backward_pre(spec);
+      return render_backward_rows(spec, "cpgen::RingBwdPreParams", "ring_bwd_pre");
+    case KernelKind::kBackwardConvert:
+      return render_backward_rows(spec, "cpgen::RingBwdConvertParams", "ring_bwd_convert");
   }
   throw Error(ErrorKind::kInternal, "render_source: unhandled kernel kind " +
                                         std::to_string(static_cast<int>(spec.kind)));

@@ -61,4 +61,18 @@ struct RingBwdParams {
   int accumulate_dkv;   // 0: write dk_acc/dv_acc; 1: add to them
 };
 
+// Once per backward, after the last step, for each of dQ, dK and dV:
+//   grad[row][:] = acc[row][:] rounded to the input dtype (nearest even)
+// acc is the fp32 accumulator (contiguous [batch, heads, len, head_dim], already scaled by the
+// step kernels); grad is the caller's tensor with the strides below (elements, input dtype).
+// heads is q_heads for dQ and kv_heads for dK and dV.
+struct RingBwdConvertParams {
+  const float* acc;
+  void* grad;
+  int64_t grad_batch_stride, grad_head_stride, grad_row_stride;
+  int batch;
+  int heads;
+  int len;
+};
+
 }  // namespace cpgen

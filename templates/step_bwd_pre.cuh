@@ -1,5 +1,7 @@
-// Backward preprocessing: delta = rowsum(dO * O) in fp32 from the forward's output, and the fp32
-// dQ accumulator cleared for the step kernels' atomic adds (params_bwd.cuh).
+// The backward's per-row kernels around the step kernel (params_bwd.cuh): the preprocessing,
+// delta = rowsum(dO * O) in fp32 from the forward's output and the fp32 dQ accumulator cleared for
+// the step kernels' atomic adds; and the final conversion of an fp32 accumulator (dQ, dK or dV)
+// into the caller's gradient in the input dtype.
 //
 // delta is the softmax Jacobian's correction: dS_ij = P_ij (dP_ij - sum_k P_ik dP_ik), and
 // sum_k P_ik dP_ik = dO_i . (sum_k P_ik v_k) = dO_i . O_i, one dot product per row instead of a
@@ -78,6 +80,30 @@ CPGEN_DEVICE void ring_bwd_pre(const RingBwdPreParams& params) {
 #pragma unroll
   for (int offset = 16; offset >= 1; offset /= 2) partial += __shfl_xor_sync(0xffffffffu, partial, offset);
   if (lane == 0) params.delta[row] = partial;
+}
+
+// Rounding happens once, here: the accumulators stay fp32 over all N steps (and, for dK/dV, over
+// the whole trip around the ring), so the gradient carries one rounding of the input dtype, as a
+// single-device backward's would.
+template <typename T, int kHeadDim, int kWarps>
+CPGEN_DEVICE void ring_bwd_convert(const RingBwdConvertParams& params) {
+  static_assert(kHeadDim % 2 == 0, "rows are written as pairs of elements");
+  constexpr int kPairs = kHeadDim / 2;
+  const int lane = threadIdx.x % 32;
+  const long long row = static_cast<long long>(blockIdx.x) * kWarps + threadIdx.x / 32;
+  const long long rows = static_cast<long long>(params.batch) * params.heads * params.len;
+  if (row >= rows) return;
+  const int position = static_cast<int>(row % params.len);
+  const long long head_row = row / params.len;
+  const int head = static_cast<int>(head_row % params.heads);
+  const int batch = static_cast<int>(head_row / params.heads);
+  const float* acc_row = params.acc + row * kHeadDim;
+  u32* grad_row = reinterpret_cast<u32*>(
+      static_cast<char*>(params.grad) +
+      (batch * params.grad_batch_stride + head * params.grad_head_stride + position * params.grad_row_stride) * 2);
+#pragma unroll
+  for (int pair = lane; pair < kPairs; pair += 32)
+    grad_row[pair] = pack2<T>(acc_row[2 * pair], acc_row[2 * pair + 1]);
 }
 
 }  // namespace device

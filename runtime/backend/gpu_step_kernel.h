@@ -17,6 +17,7 @@
 #include "generator/kernel_spec.h"
 #include "runtime/cuda/module.h"
 #include "templates/params.cuh"
+#include "templates/params_bwd.cuh"
 
 namespace cpgen::gpu {
 
@@ -27,6 +28,13 @@ struct StepGrid {
   unsigned x = 1, y = 1, z = 1;
 };
 StepGrid step_grid(const KernelSpec& spec, const RingFwdParams& params);
+// Grid of a backward step launch (templates/step_bwd.cuh, KV-outer): x enumerates blocks of
+// block_n keys of the held chunk, y and z the (batch, kv head) pairs folded as above.
+StepGrid step_bwd_grid(const KernelSpec& spec, const RingBwdParams& params);
+// Grid of the one-warp-per-row backward kernels (templates/step_bwd_pre.cuh: the preprocessing
+// over batch * q_heads * q_len rows, the conversion over batch * heads * len rows): x alone, rows
+// in blocks of `warps`. Throws kInternal past grid.x's limit of 2^31 - 1 blocks.
+StepGrid row_grid(long long rows, int warps);
 
 class StepKernel {
  public:

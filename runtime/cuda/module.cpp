@@ -140,6 +140,11 @@ void LoadedKernel::launch(const RingBwdPreParams& params, const LaunchShape& sha
   launch_argument(&copy, shape);
 }
 
+void LoadedKernel::launch(const RingBwdConvertParams& params, const LaunchShape& shape) const {
+  RingBwdConvertParams copy = params;
+  launch_argument(&copy, shape);
+}
+
 const LoadedKernel& load_kernel(const CompiledKernel& kernel, int device) {
   static std::mutex mutex;
   static std::map<std::pair<int, std::string>, std::unique_ptr<LoadedKernel>> loaded;

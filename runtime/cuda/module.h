@@ -51,6 +51,7 @@ class LoadedKernel {
   // The same for the backward kernels (templates/step_bwd.cuh, templates/step_bwd_pre.cuh).
   void launch(const RingBwdParams& params, const LaunchShape& shape) const;
   void launch(const RingBwdPreParams& params, const LaunchShape& shape) const;
+  void launch(const RingBwdConvertParams& params, const LaunchShape& shape) const;
 
  private:
   // Checks the shape and enqueues the launch with `argument` (a copy of the params struct) as the

@@ -117,7 +117,7 @@ TEST(KernelSpec, BackwardUrisRoundTripAndKeepTheirKind) {
     EXPECT_EQ(KernelSpec::parse(s.uri()), s) << s.uri();
     EXPECT_TRUE(s.is_backward()) << s.uri();
   }
-  EXPECT_EQ(KernelSpec::backward_defaults().size(), 2u * 4u * 2u * 5u + 2u * 4u);
+  EXPECT_EQ(KernelSpec::backward_defaults().size(), 2u * 4u * 2u * 5u + 2u * 4u * 2u);
 }
 
 TEST(KernelSpec, BackwardCanonicalUrisMatchTheDesign) {
@@ -130,6 +130,13 @@ TEST(KernelSpec, BackwardCanonicalUrisMatchTheDesign) {
   const KernelSpec pre = KernelSpec::backward_pre(Dtype::kFp16, 96);
   EXPECT_EQ(pre.uri(), "ring_bwd_pre_fp16_hd96_w4");
   EXPECT_EQ(KernelSpec::parse("ring_bwd_pre_fp16_hd96_w4").kind, KernelKind::kBackwardPre);
+  const KernelSpec cvt = KernelSpec::backward_convert(Dtype::kBf16, 256, 8);
+  EXPECT_EQ(cvt.uri(), "ring_bwd_cvt_bf16_hd256_w8");
+  EXPECT_EQ(KernelSpec::parse("ring_bwd_cvt_bf16_hd256_w8"), cvt);
+  EXPECT_EQ(cvt.kind, KernelKind::kBackwardConvert);
+  EXPECT_TRUE(cvt.is_backward());
+  // Same fields as the pre kernel, a different kernel.
+  EXPECT_NE(cvt, KernelSpec::backward_pre(Dtype::kBf16, 256, 8));
   // The same tile parameters under the forward and backward names are different kernels.
   const KernelSpec bwd64 = KernelSpec::backward_default_for(Dtype::kBf16, 64, true, 1);
   KernelSpec fwd = bwd64;
@@ -149,6 +156,11 @@ TEST(KernelSpec, RejectsMalformedBackwardUris) {
       "ring_bwd_pre_bf16_hd100_w4",
       "ring_bwd_pre_bf16_hd128_w4_s2",
       "ring_bwd_pre_bf16_hd128_causal_gqa4_bm64_bn64_w8",
+      "ring_bwd_cvt_bf16_hd128",
+      "ring_bwd_cvt_fp32_hd128_w4",
+      "ring_bwd_cvt_bf16_hd100_w4",
+      "ring_bwd_cvt_bf16_hd128_w4_s2",
+      "ring_bwd_convert_bf16_hd128_w4",
       "ring_bwd_bf16_hd128_causal_gqa4_bm64_bn64_w8_s3",    // one or two Q/dO stages
       "ring_bwd_bf16_hd128_causal_gqa4_bm256_bn64_w8_s2",
       "ring_bwd_bf16_hd128_causal_gqa4_bm64_bn256_w8_s2",

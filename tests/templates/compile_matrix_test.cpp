@@ -1,7 +1,7 @@
 // The NVRTC compile matrix of the step templates: every default config of the forward step
 // (KernelSpec::all_defaults(): each dtype x head dim x causal x GQA group) and of the backward
 // kinds (KernelSpec::backward_defaults(): the backward step of every combination and the
-// preprocessing kernel of every dtype x head dim) compiles cold for sm_80 and sm_90, and a
+// preprocessing and conversion kernels of every dtype x head dim) compiles cold for sm_80 and sm_90, and a
 // representative forward subset for sm_86, sm_89, sm_90a, sm_100 and sm_120, with 0 spill bytes
 // and 0 stack frame, and the feasibility model's shared-memory figure is the traits' one. Needs no
 // GPU (NVRTC only). Each (kinds, arch) is its own test so ctest can run them side by side; inside,
@@ -80,7 +80,7 @@ void compile_representative(std::string_view arch) {
 
 void compile_backward_defaults(std::string_view arch) {
   const std::vector<KernelSpec> specs = KernelSpec::backward_defaults();
-  ASSERT_EQ(specs.size(), 2u * 4u * 2u * 5u + 2u * 4u);
+  ASSERT_EQ(specs.size(), 2u * 4u * 2u * 5u + 2u * 4u * 2u);  // steps, then pre and convert kernels
   compile_cold(specs, arch);
 }
 

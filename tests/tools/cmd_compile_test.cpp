@@ -169,7 +169,7 @@ TEST(CliCompile, AllWithFilterReportsEveryCandidateAndPrunesInfeasibleOnes) {
 }
 
 // `--all` also covers the backward kinds: the step kernel's candidates of every combination and
-// one preprocessing kernel per dtype and head dim, each under its own URI.
+// one preprocessing and one conversion kernel per dtype and head dim, each under its own URI.
 TEST(CliCompile, AllCoversTheBackwardKinds) {
   TempDir store("cli");
   auto pre = run_cli("compile --all --filter ring_bwd_pre_ --arch sm_90 --json --jobs 2 --store " + store.path());
@@ -185,6 +185,20 @@ TEST(CliCompile, AllCoversTheBackwardKinds) {
   for (Dtype dtype : kSupportedDtypes)
     for (int hd : kSupportedHeadDims) want.insert(KernelSpec::backward_pre(dtype, hd).uri());
   EXPECT_EQ(uris, want);
+
+  // The final conversion kernels compile under NVRTC too, without spills.
+  auto cvt = run_cli("compile --all --filter ring_bwd_cvt_ --arch sm_90 --json --jobs 2 --store " + store.path());
+  ASSERT_EQ(cvt.exit_code, 0) << cvt.err;
+  std::set<std::string> cvt_uris;
+  for (const auto& entry : nlohmann::json::parse(cvt.out)["kernels"]) {
+    cvt_uris.insert(entry["uri"].get<std::string>());
+    EXPECT_EQ(entry["status"], "ok") << entry.dump();
+    EXPECT_EQ(entry["spill_bytes"], 0) << entry.dump();
+  }
+  std::set<std::string> want_cvt;
+  for (Dtype dtype : kSupportedDtypes)
+    for (int hd : kSupportedHeadDims) want_cvt.insert(KernelSpec::backward_convert(dtype, hd).uri());
+  EXPECT_EQ(cvt_uris, want_cvt);
 
   const std::string filter = "ring_bwd_fp16_hd64_full_gqa1_";
   auto step = run_cli("compile --all --filter " + filter + " --arch sm_90 --json --jobs 2 --store " + store.path());

@@ -182,7 +182,7 @@ std::vector<Job> all_jobs(const std::string& filter) {
                                                                       combo.causal, combo.gqa_group))
       add(spec);
   }
-  for (const KernelSpec& spec : KernelSpec::backward_defaults()) add(spec);  // with the pre kernels
+  for (const KernelSpec& spec : KernelSpec::backward_defaults()) add(spec);  // with the pre and convert kernels
   return jobs;
 }
 
