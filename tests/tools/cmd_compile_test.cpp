@@ -190,7 +190,8 @@ TEST(CliCompile, AllCoversTheBackwardKinds) {
   auto cvt = run_cli("compile --all --filter ring_bwd_cvt_ --arch sm_90 --json --jobs 2 --store " + store.path());
   ASSERT_EQ(cvt.exit_code, 0) << cvt.err;
   std::set<std::string> cvt_uris;
-  for (const auto& entry : nlohmann::json::parse(cvt.out)["kernels"]) {
+  const nlohmann::json cvt_json = nlohmann::json::parse(cvt.out);  // kept alive through the loop
+  for (const auto& entry : cvt_json["kernels"]) {
     cvt_uris.insert(entry["uri"].get<std::string>());
     EXPECT_EQ(entry["status"], "ok") << entry.dump();
     EXPECT_EQ(entry["spill_bytes"], 0) << entry.dump();
