@@ -209,6 +209,24 @@ KernelSpec KernelSpec::default_for_arch(Dtype dtype, int head_dim, bool causal, 
 }
 
 namespace {
+struct Tile {
+  int bm, bn, warps, stages;
+};
+// `base` once per tile config, in the table's order.
+template <size_t N>
+std::vector<KernelSpec> with_tiles(const KernelSpec& base, const Tile (&tiles)[N]) {
+  std::vector<KernelSpec> specs;
+  for (const Tile& t : tiles) {
+    KernelSpec s = base;
+    s.block_m = t.bm;
+    s.block_n = t.bn;
+    s.warps = t.warps;
+    s.stages = t.stages;
+    specs.push_back(s);
+  }
+  return specs;
+}
+
 // One spec per supported (dtype, head dim, causal, group) combination, in table order.
 template <typename MakeSpec>
 void for_each_combination(std::vector<KernelSpec>* specs, MakeSpec make) {
@@ -228,20 +246,10 @@ std::vector<KernelSpec> KernelSpec::all_defaults() {
 std::vector<KernelSpec> KernelSpec::candidates_for(Dtype dtype, int head_dim, bool causal,
                                                    int gqa_group) {
   // The configs `cpgen compile --all` checks for every combination; the tuner widens this set.
-  struct Tile { int bm, bn, warps, stages; };
   static constexpr Tile kTiles[] = {
       {128, 64, 4, 2}, {128, 64, 4, 3}, {128, 128, 4, 2}, {128, 64, 8, 2}, {128, 128, 8, 2},
       {64, 64, 4, 2},  {64, 64, 4, 3},  {64, 128, 4, 2},  {128, 32, 4, 2}, {64, 32, 4, 3}};
-  std::vector<KernelSpec> specs;
-  for (const Tile& t : kTiles) {
-    KernelSpec s = default_for(dtype, head_dim, causal, gqa_group);
-    s.block_m = t.bm;
-    s.block_n = t.bn;
-    s.warps = t.warps;
-    s.stages = t.stages;
-    specs.push_back(s);
-  }
-  return specs;
+  return with_tiles(default_for(dtype, head_dim, causal, gqa_group), kTiles);
 }
 
 KernelSpec KernelSpec::backward_pre(Dtype dtype, int head_dim, int warps) {
@@ -311,20 +319,10 @@ std::vector<KernelSpec> KernelSpec::backward_defaults() {
 
 std::vector<KernelSpec> KernelSpec::backward_candidates_for(Dtype dtype, int head_dim, bool causal,
                                                             int gqa_group) {
-  struct Tile { int bm, bn, warps, stages; };
   static constexpr Tile kTiles[] = {
       {64, 64, 4, 2}, {64, 64, 8, 2}, {64, 64, 8, 1}, {64, 128, 8, 2}, {128, 64, 8, 2},
       {32, 64, 4, 2}, {64, 32, 8, 1}, {64, 32, 4, 2}, {128, 128, 16, 1}};
-  std::vector<KernelSpec> specs;
-  for (const Tile& t : kTiles) {
-    KernelSpec s = backward_default_for(dtype, head_dim, causal, gqa_group);
-    s.block_m = t.bm;
-    s.block_n = t.bn;
-    s.warps = t.warps;
-    s.stages = t.stages;
-    specs.push_back(s);
-  }
-  return specs;
+  return with_tiles(backward_default_for(dtype, head_dim, causal, gqa_group), kTiles);
 }
 
 void validate_arch(std::string_view arch) {
