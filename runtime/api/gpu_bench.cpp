@@ -7,7 +7,8 @@
 #include "cpgen/error.h"
 #include "cpgen/ring_attention.h"
 #include "runtime/cuda/cuda_driver.h"
-#include "runtime/backend/gpu_backend.h"
+#include "runtime/backend/gpu_device.h"
+#include "runtime/backend/kernel_ring_backend.h"
 #include "runtime/api/gpu_ring_run.h"
 #include "runtime/cuda/gpu_stream.h"
 #include "runtime/core/half_convert.h"
@@ -196,10 +197,12 @@ BenchResult bench_loopback(const Problem& p, const BenchOptions& o) {
   // The step kernel alone: rank 0, step 0 (its own chunk), on a backend of its own.
   {
     StepKernel kernel(KernelSpec::parse(r.kernel_uri), device_arch(ring.device()), ring.device());
-    DevicePositions positions(p, ring.device());
-    GpuRingBackend backend(p, 0, ring.device(), kernel, positions);
+    GpuDevice gpu(ring.device(), kernel);
+    gpu.set_stream(stream.get());
+    RingPositions positions(p, gpu);
+    KernelRingBackend backend(p, 0, gpu, positions);
     const ShardPointers& s0 = pointers[0];
-    backend.bind({s0.q, s0.k, s0.v, s0.out, s0.lse}, stream.get());
+    backend.bind({s0.q, s0.k, s0.v, s0.out, s0.lse});
     backend.forward_begin();
     RingStep step;
     step.is_first = true;

@@ -21,7 +21,8 @@
 #include "runtime/cuda/cuda_driver.h"
 #include "runtime/cuda/gpu_stream.h"
 #include "runtime/cuda/module.h"
-#include "runtime/backend/gpu_backend.h"
+#include "runtime/backend/gpu_device.h"
+#include "runtime/backend/kernel_ring_backend.h"
 #include "runtime/api/kernel_select.h"
 #include "runtime/transport/loopback_transport.h"
 #include "runtime/ring/ring_driver.h"
@@ -41,8 +42,10 @@ struct RingAttention::Impl {
   std::vector<StepKernelChoice> choices;
   std::string main_source;
   std::unique_ptr<gpu::StepKernel> kernel;
-  std::unique_ptr<gpu::DevicePositions> positions;
-  std::vector<std::unique_ptr<gpu::GpuRingBackend>> backends;
+  // One device per rank (each rank enqueues on its own stream), one position table for all.
+  std::vector<std::unique_ptr<gpu::GpuDevice>> devices;
+  std::unique_ptr<RingPositions> positions;
+  std::vector<std::unique_ptr<KernelRingBackend>> backends;
   // Loopback.
   std::unique_ptr<gpu::LoopbackRing> loopback;
   std::vector<std::unique_ptr<gpu::Stream>> rank_streams;
@@ -91,9 +94,16 @@ struct RingAttention::Impl {
     }
     main_source = std::string(config_source_name(choices.front().source));
     kernel = std::make_unique<gpu::StepKernel>(per_step, arch, device);
-    positions = std::make_unique<gpu::DevicePositions>(problem, device);
+    gpu::GpuDevice setup_device(device, *kernel);
+    positions = std::make_unique<RingPositions>(problem, setup_device);
     done = std::make_unique<gpu::Event>();
     captured_done = std::make_unique<gpu::Event>();
+  }
+
+  // The device and backend of (virtual) rank r.
+  void add_rank(int r) {
+    devices.push_back(std::make_unique<gpu::GpuDevice>(device, *kernel));
+    backends.push_back(std::make_unique<KernelRingBackend>(problem, r, *devices.back(), *positions));
   }
 
   // Orders a call on `stream` after the previous call, whose work may still be queued on another
@@ -162,7 +172,8 @@ struct RingAttention::Impl {
       CPGEN_CU_CHECK(api.cuStreamWaitEvent(rs, fork_event->get(), 0));
       loopback->set_compute_stream(r, rs);
       const ShardPointers& s = ranks[r];
-      backends[r]->bind({s.q, s.k, s.v, s.out, s.lse}, rs);
+      devices[r]->set_stream(rs);
+      backends[r]->bind({s.q, s.k, s.v, s.out, s.lse});
       rank_backends.push_back(backends[r].get());
       endpoints.push_back(&loopback->endpoint(r));
     }
@@ -198,7 +209,7 @@ RingAttention RingAttention::loopback(const Problem& problem, const RingOptions&
   impl->loopback = std::make_unique<gpu::LoopbackRing>(n);
   impl->fork_event = std::make_unique<gpu::Event>();
   for (int r = 0; r < n; ++r) {
-    impl->backends.push_back(std::make_unique<gpu::GpuRingBackend>(problem, r, impl->device, *impl->kernel, *impl->positions));
+    impl->add_rank(r);
     impl->rank_streams.push_back(std::make_unique<gpu::Stream>());
     impl->join_events.push_back(std::make_unique<gpu::Event>());
   }
@@ -220,8 +231,7 @@ RingAttention RingAttention::nccl(const Problem& problem, void* nccl_comm, const
     throw_bad_input("RingAttention::nccl: the communicator has " + std::to_string(impl->nccl->size()) +
                     " ranks but cp_size is " + std::to_string(problem.cp_size));
   impl->rank = impl->nccl->rank();
-  impl->backends.push_back(
-      std::make_unique<gpu::GpuRingBackend>(problem, impl->rank, impl->device, *impl->kernel, *impl->positions));
+  impl->add_rank(impl->rank);
   return RingAttention(std::move(impl));
 #else
   (void)nccl_comm;
@@ -249,7 +259,8 @@ void RingAttention::forward(const void* q, const void* k, const void* v, void* o
   m.nccl->check();
   const bool capturing = gpu::is_capturing(cu_stream);
   m.order_after_previous(cu_stream, capturing);
-  m.backends[0]->bind({q, k, v, out, lse}, cu_stream);
+  m.devices[0]->set_stream(cu_stream);
+  m.backends[0]->bind({q, k, v, out, lse});
   m.nccl->set_compute_stream(cu_stream);
   ring_forward(*m.backends[0], *m.nccl);
   m.record_done(cu_stream, capturing);

@@ -1,0 +1,36 @@
+// The KernelDevice of one CUDA device (runtime/backend/kernel_device.h): memory from cuMemAlloc,
+// copies and launches enqueued on the stream set by set_stream, step kernels from a StepKernel
+// (runtime/backend/gpu_step_kernel.h). It never waits on the host except in upload (set-up).
+#pragma once
+
+#include <cuda.h>
+
+#include "runtime/backend/gpu_step_kernel.h"
+#include "runtime/backend/kernel_device.h"
+
+namespace cpgen::gpu {
+
+class GpuDevice final : public KernelDevice {
+ public:
+  // `kernel` must outlive the device. Uses device ordinal `device` (its primary context).
+  GpuDevice(int device, const StepKernel& kernel);
+  // The stream the following copies and launches are enqueued on.
+  void set_stream(CUstream stream) { stream_ = stream; }
+  CUstream stream() const { return stream_; }
+  int ordinal() const { return device_; }
+
+  DeviceAllocation allocate(size_t bytes) override;
+  void upload(void* dst, const void* host, size_t bytes) override;
+  void copy(void* dst, const void* src, size_t bytes) override;
+  void launch_forward(StepType step, const RingFwdParams& params) override;
+  void launch_backward_pre(const RingBwdPreParams& params) override;
+  void launch_backward(StepType step, const RingBwdParams& params) override;
+  void launch_backward_convert(const RingBwdConvertParams& params) override;
+
+ private:
+  int device_;
+  const StepKernel& kernel_;
+  CUstream stream_ = nullptr;
+};
+
+}  // namespace cpgen::gpu
