@@ -2,11 +2,12 @@
 
 #include <algorithm>
 
-namespace cpgen {
+#include "cpgen/error.h"
 
-CandidateSet enumerate_candidates(const WorkloadKey& w, int max_candidates) {
-  CandidateSet set;
-  const KernelSpec base = KernelSpec::default_for(w.dtype, w.head_dim, w.causal, w.gqa_group());
+namespace cpgen {
+namespace {
+
+std::vector<KernelSpec> forward_space(const KernelSpec& base) {
   std::vector<KernelSpec> all = {base};
   for (int bm : kTuneBlockM)
     for (int bn : kTuneBlockN)
@@ -21,6 +22,49 @@ CandidateSet enumerate_candidates(const WorkloadKey& w, int max_candidates) {
           s.stages = stages;
           if (s != base) all.push_back(s);
         }
+  return all;
+}
+
+// The backward grid, then any of KernelSpec::backward_candidates_for (the configs `cpgen compile
+// --all --filter bwd` checks) that the grid lacks, so the tuner never searches less than that.
+std::vector<KernelSpec> backward_space(const KernelSpec& base) {
+  std::vector<KernelSpec> all = {base};
+  auto add = [&](const KernelSpec& s) {
+    if (std::find(all.begin(), all.end(), s) == all.end()) all.push_back(s);
+  };
+  for (int bm : kTuneBwdBlockM)
+    for (int bn : kTuneBwdBlockN)
+      for (int warps : kTuneBwdWarps)
+        for (int stages : kTuneBwdStages) {
+          KernelSpec s = base;
+          s.block_m = bm;
+          s.block_n = bn;
+          s.warps = warps;
+          s.stages = stages;
+          add(s);
+        }
+  for (const KernelSpec& s : KernelSpec::backward_candidates_for(base.dtype, base.head_dim, base.causal, base.gqa_group)) add(s);
+  return all;
+}
+
+}  // namespace
+
+KernelSpec tuning_default(const WorkloadKey& w) {
+  if (!is_backward(w.step)) return KernelSpec::default_for(w.dtype, w.head_dim, w.causal, w.gqa_group());
+  try {
+    return KernelSpec::backward_default_for_arch(w.dtype, w.head_dim, w.causal, w.gqa_group(), w.arch);
+  } catch (const Error& e) {
+    // No backward tile fits the arch: the plain default stands in, and the model prunes it with
+    // its reason like any other candidate.
+    if (e.kind() != ErrorKind::kInfeasible) throw;
+    return KernelSpec::backward_default_for(w.dtype, w.head_dim, w.causal, w.gqa_group());
+  }
+}
+
+CandidateSet enumerate_candidates(const WorkloadKey& w, int max_candidates) {
+  CandidateSet set;
+  const KernelSpec base = tuning_default(w);
+  const std::vector<KernelSpec> all = is_backward(w.step) ? backward_space(base) : forward_space(base);
   const int64_t packed_rows = w.q_len * w.gqa_group();
   for (const KernelSpec& s : all) {
     Feasibility f = check_feasibility(s, w.arch);

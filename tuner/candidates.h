@@ -1,7 +1,9 @@
-// The tuning search space for one workload: every (BLOCK_M, BLOCK_N, warps, stages) the kernel
-// template supports, with the documented default first. Candidates the feasibility model or the
-// step's size rule out are returned separately with the reason, so the tuner records them as
-// infeasible instead of spending NVRTC time on them.
+// The tuning search space for one workload: every tile config the kernel template supports, with
+// the documented default first. A forward workload searches the forward step's (BLOCK_M, BLOCK_N,
+// warps, stages); a backward workload (a "bwd-" step type) the backward step's, so a backward
+// record always names a ring_bwd_ kernel. Candidates the feasibility model or the step's size rule
+// out are returned separately with the reason, so the tuner records them as infeasible instead of
+// spending NVRTC time on them.
 #pragma once
 
 #include <string>
@@ -12,12 +14,21 @@
 
 namespace cpgen {
 
-// The axes searched (a subset of the supported values: 16-warp CTAs and 256-key tiles never fit
-// the register and shared-memory budgets of the head dims cpgen serves).
+// The forward axes searched (a subset of the supported values: 16-warp CTAs and 256-key tiles
+// never fit the register and shared-memory budgets of the head dims cpgen serves).
 inline constexpr int kTuneBlockM[] = {64, 128, 256};
 inline constexpr int kTuneBlockN[] = {32, 64, 128};
 inline constexpr int kTuneWarps[] = {4, 8};
 inline constexpr int kTuneStages[] = {1, 2, 3};
+
+// The backward axes: query tiles of the inner loop, key tiles per CTA, warps, Q/dO stages. Every
+// supported backward query tile and stage count; 16-key CTAs are left out, since such a CTA reads
+// every query tile of the step for as few keys as one warp owns. Warps run from 4 (as at head dim
+// 64 by default) to 16 (as in backward_candidates_for); the feasibility model says which fit.
+inline constexpr int kTuneBwdBlockM[] = {16, 32, 64, 128};
+inline constexpr int kTuneBwdBlockN[] = {32, 64, 128};
+inline constexpr int kTuneBwdWarps[] = {4, 8, 16};
+inline constexpr int kTuneBwdStages[] = {1, 2};
 
 struct PrunedCandidate {
   KernelSpec spec;
@@ -28,6 +39,11 @@ struct CandidateSet {
   std::vector<KernelSpec> viable;        // default first, then the search order
   std::vector<PrunedCandidate> pruned;   // infeasible before compiling
 };
+
+// The config a workload's candidates are verified against: the forward default
+// (KernelSpec::default_for), or for a backward workload the backward default that fits the arch
+// (KernelSpec::backward_default_for_arch; backward_default_for where none fits).
+KernelSpec tuning_default(const WorkloadKey& w);
 
 // max_candidates > 0 keeps only that many viable candidates (the default always among them); the
 // rest are dropped, not recorded, since nothing was learned about them.

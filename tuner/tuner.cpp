@@ -30,6 +30,17 @@ std::pair<double, double> median_and_iqr(std::vector<double> samples) {
 
 }  // namespace
 
+const char* direction_name(const WorkloadKey& w) { return is_backward(w.step) ? "backward" : "forward"; }
+
+std::vector<WorkloadKey> tuned_workloads(const Problem& p, const DeviceClass& device, const TuneOptions& options) {
+  std::vector<WorkloadKey> out;
+  if (options.forward) out = workloads_for(p, device);
+  if (options.backward) {
+    for (StepType step : backward_step_types_for(p)) out.push_back(workload_for(p, step, device));
+  }
+  return out;
+}
+
 Tuner::Tuner(Database& db, TuneOptions options, CompileFn compile, CandidateTimer* timer, RankGroup* ranks, Environment env)
     : db_(db), options_(std::move(options)), compile_(std::move(compile)), timer_(timer), ranks_(ranks), env_(std::move(env)) {
   if (!compile_) {
@@ -37,6 +48,7 @@ Tuner::Tuner(Database& db, TuneOptions options, CompileFn compile, CandidateTime
   }
   if (options_.runs < 20) throw_bad_input("tune: --runs " + std::to_string(options_.runs) + " is too few; at least 20 timed runs per candidate");
   if (options_.warmup < 1) throw_bad_input("tune: --warmup must be at least 1");
+  if (!options_.forward && !options_.backward) throw_bad_input("tune: neither the forward nor the backward is selected; nothing to tune");
 }
 
 Record Tuner::base_record(const WorkloadKey& w, const KernelSpec& spec) const {
@@ -56,7 +68,7 @@ TuneReport Tuner::tune(const std::vector<Problem>& problems, const DeviceClass& 
   TuneReport report;
   std::vector<WorkloadKey> workloads;
   for (const Problem& p : problems) {
-    for (const WorkloadKey& w : workloads_for(p, device)) {
+    for (const WorkloadKey& w : tuned_workloads(p, device, options_)) {
       if (std::find(workloads.begin(), workloads.end(), w) == workloads.end()) workloads.push_back(w);
     }
   }
@@ -118,7 +130,10 @@ WorkloadResult Tuner::tune_workload(const WorkloadKey& w, double started_s) {
   });
   result.pruned = static_cast<int>(set.pruned.size());
 
-  const std::string label = "compile " + std::string(step_type_name(w.step)) + " q" + std::to_string(w.q_len);
+  // e.g. "compile backward bwd-diagonal q2048": the direction first, so a reader of the progress
+  // lines sees which ring the kernels belong to.
+  const std::string what = std::string(direction_name(w)) + " " + std::string(step_type_name(w.step)) + " q" + std::to_string(w.q_len);
+  const std::string label = "compile " + what;
   // Workloads of one problem share their candidates: each kernel is compiled once per tune.
   std::vector<KernelSpec> fresh;
   for (const KernelSpec& s : set.viable) {
@@ -164,8 +179,9 @@ WorkloadResult Tuner::tune_workload(const WorkloadKey& w, double started_s) {
     return result;
   }
 
-  // The reference config: the documented default when it compiled, else the first that did.
-  const KernelSpec default_spec = KernelSpec::default_for(w.dtype, w.head_dim, w.causal, w.gqa_group());
+  // The reference config: the documented default of the workload's direction when it compiled,
+  // else the first that did.
+  const KernelSpec default_spec = tuning_default(w);
   auto ref_it = std::find_if(compiled.begin(), compiled.end(), [&](const CompileOutcome* o) { return o->spec == default_spec; });
   const CompileOutcome* reference = ref_it != compiled.end() ? *ref_it : compiled.front();
   TimingOutcome ref_check;
@@ -195,7 +211,7 @@ WorkloadResult Tuner::tune_workload(const WorkloadKey& w, double started_s) {
     return result;
   }
 
-  Progress progress("time " + std::string(step_type_name(w.step)) + " q" + std::to_string(w.q_len), compiled.size(), options_.quiet);
+  Progress progress("time " + what, compiled.size(), options_.quiet);
   // The reference goes first, so the default is always timed even when the budget runs out.
   std::stable_partition(compiled.begin(), compiled.end(), [&](const CompileOutcome* o) { return o == reference; });
   for (const CompileOutcome* o : compiled) {

@@ -1,5 +1,5 @@
-// The tuner: for every workload of every problem, enumerate candidates, prune them with the
-// feasibility model, compile the rest in parallel (pruning spills), and on a GPU verify each
+// The tuner: for every workload of every problem (the forward ring's step types and the backward
+// ring's, as TuneOptions chooses), enumerate candidates, prune them with the feasibility model, compile the rest in parallel (pruning spills), and on a GPU verify each
 // against a reference config and time it; every attempt becomes a record, and the fastest valid
 // one is pinned as the workload's winner. Without a GPU it stops after compiling and records the
 // compiled candidates as not-timed.
@@ -29,7 +29,17 @@ struct TuneOptions {
   int warmup = 5;
   int runs = 20;             // timed launches per candidate (the median is recorded)
   bool quiet = false;        // no progress on stderr
+  bool forward = true;       // tune the forward step types (diagonal, full, zigzag halves)
+  bool backward = true;      // tune the backward step types (bwd-diagonal, ...)
 };
+
+// "forward" or "backward": which ring a workload's step type belongs to, as progress lines and
+// `cpgen tune --json` name it.
+const char* direction_name(const WorkloadKey& w);
+
+// The workloads a tune covers for one problem: the forward ones (workloads_for), then the backward
+// ones (the same shapes under backward_step_types_for), as `options` selects.
+std::vector<WorkloadKey> tuned_workloads(const Problem& p, const DeviceClass& device, const TuneOptions& options);
 
 struct WorkloadResult {
   WorkloadKey workload;

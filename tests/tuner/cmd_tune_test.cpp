@@ -3,6 +3,7 @@
 #include <gtest/gtest.h>
 
 #include <chrono>
+#include <filesystem>
 #include <fstream>
 
 #include "../cache/cache_fixtures.h"
@@ -11,6 +12,7 @@
 #include "runtime/ring/shapes.h"
 #include "test_util.h"
 #include "tuner/candidates.h"
+#include "tuner/tuner.h"
 
 namespace cpgen::testing {
 namespace {
@@ -30,8 +32,11 @@ TEST_F(CmdTuneTest, WithoutAGpuCompilesRecordsNotTimedAndExitsZero) {
   std::vector<Problem> problems = load_shapes_file(shapes_file());
   DeviceClass none{"none", "sm_90a", 0};
   int records = 0, not_timed = 0;
+  int backward_workloads = 0;
   for (const Problem& p : problems) {
-    for (const WorkloadKey& w : workloads_for(p, none)) {
+    // Both directions by default: the forward step types and the backward ones.
+    for (const WorkloadKey& w : tuned_workloads(p, none, TuneOptions{})) {
+      backward_workloads += is_backward(w.step);
       const CandidateSet set = enumerate_candidates(w, 2);
       std::vector<Record> rs = records_for(db, w);
       EXPECT_EQ(rs.size(), set.viable.size() + set.pruned.size()) << w.describe();
@@ -51,6 +56,7 @@ TEST_F(CmdTuneTest, WithoutAGpuCompilesRecordsNotTimedAndExitsZero) {
   }
   EXPECT_GT(records, 0);
   EXPECT_GT(not_timed, 0) << "the documented defaults compile with NVRTC";
+  EXPECT_EQ(backward_workloads, static_cast<int>(problems.size())) << "one bwd-full workload per non-causal shape";
 }
 
 TEST_F(CmdTuneTest, RequireGpuExitsThreeWithoutAGpu) {
@@ -66,7 +72,14 @@ TEST_F(CmdTuneTest, JsonReportParses) {
   ASSERT_EQ(r.exit_code, 0) << r.err;
   nlohmann::json j = nlohmann::json::parse(r.out);
   EXPECT_EQ(j["timed"], false);
-  EXPECT_EQ(j["workloads"].size(), 2u);
+  // Two non-causal shapes: a full and a bwd-full workload each, forward first.
+  ASSERT_EQ(j["workloads"].size(), 4u);
+  for (size_t i = 0; i < 4; ++i) {
+    const nlohmann::json& item = j["workloads"][i];
+    const bool backward = i % 2 == 1;
+    EXPECT_EQ(item["direction"], backward ? "backward" : "forward") << item.dump();
+    EXPECT_EQ(item["workload"]["step_type"], backward ? "bwd-full" : "full") << item.dump();
+  }
   EXPECT_NE(j["notice"].get<std::string>().find("timing needs a GPU"), std::string::npos);
 }
 
@@ -77,12 +90,47 @@ TEST_F(CmdTuneTest, KernelsInTheDatabaseMakeTheSecondRunCompileNothing) {
   Database db(path("k.db"));
   Statement count = db.prepare("SELECT count(*) FROM kernels");
   ASSERT_TRUE(count.step());
-  EXPECT_EQ(count.column_int(0), 2) << "one default kernel per shape";
+  EXPECT_EQ(count.column_int(0), 4) << "one default forward and one default backward kernel per shape";
   const auto start = std::chrono::steady_clock::now();
   CliResult again = run_cli(args);
   ASSERT_EQ(again.exit_code, 0) << again.err;
   EXPECT_LT(std::chrono::duration<double>(std::chrono::steady_clock::now() - start).count(), 2.0)
-      << "the second run should read both kernels from the database instead of compiling";
+      << "the second run should read all four kernels from the database instead of compiling";
+}
+
+TEST_F(CmdTuneTest, OnlyChoosesTheDirection) {
+  if (have_gpu()) GTEST_SKIP() << "a GPU is present";
+  for (const std::string only : {"bwd", "fwd"}) {
+    const std::string db = path(only + ".db");
+    CliResult r = run_cli("tune --json --only " + only + " --shapes " + shapes_file() + " --db " + db + " --store " +
+                          path("store") + " -q --max-candidates 1");
+    ASSERT_EQ(r.exit_code, 0) << only << ": " << r.err;
+    const nlohmann::json j = nlohmann::json::parse(r.out);
+    ASSERT_EQ(j["workloads"].size(), 2u) << only;
+    for (const auto& item : j["workloads"]) {
+      EXPECT_EQ(item["direction"], only == "bwd" ? "backward" : "forward") << item.dump();
+      EXPECT_EQ(is_backward(WorkloadKey::from_json(item["workload"]).step), only == "bwd") << item.dump();
+    }
+    // Nothing of the other direction reached the database.
+    Database opened(db);
+    for (const Problem& p : load_shapes_file(shapes_file())) {
+      TuneOptions other;
+      other.forward = only == "bwd";
+      other.backward = only == "fwd";
+      for (const WorkloadKey& w : tuned_workloads(p, {"none", "sm_90a", 0}, other)) {
+        EXPECT_TRUE(records_for(opened, w).empty()) << only << ": " << w.describe();
+      }
+    }
+  }
+}
+
+TEST_F(CmdTuneTest, BadOnlyIsRefusedWithOneLine) {
+  CliResult r = run_cli("tune --only both --shapes " + shapes_file() + common());
+  EXPECT_EQ(r.exit_code, 2) << r.out << r.err;
+  EXPECT_EQ(std::count(r.err.begin(), r.err.end(), '\n'), 1) << r.err;
+  EXPECT_NE(r.err.find("--only 'both'"), std::string::npos) << r.err;
+  EXPECT_NE(r.err.find("allowed: fwd, bwd"), std::string::npos) << r.err;
+  EXPECT_FALSE(std::filesystem::exists(path("t.db"))) << "a refused tune must not create the database";
 }
 
 TEST_F(CmdTuneTest, BadInputExitsTwoWithOneLine) {
@@ -100,17 +148,17 @@ TEST_F(CmdTuneTest, BadInputExitsTwoWithOneLine) {
   EXPECT_NE(runs.err.find("at least 20"), std::string::npos) << runs.err;
 }
 
-// The GPU acceptance: one shape, at least 24 candidates, under 30 s, and a verified winner at
-// least as fast as the documented default.
+// The GPU acceptance of the forward: one shape, at least 24 candidates, under 30 s, and a verified
+// winner at least as fast as the documented default.
 TEST_F(CmdTuneTest, TuneOnGpu) {
   CPGEN_REQUIRE_GPU();
   std::ofstream(path("one.json")) << R"({"shapes": [{"name": "llama-8b-32k-cp2", "q_heads": 32, "kv_heads": 8,
       "head_dim": 128, "seq_len": 32768, "cp_size": 2, "dtype": "bf16", "causal": true, "scheme": "contiguous"}]})";
   // Warm the kernel store first: the 30 s target is for tuning, compiles are cached by then.
-  ASSERT_EQ(run_cli("tune --shapes " + path("one.json") + " --db " + path("warm.db") + " --store " + path("store") +
+  ASSERT_EQ(run_cli("tune --only fwd --shapes " + path("one.json") + " --db " + path("warm.db") + " --store " + path("store") +
                     " -q --runs 20 --warmup 1 --max-candidates 64").exit_code, 0);
   const auto start = std::chrono::steady_clock::now();
-  CliResult r = run_cli("tune --json --require-gpu --shapes " + path("one.json") + common());
+  CliResult r = run_cli("tune --only fwd --json --require-gpu --shapes " + path("one.json") + common());
   const double seconds = std::chrono::duration<double>(std::chrono::steady_clock::now() - start).count();
   ASSERT_EQ(r.exit_code, 0) << r.err;
   nlohmann::json j = nlohmann::json::parse(r.out);
@@ -131,6 +179,37 @@ TEST_F(CmdTuneTest, TuneOnGpu) {
     ASSERT_TRUE(default_ms) << "the default must be timed and verified";
     EXPECT_LE(item["winner_median_ms"].get<double>(), *default_ms);
   }
+}
+
+// The same for the backward: every candidate of the bwd-diagonal step agrees with the backward
+// default on dq, dk and dv, the default is timed, and the winner is no slower than it.
+TEST_F(CmdTuneTest, TuneBackwardOnGpu) {
+  CPGEN_REQUIRE_GPU();
+  std::ofstream(path("one.json")) << R"({"shapes": [{"name": "llama-8b-32k-cp2", "q_heads": 32, "kv_heads": 8,
+      "head_dim": 128, "seq_len": 32768, "cp_size": 2, "dtype": "bf16", "causal": true, "scheme": "contiguous"}]})";
+  CliResult r = run_cli("tune --only bwd --json --require-gpu --shapes " + path("one.json") + common());
+  ASSERT_EQ(r.exit_code, 0) << r.err;
+  nlohmann::json j = nlohmann::json::parse(r.out);
+  ASSERT_EQ(j["timed"], true);
+  Database db(path("t.db"));
+  int diagonal = 0;
+  for (const auto& item : j["workloads"]) {
+    EXPECT_EQ(item["direction"], "backward");
+    WorkloadKey w = WorkloadKey::from_json(item["workload"]);
+    if (w.step != StepType::kBwdDiagonal) continue;
+    ++diagonal;
+    EXPECT_EQ(item["rejected"].get<int>(), 0) << "a backward candidate disagreed with the reference config: " << w.describe();
+    ASSERT_FALSE(item["winner"].is_null());
+    EXPECT_EQ(KernelSpec::parse(item["winner"].get<std::string>()).kind, KernelKind::kBackwardStep);
+    const std::string default_uri = tuning_default(w).uri();
+    std::optional<double> default_ms;
+    for (const Record& rec : records_for(db, w)) {
+      if (rec.kernel_uri == default_uri) default_ms = rec.median_ms;
+    }
+    ASSERT_TRUE(default_ms) << "the backward default must be timed and verified";
+    EXPECT_LE(item["winner_median_ms"].get<double>(), *default_ms);
+  }
+  EXPECT_EQ(diagonal, 1);
 }
 
 }  // namespace

@@ -59,7 +59,11 @@ TEST_F(TunerTest, CompileOnlyRecordsEveryCandidateAsNotTimed) {
   const KernelSpec spilling = viable[2];
   compiler.fail = {bad.uri()};
   compiler.spill = {spilling.uri()};
-  Tuner tuner(db, quiet_options(), compiler.fn(), nullptr, nullptr, test_env());
+  // The forward step types alone: the failing URIs are forward kernels (the backward ones have
+  // their own test in tuner_backward_test.cpp).
+  TuneOptions o = quiet_options();
+  o.backward = false;
+  Tuner tuner(db, o, compiler.fn(), nullptr, nullptr, test_env());
   TuneReport report = tuner.tune({small_problem()}, kH200);
   EXPECT_FALSE(report.timed);
   EXPECT_NE(report.notice.find("timing needs a GPU"), std::string::npos) << report.notice;
@@ -99,12 +103,12 @@ TEST_F(TunerTest, FastestVerifiedCandidateWinsAndIsSelected) {
   timer.wrong = {fastest.uri()};
   Tuner tuner(db, quiet_options(), compiler.fn(), &timer, nullptr, test_env());
   TuneReport report = tuner.tune({small_problem(4096, Scheme::kContiguous)}, kH200);
-  ASSERT_EQ(report.workloads.size(), 2u);
+  ASSERT_EQ(report.workloads.size(), 4u);  // diagonal and full, forward then backward
   const WorkloadResult& diag = report.workloads[0];
+  ASSERT_EQ(diag.workload.step, StepType::kDiagonal);
   ASSERT_TRUE(diag.winner);
   EXPECT_NE(diag.winner->kernel_uri, fastest.uri());
-  EXPECT_EQ(timer.reference_uri, KernelSpec::default_for(Dtype::kBf16, 128, true, 4).uri());
-  EXPECT_EQ(timer.measured.front(), timer.reference_uri) << "the reference is timed first";
+  EXPECT_EQ(timer.measured.front(), KernelSpec::default_for(Dtype::kBf16, 128, true, 4).uri()) << "the reference is timed first";
   // The winner is the minimum over the valid records, with >= 20 samples and its median.
   double best = 1e9;
   std::string best_uri;
@@ -131,12 +135,14 @@ TEST_F(TunerTest, BrokenReferenceMeansNoWinner) {
   timer.reference_broken = true;
   Tuner tuner(db, quiet_options(), compiler.fn(), &timer, nullptr, test_env());
   TuneReport report = tuner.tune({small_problem(4096, Scheme::kStriped)}, kH200);
-  ASSERT_EQ(report.workloads.size(), 1u);
-  EXPECT_FALSE(report.workloads[0].winner);
+  ASSERT_EQ(report.workloads.size(), 2u);  // diagonal and bwd-diagonal
   EXPECT_TRUE(timer.measured.empty());
-  std::map<Disposition, int> counts = dispositions(db, report.workloads[0].workload);
-  EXPECT_EQ(counts[Disposition::kWrongResult], 1);
-  EXPECT_EQ(counts[Disposition::kOk], 0);
+  for (const WorkloadResult& r : report.workloads) {
+    EXPECT_FALSE(r.winner) << r.workload.describe();
+    std::map<Disposition, int> counts = dispositions(db, r.workload);
+    EXPECT_EQ(counts[Disposition::kWrongResult], 1) << r.workload.describe();
+    EXPECT_EQ(counts[Disposition::kOk], 0) << r.workload.describe();
+  }
 }
 
 TEST_F(TunerTest, SpentBudgetLeavesTheRestNotTimed) {
@@ -147,10 +153,14 @@ TEST_F(TunerTest, SpentBudgetLeavesTheRestNotTimed) {
   o.budget_s = 1e-9;  // spent before the first timing: only the reference is timed
   Tuner tuner(db, o, compiler.fn(), &timer, nullptr, test_env());
   TuneReport report = tuner.tune({small_problem(4096, Scheme::kStriped)}, kH200);
-  ASSERT_EQ(timer.measured.size(), 1u);
-  ASSERT_TRUE(report.workloads[0].winner);
+  ASSERT_EQ(report.workloads.size(), 2u);  // diagonal and bwd-diagonal: one reference each
+  ASSERT_EQ(timer.measured.size(), 2u);
+  for (const WorkloadResult& r : report.workloads) {
+    ASSERT_TRUE(r.winner) << r.workload.describe();
+    EXPECT_EQ(r.winner->kernel_uri, tuning_default(r.workload).uri());
+    EXPECT_GT(dispositions(db, r.workload)[Disposition::kNotTimed], 10) << r.workload.describe();
+  }
   EXPECT_EQ(report.workloads[0].winner->kernel_uri, KernelSpec::default_for(Dtype::kBf16, 128, true, 4).uri());
-  EXPECT_GT(dispositions(db, report.workloads[0].workload)[Disposition::kNotTimed], 10);
 }
 
 // N ranks as threads: broadcast hands rank 0's bytes to everyone.

@@ -1,4 +1,5 @@
-// cpgen tune: tune every workload of a shapes file into the tuning database. Without a GPU it
+// cpgen tune: tune every workload of a shapes file into the tuning database, the forward ring's
+// step types and the backward ring's (`--only fwd|bwd` picks one). Without a GPU it
 // compiles and prunes every candidate, records them as not-timed, says that timing needs a GPU and
 // exits 0 (3 with --require-gpu).
 #include <nlohmann/json.hpp>
@@ -44,6 +45,7 @@ struct TuneCliOptions {
   int rank = 0;
   int world_size = 1;
   std::string nccl_id_file;
+  std::string only;  // "", "fwd" or "bwd"
 };
 
 constexpr int kExitNoGpu = 3;
@@ -54,7 +56,18 @@ std::string ms_text(double ms) {
   return buf;
 }
 
+// --only's value into the directions a tune covers; empty: both.
+void choose_directions(const std::string& only, TuneOptions* options) {
+  if (only.empty()) return;
+  if (only != "fwd" && only != "bwd") throw_bad_input("tune: --only '" + only + "' is not allowed; allowed: fwd, bwd");
+  options->forward = only == "fwd";
+  options->backward = only == "bwd";
+}
+
 void run(const TuneCliOptions& o) {
+  TuneOptions options;
+  // Checked first: a bad value is refused before the shapes file is read or a GPU is looked for.
+  choose_directions(o.only, &options);
   std::vector<Problem> problems = load_shapes_file(o.shapes);
   if (!o.arch.empty()) validate_arch(o.arch);
   if (o.budget_s < 0) throw_bad_input("tune: --budget-s must be >= 0 (0: no limit)");
@@ -97,7 +110,6 @@ void run(const TuneCliOptions& o) {
     if (o.kernels_in_db) own_store = std::make_unique<SqliteKernelStore>(db->path());
     store = own_store ? own_store.get() : default_kernel_store();
   }
-  TuneOptions options;
   options.arch = device_class.arch;
   options.jobs = o.jobs;
   options.max_candidates = o.max_candidates;
@@ -113,7 +125,7 @@ void run(const TuneCliOptions& o) {
   if (o.json_output) {
     json workloads = json::array();
     for (const WorkloadResult& r : report.workloads) {
-      workloads.push_back({{"workload", r.workload.to_json()}, {"pruned", r.pruned}, {"compiled", r.compiled},
+      workloads.push_back({{"direction", direction_name(r.workload)}, {"workload", r.workload.to_json()}, {"pruned", r.pruned}, {"compiled", r.compiled},
                            {"compile_failed", r.compile_failed}, {"timed", r.timed}, {"rejected", r.rejected},
                            {"not_timed", r.not_timed}, {"winner", r.winner ? json(r.winner->kernel_uri) : json(nullptr)},
                            {"winner_median_ms", r.winner ? json(*r.winner->median_ms) : json(nullptr)}, {"note", r.note}});
@@ -125,7 +137,7 @@ void run(const TuneCliOptions& o) {
   std::cout << "tuned " << report.workloads.size() << " workload(s) of " << problems.size() << " shape(s) for "
             << device_class.gpu_name << " (" << device_class.arch << ") into " << db->path() << " in " << report.seconds << " s\n";
   for (const WorkloadResult& r : report.workloads) {
-    std::cout << "  " << r.workload.describe() << "\n    " << r.pruned << " pruned by the model, " << r.compiled << " compiled, "
+    std::cout << "  " << direction_name(r.workload) << ": " << r.workload.describe() << "\n    " << r.pruned << " pruned by the model, " << r.compiled << " compiled, "
               << r.compile_failed << " failed to compile or spilled, " << r.timed << " timed, " << r.rejected
               << " rejected (wrong result or launch failure), " << r.not_timed << " not timed\n";
     if (r.winner) std::cout << "    winner: " << r.winner->kernel_uri << " (" << ms_text(*r.winner->median_ms) << " median)\n";
@@ -137,6 +149,7 @@ CommandRegistrar registrar("tune", [](CLI::App& root) {
   auto o = std::make_shared<TuneCliOptions>();
   auto* cmd = root.add_subcommand("tune", "compile, verify and time kernel candidates for the shapes of a file; keep the winners");
   cmd->add_option("--shapes", o->shapes, "shapes file (JSON, see examples/shapes)")->required();
+  cmd->add_option("--only", o->only, "tune only one direction: fwd (the forward step types) or bwd (the backward ones); default both");
   add_db_option(cmd, &o->db);
   cmd->add_option("--arch", o->arch, "target arch: sm_80, sm_90, sm_90a (default: the GPU's, else sm_90a)");
   cmd->add_option("--budget-s", o->budget_s, "stop timing new candidates after this many seconds (0: no limit)");
