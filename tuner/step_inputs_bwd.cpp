@@ -1,0 +1,218 @@
+#include "tuner/step_inputs_bwd.h"
+
+#include <algorithm>
+#include <atomic>
+#include <cmath>
+#include <limits>
+#include <random>
+
+#include "cpgen/error.h"
+#include "tuner/parallel_for.h"
+
+namespace cpgen {
+namespace {
+
+std::vector<double> grid_values(size_t count, std::mt19937_64& rng) {
+  std::uniform_int_distribution<int> pick(-64, 64);
+  std::vector<double> values(count);
+  for (double& x : values) x = pick(rng) / 64.0;
+  return values;
+}
+
+double dot(const double* a, const double* b, int n) {
+  double sum = 0;
+  for (int d = 0; d < n; ++d) sum += a[d] * b[d];
+  return sum;
+}
+
+// Unit in the last place at 1 of the input type: 8 significant bits for bf16, 11 for fp16.
+double ulp_at_one(Dtype dtype) { return dtype == Dtype::kBf16 ? std::ldexp(1.0, -7) : std::ldexp(1.0, -10); }
+
+bool visible(const BackwardStepInputs& in, int64_t row, int64_t key) {
+  return !in.workload.causal || in.positions.kv[key] <= in.positions.q[row];
+}
+
+}  // namespace
+
+BackwardStepInputs backward_step_inputs(const WorkloadKey& w, uint64_t seed) {
+  if (w.kv_heads <= 0 || w.q_heads % w.kv_heads != 0 || w.q_len <= 0 || w.kv_len <= 0) {
+    throw Error(ErrorKind::kInternal, "backward_step_inputs: not a workload: " + w.describe());
+  }
+  BackwardStepInputs in;
+  in.workload = w;
+  in.positions = step_positions(w);
+  in.scale = 1.0 / std::sqrt(static_cast<double>(w.head_dim));
+  const size_t q_elems = static_cast<size_t>(w.batch) * w.q_heads * w.q_len * w.head_dim;
+  const size_t kv_elems = static_cast<size_t>(w.batch) * w.kv_heads * w.kv_len * w.head_dim;
+  std::mt19937_64 rng(seed);
+  in.q = grid_values(q_elems, rng);
+  in.k = grid_values(kv_elems, rng);
+  in.v = grid_values(kv_elems, rng);
+  in.dout = grid_values(q_elems, rng);
+  in.out = grid_values(q_elems, rng);
+  // Visible keys per query row: both position lists increase, so it is the count of keys at or
+  // before the query's position (every key when not causal).
+  std::vector<float> row_lse(w.q_len);
+  for (int64_t i = 0; i < w.q_len; ++i) {
+    const int64_t n = w.causal ? std::upper_bound(in.positions.kv.begin(), in.positions.kv.end(), in.positions.q[i]) -
+                                     in.positions.kv.begin()
+                               : w.kv_len;
+    row_lse[i] = n > 0 ? static_cast<float>(std::log(static_cast<double>(n))) : -std::numeric_limits<float>::infinity();
+  }
+  const size_t rows = static_cast<size_t>(w.batch) * w.q_heads * w.q_len;
+  in.lse.resize(rows);
+  in.delta.resize(rows);
+  for (size_t r = 0; r < rows; ++r) {
+    in.lse[r] = row_lse[r % w.q_len];
+    in.delta[r] = static_cast<float>(dot(&in.dout[r * w.head_dim], &in.out[r * w.head_dim], w.head_dim));
+  }
+  return in;
+}
+
+RingBwdParams backward_step_params(const WorkloadKey& w, const BackwardStepBuffers& buffers, bool accumulate_dkv) {
+  const int64_t hd = w.head_dim;
+  RingBwdParams p{};
+  p.q = buffers.q;
+  p.k = buffers.k;
+  p.v = buffers.v;
+  p.dout = buffers.dout;
+  p.lse = buffers.lse;
+  p.delta = buffers.delta;
+  p.dq_acc = buffers.dq_acc;
+  p.dk_acc = buffers.dk_acc;
+  p.dv_acc = buffers.dv_acc;
+  p.q_positions = buffers.q_positions;
+  p.kv_positions = buffers.kv_positions;
+  p.q_row_stride = p.k_row_stride = p.v_row_stride = p.dout_row_stride = hd;
+  p.q_head_stride = p.dout_head_stride = w.q_len * hd;
+  p.k_head_stride = p.v_head_stride = w.kv_len * hd;
+  p.q_batch_stride = p.dout_batch_stride = w.q_heads * w.q_len * hd;
+  p.k_batch_stride = p.v_batch_stride = w.kv_heads * w.kv_len * hd;
+  p.batch = w.batch;
+  p.q_heads = w.q_heads;
+  p.kv_heads = w.kv_heads;
+  p.q_len = static_cast<int>(w.q_len);
+  p.kv_len = static_cast<int>(w.kv_len);
+  // The scale of BackwardStepInputs: 1 / sqrt(head_dim), the default of a problem.
+  const double scale = 1.0 / std::sqrt(static_cast<double>(hd));
+  p.scale = static_cast<float>(scale);
+  p.scale_log2 = static_cast<float>(scale * M_LOG2E);
+  p.accumulate_dkv = accumulate_dkv ? 1 : 0;
+  return p;
+}
+
+GradientRow reference_dq_row(const BackwardStepInputs& in, int64_t b, int64_t h, int64_t row) {
+  const WorkloadKey& w = in.workload;
+  const int hd = w.head_dim;
+  const int64_t kvh = h / w.gqa_group();
+  const size_t row_index = (static_cast<size_t>(b) * w.q_heads + h) * w.q_len + row;
+  const double* q = &in.q[row_index * hd];
+  const double* dout = &in.dout[row_index * hd];
+  const double lse = in.lse[row_index], delta = in.delta[row_index];
+  GradientRow dq{std::vector<double>(hd, 0.0), std::vector<double>(hd, 0.0)};
+  if (std::isinf(lse)) return dq;
+  const size_t kv_base = (static_cast<size_t>(b) * w.kv_heads + kvh) * w.kv_len;
+  for (int64_t j = 0; j < w.kv_len; ++j) {
+    if (!visible(in, row, j)) continue;
+    const double* k = &in.k[(kv_base + j) * hd];
+    const double* v = &in.v[(kv_base + j) * hd];
+    const double p = std::exp(in.scale * dot(q, k, hd) - lse);
+    const double ds = p * (dot(dout, v, hd) - delta);
+    for (int d = 0; d < hd; ++d) {
+      const double term = in.scale * ds * k[d];
+      dq.value[d] += term;
+      dq.magnitude[d] += std::abs(term);
+    }
+  }
+  return dq;
+}
+
+void reference_dkv_row(const BackwardStepInputs& in, int64_t b, int64_t kvh, int64_t key, GradientRow* dk,
+                       GradientRow* dv) {
+  const WorkloadKey& w = in.workload;
+  const int hd = w.head_dim;
+  const int group = w.gqa_group();
+  const size_t kv_index = (static_cast<size_t>(b) * w.kv_heads + kvh) * w.kv_len + key;
+  const double* k = &in.k[kv_index * hd];
+  const double* v = &in.v[kv_index * hd];
+  *dk = {std::vector<double>(hd, 0.0), std::vector<double>(hd, 0.0)};
+  *dv = {std::vector<double>(hd, 0.0), std::vector<double>(hd, 0.0)};
+  for (int g = 0; g < group; ++g) {
+    const int64_t h = kvh * group + g;
+    for (int64_t i = 0; i < w.q_len; ++i) {
+      if (!visible(in, i, key)) continue;
+      const size_t row_index = (static_cast<size_t>(b) * w.q_heads + h) * w.q_len + i;
+      const double lse = in.lse[row_index];
+      if (std::isinf(lse)) continue;
+      const double* q = &in.q[row_index * hd];
+      const double* dout = &in.dout[row_index * hd];
+      const double p = std::exp(in.scale * dot(q, k, hd) - lse);
+      const double ds = p * (dot(dout, v, hd) - static_cast<double>(in.delta[row_index]));
+      for (int d = 0; d < hd; ++d) {
+        const double dv_term = p * dout[d], dk_term = in.scale * ds * q[d];
+        dv->value[d] += dv_term;
+        dv->magnitude[d] += std::abs(dv_term);
+        dk->value[d] += dk_term;
+        dk->magnitude[d] += std::abs(dk_term);
+      }
+    }
+  }
+}
+
+double gradient_tolerance(Dtype dtype, double magnitude) {
+  // The step kernel rounds P (for dV = P^T dO) and dS (for dK = dS^T Q and dQ = dS K) to the
+  // input type before its matrix products, which moves each term by at most half an ulp
+  // relative: u/2 of the magnitude. Inputs, lse and delta are exact, and P, dP and the sums are
+  // fp32, whose errors are far below u. Four times the rounding bound leaves room for those.
+  return 2 * ulp_at_one(dtype) * magnitude;
+}
+
+double gradient_agreement_tolerance(Dtype dtype, double want, double row_rms) {
+  // Two correct configs round the same fp32 P and dS values and differ only in summation order,
+  // so they agree far more closely than either agrees with float64. The row's rms stands for the
+  // terms' size, which a kernel that drops, repeats or misplaces a tile is off by a sizable part
+  // of; a near-zero element of a large row (terms cancelling) keeps the row's tolerance.
+  return 4 * ulp_at_one(dtype) * (std::abs(want) + row_rms);
+}
+
+int64_t first_gradient_mismatch(const std::vector<float>& got, const std::vector<float>& want, int head_dim,
+                                Dtype dtype, double* tolerance) {
+  if (got.size() != want.size() || head_dim <= 0 || want.size() % head_dim != 0) {
+    throw Error(ErrorKind::kInternal, "first_gradient_mismatch: " + std::to_string(got.size()) + " against " +
+                                          std::to_string(want.size()) + " elements of rows of " + std::to_string(head_dim));
+  }
+  const int64_t rows = static_cast<int64_t>(want.size()) / head_dim;
+  std::atomic<int64_t> first{static_cast<int64_t>(want.size())};
+  parallel_ranges(rows, [&](int64_t begin, int64_t end) {
+    for (int64_t r = begin; r < end && r * head_dim < first.load(); ++r) {
+      const size_t base = static_cast<size_t>(r) * head_dim;
+      double squares = 0;
+      for (int d = 0; d < head_dim; ++d) squares += static_cast<double>(want[base + d]) * want[base + d];
+      const double rms = std::sqrt(squares / head_dim);
+      for (int d = 0; d < head_dim; ++d) {
+        const double g = got[base + d], x = want[base + d];
+        // Written as a negation so that a NaN on either side (a poisoned, unwritten element) fails.
+        if (!(std::abs(g - x) <= gradient_agreement_tolerance(dtype, x, rms))) {
+          int64_t seen = first.load();
+          const int64_t at = static_cast<int64_t>(base + d);
+          while (at < seen && !first.compare_exchange_weak(seen, at)) {
+          }
+          return;
+        }
+      }
+    }
+  });
+  const int64_t at = first.load();
+  if (at >= static_cast<int64_t>(want.size())) return -1;
+  const int64_t base = at / head_dim * head_dim;
+  double squares = 0;
+  for (int d = 0; d < head_dim; ++d) squares += static_cast<double>(want[base + d]) * want[base + d];
+  if (tolerance) *tolerance = gradient_agreement_tolerance(dtype, want[at], std::sqrt(squares / head_dim));
+  return at;
+}
+
+double backward_useful_flops(const WorkloadKey& w, const StepPositions& positions) {
+  return 2.5 * 4.0 * static_cast<double>(visible_pairs(positions, w.causal)) * w.head_dim * w.batch * w.q_heads;
+}
+
+}  // namespace cpgen
