@@ -63,6 +63,7 @@ GpuTimer::GpuTimer(int device) : device_(device) {
 GpuTimer::~GpuTimer() {
   // The stream and the input sets belong to the device's primary context.
   use_primary_context(device_);
+  backward_.reset();
   stream_.reset();
 }
 
@@ -116,6 +117,11 @@ void GpuTimer::launch(const KernelSpec& spec, const CompiledKernel& kernel, cons
 
 TimingOutcome GpuTimer::begin_workload(const WorkloadKey& w, const KernelSpec& reference_spec, const CompiledKernel& reference) {
   end_workload();
+  if (is_backward(w.step)) {
+    if (!backward_) backward_ = std::make_unique<GpuBackwardTimer>(device_);
+    backward_active_ = true;
+    return backward_->begin_workload(w, reference_spec, reference);
+  }
   use_primary_context(device_);
   const cu::DriverApi& api = cu::driver();
   workload_ = w;
@@ -237,6 +243,7 @@ TimingOutcome GpuTimer::run_checked(const KernelSpec& spec, const CompiledKernel
 }
 
 TimingOutcome GpuTimer::measure(const KernelSpec& spec, const CompiledKernel& kernel, int warmup, int runs) {
+  if (backward_active_) return backward_->measure(spec, kernel, warmup, runs);
   const cu::DriverApi& api = cu::driver();
   use_primary_context(device_);
   const WorkloadKey& w = workload_;
@@ -314,6 +321,8 @@ TimingOutcome GpuTimer::measure(const KernelSpec& spec, const CompiledKernel& ke
 }
 
 void GpuTimer::end_workload() {
+  if (backward_) backward_->end_workload();
+  backward_active_ = false;
   sets_.clear();
   reference_out_.clear();
   reference_lse_.clear();

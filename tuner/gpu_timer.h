@@ -2,6 +2,8 @@
 // float64, each candidate checked against the reference on poisoned outputs, then timed with CUDA
 // events one launch at a time after a warm-up, rotating through enough input sets that the L2
 // cache never holds the previous launch's data (so small tiles are not flattered by warm L2).
+// Backward workloads (bwd- step types) go to GpuBackwardTimer (tuner/gpu_bwd_timer.h), so the
+// tuner times both directions through one timer.
 #pragma once
 
 #include <cuda.h>
@@ -13,6 +15,7 @@
 #include "runtime/cuda/gpu_stream.h"
 #include "templates/params.cuh"
 #include "tuner/candidate_timer.h"
+#include "tuner/gpu_bwd_timer.h"
 #include "tuner/step_inputs.h"
 
 namespace cpgen {
@@ -23,7 +26,7 @@ class GpuTimer : public CandidateTimer {
   ~GpuTimer() override;
   TimingOutcome begin_workload(const WorkloadKey& w, const KernelSpec& reference_spec, const CompiledKernel& reference) override;
   TimingOutcome measure(const KernelSpec& spec, const CompiledKernel& kernel, int warmup, int runs) override;
-  double useful_flops() const override { return useful_flops_; }
+  double useful_flops() const override { return backward_active_ ? backward_->useful_flops() : useful_flops_; }
   void end_workload() override;
 
   // Tolerances of one output against float64 (the reference check); a candidate against the
@@ -51,6 +54,8 @@ class GpuTimer : public CandidateTimer {
   std::vector<uint16_t> reference_out_;
   std::vector<float> reference_lse_;
   double useful_flops_ = 0;
+  std::unique_ptr<GpuBackwardTimer> backward_;  // made on the first backward workload
+  bool backward_active_ = false;                // the current workload is a backward one
 };
 
 }  // namespace cpgen

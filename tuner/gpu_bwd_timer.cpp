@@ -1,0 +1,315 @@
+#include "tuner/gpu_bwd_timer.h"
+
+#include <algorithm>
+#include <cmath>
+#include <cstdio>
+
+#include "cpgen/error.h"
+#include "generator/kernel_spec.h"
+#include "runtime/backend/gpu_step_kernel.h"
+#include "runtime/cuda/cuda_driver.h"
+#include "runtime/cuda/module.h"
+#include "tuner/parallel_for.h"
+
+namespace cpgen {
+namespace {
+
+std::vector<uint16_t> encode_all(const std::vector<double>& values, Dtype dtype) {
+  std::vector<uint16_t> bits(values.size());
+  for (size_t i = 0; i < values.size(); ++i) bits[i] = encode_exact(values[i], dtype);
+  return bits;
+}
+
+std::string value_text(double x) {
+  char buf[32];
+  snprintf(buf, sizeof buf, "%.6g", x);
+  return buf;
+}
+
+// "dk[b0 h1 row 37 d5]" for flat index i of a [batch, heads, len, head_dim] tensor.
+std::string element_name(const char* tensor, int64_t i, int heads, int64_t len, int head_dim) {
+  const int64_t row_index = i / head_dim;
+  return std::string(tensor) + "[b" + std::to_string(row_index / (heads * len)) + " h" +
+         std::to_string(row_index / len % heads) + " row " + std::to_string(row_index % len) + " d" +
+         std::to_string(i % head_dim) + "]";
+}
+
+// Rows 0, len/8, 2 len/8, ... and the last: the edges of the mask and a stride through the middle.
+std::vector<int64_t> sampled_rows(int64_t len) {
+  std::vector<int64_t> rows;
+  const int64_t stride = std::max<int64_t>(1, len / 8);
+  for (int64_t r = 0; r < len; r += stride) rows.push_back(r);
+  if (rows.back() != len - 1) rows.push_back(len - 1);
+  return rows;
+}
+
+}  // namespace
+
+GpuBackwardTimer::GpuBackwardTimer(int device) : device_(device) {
+  use_primary_context(device_);
+  stream_ = std::make_unique<gpu::Stream>();
+}
+
+GpuBackwardTimer::~GpuBackwardTimer() {
+  // The stream and the input sets belong to the device's primary context.
+  use_primary_context(device_);
+  sets_.clear();
+  stream_.reset();
+}
+
+RingBwdParams GpuBackwardTimer::params_for(const InputSet& set, bool accumulate_dkv) const {
+  BackwardStepBuffers b;
+  b.q = set.q.as<void>();
+  b.k = set.k.as<void>();
+  b.v = set.v.as<void>();
+  b.dout = set.dout.as<void>();
+  b.lse = set.lse.as<const float>();
+  b.delta = set.delta.as<const float>();
+  b.dq_acc = set.dq_acc.as<float>();
+  b.dk_acc = set.dk_acc.as<float>();
+  b.dv_acc = set.dv_acc.as<float>();
+  b.q_positions = q_positions_.as<const int>();
+  b.kv_positions = kv_positions_.as<const int>();
+  return backward_step_params(workload_, b, accumulate_dkv);
+}
+
+void GpuBackwardTimer::launch(const KernelSpec& spec, const CompiledKernel& kernel, const RingBwdParams& params) {
+  const LoadedKernel& loaded = load_kernel(kernel, device_);
+  const Feasibility f = check_feasibility(spec, kernel.arch);
+  loaded.reserve_dynamic_shared(f.shared_bytes);
+  // The runtime's grid for the same launch (templates/step_bwd.cuh: a CTA per block_n keys).
+  const gpu::StepGrid grid = gpu::step_bwd_grid(spec, params);
+  LaunchShape shape;
+  shape.grid[0] = grid.x;
+  shape.grid[1] = grid.y;
+  shape.grid[2] = grid.z;
+  shape.block[0] = static_cast<unsigned>(spec.threads());
+  shape.dynamic_shared_bytes = f.shared_bytes;
+  shape.stream = stream_->get();
+  loaded.launch(params, shape);
+}
+
+TimingOutcome GpuBackwardTimer::begin_workload(const WorkloadKey& w, const KernelSpec& reference_spec,
+                                               const CompiledKernel& reference) {
+  end_workload();
+  if (!is_backward(w.step) || reference_spec.kind != KernelKind::kBackwardStep) {
+    throw Error(ErrorKind::kInternal, "GpuBackwardTimer: " + reference_spec.uri() + " for " + w.describe() +
+                                          " is not a backward step");
+  }
+  use_primary_context(device_);
+  const cu::DriverApi& api = cu::driver();
+  workload_ = w;
+  host_ = backward_step_inputs(w, 0x5eed + static_cast<uint64_t>(w.q_len) * 131 + w.head_dim);
+  // `out` only entered delta; the float64 check reads q, k, v, dout, lse and delta.
+  host_.out = {};
+  useful_flops_ = backward_useful_flops(w, host_.positions);
+  q_positions_ = DeviceBuffer::from_host(device_, host_.positions.q);
+  kv_positions_ = DeviceBuffer::from_host(device_, host_.positions.kv);
+
+  const size_t q_elems = host_.q.size(), kv_elems = host_.k.size(), rows = host_.lse.size();
+  // q, dout, k, v in 16 bits; lse, delta, dq_acc, dk_acc, dv_acc in fp32.
+  const size_t set_bytes = q_elems * 2 * 2 + kv_elems * 2 * 2 + rows * 4 * 2 + q_elems * 4 + kv_elems * 4 * 2;
+  // As the forward harness: sets spanning four times the L2, two to eight, within half the free memory.
+  CUdevice dev = 0;
+  CPGEN_CU_CHECK(api.cuDeviceGet(&dev, device_));
+  int l2_bytes = 0;
+  CPGEN_CU_CHECK(api.cuDeviceGetAttribute(&l2_bytes, CU_DEVICE_ATTRIBUTE_L2_CACHE_SIZE, dev));
+  size_t free_bytes = 0, total_bytes = 0;
+  CPGEN_CU_CHECK(api.cuMemGetInfo(&free_bytes, &total_bytes));
+  if (set_bytes > free_bytes / 2) {
+    throw Error(ErrorKind::kCuda, "tune: one backward input set of " + w.describe() + " needs " +
+                                      std::to_string(set_bytes >> 20) + " MiB; the device has " +
+                                      std::to_string(free_bytes >> 20) + " MiB free");
+  }
+  size_t count = std::clamp<size_t>((4 * static_cast<size_t>(l2_bytes) + set_bytes - 1) / set_bytes, 2, 8);
+  count = std::min(count, std::max<size_t>(1, free_bytes / 2 / set_bytes));
+  for (size_t s = 0; s < count; ++s) {
+    InputSet set;
+    if (s == 0) {
+      set.q = DeviceBuffer::from_host(device_, encode_all(host_.q, w.dtype));
+      set.k = DeviceBuffer::from_host(device_, encode_all(host_.k, w.dtype));
+      set.v = DeviceBuffer::from_host(device_, encode_all(host_.v, w.dtype));
+      set.dout = DeviceBuffer::from_host(device_, encode_all(host_.dout, w.dtype));
+      set.lse = DeviceBuffer::from_host(device_, host_.lse);
+      set.delta = DeviceBuffer::from_host(device_, host_.delta);
+    } else {
+      // Copies at other addresses are as cold in L2 as fresh data and cost no host time.
+      const InputSet& first = sets_.front();
+      auto copy_of = [&](const DeviceBuffer& from) {
+        DeviceBuffer to(device_, from.bytes());
+        CPGEN_CU_CHECK(api.cuMemcpyDtoD(to.address(), from.address(), from.bytes()));
+        return to;
+      };
+      set.q = copy_of(first.q);
+      set.k = copy_of(first.k);
+      set.v = copy_of(first.v);
+      set.dout = copy_of(first.dout);
+      set.lse = copy_of(first.lse);
+      set.delta = copy_of(first.delta);
+    }
+    // Zeroed, so that a step that adds (every step type but bwd-diagonal) adds to finite values.
+    set.dq_acc = DeviceBuffer(device_, q_elems * 4);
+    set.dk_acc = DeviceBuffer(device_, kv_elems * 4);
+    set.dv_acc = DeviceBuffer(device_, kv_elems * 4);
+    set.dq_acc.fill_bytes(0);
+    set.dk_acc.fill_bytes(0);
+    set.dv_acc.fill_bytes(0);
+    sets_.push_back(std::move(set));
+  }
+  CPGEN_CU_CHECK(api.cuCtxSynchronize());
+
+  TimingOutcome check = run_checked(reference_spec, reference, &reference_);
+  if (check.disposition != Disposition::kOk) return check;
+  // Every element written: the candidates are compared with these, so a NaN here would make
+  // every comparison fail for the reference's fault.
+  const int hd = w.head_dim;
+  const struct {
+    const char* name;
+    const std::vector<float>* values;
+    int heads;
+    int64_t len;
+  } tensors[] = {{"dq", &reference_.dq, w.q_heads, w.q_len}, {"dk", &reference_.dk, w.kv_heads, w.kv_len},
+                 {"dv", &reference_.dv, w.kv_heads, w.kv_len}};
+  for (const auto& t : tensors) {
+    const auto bad = std::find_if(t.values->begin(), t.values->end(), [](float x) { return !std::isfinite(x); });
+    if (bad != t.values->end()) {
+      return {Disposition::kWrongResult, {}, reference_spec.uri() + " " +
+                  element_name(t.name, bad - t.values->begin(), t.heads, t.len, hd) + " = " + value_text(*bad) +
+                  " (not written or not finite)"};
+    }
+  }
+  return check_against_float64(reference_spec);
+}
+
+TimingOutcome GpuBackwardTimer::check_against_float64(const KernelSpec& spec) const {
+  const WorkloadKey& w = workload_;
+  const int hd = w.head_dim;
+  const std::vector<int64_t> q_rows = sampled_rows(w.q_len), keys = sampled_rows(w.kv_len);
+  // One message per (batch, head) of dq and per (batch, kv head) of dk/dv; the first is reported.
+  const int64_t q_pairs = static_cast<int64_t>(w.batch) * w.q_heads, kv_pairs = static_cast<int64_t>(w.batch) * w.kv_heads;
+  std::vector<std::string> failures(static_cast<size_t>(q_pairs + kv_pairs));
+  auto check_row = [&](const GradientRow& want, const std::vector<float>& got, int64_t row_index, const char* tensor,
+                       int heads, int64_t len, std::string* failure) {
+    for (int d = 0; d < hd && failure->empty(); ++d) {
+      const double value = got[row_index * hd + d];
+      const double tol = gradient_tolerance(w.dtype, want.magnitude[d]);
+      if (!(std::abs(value - want.value[d]) <= tol)) {
+        *failure = spec.uri() + " " + element_name(tensor, row_index * hd + d, heads, len, hd) + " = " + value_text(value) +
+                   ", float64 reference " + value_text(want.value[d]) + " (tolerance " + value_text(tol) + ")";
+      }
+    }
+  };
+  parallel_ranges(q_pairs + kv_pairs, [&](int64_t begin, int64_t end) {
+    for (int64_t pair = begin; pair < end; ++pair) {
+      std::string& failure = failures[pair];
+      if (pair < q_pairs) {
+        const int64_t b = pair / w.q_heads, h = pair % w.q_heads;
+        for (int64_t row : q_rows) {
+          if (!failure.empty()) break;
+          check_row(reference_dq_row(host_, b, h, row), reference_.dq, pair * w.q_len + row, "dq", w.q_heads, w.q_len, &failure);
+        }
+      } else {
+        const int64_t kv_pair = pair - q_pairs, b = kv_pair / w.kv_heads, kvh = kv_pair % w.kv_heads;
+        for (int64_t key : keys) {
+          if (!failure.empty()) break;
+          GradientRow dk, dv;
+          reference_dkv_row(host_, b, kvh, key, &dk, &dv);
+          check_row(dk, reference_.dk, kv_pair * w.kv_len + key, "dk", w.kv_heads, w.kv_len, &failure);
+          check_row(dv, reference_.dv, kv_pair * w.kv_len + key, "dv", w.kv_heads, w.kv_len, &failure);
+        }
+      }
+    }
+  });
+  for (const std::string& f : failures) {
+    if (!f.empty()) return {Disposition::kWrongResult, {}, f};
+  }
+  return {Disposition::kOk, {}, ""};
+}
+
+TimingOutcome GpuBackwardTimer::run_checked(const KernelSpec& spec, const CompiledKernel& kernel, Gradients* out) {
+  const cu::DriverApi& api = cu::driver();
+  InputSet& set = sets_.front();
+  // dq is added to atomically, so it starts at zero; dk and dv are written by a chunk's first
+  // step, so NaN marks any element the kernel leaves out.
+  set.dq_acc.fill_bytes(0);
+  set.dk_acc.poison();
+  set.dv_acc.poison();
+  try {
+    // The fills run on the legacy stream, which the harness's non-blocking stream does not wait for.
+    CPGEN_CU_CHECK(api.cuCtxSynchronize());
+    launch(spec, kernel, params_for(set, /*accumulate_dkv=*/false));
+    CPGEN_CU_CHECK(api.cuStreamSynchronize(stream_->get()));
+  } catch (const Error& e) {
+    if (e.kind() != ErrorKind::kCuda && e.kind() != ErrorKind::kInfeasible) throw;
+    return {Disposition::kLaunchFailed, {}, std::string(e.what()).substr(0, 400)};
+  }
+  out->dq = set.dq_acc.download_as<float>();
+  out->dk = set.dk_acc.download_as<float>();
+  out->dv = set.dv_acc.download_as<float>();
+  return {Disposition::kOk, {}, ""};
+}
+
+TimingOutcome GpuBackwardTimer::measure(const KernelSpec& spec, const CompiledKernel& kernel, int warmup, int runs) {
+  const cu::DriverApi& api = cu::driver();
+  use_primary_context(device_);
+  const WorkloadKey& w = workload_;
+  Gradients got;
+  TimingOutcome checked = run_checked(spec, kernel, &got);
+  if (checked.disposition != Disposition::kOk) return checked;
+  // Every element of dq, dk and dv against the reference config.
+  const struct {
+    const char* name;
+    const std::vector<float>* got;
+    const std::vector<float>* want;
+    int heads;
+    int64_t len;
+  } tensors[] = {{"dq", &got.dq, &reference_.dq, w.q_heads, w.q_len},
+                 {"dk", &got.dk, &reference_.dk, w.kv_heads, w.kv_len},
+                 {"dv", &got.dv, &reference_.dv, w.kv_heads, w.kv_len}};
+  for (const auto& t : tensors) {
+    double tol = 0;
+    const int64_t at = first_gradient_mismatch(*t.got, *t.want, w.head_dim, w.dtype, &tol);
+    if (at >= 0) {
+      return {Disposition::kWrongResult, {}, spec.uri() + " " + element_name(t.name, at, t.heads, t.len, w.head_dim) + " = " +
+                  value_text((*t.got)[at]) + ", reference config " + value_text((*t.want)[at]) + " (tolerance " +
+                  value_text(tol) + ")"};
+    }
+  }
+
+  // Timing. bwd-diagonal is the chunk's first step in the ring (its owner writes dk/dv); every
+  // other step type adds to accumulators that earlier steps filled, here zeros or earlier runs.
+  const bool accumulate = w.step != StepType::kBwdDiagonal;
+  std::vector<std::unique_ptr<gpu::Event>> events;
+  TimingOutcome result{Disposition::kOk, {}, ""};
+  try {
+    for (int i = 0; i < 2 * runs; ++i) events.push_back(std::make_unique<gpu::Event>(/*timing=*/true));
+    for (int i = 0; i < warmup; ++i) launch(spec, kernel, params_for(sets_[i % sets_.size()], accumulate));
+    for (int i = 0; i < runs; ++i) {
+      const InputSet& set = sets_[(warmup + i) % sets_.size()];
+      events[2 * i]->record(stream_->get());
+      launch(spec, kernel, params_for(set, accumulate));
+      events[2 * i + 1]->record(stream_->get());
+    }
+    CPGEN_CU_CHECK(api.cuStreamSynchronize(stream_->get()));
+    for (int i = 0; i < runs; ++i) {
+      float ms = 0;
+      CPGEN_CU_CHECK(api.cuEventElapsedTime(&ms, events[2 * i]->get(), events[2 * i + 1]->get()));
+      result.samples_ms.push_back(ms);
+    }
+  } catch (const Error& e) {
+    if (e.kind() != ErrorKind::kCuda) throw;
+    result = {Disposition::kLaunchFailed, {}, std::string(e.what()).substr(0, 400)};
+  }
+  return result;
+}
+
+void GpuBackwardTimer::end_workload() {
+  sets_.clear();
+  reference_ = {};
+  host_ = {};
+  q_positions_ = DeviceBuffer();
+  kv_positions_ = DeviceBuffer();
+  useful_flops_ = 0;
+}
+
+}  // namespace cpgen
