@@ -9,8 +9,9 @@
 namespace cpgen {
 
 const StepSelection& RingKernelSelection::for_step(StepType step) const {
-  for (const StepSelection& s : steps)
-    if (s.workload.step == step) return s;
+  for (const std::vector<StepSelection>* list : {&steps, &backward_steps})
+    for (const StepSelection& s : *list)
+      if (s.workload.step == step) return s;
   throw Error(ErrorKind::kInternal, "no kernel was selected for step type " + std::string(step_type_name(step)));
 }
 
@@ -62,8 +63,13 @@ RingKernelSelection RingKernelSelector::select(const Problem& problem) const {
   problem.validate();
   RingKernelSelection out = base_;
   out.steps = select_for_problem(problem, out.device, db_, out.environment, caches_);
+  for (StepType step : backward_step_types_for(problem)) {
+    const WorkloadKey w = workload_for(problem, step, out.device);
+    out.backward_steps.push_back({w, select_config(w, db_, out.environment, caches_)});
+  }
   if (!out.database_used) {
-    for (StepSelection& s : out.steps) s.selection.reason += "; tuning database " + out.database_text();
+    for (std::vector<StepSelection>* list : {&out.steps, &out.backward_steps})
+      for (StepSelection& s : *list) s.selection.reason += "; tuning database " + out.database_text();
   }
   return out;
 }

@@ -24,8 +24,12 @@ struct RingKernelSelection {
   std::string database_note; // when not used: why ("no file", "unreadable: ..."), one line
   // One per step type of the problem, in step_types_for order: steps[0] is what ring step 0 runs.
   std::vector<StepSelection> steps;
+  // The backward ring's, one per backward_step_types_for entry (bwd-diagonal, ...), through the
+  // same lookup: a tuned backward record where one exists, else the backward default.
+  std::vector<StepSelection> backward_steps;
 
-  const StepSelection& for_step(StepType step) const;  // throws kInternal for a type not in steps
+  // Forward or backward; throws kInternal for a type in neither list.
+  const StepSelection& for_step(StepType step) const;
   // "PATH", or "PATH (absent)" / "PATH (unreadable: ...)" / "none (...)" when it was not read.
   std::string database_text() const;
 };

@@ -1,4 +1,5 @@
-// cpgen explain: which kernel config the runtime selects for a shape, and where it came from.
+// cpgen explain: which kernel config the runtime selects for a shape, and where it came from: the
+// forward ring's step types, then the backward ring's (bwd-diagonal, ...).
 #include <nlohmann/json.hpp>
 
 #include <iostream>
@@ -62,16 +63,21 @@ void run(const ExplainOptions& o) {
   json searched = json::array();
   for (const SearchedDir& d : caches.dirs) searched.push_back({{"path", d.path}, {"exists", d.exists}});
   if (o.json_output) {
-    json out = json::array();
-    for (size_t i = 0; i < problems.size(); ++i) {
+    auto steps_json = [](const std::vector<StepSelection>& list) {
       json steps = json::array();
-      for (const auto& [w, s] : selections[i].steps) {
-        steps.push_back({{"step_type", step_type_name(w.step)}, {"workload", w.to_json()}, {"kernel", s.spec.uri()},
+      for (const auto& [w, s] : list) {
+        steps.push_back({{"step_type", step_type_name(w.step)}, {"direction", is_backward(w.step) ? "backward" : "forward"},
+                         {"workload", w.to_json()}, {"kernel", s.spec.uri()},
                          {"source", config_source_name(s.source)}, {"origin", s.origin},
                          {"median_ms", s.median_ms ? json(*s.median_ms) : json(nullptr)},
                          {"ignored_other_environment", s.ignored_other_environment}, {"reason", s.reason}});
       }
-      out.push_back({{"shape", problems[i].name}, {"steps", std::move(steps)}});
+      return steps;
+    };
+    json out = json::array();
+    for (size_t i = 0; i < problems.size(); ++i) {
+      out.push_back({{"shape", problems[i].name}, {"steps", steps_json(selections[i].steps)},
+                     {"backward_steps", steps_json(selections[i].backward_steps)}});
     }
     // The path looked at is named even when no file is there, as in text mode.
     std::cout << json{{"db", last.database_path.empty() ? json(nullptr) : json(last.database_path)},
@@ -88,9 +94,11 @@ void run(const ExplainOptions& o) {
   std::cout << "\n";
   for (size_t i = 0; i < problems.size(); ++i) {
     std::cout << problems[i].name << ":\n";
-    for (const auto& [w, s] : selections[i].steps) {
-      std::cout << "  " << step_type_name(w.step) << ": " << s.spec.uri() << "\n"
-                << "    from " << config_source_name(s.source) << " (" << s.origin << "): " << s.reason << "\n";
+    for (const std::vector<StepSelection>* list : {&selections[i].steps, &selections[i].backward_steps}) {
+      for (const auto& [w, s] : *list) {
+        std::cout << "  " << step_type_name(w.step) << ": " << s.spec.uri() << "\n"
+                  << "    from " << config_source_name(s.source) << " (" << s.origin << "): " << s.reason << "\n";
+      }
     }
   }
 }

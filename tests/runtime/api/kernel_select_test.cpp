@@ -112,6 +112,51 @@ TEST_F(KernelSelectTest, RuntimePicksTheTunedWinnerAndExplainSaysTheSame) {
   }
 }
 
+// A tuned backward winner is selected for its bwd- step type only, and explain shows it among the
+// shape's backward steps; the forward step of the same shape keeps its own selection.
+TEST_F(KernelSelectTest, TunedBackwardWinnerIsSelectedAndExplained) {
+  const Problem p = zigzag_problem();
+  const WorkloadKey bwd_diag = workload_for(p, StepType::kBwdDiagonal, device);
+  const KernelSpec bwd_default = KernelSpec::backward_default_for_arch(Dtype::kBf16, 128, true, 4, kArch);
+  KernelSpec tuned = bwd_default;
+  tuned.block_m = 32;
+  tuned.warps = 4;
+  ASSERT_TRUE(check_feasibility(tuned, kArch).feasible) << tuned.uri();
+  ASSERT_NE(tuned, bwd_default);
+  {
+    Database db(path("t.db"));
+    Record r = record_of(bwd_diag, KernelSpec::default_for(Dtype::kBf16, 128, true, 4), 0.5, here);
+    r.kernel_uri = tuned.uri();
+    put_record(db, r);
+    db.transaction([&] { pin_winner(db, bwd_diag, {tuned.uri(), 0.5, here.key(), "tune"}); });
+  }
+  const RingKernelSelection sel = select_ring_kernels(p, path("t.db"), kArch, 0);
+  ASSERT_EQ(sel.backward_steps.size(), 3u);
+  EXPECT_EQ(sel.backward_steps[0].workload.step, StepType::kBwdDiagonal);
+  const Selection& b = sel.for_step(StepType::kBwdDiagonal).selection;
+  EXPECT_EQ(b.source, ConfigSource::kDatabaseExact) << b.reason;
+  EXPECT_EQ(b.spec, tuned);
+  // The untuned backward steps get a backward kernel too, never a forward one.
+  for (const StepSelection& s : sel.backward_steps) EXPECT_EQ(s.selection.spec.kind, KernelKind::kBackwardStep) << s.selection.spec.uri();
+  const Selection& fwd = sel.for_step(StepType::kDiagonal).selection;
+  EXPECT_EQ(fwd.spec.kind, KernelKind::kForwardStep);
+  EXPECT_NE(fwd.source, ConfigSource::kDatabaseExact) << "the backward record must not answer a forward step";
+
+  CliResult r = run_cli("explain --json --arch " + std::string(kArch) + " --db " + path("t.db") + " --shape " + kShapeJson);
+  ASSERT_EQ(r.exit_code, 0) << r.err;
+  const nlohmann::json shape = nlohmann::json::parse(r.out)["shapes"][0];
+  ASSERT_EQ(shape["backward_steps"].size(), 3u);
+  const nlohmann::json& first = shape["backward_steps"][0];
+  EXPECT_EQ(first["step_type"], "bwd-diagonal");
+  EXPECT_EQ(first["direction"], "backward");
+  EXPECT_EQ(first["kernel"], tuned.uri());
+  EXPECT_EQ(first["source"], "database-exact");
+  EXPECT_EQ(shape["steps"][0]["direction"], "forward");
+  CliResult text = run_cli("explain --arch " + std::string(kArch) + " --db " + path("t.db") + " --shape " + kShapeJson);
+  ASSERT_EQ(text.exit_code, 0) << text.err;
+  EXPECT_NE(text.out.find("bwd-diagonal: " + tuned.uri()), std::string::npos) << text.out;
+}
+
 TEST_F(KernelSelectTest, StaleEnvironmentRowIsNotChosen) {
   const Problem p = zigzag_problem();
   const KernelSpec fast = non_default_candidates(p, kArch).at(0);
