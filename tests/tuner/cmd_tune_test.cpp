@@ -124,6 +124,19 @@ TEST_F(CmdTuneTest, OnlyChoosesTheDirection) {
   }
 }
 
+TEST_F(CmdTuneTest, TextAndProgressLinesNameTheDirection) {
+  if (have_gpu()) GTEST_SKIP() << "a GPU is present";
+  // Both directions, text output, progress on stderr (not -q).
+  CliResult r = run_cli("tune --shapes " + shapes_file() + " --db " + path("t.db") + " --store " + path("store") +
+                        " --max-candidates 1");
+  ASSERT_EQ(r.exit_code, 0) << r.err;
+  EXPECT_NE(r.err.find("compile forward full q"), std::string::npos) << r.err;
+  EXPECT_NE(r.err.find("compile backward bwd-full q"), std::string::npos) << r.err;
+  EXPECT_NE(r.out.find("  forward: "), std::string::npos) << r.out;
+  EXPECT_NE(r.out.find("  backward: "), std::string::npos) << r.out;
+  EXPECT_NE(r.out.find("tuned 4 workload(s) of 2 shape(s)"), std::string::npos) << r.out;
+}
+
 TEST_F(CmdTuneTest, BadOnlyIsRefusedWithOneLine) {
   CliResult r = run_cli("tune --only both --shapes " + shapes_file() + common());
   EXPECT_EQ(r.exit_code, 2) << r.out << r.err;
