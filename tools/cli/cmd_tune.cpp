@@ -125,8 +125,8 @@ void run(const TuneCliOptions& o) {
   if (o.json_output) {
     json workloads = json::array();
     for (const WorkloadResult& r : report.workloads) {
-      workloads.push_back({{"direction", direction_name(r.workload)}, {"workload", r.workload.to_json()}, {"pruned", r.pruned}, {"compiled", r.compiled},
-                           {"compile_failed", r.compile_failed}, {"timed", r.timed}, {"rejected", r.rejected},
+      workloads.push_back({{"direction", direction_name(r.workload)}, {"workload", r.workload.to_json()},
+                           {"pruned", r.pruned}, {"compiled", r.compiled}, {"compile_failed", r.compile_failed}, {"timed", r.timed}, {"rejected", r.rejected},
                            {"not_timed", r.not_timed}, {"winner", r.winner ? json(r.winner->kernel_uri) : json(nullptr)},
                            {"winner_median_ms", r.winner ? json(*r.winner->median_ms) : json(nullptr)}, {"note", r.note}});
     }
@@ -137,8 +137,8 @@ void run(const TuneCliOptions& o) {
   std::cout << "tuned " << report.workloads.size() << " workload(s) of " << problems.size() << " shape(s) for "
             << device_class.gpu_name << " (" << device_class.arch << ") into " << db->path() << " in " << report.seconds << " s\n";
   for (const WorkloadResult& r : report.workloads) {
-    std::cout << "  " << direction_name(r.workload) << ": " << r.workload.describe() << "\n    " << r.pruned << " pruned by the model, " << r.compiled << " compiled, "
-              << r.compile_failed << " failed to compile or spilled, " << r.timed << " timed, " << r.rejected
+    std::cout << "  " << direction_name(r.workload) << ": " << r.workload.describe() << "\n    " << r.pruned
+              << " pruned by the model, " << r.compiled << " compiled, " << r.compile_failed << " failed to compile or spilled, " << r.timed << " timed, " << r.rejected
               << " rejected (wrong result or launch failure), " << r.not_timed << " not timed\n";
     if (r.winner) std::cout << "    winner: " << r.winner->kernel_uri << " (" << ms_text(*r.winner->median_ms) << " median)\n";
   }
