@@ -66,7 +66,8 @@ void ring_forward(RingBackend& backend, Transport& transport) {
   }
 }
 
-void ring_forward_all(std::span<RingBackend* const> backends, std::span<Transport* const> transports) {
+// The ranks of a one-thread ring: transports[r] must be rank r of backends.size() ranks.
+static int check_all(std::span<RingBackend* const> backends, std::span<Transport* const> transports) {
   const int n = static_cast<int>(transports.size());
   if (n < 1 || backends.size() != transports.size())
     throw Error(ErrorKind::kInternal, "ring driver: " + std::to_string(backends.size()) +
@@ -80,6 +81,11 @@ void ring_forward_all(std::span<RingBackend* const> backends, std::span<Transpor
                                             std::to_string(transports[r]->size()) + ", not " +
                                             std::to_string(r) + " of " + std::to_string(n));
   }
+  return n;
+}
+
+void ring_forward_all(std::span<RingBackend* const> backends, std::span<Transport* const> transports) {
+  const int n = check_all(backends, transports);
   for (int r = 0; r < n; ++r) backends[r]->forward_begin();
   for (int s = 0; s < n; ++s) {
     bool pass_kv = false;
@@ -109,6 +115,26 @@ void ring_backward(RingBackend& backend, Transport& transport) {
   // The N-th accumulator exchange brings each rank the complete dK/dV of its own chunk.
   transport.finish(dkv_exchange_id(n - 1));
   backend.backward_end(n % 2);
+}
+
+void ring_backward_all(std::span<RingBackend* const> backends, std::span<Transport* const> transports) {
+  const int n = check_all(backends, transports);
+  for (int r = 0; r < n; ++r) backends[r]->backward_begin();
+  for (int s = 0; s < n; ++s) {
+    bool pass_kv = false;
+    for (int r = 0; r < n; ++r) pass_kv = start_kv_pass(*backends[r], *transports[r], s, n);
+    for (int r = 0; r < n; ++r) backends[r]->backward_step(make_step(r, s, n));
+    if (s > 0)
+      for (int r = 0; r < n; ++r) transports[r]->finish(dkv_exchange_id(s - 1));
+    for (int r = 0; r < n; ++r) backends[r]->accumulate_dkv(s % 2, s == 0);
+    for (int r = 0; r < n; ++r)
+      transports[r]->start(pair_slots(backends[r]->dkv_buffers(s % 2), backends[r]->dkv_buffers((s + 1) % 2), "dK/dV"),
+                           dkv_exchange_id(s));
+    if (pass_kv)
+      for (int r = 0; r < n; ++r) transports[r]->finish(kv_exchange_id(s));
+  }
+  for (int r = 0; r < n; ++r) transports[r]->finish(dkv_exchange_id(n - 1));
+  for (int r = 0; r < n; ++r) backends[r]->backward_end(n % 2);
 }
 
 }  // namespace cpgen

@@ -22,6 +22,9 @@
 // After step N-1 the accumulator in flight belongs to rank r+1's chunk and holds all N ranks'
 // contributions; the final exchange delivers it, so after N exchanges every rank holds the dK/dV
 // of its own chunk in dkv slot N%2, and backward_end writes them out.
+// A backend may instead do the whole step's work in accumulate_dkv (the kernel ring backend does:
+// its step kernel adds into the arrived accumulator directly, which needs no partial buffer);
+// backward_step then only records the step.
 #pragma once
 
 #include <cstddef>
@@ -90,6 +93,18 @@ void ring_backward(RingBackend& backend, Transport& transport);
 // needs both neighbours' starts (loopback) never waits on another thread. A transport whose finish
 // blocks until a neighbour finishes (the CPU threads transport) cannot be driven this way.
 void ring_forward_all(std::span<RingBackend* const> backends, std::span<Transport* const> transports);
+
+// The backward ring of every rank from one host thread, as ring_forward_all does for the forward.
+// Each rank makes the calls of ring_backward in the same order; the fixed schedule is
+//   backward_begin of ranks 0 .. N-1
+//   for each step s: start the K/V exchange of every rank (not on the last step), backward_step of
+//                    every rank, finish the dK/dV exchange of step s-1 of every rank (s > 0),
+//                    accumulate_dkv of every rank, start the dK/dV exchange of step s of every
+//                    rank, finish the K/V exchange of every rank
+//   finish the last dK/dV exchange of every rank, then backward_end of every rank
+// The dK/dV exchange of step s is started by every rank in step s and finished in step s+1 (or
+// after the loop), so here too every rank has started an exchange before any rank finishes it.
+void ring_backward_all(std::span<RingBackend* const> backends, std::span<Transport* const> transports);
 
 // Exchange ids the driver uses, so every rank agrees (K/V of step s, dK/dV of step s).
 inline int kv_exchange_id(int step) { return 2 * step; }
