@@ -68,6 +68,25 @@ RingKernelSelection RingKernelSelector::select(const Problem& problem) const {
   return out;
 }
 
+RingKernelSelection RingKernelSelector::select_backward(const Problem& problem) const {
+  problem.validate();
+  RingKernelSelection out = base_;
+  for (StepType step : backward_step_types_for(problem)) {
+    const WorkloadKey w = workload_for(problem, step, out.device);
+    out.steps.push_back({w, select_config(w, db_, out.environment, caches_)});
+  }
+  if (!out.database_used) {
+    for (StepSelection& s : out.steps) s.selection.reason += "; tuning database " + out.database_text();
+  }
+  return out;
+}
+
+RingKernelSelection select_backward_kernels(const Problem& problem, const std::string& database_path,
+                                            const std::string& arch, int device, const PretunedCaches& caches) {
+  problem.validate();
+  return RingKernelSelector(database_path, arch, device, caches).select_backward(problem);
+}
+
 RingKernelSelection select_ring_kernels(const Problem& problem, const std::string& database_path,
                                         const std::string& arch, int device, const PretunedCaches& caches) {
   // The problem is checked before the database is opened, as before.

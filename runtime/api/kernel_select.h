@@ -1,4 +1,4 @@
-// Which forward step kernel each step type of a ring runs, through the tuning-database lookup of
+// Which step kernel each (forward or backward) step type of a ring runs, through the tuning-database lookup of
 // cache/lookup.h: the user's database (opened read-only: selecting never creates, repairs or
 // migrates a file), then the shipped pretuned caches, then the documented default. RingAttention
 // and `cpgen explain` both call select_ring_kernels, so they give the same answer for a problem.
@@ -47,6 +47,10 @@ class RingKernelSelector {
   RingKernelSelector& operator=(const RingKernelSelector&) = delete;
 
   RingKernelSelection select(const Problem& problem) const;
+  // The same for the backward ring: steps holds one selection per backward step type
+  // (backward_step_types_for order); the lookup is the same, with the backward default
+  // (KernelSpec::backward_default_for_arch) last.
+  RingKernelSelection select_backward(const Problem& problem) const;
 
  private:
   RingKernelSelection base_;  // device, environment and database fields; no steps
@@ -62,5 +66,9 @@ class RingKernelSelector {
 RingKernelSelection select_ring_kernels(const Problem& problem, const std::string& database_path,
                                         const std::string& arch = "", int device = 0,
                                         const PretunedCaches& caches = shipped_caches());
+// The backward counterpart (RingKernelSelector::select_backward).
+RingKernelSelection select_backward_kernels(const Problem& problem, const std::string& database_path,
+                                            const std::string& arch = "", int device = 0,
+                                            const PretunedCaches& caches = shipped_caches());
 
 }  // namespace cpgen

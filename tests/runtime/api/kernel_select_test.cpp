@@ -112,6 +112,43 @@ TEST_F(KernelSelectTest, RuntimePicksTheTunedWinnerAndExplainSaysTheSame) {
   }
 }
 
+// Backward step types are their own workloads: a tuned backward winner is selected for its step
+// type, the forward winner of the same shape never is, and an untuned backward step type gets a
+// backward kernel (the backward default), never a forward one.
+TEST_F(KernelSelectTest, BackwardStepTypesGetTheirOwnRecordsAndNeverAForwardKernel) {
+  const Problem p = zigzag_problem();
+  const KernelSpec def = KernelSpec::backward_default_for_arch(p.dtype, 128, true, 4, kArch);
+  KernelSpec tuned;
+  for (const KernelSpec& s : KernelSpec::backward_candidates_for(p.dtype, 128, true, 4))
+    if (!(s == def) && check_feasibility(s, kArch).feasible) tuned = s;
+  ASSERT_EQ(tuned.kind, KernelKind::kBackwardStep);
+  const WorkloadKey bwd_diag = workload_for(p, StepType::kBwdDiagonal, device);
+  const WorkloadKey fwd_diag = workload_for(p, StepType::kDiagonal, device);
+  {
+    Database db(path("t.db"));
+    Record r = test_record(bwd_diag, 64, 64, 4, 2, 0.5, Disposition::kOk, here);
+    r.kernel_uri = tuned.uri();
+    put_record(db, r);
+    db.transaction([&] { pin_winner(db, bwd_diag, {tuned.uri(), 0.5, here.key(), "tune"}); });
+    put_winner(db, fwd_diag, non_default_candidates(p, kArch).at(0), 0.1, here);
+  }
+  const RingKernelSelection sel = select_backward_kernels(p, path("t.db"), kArch, 0);
+  ASSERT_TRUE(sel.database_used) << sel.database_note;
+  ASSERT_EQ(sel.steps.size(), 3u);
+  EXPECT_EQ(sel.steps[0].workload.step, StepType::kBwdDiagonal) << "steps[0] is what ring step 0 runs";
+  const Selection& d = sel.for_step(StepType::kBwdDiagonal).selection;
+  EXPECT_EQ(d.source, ConfigSource::kDatabaseExact) << d.reason;
+  EXPECT_EQ(d.spec, tuned) << d.spec.uri();
+  for (StepType t : {StepType::kBwdZigzagKvHalf, StepType::kBwdZigzagQHalf}) {
+    const Selection& other = sel.for_step(t).selection;
+    EXPECT_EQ(other.spec.kind, KernelKind::kBackwardStep) << other.spec.uri();
+    EXPECT_NE(other.source, ConfigSource::kDatabaseExact) << other.reason;
+  }
+  // The forward selection of the same database is unchanged by the backward record.
+  const RingKernelSelection fwd = select_ring_kernels(p, path("t.db"), kArch, 0);
+  EXPECT_EQ(fwd.for_step(StepType::kDiagonal).selection.spec, non_default_candidates(p, kArch).at(0));
+}
+
 TEST_F(KernelSelectTest, StaleEnvironmentRowIsNotChosen) {
   const Problem p = zigzag_problem();
   const KernelSpec fast = non_default_candidates(p, kArch).at(0);
