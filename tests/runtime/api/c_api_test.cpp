@@ -80,6 +80,16 @@ TEST(CApi, NullArgumentsAreErrorsNotCrashes) {
   EXPECT_EQ(cpgen_device_count(nullptr), CPGEN_ERR_BAD_INPUT);
   EXPECT_EQ(cpgen_ring_forward(nullptr, nullptr, nullptr, nullptr, nullptr, nullptr, nullptr),
             CPGEN_ERR_BAD_INPUT);
+  EXPECT_EQ(cpgen_ring_backward(nullptr, nullptr, nullptr, nullptr, nullptr, nullptr, nullptr, nullptr,
+                                nullptr, nullptr, nullptr),
+            CPGEN_ERR_BAD_INPUT);
+  EXPECT_NE(std::string(cpgen_last_error()).find("cpgen_ring_backward: ring is NULL"), std::string::npos)
+      << cpgen_last_error();
+  EXPECT_EQ(cpgen_ring_backward_all(nullptr, nullptr, nullptr, nullptr, nullptr, nullptr, nullptr, nullptr,
+                                    nullptr, nullptr, nullptr),
+            CPGEN_ERR_BAD_INPUT);
+  EXPECT_NE(std::string(cpgen_last_error()).find("cpgen_ring_backward_all: ring is NULL"), std::string::npos)
+      << cpgen_last_error();
   EXPECT_EQ(cpgen_ring_synchronize(nullptr), CPGEN_ERR_BAD_INPUT);
   EXPECT_STREQ(cpgen_ring_kernel_uri(nullptr), "");
   EXPECT_STREQ(cpgen_ring_config_source(nullptr), "");
