@@ -107,9 +107,33 @@ nlohmann::json run_bench(const RankArgs& a, void* comm) {
   gpu::download_outputs(p, shard, outs[a.rank], lses[a.rank]);
   const gpu::SliceErrors e =
       gpu::check_slice(p, in, outs, lses, a.rank, gpu::check_positions(p.seq_len, a.check_rows));
+  // Backward, on the forward's out and lse; the first call loads the kernels, outside the timing.
+  gpu::upload_backward(p, ring.rank(), gpu::bench_dout(p, 1), shard);
+  const BackwardShardPointers b = shard.backward_pointers();
+  const auto backward = [&] { ring.backward(b.q, b.k, b.v, b.out, b.lse, b.dout, b.dq, b.dk, b.dv, stream.get()); };
+  backward();
+  ring.synchronize();
+  const double backward_ms = gpu::time_on_stream_ms(stream.get(), a.warmup, a.iterations, backward);
+  const double fwd_bwd_ms = gpu::time_on_stream_ms(stream.get(), a.warmup, a.iterations, [&] {
+    ring.forward(s.q, s.k, s.v, s.out, s.lse, stream.get());
+    backward();
+  });
+  ring.synchronize();
+  shard.dq.poison();
+  shard.dk.poison();
+  shard.dv.poison();
+  backward();
+  ring.synchronize();
+  std::vector<float> dq, dk, dv;
+  gpu::download_grads(p, shard, dq, dk, dv);
+  bool finite = true;
+  for (const auto* g : {&dq, &dk, &dv})
+    for (float x : *g) finite = finite && std::isfinite(x);
   return {{"rank", a.rank}, {"kernel", ring.kernel_uri()}, {"config_source", ring.config_source()},
           {"ring_ms", ms}, {"sq_diff", std::isnan(e.sq_diff) ? -1.0 : e.sq_diff}, {"sq_ref", e.sq_ref},
-          {"lse_max", std::isnan(e.lse_max) ? -1.0 : e.lse_max}, {"rows", e.rows}};
+          {"lse_max", std::isnan(e.lse_max) ? -1.0 : e.lse_max}, {"rows", e.rows},
+          {"backward_kernel", ring.backward_step_kernels().front().kernel_uri}, {"backward_ms", backward_ms},
+          {"fwd_bwd_ms", fwd_bwd_ms}, {"grads_finite", finite}};
 }
 
 void run_rank(const RankArgs& a) {
