@@ -302,48 +302,59 @@ struct OneRank {
   }
 };
 
-TEST(KernelRingBackendBackward, StepParamsDescribeTheHeldChunkAndTheChosenAccumulator) {
+TEST(KernelRingBackendBackward, StepParamsDescribeTheHeldChunksPartAndTheChosenAccumulator) {
   const Problem p = make_problem(4, Dtype::kBf16, true, Scheme::kZigzag, 4, 128, 3);
   OneRank one(p, 1);
   one.backend->bind_backward(one.shard.tensors());
-  const std::vector<BufferView> kv1 = one.backend->kv_buffers(1), dkv0 = one.backend->dkv_buffers(0);
+  ASSERT_EQ(one.backend->dkv_parts(), 2);
+  const std::vector<BufferView> kv1 = one.backend->kv_buffers(1);
   RingStep step;
   step.step = 3;
   step.kv_slot = 1;
   step.kv_rank = 2;
-  const RingBwdParams w = one.backend->backward_step_params(step, 0, false);
-  const RingBwdParams a = one.backend->backward_step_params(step, 0, true);
-  const int64_t local = 32, hd = 128;
-  EXPECT_EQ(w.accumulate_dkv, 0);
-  EXPECT_EQ(a.accumulate_dkv, 1);
-  EXPECT_EQ(w.q, one.shard.q.data());
-  EXPECT_EQ(w.dout, one.shard.dout.data());
-  EXPECT_EQ(w.lse, one.shard.lse.data());
-  EXPECT_EQ(w.k, kv1[0].data);
-  EXPECT_EQ(w.v, kv1[1].data);
-  EXPECT_EQ(w.dk_acc, dkv0[0].data);
-  EXPECT_EQ(w.dv_acc, dkv0[1].data);
-  EXPECT_EQ(dkv0[0].bytes, static_cast<size_t>(3 * 2 * local * hd * 4));
-  EXPECT_EQ(w.q_positions, one.positions->rank_positions(1));
-  EXPECT_EQ(w.kv_positions, one.positions->rank_positions(2));
-  EXPECT_EQ(w.q_row_stride, hd);
-  EXPECT_EQ(w.dout_row_stride, hd);
-  EXPECT_EQ(w.k_row_stride, hd);
-  EXPECT_EQ(w.q_head_stride, local * hd);
-  EXPECT_EQ(w.dout_head_stride, local * hd);
-  EXPECT_EQ(w.k_head_stride, local * hd);
-  EXPECT_EQ(w.q_batch_stride, 8 * local * hd);
-  EXPECT_EQ(w.dout_batch_stride, 8 * local * hd);
-  EXPECT_EQ(w.k_batch_stride, 2 * local * hd);
-  EXPECT_EQ(w.v_batch_stride, 2 * local * hd);
-  EXPECT_EQ(w.batch, 3);
-  EXPECT_EQ(w.q_heads, 8);
-  EXPECT_EQ(w.kv_heads, 2);
-  EXPECT_EQ(w.q_len, local);
-  EXPECT_EQ(w.kv_len, local);
-  EXPECT_FLOAT_EQ(w.scale, static_cast<float>(1.0 / std::sqrt(128.0)));
-  EXPECT_FLOAT_EQ(w.scale_log2, static_cast<float>(1.4426950408889634 / std::sqrt(128.0)));
+  const int64_t local = 32, hd = 128, half = 16;
+  for (int part = 0; part < 2; ++part) {
+    SCOPED_TRACE("part " + std::to_string(part));
+    const std::vector<BufferView> dkv0 = one.backend->dkv_part_buffers(0, part);
+    const RingBwdParams w = one.backend->backward_step_params(step, 0, false, part);
+    const RingBwdParams a = one.backend->backward_step_params(step, 0, true, part);
+    EXPECT_EQ(w.accumulate_dkv, 0);
+    EXPECT_EQ(a.accumulate_dkv, 1);
+    EXPECT_EQ(w.q, one.shard.q.data());
+    EXPECT_EQ(w.dout, one.shard.dout.data());
+    EXPECT_EQ(w.lse, one.shard.lse.data());
+    // The part's keys start part * 16 rows into every head of the held chunk (bf16: 2 bytes).
+    EXPECT_EQ(w.k, static_cast<const char*>(kv1[0].data) + part * half * hd * 2);
+    EXPECT_EQ(w.v, static_cast<const char*>(kv1[1].data) + part * half * hd * 2);
+    EXPECT_EQ(w.kv_positions, one.positions->rank_positions(2) + part * half);
+    EXPECT_EQ(w.kv_len, half);
+    EXPECT_EQ(w.dk_acc, dkv0[0].data);
+    EXPECT_EQ(w.dv_acc, dkv0[1].data);
+    EXPECT_EQ(dkv0[0].bytes, static_cast<size_t>(3 * 2 * half * hd * 4));
+    EXPECT_EQ(w.q_positions, one.positions->rank_positions(1));
+    EXPECT_EQ(w.q_row_stride, hd);
+    EXPECT_EQ(w.dout_row_stride, hd);
+    EXPECT_EQ(w.k_row_stride, hd);
+    EXPECT_EQ(w.q_head_stride, local * hd);
+    EXPECT_EQ(w.dout_head_stride, local * hd);
+    EXPECT_EQ(w.k_head_stride, local * hd);
+    EXPECT_EQ(w.q_batch_stride, 8 * local * hd);
+    EXPECT_EQ(w.dout_batch_stride, 8 * local * hd);
+    EXPECT_EQ(w.k_batch_stride, 2 * local * hd);
+    EXPECT_EQ(w.v_batch_stride, 2 * local * hd);
+    EXPECT_EQ(w.batch, 3);
+    EXPECT_EQ(w.q_heads, 8);
+    EXPECT_EQ(w.kv_heads, 2);
+    EXPECT_EQ(w.q_len, local);
+    EXPECT_FLOAT_EQ(w.scale, static_cast<float>(1.0 / std::sqrt(128.0)));
+    EXPECT_FLOAT_EQ(w.scale_log2, static_cast<float>(1.4426950408889634 / std::sqrt(128.0)));
+  }
+  // Both parts' accumulators of a slot, in part order, are what dkv_buffers lists.
+  const std::vector<BufferView> all = one.backend->dkv_buffers(1);
+  ASSERT_EQ(all.size(), 4u);
+  EXPECT_EQ(all[2].data, one.backend->dkv_part_buffers(1, 1)[0].data);
   // Delta and the dQ accumulator are the ones the preprocessing kernel fills.
+  const RingBwdParams w = one.backend->backward_step_params(step, 0, false, 0);
   const RingBwdPreParams pre = one.backend->backward_pre_params();
   EXPECT_EQ(pre.delta, w.delta);
   EXPECT_EQ(pre.dq_acc, w.dq_acc);
@@ -351,18 +362,19 @@ TEST(KernelRingBackendBackward, StepParamsDescribeTheHeldChunkAndTheChosenAccumu
   EXPECT_EQ(pre.out_head_stride, local * hd);
   EXPECT_EQ(pre.dout_batch_stride, 8 * local * hd);
   EXPECT_EQ(pre.q_len, local);
-  const RingBwdConvertParams cvt = one.backend->convert_params(w.dk_acc, one.shard.dk.data(), 2);
+  const RingBwdConvertParams cvt = one.backend->convert_params(w.dk_acc, one.shard.dk.data(), 2, half);
   EXPECT_EQ(cvt.heads, 2);
   EXPECT_EQ(cvt.grad_batch_stride, 2 * local * hd);
   EXPECT_EQ(cvt.grad_head_stride, local * hd);
   EXPECT_EQ(cvt.grad_row_stride, hd);
-  EXPECT_EQ(cvt.len, local);
+  EXPECT_EQ(cvt.len, half);
 }
 
 // One rank of a zigzag ring of 3: the preprocessing, then per step the kernel of that step's
-// backward type writing (step 0) or adding into dkv slot s % 2, then dQ, dK, dV converted, dK/dV
-// from dkv slot 3 % 2 = 1 where the own chunk's accumulator arrives.
-TEST(KernelRingBackendBackward, LaunchesPreThenOneStepKernelPerStepThenThreeConversions) {
+// backward type on each key part, writing (step 0) or adding into that part of dkv slot s % 2,
+// then dQ converted, and dK, dV per part from dkv slot 3 % 2 = 1, where the own chunk's
+// accumulator arrives.
+TEST(KernelRingBackendBackward, LaunchesPreThenTwoPartKernelsPerStepThenTheConversions) {
   const Problem p = make_problem(3, Dtype::kFp16, true, Scheme::kZigzag, 1, 64);
   OneRank one(p, 1);
   one.backend->bind_backward(one.shard.tensors());
@@ -374,26 +386,50 @@ TEST(KernelRingBackendBackward, LaunchesPreThenOneStepKernelPerStepThenThreeConv
   } transport;
   ring_backward(*one.backend, transport);
   const std::vector<test::ModelLaunch>& l = one.device->launches();
-  ASSERT_EQ(l.size(), 7u);
+  ASSERT_EQ(l.size(), 1u + 3 * 2 + 1 + 2 * 2);
   EXPECT_EQ(l[0].kind, "pre");
   const StepType expected[3] = {StepType::kBwdDiagonal, StepType::kBwdZigzagKvHalf, StepType::kBwdZigzagQHalf};
-  for (int s = 0; s < 3; ++s) {
-    SCOPED_TRACE("step " + std::to_string(s));
-    ASSERT_EQ(l[1 + s].kind, "step");
-    EXPECT_EQ(l[1 + s].step, expected[s]);
-    EXPECT_EQ(l[1 + s].bwd.accumulate_dkv, s == 0 ? 0 : 1);
-    EXPECT_EQ(l[1 + s].bwd.dk_acc, one.backend->dkv_buffers(s % 2)[0].data);
-    EXPECT_EQ(l[1 + s].bwd.k, one.backend->kv_buffers(s % 2)[0].data);
-    EXPECT_EQ(l[1 + s].bwd.kv_positions, one.positions->rank_positions((1 - s + 3) % 3));
+  for (int s = 0; s < 3; ++s)
+    for (int part = 0; part < 2; ++part) {
+      SCOPED_TRACE("step " + std::to_string(s) + " part " + std::to_string(part));
+      const test::ModelLaunch& launch = l[1 + 2 * s + part];
+      ASSERT_EQ(launch.kind, "step");
+      EXPECT_EQ(launch.step, expected[s]);
+      EXPECT_EQ(launch.bwd.accumulate_dkv, s == 0 ? 0 : 1);
+      EXPECT_EQ(launch.bwd.dk_acc, one.backend->dkv_part_buffers(s % 2, part)[0].data);
+      EXPECT_EQ(launch.bwd.k, static_cast<const char*>(one.backend->kv_buffers(s % 2)[0].data) + part * 16 * 64 * 2);
+      EXPECT_EQ(launch.bwd.kv_positions, one.positions->rank_positions((1 - s + 3) % 3) + part * 16);
+    }
+  EXPECT_EQ(l[7].convert.grad, one.shard.dq.data());
+  EXPECT_EQ(l[7].convert.heads, p.q_heads);
+  EXPECT_EQ(l[7].convert.len, 32);
+  for (int part = 0; part < 2; ++part) {
+    const test::ModelLaunch& dk = l[8 + 2 * part];
+    const test::ModelLaunch& dv = l[9 + 2 * part];
+    EXPECT_EQ(dk.convert.grad, static_cast<char*>(one.shard.dk.data()) + part * 16 * 64 * 2);
+    EXPECT_EQ(dk.convert.acc, one.backend->dkv_part_buffers(1, part)[0].data);
+    EXPECT_EQ(dv.convert.grad, static_cast<char*>(one.shard.dv.data()) + part * 16 * 64 * 2);
+    EXPECT_EQ(dv.convert.acc, one.backend->dkv_part_buffers(1, part)[1].data);
+    EXPECT_EQ(dk.convert.len, 16);
   }
-  EXPECT_EQ(l[4].convert.grad, one.shard.dq.data());
-  EXPECT_EQ(l[4].convert.heads, p.q_heads);
-  EXPECT_EQ(l[5].convert.grad, one.shard.dk.data());
-  EXPECT_EQ(l[5].convert.acc, one.backend->dkv_buffers(1)[0].data);
-  EXPECT_EQ(l[6].convert.grad, one.shard.dv.data());
-  EXPECT_EQ(l[6].convert.acc, one.backend->dkv_buffers(1)[1].data);
   // The own K/V went into kv slot 0 by two device copies; the caller's K/V were never written.
   EXPECT_EQ(one.device->copies(), 2);
+}
+
+// A part launched before its step, or out of part order, would add into the wrong accumulator.
+TEST(KernelRingBackendBackward, RefusesAccumulateWithoutAStepOrOutOfPartOrder) {
+  const Problem p = make_problem(2, Dtype::kBf16, true, Scheme::kZigzag, 1, 64);
+  OneRank one(p, 0);
+  one.backend->bind_backward(one.shard.tensors());
+  one.backend->backward_begin();
+  EXPECT_THROW(one.backend->accumulate_dkv_part(0, true, 0), Error);
+  RingStep step;
+  step.is_first = true;
+  one.backend->backward_step(step);
+  EXPECT_THROW(one.backend->accumulate_dkv_part(0, true, 1), Error);
+  one.backend->accumulate_dkv_part(0, true, 0);
+  one.backend->accumulate_dkv_part(0, true, 1);
+  EXPECT_THROW(one.backend->accumulate_dkv_part(0, true, 0), Error);
 }
 
 TEST(KernelRingBackendBackward, BindBackwardNamesTheMissingOrMisalignedTensor) {

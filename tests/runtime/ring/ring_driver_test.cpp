@@ -118,6 +118,50 @@ TEST(RingDriver, SingleRankNeedsNoKvExchange) {
   EXPECT_EQ(log.events, expected);
 }
 
+// A backend whose accumulator travels in two parts: each part is finished, accumulated and
+// started on its own, so part 1's transfer of step s-1 overlaps part 0's compute of step s.
+class TwoPartBackend final : public RingBackend {
+ public:
+  explicit TwoPartBackend(Log& log) : log_(log), inner_(log) {}
+  std::vector<BufferView> kv_buffers(int slot) override { return inner_.kv_buffers(slot); }
+  std::vector<BufferView> dkv_buffers(int slot) override { return inner_.dkv_buffers(slot); }
+  void forward_begin() override {}
+  void forward_step(const RingStep&) override {}
+  void backward_begin() override { inner_.backward_begin(); }
+  void backward_step(const RingStep& s) override { inner_.backward_step(s); }
+  void accumulate_dkv(int, bool) override { ADD_FAILURE() << "the driver must accumulate by part"; }
+  int dkv_parts() const override { return 2; }
+  std::vector<BufferView> dkv_part_buffers(int slot, int) override { return inner_.dkv_buffers(slot); }
+  void accumulate_dkv_part(int slot, bool is_first, int part) override {
+    log_.events.push_back("acc dkv" + std::to_string(slot) + " part " + std::to_string(part) + (is_first ? " first" : ""));
+  }
+  void backward_end(int slot) override { inner_.backward_end(slot); }
+
+ private:
+  Log& log_;
+  LoggingBackend inner_;
+};
+
+TEST(RingDriver, BackwardPartsTravelAsTheirOwnExchanges) {
+  Log log;
+  TwoPartBackend backend(log);
+  LoggingTransport transport(log, 0, 2);
+  ring_backward(backend, transport);
+  const int p1 = 1 << 20;  // dkv_exchange_id(step, 1) - dkv_exchange_id(step, 0)
+  const std::vector<std::string> expected = {
+      "bwd begin",
+      "start 0 kv0->kv1", "bwd step 0 kv0 from 0 first",
+      "acc dkv0 part 0 first", "start 1 dkv0->dkv1",
+      "acc dkv0 part 1 first", "start " + std::to_string(1 + p1) + " dkv0->dkv1",
+      "finish 0",
+      "bwd step 1 kv1 from 1 last",
+      "finish 1", "acc dkv1 part 0", "start 3 dkv1->dkv0",
+      "finish " + std::to_string(1 + p1), "acc dkv1 part 1", "start " + std::to_string(3 + p1) + " dkv1->dkv0",
+      "finish 3", "finish " + std::to_string(3 + p1), "end dkv0"};
+  EXPECT_EQ(log.events, expected);
+  EXPECT_EQ(dkv_exchange_id(1, 1), 3 + p1);
+}
+
 // A rank's calls through a log shared by every rank, prefixed "rR " so the interleaving shows.
 class RankTransport final : public Transport {
  public:
