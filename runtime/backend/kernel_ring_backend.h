@@ -50,9 +50,9 @@ class RingPositions {
 };
 
 // The caller's tensors for one ring call (contiguous, layout in cpgen/ring_attention.h), as
-// device pointers of the KernelDevice.
-// The forward reads q, k, v and writes out and lse; the backward reads q, k, v, out, lse (the
-// forward's results) and dout and writes dq, dk, dv (same layouts as q, k, v).
+// device pointers of the KernelDevice. The forward reads q, k, v and writes out and lse; the
+// backward reads q, k, v, out, lse (the forward's results) and dout and writes dq, dk, dv (same
+// layouts as q, k, v).
 struct ShardTensors {
   const void* q = nullptr;
   const void* k = nullptr;

@@ -48,11 +48,14 @@ void run(const ExplainOptions& o) {
   // The selector RingAttention uses, so explain and the runtime agree.
   const RingKernelSelector selector(db.get(), db_path, db_note, o.arch, 0);
   // Everything is selected before anything is printed, so that a failure leaves stdout empty.
-  std::vector<RingKernelSelection> selections;
+  // The backward step types are selected the same way, as RingAttention::backward does.
+  std::vector<RingKernelSelection> selections, backward;
   selections.reserve(problems.size());
+  backward.reserve(problems.size());
   SlowProgress progress("explain", problems.size());
   for (const Problem& p : problems) {
     selections.push_back(selector.select(p));
+    backward.push_back(selector.select_backward(p));
     progress.advance();
   }
   const RingKernelSelection& last = selections.back();
@@ -64,14 +67,19 @@ void run(const ExplainOptions& o) {
   if (o.json_output) {
     json out = json::array();
     for (size_t i = 0; i < problems.size(); ++i) {
-      json steps = json::array();
-      for (const auto& [w, s] : selections[i].steps) {
-        steps.push_back({{"step_type", step_type_name(w.step)}, {"workload", w.to_json()}, {"kernel", s.spec.uri()},
-                         {"source", config_source_name(s.source)}, {"origin", s.origin},
-                         {"median_ms", s.median_ms ? json(*s.median_ms) : json(nullptr)},
-                         {"ignored_other_environment", s.ignored_other_environment}, {"reason", s.reason}});
-      }
-      out.push_back({{"shape", problems[i].name}, {"steps", std::move(steps)}});
+      const auto steps_json = [](const RingKernelSelection& selection) {
+        json steps = json::array();
+        for (const auto& [w, s] : selection.steps) {
+          steps.push_back({{"step_type", step_type_name(w.step)}, {"workload", w.to_json()}, {"kernel", s.spec.uri()},
+                           {"source", config_source_name(s.source)}, {"origin", s.origin},
+                           {"median_ms", s.median_ms ? json(*s.median_ms) : json(nullptr)},
+                           {"ignored_other_environment", s.ignored_other_environment}, {"reason", s.reason}});
+        }
+        return steps;
+      };
+      out.push_back({{"shape", problems[i].name},
+                     {"steps", steps_json(selections[i])},
+                     {"backward_steps", steps_json(backward[i])}});
     }
     // The path looked at is named even when no file is there, as in text mode.
     std::cout << json{{"db", last.database_path.empty() ? json(nullptr) : json(last.database_path)},
@@ -88,10 +96,11 @@ void run(const ExplainOptions& o) {
   std::cout << "\n";
   for (size_t i = 0; i < problems.size(); ++i) {
     std::cout << problems[i].name << ":\n";
-    for (const auto& [w, s] : selections[i].steps) {
-      std::cout << "  " << step_type_name(w.step) << ": " << s.spec.uri() << "\n"
-                << "    from " << config_source_name(s.source) << " (" << s.origin << "): " << s.reason << "\n";
-    }
+    for (const RingKernelSelection* selection : {&selections[i], &backward[i]})
+      for (const auto& [w, s] : selection->steps) {
+        std::cout << "  " << step_type_name(w.step) << ": " << s.spec.uri() << "\n"
+                  << "    from " << config_source_name(s.source) << " (" << s.origin << "): " << s.reason << "\n";
+      }
   }
 }
 

@@ -147,6 +147,22 @@ TEST_F(KernelSelectTest, BackwardStepTypesGetTheirOwnRecordsAndNeverAForwardKern
   // The forward selection of the same database is unchanged by the backward record.
   const RingKernelSelection fwd = select_ring_kernels(p, path("t.db"), kArch, 0);
   EXPECT_EQ(fwd.for_step(StepType::kDiagonal).selection.spec, non_default_candidates(p, kArch).at(0));
+
+  // `cpgen explain` lists the backward step types with the same answers.
+  CliResult r = run_cli("explain --json --arch " + std::string(kArch) + " --db " + path("t.db") + " --shape " + kShapeJson);
+  ASSERT_EQ(r.exit_code, 0) << r.err;
+  const nlohmann::json shape = nlohmann::json::parse(r.out)["shapes"][0];
+  EXPECT_EQ(shape["steps"].size(), fwd.steps.size());
+  const nlohmann::json backward = shape["backward_steps"];
+  ASSERT_EQ(backward.size(), sel.steps.size());
+  for (size_t i = 0; i < backward.size(); ++i) {
+    EXPECT_EQ(backward[i]["step_type"], step_type_name(sel.steps[i].workload.step)) << i;
+    EXPECT_EQ(backward[i]["kernel"], sel.steps[i].selection.spec.uri()) << i;
+    EXPECT_EQ(backward[i]["source"], config_source_name(sel.steps[i].selection.source)) << i;
+  }
+  r = run_cli("explain --arch " + std::string(kArch) + " --db " + path("t.db") + " --shape " + kShapeJson);
+  ASSERT_EQ(r.exit_code, 0) << r.err;
+  EXPECT_NE(r.out.find("bwd-diagonal: " + tuned.uri()), std::string::npos) << r.out;
 }
 
 TEST_F(KernelSelectTest, StaleEnvironmentRowIsNotChosen) {
