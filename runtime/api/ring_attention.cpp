@@ -1,6 +1,7 @@
 // RingAttention (include/cpgen/ring_attention.h): one ring driver (runtime/ring/ring_driver.h) over
-// the GPU backend, with the loopback or the NCCL transport, forward and backward. Kernels are selected per step type
-// by select_ring_kernels (runtime/api/kernel_select.h), the lookup `cpgen explain` uses.
+// the GPU backend, with the loopback or the NCCL transport, forward and backward. Kernels are
+// selected per step type by select_ring_kernels and select_backward_kernels
+// (runtime/api/kernel_select.h), the lookup `cpgen explain` uses.
 //
 // Loopback enqueues every virtual rank's steps from the calling thread (ring_forward_all, a fixed
 // schedule), each rank on its own compute stream forked from and joined back into the caller's
@@ -194,9 +195,9 @@ struct RingAttention::Impl {
     // The ring's events (streams, fork and join events, the exchanges' events) exist after the
     // first run; a captured run may reuse them but not create them.
     if (capturing && n > 1 && loopback->spare_exchanges() == 0)
-      throw_bad_input(std::string(fn) + ": the first forward of a loopback ring cannot be "
+      throw_bad_input(std::string(fn) + ": the first call of a loopback ring cannot be "
                       "captured into a CUDA graph (it creates the ring's CUDA events); run one "
-                      "forward without capture first");
+                      "call without capture first");
     order_after_previous(stream, capturing);
     fork_event->record(stream);
     loopback->reset();
