@@ -195,9 +195,9 @@ struct RingAttention::Impl {
     // The ring's events (streams, fork and join events, the exchanges' events) exist after the
     // first run; a captured run may reuse them but not create them.
     if (capturing && n > 1 && loopback->spare_exchanges() == 0)
-      throw_bad_input(std::string(fn) + ": the first call of a loopback ring cannot be "
-                      "captured into a CUDA graph (it creates the ring's CUDA events); run one "
-                      "call without capture first");
+      throw_bad_input(std::string(fn) + ": the first " + (backward ? "backward" : "forward") +
+                      " of a loopback ring cannot be captured into a CUDA graph (it creates the "
+                      "ring's CUDA events); run one without capture first");
     order_after_previous(stream, capturing);
     fork_event->record(stream);
     loopback->reset();

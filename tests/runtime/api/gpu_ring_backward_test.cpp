@@ -4,6 +4,8 @@
 #include <gtest/gtest.h>
 
 #include "cpgen/error.h"
+#include "runtime/cuda/cuda_driver.h"
+#include "runtime/cuda/gpu_stream.h"
 #include "cpgen/ring_attention.h"
 #include "runtime/api/gpu_ring_run.h"
 #include "runtime/ring/partition.h"
@@ -144,6 +146,84 @@ TEST(GpuRingBackward, RepeatedBackwardGivesTheSameGradients) {
     for (size_t i = 0; i < dq[r].size(); ++i)
       ASSERT_NEAR(again_dq[i], dq[r][i], 1e-2 * (1 + std::abs(dq[r][i]))) << "rank " << r << " dq[" << i << "]";
   }
+}
+
+// After one uncaptured forward and backward, a forward + backward is captured into a graph and
+// replayed twice; each replay's gradients match the reference. Capturing the very first backward
+// is refused (it loads kernels and allocates).
+TEST(GpuRingBackward, LoopbackBackwardCapturedIntoAGraphReplay) {
+  CPGEN_REQUIRE_GPU();
+  Problem p;
+  p.q_heads = 8;
+  p.kv_heads = 2;
+  p.head_dim = 64;
+  p.seq_len = 512;
+  p.cp_size = 4;
+  const size_t qn = p.q_heads * p.seq_len * 64, kn = p.kv_heads * p.seq_len * 64;
+  const std::vector<float> q = testing::random_bf16_exact(qn, 31), k = testing::random_bf16_exact(kn, 32),
+                           v = testing::random_bf16_exact(kn, 33), dout = testing::random_bf16_exact(qn, 34);
+  AttentionShape shape{p.batch, p.q_heads, p.kv_heads, p.head_dim, p.scale(), p.causal, 0};
+  std::vector<int64_t> positions(p.seq_len);
+  for (int64_t i = 0; i < p.seq_len; ++i) positions[i] = i;
+  const ReferenceForward fwd = reference_forward(shape, testing::to_double(q), testing::to_double(k),
+                                                 testing::to_double(v), positions, positions);
+  const ReferenceGrads ref = reference_backward(shape, testing::to_double(q), testing::to_double(k),
+                                                testing::to_double(v), fwd.out, testing::to_double(dout), fwd.lse,
+                                                positions, positions);
+  RingAttention ring = RingAttention::loopback(p);
+  std::vector<gpu::DeviceShard> shards;
+  std::vector<ShardPointers> forward;
+  std::vector<BackwardShardPointers> backward;
+  for (int r = 0; r < 4; ++r) {
+    shards.push_back(gpu::upload_shard(p, r, ring.device(), q, k, v));
+    gpu::upload_backward(p, r, dout, shards.back());
+    forward.push_back(shards.back().pointers());
+    backward.push_back(shards.back().backward_pointers());
+  }
+  const cu::DriverApi& api = cu::driver();
+  gpu::Stream s;
+  ring.forward_all(forward, s.get());
+  ring.synchronize();
+  // The first backward, captured: refused with kBadInput, and nothing queued.
+  CPGEN_CU_CHECK(api.cuStreamBeginCapture(s.get(), CU_STREAM_CAPTURE_MODE_THREAD_LOCAL));
+  std::string message;
+  try {
+    ring.backward_all(backward, s.get());
+  } catch (const Error& e) {
+    EXPECT_EQ(e.kind(), ErrorKind::kBadInput);
+    message = e.what();
+  }
+  CUgraph refused = nullptr;
+  api.cuStreamEndCapture(s.get(), &refused);
+  if (refused) api.cuGraphDestroy(refused);
+  EXPECT_NE(message.find("first backward"), std::string::npos) << "not refused: '" << message << "'";
+
+  ring.backward_all(backward, s.get());
+  ring.synchronize();
+  CPGEN_CU_CHECK(api.cuStreamBeginCapture(s.get(), CU_STREAM_CAPTURE_MODE_THREAD_LOCAL));
+  ring.forward_all(forward, s.get());
+  ring.backward_all(backward, s.get());
+  CUgraph graph = nullptr;
+  CPGEN_CU_CHECK(api.cuStreamEndCapture(s.get(), &graph));
+  CUgraphExec exec = nullptr;
+  CPGEN_CU_CHECK(api.cuGraphInstantiateWithFlags(&exec, graph, 0));
+  for (int replay = 0; replay < 2; ++replay) {
+    for (auto& shard : shards) {
+      shard.dq.poison();
+      shard.dk.poison();
+      shard.dv.poison();
+    }
+    CPGEN_CU_CHECK(api.cuGraphLaunch(exec, s.get()));
+    CPGEN_CU_CHECK(api.cuStreamSynchronize(s.get()));
+    std::vector<std::vector<float>> dq(4), dk(4), dv(4);
+    for (int r = 0; r < 4; ++r) gpu::download_grads(p, shards[r], dq[r], dk[r], dv[r]);
+    expect_grads_close(gather_shards(dq, p.batch, p.q_heads, p.seq_len, p.head_dim, p.scheme, 4),
+                       gather_shards(dk, p.batch, p.kv_heads, p.seq_len, p.head_dim, p.scheme, 4),
+                       gather_shards(dv, p.batch, p.kv_heads, p.seq_len, p.head_dim, p.scheme, 4), ref.dq, ref.dk,
+                       ref.dv, "graph replay " + std::to_string(replay));
+  }
+  api.cuGraphExecDestroy(exec);
+  api.cuGraphDestroy(graph);
 }
 
 TEST(GpuRingBackward, BackwardAllRejectsWrongShardCountAndNcclCalls) {
