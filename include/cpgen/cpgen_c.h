@@ -109,7 +109,22 @@ CPGEN_API cpgen_status cpgen_ring_forward(cpgen_ring* ring, const void* q, const
 CPGEN_API cpgen_status cpgen_ring_forward_all(cpgen_ring* ring, const void* const* q,
                                               const void* const* k, const void* const* v,
                                               void* const* out, float* const* lse, void* stream);
-/* Waits for the last forward; reports a stalled peer (NCCL watchdog) or a failed launch. */
+/* Backward over this rank's shard (NCCL, or loopback with cp_size 1): reads q, k, v, out and lse
+ * (the forward's results) and dout (q's layout); writes dq (q's layout), dk and dv (k's layout)
+ * in the problem's dtype. Same stream rules as cpgen_ring_forward; the first backward of a ring
+ * loads the backward kernels and must not be captured into a CUDA graph. */
+CPGEN_API cpgen_status cpgen_ring_backward(cpgen_ring* ring, const void* q, const void* k,
+                                           const void* v, const void* out, const float* lse,
+                                           const void* dout, void* dq, void* dk, void* dv,
+                                           void* stream);
+/* Loopback backward over every virtual rank: each argument is an array of cp_size pointers. */
+CPGEN_API cpgen_status cpgen_ring_backward_all(cpgen_ring* ring, const void* const* q,
+                                               const void* const* k, const void* const* v,
+                                               const void* const* out, const float* const* lse,
+                                               const void* const* dout, void* const* dq,
+                                               void* const* dk, void* const* dv, void* stream);
+/* Waits for the last forward or backward; reports a stalled peer (NCCL watchdog) or a failed
+ * launch. */
 CPGEN_API cpgen_status cpgen_ring_synchronize(cpgen_ring* ring);
 /* The URI of ring step 0's kernel, where its config came from ("database-exact",
  * "database-bucket", "pretuned-exact", "pretuned-bucket", "pretuned-pattern" or "default"; the

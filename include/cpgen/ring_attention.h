@@ -1,4 +1,4 @@
-// RingAttention: the forward ring of context-parallel attention on GPUs.
+// RingAttention: the forward and backward rings of context-parallel attention on GPUs.
 //
 // Each rank holds Q, K, V for its positions of the sequence (partition scheme of the problem) as
 // contiguous [batch, heads, local_seq, head_dim] tensors in the problem's dtype. forward() runs
@@ -7,6 +7,16 @@
 // chunk (compute of step t overlaps the transfer for step t + 1). The result is the rank's rows of
 // full attention over the whole sequence: out in the input dtype, lse (natural log) in fp32
 // [batch, q_heads, local_seq].
+//
+// backward() runs the backward ring over the same shard: given the forward's out and lse and the
+// output gradient dout (q's layout), it writes dq (q's layout), dk and dv (k's layout) in the
+// input dtype. The K/V chunk travels as in the forward, and with it an fp32 dK/dV accumulator
+// that collects every rank's contribution and is back on its owner after cp_size steps; dQ
+// accumulates locally in fp32. Probabilities are recomputed from lse, so nothing of size
+// seq x seq is kept. Beyond the forward's buffers a rank holds two fp32 dK/dV accumulators (the
+// one it adds to and the one in flight): 4x the bytes of its bf16/fp16 K/V shard. The backward
+// kernels (runtime/backend/gpu_bwd_kernels.h) are selected, compiled and loaded by the first
+// backward call, through the same lookup with the backward step types.
 //
 // The step kernels are chosen when the ring is created, one per step type of the problem, through
 // the tuning database (read, never created), then the shipped pretuned caches, then the documented
@@ -28,6 +38,9 @@
 //   watch exchanges of a graph (a captured event cannot be queried): a replay's NCCL errors
 //   surface through the communicator's asynchronous error, not through a timeout.
 // - loopback: forward and forward_all, likewise after one uncaptured call.
+// - backward and backward_all, on either path, from the second backward on: the first backward
+//   compiles and loads the backward kernels and allocates the dK/dV accumulators, so capturing
+//   it is refused with kBadInput. (No GPU has run a captured backward yet.)
 // A captured call that would have to wait for an uncaptured call still running on another stream
 // is refused (a capture cannot wait on outside work): synchronize() first, or capture on that
 // stream. Replays of a graph are ordered against other calls by the caller (launch the graph on
@@ -63,6 +76,20 @@ struct ShardPointers {
   float* lse = nullptr;
 };
 
+// One virtual rank's tensors for the loopback backward_all: the forward's inputs and results,
+// the output gradient, and the gradients written.
+struct BackwardShardPointers {
+  const void* q = nullptr;
+  const void* k = nullptr;
+  const void* v = nullptr;
+  const void* out = nullptr;
+  const float* lse = nullptr;
+  const void* dout = nullptr;
+  void* dq = nullptr;
+  void* dk = nullptr;
+  void* dv = nullptr;
+};
+
 // The kernel one step type of the ring runs and where its tile config came from: the tuning
 // database, a shipped pretuned cache or the documented default, in the order and with the names
 // that `cpgen explain` prints for the same problem.
@@ -94,7 +121,14 @@ class RingAttention {
   void forward(const void* q, const void* k, const void* v, void* out, float* lse, void* stream);
   // Loopback: the forward ring over every virtual rank; ranks.size() == cp_size.
   void forward_all(std::span<const ShardPointers> ranks, void* stream);
-  // Blocks until the last forward finished; throws what went wrong in it.
+  // The backward ring over this rank's shard (NCCL, or loopback with cp_size 1): reads q, k, v,
+  // out, lse (the forward's results for the same inputs) and dout; writes dq, dk, dv. Every
+  // pointer 16-byte aligned (lse 4), none may alias another.
+  void backward(const void* q, const void* k, const void* v, const void* out, const float* lse,
+                const void* dout, void* dq, void* dk, void* dv, void* stream);
+  // Loopback: the backward ring over every virtual rank; ranks.size() == cp_size.
+  void backward_all(std::span<const BackwardShardPointers> ranks, void* stream);
+  // Blocks until the last forward or backward finished; throws what went wrong in it.
   void synchronize();
 
   const Problem& problem() const;
@@ -107,6 +141,8 @@ class RingAttention {
   const std::string& config_reason() const;
   // Every step type of the ring with its kernel; [0] is ring step 0's.
   const std::vector<StepKernelChoice>& step_kernels() const;
+  // The same for the backward step types; empty until the first backward call loaded them.
+  const std::vector<StepKernelChoice>& backward_step_kernels() const;
 
   struct Impl;
 

@@ -245,6 +245,39 @@ cpgen_status cpgen_ring_forward_all(cpgen_ring* ring, const void* const* q, cons
   });
 }
 
+cpgen_status cpgen_ring_backward(cpgen_ring* ring, const void* q, const void* k, const void* v,
+                                 const void* out, const float* lse, const void* dout, void* dq,
+                                 void* dk, void* dv, void* stream) {
+  return guard([&] {
+    require(ring, "ring", "cpgen_ring_backward");
+    ring->ring.backward(q, k, v, out, lse, dout, dq, dk, dv, stream);
+  });
+}
+
+cpgen_status cpgen_ring_backward_all(cpgen_ring* ring, const void* const* q, const void* const* k,
+                                     const void* const* v, const void* const* out,
+                                     const float* const* lse, const void* const* dout,
+                                     void* const* dq, void* const* dk, void* const* dv, void* stream) {
+  return guard([&] {
+    const char* fn = "cpgen_ring_backward_all";
+    require(ring, "ring", fn);
+    require(q, "q", fn);
+    require(k, "k", fn);
+    require(v, "v", fn);
+    require(out, "out", fn);
+    require(lse, "lse", fn);
+    require(dout, "dout", fn);
+    require(dq, "dq", fn);
+    require(dk, "dk", fn);
+    require(dv, "dv", fn);
+    const int64_t n = ring->ring.problem().cp_size;
+    std::vector<cpgen::BackwardShardPointers> shards(static_cast<size_t>(n));
+    for (int64_t r = 0; r < n; ++r)
+      shards[r] = {q[r], k[r], v[r], out[r], lse[r], dout[r], dq[r], dk[r], dv[r]};
+    ring->ring.backward_all(shards, stream);
+  });
+}
+
 cpgen_status cpgen_ring_synchronize(cpgen_ring* ring) {
   return guard([&] {
     require(ring, "ring", "cpgen_ring_synchronize");

@@ -84,6 +84,10 @@ BenchInputs bench_inputs(const Problem& p, uint32_t seed) {
   return {random_inputs(q_count, seed), random_inputs(kv_count, seed + 1), random_inputs(kv_count, seed + 2)};
 }
 
+std::vector<float> bench_dout(const Problem& p, uint32_t seed) {
+  return random_inputs(static_cast<size_t>(p.batch * p.q_heads * p.seq_len * p.head_dim), seed + 3);
+}
+
 std::vector<int64_t> check_positions(int64_t seq_len, int count) {
   std::vector<int64_t> rows;
   count = std::max(2, count);
@@ -211,6 +215,39 @@ BenchResult bench_loopback(const Problem& p, const BenchOptions& o) {
     const std::vector<int64_t> own = partition_positions(p.scheme, s, n, 0);
     r.step_flops = per_pair * visible_pairs(own, own, p.causal);
     r.step_tflops = r.step_flops / (r.step_ms * 1e-3) / 1e12;
+  }
+
+  // Backward: on the forward's out and lse as the last forward left them (the inputs are the
+  // same every run, so every backward computes the same gradients).
+  const std::vector<float> dout = bench_dout(p, o.seed);
+  std::vector<BackwardShardPointers> backward;
+  for (int rank = 0; rank < n; ++rank) {
+    upload_backward(p, rank, dout, shards[rank]);
+    backward.push_back(shards[rank].backward_pointers());
+  }
+  ring.backward_all(backward, stream.get());  // loads the backward kernels, outside the timing
+  ring.synchronize();
+  r.backward_kernel_uri = ring.backward_step_kernels().front().kernel_uri;
+  r.backward_ms = time_ms(stream.get(), o.warmup, o.iterations, [&] { ring.backward_all(backward, stream.get()); });
+  r.fwd_bwd_ms = time_ms(stream.get(), o.warmup, o.iterations, [&] {
+    ring.forward_all(pointers, stream.get());
+    ring.backward_all(backward, stream.get());
+  });
+  r.backward_tflops = kBackwardFlopsFactor * r.useful_flops / (r.backward_ms * 1e-3) / 1e12;
+  r.fwd_bwd_tflops = (1 + kBackwardFlopsFactor) * r.useful_flops / (r.fwd_bwd_ms * 1e-3) / 1e12;
+  for (auto& shard : shards) {
+    shard.dq.poison();
+    shard.dk.poison();
+    shard.dv.poison();
+  }
+  ring.backward_all(backward, stream.get());
+  ring.synchronize();
+  r.grads_finite = true;
+  for (int rank = 0; rank < n; ++rank) {
+    std::vector<float> dq, dk, dv;
+    download_grads(p, shards[rank], dq, dk, dv);
+    for (const auto* g : {&dq, &dk, &dv})
+      for (float x : *g) r.grads_finite = r.grads_finite && std::isfinite(x);
   }
 
   r.single_ms = time_single_attention(p, in, o);

@@ -1,6 +1,10 @@
 // The GPU ring benchmark behind `cpgen bench`: times the forward step kernel alone, the whole
-// loopback ring, and one single-GPU attention of the same total work run by cpgen's own kernel
-// (cp_size 1), and checks the ring's output against the float64 CPU reference on a slice of rows.
+// loopback ring forward, backward and forward + backward, and one single-GPU attention of the
+// same total work run by cpgen's own kernel (cp_size 1), and checks the ring's output against the
+// float64 CPU reference on a slice of rows. Backward TFLOP/s count 2.5x the forward's useful
+// FLOPs, as FlashAttention reports them (the backward's five tile GEMMs against the forward's
+// two); the backward's numbers are checked by `cpgen verify`, the bench only checks that every
+// gradient element was written and is finite.
 #pragma once
 
 #include <cuda.h>
@@ -30,6 +34,12 @@ struct BenchResult {
   double step_flops = 0;            // useful FLOPs of that step
   double ring_tflops = 0, single_tflops = 0, step_tflops = 0;
   double overhead = 0;              // ring_ms / single_ms - 1
+  std::string backward_kernel_uri;  // ring step 0's backward kernel
+  double backward_ms = 0;           // median of the whole backward ring
+  double fwd_bwd_ms = 0;            // median of a forward ring then a backward ring
+  double backward_tflops = 0;       // 2.5 * useful_flops / backward_ms
+  double fwd_bwd_tflops = 0;        // 3.5 * useful_flops / fwd_bwd_ms
+  bool grads_finite = false;        // every dq, dk, dv element written and finite
   double check_out_error = 0;       // relative Frobenius error on the checked slice
   double check_lse_error = 0;       // max |lse error| on the checked slice
   int checked_rows = 0;
@@ -45,6 +55,10 @@ struct BenchInputs {
   std::vector<float> q, k, v;
 };
 BenchInputs bench_inputs(const Problem& problem, uint32_t seed);
+// The output gradient of a backward benchmark, like q (normal(0, 1) rounded to bf16).
+std::vector<float> bench_dout(const Problem& problem, uint32_t seed);
+// FlashAttention's convention: a backward does 2.5x the forward's useful FLOPs.
+inline constexpr double kBackwardFlopsFactor = 2.5;
 
 // Global query positions checked against the float64 reference: `count` evenly spaced positions
 // including the first and the last.

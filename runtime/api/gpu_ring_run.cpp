@@ -18,6 +18,30 @@ ShardPointers DeviceShard::pointers() const {
   return {q.as<void>(), k.as<void>(), v.as<void>(), out.as<void>(), lse.as<float>()};
 }
 
+BackwardShardPointers DeviceShard::backward_pointers() const {
+  return {q.as<void>(),  k.as<void>(),  v.as<void>(),  out.as<void>(), lse.as<float>(),
+          dout.as<void>(), dq.as<void>(), dk.as<void>(), dv.as<void>()};
+}
+
+void upload_backward(const Problem& p, int rank, const std::vector<float>& dout, DeviceShard& s) {
+  const int n = static_cast<int>(p.cp_size);
+  s.dout = upload_half(s.q.device(),
+                       scatter_shard(dout, p.batch, p.q_heads, p.seq_len, p.head_dim, p.scheme, n, rank), p.dtype);
+  s.dq = DeviceBuffer(s.q.device(), s.q.bytes());
+  s.dk = DeviceBuffer(s.q.device(), s.k.bytes());
+  s.dv = DeviceBuffer(s.q.device(), s.v.bytes());
+  s.dq.poison();
+  s.dk.poison();
+  s.dv.poison();
+}
+
+void download_grads(const Problem& p, const DeviceShard& s, std::vector<float>& dq, std::vector<float>& dk,
+                    std::vector<float>& dv) {
+  dq = from_half(s.dq.download_as<uint16_t>(), p.dtype);
+  dk = from_half(s.dk.download_as<uint16_t>(), p.dtype);
+  dv = from_half(s.dv.download_as<uint16_t>(), p.dtype);
+}
+
 DeviceShard upload_shard(const Problem& p, int rank, int device, const std::vector<float>& q,
                          const std::vector<float>& k, const std::vector<float>& v) {
   const int n = static_cast<int>(p.cp_size);
@@ -49,7 +73,7 @@ void download_outputs(const Problem& p, const DeviceShard& shard, std::vector<fl
 
 GpuRingResult run_gpu_ring_loopback(const Problem& p, const std::vector<float>& q,
                                     const std::vector<float>& k, const std::vector<float>& v,
-                                    const RingOptions& options) {
+                                    const RingOptions& options, const std::vector<float>* dout) {
   RingAttention ring = RingAttention::loopback(p, options);
   const int n = static_cast<int>(p.cp_size);
   std::vector<DeviceShard> shards;
@@ -60,9 +84,24 @@ GpuRingResult run_gpu_ring_loopback(const Problem& p, const std::vector<float>& 
   }
   ring.forward_all(pointers, nullptr);
   ring.synchronize();
+  GpuRingResult result;
+  if (dout) {
+    std::vector<BackwardShardPointers> backward;
+    for (int r = 0; r < n; ++r) {
+      upload_backward(p, r, *dout, shards[r]);
+      backward.push_back(shards[r].backward_pointers());
+    }
+    ring.backward_all(backward, nullptr);
+    ring.synchronize();
+    std::vector<std::vector<float>> dq(n), dk(n), dv(n);
+    for (int r = 0; r < n; ++r) download_grads(p, shards[r], dq[r], dk[r], dv[r]);
+    result.dq = gather_shards(dq, p.batch, p.q_heads, p.seq_len, p.head_dim, p.scheme, n);
+    result.dk = gather_shards(dk, p.batch, p.kv_heads, p.seq_len, p.head_dim, p.scheme, n);
+    result.dv = gather_shards(dv, p.batch, p.kv_heads, p.seq_len, p.head_dim, p.scheme, n);
+    result.backward_kernel_uri = ring.backward_step_kernels().front().kernel_uri;
+  }
   std::vector<std::vector<float>> outs(n), lses(n);
   for (int r = 0; r < n; ++r) download_outputs(p, shards[r], outs[r], lses[r]);
-  GpuRingResult result;
   result.out = gather_shards(outs, p.batch, p.q_heads, p.seq_len, p.head_dim, p.scheme, n);
   result.lse = gather_shards(lses, p.batch, p.q_heads, p.seq_len, 1, p.scheme, n);
   result.kernel_uri = ring.kernel_uri();
@@ -72,13 +111,19 @@ GpuRingResult run_gpu_ring_loopback(const Problem& p, const std::vector<float>& 
 void run_gpu_ring_nccl_rank(const Problem& p, void* comm, const std::vector<float>& q,
                             const std::vector<float>& k, const std::vector<float>& v,
                             const RingOptions& options, std::vector<float>& out,
-                            std::vector<float>& lse) {
+                            std::vector<float>& lse, const std::vector<float>* dout, RankGrads* grads) {
   RingAttention ring = RingAttention::nccl(p, comm, options);
   DeviceShard shard = upload_shard(p, ring.rank(), ring.device(), q, k, v);
   const ShardPointers s = shard.pointers();
   ring.forward(s.q, s.k, s.v, s.out, s.lse, nullptr);
   ring.synchronize();
   download_outputs(p, shard, out, lse);
+  if (!dout || !grads) return;
+  upload_backward(p, ring.rank(), *dout, shard);
+  const BackwardShardPointers b = shard.backward_pointers();
+  ring.backward(b.q, b.k, b.v, b.out, b.lse, b.dout, b.dq, b.dk, b.dv, nullptr);
+  ring.synchronize();
+  download_grads(p, shard, grads->dq, grads->dk, grads->dv);
 }
 
 }  // namespace cpgen::gpu

@@ -1,4 +1,4 @@
-// Which forward step kernel each step type of a ring runs, through the tuning-database lookup of
+// Which step kernel each (forward or backward) step type of a ring runs, through the tuning-database lookup of
 // cache/lookup.h: the user's database (opened read-only: selecting never creates, repairs or
 // migrates a file), then the shipped pretuned caches, then the documented default. RingAttention
 // and `cpgen explain` both call select_ring_kernels, so they give the same answer for a problem.
@@ -66,5 +66,4 @@ class RingKernelSelector {
 RingKernelSelection select_ring_kernels(const Problem& problem, const std::string& database_path,
                                         const std::string& arch = "", int device = 0,
                                         const PretunedCaches& caches = shipped_caches());
-
 }  // namespace cpgen

@@ -1,6 +1,7 @@
 // RingAttention (include/cpgen/ring_attention.h): one ring driver (runtime/ring/ring_driver.h) over
-// the GPU backend, with the loopback or the NCCL transport. Kernels are selected per step type
-// by select_ring_kernels (runtime/api/kernel_select.h), the lookup `cpgen explain` uses.
+// the GPU backend, with the loopback or the NCCL transport, forward and backward. Kernels are
+// selected per step type (forward and backward) by select_ring_kernels
+// (runtime/api/kernel_select.h), the lookup `cpgen explain` uses.
 //
 // Loopback enqueues every virtual rank's steps from the calling thread (ring_forward_all, a fixed
 // schedule), each rank on its own compute stream forked from and joined back into the caller's
@@ -13,6 +14,7 @@
 
 #include <chrono>
 #include <exception>
+#include <functional>
 #include <memory>
 #include <thread>
 #include <vector>
@@ -42,6 +44,11 @@ struct RingAttention::Impl {
   std::vector<StepKernelChoice> choices;
   std::string main_source;
   std::unique_ptr<gpu::StepKernel> kernel;
+  std::string arch;
+  // Loaded by the first backward call.
+  std::unique_ptr<gpu::BackwardKernels> backward_kernels;
+  std::vector<StepKernelChoice> backward_choices;
+  bool backward_ran = false;  // an uncaptured backward completed its set-up
   // One device per rank (each rank enqueues on its own stream), one position table for all.
   std::vector<std::unique_ptr<gpu::GpuDevice>> devices;
   std::unique_ptr<RingPositions> positions;
@@ -85,7 +92,7 @@ struct RingAttention::Impl {
   void setup(int device) {
     this->device = device;
     use_primary_context(device);
-    const std::string arch = options.arch.empty() ? device_arch(device) : options.arch;
+    arch = options.arch.empty() ? device_arch(device) : options.arch;
     const RingKernelSelection selection = select_ring_kernels(problem, options.database_path, arch, device);
     std::vector<std::pair<StepType, KernelSpec>> per_step;
     for (const auto& [workload, s] : selection.steps) {
@@ -104,6 +111,30 @@ struct RingAttention::Impl {
   void add_rank(int r) {
     devices.push_back(std::make_unique<gpu::GpuDevice>(device, *kernel));
     backends.push_back(std::make_unique<KernelRingBackend>(problem, r, *devices.back(), *positions));
+  }
+
+  // The backward kernels, selected with the forward's (select_ring_kernels: backward_steps) and loaded once.
+  // A capturing stream must not compile, load or allocate: the first backward runs uncaptured.
+  void ensure_backward(bool capturing, const char* fn) {
+    if (backward_kernels && backward_ran) return;
+    if (capturing)
+      throw_bad_input(std::string(fn) + ": the first backward of a ring cannot be captured into a "
+                      "CUDA graph (it loads the backward kernels and allocates the dK/dV "
+                      "accumulators); run one backward without capture first");
+    if (!backward_kernels) {
+      const RingKernelSelection selection = select_ring_kernels(problem, options.database_path, arch, device);
+      gpu::BackwardSpecs specs;
+      for (const auto& [workload, s] : selection.backward_steps) {
+        specs.steps.emplace_back(workload.step, s.spec);
+        backward_choices.push_back(
+            {std::string(step_type_name(workload.step)), s.spec.uri(), s.source, s.origin, s.reason});
+      }
+      const int hd = static_cast<int>(problem.head_dim);
+      specs.pre = KernelSpec::backward_pre(problem.dtype, hd);
+      specs.convert = KernelSpec::backward_convert(problem.dtype, hd);
+      backward_kernels = std::make_unique<gpu::BackwardKernels>(specs, arch, device);
+      for (auto& d : devices) d->set_backward(backward_kernels.get());
+    }
   }
 
   // Orders a call on `stream` after the previous call, whose work may still be queued on another
@@ -148,20 +179,25 @@ struct RingAttention::Impl {
     pending = true;
   }
 
-  void run_loopback(std::span<const ShardPointers> ranks, CUstream stream) {
+  // Every virtual rank's ring from this thread: `bind(r)` binds rank r's tensors, `run` drives
+  // the ring (ring_forward_all or ring_backward_all). `shards` is the caller's count.
+  void run_loopback(size_t shards, CUstream stream, bool backward, const std::function<void(int)>& bind,
+                    const std::function<void(std::span<RingBackend* const>, std::span<Transport* const>)>& run) {
+    const char* fn = backward ? "RingAttention::backward_all" : "RingAttention::forward_all";
     const int n = static_cast<int>(problem.cp_size);
-    if (static_cast<int>(ranks.size()) != n)
-      throw_bad_input("RingAttention::forward_all: got " + std::to_string(ranks.size()) +
-                      " shards for cp_size " + std::to_string(n));
+    if (static_cast<int>(shards) != n)
+      throw_bad_input(std::string(fn) + ": got " + std::to_string(shards) + " shards for cp_size " +
+                      std::to_string(n));
     use_primary_context(device);
     const cu::DriverApi& api = cu::driver();
     const bool capturing = gpu::is_capturing(stream);
+    if (backward) ensure_backward(capturing, fn);
     // The ring's events (streams, fork and join events, the exchanges' events) exist after the
     // first run; a captured run may reuse them but not create them.
     if (capturing && n > 1 && loopback->spare_exchanges() == 0)
-      throw_bad_input("RingAttention::forward_all: the first forward of a loopback ring cannot be "
-                      "captured into a CUDA graph (it creates the ring's CUDA events); run one "
-                      "forward without capture first");
+      throw_bad_input(std::string(fn) + ": the first " + (backward ? "backward" : "forward") +
+                      " of a loopback ring cannot be captured into a CUDA graph (it creates the "
+                      "ring's CUDA events); run one without capture first");
     order_after_previous(stream, capturing);
     fork_event->record(stream);
     loopback->reset();
@@ -171,15 +207,14 @@ struct RingAttention::Impl {
       CUstream rs = rank_streams[r]->get();
       CPGEN_CU_CHECK(api.cuStreamWaitEvent(rs, fork_event->get(), 0));
       loopback->set_compute_stream(r, rs);
-      const ShardPointers& s = ranks[r];
       devices[r]->set_stream(rs);
-      backends[r]->bind({s.q, s.k, s.v, s.out, s.lse});
+      bind(r);
       rank_backends.push_back(backends[r].get());
       endpoints.push_back(&loopback->endpoint(r));
     }
     std::exception_ptr error;
     try {
-      ring_forward_all(rank_backends, endpoints);
+      run(rank_backends, endpoints);
     } catch (const std::exception&) {
       error = std::current_exception();
     }
@@ -191,6 +226,30 @@ struct RingAttention::Impl {
     }
     record_done(stream, capturing);
     if (error) std::rethrow_exception(error);
+    if (backward && !capturing) backward_ran = true;
+  }
+
+  void run_loopback_forward(std::span<const ShardPointers> ranks, CUstream stream) {
+    run_loopback(
+        ranks.size(), stream, false,
+        [&](int r) {
+          const ShardPointers& s = ranks[r];
+          backends[r]->bind({s.q, s.k, s.v, s.out, s.lse});
+        },
+        [](std::span<RingBackend* const> b, std::span<Transport* const> t) { ring_forward_all(b, t); });
+  }
+
+  void run_loopback_backward(std::span<const BackwardShardPointers> ranks, CUstream stream) {
+    run_loopback(
+        ranks.size(), stream, true,
+        [&](int r) { backends[r]->bind_backward(backward_tensors(ranks[r])); },
+        [](std::span<RingBackend* const> b, std::span<Transport* const> t) { ring_backward_all(b, t); });
+  }
+
+  // The backend reads out and lse in the backward (ShardTensors holds them as writable for the
+  // forward); the backward kernels never write them.
+  static ShardTensors backward_tensors(const BackwardShardPointers& s) {
+    return {s.q, s.k, s.v, const_cast<void*>(s.out), const_cast<float*>(s.lse), s.dout, s.dq, s.dk, s.dv};
   }
 };
 
@@ -251,7 +310,7 @@ void RingAttention::forward(const void* q, const void* k, const void* v, void* o
                       std::to_string(m.problem.cp_size) +
                       " holds every rank; call forward_all with one shard per virtual rank");
     const ShardPointers shard{q, k, v, out, lse};
-    m.run_loopback({&shard, 1}, cu_stream);
+    m.run_loopback_forward({&shard, 1}, cu_stream);
     return;
   }
 #ifdef CPGEN_HAVE_NCCL
@@ -273,7 +332,44 @@ void RingAttention::forward_all(std::span<const ShardPointers> ranks, void* stre
   if (!impl_->loopback)
     throw_bad_input("RingAttention::forward_all is for loopback rings; an NCCL rank calls forward "
                     "with its own shard");
-  impl_->run_loopback(ranks, static_cast<CUstream>(stream));
+  impl_->run_loopback_forward(ranks, static_cast<CUstream>(stream));
+}
+
+void RingAttention::backward(const void* q, const void* k, const void* v, const void* out, const float* lse,
+                             const void* dout, void* dq, void* dk, void* dv, void* stream) {
+  Impl& m = *impl_;
+  auto cu_stream = static_cast<CUstream>(stream);
+  const BackwardShardPointers shard{q, k, v, out, lse, dout, dq, dk, dv};
+  if (m.loopback) {
+    if (m.problem.cp_size != 1)
+      throw_bad_input("RingAttention::backward: a loopback ring of cp_size " +
+                      std::to_string(m.problem.cp_size) +
+                      " holds every rank; call backward_all with one shard per virtual rank");
+    m.run_loopback_backward({&shard, 1}, cu_stream);
+    return;
+  }
+#ifdef CPGEN_HAVE_NCCL
+  use_primary_context(m.device);
+  m.nccl->check();
+  const bool capturing = gpu::is_capturing(cu_stream);
+  m.ensure_backward(capturing, "RingAttention::backward");
+  m.order_after_previous(cu_stream, capturing);
+  m.devices[0]->set_stream(cu_stream);
+  m.backends[0]->bind_backward(Impl::backward_tensors(shard));
+  m.nccl->set_compute_stream(cu_stream);
+  ring_backward(*m.backends[0], *m.nccl);
+  m.record_done(cu_stream, capturing);
+  if (!capturing) m.backward_ran = true;
+#else
+  throw Error(ErrorKind::kInternal, "RingAttention: no transport");
+#endif
+}
+
+void RingAttention::backward_all(std::span<const BackwardShardPointers> ranks, void* stream) {
+  if (!impl_->loopback)
+    throw_bad_input("RingAttention::backward_all is for loopback rings; an NCCL rank calls backward "
+                    "with its own shard");
+  impl_->run_loopback_backward(ranks, static_cast<CUstream>(stream));
 }
 
 void RingAttention::synchronize() {
@@ -307,5 +403,8 @@ const std::string& RingAttention::kernel_uri() const { return impl_->choices.fro
 const std::string& RingAttention::config_source() const { return impl_->main_source; }
 const std::string& RingAttention::config_reason() const { return impl_->choices.front().reason; }
 const std::vector<StepKernelChoice>& RingAttention::step_kernels() const { return impl_->choices; }
+const std::vector<StepKernelChoice>& RingAttention::backward_step_kernels() const {
+  return impl_->backward_choices;
+}
 
 }  // namespace cpgen

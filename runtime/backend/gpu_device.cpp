@@ -30,16 +30,20 @@ void GpuDevice::launch_forward(StepType step, const RingFwdParams& params) {
   kernel_.launch(params, step, stream_);
 }
 
-namespace {
-[[noreturn]] void no_backward() {
-  throw Error(ErrorKind::kBadInput,
-              "the GPU backend has no backward step kernel yet; the backward ring runs on the CPU "
-              "backend only (cpgen verify --backend cpu)");
+const BackwardKernels& GpuDevice::backward() const {
+  if (!backward_)
+    throw Error(ErrorKind::kInternal, "GpuDevice: a backward launch before the backward kernels were loaded");
+  return *backward_;
 }
-}  // namespace
 
-void GpuDevice::launch_backward_pre(const RingBwdPreParams&) { no_backward(); }
-void GpuDevice::launch_backward(StepType, const RingBwdParams&) { no_backward(); }
-void GpuDevice::launch_backward_convert(const RingBwdConvertParams&) { no_backward(); }
+void GpuDevice::launch_backward_pre(const RingBwdPreParams& params) { backward().launch_pre(params, stream_); }
+
+void GpuDevice::launch_backward(StepType step, const RingBwdParams& params) {
+  backward().launch(params, step, stream_);
+}
+
+void GpuDevice::launch_backward_convert(const RingBwdConvertParams& params) {
+  backward().launch_convert(params, stream_);
+}
 
 }  // namespace cpgen::gpu

@@ -1,10 +1,13 @@
 // The KernelDevice of one CUDA device (runtime/backend/kernel_device.h): memory from cuMemAlloc,
 // copies and launches enqueued on the stream set by set_stream, step kernels from a StepKernel
-// (runtime/backend/gpu_step_kernel.h). It never waits on the host except in upload (set-up).
+// (runtime/backend/gpu_step_kernel.h), backward kernels from a BackwardKernels
+// (runtime/backend/gpu_bwd_kernels.h) once set_backward gave one. It never waits on the host
+// except in upload (set-up).
 #pragma once
 
 #include <cuda.h>
 
+#include "runtime/backend/gpu_bwd_kernels.h"
 #include "runtime/backend/gpu_step_kernel.h"
 #include "runtime/backend/kernel_device.h"
 
@@ -17,6 +20,8 @@ class GpuDevice final : public KernelDevice {
   // The stream the following copies and launches are enqueued on.
   void set_stream(CUstream stream) { stream_ = stream; }
   CUstream stream() const { return stream_; }
+  // The backward kernels (must outlive the device); until set, backward launches throw kInternal.
+  void set_backward(const BackwardKernels* kernels) { backward_ = kernels; }
   int ordinal() const { return device_; }
 
   DeviceAllocation allocate(size_t bytes) override;
@@ -31,6 +36,9 @@ class GpuDevice final : public KernelDevice {
   int device_;
   const StepKernel& kernel_;
   CUstream stream_ = nullptr;
+  const BackwardKernels* backward_ = nullptr;
+
+  const BackwardKernels& backward() const;
 };
 
 }  // namespace cpgen::gpu

@@ -29,6 +29,7 @@ KernelRingBackend::KernelRingBackend(const Problem& problem, int rank, KernelDev
   const size_t b = static_cast<size_t>(problem.batch), hd = static_cast<size_t>(problem.head_dim);
   const size_t qh = static_cast<size_t>(problem.q_heads), kvh = static_cast<size_t>(problem.kv_heads);
   kv_bytes_ = b * kvh * local * hd * dtype_bytes(problem.dtype);
+  parts_ = local >= 2 ? 2 : 1;
   for (int s = 0; s < 2; ++s) {
     k_slots_[s] = device.allocate(kv_bytes_);
     v_slots_[s] = device.allocate(kv_bytes_);
@@ -38,19 +39,35 @@ KernelRingBackend::KernelRingBackend(const Problem& problem, int rank, KernelDev
   l_state_ = device.allocate(b * qh * local * sizeof(float));
 }
 
+namespace {
+
+// The step kernels move rows as 16-byte cp.async chunks (templates/step_fwd.cuh, step_bwd.cuh).
+void check_pointer(const void* p, const char* name, size_t alignment, int rank) {
+  if (!p) throw_bad_input("RingAttention: " + std::string(name) + " of rank " + std::to_string(rank) + " is null");
+  if (reinterpret_cast<uintptr_t>(p) % alignment != 0)
+    throw_bad_input("RingAttention: " + std::string(name) + " of rank " + std::to_string(rank) +
+                    " is not " + std::to_string(alignment) + "-byte aligned");
+}
+
+}  // namespace
+
 void KernelRingBackend::bind(const ShardTensors& tensors) {
-  // The step kernels move rows as 16-byte cp.async chunks (templates/step_fwd.cuh).
-  auto aligned = [&](const void* p, const char* name, size_t alignment) {
-    if (!p) throw_bad_input("RingAttention: " + std::string(name) + " of rank " + std::to_string(rank_) + " is null");
-    if (reinterpret_cast<uintptr_t>(p) % alignment != 0)
-      throw_bad_input("RingAttention: " + std::string(name) + " of rank " + std::to_string(rank_) +
-                      " is not " + std::to_string(alignment) + "-byte aligned");
-  };
-  aligned(tensors.q, "q", 16);
-  aligned(tensors.k, "k", 16);
-  aligned(tensors.v, "v", 16);
-  aligned(tensors.out, "out", 16);
-  aligned(tensors.lse, "lse", 4);
+  check_pointer(tensors.q, "q", 16, rank_);
+  check_pointer(tensors.k, "k", 16, rank_);
+  check_pointer(tensors.v, "v", 16, rank_);
+  check_pointer(tensors.out, "out", 16, rank_);
+  check_pointer(tensors.lse, "lse", 4, rank_);
+  // Only the forward's tensors: a backward must bind its own (bind_backward).
+  tensors_ = {tensors.q, tensors.k, tensors.v, tensors.out, tensors.lse};
+}
+
+void KernelRingBackend::bind_backward(const ShardTensors& tensors) {
+  bind(tensors);
+  check_pointer(tensors.dout, "dout", 16, rank_);
+  // dQ, dK, dV are written by the conversion kernel as 4-byte pairs; 16 keeps one rule for all.
+  check_pointer(tensors.dq, "dq", 16, rank_);
+  check_pointer(tensors.dk, "dk", 16, rank_);
+  check_pointer(tensors.dv, "dv", 16, rank_);
   tensors_ = tensors;
 }
 
@@ -99,18 +116,150 @@ void KernelRingBackend::forward_step(const RingStep& step) {
   device_.launch_forward(step_type_at(problem_, rank_, step.step), step_params(step));
 }
 
-namespace {
-[[noreturn]] void no_backward() {
-  throw Error(ErrorKind::kBadInput,
-              "the kernel ring backend has no backward yet; the backward ring runs on the CPU "
-              "backend only (cpgen verify --backend cpu)");
-}
-}  // namespace
+// ---- Backward ----------------------------------------------------------------------------------
 
-std::vector<BufferView> KernelRingBackend::dkv_buffers(int) { no_backward(); }
-void KernelRingBackend::backward_begin() { no_backward(); }
-void KernelRingBackend::backward_step(const RingStep&) { no_backward(); }
-void KernelRingBackend::accumulate_dkv(int, bool) { no_backward(); }
-void KernelRingBackend::backward_end(int) { no_backward(); }
+int64_t KernelRingBackend::part_first_key(int part) const {
+  const int64_t local = problem_.local_seq_len();
+  return part <= 0 ? 0 : part >= parts_ ? local : local / 2;
+}
+
+size_t KernelRingBackend::part_bytes(int part) const {
+  const int64_t keys = part_first_key(part + 1) - part_first_key(part);
+  return static_cast<size_t>(problem_.batch * problem_.kv_heads * keys * problem_.head_dim) * sizeof(float);
+}
+
+void KernelRingBackend::allocate_dkv() {
+  if (dk_slots_[0][0].data()) return;
+  for (int s = 0; s < 2; ++s)
+    for (int part = 0; part < parts_; ++part) {
+      dk_slots_[s][part] = device_.allocate(part_bytes(part));
+      dv_slots_[s][part] = device_.allocate(part_bytes(part));
+    }
+}
+
+std::vector<BufferView> KernelRingBackend::dkv_part_buffers(int slot, int part) {
+  allocate_dkv();
+  return {{dk_slots_[slot][part].data(), part_bytes(part)}, {dv_slots_[slot][part].data(), part_bytes(part)}};
+}
+
+std::vector<BufferView> KernelRingBackend::dkv_buffers(int slot) {
+  std::vector<BufferView> all;
+  for (int part = 0; part < parts_; ++part)
+    for (const BufferView& b : dkv_part_buffers(slot, part)) all.push_back(b);
+  return all;
+}
+
+RingBwdPreParams KernelRingBackend::backward_pre_params() const {
+  const int64_t local = problem_.local_seq_len(), hd = problem_.head_dim;
+  RingBwdPreParams p{};
+  p.out = tensors_.out;
+  p.dout = tensors_.dout;
+  p.delta = m_state_.as<float>();
+  p.dq_acc = o_state_.as<float>();
+  p.out_row_stride = p.dout_row_stride = hd;
+  p.out_head_stride = p.dout_head_stride = local * hd;
+  p.out_batch_stride = p.dout_batch_stride = problem_.q_heads * local * hd;
+  p.batch = static_cast<int>(problem_.batch);
+  p.q_heads = static_cast<int>(problem_.q_heads);
+  p.q_len = static_cast<int>(local);
+  return p;
+}
+
+RingBwdParams KernelRingBackend::backward_step_params(const RingStep& step, int dkv_slot, bool accumulate,
+                                                      int part) const {
+  const int64_t local = problem_.local_seq_len(), hd = problem_.head_dim;
+  const int64_t key0 = part_first_key(part);
+  const size_t key_offset = static_cast<size_t>(key0 * hd * dtype_bytes(problem_.dtype));
+  RingBwdParams p{};
+  p.q = tensors_.q;
+  // The part's keys: the chunk's rows from key0 on, with the chunk's strides (K and V keep
+  // their [batch, kv_heads, local, head_dim] layout; only kv_len and the start change).
+  p.k = static_cast<const char*>(k_slots_[step.kv_slot].data()) + key_offset;
+  p.v = static_cast<const char*>(v_slots_[step.kv_slot].data()) + key_offset;
+  p.dout = tensors_.dout;
+  p.lse = tensors_.lse;
+  p.delta = m_state_.as<const float>();
+  p.dq_acc = o_state_.as<float>();
+  p.dk_acc = dk_slots_[dkv_slot][part].as<float>();
+  p.dv_acc = dv_slots_[dkv_slot][part].as<float>();
+  p.q_positions = positions_.rank_positions(rank_);
+  p.kv_positions = positions_.rank_positions(step.kv_rank) + key0;
+  // Contiguous [batch, heads, local, head_dim]; dout has q's layout.
+  p.q_row_stride = p.k_row_stride = p.v_row_stride = p.dout_row_stride = hd;
+  p.q_head_stride = p.dout_head_stride = local * hd;
+  p.k_head_stride = p.v_head_stride = local * hd;
+  p.q_batch_stride = p.dout_batch_stride = problem_.q_heads * local * hd;
+  p.k_batch_stride = p.v_batch_stride = problem_.kv_heads * local * hd;
+  p.batch = static_cast<int>(problem_.batch);
+  p.q_heads = static_cast<int>(problem_.q_heads);
+  p.kv_heads = static_cast<int>(problem_.kv_heads);
+  p.q_len = static_cast<int>(local);
+  p.kv_len = static_cast<int>(part_first_key(part + 1) - key0);
+  p.scale = static_cast<float>(problem_.scale());
+  p.scale_log2 = static_cast<float>(problem_.scale() * 1.4426950408889634);  // log2(e)
+  p.accumulate_dkv = accumulate ? 1 : 0;
+  return p;
+}
+
+RingBwdConvertParams KernelRingBackend::convert_params(const float* acc, void* grad, int64_t heads,
+                                                       int64_t len) const {
+  const int64_t local = problem_.local_seq_len(), hd = problem_.head_dim;
+  RingBwdConvertParams p{};
+  p.acc = acc;
+  p.grad = grad;
+  p.grad_row_stride = hd;
+  p.grad_head_stride = local * hd;
+  p.grad_batch_stride = heads * local * hd;
+  p.batch = static_cast<int>(problem_.batch);
+  p.heads = static_cast<int>(heads);
+  p.len = static_cast<int>(len);
+  return p;
+}
+
+void KernelRingBackend::backward_begin() {
+  if (!tensors_.dout || !tensors_.dq)
+    throw Error(ErrorKind::kInternal, "KernelRingBackend: backward without bind_backward");
+  allocate_dkv();
+  has_pending_step_ = false;
+  device_.copy(k_slots_[0].data(), tensors_.k, kv_bytes_);
+  device_.copy(v_slots_[0].data(), tensors_.v, kv_bytes_);
+  device_.launch_backward_pre(backward_pre_params());
+}
+
+// The step's kernels need the held chunk's dK/dV accumulator parts, which the driver has received
+// only when it calls accumulate_dkv_part; see the header.
+void KernelRingBackend::backward_step(const RingStep& step) {
+  pending_step_ = step;
+  has_pending_step_ = true;
+  next_part_ = 0;
+}
+
+void KernelRingBackend::accumulate_dkv_part(int slot, bool is_first, int part) {
+  if (!has_pending_step_ || part != next_part_)
+    throw Error(ErrorKind::kInternal, "KernelRingBackend: accumulate_dkv_part of part " + std::to_string(part) +
+                                          " out of order (expected part " + std::to_string(next_part_) +
+                                          " after a backward_step)");
+  const StepType type = backward_of(step_type_at(problem_, rank_, pending_step_.step));
+  device_.launch_backward(type, backward_step_params(pending_step_, slot, !is_first, part));
+  if (++next_part_ == parts_) has_pending_step_ = false;
+}
+
+void KernelRingBackend::accumulate_dkv(int slot, bool is_first) {
+  for (int part = next_part_; part < parts_; ++part) accumulate_dkv_part(slot, is_first, part);
+}
+
+void KernelRingBackend::backward_end(int slot) {
+  const int64_t hd = problem_.head_dim, local = problem_.local_seq_len();
+  device_.launch_backward_convert(convert_params(o_state_.as<const float>(), tensors_.dq, problem_.q_heads, local));
+  const size_t elem = dtype_bytes(problem_.dtype);
+  for (int part = 0; part < parts_; ++part) {
+    const int64_t key0 = part_first_key(part), keys = part_first_key(part + 1) - key0;
+    // The part's rows start key0 rows into every head of the caller's dK and dV.
+    void* dk = static_cast<char*>(tensors_.dk) + key0 * hd * elem;
+    void* dv = static_cast<char*>(tensors_.dv) + key0 * hd * elem;
+    device_.launch_backward_convert(convert_params(dk_slots_[slot][part].as<const float>(), dk, problem_.kv_heads, keys));
+    device_.launch_backward_convert(convert_params(dv_slots_[slot][part].as<const float>(), dv, problem_.kv_heads, keys));
+  }
+}
 
 }  // namespace cpgen

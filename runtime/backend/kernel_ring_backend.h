@@ -3,6 +3,29 @@
 // fp32 running state on the device, fills the kernel params of each step and launches them. The
 // same code drives a GPU (GpuDevice) and the CPU emulator, so what the emulator checks is what the
 // GPU runs.
+//
+// Backward (params_bwd.cuh). backward_begin copies the own K/V into kv slot 0 and launches the
+// preprocessing kernel (delta, dQ accumulator cleared). The step kernel of a ring step runs in
+// accumulate_dkv_part, not in backward_step: it adds the local queries' dK/dV straight into the
+// held chunk's fp32 accumulator (write mode on the chunk's first step, add mode after), so it must
+// wait until that accumulator has arrived from the previous rank, which the driver guarantees by
+// then. backward_step only records the step. backward_end converts dQ and the own chunk's dK/dV
+// into the caller's tensors in the input dtype.
+//
+// Overlap. Each chunk's keys are cut in two parts (the first local_len / 2 keys and the rest),
+// each with its own accumulator that travels as its own exchange (dkv_parts() == 2), and a step
+// launches the step kernel once per part, on that part's keys. So the transfer of part 0 of step
+// s-1 runs while part 1 of step s-1 computes, and the transfer of part 1 while part 0 of step s
+// computes: the accumulator's transfer overlaps compute without a partial buffer. dQ gets both
+// parts' atomic adds. (The cost: twice the launches, each on half the key blocks.)
+//
+// Memory. The fp32 dQ accumulator and delta reuse the forward's running state (o_state is
+// Q-sized fp32, m_state one float per row), so the backward adds only the dK/dV accumulators: two
+// slots of fp32 dK + dV (each slot split in the two parts), i.e. 2 x (2 x K elements x 4 bytes) =
+// 4x the bytes of the input-dtype K/V chunk that one forward slot holds. One slot is the
+// accumulator the rank works on, the other the one in flight from the previous rank: one extra
+// fp32 K/V-sized accumulator in flight, as the memory rule allows. There is no separate
+// partial buffer and no fp32 add kernel.
 #pragma once
 
 #include <vector>
@@ -27,21 +50,30 @@ class RingPositions {
 };
 
 // The caller's tensors for one ring call (contiguous, layout in cpgen/ring_attention.h), as
-// device pointers of the KernelDevice.
+// device pointers of the KernelDevice. The forward reads q, k, v and writes out and lse; the
+// backward reads q, k, v, out, lse (the forward's results) and dout and writes dq, dk, dv (same
+// layouts as q, k, v).
 struct ShardTensors {
   const void* q = nullptr;
   const void* k = nullptr;
   const void* v = nullptr;
   void* out = nullptr;
   float* lse = nullptr;
+  const void* dout = nullptr;
+  void* dq = nullptr;
+  void* dk = nullptr;
+  void* dv = nullptr;
 };
 
 class KernelRingBackend final : public RingBackend {
  public:
   // `device` and `positions` must outlive the backend.
   KernelRingBackend(const Problem& problem, int rank, KernelDevice& device, const RingPositions& positions);
-  // Before each ring run: the tensors (checked: non-null, aligned as the kernels load them).
+  // Before each forward run: the tensors (checked: q, k, v, out, lse non-null, aligned as the
+  // kernels load them).
   void bind(const ShardTensors& tensors);
+  // Before each backward run: the same checks on every field of `tensors`.
+  void bind_backward(const ShardTensors& tensors);
 
   std::vector<BufferView> kv_buffers(int slot) override;
   std::vector<BufferView> dkv_buffers(int slot) override;
@@ -50,10 +82,22 @@ class KernelRingBackend final : public RingBackend {
   void backward_begin() override;
   void backward_step(const RingStep& step) override;
   void accumulate_dkv(int slot, bool is_first) override;
+  int dkv_parts() const override { return parts_; }
+  std::vector<BufferView> dkv_part_buffers(int slot, int part) override;
+  void accumulate_dkv_part(int slot, bool is_first, int part) override;
   void backward_end(int slot) override;
 
   // The params of one forward step (exposed for tests of the strides and pointers).
   RingFwdParams step_params(const RingStep& step) const;
+  // The params of the backward kernels: the preprocessing; the step kernel of `step` on the keys
+  // of part `part`, writing (accumulate false) or adding into that part of dkv slot `dkv_slot`;
+  // and the conversion of an fp32 accumulator `acc` of `heads` heads and `len` rows into `grad`
+  // (whose rows are local_len apart per head). Exposed for tests.
+  RingBwdPreParams backward_pre_params() const;
+  RingBwdParams backward_step_params(const RingStep& step, int dkv_slot, bool accumulate, int part) const;
+  RingBwdConvertParams convert_params(const float* acc, void* grad, int64_t heads, int64_t len) const;
+  // The keys of part `part` of a chunk: [part_first_key(part), part_first_key(part + 1)).
+  int64_t part_first_key(int part) const;
 
  private:
   Problem problem_;
@@ -62,8 +106,17 @@ class KernelRingBackend final : public RingBackend {
   const RingPositions& positions_;
   size_t kv_bytes_;  // one of K or V: batch * kv_heads * local_len * head_dim * dtype bytes
   DeviceAllocation k_slots_[2], v_slots_[2];
-  DeviceAllocation o_state_, m_state_, l_state_;
+  DeviceAllocation o_state_, m_state_, l_state_;  // backward: o_state is dQ, m_state delta
+  int parts_;                                   // 2, or 1 for a single local row
+  DeviceAllocation dk_slots_[2][2], dv_slots_[2][2];  // [slot][part], allocated by the first backward
   ShardTensors tensors_;
+  RingStep pending_step_;      // recorded by backward_step, launched by accumulate_dkv_part
+  bool has_pending_step_ = false;
+  int next_part_ = 0;          // the part accumulate_dkv_part launches next
+
+  size_t part_bytes(int part) const;  // one fp32 dK (or dV) accumulator part
+
+  void allocate_dkv();
 };
 
 }  // namespace cpgen

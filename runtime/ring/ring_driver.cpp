@@ -52,6 +52,20 @@ bool start_kv_pass(RingBackend& backend, Transport& transport, int s, int n) {
   return true;
 }
 
+// The accumulator part of step s (slot s % 2) to the next rank's other slot.
+void start_dkv_pass(RingBackend& backend, Transport& transport, int s, int part) {
+  transport.start(pair_slots(backend.dkv_part_buffers(s % 2, part), backend.dkv_part_buffers((s + 1) % 2, part),
+                             "dK/dV"),
+                  dkv_exchange_id(s, part));
+}
+
+int dkv_parts_of(const RingBackend& backend) {
+  const int parts = backend.dkv_parts();
+  if (parts < 1 || parts > 64)
+    throw Error(ErrorKind::kInternal, "ring driver: the backend splits dK/dV into " + std::to_string(parts) + " parts");
+  return parts;
+}
+
 }  // namespace
 
 void ring_forward(RingBackend& backend, Transport& transport) {
@@ -66,7 +80,8 @@ void ring_forward(RingBackend& backend, Transport& transport) {
   }
 }
 
-void ring_forward_all(std::span<RingBackend* const> backends, std::span<Transport* const> transports) {
+// The ranks of a one-thread ring: transports[r] must be rank r of backends.size() ranks.
+static int check_all(std::span<RingBackend* const> backends, std::span<Transport* const> transports) {
   const int n = static_cast<int>(transports.size());
   if (n < 1 || backends.size() != transports.size())
     throw Error(ErrorKind::kInternal, "ring driver: " + std::to_string(backends.size()) +
@@ -80,6 +95,11 @@ void ring_forward_all(std::span<RingBackend* const> backends, std::span<Transpor
                                             std::to_string(transports[r]->size()) + ", not " +
                                             std::to_string(r) + " of " + std::to_string(n));
   }
+  return n;
+}
+
+void ring_forward_all(std::span<RingBackend* const> backends, std::span<Transport* const> transports) {
+  const int n = check_all(backends, transports);
   for (int r = 0; r < n; ++r) backends[r]->forward_begin();
   for (int s = 0; s < n; ++s) {
     bool pass_kv = false;
@@ -93,6 +113,7 @@ void ring_forward_all(std::span<RingBackend* const> backends, std::span<Transpor
 void ring_backward(RingBackend& backend, Transport& transport) {
   check_transport(transport);
   const int n = transport.size(), rank = transport.rank();
+  const int parts = dkv_parts_of(backend);
   backend.backward_begin();
   for (int s = 0; s < n; ++s) {
     const RingStep step = make_step(rank, s, n);
@@ -100,15 +121,43 @@ void ring_backward(RingBackend& backend, Transport& transport) {
     backend.backward_step(step);
     // The accumulator of the held chunk arrives from the previous rank (sent in its step s-1)
     // while this step computed; add this rank's part and pass it on.
-    if (s > 0) transport.finish(dkv_exchange_id(s - 1));
-    backend.accumulate_dkv(s % 2, s == 0);
-    transport.start(pair_slots(backend.dkv_buffers(s % 2), backend.dkv_buffers((s + 1) % 2), "dK/dV"),
-                    dkv_exchange_id(s));
+    for (int part = 0; part < parts; ++part) {
+      if (s > 0) transport.finish(dkv_exchange_id(s - 1, part));
+      backend.accumulate_dkv_part(s % 2, s == 0, part);
+      start_dkv_pass(backend, transport, s, part);
+    }
     if (pass_kv) transport.finish(kv_exchange_id(s));
   }
   // The N-th accumulator exchange brings each rank the complete dK/dV of its own chunk.
-  transport.finish(dkv_exchange_id(n - 1));
+  for (int part = 0; part < parts; ++part) transport.finish(dkv_exchange_id(n - 1, part));
   backend.backward_end(n % 2);
+}
+
+void ring_backward_all(std::span<RingBackend* const> backends, std::span<Transport* const> transports) {
+  const int n = check_all(backends, transports);
+  const int parts = dkv_parts_of(*backends[0]);
+  for (int r = 1; r < n; ++r)
+    if (dkv_parts_of(*backends[r]) != parts)
+      throw Error(ErrorKind::kInternal, "ring driver: rank " + std::to_string(r) + " splits dK/dV into " +
+                                            std::to_string(dkv_parts_of(*backends[r])) + " parts, rank 0 into " +
+                                            std::to_string(parts));
+  for (int r = 0; r < n; ++r) backends[r]->backward_begin();
+  for (int s = 0; s < n; ++s) {
+    bool pass_kv = false;
+    for (int r = 0; r < n; ++r) pass_kv = start_kv_pass(*backends[r], *transports[r], s, n);
+    for (int r = 0; r < n; ++r) backends[r]->backward_step(make_step(r, s, n));
+    for (int part = 0; part < parts; ++part) {
+      if (s > 0)
+        for (int r = 0; r < n; ++r) transports[r]->finish(dkv_exchange_id(s - 1, part));
+      for (int r = 0; r < n; ++r) backends[r]->accumulate_dkv_part(s % 2, s == 0, part);
+      for (int r = 0; r < n; ++r) start_dkv_pass(*backends[r], *transports[r], s, part);
+    }
+    if (pass_kv)
+      for (int r = 0; r < n; ++r) transports[r]->finish(kv_exchange_id(s));
+  }
+  for (int part = 0; part < parts; ++part)
+    for (int r = 0; r < n; ++r) transports[r]->finish(dkv_exchange_id(n - 1, part));
+  for (int r = 0; r < n; ++r) backends[r]->backward_end(n % 2);
 }
 
 }  // namespace cpgen

@@ -22,6 +22,16 @@
 // After step N-1 the accumulator in flight belongs to rank r+1's chunk and holds all N ranks'
 // contributions; the final exchange delivers it, so after N exchanges every rank holds the dK/dV
 // of its own chunk in dkv slot N%2, and backward_end writes them out.
+// A backend may instead do the whole step's work in accumulate_dkv (the kernel ring backend does:
+// its step kernel adds into the arrived accumulator directly, which needs no partial buffer);
+// backward_step then only records the step.
+//
+// Parts. A backend may split each chunk's accumulator into dkv_parts() parts (the kernel ring
+// backend: the chunk's first and second half of keys) that travel as separate exchanges. Then
+// "finish the dK/dV exchange of step s-1, accumulate, start the dK/dV exchange of step s" above
+// runs once per part, in part order, so the transfer of part p of step s-1 overlaps the
+// accumulation (compute) of the parts before it in step s, and the last part's transfer overlaps
+// the first part of the next step. With one part (the default) nothing changes.
 #pragma once
 
 #include <cstddef>
@@ -72,6 +82,18 @@ class RingBackend {
   virtual void backward_step(const RingStep& step) = 0;
   // dkv slot `slot` = partial (is_first) or dkv slot + partial.
   virtual void accumulate_dkv(int slot, bool is_first) = 0;
+  // Optional: the accumulator in parts (see the driver's comment above). dkv_part_buffers lists
+  // part `part`'s buffers of a dkv slot (same order and sizes on every rank), and
+  // accumulate_dkv_part does accumulate_dkv for that part only.
+  virtual int dkv_parts() const { return 1; }
+  virtual std::vector<BufferView> dkv_part_buffers(int slot, int part) {
+    (void)part;
+    return dkv_buffers(slot);
+  }
+  virtual void accumulate_dkv_part(int slot, bool is_first, int part) {
+    (void)part;
+    accumulate_dkv(slot, is_first);
+  }
   // Write dQ, and dK/dV from dkv slot `slot` (which holds this rank's own chunk).
   virtual void backward_end(int slot) = 0;
 };
@@ -91,8 +113,21 @@ void ring_backward(RingBackend& backend, Transport& transport);
 // blocks until a neighbour finishes (the CPU threads transport) cannot be driven this way.
 void ring_forward_all(std::span<RingBackend* const> backends, std::span<Transport* const> transports);
 
+// The backward ring of every rank from one host thread, as ring_forward_all does for the forward.
+// Each rank makes the calls of ring_backward in the same order; the fixed schedule is
+//   backward_begin of ranks 0 .. N-1
+//   for each step s: start the K/V exchange of every rank (not on the last step), backward_step of
+//                    every rank, finish the dK/dV exchange of step s-1 of every rank (s > 0),
+//                    accumulate_dkv of every rank, start the dK/dV exchange of step s of every
+//                    rank, finish the K/V exchange of every rank
+//   finish the last dK/dV exchange of every rank, then backward_end of every rank
+// The dK/dV exchange of step s is started by every rank in step s and finished in step s+1 (or
+// after the loop), so here too every rank has started an exchange before any rank finishes it.
+void ring_backward_all(std::span<RingBackend* const> backends, std::span<Transport* const> transports);
+
 // Exchange ids the driver uses, so every rank agrees (K/V of step s, dK/dV of step s).
 inline int kv_exchange_id(int step) { return 2 * step; }
-inline int dkv_exchange_id(int step) { return 2 * step + 1; }
+// A dK/dV part past the first gets ids far above any step's (cp_size stays far below 2^19).
+inline int dkv_exchange_id(int step, int part = 0) { return 2 * step + 1 + part * (1 << 20); }
 
 }  // namespace cpgen

@@ -49,9 +49,16 @@ TEST(CliBench, SmallLoopbackRunReportsAndChecks) {
   nlohmann::json j = nlohmann::json::parse(r.out);
   EXPECT_TRUE(j["check"]["passed"].get<bool>()) << r.out;
   EXPECT_GT(j["check"]["rows"].get<int>(), 0);
-  for (const char* key : {"ring_ms", "single_ms", "step_ms", "ring_tflops", "step_tflops"})
+  for (const char* key : {"ring_ms", "single_ms", "step_ms", "ring_tflops", "step_tflops", "backward_ms",
+                          "backward_tflops", "fwd_bwd_ms", "fwd_bwd_tflops"})
     EXPECT_GT(j[key].get<double>(), 0) << key;
   EXPECT_EQ(j["kernel"].get<std::string>().rfind("ring_fwd_bf16_hd128_causal_gqa4", 0), 0u) << r.out;
+  EXPECT_EQ(j["backward_kernel"].get<std::string>().rfind("ring_bwd_bf16_hd128_causal_gqa4", 0), 0u) << r.out;
+  EXPECT_TRUE(j["check"]["grads_finite"].get<bool>()) << r.out;
+  // Backward TFLOP/s count 2.5x the forward's FLOPs over the backward's own time.
+  EXPECT_NEAR(j["backward_tflops"].get<double>(),
+              2.5 * j["useful_flops"].get<double>() / (j["backward_ms"].get<double>() * 1e-3) / 1e12,
+              1e-6 * j["backward_tflops"].get<double>());
 }
 
 }  // namespace
@@ -70,6 +77,9 @@ TEST(CliBench, NcclTwoProcessesOnOneGpuReportsAndChecks) {
   EXPECT_GT(j["check"]["rows"].get<int>(), 0);
   EXPECT_GT(j["ring_ms"].get<double>(), 0);
   EXPECT_GT(j["single_ms"].get<double>(), 0);
+  EXPECT_GT(j["backward_ms"].get<double>(), 0);
+  EXPECT_GT(j["fwd_bwd_ms"].get<double>(), 0);
+  EXPECT_TRUE(j["check"]["grads_finite"].get<bool>()) << r.out;
 }
 
 }  // namespace

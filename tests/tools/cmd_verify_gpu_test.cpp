@@ -2,6 +2,11 @@
 // the loopback and NCCL rings passing on a vectors case.
 #include <gtest/gtest.h>
 
+#include <nlohmann/json.hpp>
+
+#include <set>
+#include <string>
+
 #include "test_util.h"
 
 namespace cpgen {
@@ -46,6 +51,22 @@ TEST(CliVerifyGpu, LoopbackAndNcclRingsPass) {
   auto r = run_cli("verify --vectors " + vectors("gqa4_causal_hd64_s32.json") +
                    " --scheme striped --ranks 2 --backend gpu --transport nccl --json");
   EXPECT_EQ(r.exit_code, 0) << r.out << r.err;
+}
+
+// The vectors have gradients, so both transports check the backward ring's dq, dk and dv too.
+TEST(CliVerifyGpu, GradientsAreCheckedOnBothTransports) {
+  CPGEN_REQUIRE_GPU();
+  for (const char* transport : {"loopback", "nccl"}) {
+    auto r = run_cli("verify --vectors " + vectors("gqa4_causal_hd64_s32.json") +
+                     " --scheme zigzag --ranks 2 --backend gpu --json --transport " + transport);
+    ASSERT_EQ(r.exit_code, 0) << transport << ": " << r.out << r.err;
+    std::set<std::string> checked;
+    for (const auto& c : nlohmann::json::parse(r.out)["checks"]) {
+      checked.insert(c["tensor"].get<std::string>());
+      EXPECT_TRUE(c["ok"].get<bool>()) << transport << ": " << c.dump();
+    }
+    for (const char* grad : {"dq", "dk", "dv"}) EXPECT_EQ(checked.count(grad), 1u) << transport << ": no " << grad << " check";
+  }
 }
 
 }  // namespace

@@ -1,7 +1,9 @@
-// cpgen bench: the forward ring on a GPU. Times the step kernel alone, the whole ring over
-// --ranks virtual ranks (loopback) and one single-GPU attention of the same total work by
-// cpgen's own kernel, reports TFLOP/s and the ring's overhead, and checks the ring's output
-// against the float64 CPU reference on a slice of rows. Without a GPU: exit 1, one line.
+// cpgen bench: the forward and backward rings on a GPU. Times the step kernel alone, the whole
+// forward ring over --ranks virtual ranks (loopback) or processes (NCCL), the backward ring and
+// forward + backward, and one single-GPU attention of the same total work by cpgen's own kernel;
+// reports TFLOP/s (backward counted as 2.5x the forward's FLOPs, as FlashAttention does) and the
+// ring's overhead, checks the ring's output against the float64 CPU reference on a slice of rows
+// and that every gradient element was written. Without a GPU: exit 1, one line.
 #include <cmath>
 #include <cstdio>
 #include <iostream>
@@ -110,7 +112,12 @@ gpu::BenchResult bench_nccl(const Problem& p, const BenchArgs& a, const gpu::Ben
     e.add(part);
     r.kernel_uri = j["kernel"].get<std::string>();
     r.config_source = j["config_source"].get<std::string>();
+    r.backward_kernel_uri = j["backward_kernel"].get<std::string>();
+    r.backward_ms = std::max(r.backward_ms, j["backward_ms"].get<double>());
+    r.fwd_bwd_ms = std::max(r.fwd_bwd_ms, j["fwd_bwd_ms"].get<double>());
   }
+  r.grads_finite = true;
+  for (const auto& j : ranks) r.grads_finite = r.grads_finite && j["grads_finite"].get<bool>();
   r.checked_rows = e.rows;
   r.check_out_error = e.relative();
   r.check_lse_error = e.lse_max;
@@ -119,6 +126,8 @@ gpu::BenchResult bench_nccl(const Problem& p, const BenchArgs& a, const gpu::Ben
   for (int64_t i = 0; i < p.seq_len; ++i) all[i] = i;
   r.useful_flops = 4.0 * static_cast<double>(p.head_dim * p.batch * p.q_heads) * gpu::visible_pairs(all, all, p.causal);
   r.ring_tflops = r.useful_flops / (r.ring_ms * 1e-3) / 1e12;
+  r.backward_tflops = gpu::kBackwardFlopsFactor * r.useful_flops / (r.backward_ms * 1e-3) / 1e12;
+  r.fwd_bwd_tflops = (1 + gpu::kBackwardFlopsFactor) * r.useful_flops / (r.fwd_bwd_ms * 1e-3) / 1e12;
   r.single_ms = gpu::time_single_attention(p, gpu::bench_inputs(p, 1), o);
   r.single_tflops = r.useful_flops / (r.single_ms * 1e-3) / 1e12;
   r.overhead = r.ring_ms / r.single_ms - 1;
@@ -153,10 +162,16 @@ void run_bench(const BenchArgs& a) {
                         {"step_ms", r.step_ms},
                         {"step_tflops", r.step_tflops},
                         {"overhead", r.overhead},
+                        {"backward_kernel", r.backward_kernel_uri},
+                        {"backward_ms", r.backward_ms},
+                        {"backward_tflops", r.backward_tflops},
+                        {"fwd_bwd_ms", r.fwd_bwd_ms},
+                        {"fwd_bwd_tflops", r.fwd_bwd_tflops},
                         {"check", {{"rows", r.checked_rows},
                                    {"out_rel_error", r.check_out_error},
                                    {"lse_max_abs_error", r.check_lse_error},
-                                   {"passed", r.check_passed}}}};
+                                   {"passed", r.check_passed},
+                                   {"grads_finite", r.grads_finite}}}};
     std::cout << j.dump(2) << "\n";
   } else {
     std::printf("shape      %s, %d ranks (%s)\n", a.shape.c_str(), a.ranks, a.transport.c_str());
@@ -167,6 +182,9 @@ void run_bench(const BenchArgs& a) {
     std::printf("single     %.3f ms  %.1f TFLOP/s (one attention, same total work)\n", r.single_ms,
                 r.single_tflops);
     std::printf("overhead   %+.2f%%\n", 100 * r.overhead);
+    std::printf("backward   %.3f ms  %.1f TFLOP/s (2.5x forward FLOPs; %s)\n", r.backward_ms, r.backward_tflops,
+                r.backward_kernel_uri.c_str());
+    std::printf("fwd+bwd    %.3f ms  %.1f TFLOP/s (3.5x forward FLOPs)\n", r.fwd_bwd_ms, r.fwd_bwd_tflops);
     std::printf("check      %s: %d rows, out rel error %.2e, lse max error %.2e\n",
                 r.check_passed ? "ok" : "FAILED", r.checked_rows, r.check_out_error, r.check_lse_error);
   }
@@ -174,12 +192,16 @@ void run_bench(const BenchArgs& a) {
     std::cerr << "cpgen bench: the ring's output does not match the CPU reference\n";
     set_exit_code(1);
   }
+  if (!r.grads_finite) {
+    std::cerr << "cpgen bench: the backward left gradient elements unwritten or not finite\n";
+    set_exit_code(1);
+  }
 }
 
 const CommandRegistrar kRegistrar("bench", [](CLI::App& root) {
   auto args = std::make_shared<BenchArgs>();
   CLI::App* cmd = root.add_subcommand(
-      "bench", "Time the forward ring on a GPU against one attention of the same total work");
+      "bench", "Time the forward and backward rings on a GPU against one attention of the same total work");
   cmd->add_option("--shape", args->shape,
                   "KEY=VALUE,... of batch, q_heads, kv_heads, head_dim, seq_len, dtype, causal, "
                   "scheme (defaults: 1, 32, 8, 128, 32768, bf16, 1, zigzag)");

@@ -49,6 +49,7 @@ void run(const ExplainOptions& o) {
   // The selector RingAttention uses, so explain and the runtime agree.
   const RingKernelSelector selector(db.get(), db_path, db_note, o.arch, 0);
   // Everything is selected before anything is printed, so that a failure leaves stdout empty.
+  // select() also selects the backward step types, as RingAttention::backward loads them.
   std::vector<RingKernelSelection> selections;
   selections.reserve(problems.size());
   SlowProgress progress("explain", problems.size());

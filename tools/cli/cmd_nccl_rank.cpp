@@ -46,7 +46,12 @@ nlohmann::json run_verify(const RankArgs& a, void* comm) {
   std::vector<float> out, lse;
   RingOptions options;
   options.watchdog_seconds = a.watchdog;
-  gpu::run_gpu_ring_nccl_rank(p, comm, q, k, v, options, out, lse);
+  // The backward too when the file has gradients to check it against.
+  const bool backward = !vec.dq.empty() && !vec.dout.empty();
+  const std::vector<float> dout(vec.dout.begin(), vec.dout.end());
+  gpu::RankGrads grads;
+  gpu::run_gpu_ring_nccl_rank(p, comm, q, k, v, options, out, lse, backward ? &dout : nullptr,
+                              backward ? &grads : nullptr);
   const std::vector<double> want_out =
       scatter_shard(vec.out, p.batch, p.q_heads, p.seq_len, p.head_dim, p.scheme, a.nranks, a.rank);
   const std::vector<double> want_lse =
@@ -61,8 +66,25 @@ nlohmann::json run_verify(const RankArgs& a, void* comm) {
     lse_max = std::isnan(err) || std::isnan(lse_max) ? NAN : std::max(lse_max, err);
   }
   if (std::isnan(sq_diff)) lse_max = NAN;
-  return {{"rank", a.rank}, {"sq_diff", std::isnan(sq_diff) ? -1.0 : sq_diff}, {"sq_ref", sq_ref},
-          {"lse_max", std::isnan(lse_max) ? -1.0 : lse_max}};
+  nlohmann::json result = {{"rank", a.rank}, {"sq_diff", std::isnan(sq_diff) ? -1.0 : sq_diff}, {"sq_ref", sq_ref},
+                           {"lse_max", std::isnan(lse_max) ? -1.0 : lse_max}};
+  if (!backward) return result;
+  // Sums of squares per gradient; -1 marks a NaN (an element never written), as for out.
+  const auto sums = [&](const std::vector<float>& got, const std::vector<double>& full, int64_t heads) {
+    const std::vector<double> want =
+        scatter_shard(full, p.batch, heads, p.seq_len, p.head_dim, p.scheme, a.nranks, a.rank);
+    double d = 0, r = 0;
+    for (size_t i = 0; i < got.size() && i < want.size(); ++i) {
+      d += (got[i] - want[i]) * (got[i] - want[i]);
+      r += want[i] * want[i];
+    }
+    if (got.size() != want.size()) d = NAN;
+    return nlohmann::json{{"sq_diff", std::isnan(d) ? -1.0 : d}, {"sq_ref", r}};
+  };
+  result["grads"] = {{"dq", sums(grads.dq, vec.dq, p.q_heads)},
+                     {"dk", sums(grads.dk, vec.dk, p.kv_heads)},
+                     {"dv", sums(grads.dv, vec.dv, p.kv_heads)}};
+  return result;
 }
 
 nlohmann::json run_bench(const RankArgs& a, void* comm) {
@@ -85,9 +107,33 @@ nlohmann::json run_bench(const RankArgs& a, void* comm) {
   gpu::download_outputs(p, shard, outs[a.rank], lses[a.rank]);
   const gpu::SliceErrors e =
       gpu::check_slice(p, in, outs, lses, a.rank, gpu::check_positions(p.seq_len, a.check_rows));
+  // Backward, on the forward's out and lse; the first call loads the kernels, outside the timing.
+  gpu::upload_backward(p, ring.rank(), gpu::bench_dout(p, 1), shard);
+  const BackwardShardPointers b = shard.backward_pointers();
+  const auto backward = [&] { ring.backward(b.q, b.k, b.v, b.out, b.lse, b.dout, b.dq, b.dk, b.dv, stream.get()); };
+  backward();
+  ring.synchronize();
+  const double backward_ms = gpu::time_on_stream_ms(stream.get(), a.warmup, a.iterations, backward);
+  const double fwd_bwd_ms = gpu::time_on_stream_ms(stream.get(), a.warmup, a.iterations, [&] {
+    ring.forward(s.q, s.k, s.v, s.out, s.lse, stream.get());
+    backward();
+  });
+  ring.synchronize();
+  shard.dq.poison();
+  shard.dk.poison();
+  shard.dv.poison();
+  backward();
+  ring.synchronize();
+  std::vector<float> dq, dk, dv;
+  gpu::download_grads(p, shard, dq, dk, dv);
+  bool finite = true;
+  for (const auto* g : {&dq, &dk, &dv})
+    for (float x : *g) finite = finite && std::isfinite(x);
   return {{"rank", a.rank}, {"kernel", ring.kernel_uri()}, {"config_source", ring.config_source()},
           {"ring_ms", ms}, {"sq_diff", std::isnan(e.sq_diff) ? -1.0 : e.sq_diff}, {"sq_ref", e.sq_ref},
-          {"lse_max", std::isnan(e.lse_max) ? -1.0 : e.lse_max}, {"rows", e.rows}};
+          {"lse_max", std::isnan(e.lse_max) ? -1.0 : e.lse_max}, {"rows", e.rows},
+          {"backward_kernel", ring.backward_step_kernels().front().kernel_uri}, {"backward_ms", backward_ms},
+          {"fwd_bwd_ms", fwd_bwd_ms}, {"grads_finite", finite}};
 }
 
 void run_rank(const RankArgs& a) {

@@ -1,7 +1,9 @@
-// `cpgen verify --backend gpu`: the forward ring on the GPU with the generated step kernel, over
+// `cpgen verify --backend gpu`: the forward and backward rings on the GPU with the generated kernels, over
 // the loopback transport (cp_size virtual ranks on GPU 0, the default) or NCCL (one process per
-// rank, nccl_launch.h). Forward only: out and lse against the vectors' float64 values with the
-// bf16/fp16 tolerances of docs/formats.md. Without a GPU: exit 1 with one line.
+// rank, nccl_launch.h): out and lse against the vectors' float64 values with the bf16/fp16
+// tolerances of docs/formats.md, and, when the vectors have gradients (or the problem is
+// --random), the backward ring's dq, dk, dv (relative Frobenius below 2e-2, issue 10), all
+// outputs poisoned to NaN before the run. Without a GPU: exit 1 with one line.
 #include <cmath>
 #include <vector>
 
@@ -41,6 +43,22 @@ VerifyReport run_nccl(const VerifyRequest& r, Dtype dtype) {
   report.checks = {{"out", "relative Frobenius", sq_ref > 0 ? std::sqrt(sq_diff / sq_ref) : std::sqrt(sq_diff),
                     kHalfTolerance},
                    lse_check(lse_max)};
+  // Gradients, when the ranks ran the backward (the vectors file has them).
+  for (const char* grad : {"dq", "dk", "dv"}) {
+    double d = 0, ref = 0;
+    bool present = true;
+    for (const auto& j : ranks) {
+      if (!j.contains("grads")) {
+        present = false;
+        break;
+      }
+      const double rd = j["grads"][grad]["sq_diff"].get<double>();
+      d = rd < 0 || std::isnan(d) ? NAN : d + rd;
+      ref += j["grads"][grad]["sq_ref"].get<double>();
+    }
+    if (present)
+      report.checks.push_back({grad, kRelativeMetric, ref > 0 ? std::sqrt(d / ref) : std::sqrt(d), kHalfTolerance});
+  }
   return report;  // the tensors stay with the ranks: --output gets none
 }
 
@@ -62,18 +80,31 @@ VerifyReport run_gpu(const VerifyRequest& r) {
   const Problem p = problem_from_vectors(vec, r.ranks, r.scheme, dtype);
   const std::vector<float> q(vec.q.begin(), vec.q.end()), k(vec.k.begin(), vec.k.end()),
       v(vec.v.begin(), vec.v.end());
-  gpu::GpuRingResult ring = gpu::run_gpu_ring_loopback(p, q, k, v);
+  // The backward runs when there are gradients to check it against: the vectors file's, or the
+  // sampled reference's for a --random problem.
+  const bool backward = !vec.dout.empty() && (r.sampled || !vec.dq.empty());
+  const std::vector<float> dout(vec.dout.begin(), vec.dout.end());
+  gpu::GpuRingResult ring = gpu::run_gpu_ring_loopback(p, q, k, v, {}, backward ? &dout : nullptr);
   VerifyReport report;
-  report.precision = ring.kernel_uri + ", loopback ring of " + std::to_string(r.ranks) + " virtual ranks";
+  report.precision = ring.kernel_uri + (backward ? " and " + ring.backward_kernel_uri : std::string()) +
+                     ", loopback ring of " + std::to_string(r.ranks) + " virtual ranks";
   report.checks = {check_tensor(r, "out", kRelativeMetric, ring.out, kHalfTolerance),
                    check_tensor(r, "lse", kMaxAbsMetric, ring.lse, kHalfTolerance)};
+  if (backward) {
+    report.checks.push_back(check_tensor(r, "dq", kRelativeMetric, ring.dq, kHalfTolerance));
+    report.checks.push_back(check_tensor(r, "dk", kRelativeMetric, ring.dk, kHalfTolerance));
+    report.checks.push_back(check_tensor(r, "dv", kRelativeMetric, ring.dv, kHalfTolerance));
+    report.results.dq = std::move(ring.dq);
+    report.results.dk = std::move(ring.dk);
+    report.results.dv = std::move(ring.dv);
+  }
   report.results.out = std::move(ring.out);
   report.results.lse = std::move(ring.lse);
   return report;
 }
 
 const VerifyBackendRegistrar kGpuBackend(
-    {"gpu", "bf16/fp16 forward ring on the GPU (--transport loopback or nccl; --dtype bf16 or fp16)",
+    {"gpu", "bf16/fp16 forward and backward rings on the GPU (--transport loopback or nccl; --dtype bf16 or fp16)",
      run_gpu});
 
 }  // namespace

@@ -80,6 +80,16 @@ TEST(CApi, NullArgumentsAreErrorsNotCrashes) {
   EXPECT_EQ(cpgen_device_count(nullptr), CPGEN_ERR_BAD_INPUT);
   EXPECT_EQ(cpgen_ring_forward(nullptr, nullptr, nullptr, nullptr, nullptr, nullptr, nullptr),
             CPGEN_ERR_BAD_INPUT);
+  EXPECT_EQ(cpgen_ring_backward(nullptr, nullptr, nullptr, nullptr, nullptr, nullptr, nullptr, nullptr,
+                                nullptr, nullptr, nullptr),
+            CPGEN_ERR_BAD_INPUT);
+  EXPECT_NE(std::string(cpgen_last_error()).find("cpgen_ring_backward: ring is NULL"), std::string::npos)
+      << cpgen_last_error();
+  EXPECT_EQ(cpgen_ring_backward_all(nullptr, nullptr, nullptr, nullptr, nullptr, nullptr, nullptr, nullptr,
+                                    nullptr, nullptr, nullptr),
+            CPGEN_ERR_BAD_INPUT);
+  EXPECT_NE(std::string(cpgen_last_error()).find("cpgen_ring_backward_all: ring is NULL"), std::string::npos)
+      << cpgen_last_error();
   EXPECT_EQ(cpgen_ring_synchronize(nullptr), CPGEN_ERR_BAD_INPUT);
   EXPECT_STREQ(cpgen_ring_kernel_uri(nullptr), "");
   EXPECT_STREQ(cpgen_ring_config_source(nullptr), "");
@@ -159,6 +169,38 @@ TEST(CApi, RingWithoutGpuReportsNoDevice) {
   // A bad problem is reported before the device is looked for.
   p.head_dim = 80;
   EXPECT_EQ(cpgen_ring_create_loopback(&p, 0, nullptr, &ring), CPGEN_ERR_BAD_INPUT);
+}
+
+// The backward's C arguments on a real loopback ring: a NULL array, a NULL shard entry and the
+// single-shard call on a ring of several ranks each give CPGEN_ERR_BAD_INPUT naming what is wrong.
+TEST(CApi, BackwardArgumentsAreCheckedOnALoopbackRing) {
+  CPGEN_REQUIRE_GPU();
+  cpgen_problem p = valid_problem();
+  p.q_heads = 2;
+  p.kv_heads = 2;
+  p.head_dim = 64;
+  p.seq_len = 128;
+  p.cp_size = 2;
+  cpgen_ring* ring = nullptr;
+  ASSERT_EQ(cpgen_ring_create_loopback(&p, 0, nullptr, &ring), CPGEN_OK) << cpgen_last_error();
+  const void* none[2] = {nullptr, nullptr};
+  void* none_out[2] = {nullptr, nullptr};
+  const float* none_lse[2] = {nullptr, nullptr};
+  EXPECT_EQ(cpgen_ring_backward_all(ring, none, none, none, none, none_lse, none, nullptr, none_out, none_out,
+                                    nullptr),
+            CPGEN_ERR_BAD_INPUT);
+  EXPECT_NE(std::string(cpgen_last_error()).find("cpgen_ring_backward_all: dq is NULL"), std::string::npos)
+      << cpgen_last_error();
+  // Arrays present, their entries NULL: the first tensor of rank 0 is named.
+  EXPECT_EQ(cpgen_ring_backward_all(ring, none, none, none, none, none_lse, none, none_out, none_out, none_out,
+                                    nullptr),
+            CPGEN_ERR_BAD_INPUT);
+  EXPECT_NE(std::string(cpgen_last_error()).find("q of rank 0 is null"), std::string::npos) << cpgen_last_error();
+  EXPECT_EQ(cpgen_ring_backward(ring, nullptr, nullptr, nullptr, nullptr, nullptr, nullptr, nullptr, nullptr,
+                                nullptr, nullptr),
+            CPGEN_ERR_BAD_INPUT);
+  EXPECT_NE(std::string(cpgen_last_error()).find("call backward_all"), std::string::npos) << cpgen_last_error();
+  cpgen_ring_destroy(ring);
 }
 
 TEST(CApi, NcclRingNeedsACommunicator) {

@@ -45,6 +45,28 @@ inline void expect_close_to(const std::vector<float>& out, const std::vector<flo
   EXPECT_LE(rel, kHalfOutTolerance) << what << ": relative Frobenius error of out";
 }
 
+// dq, dk, dv against float64 gradients: every element written (poisoned to NaN before the run)
+// and the relative Frobenius error of each below issue 10's 2e-2 for bf16/fp16.
+inline constexpr double kHalfGradTolerance = 2e-2;
+
+inline void expect_grads_close(const std::vector<float>& dq, const std::vector<float>& dk,
+                               const std::vector<float>& dv, const std::vector<double>& want_dq,
+                               const std::vector<double>& want_dk, const std::vector<double>& want_dv,
+                               const std::string& what) {
+  const struct {
+    const char* name;
+    const std::vector<float>& got;
+    const std::vector<double>& want;
+  } grads[] = {{"dq", dq, want_dq}, {"dk", dk, want_dk}, {"dv", dv, want_dv}};
+  for (const auto& g : grads) {
+    ASSERT_EQ(g.got.size(), g.want.size()) << what << ": " << g.name;
+    for (size_t i = 0; i < g.got.size(); ++i)
+      ASSERT_TRUE(std::isfinite(g.got[i])) << what << ": " << g.name << "[" << i << "] = " << g.got[i]
+                                           << ", expected " << g.want[i] << " (never written?)";
+    EXPECT_LE(relative_error(g.got, g.want), kHalfGradTolerance) << what << ": relative error of " << g.name;
+  }
+}
+
 // Values exactly representable in bf16 (and so in fp16 for this range), in [-2, 2).
 inline std::vector<float> random_bf16_exact(size_t count, uint32_t seed) {
   std::mt19937 rng(seed);

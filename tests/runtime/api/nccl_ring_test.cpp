@@ -156,6 +156,27 @@ TEST(NcclRingWorker, Run) {
                              vec.name + " NCCL rank " + rank_text + "/" + std::to_string(nranks));
     result << (HasFailure() ? "failed" : "ok") << "\n";
     nccl_comm_destroy(comm);
+  } else if (mode == "backward") {
+    // The forward, then the backward of this rank's shard, against the vectors' gradients.
+    AttentionVectors vec = load_attention_vectors(env_or("CPGEN_NCCL_WORKER_VECTORS"));
+    const Scheme scheme = parse_scheme(env_or("CPGEN_NCCL_WORKER_SCHEME"));
+    const Dtype dtype = parse_dtype(env_or("CPGEN_NCCL_WORKER_DTYPE"));
+    const Problem p = problem_from_vectors(vec, nranks, scheme, dtype);
+    std::vector<float> q(vec.q.begin(), vec.q.end()), k(vec.k.begin(), vec.k.end()),
+        v(vec.v.begin(), vec.v.end()), dout(vec.dout.begin(), vec.dout.end());
+    std::vector<float> out, lse;
+    gpu::RankGrads grads;
+    RingOptions options;
+    options.watchdog_seconds = 120;
+    gpu::run_gpu_ring_nccl_rank(p, comm, q, k, v, options, out, lse, &dout, &grads);
+    auto shard = [&](const std::vector<double>& full, int64_t heads) {
+      return scatter_shard(full, p.batch, heads, p.seq_len, p.head_dim, scheme, nranks, rank);
+    };
+    testing::expect_grads_close(grads.dq, grads.dk, grads.dv, shard(vec.dq, p.q_heads), shard(vec.dk, p.kv_heads),
+                                shard(vec.dv, p.kv_heads),
+                                vec.name + " NCCL backward rank " + rank_text + "/" + std::to_string(nranks));
+    result << (HasFailure() ? "failed" : "ok") << "\n";
+    nccl_comm_destroy(comm);
   } else if (mode == "watchdog") {
     // Rank 1 creates its ring (splitting the communicator is collective) and then never runs it;
     // rank 0's watchdog must name it and abort only the ring's own communicator: afterwards an
@@ -263,6 +284,32 @@ TEST(NcclRing, TwoAndFourProcessesOnOneGpuMatchVectors) {
           }
           ++job;
         }
+}
+
+TEST(NcclRing, TwoProcessesBackwardMatchesVectorGradients) {
+  CPGEN_REQUIRE_GPU();
+  testing::TempDir dir("nccl_ring_backward");
+  const std::string files[] = {"gqa4_causal_hd64_s32.json", "mha_full_hd64_s32_b2.json"};
+  int job = 0;
+  for (const std::string& file : files)
+    for (const char* scheme : {"zigzag", "contiguous"})
+      for (const char* dtype : {"bf16", "fp16"}) {
+        const std::string tag = file + " backward N=2 " + scheme + " " + dtype;
+        const std::string result = dir.path() + "/result" + std::to_string(job);
+        std::vector<int> codes = run_children(
+            2,
+            {"CPGEN_NCCL_WORKER_MODE=backward", "CPGEN_NCCL_WORKER_RESULT=" + result,
+             "CPGEN_NCCL_WORKER_ID_FILE=" + dir.path() + "/id" + std::to_string(job),
+             "CPGEN_NCCL_WORKER_JOB=bwd" + std::to_string(job),
+             "CPGEN_NCCL_WORKER_VECTORS=" + testing::vectors_dir() + "/" + file,
+             std::string("CPGEN_NCCL_WORKER_SCHEME=") + scheme, std::string("CPGEN_NCCL_WORKER_DTYPE=") + dtype},
+            240);
+        for (int r = 0; r < 2; ++r) {
+          EXPECT_EQ(codes[r], 0) << tag << ": rank " << r << " exited with " << codes[r];
+          EXPECT_EQ(slurp(result + "." + std::to_string(r)), "ok\n") << tag << ": rank " << r;
+        }
+        ++job;
+      }
 }
 
 TEST(NcclRing, WatchdogNamesTheRankThatNeverSends) {

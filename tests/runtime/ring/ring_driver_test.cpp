@@ -4,6 +4,7 @@
 
 #include <gtest/gtest.h>
 
+#include <map>
 #include <memory>
 #include <string>
 #include <vector>
@@ -117,6 +118,50 @@ TEST(RingDriver, SingleRankNeedsNoKvExchange) {
   EXPECT_EQ(log.events, expected);
 }
 
+// A backend whose accumulator travels in two parts: each part is finished, accumulated and
+// started on its own, so part 1's transfer of step s-1 overlaps part 0's compute of step s.
+class TwoPartBackend final : public RingBackend {
+ public:
+  explicit TwoPartBackend(Log& log) : log_(log), inner_(log) {}
+  std::vector<BufferView> kv_buffers(int slot) override { return inner_.kv_buffers(slot); }
+  std::vector<BufferView> dkv_buffers(int slot) override { return inner_.dkv_buffers(slot); }
+  void forward_begin() override {}
+  void forward_step(const RingStep&) override {}
+  void backward_begin() override { inner_.backward_begin(); }
+  void backward_step(const RingStep& s) override { inner_.backward_step(s); }
+  void accumulate_dkv(int, bool) override { ADD_FAILURE() << "the driver must accumulate by part"; }
+  int dkv_parts() const override { return 2; }
+  std::vector<BufferView> dkv_part_buffers(int slot, int) override { return inner_.dkv_buffers(slot); }
+  void accumulate_dkv_part(int slot, bool is_first, int part) override {
+    log_.events.push_back("acc dkv" + std::to_string(slot) + " part " + std::to_string(part) + (is_first ? " first" : ""));
+  }
+  void backward_end(int slot) override { inner_.backward_end(slot); }
+
+ private:
+  Log& log_;
+  LoggingBackend inner_;
+};
+
+TEST(RingDriver, BackwardPartsTravelAsTheirOwnExchanges) {
+  Log log;
+  TwoPartBackend backend(log);
+  LoggingTransport transport(log, 0, 2);
+  ring_backward(backend, transport);
+  const int p1 = 1 << 20;  // dkv_exchange_id(step, 1) - dkv_exchange_id(step, 0)
+  const std::vector<std::string> expected = {
+      "bwd begin",
+      "start 0 kv0->kv1", "bwd step 0 kv0 from 0 first",
+      "acc dkv0 part 0 first", "start 1 dkv0->dkv1",
+      "acc dkv0 part 1 first", "start " + std::to_string(1 + p1) + " dkv0->dkv1",
+      "finish 0",
+      "bwd step 1 kv1 from 1 last",
+      "finish 1", "acc dkv1 part 0", "start 3 dkv1->dkv0",
+      "finish " + std::to_string(1 + p1), "acc dkv1 part 1", "start " + std::to_string(3 + p1) + " dkv1->dkv0",
+      "finish 3", "finish " + std::to_string(3 + p1), "end dkv0"};
+  EXPECT_EQ(log.events, expected);
+  EXPECT_EQ(dkv_exchange_id(1, 1), 3 + p1);
+}
+
 // A rank's calls through a log shared by every rank, prefixed "rR " so the interleaving shows.
 class RankTransport final : public Transport {
  public:
@@ -147,10 +192,10 @@ class RankBackend final : public RingBackend {
   std::vector<BufferView> dkv_buffers(int slot) override { return inner_.dkv_buffers(slot); }
   void forward_begin() override { note([&] { inner_.forward_begin(); }); }
   void forward_step(const RingStep& s) override { note([&] { inner_.forward_step(s); }); }
-  void backward_begin() override {}
-  void backward_step(const RingStep&) override {}
-  void accumulate_dkv(int, bool) override {}
-  void backward_end(int) override {}
+  void backward_begin() override { note([&] { inner_.backward_begin(); }); }
+  void backward_step(const RingStep& s) override { note([&] { inner_.backward_step(s); }); }
+  void accumulate_dkv(int slot, bool is_first) override { note([&] { inner_.accumulate_dkv(slot, is_first); }); }
+  void backward_end(int slot) override { note([&] { inner_.backward_end(slot); }); }
 
  private:
   template <typename F>
@@ -198,6 +243,44 @@ TEST(RingDriver, ForwardAllRunsEveryRankInAFixedScheduleFromOneThread) {
       "r0 finish 2", "r1 finish 2", "r2 finish 2",
       "r0 fwd step 2 kv0 from 1 last", "r1 fwd step 2 kv0 from 2 last", "r2 fwd step 2 kv0 from 0 last"};
   EXPECT_EQ(all, expected);
+}
+
+// The loopback backward: each rank's calls are exactly ring_backward's, and no rank finishes an
+// exchange (K/V or dK/dV) before every rank has started it, which is what lets the loopback
+// transport run on one thread.
+TEST(RingDriver, BackwardAllMakesRingBackwardsCallsAndStartsEveryExchangeBeforeAnyFinish) {
+  for (int n : {1, 2, 4}) {
+    std::vector<std::string> all;
+    std::vector<Log> own(n), alone(n);
+    std::vector<std::unique_ptr<RankTransport>> transports;
+    std::vector<std::unique_ptr<RankBackend>> backends;
+    std::vector<Transport*> t;
+    std::vector<RingBackend*> b;
+    for (int r = 0; r < n; ++r) {
+      transports.push_back(std::make_unique<RankTransport>(all, own[r], r, n));
+      backends.push_back(std::make_unique<RankBackend>(all, own[r], r));
+      t.push_back(transports.back().get());
+      b.push_back(backends.back().get());
+    }
+    ring_backward_all(b, t);
+    for (int r = 0; r < n; ++r) {
+      LoggingBackend backend(alone[r]);
+      LoggingTransport transport(alone[r], r, n);
+      ring_backward(backend, transport);
+      EXPECT_EQ(own[r].events, alone[r].events) << "rank " << r << " of " << n;
+    }
+    // Per exchange id: how many ranks have started it when each finish happens.
+    std::map<int, int> started;
+    for (const std::string& e : all) {
+      const size_t at = e.find(' ');
+      const std::string what = e.substr(at + 1);
+      if (what.rfind("start ", 0) == 0) ++started[std::stoi(what.substr(6))];
+      if (what.rfind("finish ", 0) == 0)
+        EXPECT_EQ(started[std::stoi(what.substr(7))], n) << e << " (ring of " << n << ")";
+    }
+    // Every rank ends with its own chunk's accumulator, in dkv slot n % 2.
+    EXPECT_EQ(all.back(), "r" + std::to_string(n - 1) + " end dkv" + std::to_string(n % 2));
+  }
 }
 
 TEST(RingDriver, ForwardAllRefusesTransportsOutOfRankOrder) {
