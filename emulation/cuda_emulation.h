@@ -1,10 +1,18 @@
-// A CPU emulator of the CUDA features the step kernel template uses, so the real template source
-// runs on a host without a GPU: every thread of a CTA is a fiber; __syncthreads, warp shuffles,
-// ldmatrix and mma.sync are collective operations implemented from their PTX definitions
-// (independently of templates/layout.cuh); cp.async copies land in shared memory only when a
-// cp.async.wait_group retires their group. Slow (thousands of context
-// switches per tile), so for small problems only. Include this before any template header, in a
-// translation unit of its own: it defines __CUDACC__ and the CUDA keywords.
+// A CPU emulator of the CUDA features the kernel templates use, so the real template source runs
+// on a host without a GPU: every thread of a CTA is a fiber; __syncthreads, warp shuffles, ldmatrix
+// and mma.sync are collective operations implemented from their PTX definitions (independently of
+// templates/layout.cuh); cp.async copies land in shared memory only when a cp.async.wait_group
+// retires their group. Include this before any template header, in a translation unit of its own:
+// it defines __CUDACC__ and the CUDA keywords.
+//
+// One emulator serves two users: the test suite compiles cuda_emulation.cpp into its binary and
+// runs template instantiations directly; the emulated backend (runtime/jit/host_jit.h) embeds both
+// files in the library and compiles each generated kernel with them into a self-contained shared
+// object. It includes only standard headers, so that compile needs nothing but a C++ compiler.
+//
+// Threads: the state of the CTA being run (and its shared memory) is thread_local, so several
+// host threads may each run launches at once (the ranks of a ring on threads); one launch runs on
+// the thread that called launch().
 #pragma once
 
 #include <math.h>
@@ -21,8 +29,13 @@
 #define __device__
 #define __global__
 #define __forceinline__ inline
-#define __shared__
+// Shared memory is per CTA; CTAs of one host thread run one after another, so one buffer per host
+// thread serves them all. GNU __thread, not thread_local: it never has a dynamic initializer, so
+// the kernel's block-scope `extern __shared__` declaration makes the compiler call no TLS init
+// wrapper (an undefined weak one, assumed present under -fvisibility=hidden: a call to address 0).
+#define __shared__ __thread
 #define __align__(n)
+#define __launch_bounds__(n)
 
 namespace cpgen::emulation {
 
@@ -48,8 +61,9 @@ void cp_async_wait(int pending);
 // PTX red.global.add.f32 (and atom.add.f32): *address = *address + value as one indivisible
 // read-modify-write, the sum rounded to nearest even, subnormal inputs and results flushed to zero
 // of the same sign (the ISA's definition of the .f32 add of red/atom, independent of .ftz flags).
-// Fibers never run in parallel, so any interleaving of reductions on one word is some serial
-// order of whole reductions, which is exactly what the ISA promises and nothing more.
+// The fibers of a launch never run in parallel, so any interleaving of reductions on one word is
+// some serial order of whole reductions, which is exactly what the ISA promises and nothing more.
+// (Launches on different host threads must not reduce into the same memory.)
 void red_add_f32(float* address, float value);
 
 // Runs body() as every thread of every CTA of the grid (CTAs one after another, threads as
@@ -61,13 +75,15 @@ std::string launch(unsigned grid_x, unsigned grid_y, unsigned threads, int share
 std::string launch(unsigned grid_x, unsigned grid_y, unsigned grid_z, unsigned threads,
                    int shared_bytes, const std::function<void()>& body);
 
-uint16_t float_to_16(float value, bool bf16);  // round to nearest even
+// PTX cvt.rn.bf16.f32 / cvt.rn.f16.f32: round to nearest even, overflow to infinity, fp16
+// subnormals kept, NaN to the canonical 0x7fff. And the exact widening back to f32.
+uint16_t float_to_16(float value, bool bf16);
 float float_from_16(uint16_t bits, bool bf16);
 
 }  // namespace cpgen::emulation
 
 namespace cpgen::device {
-extern unsigned char shared_storage[];  // the kernel's extern __shared__ array
+extern __thread unsigned char shared_storage[];  // the kernel's extern __shared__ array
 }
 
 #define threadIdx (::cpgen::emulation::thread_idx())

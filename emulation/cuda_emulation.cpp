@@ -1,3 +1,6 @@
+// The emulator's run time: fibers, barriers, the warp collectives and the asynchronous copies.
+// Compiled into the test binary, and into every shared object of the emulated backend (which
+// includes this file after the kernel's source), so it uses standard headers only.
 #include "cuda_emulation.h"
 
 #include <ucontext.h>
@@ -6,10 +9,8 @@
 #include <memory>
 #include <vector>
 
-#include "runtime/core/half_convert.h"
-
 namespace cpgen::device {
-alignas(128) unsigned char shared_storage[256 * 1024];
+alignas(128) __thread unsigned char shared_storage[256 * 1024];
 }
 
 namespace cpgen::emulation {
@@ -61,7 +62,7 @@ struct Cta {
   const std::function<void()>* body = nullptr;
 };
 
-Cta* g_cta = nullptr;
+thread_local Cta* g_cta = nullptr;  // the CTA this host thread is running
 
 void yield() { swapcontext(&g_cta->fibers[g_cta->current].context, &g_cta->scheduler); }
 
@@ -176,10 +177,64 @@ void mma_16816(float (&d)[4], const uint32_t (&a)[4], uint32_t b0, uint32_t b1, 
   }
 }
 
-// The emulated conversion intrinsics round like the host conversions the tests upload with.
-uint16_t float_to_16(float value, bool bf16) { return bf16 ? float_to_bf16(value) : float_to_fp16(value); }
+namespace {
 
-float float_from_16(uint16_t bits, bool bf16) { return bf16 ? bf16_to_float(bits) : fp16_to_float(bits); }
+// x >> shift, rounded to nearest with ties to even on the bits shifted out.
+uint32_t shift_round_even(uint32_t x, int shift) {
+  if (shift == 0) return x;
+  if (shift > 31) return 0;
+  const uint32_t kept = x >> shift, dropped = x & ((1u << shift) - 1), half = 1u << (shift - 1);
+  return kept + (dropped > half || (dropped == half && (kept & 1u)) ? 1u : 0u);
+}
+
+uint16_t to_bf16(uint32_t sign, uint32_t magnitude) {
+  // bf16 is the upper half of an f32; a carry out of the mantissa bumps the exponent, and from
+  // the largest finite value lands on infinity (0x7f80), as cvt.rn does.
+  return static_cast<uint16_t>(sign | shift_round_even(magnitude, 16));
+}
+
+uint16_t to_fp16(uint32_t sign, uint32_t magnitude) {
+  const int exponent = static_cast<int>(magnitude >> 23) - 127;
+  if (exponent >= 16) return static_cast<uint16_t>(sign | 0x7c00u);  // 2^16 and up: infinity
+  if (exponent >= -14) {
+    // Normal range: rebias (127 -> 15) in place, then drop 13 mantissa bits; a carry may reach the
+    // exponent, and past 65504 it reaches 0x7c00, infinity.
+    const uint32_t rebased = magnitude - (112u << 23);
+    return static_cast<uint16_t>(sign | shift_round_even(rebased, 13));
+  }
+  if (exponent < -25) return static_cast<uint16_t>(sign);  // below half the smallest subnormal
+  // Subnormal half: value = significand * 2^(exponent - 23) expressed in units of 2^-24; a round
+  // up from the largest subnormal gives 0x400, the smallest normal, which is the right encoding.
+  const uint32_t significand = (magnitude & 0x7fffffu) | 0x800000u;
+  return static_cast<uint16_t>(sign | shift_round_even(significand, -1 - exponent));
+}
+
+}  // namespace
+
+uint16_t float_to_16(float value, bool bf16) {
+  uint32_t bits;
+  memcpy(&bits, &value, 4);
+  const uint32_t sign = (bits >> 16) & 0x8000u, magnitude = bits & 0x7fffffffu;
+  if (magnitude > 0x7f800000u) return 0x7fffu;  // PTX: a NaN converts to the canonical NaN
+  return bf16 ? to_bf16(sign, magnitude) : to_fp16(sign, magnitude);
+}
+
+float float_from_16(uint16_t bits, bool bf16) {
+  uint32_t wide;
+  if (bf16) {
+    wide = static_cast<uint32_t>(bits) << 16;
+  } else {
+    const uint32_t sign = (bits & 0x8000u) << 16, exponent = (bits >> 10) & 0x1fu, mantissa = bits & 0x3ffu;
+    if (exponent == 0) {
+      const float magnitude = static_cast<float>(mantissa) * 5.9604644775390625e-8f;  // * 2^-24, exact
+      return sign ? -magnitude : magnitude;
+    }
+    wide = sign | (exponent == 31 ? 0x7f800000u : (exponent + 112u) << 23) | mantissa << 13;
+  }
+  float out;
+  memcpy(&out, &wide, 4);
+  return out;
+}
 
 uint32_t pack_16x2(float lo, float hi, bool bf16) {
   return float_to_16(lo, bf16) | static_cast<uint32_t>(float_to_16(hi, bf16)) << 16;
