@@ -1,5 +1,6 @@
 #include "runtime/backend/emulated_device.h"
 
+#include <chrono>
 #include <cstdlib>
 #include <cstring>
 
@@ -74,6 +75,15 @@ const KernelSpec& EmulatedDevice::spec(StepType step) const { return for_step(st
 
 long EmulatedDevice::launches() const { return launches_.load(); }
 
+double EmulatedDevice::launch_ms() const { return static_cast<double>(launch_ns_.load()) / 1e6; }
+
+void EmulatedDevice::run(const Loaded& k, EmulatedGrid grid, const void* params) {
+  const auto start = std::chrono::steady_clock::now();
+  k.kernel->launch(grid, k.spec.threads(), k.shared_bytes, params);
+  launch_ns_ += std::chrono::duration_cast<std::chrono::nanoseconds>(std::chrono::steady_clock::now() - start).count();
+  ++launches_;
+}
+
 DeviceAllocation EmulatedDevice::allocate(size_t bytes) {
   const size_t rounded = (bytes + kAlignment - 1) / kAlignment * kAlignment;
   void* memory = std::aligned_alloc(kAlignment, rounded == 0 ? kAlignment : rounded);
@@ -94,8 +104,7 @@ void EmulatedDevice::launch_forward(StepType step, const RingFwdParams& params) 
     throw Error(ErrorKind::kInternal, k.spec.uri() + ": launched with q_heads " + std::to_string(params.q_heads) +
                                           " and kv_heads " + std::to_string(params.kv_heads) +
                                           ", which is not GQA group " + std::to_string(k.spec.gqa_group));
-  k.kernel->launch(to_emulated(gpu::step_grid(k.spec, params)), k.spec.threads(), k.shared_bytes, &params);
-  ++launches_;
+  run(k, to_emulated(gpu::step_grid(k.spec, params)), &params);
 }
 
 void EmulatedDevice::launch_backward(StepType step, const RingBwdParams& params) {
@@ -103,8 +112,7 @@ void EmulatedDevice::launch_backward(StepType step, const RingBwdParams& params)
     throw Error(ErrorKind::kInternal, "EmulatedDevice: backward launch for step type " +
                                           std::string(step_type_name(step)));
   const Loaded& k = for_step(step);
-  k.kernel->launch(to_emulated(gpu::step_bwd_grid(k.spec, params)), k.spec.threads(), k.shared_bytes, &params);
-  ++launches_;
+  run(k, to_emulated(gpu::step_bwd_grid(k.spec, params)), &params);
 }
 
 void EmulatedDevice::launch_backward_pre(const RingBwdPreParams& params) {
@@ -112,8 +120,7 @@ void EmulatedDevice::launch_backward_pre(const RingBwdPreParams& params) {
     throw Error(ErrorKind::kBadInput, "backward not available on the emulated backend: no preprocessing kernel was given");
   const Loaded& k = loaded_[static_cast<size_t>(backward_pre_)];
   const long long rows = static_cast<long long>(params.batch) * params.q_heads * params.q_len;
-  k.kernel->launch(to_emulated(gpu::row_grid(rows, k.spec.warps)), k.spec.threads(), k.shared_bytes, &params);
-  ++launches_;
+  run(k, to_emulated(gpu::row_grid(rows, k.spec.warps)), &params);
 }
 
 void EmulatedDevice::launch_backward_convert(const RingBwdConvertParams& params) {
@@ -121,8 +128,7 @@ void EmulatedDevice::launch_backward_convert(const RingBwdConvertParams& params)
     throw Error(ErrorKind::kBadInput, "backward not available on the emulated backend: no conversion kernel was given");
   const Loaded& k = loaded_[static_cast<size_t>(backward_convert_)];
   const long long rows = static_cast<long long>(params.batch) * params.heads * params.len;
-  k.kernel->launch(to_emulated(gpu::row_grid(rows, k.spec.warps)), k.spec.threads(), k.shared_bytes, &params);
-  ++launches_;
+  run(k, to_emulated(gpu::row_grid(rows, k.spec.warps)), &params);
 }
 
 }  // namespace cpgen

@@ -47,8 +47,10 @@ class EmulatedDevice final : public KernelDevice {
 
   // The spec step type `step` launches (throws kBadInput when the device has none for it).
   const KernelSpec& spec(StepType step) const;
-  // How many launches ran (all threads), for tests and reports.
+  // How many launches ran (all threads), and their wall time summed over threads, for tests and
+  // reports.
   long launches() const;
+  double launch_ms() const;
 
  private:
   struct Loaded {
@@ -67,6 +69,9 @@ class EmulatedDevice final : public KernelDevice {
   std::array<int, 8> by_step_;  // StepType value -> index into loaded_, kNone when absent
   int first_forward_ = kNone, first_backward_ = kNone, backward_pre_ = kNone, backward_convert_ = kNone;
   std::atomic<long> launches_{0};
+  std::atomic<long long> launch_ns_{0};
+  // Runs one launch of `k` and counts it.
+  void run(const Loaded& k, EmulatedGrid grid, const void* params);
 };
 
 }  // namespace cpgen

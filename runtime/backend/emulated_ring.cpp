@@ -65,6 +65,7 @@ EmulatedRingResult run_emulated_ring(const Problem& p, const std::vector<std::pa
   result.out = gather_shards(outs, p.batch, p.q_heads, p.seq_len, p.head_dim, p.scheme, n);
   result.lse = gather_shards(lses, p.batch, p.q_heads, p.seq_len, 1, p.scheme, n);
   result.launches = device.launches();
+  result.launch_ms = device.launch_ms();
 
   // The backward comes through the same KernelRingBackend once it has one (issue 10). Until then
   // its calls throw; dkv_buffers is asked because it only describes memory, so the probe has no

@@ -18,6 +18,7 @@ namespace cpgen {
 struct EmulatedRingResult {
   std::vector<float> out, lse;  // gathered over ranks, global position order
   long launches = 0;            // kernel launches the emulator ran
+  double launch_ms = 0;         // their wall time, summed over the rank threads
   // Why the backward did not run: empty once the kernel ring backend has one.
   std::string backward_note;
 };

@@ -47,7 +47,7 @@ struct VerifyReport {
   std::string precision;  // what computed the numbers, e.g. "float32 CPU threads" or a kernel URI
   std::vector<VerifyCheck> checks;
   VerifyResults results;
-  std::vector<std::string> notes;  // what the run did not check, and why (printed with the report)
+  std::vector<std::string> notes;  // remarks printed with the report: what was not checked, timings
 };
 
 struct VerifyBackend {

@@ -4,6 +4,7 @@
 // step type is what selection chooses for the problem (the database, the shipped caches, the
 // default, as `cpgen explain --arch sm_90` shows), or --spec. Checks out and lse with the
 // bf16/fp16 tolerances of the GPU backend. Needs a host C++ compiler, no GPU.
+#include <cstdio>
 #include <string>
 #include <utility>
 #include <vector>
@@ -108,9 +109,14 @@ VerifyReport run_emulated(const VerifyRequest& r) {
   std::string kernels = one_kernel ? per_step.front().second.uri() : "";
   for (const auto& [step, spec] : per_step)
     if (!one_kernel) kernels += (kernels.empty() ? "" : ", ") + std::string(step_type_name(step)) + " " + spec.uri();
-  report.precision = kernels + "; emulated on the CPU, " + std::to_string(r.ranks) + " ranks on threads";
+  report.precision = kernels + "; emulated on the CPU, " + std::to_string(r.ranks) +
+                     (r.ranks == 1 ? " rank" : " ranks on threads");
   report.checks = {check_tensor(r, "out", kRelativeMetric, ring.out, kHalfTolerance),
                    check_tensor(r, "lse", kMaxAbsMetric, ring.lse, kHalfTolerance)};
+  char timing[160];
+  std::snprintf(timing, sizeof timing, "%ld kernel launches emulated in %.0f ms (summed over ranks)", ring.launches,
+                ring.launch_ms);
+  report.notes.push_back(timing);
   if (!ring.backward_note.empty()) report.notes.push_back(ring.backward_note);
   report.results.out = std::move(ring.out);
   report.results.lse = std::move(ring.lse);
