@@ -9,6 +9,8 @@
 #include <memory>
 #include <vector>
 
+#include "shared_shadow.h"
+
 namespace cpgen::device {
 alignas(128) __thread unsigned char shared_storage[256 * 1024];
 }
@@ -18,6 +20,10 @@ namespace {
 
 constexpr size_t kStackBytes = 256 * 1024;
 constexpr int kSharedCapacity = 256 * 1024;
+// Bytes past the launch's dynamic shared size filled with a pattern and checked after each CTA:
+// a plain store past the declared size (which the emulator does not see) changes them.
+constexpr int kSharedGuard = 4096;
+constexpr unsigned char kGuardByte = 0xA5;
 
 // One 16-byte cp.async: copied into shared memory only when a wait_group retires its group, so a
 // kernel that reads a tile before waiting for it reads the poison the CTA started with.
@@ -46,6 +52,7 @@ struct Barrier {
 // all wait again before the slot can be reused.
 struct WarpSlot {
   Barrier barrier;
+  uint32_t syncwarp_epoch = 0;  // the barrier's generation after the warp's last __syncwarp
   uint32_t words[32][8];
 };
 
@@ -60,9 +67,16 @@ struct Cta {
   int threads = 0;
   long progress = 0;  // barriers opened and threads finished, to detect a deadlock
   const std::function<void()>* body = nullptr;
+  int shared_bytes = 0;
+  SharedShadow shadow;
+  std::string first_error;  // the sanitizer's first finding, with thread and block
+  long errors = 0;
 };
 
 thread_local Cta* g_cta = nullptr;  // the CTA this host thread is running
+// What cp.async may read and red.add may write in the launches of this host thread; empty: not
+// checked (set_global_buffers).
+thread_local std::vector<GlobalBuffer> g_buffers;
 
 void yield() { swapcontext(&g_cta->fibers[g_cta->current].context, &g_cta->scheduler); }
 
@@ -99,6 +113,55 @@ void fiber_entry() {
 
 uint16_t element(const uint32_t word, int half) { return static_cast<uint16_t>(word >> (16 * half)); }
 
+std::string hex(uint64_t value) {
+  char text[32];
+  snprintf(text, sizeof text, "0x%llx", static_cast<unsigned long long>(value));
+  return text;
+}
+
+std::string block_text() {
+  return "block (" + std::to_string(g_cta->block.x) + ", " + std::to_string(g_cta->block.y) + ", " +
+         std::to_string(g_cta->block.z) + ")";
+}
+
+// A sanitizer finding: the first is kept in full, the rest counted; the launch fails at its end.
+void report(int thread, const std::string& what) {
+  if (g_cta->errors++ == 0)
+    g_cta->first_error = (thread >= 0 ? "thread " + std::to_string(thread) + " of " : std::string("")) +
+                         block_text() + ": " + what;
+}
+
+SyncEpoch epoch_of(int thread) {
+  return {g_cta->block_barrier.generation, g_cta->warps[static_cast<size_t>(thread / 32)].syncwarp_epoch};
+}
+
+// Whether [offset, offset + count) lies in the launch's dynamic shared memory; reports if not.
+bool shared_in_bounds(uint32_t offset, int count, const char* what) {
+  if (static_cast<uint64_t>(offset) + static_cast<uint64_t>(count) <= static_cast<uint64_t>(g_cta->shared_bytes))
+    return true;
+  report(g_cta->current, std::string(what) + " shared bytes [" + hex(offset) + ", " + hex(offset + count) +
+                             ") past the launch's " + std::to_string(g_cta->shared_bytes) + " dynamic shared bytes");
+  return false;
+}
+
+// Whether [p, p + count) lies inside one buffer of the launch (always, when none were given).
+bool global_in_bounds(const void* p, size_t count, const char* what) {
+  if (g_buffers.empty()) return true;
+  const auto* begin = static_cast<const unsigned char*>(p);
+  for (const GlobalBuffer& b : g_buffers) {
+    const auto* start = static_cast<const unsigned char*>(b.data);
+    if (begin >= start && begin + count <= start + b.bytes) return true;
+  }
+  report(g_cta->current, std::string(what) + " global bytes [" + hex(reinterpret_cast<uintptr_t>(p)) + ", +" +
+                             std::to_string(count) + ") outside every buffer of the launch");
+  return false;
+}
+
+void report_race(int thread, int other, uint32_t offset, const char* what) {
+  report(thread, std::string(what) + " shared byte " + hex(offset) + " that thread " + std::to_string(other) +
+                     " accessed with no barrier between them (race)");
+}
+
 }  // namespace
 
 const Dim3& thread_idx() { return g_cta->fibers[g_cta->current].thread; }
@@ -106,7 +169,12 @@ const Dim3& block_idx() { return g_cta->block; }
 const Dim3& grid_dim() { return g_cta->grid; }
 
 void syncthreads() { wait_at(g_cta->block_barrier, g_cta->threads); }
-void syncwarp() { wait_at(warp_slot().barrier, 32); }
+void syncwarp() {
+  WarpSlot& w = warp_slot();
+  wait_at(w.barrier, 32);
+  // Every lane reads the same generation here: the next opening needs this lane to arrive again.
+  w.syncwarp_epoch = w.barrier.generation;
+}
 
 uint32_t shfl_xor(uint32_t value, int lane_mask) {
   uint32_t all[32][1];
@@ -130,13 +198,25 @@ uint32_t shared_offset(const void* p) {
 // register i the elements 2(l%4), 2(l%4)+1 of row l/4 (.trans: element l/4 of rows 2(l%4) and
 // 2(l%4)+1).
 void ldmatrix_x4(uint32_t (&r)[4], uint32_t shared_address, bool trans) {
-  uint32_t all[32][1];
-  warp_gather<1>(&shared_address, all);
+  // Each lane's row address is checked by that lane; a row outside reads as zeros.
+  const bool in_bounds = shared_in_bounds(shared_address, 16, "ldmatrix reads");
+  uint32_t mine[2] = {shared_address, in_bounds ? 1u : 0u}, all[32][2];
+  warp_gather<2>(mine, all);
   const int l = lane();
-  auto at = [](uint32_t row_address, int column) {
+  auto at = [&all](uint32_t row_address, int column) -> uint32_t {
+    for (const auto& row : all)
+      if (row[0] == row_address && !row[1]) return 0;
+    const uint32_t offset = row_address + 2 * column;
+    bool never_written = false;
+    const int other = g_cta->shadow.read(offset, 2, g_cta->current, epoch_of(g_cta->current),
+                                         device::shared_storage, &never_written);
+    if (never_written)
+      report(g_cta->current, "ldmatrix reads shared byte " + hex(offset) + ", never written in this CTA");
+    else if (other != SharedShadow::kNobody)
+      report_race(g_cta->current, other, offset, "ldmatrix reads");
     uint16_t v;
-    memcpy(&v, device::shared_storage + row_address + 2 * column, 2);
-    return static_cast<uint32_t>(v);
+    memcpy(&v, device::shared_storage + offset, 2);
+    return v;
   };
   for (int i = 0; i < 4; ++i) {
     if (!trans) {
@@ -242,7 +322,10 @@ uint32_t pack_16x2(float lo, float hi, bool bf16) {
 
 // The source is read at issue (the kernel does not change its inputs), the destination written
 // when the group retires.
+// Copies whose source or destination is out of bounds are reported and dropped.
 void cp_async_16(uint32_t shared_dst, const void* global_src, bool valid) {
+  if (!shared_in_bounds(shared_dst, 16, "cp.async writes")) return;
+  if (valid && !global_in_bounds(global_src, 16, "cp.async reads")) return;
   AsyncCopy copy{shared_dst, {}};
   if (valid) memcpy(copy.bytes, global_src, 16);
   g_cta->fibers[g_cta->current].open_group.push_back(copy);
@@ -255,8 +338,13 @@ void cp_async_commit() {
 void cp_async_wait(int pending) {
   Fiber& f = g_cta->fibers[g_cta->current];
   while (static_cast<int>(f.committed.size()) > pending) {
-    for (const AsyncCopy& copy : f.committed.front())
+    for (const AsyncCopy& copy : f.committed.front()) {
+      // The copy may land any time between issue and here; it lands here, so a read of the
+      // destination by another thread before this thread's wait and a barrier is a race.
+      const int other = g_cta->shadow.write(copy.shared_dst, 16, g_cta->current, epoch_of(g_cta->current));
+      if (other != SharedShadow::kNobody) report_race(g_cta->current, other, copy.shared_dst, "cp.async lands in");
       memcpy(device::shared_storage + copy.shared_dst, copy.bytes, 16);
+    }
     f.committed.erase(f.committed.begin());
   }
 }
@@ -266,6 +354,7 @@ float flush_subnormal(float x) { return std::fpclassify(x) == FP_SUBNORMAL ? std
 }  // namespace
 
 void red_add_f32(float* address, float value) {
+  if (!global_in_bounds(address, 4, "red.add writes")) return;
   // The host's float addition rounds to nearest even (the default rounding mode).
   *address = flush_subnormal(flush_subnormal(*address) + flush_subnormal(value));
 }
@@ -277,7 +366,9 @@ std::string launch(unsigned grid_x, unsigned grid_y, unsigned threads, int share
 
 std::string launch(unsigned grid_x, unsigned grid_y, unsigned grid_z, unsigned threads,
                    int shared_bytes, const std::function<void()>& body) {
-  if (shared_bytes > kSharedCapacity) return "shared memory request above the emulator's 256 KB";
+  if (shared_bytes < 0 || shared_bytes > kSharedCapacity - kSharedGuard)
+    return "dynamic shared memory of " + std::to_string(shared_bytes) + " bytes; the emulator has " +
+           std::to_string(kSharedCapacity - kSharedGuard);
   if (threads % 32 != 0) return "threads must be whole warps";
   Cta cta;
   cta.threads = static_cast<int>(threads);
@@ -285,11 +376,14 @@ std::string launch(unsigned grid_x, unsigned grid_y, unsigned grid_z, unsigned t
   cta.fibers.resize(threads);
   for (Fiber& f : cta.fibers) f.stack.reset(new char[kStackBytes]);
   cta.grid = {grid_x, grid_y, grid_z};
+  cta.shared_bytes = shared_bytes;
   g_cta = &cta;
   for (unsigned bz = 0; bz < grid_z; ++bz)
   for (unsigned by = 0; by < grid_y; ++by)
     for (unsigned bx = 0; bx < grid_x; ++bx) {
       memset(device::shared_storage, 0xFF, static_cast<size_t>(shared_bytes));
+      memset(device::shared_storage + shared_bytes, kGuardByte, kSharedGuard);
+      cta.shadow.reset(shared_bytes);
       cta.block = {bx, by, bz};
       cta.warps.assign(threads / 32, WarpSlot{});
       cta.block_barrier = Barrier{};
@@ -325,9 +419,22 @@ std::string launch(unsigned grid_x, unsigned grid_y, unsigned grid_z, unsigned t
                  std::to_string(bz) + "): threads wait at different barriers";
         }
       }
+      for (int i = 0; i < kSharedGuard; ++i)
+        if (device::shared_storage[shared_bytes + i] != kGuardByte) {
+          report(-1, "a store to shared byte " + hex(static_cast<uint64_t>(shared_bytes + i)) + " past the launch's " +
+                         std::to_string(shared_bytes) + " dynamic shared bytes");
+          break;
+        }
     }
   g_cta = nullptr;
+  if (cta.errors > 0)
+    return "sanitizer: " + cta.first_error +
+           (cta.errors > 1 ? " (and " + std::to_string(cta.errors - 1) + " more findings)" : std::string());
   return {};
+}
+
+void set_global_buffers(const GlobalBuffer* buffers, int count) {
+  g_buffers.assign(buffers, buffers + (count > 0 ? count : 0));
 }
 
 }  // namespace cpgen::emulation

@@ -17,6 +17,7 @@
 
 #include <math.h>
 #include <stdint.h>
+#include <stddef.h>
 #include <string.h>
 
 #include <functional>
@@ -66,9 +67,24 @@ void cp_async_wait(int pending);
 // (Launches on different host threads must not reduce into the same memory.)
 void red_add_f32(float* address, float value);
 
+// The sanitizer. Launches check what the emulator performs for the kernel: cp.async (source in
+// one of the launch's global buffers, destination in its dynamic shared memory), red.add (target
+// in a buffer), ldmatrix (rows in shared memory, written in this CTA, not racing a write), and
+// after each CTA that no plain store went past the dynamic shared size (a guard region). Plain
+// loads and stores of kernel code are not seen otherwise (see shared_shadow.h). A finding fails
+// the launch with the thread, block and address; the first is reported, the rest counted.
+struct GlobalBuffer {
+  const void* data;
+  size_t bytes;
+};
+// The global buffers of the following launches on this host thread; none (the default): global
+// addresses are not checked.
+void set_global_buffers(const GlobalBuffer* buffers, int count);
+
 // Runs body() as every thread of every CTA of the grid (CTAs one after another, threads as
 // fibers), with `shared_bytes` of dynamic shared memory poisoned (0xFF) at the start of each CTA.
-// Returns an empty string, or what went wrong (a deadlock: threads waiting on different barriers).
+// Returns an empty string, or what went wrong: a deadlock (threads waiting on different barriers)
+// or the sanitizer's findings.
 std::string launch(unsigned grid_x, unsigned grid_y, unsigned threads, int shared_bytes,
                    const std::function<void()>& body);
 // The same over a three-dimensional grid (grid.z > 1: (batch, kv head) pairs folded over y and z).

@@ -4,10 +4,19 @@
 // compiler (or another version of cpgen) can still call it, or see that it must not.
 #pragma once
 
-#define CPGEN_EMULATED_ABI 1
+#define CPGEN_EMULATED_ABI 2
 #define CPGEN_EMULATED_ENTRY "cpgen_emulated_launch"
 
+#include <stddef.h>
+
 extern "C" {
+
+// A global buffer the launch may touch; the sanitizer reports cp.async reads and red.add writes
+// outside every one of them.
+struct CpgenEmulatedBuffer {
+  const void* data;
+  size_t bytes;
+};
 
 struct CpgenEmulatedLaunch {
   int abi_version;  // CPGEN_EMULATED_ABI of the caller; the object refuses another
@@ -15,6 +24,8 @@ struct CpgenEmulatedLaunch {
   unsigned threads;    // per block, whole warps
   int shared_bytes;    // dynamic shared memory of the launch
   const void* params;  // the kernel's params struct (templates/params*.cuh) in host memory
+  const struct CpgenEmulatedBuffer* buffers;  // none (count 0): global addresses are not checked
+  int buffer_count;
   char error[512];     // on failure: what went wrong, NUL-terminated
 };
 

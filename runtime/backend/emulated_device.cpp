@@ -78,8 +78,13 @@ long EmulatedDevice::launches() const { return launches_.load(); }
 double EmulatedDevice::launch_ms() const { return static_cast<double>(launch_ns_.load()) / 1e6; }
 
 void EmulatedDevice::run(const Loaded& k, EmulatedGrid grid, const void* params) {
+  std::vector<CpgenEmulatedBuffer> buffers;
+  {
+    std::lock_guard<std::mutex> lock(allocations_mutex_);
+    for (const auto& [data, bytes] : allocations_) buffers.push_back({data, bytes});
+  }
   const auto start = std::chrono::steady_clock::now();
-  k.kernel->launch(grid, k.spec.threads(), k.shared_bytes, params);
+  k.kernel->launch(grid, k.spec.threads(), k.shared_bytes, params, buffers);
   launch_ns_ += std::chrono::duration_cast<std::chrono::nanoseconds>(std::chrono::steady_clock::now() - start).count();
   ++launches_;
 }
@@ -88,7 +93,19 @@ DeviceAllocation EmulatedDevice::allocate(size_t bytes) {
   const size_t rounded = (bytes + kAlignment - 1) / kAlignment * kAlignment;
   void* memory = std::aligned_alloc(kAlignment, rounded == 0 ? kAlignment : rounded);
   if (!memory) throw Error(ErrorKind::kInternal, "EmulatedDevice: cannot allocate " + std::to_string(bytes) + " bytes");
-  return DeviceAllocation(std::shared_ptr<void>(memory, std::free), bytes);
+  {
+    std::lock_guard<std::mutex> lock(allocations_mutex_);
+    allocations_[memory] = bytes;  // the requested size: the rounding is not the caller's to use
+  }
+  return DeviceAllocation(std::shared_ptr<void>(memory,
+                                                [this](void* p) {
+                                                  {
+                                                    std::lock_guard<std::mutex> lock(allocations_mutex_);
+                                                    allocations_.erase(p);
+                                                  }
+                                                  std::free(p);
+                                                }),
+                          bytes);
 }
 
 void EmulatedDevice::upload(void* dst, const void* host, size_t bytes) { std::memcpy(dst, host, bytes); }

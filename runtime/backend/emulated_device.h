@@ -6,11 +6,16 @@
 //
 // One device may serve every rank of a ring, each rank on its own host thread: allocation and
 // the kernels are thread-safe and the emulator's state is per thread.
+//
+// Every launch runs under the emulator's sanitizer (emulation/cuda_emulation.h) with the device's
+// live allocations as the buffers global accesses must stay in; a finding fails the launch.
 #pragma once
 
 #include <array>
 #include <atomic>
+#include <map>
 #include <memory>
+#include <mutex>
 #include <string>
 #include <utility>
 #include <vector>
@@ -69,6 +74,8 @@ class EmulatedDevice final : public KernelDevice {
   std::array<int, 8> by_step_;  // StepType value -> index into loaded_, kNone when absent
   int first_forward_ = kNone, first_backward_ = kNone, backward_pre_ = kNone, backward_convert_ = kNone;
   std::atomic<long> launches_{0};
+  mutable std::mutex allocations_mutex_;
+  std::map<const void*, size_t> allocations_;  // live allocations: address -> bytes
   std::atomic<long long> launch_ns_{0};
   // Runs one launch of `k` and counts it.
   void run(const Loaded& k, EmulatedGrid grid, const void* params);

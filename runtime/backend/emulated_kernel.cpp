@@ -49,7 +49,8 @@ EmulatedKernel::~EmulatedKernel() {
   if (handle_) ::dlclose(handle_);
 }
 
-void EmulatedKernel::launch(EmulatedGrid grid, int threads, int shared_bytes, const void* params) const {
+void EmulatedKernel::launch(EmulatedGrid grid, int threads, int shared_bytes, const void* params,
+                            const std::vector<CpgenEmulatedBuffer>& buffers) const {
   CpgenEmulatedLaunch launch{};
   launch.abi_version = CPGEN_EMULATED_ABI;
   launch.grid_x = grid.x;
@@ -58,6 +59,8 @@ void EmulatedKernel::launch(EmulatedGrid grid, int threads, int shared_bytes, co
   launch.threads = static_cast<unsigned>(threads);
   launch.shared_bytes = shared_bytes;
   launch.params = params;
+  launch.buffers = buffers.data();
+  launch.buffer_count = static_cast<int>(buffers.size());
   if (entry_(&launch) != 0) {
     launch.error[sizeof launch.error - 1] = '\0';
     throw Error(ErrorKind::kInternal, "emulated launch of " + uri_ + " (grid " + std::to_string(grid.x) + "x" +

@@ -5,6 +5,7 @@
 #pragma once
 
 #include <string>
+#include <vector>
 
 #include "emulation/emulated_launch.h"
 #include "runtime/jit/compiled_kernel.h"
@@ -23,9 +24,11 @@ class EmulatedKernel {
   EmulatedKernel(const EmulatedKernel&) = delete;
   EmulatedKernel& operator=(const EmulatedKernel&) = delete;
 
-  // Runs the whole grid before returning. Throws Error(kInternal) naming the URI with the
-  // emulator's report (a deadlock: threads waiting at different barriers).
-  void launch(EmulatedGrid grid, int threads, int shared_bytes, const void* params) const;
+  // Runs the whole grid before returning, its global accesses checked against `buffers` (none:
+  // unchecked). Throws Error(kInternal) naming the URI with the emulator's report: a deadlock
+  // (threads waiting at different barriers) or the sanitizer's findings.
+  void launch(EmulatedGrid grid, int threads, int shared_bytes, const void* params,
+              const std::vector<CpgenEmulatedBuffer>& buffers = {}) const;
   const std::string& uri() const { return uri_; }
 
  private:

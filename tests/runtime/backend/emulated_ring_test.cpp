@@ -7,12 +7,14 @@
 #include <gtest/gtest.h>
 
 #include <cmath>
+#include <cstring>
 #include <string>
 #include <vector>
 
 #include "cpgen/error.h"
 #include "runtime/backend/emulated_device.h"
 #include "runtime/backend/emulated_ring.h"
+#include "runtime/backend/kernel_ring_backend.h"
 #include "runtime/ring/reference.h"
 #include "runtime/ring/sampled_check.h"
 #include "runtime/ring/vectors.h"
@@ -148,6 +150,36 @@ TEST(EmulatedDevice, RefusesABackwardLaunchWithoutBackwardKernels) {
     EXPECT_EQ(e.kind(), ErrorKind::kBadInput);
     EXPECT_NE(std::string(e.what()).find("backward not available on the emulated backend"), std::string::npos)
         << e.what();
+  }
+}
+
+// The device hands its allocations to the emulator's sanitizer: a launch whose params claim more
+// keys than the K/V slots hold reads past them, and fails naming the thread and the access.
+TEST(EmulatedDevice, SanitizerCatchesAKeyLengthPastTheBuffers) {
+  const Problem p = small_problem(Dtype::kBf16, 64, false, 1);
+  EmulatedDevice device(defaults_for(p), kArch, test_store());
+  const RingPositions positions(p, device);
+  KernelRingBackend backend(p, 0, device, positions);
+  const size_t q_bytes = static_cast<size_t>(p.batch * p.q_heads * p.local_seq_len() * p.head_dim) * 2;
+  DeviceAllocation q = device.allocate(q_bytes), k = device.allocate(q_bytes), v = device.allocate(q_bytes),
+                   out = device.allocate(q_bytes),
+                   lse = device.allocate(static_cast<size_t>(p.batch * p.q_heads * p.local_seq_len()) * 4);
+  for (const DeviceAllocation* a : {&q, &k, &v}) std::memset(a->data(), 0, a->bytes());
+  backend.bind({q.data(), k.data(), v.data(), out.data(), lse.as<float>()});
+  backend.forward_begin();
+  RingStep step;
+  step.is_first = step.is_last = true;
+  RingFwdParams params = backend.step_params(step);
+  device.launch_forward(StepType::kFull, params);  // as the ring runs it: clean
+  params.kv_len *= 4;
+  try {
+    device.launch_forward(StepType::kFull, params);
+    FAIL() << "no finding";
+  } catch (const Error& e) {
+    const std::string what = e.what();
+    EXPECT_NE(what.find("sanitizer: thread "), std::string::npos) << what;
+    EXPECT_NE(what.find("cp.async reads global bytes"), std::string::npos) << what;
+    EXPECT_NE(what.find(KernelSpec::default_for_arch(Dtype::kBf16, 64, false, 1, kArch).uri()), std::string::npos) << what;
   }
 }
 
