@@ -203,10 +203,10 @@ void ldmatrix_x4(uint32_t (&r)[4], uint32_t shared_address, bool trans) {
   uint32_t mine[2] = {shared_address, in_bounds ? 1u : 0u}, all[32][2];
   warp_gather<2>(mine, all);
   const int l = lane();
-  auto at = [&all](uint32_t row_address, int column) -> uint32_t {
-    for (const auto& row : all)
-      if (row[0] == row_address && !row[1]) return 0;
-    const uint32_t offset = row_address + 2 * column;
+  // Element `column` of the row lane `row_lane` addressed.
+  auto at = [&all](int row_lane, int column) -> uint32_t {
+    if (!all[row_lane][1]) return 0;
+    const uint32_t offset = all[row_lane][0] + 2 * column;
     bool never_written = false;
     const int other = g_cta->shadow.read(offset, 2, g_cta->current, epoch_of(g_cta->current),
                                          device::shared_storage, &never_written);
@@ -220,10 +220,10 @@ void ldmatrix_x4(uint32_t (&r)[4], uint32_t shared_address, bool trans) {
   };
   for (int i = 0; i < 4; ++i) {
     if (!trans) {
-      const uint32_t row = all[8 * i + l / 4][0];
+      const int row = 8 * i + l / 4;
       r[i] = at(row, 2 * (l % 4)) | at(row, 2 * (l % 4) + 1) << 16;
     } else {
-      r[i] = at(all[8 * i + 2 * (l % 4)][0], l / 4) | at(all[8 * i + 2 * (l % 4) + 1][0], l / 4) << 16;
+      r[i] = at(8 * i + 2 * (l % 4), l / 4) | at(8 * i + 2 * (l % 4) + 1, l / 4) << 16;
     }
   }
 }
@@ -236,23 +236,27 @@ void mma_16816(float (&d)[4], const uint32_t (&a)[4], uint32_t b0, uint32_t b1, 
   uint32_t mine[6] = {a[0], a[1], a[2], a[3], b0, b1};
   uint32_t all[32][6];
   warp_gather<6>(mine, all);
-  float A[16][16], B[16][8];
-  for (int l = 0; l < 32; ++l) {
-    const int g = l / 4, t = l % 4;
+  // This lane's results need rows g and g+8 of A (held by lanes 4g..4g+3) and columns 2t and
+  // 2t+1 of B (held by lanes 4n..4n+3 for n = 2t, 2t+1); only those are unpacked.
+  const int g = lane() / 4, t = lane() % 4;
+  float a_rows[2][16], b_cols[2][16];
+  for (int q = 0; q < 4; ++q) {
+    const uint32_t* holder = all[4 * g + q];
     for (int h = 0; h < 2; ++h) {
-      A[g][2 * t + h] = float_from_16(element(all[l][0], h), bf16);
-      A[g + 8][2 * t + h] = float_from_16(element(all[l][1], h), bf16);
-      A[g][2 * t + 8 + h] = float_from_16(element(all[l][2], h), bf16);
-      A[g + 8][2 * t + 8 + h] = float_from_16(element(all[l][3], h), bf16);
-      B[2 * t + h][g] = float_from_16(element(all[l][4], h), bf16);
-      B[2 * t + 8 + h][g] = float_from_16(element(all[l][5], h), bf16);
+      a_rows[0][2 * q + h] = float_from_16(element(holder[0], h), bf16);
+      a_rows[1][2 * q + h] = float_from_16(element(holder[1], h), bf16);
+      a_rows[0][2 * q + 8 + h] = float_from_16(element(holder[2], h), bf16);
+      a_rows[1][2 * q + 8 + h] = float_from_16(element(holder[3], h), bf16);
+      for (int c = 0; c < 2; ++c) {
+        const uint32_t* column_holder = all[4 * (2 * t + c) + q];
+        b_cols[c][2 * q + h] = float_from_16(element(column_holder[4], h), bf16);
+        b_cols[c][2 * q + 8 + h] = float_from_16(element(column_holder[5], h), bf16);
+      }
     }
   }
-  const int g = lane() / 4, t = lane() % 4;
   for (int e = 0; e < 4; ++e) {
-    const int row = g + 8 * (e / 2), col = 2 * t + e % 2;
     float sum = d[e];
-    for (int k = 0; k < 16; ++k) sum += A[row][k] * B[k][col];
+    for (int k = 0; k < 16; ++k) sum += a_rows[e / 2][k] * b_cols[e % 2][k];
     d[e] = sum;
   }
 }
