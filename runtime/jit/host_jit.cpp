@@ -198,13 +198,16 @@ std::string emulated_store_key(const std::string& source, const HostCompiler& co
 int host_compile_count() { return g_host_compiles.load(); }
 
 CompiledKernel compile_emulated(const KernelSpec& spec, KernelStore* store) {
+  return compile_emulated(spec, store, host_compiler());
+}
+
+CompiledKernel compile_emulated(const KernelSpec& spec, KernelStore* store, const HostCompiler& compiler) {
   const auto start = std::chrono::steady_clock::now();
   auto ms_since_start = [&] {
     return std::chrono::duration<double, std::milli>(std::chrono::steady_clock::now() - start).count();
   };
   const std::string uri = spec.uri();
   const std::string source = emulated_source(spec);
-  const HostCompiler& compiler = host_compiler();
   const std::string key = emulated_store_key(source, compiler);
   if (store) {
     std::optional<CompiledKernel> stored = store->get(key);
@@ -246,7 +249,8 @@ CompiledKernel compile_emulated(const KernelSpec& spec, KernelStore* store) {
   kernel.stats.compile_ms = ms_since_start();
   std::error_code ec;
   fs::remove_all(dir, ec);
-  if (kernel.cubin.empty()) throw Error(ErrorKind::kCompile, "the host compiler wrote no object for " + uri);
+  if (kernel.cubin.empty())
+    throw Error(ErrorKind::kCompile, "the host compiler " + compiler.path + " exited 0 but wrote no object for " + uri);
   if (store) store->put(kernel);
   return kernel;
 }

@@ -41,6 +41,8 @@ std::string emulated_store_key(const std::string& source, const HostCompiler& co
 // `store` when present there, else compiled and put there (`store` may be nullptr). Throws
 // Error(kCompile) with the compiler's log and the folder holding the failed source.
 CompiledKernel compile_emulated(const KernelSpec& spec, KernelStore* store = default_kernel_store());
+// The same with a given compiler (tests; tools that pin one).
+CompiledKernel compile_emulated(const KernelSpec& spec, KernelStore* store, const HostCompiler& compiler);
 // How many host compiles this process has run (tests check that the store is used).
 int host_compile_count();
 

@@ -90,5 +90,36 @@ TEST(HostJit, CompilesOnceThenReadsTheStore) {
   EXPECT_EQ(again.key, first.key);
 }
 
+// A compiler that fails: one error with its exit status and log, and the folder with the source
+// kept for the user; nothing stored.
+TEST(HostJit, AFailedCompileKeepsTheSourceAndShowsTheLog) {
+  TempDir bin("fake_cxx"), store_dir("host_jit_fail");
+  const std::string fake = bin.path() + "/c++";
+  std::ofstream(fake) << "#!/bin/sh\necho 'kernel.cpp:1: error: broken on purpose' >&2\nexit 3\n";
+  ::chmod(fake.c_str(), 0755);
+  DirectoryKernelStore store(store_dir.path());
+  const KernelSpec spec = KernelSpec::default_for(Dtype::kBf16, 64, true, 1);
+  std::string message;
+  try {
+    compile_emulated(spec, &store, HostCompiler{fake, fake + " | fake"});
+  } catch (const Error& e) {
+    EXPECT_EQ(e.kind(), ErrorKind::kCompile);
+    message = e.what();
+  }
+  EXPECT_NE(message.find("could not build emulated kernel " + spec.uri()), std::string::npos) << message;
+  EXPECT_NE(message.find("exit status 3"), std::string::npos) << message;
+  EXPECT_NE(message.find("broken on purpose"), std::string::npos) << message;
+  const auto kept_at = message.find("source kept in ");
+  ASSERT_NE(kept_at, std::string::npos) << message;
+  const std::string kept = message.substr(kept_at + 15, message.find(';', kept_at) - kept_at - 15);
+  EXPECT_TRUE(std::filesystem::exists(kept + "/kernel.cpp")) << kept;
+  EXPECT_TRUE(std::filesystem::exists(kept + "/include/cpgen/emulation/cuda_emulation.h")) << kept;
+  std::filesystem::remove_all(kept);
+  EXPECT_TRUE(std::filesystem::is_empty(store_dir.path()));
+  // One that succeeds without writing the object is an error too, not an empty kernel.
+  std::ofstream(fake) << "#!/bin/sh\nexit 0\n";
+  EXPECT_THROW(compile_emulated(spec, &store, HostCompiler{fake, fake + " | silent"}), Error);
+}
+
 }  // namespace
 }  // namespace cpgen
