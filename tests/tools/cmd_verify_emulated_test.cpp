@@ -77,6 +77,15 @@ TEST_F(CmdVerifyEmulated, RunsTheSharedVectorsWhereTheyExist) {
   EXPECT_NE(r.out.find("note: backward not available on the emulated backend yet"), std::string::npos) << r.out;
 }
 
+// Striped positions: every step is masked like the diagonal, with 8 rows per rank.
+TEST_F(CmdVerifyEmulated, ReproducesTheVectorsOnAStripedRingOfFour) {
+  const auto r = run_cli("verify --vectors " + vectors("gqa2_causal_hd128_s32.json") +
+                         " --backend emulated --dtype fp16 --scheme striped --ranks 4");
+  EXPECT_EQ(r.exit_code, 0) << r.out << r.err;
+  EXPECT_NE(r.out.find("striped over 4 ranks"), std::string::npos) << r.out;
+  EXPECT_NE(r.out.find("16 kernel launches emulated"), std::string::npos) << r.out;
+}
+
 TEST_F(CmdVerifyEmulated, SpecChoosesTheKernelPerStepType) {
   const auto r = run_cli("verify --vectors " + vectors("gqa4_causal_hd64_s32.json") +
                          " --backend emulated --scheme zigzag --ranks 2 --json"
