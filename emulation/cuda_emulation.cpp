@@ -3,12 +3,11 @@
 // includes this file after the kernel's source), so it uses standard headers only.
 #include "cuda_emulation.h"
 
-#include <ucontext.h>
-
 #include <cmath>
 #include <memory>
 #include <vector>
 
+#include "fiber_switch.h"
 #include "shared_shadow.h"
 
 namespace cpgen::device {
@@ -33,7 +32,7 @@ struct AsyncCopy {
 };
 
 struct Fiber {
-  ucontext_t context;
+  FiberContext context;
   std::unique_ptr<char[]> stack;
   Dim3 thread;
   bool done = false;
@@ -60,7 +59,7 @@ struct Cta {
   std::vector<Fiber> fibers;
   std::vector<WarpSlot> warps;
   Barrier block_barrier;
-  ucontext_t scheduler;
+  FiberContext scheduler;
   Dim3 block;
   Dim3 grid;
   int current = -1;
@@ -78,7 +77,7 @@ thread_local Cta* g_cta = nullptr;  // the CTA this host thread is running
 // checked (set_global_buffers).
 thread_local std::vector<GlobalBuffer> g_buffers;
 
-void yield() { swapcontext(&g_cta->fibers[g_cta->current].context, &g_cta->scheduler); }
+void yield() { fiber_switch(g_cta->fibers[g_cta->current].context, g_cta->scheduler); }
 
 void wait_at(Barrier& b, int parties) {
   const unsigned generation = b.generation;
@@ -397,11 +396,7 @@ std::string launch(unsigned grid_x, unsigned grid_y, unsigned grid_z, unsigned t
         f.done = false;
         f.open_group.clear();
         f.committed.clear();
-        getcontext(&f.context);
-        f.context.uc_stack.ss_sp = f.stack.get();
-        f.context.uc_stack.ss_size = kStackBytes;
-        f.context.uc_link = nullptr;
-        makecontext(&f.context, fiber_entry, 0);
+        fiber_prepare(f.context, f.stack.get(), kStackBytes, fiber_entry);
       }
       int finished = 0;
       while (finished < cta.threads) {
@@ -413,7 +408,7 @@ std::string launch(unsigned grid_x, unsigned grid_y, unsigned grid_z, unsigned t
             continue;
           }
           cta.current = t;
-          swapcontext(&cta.scheduler, &cta.fibers[t].context);
+          fiber_switch(cta.scheduler, cta.fibers[t].context);
         }
         if (finished < cta.threads && cta.progress == before) {
           // A whole round without any barrier opening or thread finishing: stuck for good. The
