@@ -86,6 +86,18 @@ TEST_F(CmdVerifyEmulated, ReproducesTheVectorsOnAStripedRingOfFour) {
   EXPECT_NE(r.out.find("16 kernel launches emulated"), std::string::npos) << r.out;
 }
 
+// A shapes entry on random inputs: the entry's dtype is what the kernels compute in.
+TEST_F(CmdVerifyEmulated, RunsARandomShape) {
+  const auto r = run_cli(
+      "verify --backend emulated --random --seed 5 --json --shape '{\"q_heads\": 4, \"kv_heads\": 2, \"head_dim\": 64, "
+      "\"seq_len\": 96, \"cp_size\": 2, \"dtype\": \"fp16\", \"causal\": true}'");
+  ASSERT_EQ(r.exit_code, 0) << r.out << r.err;
+  const auto doc = nlohmann::json::parse(r.out);
+  EXPECT_TRUE(doc.at("ok").get<bool>());
+  EXPECT_NE(doc.at("precision").get<std::string>().find("ring_fwd_fp16_hd64_causal_gqa2_"), std::string::npos)
+      << doc.at("precision");
+}
+
 TEST_F(CmdVerifyEmulated, SpecChoosesTheKernelPerStepType) {
   const auto r = run_cli("verify --vectors " + vectors("gqa4_causal_hd64_s32.json") +
                          " --backend emulated --scheme zigzag --ranks 2 --json"
