@@ -6,9 +6,10 @@
 // it defines __CUDACC__ and the CUDA keywords.
 //
 // One emulator serves two users: the test suite compiles cuda_emulation.cpp into its binary and
-// runs template instantiations directly; the emulated backend (runtime/jit/host_jit.h) embeds both
-// files in the library and compiles each generated kernel with them into a self-contained shared
-// object. It includes only standard headers, so that compile needs nothing but a C++ compiler.
+// runs template instantiations directly; the emulated backend (runtime/jit/host_jit.h) embeds every
+// file of emulation/ in the library and compiles each generated kernel with them into a
+// self-contained shared object. They include only standard headers and each other, so that
+// compile needs nothing but a C++ compiler.
 //
 // Threads: the state of the CTA being run (and its shared memory) is thread_local, so several
 // host threads may each run launches at once (the ranks of a ring on threads); one launch runs on

@@ -1,8 +1,9 @@
 // Switching between the emulator's fibers (emulation/cuda_emulation.cpp). On x86-64 a switch
 // saves the callee-saved registers on the fiber's own stack and swaps stack pointers: no system
-// call. glibc's swapcontext, used elsewhere, also saves and restores the signal mask with a
-// sigprocmask system call at every switch, which was 70% of an emulated launch's time
-// (bench/results/2026-11-23-emulated-step.md). Header of the emulator only: standard headers and
+// call. glibc's swapcontext, which other targets keep, also saves and restores the signal mask
+// with a sigprocmask system call at every switch, which was 70% of an emulated launch's time
+// (bench/results/2026-11-23-emulated-step.md). The switch returns into another stack, so it
+// assumes no hardware shadow stack (x86 CET user shadow stacks are opt-in and off by default). Header of the emulator only: standard headers and
 // no project includes; included by cuda_emulation.cpp alone.
 #pragma once
 
