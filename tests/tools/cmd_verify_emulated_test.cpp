@@ -110,6 +110,22 @@ TEST_F(CmdVerifyEmulated, SpecChoosesTheKernelPerStepType) {
       << precision;
 }
 
+// No host compiler: one line naming what to install, exit 1 (not the user's input).
+TEST_F(CmdVerifyEmulated, MissingCompilerIsOneLineNamingThePackage) {
+  const char* old = std::getenv("CXX");
+  const std::string saved = old ? old : "";
+  ::setenv("CXX", "no-such-compiler-cpgen", 1);
+  const auto r = run_cli("verify --vectors " + vectors("gqa4_causal_hd64_s32.json") +
+                         " --backend emulated --scheme zigzag --ranks 2");
+  if (old)
+    ::setenv("CXX", saved.c_str(), 1);
+  else
+    ::unsetenv("CXX");
+  EXPECT_EQ(r.exit_code, 1) << r.err;
+  EXPECT_NE(r.err.find("apt-get install g++"), std::string::npos) << r.err;
+  EXPECT_EQ(std::count(r.err.begin(), r.err.end(), '\n'), 1) << r.err;
+}
+
 TEST_F(CmdVerifyEmulated, BadInputIsOneLineAndExitTwo) {
   const std::string base = "verify --vectors " + vectors("gqa4_causal_hd64_s32.json") + " --scheme zigzag --ranks 2 ";
   struct Case {
