@@ -1,4 +1,5 @@
-// The template headers, embedded at build time (cmake/EmbedTemplates.cmake).
+// The template headers and the CUDA emulator's files, embedded at build time
+// (cmake/EmbedTemplates.cmake).
 #pragma once
 
 #include <cstddef>
@@ -13,5 +14,8 @@ struct EmbeddedTemplate {
 };
 
 std::span<const EmbeddedTemplate> embedded_templates();
+// emulation/cuda_emulation.{h,cpp} as "cpgen/emulation/<file>": what the emulated backend
+// compiles each kernel with (runtime/jit/host_jit.h).
+std::span<const EmbeddedTemplate> embedded_emulation();
 
 }  // namespace cpgen

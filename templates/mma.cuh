@@ -5,7 +5,7 @@
 
 #include "cpgen/traits.cuh"
 
-// CPGEN_EMULATION: the CPU emulator of tests/templates/emulator provides each primitive, so the
+// CPGEN_EMULATION: the CPU emulator of emulation/ provides each primitive, so the
 // same kernel source runs (slowly) on a host without a GPU.
 #if defined(__CUDACC__)
 

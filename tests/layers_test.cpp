@@ -18,8 +18,8 @@ namespace fs = std::filesystem;
 namespace {
 
 // Lowest first. The index is the layer's height.
-const std::vector<std::string> kLayers = {"core",    "generator", "jit",   "cuda", "ring", "cache",
-                                          "transport", "backend", "tuner", "api",  "cli"};
+const std::vector<std::string> kLayers = {"core", "emulation", "generator", "jit",   "cuda", "ring",
+                                          "cache", "transport", "backend",  "tuner", "api",  "cli"};
 
 int height(const std::string& layer) {
   for (size_t i = 0; i < kLayers.size(); ++i)
@@ -37,6 +37,7 @@ std::string layer_of(const std::string& path) {
   if (auto it = kPublic.find(path); it != kPublic.end()) return it->second;
   auto under = [&](const std::string& dir) { return path.rfind(dir, 0) == 0; };
   if (under("templates/")) return "core";
+  if (under("emulation/")) return "emulation";
   if (under("generator/")) return "generator";
   if (under("cache/")) return "cache";
   if (under("tuner/")) return "tuner";
@@ -51,8 +52,14 @@ std::string layer_of(const std::string& path) {
   return "";
 }
 
-// What a quoted include names, as a path from the repository root.
-std::string resolve(const std::string& included) {
+// What a quoted include names, as a path from the repository root. A bare file name is a file
+// of the including file's own folder (the emulator includes its header that way, so the same
+// line works where the emulated backend writes both files next to each other).
+std::string resolve(const std::string& included, const std::string& from_file) {
+  if (included.find('/') == std::string::npos) {
+    const auto slash = from_file.rfind('/');
+    return slash == std::string::npos ? included : from_file.substr(0, slash + 1) + included;
+  }
   if (included.rfind("cpgen/", 0) == 0) {
     std::string name = included.substr(6);
     if (name.size() > 4 && name.substr(name.size() - 4) == ".cuh") return "templates/" + name;
@@ -69,7 +76,8 @@ struct Violation {
 std::vector<Violation> check_tree(const fs::path& root) {
   std::vector<Violation> out;
   const std::regex include_re(R"(^\s*#\s*include\s*\"([^\"]+)\")");
-  for (const char* dir : {"include/cpgen", "templates", "generator", "runtime", "cache", "tuner", "tools/cli"}) {
+  for (const char* dir :
+       {"include/cpgen", "templates", "emulation", "generator", "runtime", "cache", "tuner", "tools/cli"}) {
     if (!fs::exists(root / dir)) continue;
     for (const auto& entry : fs::recursive_directory_iterator(root / dir)) {
       if (!entry.is_regular_file()) continue;
@@ -86,10 +94,13 @@ std::vector<Violation> check_tree(const fs::path& root) {
       while (std::getline(in, line)) {
         std::smatch m;
         if (!std::regex_search(line, m, include_re)) continue;
-        std::string target = resolve(m[1].str());
+        std::string target = resolve(m[1].str(), rel);
         std::string to = layer_of(target);
         if (to.empty()) {
           out.push_back({rel, m[1].str(), "includes a file of no layer"});
+        } else if (from == "emulation" && to != "emulation") {
+          // The emulated backend compiles the emulator with nothing but its own embedded files.
+          out.push_back({rel, m[1].str(), "the emulator includes only its own folder and standard headers"});
         } else if (height(to) > height(from)) {
           out.push_back({rel, m[1].str(), "layer " + from + " includes layer " + to + ", which is above it"});
         }
@@ -132,6 +143,11 @@ TEST(Layers, CheckerCatchesAnUpwardInclude) {
   write(root / "cache/lookup.h", "#include \"runtime/backend/gpu_backend.h\"\n");
   write(root / "runtime/stray.h", "\n");
   write(root / "templates/step_fwd.cuh", "#include \"cpgen/params.cuh\"\n");
+  write(root / "emulation/cuda_emulation.cpp",
+        "#include \"cuda_emulation.h\"\n#include \"runtime/core/half_convert.h\"\n");
+  write(root / "emulation/cuda_emulation.h", "\n");
+  write(root / "runtime/backend/emulated_kernel.h", "#include \"emulation/emulated_launch.h\"\n");
+  write(root / "emulation/emulated_launch.h", "\n");
   auto v = describe(check_tree(root));
   EXPECT_NE(v.find("runtime/core/enum_names.h: \"runtime/api/kernel_select.h\": layer core includes layer api"),
             std::string::npos) << v;
@@ -141,4 +157,9 @@ TEST(Layers, CheckerCatchesAnUpwardInclude) {
   EXPECT_EQ(v.find("partition.h"), std::string::npos) << v;
   EXPECT_EQ(v.find("kernel_select.h: \"cache"), std::string::npos) << v;
   EXPECT_EQ(v.find("step_fwd.cuh"), std::string::npos) << v;
+  // The emulator's own header by its bare name is fine; anything else of the project is not.
+  EXPECT_NE(v.find("emulation/cuda_emulation.cpp: \"runtime/core/half_convert.h\": the emulator includes only its own "
+                   "folder"), std::string::npos) << v;
+  EXPECT_EQ(v.find("\"cuda_emulation.h\""), std::string::npos) << v;
+  EXPECT_EQ(v.find("emulated_kernel.h"), std::string::npos) << v;
 }

@@ -6,41 +6,6 @@
 
 namespace cpgen::gpu {
 
-StepGrid step_grid(const KernelSpec& spec, const RingFwdParams& params) {
-  const int64_t packed_rows = static_cast<int64_t>(params.q_len) * spec.gqa_group;
-  StepGrid grid;
-  grid.x = static_cast<unsigned>((packed_rows + spec.block_m - 1) / spec.block_m);
-  // The kernel unfolds the same (y, z) back into a pair with device::unfold_pair.
-  const device::FoldedPairs pairs =
-      device::fold_pairs(static_cast<long long>(params.batch) * params.kv_heads);
-  grid.y = pairs.y;
-  grid.z = pairs.z;
-  return grid;
-}
-
-StepGrid step_bwd_grid(const KernelSpec& spec, const RingBwdParams& params) {
-  StepGrid grid;
-  grid.x = static_cast<unsigned>((static_cast<int64_t>(params.kv_len) + spec.block_n - 1) / spec.block_n);
-  const device::FoldedPairs pairs =
-      device::fold_pairs(static_cast<long long>(params.batch) * params.kv_heads);
-  grid.y = pairs.y;
-  grid.z = pairs.z;
-  return grid;
-}
-
-StepGrid row_grid(long long rows, int warps) {
-  if (rows <= 0 || warps <= 0)
-    throw Error(ErrorKind::kInternal, "row_grid: " + std::to_string(rows) + " rows in blocks of " +
-                                          std::to_string(warps) + " warps");
-  const long long blocks = (rows + warps - 1) / warps;
-  if (blocks > 0x7fffffffLL)
-    throw Error(ErrorKind::kInternal, "row_grid: " + std::to_string(rows) + " rows need " +
-                                          std::to_string(blocks) + " blocks, past grid.x's 2^31 - 1");
-  StepGrid grid;
-  grid.x = static_cast<unsigned>(blocks);
-  return grid;
-}
-
 StepKernel::StepKernel(const KernelSpec& spec, const std::string& arch, int device) : arch_(arch) {
   add(spec, device);
 }

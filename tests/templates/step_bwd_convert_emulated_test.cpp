@@ -10,7 +10,7 @@
 #include <vector>
 
 // Last: defines __CUDACC__ and the CUDA keywords for the template headers below.
-#include "emulator/cuda_emulation.h"
+#include "emulation/cuda_emulation.h"
 #include "cpgen/step_bwd_pre.cuh"
 
 namespace cpgen {

@@ -24,7 +24,7 @@
 #include "test_util.h"
 
 // Last: defines __CUDACC__ and the CUDA keywords for the template headers below.
-#include "emulator/cuda_emulation.h"
+#include "emulation/cuda_emulation.h"
 #include "cpgen/step_bwd.cuh"
 #include "cpgen/step_bwd_pre.cuh"
 

@@ -1,5 +1,5 @@
 // The forward step kernel template itself, run on the CPU by the CUDA emulator
-// (emulator/cuda_emulation.h): the same step_fwd.cuh source that NVRTC compiles, with mma.sync,
+// (emulation/cuda_emulation.h): the same step_fwd.cuh source that NVRTC compiles, with mma.sync,
 // ldmatrix, shuffles and barriers emulated from their PTX definitions. Checks a few tile configs
 // (pipeline depths 1-3, key sub-tiles, both swizzles, GQA packing) over zigzag rings of steps
 // against float64, with the same poisoning and tolerances as the GPU tests. This is what checks
@@ -15,7 +15,7 @@
 #include "test_util.h"
 
 // Last: defines __CUDACC__ and the CUDA keywords for the template headers below.
-#include "emulator/cuda_emulation.h"
+#include "emulation/cuda_emulation.h"
 #include "cpgen/step_fwd.cuh"
 
 namespace cpgen {

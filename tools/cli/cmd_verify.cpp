@@ -36,6 +36,7 @@ struct VerifyOptions {
   std::string backend = "cpu";
   std::string dtype;
   std::string transport;
+  std::vector<std::string> specs;
   std::string output_path;
   bool json = false;
 };
@@ -128,6 +129,8 @@ void run_verify(const VerifyOptions& opt) {
   if (!backend)
     throw_bad_input("--backend '" + opt.backend + "' is not available in this build; allowed: " +
                     join(verify_backend_names()));
+  if (!opt.specs.empty() && !backend->takes_spec)
+    throw_bad_input("--spec is not taken by --backend " + opt.backend + " (it runs the kernels selection chooses)");
 
   AttentionVectors vec;
   Scheme scheme = Scheme::kZigzag;
@@ -162,6 +165,7 @@ void run_verify(const VerifyOptions& opt) {
   request.ranks = ranks;
   request.dtype = dtype;
   request.transport = opt.transport;
+  request.specs = opt.specs;
   const VerifyReport report = backend->run(request);
   if (report.checks.empty())
     throw Error(ErrorKind::kInternal, "verify: backend " + opt.backend + " checked nothing");
@@ -199,6 +203,7 @@ void run_verify(const VerifyOptions& opt) {
       check["ok"] = c.passed();
       doc["checks"].push_back(check);
     }
+    if (!report.notes.empty()) doc["notes"] = report.notes;
     doc["ok"] = failed.empty();
     doc["failed"] = failed;
     if (!opt.output_path.empty()) doc["output"] = opt.output_path;
@@ -216,6 +221,7 @@ void run_verify(const VerifyOptions& opt) {
     for (const VerifyCheck& c : report.checks)
       std::printf("    %-4s %-19s %.3e  (limit %.0e)  %s\n", c.tensor.c_str(), c.metric.c_str(),
                   c.error, c.limit, c.passed() ? "ok" : "FAIL");
+    for (const std::string& note : report.notes) std::printf("  note: %s\n", note.c_str());
     if (!opt.output_path.empty()) std::printf("  results written to %s\n", opt.output_path.c_str());
     std::printf("%s\n",
                 failed.empty() ? "ok" : ("FAILED: " + join(failed) + " above the limit").c_str());
@@ -260,6 +266,9 @@ const CommandRegistrar kVerify("verify", [](CLI::App& root) {
                   "the --shape entry's dtype)");
   cmd->add_option("--transport", opt->transport,
                   "how ranks exchange data, if the backend has a choice (cpu: threads)");
+  cmd->add_option("--spec", opt->specs,
+                  "kernel URI to run (--backend emulated): URI for every step type, or STEP=URI for one "
+                  "(STEP: diagonal, full, zigzag-kv-half, zigzag-q-half); default: what selection chooses");
   cmd->add_option("--output", opt->output_path,
                   "write the gathered out, lse, dq, dk, dv as JSON (the vectors file's layout)");
   cmd->add_flag("--json", opt->json, "print the report as JSON");

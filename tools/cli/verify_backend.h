@@ -25,6 +25,7 @@ struct VerifyRequest {
   int ranks = 1;
   std::string dtype;      // --dtype; empty: the backend's default
   std::string transport;  // --transport; empty: the backend's default
+  std::vector<std::string> specs;  // --spec values (backends that take kernels by URI)
 };
 
 // One number compared with its bound; it passes when error <= limit (NaN never passes).
@@ -46,6 +47,7 @@ struct VerifyReport {
   std::string precision;  // what computed the numbers, e.g. "float32 CPU threads" or a kernel URI
   std::vector<VerifyCheck> checks;
   VerifyResults results;
+  std::vector<std::string> notes;  // remarks printed with the report: what was not checked, timings
 };
 
 struct VerifyBackend {
@@ -53,6 +55,7 @@ struct VerifyBackend {
   std::string summary;  // one line for --help
   // Throws cpgen::Error: kBadInput for an option value the backend does not take.
   std::function<VerifyReport(const VerifyRequest& request)> run;
+  bool takes_spec = false;  // whether --spec is allowed (request.specs)
 };
 
 struct VerifyBackendRegistrar {

@@ -1,0 +1,439 @@
+// The emulator's run time: fibers, barriers, the warp collectives and the asynchronous copies.
+// Compiled into the test binary, and into every shared object of the emulated backend (which
+// includes this file after the kernel's source), so it uses standard headers only.
+#include "cuda_emulation.h"
+
+#include <cmath>
+#include <memory>
+#include <vector>
+
+#include "fiber_switch.h"
+#include "shared_shadow.h"
+
+namespace cpgen::device {
+alignas(128) __thread unsigned char shared_storage[256 * 1024];
+}
+
+namespace cpgen::emulation {
+namespace {
+
+constexpr size_t kStackBytes = 256 * 1024;
+constexpr int kSharedCapacity = 256 * 1024;
+// Bytes past the launch's dynamic shared size filled with a pattern and checked after each CTA:
+// a plain store past the declared size (which the emulator does not see) changes them.
+constexpr int kSharedGuard = 4096;
+constexpr unsigned char kGuardByte = 0xA5;
+
+// One 16-byte cp.async: copied into shared memory only when a wait_group retires its group, so a
+// kernel that reads a tile before waiting for it reads the poison the CTA started with.
+struct AsyncCopy {
+  uint32_t shared_dst;
+  unsigned char bytes[16];
+};
+
+struct Fiber {
+  FiberContext context;
+  std::unique_ptr<char[]> stack;
+  Dim3 thread;
+  bool done = false;
+  std::vector<AsyncCopy> open_group;              // issued since the last commit
+  std::vector<std::vector<AsyncCopy>> committed;  // oldest first
+};
+
+// Threads arrive at a barrier; the last one opens it (advances the generation); the others yield
+// until the generation moves.
+struct Barrier {
+  int arrived = 0;
+  unsigned generation = 0;
+};
+
+// Per-warp exchange slot of collective operations: each lane writes its words, all wait, all read,
+// all wait again before the slot can be reused.
+struct WarpSlot {
+  Barrier barrier;
+  uint32_t syncwarp_epoch = 0;  // the barrier's generation after the warp's last __syncwarp
+  uint32_t words[32][8];
+};
+
+struct Cta {
+  std::vector<Fiber> fibers;
+  std::vector<WarpSlot> warps;
+  Barrier block_barrier;
+  FiberContext scheduler;
+  Dim3 block;
+  Dim3 grid;
+  int current = -1;
+  int threads = 0;
+  long progress = 0;  // barriers opened and threads finished, to detect a deadlock
+  const std::function<void()>* body = nullptr;
+  int shared_bytes = 0;
+  SharedShadow shadow;
+  std::string first_error;  // the sanitizer's first finding, with thread and block
+  long errors = 0;
+};
+
+thread_local Cta* g_cta = nullptr;  // the CTA this host thread is running
+// What cp.async may read and red.add may write in the launches of this host thread; empty: not
+// checked (set_global_buffers).
+thread_local std::vector<GlobalBuffer> g_buffers;
+
+void yield() { fiber_switch(g_cta->fibers[g_cta->current].context, g_cta->scheduler); }
+
+void wait_at(Barrier& b, int parties) {
+  const unsigned generation = b.generation;
+  if (++b.arrived == parties) {
+    b.arrived = 0;
+    ++b.generation;
+    ++g_cta->progress;
+    return;
+  }
+  while (b.generation == generation) yield();
+}
+
+int lane() { return g_cta->current % 32; }
+WarpSlot& warp_slot() { return g_cta->warps[g_cta->current / 32]; }
+
+// Every lane's `count` words, after all 32 lanes of the warp have given theirs.
+template <int kCount>
+void warp_gather(const uint32_t* mine, uint32_t (&all)[32][kCount]) {
+  WarpSlot& w = warp_slot();
+  memcpy(w.words[lane()], mine, kCount * 4);
+  wait_at(w.barrier, 32);
+  for (int l = 0; l < 32; ++l) memcpy(all[l], w.words[l], kCount * 4);
+  wait_at(w.barrier, 32);
+}
+
+void fiber_entry() {
+  (*g_cta->body)();
+  g_cta->fibers[g_cta->current].done = true;
+  ++g_cta->progress;
+  yield();
+}
+
+uint16_t element(const uint32_t word, int half) { return static_cast<uint16_t>(word >> (16 * half)); }
+
+std::string hex(uint64_t value) {
+  char text[32];
+  snprintf(text, sizeof text, "0x%llx", static_cast<unsigned long long>(value));
+  return text;
+}
+
+std::string block_text() {
+  return "block (" + std::to_string(g_cta->block.x) + ", " + std::to_string(g_cta->block.y) + ", " +
+         std::to_string(g_cta->block.z) + ")";
+}
+
+// A sanitizer finding: the first is kept in full, the rest counted; the launch fails at its end.
+void report(int thread, const std::string& what) {
+  if (g_cta->errors++ == 0)
+    g_cta->first_error = (thread >= 0 ? "thread " + std::to_string(thread) + " of " : std::string("")) +
+                         block_text() + ": " + what;
+}
+
+SyncEpoch epoch_of(int thread) {
+  return {g_cta->block_barrier.generation, g_cta->warps[static_cast<size_t>(thread / 32)].syncwarp_epoch};
+}
+
+// Whether [offset, offset + count) lies in the launch's dynamic shared memory; reports if not.
+bool shared_in_bounds(uint32_t offset, int count, const char* what) {
+  if (static_cast<uint64_t>(offset) + static_cast<uint64_t>(count) <= static_cast<uint64_t>(g_cta->shared_bytes))
+    return true;
+  report(g_cta->current, std::string(what) + " shared bytes [" + hex(offset) + ", " + hex(offset + count) +
+                             ") past the launch's " + std::to_string(g_cta->shared_bytes) + " dynamic shared bytes");
+  return false;
+}
+
+// Whether [p, p + count) lies inside one buffer of the launch (always, when none were given).
+bool global_in_bounds(const void* p, size_t count, const char* what) {
+  if (g_buffers.empty()) return true;
+  const auto* begin = static_cast<const unsigned char*>(p);
+  for (const GlobalBuffer& b : g_buffers) {
+    const auto* start = static_cast<const unsigned char*>(b.data);
+    if (begin >= start && begin + count <= start + b.bytes) return true;
+  }
+  report(g_cta->current, std::string(what) + " global bytes [" + hex(reinterpret_cast<uintptr_t>(p)) + ", +" +
+                             std::to_string(count) + ") outside every buffer of the launch");
+  return false;
+}
+
+void report_race(int thread, int other, uint32_t offset, const char* what) {
+  report(thread, std::string(what) + " shared byte " + hex(offset) + " that thread " + std::to_string(other) +
+                     " accessed with no barrier between them (race)");
+}
+
+}  // namespace
+
+const Dim3& thread_idx() { return g_cta->fibers[g_cta->current].thread; }
+const Dim3& block_idx() { return g_cta->block; }
+const Dim3& grid_dim() { return g_cta->grid; }
+
+void syncthreads() { wait_at(g_cta->block_barrier, g_cta->threads); }
+void syncwarp() {
+  WarpSlot& w = warp_slot();
+  wait_at(w.barrier, 32);
+  // Every lane reads the same generation here: the next opening needs this lane to arrive again.
+  w.syncwarp_epoch = w.barrier.generation;
+}
+
+uint32_t shfl_xor(uint32_t value, int lane_mask) {
+  uint32_t all[32][1];
+  warp_gather<1>(&value, all);
+  return all[lane() ^ lane_mask][0];
+}
+
+bool any(bool predicate) {
+  uint32_t mine = predicate, all[32][1];
+  warp_gather<1>(&mine, all);
+  for (auto& a : all)
+    if (a[0]) return true;
+  return false;
+}
+
+uint32_t shared_offset(const void* p) {
+  return static_cast<uint32_t>(static_cast<const unsigned char*>(p) - device::shared_storage);
+}
+
+// PTX ldmatrix .m8n8.x4.b16: lanes 8i..8i+7 address the rows of matrix i; lane l receives in
+// register i the elements 2(l%4), 2(l%4)+1 of row l/4 (.trans: element l/4 of rows 2(l%4) and
+// 2(l%4)+1).
+void ldmatrix_x4(uint32_t (&r)[4], uint32_t shared_address, bool trans) {
+  // Each lane's row address is checked by that lane; a row outside reads as zeros.
+  const bool in_bounds = shared_in_bounds(shared_address, 16, "ldmatrix reads");
+  uint32_t mine[2] = {shared_address, in_bounds ? 1u : 0u}, all[32][2];
+  warp_gather<2>(mine, all);
+  const int l = lane();
+  // Element `column` of the row lane `row_lane` addressed.
+  auto at = [&all](int row_lane, int column) -> uint32_t {
+    if (!all[row_lane][1]) return 0;
+    const uint32_t offset = all[row_lane][0] + 2 * column;
+    bool never_written = false;
+    const int other = g_cta->shadow.read(offset, 2, g_cta->current, epoch_of(g_cta->current),
+                                         device::shared_storage, &never_written);
+    if (never_written)
+      report(g_cta->current, "ldmatrix reads shared byte " + hex(offset) + ", never written in this CTA");
+    else if (other != SharedShadow::kNobody)
+      report_race(g_cta->current, other, offset, "ldmatrix reads");
+    uint16_t v;
+    memcpy(&v, device::shared_storage + offset, 2);
+    return v;
+  };
+  for (int i = 0; i < 4; ++i) {
+    if (!trans) {
+      const int row = 8 * i + l / 4;
+      r[i] = at(row, 2 * (l % 4)) | at(row, 2 * (l % 4) + 1) << 16;
+    } else {
+      r[i] = at(8 * i + 2 * (l % 4), l / 4) | at(8 * i + 2 * (l % 4) + 1, l / 4) << 16;
+    }
+  }
+}
+
+// PTX mma.m16n8k16.row.col, f32 accumulate. With g = lane / 4, t = lane % 4:
+// A registers: a0 (g, 2t..2t+1), a1 (g+8, 2t..), a2 (g, 2t+8..), a3 (g+8, 2t+8..);
+// B registers: b0 (k 2t..2t+1, n g), b1 (k 2t+8..2t+9, n g);
+// C/D: d0 (g, 2t), d1 (g, 2t+1), d2 (g+8, 2t), d3 (g+8, 2t+1).
+void mma_16816(float (&d)[4], const uint32_t (&a)[4], uint32_t b0, uint32_t b1, bool bf16) {
+  uint32_t mine[6] = {a[0], a[1], a[2], a[3], b0, b1};
+  uint32_t all[32][6];
+  warp_gather<6>(mine, all);
+  // This lane's results need rows g and g+8 of A (held by lanes 4g..4g+3) and columns 2t and
+  // 2t+1 of B (held by lanes 4n..4n+3 for n = 2t, 2t+1); only those are unpacked.
+  const int g = lane() / 4, t = lane() % 4;
+  float a_rows[2][16], b_cols[2][16];
+  for (int q = 0; q < 4; ++q) {
+    const uint32_t* holder = all[4 * g + q];
+    for (int h = 0; h < 2; ++h) {
+      a_rows[0][2 * q + h] = float_from_16(element(holder[0], h), bf16);
+      a_rows[1][2 * q + h] = float_from_16(element(holder[1], h), bf16);
+      a_rows[0][2 * q + 8 + h] = float_from_16(element(holder[2], h), bf16);
+      a_rows[1][2 * q + 8 + h] = float_from_16(element(holder[3], h), bf16);
+      for (int c = 0; c < 2; ++c) {
+        const uint32_t* column_holder = all[4 * (2 * t + c) + q];
+        b_cols[c][2 * q + h] = float_from_16(element(column_holder[4], h), bf16);
+        b_cols[c][2 * q + 8 + h] = float_from_16(element(column_holder[5], h), bf16);
+      }
+    }
+  }
+  for (int e = 0; e < 4; ++e) {
+    float sum = d[e];
+    for (int k = 0; k < 16; ++k) sum += a_rows[e / 2][k] * b_cols[e % 2][k];
+    d[e] = sum;
+  }
+}
+
+namespace {
+
+// x >> shift, rounded to nearest with ties to even on the bits shifted out.
+uint32_t shift_round_even(uint32_t x, int shift) {
+  if (shift == 0) return x;
+  if (shift > 31) return 0;
+  const uint32_t kept = x >> shift, dropped = x & ((1u << shift) - 1), half = 1u << (shift - 1);
+  return kept + (dropped > half || (dropped == half && (kept & 1u)) ? 1u : 0u);
+}
+
+uint16_t to_bf16(uint32_t sign, uint32_t magnitude) {
+  // bf16 is the upper half of an f32; a carry out of the mantissa bumps the exponent, and from
+  // the largest finite value lands on infinity (0x7f80), as cvt.rn does.
+  return static_cast<uint16_t>(sign | shift_round_even(magnitude, 16));
+}
+
+uint16_t to_fp16(uint32_t sign, uint32_t magnitude) {
+  const int exponent = static_cast<int>(magnitude >> 23) - 127;
+  if (exponent >= 16) return static_cast<uint16_t>(sign | 0x7c00u);  // 2^16 and up: infinity
+  if (exponent >= -14) {
+    // Normal range: rebias (127 -> 15) in place, then drop 13 mantissa bits; a carry may reach the
+    // exponent, and past 65504 it reaches 0x7c00, infinity.
+    const uint32_t rebased = magnitude - (112u << 23);
+    return static_cast<uint16_t>(sign | shift_round_even(rebased, 13));
+  }
+  if (exponent < -25) return static_cast<uint16_t>(sign);  // below half the smallest subnormal
+  // Subnormal half: value = significand * 2^(exponent - 23) expressed in units of 2^-24; a round
+  // up from the largest subnormal gives 0x400, the smallest normal, which is the right encoding.
+  const uint32_t significand = (magnitude & 0x7fffffu) | 0x800000u;
+  return static_cast<uint16_t>(sign | shift_round_even(significand, -1 - exponent));
+}
+
+}  // namespace
+
+uint16_t float_to_16(float value, bool bf16) {
+  uint32_t bits;
+  memcpy(&bits, &value, 4);
+  const uint32_t sign = (bits >> 16) & 0x8000u, magnitude = bits & 0x7fffffffu;
+  if (magnitude > 0x7f800000u) return 0x7fffu;  // PTX: a NaN converts to the canonical NaN
+  return bf16 ? to_bf16(sign, magnitude) : to_fp16(sign, magnitude);
+}
+
+float float_from_16(uint16_t bits, bool bf16) {
+  uint32_t wide;
+  if (bf16) {
+    wide = static_cast<uint32_t>(bits) << 16;
+  } else {
+    const uint32_t sign = (bits & 0x8000u) << 16, exponent = (bits >> 10) & 0x1fu, mantissa = bits & 0x3ffu;
+    if (exponent == 0) {
+      const float magnitude = static_cast<float>(mantissa) * 5.9604644775390625e-8f;  // * 2^-24, exact
+      return sign ? -magnitude : magnitude;
+    }
+    wide = sign | (exponent == 31 ? 0x7f800000u : (exponent + 112u) << 23) | mantissa << 13;
+  }
+  float out;
+  memcpy(&out, &wide, 4);
+  return out;
+}
+
+uint32_t pack_16x2(float lo, float hi, bool bf16) {
+  return float_to_16(lo, bf16) | static_cast<uint32_t>(float_to_16(hi, bf16)) << 16;
+}
+
+// The source is read at issue (the kernel does not change its inputs), the destination written
+// when the group retires.
+// Copies whose source or destination is out of bounds are reported and dropped.
+void cp_async_16(uint32_t shared_dst, const void* global_src, bool valid) {
+  if (!shared_in_bounds(shared_dst, 16, "cp.async writes")) return;
+  if (valid && !global_in_bounds(global_src, 16, "cp.async reads")) return;
+  AsyncCopy copy{shared_dst, {}};
+  if (valid) memcpy(copy.bytes, global_src, 16);
+  g_cta->fibers[g_cta->current].open_group.push_back(copy);
+}
+void cp_async_commit() {
+  Fiber& f = g_cta->fibers[g_cta->current];
+  f.committed.push_back(std::move(f.open_group));
+  f.open_group.clear();
+}
+void cp_async_wait(int pending) {
+  Fiber& f = g_cta->fibers[g_cta->current];
+  while (static_cast<int>(f.committed.size()) > pending) {
+    for (const AsyncCopy& copy : f.committed.front()) {
+      // The copy may land any time between issue and here; it lands here, so a read of the
+      // destination by another thread before this thread's wait and a barrier is a race.
+      const int other = g_cta->shadow.write(copy.shared_dst, 16, g_cta->current, epoch_of(g_cta->current));
+      if (other != SharedShadow::kNobody) report_race(g_cta->current, other, copy.shared_dst, "cp.async lands in");
+      memcpy(device::shared_storage + copy.shared_dst, copy.bytes, 16);
+    }
+    f.committed.erase(f.committed.begin());
+  }
+}
+
+namespace {
+float flush_subnormal(float x) { return std::fpclassify(x) == FP_SUBNORMAL ? std::copysign(0.0f, x) : x; }
+}  // namespace
+
+void red_add_f32(float* address, float value) {
+  if (!global_in_bounds(address, 4, "red.add writes")) return;
+  // The host's float addition rounds to nearest even (the default rounding mode).
+  *address = flush_subnormal(flush_subnormal(*address) + flush_subnormal(value));
+}
+
+std::string launch(unsigned grid_x, unsigned grid_y, unsigned threads, int shared_bytes,
+                   const std::function<void()>& body) {
+  return launch(grid_x, grid_y, 1, threads, shared_bytes, body);
+}
+
+std::string launch(unsigned grid_x, unsigned grid_y, unsigned grid_z, unsigned threads,
+                   int shared_bytes, const std::function<void()>& body) {
+  if (shared_bytes < 0 || shared_bytes > kSharedCapacity - kSharedGuard)
+    return "dynamic shared memory of " + std::to_string(shared_bytes) + " bytes; the emulator has " +
+           std::to_string(kSharedCapacity - kSharedGuard);
+  if (threads % 32 != 0) return "threads must be whole warps";
+  Cta cta;
+  cta.threads = static_cast<int>(threads);
+  cta.body = &body;
+  cta.fibers.resize(threads);
+  for (Fiber& f : cta.fibers) f.stack.reset(new char[kStackBytes]);
+  cta.grid = {grid_x, grid_y, grid_z};
+  cta.shared_bytes = shared_bytes;
+  g_cta = &cta;
+  for (unsigned bz = 0; bz < grid_z; ++bz)
+  for (unsigned by = 0; by < grid_y; ++by)
+    for (unsigned bx = 0; bx < grid_x; ++bx) {
+      memset(device::shared_storage, 0xFF, static_cast<size_t>(shared_bytes));
+      memset(device::shared_storage + shared_bytes, kGuardByte, kSharedGuard);
+      cta.shadow.reset(shared_bytes);
+      cta.block = {bx, by, bz};
+      cta.warps.assign(threads / 32, WarpSlot{});
+      cta.block_barrier = Barrier{};
+      for (unsigned t = 0; t < threads; ++t) {
+        Fiber& f = cta.fibers[t];
+        f.thread = {t, 0, 0};
+        f.done = false;
+        f.open_group.clear();
+        f.committed.clear();
+        fiber_prepare(f.context, f.stack.get(), kStackBytes, fiber_entry);
+      }
+      int finished = 0;
+      while (finished < cta.threads) {
+        const long before = cta.progress;
+        finished = 0;
+        for (int t = 0; t < cta.threads; ++t) {
+          if (cta.fibers[t].done) {
+            ++finished;
+            continue;
+          }
+          cta.current = t;
+          fiber_switch(cta.scheduler, cta.fibers[t].context);
+        }
+        if (finished < cta.threads && cta.progress == before) {
+          // A whole round without any barrier opening or thread finishing: stuck for good. The
+          // fibers' stacks are dropped with the CTA; nothing on them owns resources.
+          g_cta = nullptr;
+          return "deadlock in block (" + std::to_string(bx) + ", " + std::to_string(by) + ", " +
+                 std::to_string(bz) + "): threads wait at different barriers";
+        }
+      }
+      for (int i = 0; i < kSharedGuard; ++i)
+        if (device::shared_storage[shared_bytes + i] != kGuardByte) {
+          report(-1, "a store to shared byte " + hex(static_cast<uint64_t>(shared_bytes + i)) + " past the launch's " +
+                         std::to_string(shared_bytes) + " dynamic shared bytes");
+          break;
+        }
+    }
+  g_cta = nullptr;
+  if (cta.errors > 0)
+    return "sanitizer: " + cta.first_error +
+           (cta.errors > 1 ? " (and " + std::to_string(cta.errors - 1) + " more findings)" : std::string());
+  return {};
+}
+
+void set_global_buffers(const GlobalBuffer* buffers, int count) {
+  g_buffers.assign(buffers, buffers + (count > 0 ? count : 0));
+}
+
+}  // namespace cpgen::emulation

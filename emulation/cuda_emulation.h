@@ -1,0 +1,124 @@
+// A CPU emulator of the CUDA features the kernel templates use, so the real template source runs
+// on a host without a GPU: every thread of a CTA is a fiber; __syncthreads, warp shuffles, ldmatrix
+// and mma.sync are collective operations implemented from their PTX definitions (independently of
+// templates/layout.cuh); cp.async copies land in shared memory only when a cp.async.wait_group
+// retires their group. Include this before any template header, in a translation unit of its own:
+// it defines __CUDACC__ and the CUDA keywords.
+//
+// One emulator serves two users: the test suite compiles cuda_emulation.cpp into its binary and
+// runs template instantiations directly; the emulated backend (runtime/jit/host_jit.h) embeds every
+// file of emulation/ in the library and compiles each generated kernel with them into a
+// self-contained shared object. They include only standard headers and each other, so that
+// compile needs nothing but a C++ compiler.
+//
+// Threads: the state of the CTA being run (and its shared memory) is thread_local, so several
+// host threads may each run launches at once (the ranks of a ring on threads); one launch runs on
+// the thread that called launch().
+#pragma once
+
+#include <math.h>
+#include <stdint.h>
+#include <stddef.h>
+#include <string.h>
+
+#include <functional>
+#include <string>
+
+#define __CUDACC__ 1
+#define __CUDA_ARCH__ 900
+#define CPGEN_EMULATION 1
+#define __host__
+#define __device__
+#define __global__
+#define __forceinline__ inline
+// Shared memory is per CTA; CTAs of one host thread run one after another, so one buffer per host
+// thread serves them all. GNU __thread, not thread_local: it never has a dynamic initializer, so
+// the kernel's block-scope `extern __shared__` declaration makes the compiler call no TLS init
+// wrapper (an undefined weak one, assumed present under -fvisibility=hidden: a call to address 0).
+#define __shared__ __thread
+#define __align__(n)
+#define __launch_bounds__(n)
+
+namespace cpgen::emulation {
+
+struct Dim3 {
+  unsigned x = 0, y = 0, z = 0;
+};
+const Dim3& thread_idx();
+const Dim3& block_idx();
+const Dim3& grid_dim();
+
+void syncthreads();
+void syncwarp();
+uint32_t shfl_xor(uint32_t value, int lane_mask);
+bool any(bool predicate);
+
+uint32_t shared_offset(const void* p);
+void ldmatrix_x4(uint32_t (&r)[4], uint32_t shared_address, bool trans);
+void mma_16816(float (&d)[4], const uint32_t (&a)[4], uint32_t b0, uint32_t b1, bool bf16);
+uint32_t pack_16x2(float lo, float hi, bool bf16);
+void cp_async_16(uint32_t shared_dst, const void* global_src, bool valid);
+void cp_async_commit();
+void cp_async_wait(int pending);
+// PTX red.global.add.f32 (and atom.add.f32): *address = *address + value as one indivisible
+// read-modify-write, the sum rounded to nearest even, subnormal inputs and results flushed to zero
+// of the same sign (the ISA's definition of the .f32 add of red/atom, independent of .ftz flags).
+// The fibers of a launch never run in parallel, so any interleaving of reductions on one word is
+// some serial order of whole reductions, which is exactly what the ISA promises and nothing more.
+// (Launches on different host threads must not reduce into the same memory.)
+void red_add_f32(float* address, float value);
+
+// The sanitizer. Launches check what the emulator performs for the kernel: cp.async (source in
+// one of the launch's global buffers, destination in its dynamic shared memory), red.add (target
+// in a buffer), ldmatrix (rows in shared memory, written in this CTA, not racing a write), and
+// after each CTA that no plain store went past the dynamic shared size (a guard region). Plain
+// loads and stores of kernel code are not seen otherwise (see shared_shadow.h). A finding fails
+// the launch with the thread, block and address; the first is reported, the rest counted.
+struct GlobalBuffer {
+  const void* data;
+  size_t bytes;
+};
+// The global buffers of the following launches on this host thread; none (the default): global
+// addresses are not checked.
+void set_global_buffers(const GlobalBuffer* buffers, int count);
+
+// Runs body() as every thread of every CTA of the grid (CTAs one after another, threads as
+// fibers), with `shared_bytes` of dynamic shared memory poisoned (0xFF) at the start of each CTA.
+// Returns an empty string, or what went wrong: a deadlock (threads waiting on different barriers)
+// or the sanitizer's findings.
+std::string launch(unsigned grid_x, unsigned grid_y, unsigned threads, int shared_bytes,
+                   const std::function<void()>& body);
+// The same over a three-dimensional grid (grid.z > 1: (batch, kv head) pairs folded over y and z).
+std::string launch(unsigned grid_x, unsigned grid_y, unsigned grid_z, unsigned threads,
+                   int shared_bytes, const std::function<void()>& body);
+
+// PTX cvt.rn.bf16.f32 / cvt.rn.f16.f32: round to nearest even, overflow to infinity, fp16
+// subnormals kept, NaN to the canonical 0x7fff. And the exact widening back to f32.
+uint16_t float_to_16(float value, bool bf16);
+float float_from_16(uint16_t bits, bool bf16);
+
+}  // namespace cpgen::emulation
+
+namespace cpgen::device {
+extern __thread unsigned char shared_storage[];  // the kernel's extern __shared__ array
+}
+
+#define threadIdx (::cpgen::emulation::thread_idx())
+#define blockIdx (::cpgen::emulation::block_idx())
+#define gridDim (::cpgen::emulation::grid_dim())
+inline void __syncthreads() { ::cpgen::emulation::syncthreads(); }
+inline void __syncwarp(unsigned = 0xffffffffu) { ::cpgen::emulation::syncwarp(); }
+inline float __int_as_float(int i) {
+  float f;
+  memcpy(&f, &i, 4);
+  return f;
+}
+inline float __shfl_xor_sync(unsigned, float v, int lane_mask) {
+  uint32_t u;
+  memcpy(&u, &v, 4);
+  u = ::cpgen::emulation::shfl_xor(u, lane_mask);
+  memcpy(&v, &u, 4);
+  return v;
+}
+inline int __any_sync(unsigned, bool predicate) { return ::cpgen::emulation::any(predicate); }
+inline int min(int a, int b) { return a < b ? a : b; }

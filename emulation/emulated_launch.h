@@ -1,0 +1,35 @@
+// The C entry point of an emulated kernel's shared object (runtime/jit/host_jit.h builds it, the
+// emulated backend dlopen()s it). Plain C types only: the object carries its own copy of the
+// emulator, so nothing but this struct crosses the boundary, and a library built by another
+// compiler (or another version of cpgen) can still call it, or see that it must not.
+#pragma once
+
+#define CPGEN_EMULATED_ABI 2
+#define CPGEN_EMULATED_ENTRY "cpgen_emulated_launch"
+
+#include <stddef.h>
+
+extern "C" {
+
+// A global buffer the launch may touch; the sanitizer reports cp.async reads and red.add writes
+// outside every one of them.
+struct CpgenEmulatedBuffer {
+  const void* data;
+  size_t bytes;
+};
+
+struct CpgenEmulatedLaunch {
+  int abi_version;  // CPGEN_EMULATED_ABI of the caller; the object refuses another
+  unsigned grid_x, grid_y, grid_z;
+  unsigned threads;    // per block, whole warps
+  int shared_bytes;    // dynamic shared memory of the launch
+  const void* params;  // the kernel's params struct (templates/params*.cuh) in host memory
+  const struct CpgenEmulatedBuffer* buffers;  // none (count 0): global addresses are not checked
+  int buffer_count;
+  char error[512];     // on failure: what went wrong, NUL-terminated
+};
+
+// Runs the whole grid on the calling thread before returning: 0 on success, else nonzero with
+// `error` filled.
+typedef int (*CpgenEmulatedEntry)(struct CpgenEmulatedLaunch* launch);
+}

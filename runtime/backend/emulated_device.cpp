@@ -1,0 +1,151 @@
+#include "runtime/backend/emulated_device.h"
+
+#include <chrono>
+#include <cstdlib>
+#include <cstring>
+
+#include "cpgen/error.h"
+#include "runtime/backend/launch_grid.h"
+#include "runtime/jit/host_jit.h"
+
+namespace cpgen {
+namespace {
+
+// The largest alignment a kernel asks of its buffers (16-byte cp.async rows), rounded up to a
+// cache line so no two allocations share one.
+constexpr size_t kAlignment = 128;
+
+EmulatedGrid to_emulated(const gpu::StepGrid& g) { return {g.x, g.y, g.z}; }
+
+}  // namespace
+
+EmulatedDevice::EmulatedDevice(const std::vector<std::pair<StepType, KernelSpec>>& per_step,
+                               const std::string& arch, KernelStore* store)
+    : arch_(arch), store_(store) {
+  by_step_.fill(kNone);
+  for (const auto& [step, spec] : per_step) {
+    if (is_backward(step) != spec.is_backward() || (spec.is_backward() && spec.kind != KernelKind::kBackwardStep))
+      throw Error(ErrorKind::kInternal, "EmulatedDevice: step type " + std::string(step_type_name(step)) +
+                                            " given kernel " + spec.uri() + " of another kind");
+    const int index = add(spec);
+    by_step_[static_cast<size_t>(step)] = index;
+    int& first = is_backward(step) ? first_backward_ : first_forward_;
+    if (first == kNone) first = index;
+  }
+}
+
+EmulatedDevice::EmulatedDevice(const std::vector<std::pair<StepType, KernelSpec>>& per_step,
+                               const KernelSpec& backward_pre, const KernelSpec& backward_convert,
+                               const std::string& arch, KernelStore* store)
+    : EmulatedDevice(per_step, arch, store) {
+  if (backward_pre.kind != KernelKind::kBackwardPre || backward_convert.kind != KernelKind::kBackwardConvert)
+    throw Error(ErrorKind::kInternal, "EmulatedDevice: " + backward_pre.uri() + " and " + backward_convert.uri() +
+                                          " are not a backward preprocessing and conversion kernel");
+  backward_pre_ = add(backward_pre);
+  backward_convert_ = add(backward_convert);
+}
+
+int EmulatedDevice::add(const KernelSpec& spec) {
+  for (size_t i = 0; i < loaded_.size(); ++i)
+    if (loaded_[i].spec == spec) return static_cast<int>(i);
+  // The emulator grants any shared size up to its own 256 KB; the GPU's limit is what decides
+  // whether the kernel is one the GPU could run, so the emulator runs no kernel the GPU refuses.
+  const Feasibility f = check_feasibility(spec, arch_);
+  if (!f.feasible) throw Error(ErrorKind::kInfeasible, spec.uri() + " on " + arch_ + ": " + f.reason);
+  Loaded k;
+  k.spec = spec;
+  k.shared_bytes = f.shared_bytes;
+  k.kernel = std::make_unique<EmulatedKernel>(compile_emulated(spec, store_));
+  loaded_.push_back(std::move(k));
+  return static_cast<int>(loaded_.size() - 1);
+}
+
+const EmulatedDevice::Loaded& EmulatedDevice::for_step(StepType step) const {
+  int index = by_step_[static_cast<size_t>(step)];
+  if (index == kNone) index = is_backward(step) ? first_backward_ : first_forward_;
+  if (index == kNone)
+    throw Error(ErrorKind::kBadInput, std::string(is_backward(step) ? "backward" : "forward") +
+                                          " not available on the emulated backend: no " +
+                                          (is_backward(step) ? "backward" : "forward") + " kernel was given (step " +
+                                          std::string(step_type_name(step)) + ")");
+  return loaded_[static_cast<size_t>(index)];
+}
+
+const KernelSpec& EmulatedDevice::spec(StepType step) const { return for_step(step).spec; }
+
+long EmulatedDevice::launches() const { return launches_.load(); }
+
+double EmulatedDevice::launch_ms() const { return static_cast<double>(launch_ns_.load()) / 1e6; }
+
+void EmulatedDevice::run(const Loaded& k, EmulatedGrid grid, const void* params) {
+  std::vector<CpgenEmulatedBuffer> buffers;
+  {
+    std::lock_guard<std::mutex> lock(allocations_mutex_);
+    for (const auto& [data, bytes] : allocations_) buffers.push_back({data, bytes});
+  }
+  const auto start = std::chrono::steady_clock::now();
+  k.kernel->launch(grid, k.spec.threads(), k.shared_bytes, params, buffers);
+  launch_ns_ += std::chrono::duration_cast<std::chrono::nanoseconds>(std::chrono::steady_clock::now() - start).count();
+  ++launches_;
+}
+
+DeviceAllocation EmulatedDevice::allocate(size_t bytes) {
+  const size_t rounded = (bytes + kAlignment - 1) / kAlignment * kAlignment;
+  void* memory = std::aligned_alloc(kAlignment, rounded == 0 ? kAlignment : rounded);
+  if (!memory) throw Error(ErrorKind::kInternal, "EmulatedDevice: cannot allocate " + std::to_string(bytes) + " bytes");
+  {
+    std::lock_guard<std::mutex> lock(allocations_mutex_);
+    allocations_[memory] = bytes;  // the requested size: the rounding is not the caller's to use
+  }
+  return DeviceAllocation(std::shared_ptr<void>(memory,
+                                                [this](void* p) {
+                                                  {
+                                                    std::lock_guard<std::mutex> lock(allocations_mutex_);
+                                                    allocations_.erase(p);
+                                                  }
+                                                  std::free(p);
+                                                }),
+                          bytes);
+}
+
+void EmulatedDevice::upload(void* dst, const void* host, size_t bytes) { std::memcpy(dst, host, bytes); }
+
+void EmulatedDevice::copy(void* dst, const void* src, size_t bytes) { std::memmove(dst, src, bytes); }
+
+void EmulatedDevice::launch_forward(StepType step, const RingFwdParams& params) {
+  if (is_backward(step))
+    throw Error(ErrorKind::kInternal, "EmulatedDevice: forward launch for step type " +
+                                          std::string(step_type_name(step)));
+  const Loaded& k = for_step(step);
+  if (params.kv_heads <= 0 || params.q_heads != params.kv_heads * k.spec.gqa_group)
+    throw Error(ErrorKind::kInternal, k.spec.uri() + ": launched with q_heads " + std::to_string(params.q_heads) +
+                                          " and kv_heads " + std::to_string(params.kv_heads) +
+                                          ", which is not GQA group " + std::to_string(k.spec.gqa_group));
+  run(k, to_emulated(gpu::step_grid(k.spec, params)), &params);
+}
+
+void EmulatedDevice::launch_backward(StepType step, const RingBwdParams& params) {
+  if (!is_backward(step))
+    throw Error(ErrorKind::kInternal, "EmulatedDevice: backward launch for step type " +
+                                          std::string(step_type_name(step)));
+  const Loaded& k = for_step(step);
+  run(k, to_emulated(gpu::step_bwd_grid(k.spec, params)), &params);
+}
+
+void EmulatedDevice::launch_backward_pre(const RingBwdPreParams& params) {
+  if (backward_pre_ == kNone)
+    throw Error(ErrorKind::kBadInput, "backward not available on the emulated backend: no preprocessing kernel was given");
+  const Loaded& k = loaded_[static_cast<size_t>(backward_pre_)];
+  const long long rows = static_cast<long long>(params.batch) * params.q_heads * params.q_len;
+  run(k, to_emulated(gpu::row_grid(rows, k.spec.warps)), &params);
+}
+
+void EmulatedDevice::launch_backward_convert(const RingBwdConvertParams& params) {
+  if (backward_convert_ == kNone)
+    throw Error(ErrorKind::kBadInput, "backward not available on the emulated backend: no conversion kernel was given");
+  const Loaded& k = loaded_[static_cast<size_t>(backward_convert_)];
+  const long long rows = static_cast<long long>(params.batch) * params.heads * params.len;
+  run(k, to_emulated(gpu::row_grid(rows, k.spec.warps)), &params);
+}
+
+}  // namespace cpgen

@@ -1,0 +1,72 @@
+#include "runtime/backend/emulated_kernel.h"
+
+#include <dlfcn.h>
+#include <unistd.h>
+
+#include <cerrno>
+#include <cstdlib>
+#include <cstring>
+#include <filesystem>
+
+#include "cpgen/error.h"
+
+namespace cpgen {
+
+EmulatedKernel::EmulatedKernel(const CompiledKernel& compiled) : uri_(compiled.uri) {
+  // dlopen needs a file. Each load gets its own (two copies of one object loaded from one path
+  // would be the same handle), removed as soon as it is mapped.
+  std::string path = (std::filesystem::temp_directory_path() / "cpgen-emulated-XXXXXX.so").string();
+  const int fd = ::mkstemps(path.data(), 3);
+  if (fd < 0) throw Error(ErrorKind::kIo, "emulated kernel " + uri_ + ": cannot create " + path + ": " + std::strerror(errno));
+  size_t done = 0;
+  while (done < compiled.cubin.size()) {
+    const ssize_t n = ::write(fd, compiled.cubin.data() + done, compiled.cubin.size() - done);
+    if (n < 0 && errno == EINTR) continue;
+    if (n <= 0) break;
+    done += static_cast<size_t>(n);
+  }
+  ::close(fd);
+  if (done != compiled.cubin.size()) {
+    ::unlink(path.c_str());
+    throw Error(ErrorKind::kIo, "emulated kernel " + uri_ + ": cannot write " + path);
+  }
+  handle_ = ::dlopen(path.c_str(), RTLD_NOW | RTLD_LOCAL);
+  const char* load_error = handle_ ? nullptr : ::dlerror();
+  ::unlink(path.c_str());
+  if (!handle_)
+    throw Error(ErrorKind::kCompile, "emulated kernel " + uri_ + ": cannot load its shared object: " +
+                                         (load_error ? load_error : "unknown dlopen error"));
+  entry_ = reinterpret_cast<CpgenEmulatedEntry>(::dlsym(handle_, CPGEN_EMULATED_ENTRY));
+  if (!entry_) {
+    ::dlclose(handle_);
+    handle_ = nullptr;
+    throw Error(ErrorKind::kCompile, "emulated kernel " + uri_ + ": its shared object has no " +
+                                         CPGEN_EMULATED_ENTRY + " entry point");
+  }
+}
+
+EmulatedKernel::~EmulatedKernel() {
+  if (handle_) ::dlclose(handle_);
+}
+
+void EmulatedKernel::launch(EmulatedGrid grid, int threads, int shared_bytes, const void* params,
+                            const std::vector<CpgenEmulatedBuffer>& buffers) const {
+  CpgenEmulatedLaunch launch{};
+  launch.abi_version = CPGEN_EMULATED_ABI;
+  launch.grid_x = grid.x;
+  launch.grid_y = grid.y;
+  launch.grid_z = grid.z;
+  launch.threads = static_cast<unsigned>(threads);
+  launch.shared_bytes = shared_bytes;
+  launch.params = params;
+  launch.buffers = buffers.data();
+  launch.buffer_count = static_cast<int>(buffers.size());
+  if (entry_(&launch) != 0) {
+    launch.error[sizeof launch.error - 1] = '\0';
+    throw Error(ErrorKind::kInternal, "emulated launch of " + uri_ + " (grid " + std::to_string(grid.x) + "x" +
+                                          std::to_string(grid.y) + "x" + std::to_string(grid.z) + ", " +
+                                          std::to_string(threads) + " threads): " + launch.error);
+  }
+}
+
+}  // namespace cpgen

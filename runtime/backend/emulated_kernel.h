@@ -1,0 +1,40 @@
+// One emulated kernel loaded into the process: the shared object compile_emulated built
+// (runtime/jit/host_jit.h) written to a private temporary file, dlopen()ed, and its C entry point
+// (emulation/emulated_launch.h) called for each launch. The object carries its own emulator, whose
+// state is per host thread, so launches from several threads may run at once.
+#pragma once
+
+#include <string>
+#include <vector>
+
+#include "emulation/emulated_launch.h"
+#include "runtime/jit/compiled_kernel.h"
+
+namespace cpgen {
+
+struct EmulatedGrid {
+  unsigned x = 1, y = 1, z = 1;
+};
+
+class EmulatedKernel {
+ public:
+  // Throws Error(kCompile) when the object cannot be loaded or has no entry point.
+  explicit EmulatedKernel(const CompiledKernel& compiled);
+  ~EmulatedKernel();
+  EmulatedKernel(const EmulatedKernel&) = delete;
+  EmulatedKernel& operator=(const EmulatedKernel&) = delete;
+
+  // Runs the whole grid before returning, its global accesses checked against `buffers` (none:
+  // unchecked). Throws Error(kInternal) naming the URI with the emulator's report: a deadlock
+  // (threads waiting at different barriers) or the sanitizer's findings.
+  void launch(EmulatedGrid grid, int threads, int shared_bytes, const void* params,
+              const std::vector<CpgenEmulatedBuffer>& buffers = {}) const;
+  const std::string& uri() const { return uri_; }
+
+ private:
+  std::string uri_;
+  void* handle_ = nullptr;
+  CpgenEmulatedEntry entry_ = nullptr;
+};
+
+}  // namespace cpgen

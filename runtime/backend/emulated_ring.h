@@ -1,0 +1,36 @@
+// Whole-problem runs of the emulated backend from host tensors: shard the inputs by the partition
+// scheme in the problem's dtype, poison the outputs (NaN), run the forward ring of KernelRingBackend
+// (the object a GPU ring runs) on one EmulatedDevice, every rank on its own host thread over the
+// CPU transport, and gather. Used by `cpgen verify --backend emulated` and the tests.
+#pragma once
+
+#include <string>
+#include <utility>
+#include <vector>
+
+#include "cache/workload.h"
+#include "cpgen/problem.h"
+#include "generator/kernel_spec.h"
+#include "runtime/jit/kernel_store.h"
+
+namespace cpgen {
+
+struct EmulatedRingResult {
+  std::vector<float> out, lse;  // gathered over ranks, global position order
+  long launches = 0;            // kernel launches the emulator ran
+  double launch_ms = 0;         // their wall time, summed over the rank threads
+  // Why the backward did not run: empty once the kernel ring backend has one.
+  std::string backward_note;
+};
+
+// per_step: the forward kernel of each step type of the problem (the first is what ring step 0
+// runs; types not listed run it). `arch` decides feasibility (the GPU whose shared memory the
+// launches assume). q, k, v: full [batch, heads, seq, head_dim] tensors in global order. Throws
+// what compiling, loading or the emulator throws, naming the kernel.
+EmulatedRingResult run_emulated_ring(const Problem& problem,
+                                     const std::vector<std::pair<StepType, KernelSpec>>& per_step,
+                                     const std::string& arch, const std::vector<float>& q,
+                                     const std::vector<float>& k, const std::vector<float>& v,
+                                     KernelStore* store = default_kernel_store());
+
+}  // namespace cpgen

@@ -1,0 +1,28 @@
+// Launch grids of the generated kernels, as the templates enumerate their blocks. Free of CUDA
+// headers: the GPU launches (gpu_step_kernel.h) and the emulated ones (emulated_device.h) both
+// take their grids from here, so the emulator runs the blocks the GPU would. (The namespace is the
+// GPU's because the grid is the GPU launch contract; the emulator reproduces it.)
+#pragma once
+
+#include "generator/kernel_spec.h"
+#include "templates/params.cuh"
+#include "templates/params_bwd.cuh"
+
+namespace cpgen::gpu {
+
+// Grid of a forward step launch (templates/step_fwd.cuh): x enumerates blocks of block_m packed
+// query rows (q_len * G rows per kv head with GQA group G), y and z the (batch, kv head) pairs,
+// folded by device::fold_pairs (templates/layout.cuh) so that neither passes 65535.
+struct StepGrid {
+  unsigned x = 1, y = 1, z = 1;
+};
+StepGrid step_grid(const KernelSpec& spec, const RingFwdParams& params);
+// Grid of a backward step launch (templates/step_bwd.cuh, KV-outer): x enumerates blocks of
+// block_n keys of the held chunk, y and z the (batch, kv head) pairs folded as above.
+StepGrid step_bwd_grid(const KernelSpec& spec, const RingBwdParams& params);
+// Grid of the one-warp-per-row backward kernels (templates/step_bwd_pre.cuh: the preprocessing
+// over batch * q_heads * q_len rows, the conversion over batch * heads * len rows): x alone, rows
+// in blocks of `warps`. Throws kInternal past grid.x's limit of 2^31 - 1 blocks.
+StepGrid row_grid(long long rows, int warps);
+
+}  // namespace cpgen::gpu

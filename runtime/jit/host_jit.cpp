@@ -1,0 +1,258 @@
+#include "runtime/jit/host_jit.h"
+
+#include <fcntl.h>
+#include <spawn.h>
+#include <sys/stat.h>
+#include <sys/wait.h>
+#include <unistd.h>
+
+#include <atomic>
+#include <cerrno>
+#include <chrono>
+#include <cstdlib>
+#include <cstring>
+#include <filesystem>
+#include <fstream>
+#include <mutex>
+#include <sstream>
+
+#include "cpgen/error.h"
+#include "generator/embedded_templates.h"
+#include "generator/render.h"
+#include "runtime/core/sha256.h"
+
+extern char** environ;
+
+namespace cpgen {
+namespace fs = std::filesystem;
+namespace {
+
+std::atomic<int> g_host_compiles{0};
+
+constexpr const char* kInstallHint =
+    "install a C++ compiler (Debian/Ubuntu: apt-get install g++) or set CXX to one";
+
+bool is_executable(const fs::path& p) {
+  std::error_code ec;
+  return fs::is_regular_file(p, ec) && ::access(p.c_str(), X_OK) == 0;
+}
+
+// `name` as a path when it has a slash, else the first match on the colon-separated `path_env`.
+std::string resolve_program(const std::string& name, const std::string& path_env) {
+  if (name.find('/') != std::string::npos) return is_executable(name) ? name : "";
+  std::stringstream dirs(path_env);
+  std::string dir;
+  while (std::getline(dirs, dir, ':')) {
+    if (dir.empty()) continue;
+    const fs::path candidate = fs::path(dir) / name;
+    if (is_executable(candidate)) return candidate.string();
+  }
+  return "";
+}
+
+std::string read_text(const fs::path& p) {
+  std::ifstream in(p, std::ios::binary);
+  std::ostringstream s;
+  s << in.rdbuf();
+  return s.str();
+}
+
+void write_text(const fs::path& p, const char* data, size_t size) {
+  fs::create_directories(p.parent_path());
+  std::ofstream out(p, std::ios::binary);
+  out.write(data, static_cast<std::streamsize>(size));
+  out.close();
+  if (!out) throw Error(ErrorKind::kIo, "emulated compile: cannot write " + p.string());
+}
+
+// Runs argv with stdout and stderr into `log_path`; returns the exit status (-1: not started).
+int run_logged(const std::vector<std::string>& argv, const fs::path& log_path) {
+  std::vector<char*> args;
+  for (const std::string& a : argv) args.push_back(const_cast<char*>(a.c_str()));
+  args.push_back(nullptr);
+  posix_spawn_file_actions_t actions;
+  posix_spawn_file_actions_init(&actions);
+  posix_spawn_file_actions_addopen(&actions, 1, log_path.c_str(), O_WRONLY | O_CREAT | O_TRUNC, 0644);
+  posix_spawn_file_actions_adddup2(&actions, 1, 2);
+  pid_t pid = 0;
+  const int started = posix_spawn(&pid, args[0], &actions, nullptr, args.data(), environ);
+  posix_spawn_file_actions_destroy(&actions);
+  if (started != 0) return -1;
+  int status = 0;
+  while (::waitpid(pid, &status, 0) < 0)
+    if (errno != EINTR) return -1;
+  return WIFEXITED(status) ? WEXITSTATUS(status) : 128 + (WIFSIGNALED(status) ? WTERMSIG(status) : 0);
+}
+
+fs::path make_work_dir(const std::string& uri) {
+  fs::path base = fs::temp_directory_path() / "cpgen" / "emulated";
+  fs::create_directories(base);
+  std::string pattern = (base / (uri.substr(0, 80) + "-XXXXXX")).string();
+  if (!::mkdtemp(pattern.data()))
+    throw Error(ErrorKind::kIo, "emulated compile: cannot create a folder under " + base.string() + ": " +
+                                    std::strerror(errno));
+  return pattern;
+}
+
+const char* params_type(KernelKind kind) {
+  switch (kind) {
+    case KernelKind::kForwardStep: return "cpgen::RingFwdParams";
+    case KernelKind::kBackwardStep: return "cpgen::RingBwdParams";
+    case KernelKind::kBackwardPre: return "cpgen::RingBwdPreParams";
+    case KernelKind::kBackwardConvert: return "cpgen::RingBwdConvertParams";
+  }
+  throw Error(ErrorKind::kInternal, "emulated_source: unhandled kernel kind " +
+                                        std::to_string(static_cast<int>(kind)));
+}
+
+}  // namespace
+
+std::string find_host_compiler(const char* cxx_env, const std::string& path_env) {
+  if (cxx_env && *cxx_env) {
+    const std::string found = resolve_program(cxx_env, path_env);
+    if (found.empty())
+      throw Error(ErrorKind::kCompile, std::string("the emulated backend compiles kernels with $CXX, and CXX=") +
+                                           cxx_env + " is not an executable file on PATH; " + kInstallHint);
+    return found;
+  }
+  for (const char* name : {"c++", "g++", "clang++"})
+    if (std::string found = resolve_program(name, path_env); !found.empty()) return found;
+  throw Error(ErrorKind::kCompile,
+              "the emulated backend needs a host C++ compiler and found none (CXX is unset; no c++, g++ or "
+              "clang++ on PATH); " + std::string(kInstallHint));
+}
+
+const HostCompiler& host_compiler() {
+  static std::mutex mutex;
+  static HostCompiler compiler;
+  std::lock_guard<std::mutex> lock(mutex);
+  if (compiler.path.empty()) {
+    const char* path_env = std::getenv("PATH");
+    HostCompiler found;
+    found.path = find_host_compiler(std::getenv("CXX"), path_env ? path_env : "");
+    // The version line separates compilers behind one name (c++ pointing at g++-12 or g++-13).
+    fs::path dir = make_work_dir("version");
+    run_logged({found.path, "--version"}, dir / "version.txt");
+    const std::string text = read_text(dir / "version.txt");
+    fs::remove_all(dir);
+    found.identity = found.path + " | " + text.substr(0, text.find('\n'));
+    compiler = found;
+  }
+  return compiler;
+}
+
+std::vector<std::string> host_compile_flags() {
+  // -fvisibility=hidden: the object's copy of the emulator never binds to another copy in the
+  // process (the test binary has one); only the entry point is exported. -O2: the emulated mma
+  // and fiber switches dominate, and unoptimized they are several times slower.
+  return {"-std=c++20", "-O2", "-fPIC", "-shared", "-fvisibility=hidden", "-fno-semantic-interposition"};
+}
+
+std::string emulated_source(const KernelSpec& spec) {
+  // One translation unit: the emulator's header, its run time, the kernel, the entry point.
+  std::string src = "// cpgen emulated kernel: the CUDA emulator, the generated source, its C entry point\n"
+                    "#include \"cpgen/emulation/cuda_emulation.h\"\n"
+                    "#include \"cpgen/emulation/cuda_emulation.cpp\"\n"
+                    "#include \"cpgen/emulation/emulated_launch.h\"\n\n";
+  src += render_source(spec);
+  src += "\nextern \"C\" __attribute__((visibility(\"default\"))) int cpgen_emulated_launch(CpgenEmulatedLaunch* launch) {\n"
+         "  std::string error;\n"
+         "  if (launch->abi_version != CPGEN_EMULATED_ABI) {\n"
+         "    error = \"entry point ABI \" + std::to_string(CPGEN_EMULATED_ABI) + \", caller's \" +\n"
+         "            std::to_string(launch->abi_version);\n"
+         "  } else {\n"
+         "    const auto& params = *static_cast<const " + std::string(params_type(spec.kind)) + "*>(launch->params);\n"
+         "    try {\n"
+         "      std::vector<cpgen::emulation::GlobalBuffer> buffers;\n"
+         "      for (int i = 0; i < launch->buffer_count; ++i)\n"
+         "        buffers.push_back({launch->buffers[i].data, launch->buffers[i].bytes});\n"
+         "      cpgen::emulation::set_global_buffers(buffers.data(), static_cast<int>(buffers.size()));\n"
+         "      error = cpgen::emulation::launch(launch->grid_x, launch->grid_y, launch->grid_z, launch->threads,\n"
+         "                                       launch->shared_bytes, [&] { " + spec.uri() + "(params); });\n"
+         "    } catch (const std::exception& e) {\n"
+         "      error = e.what();\n"
+         "    }\n"
+         "  }\n"
+         "  if (error.empty()) return 0;\n"
+         "  snprintf(launch->error, sizeof launch->error, \"%s\", error.c_str());\n"
+         "  return 1;\n"
+         "}\n";
+  return src;
+}
+
+std::string emulated_store_key(const std::string& source, const HostCompiler& compiler) {
+  Sha256 h;
+  h.update_field("cpgen emulated kernel key 1");
+  h.update_field(source);
+  for (const auto files : {embedded_templates(), embedded_emulation()})
+    for (const EmbeddedTemplate& t : files) {
+      h.update_field(t.name);
+      h.update_field(std::string_view(t.contents, t.size));
+    }
+  for (const std::string& flag : host_compile_flags()) h.update_field(flag);
+  h.update_field(compiler.identity);
+  h.update_field(kEmulatedArch);
+  return h.hex_digest();
+}
+
+int host_compile_count() { return g_host_compiles.load(); }
+
+CompiledKernel compile_emulated(const KernelSpec& spec, KernelStore* store) {
+  return compile_emulated(spec, store, host_compiler());
+}
+
+CompiledKernel compile_emulated(const KernelSpec& spec, KernelStore* store, const HostCompiler& compiler) {
+  const auto start = std::chrono::steady_clock::now();
+  auto ms_since_start = [&] {
+    return std::chrono::duration<double, std::milli>(std::chrono::steady_clock::now() - start).count();
+  };
+  const std::string uri = spec.uri();
+  const std::string source = emulated_source(spec);
+  const std::string key = emulated_store_key(source, compiler);
+  if (store) {
+    std::optional<CompiledKernel> stored = store->get(key);
+    if (stored && stored->uri == uri && stored->arch == kEmulatedArch) {
+      stored->stats.compile_ms = ms_since_start();
+      return *stored;
+    }
+  }
+
+  // The templates and the emulator under the names the source includes them by.
+  const fs::path dir = make_work_dir(uri);
+  for (const auto files : {embedded_templates(), embedded_emulation()})
+    for (const EmbeddedTemplate& t : files) write_text(dir / "include" / t.name, t.contents, t.size);
+  write_text(dir / "kernel.cpp", source.data(), source.size());
+  std::vector<std::string> argv = {compiler.path};
+  for (const std::string& flag : host_compile_flags()) argv.push_back(flag);
+  for (const std::string& a : std::vector<std::string>{"-I", (dir / "include").string(), (dir / "kernel.cpp").string(),
+                                                       "-o", (dir / "kernel.so").string()})
+    argv.push_back(a);
+  ++g_host_compiles;
+  const int status = run_logged(argv, dir / "compile.log");
+  const std::string log = read_text(dir / "compile.log");
+  if (status != 0) {
+    std::string command;
+    for (const std::string& a : argv) command += (command.empty() ? "" : " ") + a;
+    // The folder stays for the user to read and rerun; a successful compile's is removed.
+    throw Error(ErrorKind::kCompile,
+                "the host compiler could not build emulated kernel " + uri + " (" +
+                    (status < 0 ? "could not start " + compiler.path : "exit status " + std::to_string(status)) +
+                    "); source kept in " + dir.string() + "; command: " + command + "; log:\n" + log);
+  }
+  CompiledKernel kernel;
+  kernel.uri = uri;
+  kernel.arch = kEmulatedArch;
+  kernel.key = key;
+  kernel.cubin = read_text(dir / "kernel.so");
+  kernel.log = log;
+  kernel.stats.cubin_bytes = static_cast<int>(kernel.cubin.size());
+  kernel.stats.compile_ms = ms_since_start();
+  std::error_code ec;
+  fs::remove_all(dir, ec);
+  if (kernel.cubin.empty())
+    throw Error(ErrorKind::kCompile, "the host compiler " + compiler.path + " exited 0 but wrote no object for " + uri);
+  if (store) store->put(kernel);
+  return kernel;
+}
+
+}  // namespace cpgen

@@ -1,0 +1,125 @@
+// The emulated backend's compiler (runtime/jit/host_jit.h): finding the host compiler, the store
+// key, and a real compile through the store. Needs a host C++ compiler, no GPU.
+#include <gtest/gtest.h>
+
+#include <sys/stat.h>
+
+#include <filesystem>
+#include <fstream>
+
+#include "cpgen/error.h"
+#include "runtime/jit/host_jit.h"
+#include "temp_dir.h"
+
+namespace cpgen {
+namespace {
+
+using testing::TempDir;
+
+std::string missing_compiler_error(const char* cxx, const std::string& path) {
+  try {
+    find_host_compiler(cxx, path);
+  } catch (const Error& e) {
+    EXPECT_EQ(e.kind(), ErrorKind::kCompile);
+    return e.what();
+  }
+  return "";
+}
+
+void make_executable(const std::string& path) {
+  std::ofstream(path) << "#!/bin/sh\n";
+  ::chmod(path.c_str(), 0755);
+}
+
+TEST(HostJit, NoCompilerIsOneErrorNamingThePackage) {
+  TempDir empty("nocxx");
+  const std::string none = missing_compiler_error(nullptr, empty.path());
+  EXPECT_NE(none.find("found none"), std::string::npos) << none;
+  EXPECT_NE(none.find("apt-get install g++"), std::string::npos) << none;
+  EXPECT_EQ(none.find('\n'), std::string::npos) << none;
+  const std::string bad_cxx = missing_compiler_error("no-such-compiler-cpgen", empty.path());
+  EXPECT_NE(bad_cxx.find("CXX=no-such-compiler-cpgen"), std::string::npos) << bad_cxx;
+  EXPECT_NE(bad_cxx.find("apt-get install g++"), std::string::npos) << bad_cxx;
+}
+
+TEST(HostJit, FindsCxxFirstThenTheUsualNamesOnPath) {
+  TempDir a("cxx_a"), b("cxx_b");
+  make_executable(a.path() + "/clang++");
+  make_executable(b.path() + "/g++");
+  make_executable(b.path() + "/my-cxx");
+  const std::string path = a.path() + ":" + b.path();
+  // c++ is on neither folder; g++ comes before clang++ in the order of names, whatever the folder.
+  EXPECT_EQ(find_host_compiler(nullptr, path), b.path() + "/g++");
+  EXPECT_EQ(find_host_compiler("", path), b.path() + "/g++");
+  EXPECT_EQ(find_host_compiler("my-cxx", path), b.path() + "/my-cxx");
+  EXPECT_EQ(find_host_compiler((a.path() + "/clang++").c_str(), ""), a.path() + "/clang++");
+  // A file that is not executable is not a compiler.
+  std::ofstream(a.path() + "/c++") << "";
+  EXPECT_EQ(find_host_compiler(nullptr, path), b.path() + "/g++");
+}
+
+TEST(HostJit, StoreKeyChangesWithSourceAndCompiler) {
+  const KernelSpec spec = KernelSpec::default_for(Dtype::kBf16, 64, true, 1);
+  const std::string source = emulated_source(spec);
+  HostCompiler gcc{"/usr/bin/g++", "/usr/bin/g++ | g++ 12"}, gcc13{"/usr/bin/g++", "/usr/bin/g++ | g++ 13"};
+  EXPECT_EQ(emulated_store_key(source, gcc), emulated_store_key(source, gcc));
+  EXPECT_NE(emulated_store_key(source, gcc), emulated_store_key(source, gcc13));
+  EXPECT_NE(emulated_store_key(source, gcc), emulated_store_key(source + " ", gcc));
+  // The source holds the emulator's run time and names its kernel, so the object is whole.
+  EXPECT_NE(source.find(spec.uri() + "(params)"), std::string::npos);
+  EXPECT_NE(source.find("cpgen_emulated_launch"), std::string::npos);
+  EXPECT_NE(source.find("#include \"cpgen/emulation/cuda_emulation.cpp\""), std::string::npos);
+}
+
+TEST(HostJit, CompilesOnceThenReadsTheStore) {
+  TempDir dir("host_jit");
+  DirectoryKernelStore store(dir.path());
+  const KernelSpec spec = KernelSpec::default_for(Dtype::kFp16, 64, false, 1);
+  const int before = host_compile_count();
+  const CompiledKernel first = compile_emulated(spec, &store);
+  EXPECT_EQ(host_compile_count(), before + 1);
+  EXPECT_EQ(first.uri, spec.uri());
+  EXPECT_EQ(first.arch, kEmulatedArch);
+  ASSERT_GT(first.cubin.size(), 4u);
+  EXPECT_EQ(first.cubin.compare(0, 4, "\x7f" "ELF"), 0);
+  EXPECT_FALSE(first.stats.from_store);
+  const CompiledKernel again = compile_emulated(spec, &store);
+  EXPECT_EQ(host_compile_count(), before + 1);
+  EXPECT_TRUE(again.stats.from_store);
+  EXPECT_EQ(again.cubin, first.cubin);
+  EXPECT_EQ(again.key, first.key);
+}
+
+// A compiler that fails: one error with its exit status and log, and the folder with the source
+// kept for the user; nothing stored.
+TEST(HostJit, AFailedCompileKeepsTheSourceAndShowsTheLog) {
+  TempDir bin("fake_cxx"), store_dir("host_jit_fail");
+  const std::string fake = bin.path() + "/c++";
+  std::ofstream(fake) << "#!/bin/sh\necho 'kernel.cpp:1: error: broken on purpose' >&2\nexit 3\n";
+  ::chmod(fake.c_str(), 0755);
+  DirectoryKernelStore store(store_dir.path());
+  const KernelSpec spec = KernelSpec::default_for(Dtype::kBf16, 64, true, 1);
+  std::string message;
+  try {
+    compile_emulated(spec, &store, HostCompiler{fake, fake + " | fake"});
+  } catch (const Error& e) {
+    EXPECT_EQ(e.kind(), ErrorKind::kCompile);
+    message = e.what();
+  }
+  EXPECT_NE(message.find("could not build emulated kernel " + spec.uri()), std::string::npos) << message;
+  EXPECT_NE(message.find("exit status 3"), std::string::npos) << message;
+  EXPECT_NE(message.find("broken on purpose"), std::string::npos) << message;
+  const auto kept_at = message.find("source kept in ");
+  ASSERT_NE(kept_at, std::string::npos) << message;
+  const std::string kept = message.substr(kept_at + 15, message.find(';', kept_at) - kept_at - 15);
+  EXPECT_TRUE(std::filesystem::exists(kept + "/kernel.cpp")) << kept;
+  EXPECT_TRUE(std::filesystem::exists(kept + "/include/cpgen/emulation/cuda_emulation.h")) << kept;
+  std::filesystem::remove_all(kept);
+  EXPECT_TRUE(std::filesystem::is_empty(store_dir.path()));
+  // One that succeeds without writing the object is an error too, not an empty kernel.
+  std::ofstream(fake) << "#!/bin/sh\nexit 0\n";
+  EXPECT_THROW(compile_emulated(spec, &store, HostCompiler{fake, fake + " | silent"}), Error);
+}
+
+}  // namespace
+}  // namespace cpgen

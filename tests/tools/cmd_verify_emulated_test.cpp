@@ -1,0 +1,149 @@
+// cpgen verify --backend emulated: the acceptance command of issue 12 on the project's vectors
+// (and ../shared/vectors where present), its report, --output, --spec and bad input. The kernels
+// are compiled by the host compiler into a store in the build folder ($CPGEN_KERNEL_DIR for the
+// command), so only the first run pays for compiling.
+#include <gtest/gtest.h>
+
+#include <unistd.h>
+
+#include <algorithm>
+#include <cstdlib>
+#include <filesystem>
+
+#include "runtime/ring/vectors.h"
+#include "test_util.h"
+
+namespace cpgen {
+namespace {
+
+using testing::run_cli;
+
+// Points the command's kernel store at the build folder while a test runs.
+class CmdVerifyEmulated : public ::testing::Test {
+ protected:
+  void SetUp() override {
+    const char* old = std::getenv("CPGEN_KERNEL_DIR");
+    had_old_ = old != nullptr;
+    if (had_old_) old_ = old;
+    ::setenv("CPGEN_KERNEL_DIR", (std::string(CPGEN_BINARY_DIR) + "/test-emulated-kernels").c_str(), 1);
+  }
+  void TearDown() override {
+    if (had_old_)
+      ::setenv("CPGEN_KERNEL_DIR", old_.c_str(), 1);
+    else
+      ::unsetenv("CPGEN_KERNEL_DIR");
+  }
+
+ private:
+  bool had_old_ = false;
+  std::string old_;
+};
+
+std::string vectors(const std::string& name) { return testing::vectors_dir() + "/" + name; }
+
+TEST_F(CmdVerifyEmulated, ReproducesTheVectorsOnAZigzagRingOfTwo) {
+  const std::string output = (std::filesystem::temp_directory_path() /
+                              ("cpgen_verify_emulated_" + std::to_string(::getpid()) + ".json")).string();
+  const auto r = run_cli("verify --vectors " + vectors("gqa2_causal_hd128_s32.json") +
+                         " --backend emulated --dtype bf16 --scheme zigzag --ranks 2 --json --output " + output);
+  ASSERT_EQ(r.exit_code, 0) << r.out << r.err;
+  const auto doc = nlohmann::json::parse(r.out);
+  EXPECT_EQ(doc.at("backend"), "emulated");
+  EXPECT_TRUE(doc.at("ok").get<bool>());
+  ASSERT_EQ(doc.at("checks").size(), 2u);
+  for (const auto& check : doc.at("checks")) {
+    EXPECT_LE(check.at("error").get<double>(), 2e-2) << check;
+    EXPECT_EQ(check.at("limit").get<double>(), 2e-2);
+  }
+  // The kernel is what selection gives (the default of hd128 causal group 2 on sm_90).
+  EXPECT_NE(doc.at("precision").get<std::string>().find("ring_fwd_bf16_hd128_causal_gqa2_"), std::string::npos)
+      << doc.at("precision");
+  ASSERT_EQ(doc.at("notes").size(), 2u);
+  EXPECT_NE(doc.at("notes").at(0).get<std::string>().find("4 kernel launches emulated in"), std::string::npos);
+  EXPECT_EQ(doc.at("notes").at(1), "backward not available on the emulated backend yet");
+  // --output: the vectors file's layout, out and lse only.
+  const auto written = testing::load_json(output);
+  std::filesystem::remove(output);
+  EXPECT_EQ(written.at("backend"), "emulated");
+  EXPECT_EQ(written.at("out").size(), load_attention_vectors(vectors("gqa2_causal_hd128_s32.json")).out.size());
+  EXPECT_FALSE(written.contains("dq"));
+}
+
+TEST_F(CmdVerifyEmulated, RunsTheSharedVectorsWhereTheyExist) {
+  const std::string shared = testing::source_dir() + "/../shared/vectors/gqa2_causal_hd64_s256.json";
+  if (!std::filesystem::exists(shared)) GTEST_SKIP() << shared << " is not here";
+  const auto r = run_cli("verify --vectors " + shared + " --backend emulated --dtype fp16 --scheme zigzag --ranks 2");
+  EXPECT_EQ(r.exit_code, 0) << r.out << r.err;
+  EXPECT_NE(r.out.find("note: backward not available on the emulated backend yet"), std::string::npos) << r.out;
+}
+
+// Striped positions: every step is masked like the diagonal, with 8 rows per rank.
+TEST_F(CmdVerifyEmulated, ReproducesTheVectorsOnAStripedRingOfFour) {
+  const auto r = run_cli("verify --vectors " + vectors("gqa2_causal_hd128_s32.json") +
+                         " --backend emulated --dtype fp16 --scheme striped --ranks 4");
+  EXPECT_EQ(r.exit_code, 0) << r.out << r.err;
+  EXPECT_NE(r.out.find("striped over 4 ranks"), std::string::npos) << r.out;
+  EXPECT_NE(r.out.find("16 kernel launches emulated"), std::string::npos) << r.out;
+}
+
+// A shapes entry on random inputs: the entry's dtype is what the kernels compute in.
+TEST_F(CmdVerifyEmulated, RunsARandomShape) {
+  const auto r = run_cli(
+      "verify --backend emulated --random --seed 5 --json --shape '{\"q_heads\": 4, \"kv_heads\": 2, \"head_dim\": 64, "
+      "\"seq_len\": 96, \"cp_size\": 2, \"dtype\": \"fp16\", \"causal\": true}'");
+  ASSERT_EQ(r.exit_code, 0) << r.out << r.err;
+  const auto doc = nlohmann::json::parse(r.out);
+  EXPECT_TRUE(doc.at("ok").get<bool>());
+  EXPECT_NE(doc.at("precision").get<std::string>().find("ring_fwd_fp16_hd64_causal_gqa2_"), std::string::npos)
+      << doc.at("precision");
+}
+
+TEST_F(CmdVerifyEmulated, SpecChoosesTheKernelPerStepType) {
+  const auto r = run_cli("verify --vectors " + vectors("gqa4_causal_hd64_s32.json") +
+                         " --backend emulated --scheme zigzag --ranks 2 --json"
+                         " --spec ring_fwd_bf16_hd64_causal_gqa4_bm64_bn32_w2_s3"
+                         " --spec zigzag-q-half=ring_fwd_bf16_hd64_causal_gqa4_bm128_bn64_w8_s1");
+  ASSERT_EQ(r.exit_code, 0) << r.out << r.err;
+  const std::string precision = nlohmann::json::parse(r.out).at("precision");
+  EXPECT_NE(precision.find("diagonal ring_fwd_bf16_hd64_causal_gqa4_bm64_bn32_w2_s3"), std::string::npos) << precision;
+  EXPECT_NE(precision.find("zigzag-q-half ring_fwd_bf16_hd64_causal_gqa4_bm128_bn64_w8_s1"), std::string::npos)
+      << precision;
+}
+
+// No host compiler: one line naming what to install, exit 1 (not the user's input).
+TEST_F(CmdVerifyEmulated, MissingCompilerIsOneLineNamingThePackage) {
+  const char* old = std::getenv("CXX");
+  const std::string saved = old ? old : "";
+  ::setenv("CXX", "no-such-compiler-cpgen", 1);
+  const auto r = run_cli("verify --vectors " + vectors("gqa4_causal_hd64_s32.json") +
+                         " --backend emulated --scheme zigzag --ranks 2");
+  if (old)
+    ::setenv("CXX", saved.c_str(), 1);
+  else
+    ::unsetenv("CXX");
+  EXPECT_EQ(r.exit_code, 1) << r.err;
+  EXPECT_NE(r.err.find("apt-get install g++"), std::string::npos) << r.err;
+  EXPECT_EQ(std::count(r.err.begin(), r.err.end(), '\n'), 1) << r.err;
+}
+
+TEST_F(CmdVerifyEmulated, BadInputIsOneLineAndExitTwo) {
+  const std::string base = "verify --vectors " + vectors("gqa4_causal_hd64_s32.json") + " --scheme zigzag --ranks 2 ";
+  struct Case {
+    std::string args, says;
+  };
+  for (const Case& c : std::vector<Case>{
+           {"--backend emulated --dtype fp32", "--dtype fp32 is not supported by --backend emulated; allowed: bf16, fp16"},
+           {"--backend emulated --spec ring_fwd_bf16_hd128_causal_gqa4_bm128_bn64_w4_s2", "the problem is bf16 hd64"},
+           {"--backend emulated --spec full=ring_fwd_bf16_hd64_causal_gqa4_bm128_bn64_w4_s2", "has no full step"},
+           {"--backend emulated --spec nonsense", "--spec 'nonsense'"},
+           {"--backend cpu --spec ring_fwd_bf16_hd64_causal_gqa4_bm128_bn64_w4_s2", "--spec is not taken by --backend cpu"},
+           {"--backend emulated --transport nccl", "allowed: threads"}}) {
+    const auto r = run_cli(base + c.args);
+    EXPECT_EQ(r.exit_code, 2) << c.args << "\n" << r.err;
+    EXPECT_NE(r.err.find(c.says), std::string::npos) << c.args << "\n" << r.err;
+    EXPECT_EQ(std::count(r.err.begin(), r.err.end(), '\n'), 1) << r.err;
+  }
+}
+
+}  // namespace
+}  // namespace cpgen

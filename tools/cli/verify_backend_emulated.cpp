@@ -1,0 +1,133 @@
+// `cpgen verify --backend emulated`: the forward ring with the generated kernels run by the CUDA
+// emulator on the CPU (runtime/backend/emulated_ring.h): the same KernelRingBackend, launches,
+// grids and params as the GPU, ranks on host threads over the CPU transport. The kernel of each
+// step type is what selection chooses for the problem (the database, the shipped caches, the
+// default, as `cpgen explain --arch sm_90` shows), or --spec. Checks out and lse with the
+// bf16/fp16 tolerances of the GPU backend. Needs a host C++ compiler, no GPU.
+#include <cstdio>
+#include <string>
+#include <utility>
+#include <vector>
+
+#include "cpgen/error.h"
+#include "runtime/api/kernel_select.h"
+#include "runtime/backend/emulated_ring.h"
+#include "tools/cli/verify_backend.h"
+
+namespace cpgen::cli {
+namespace {
+
+constexpr double kHalfTolerance = 2e-2;  // relative Frobenius for out, absolute for lse
+// Selection and feasibility assume this GPU: the kernels the emulator runs are the ones an H100
+// would get when no database says otherwise.
+constexpr const char* kSelectionArch = "sm_90";
+
+// --spec values: "URI" for every step type, or "STEP=URI" for one (STEP as `cpgen explain`
+// names step types). Checked against the problem: a kernel of another dtype, head dim, mask or
+// group would compute something else.
+std::vector<std::pair<StepType, KernelSpec>> specs_from_options(const Problem& p,
+                                                                const std::vector<std::string>& values) {
+  const std::vector<StepType> steps = step_types_for(p);
+  std::vector<std::pair<StepType, KernelSpec>> chosen;
+  auto set = [&](StepType step, const KernelSpec& spec) {
+    for (auto& entry : chosen)
+      if (entry.first == step) {
+        entry.second = spec;
+        return;
+      }
+    chosen.emplace_back(step, spec);
+  };
+  for (const std::string& value : values) {
+    const auto eq = value.find('=');
+    const std::string uri = eq == std::string::npos ? value : value.substr(eq + 1);
+    KernelSpec spec;
+    try {
+      spec = KernelSpec::parse(uri);
+    } catch (const Error& e) {
+      throw_bad_input("--spec '" + value + "': " + e.what());
+    }
+    if (spec.kind != KernelKind::kForwardStep)
+      throw_bad_input("--spec '" + value + "': not a forward step kernel (the emulated backend checks the forward)");
+    if (spec.dtype != p.dtype || spec.head_dim != p.head_dim || spec.causal != p.causal ||
+        spec.gqa_group != p.q_heads / p.kv_heads)
+      throw_bad_input("--spec '" + value + "': the kernel is for " + std::string(dtype_name(spec.dtype)) + " hd" +
+                      std::to_string(spec.head_dim) + (spec.causal ? " causal" : " full") + " group " +
+                      std::to_string(spec.gqa_group) + ", the problem is " + std::string(dtype_name(p.dtype)) +
+                      " hd" + std::to_string(p.head_dim) + (p.causal ? " causal" : " full") + " group " +
+                      std::to_string(p.q_heads / p.kv_heads));
+    if (eq == std::string::npos) {
+      for (StepType step : steps) set(step, spec);
+      continue;
+    }
+    StepType step;
+    try {
+      step = parse_step_type(value.substr(0, eq));
+    } catch (const Error& e) {
+      throw_bad_input("--spec '" + value + "': " + e.what());
+    }
+    bool used = false;
+    for (StepType s : steps) used = used || s == step;
+    if (!used) {
+      std::string names;
+      for (StepType s : steps) names += (names.empty() ? "" : ", ") + std::string(step_type_name(s));
+      throw_bad_input("--spec '" + value + "': this problem has no " + std::string(step_type_name(step)) +
+                      " step; its step types: " + names);
+    }
+    set(step, spec);
+  }
+  // Step types no --spec named run what selection chooses.
+  const RingKernelSelection selection = select_ring_kernels(p, "", kSelectionArch);
+  for (const auto& [workload, s] : selection.steps) {
+    bool given = false;
+    for (const auto& entry : chosen) given = given || entry.first == workload.step;
+    if (!given) chosen.emplace_back(workload.step, s.spec);
+  }
+  // Ring step 0's type first: it is the main kernel of the device.
+  for (size_t i = 0; i < chosen.size(); ++i)
+    if (chosen[i].first == steps.front()) std::swap(chosen[i], chosen.front());
+  return chosen;
+}
+
+VerifyReport run_emulated(const VerifyRequest& r) {
+  const AttentionVectors& vec = *r.vectors;
+  if (!r.dtype.empty() && r.dtype != "bf16" && r.dtype != "fp16")
+    throw_bad_input("--dtype " + r.dtype + " is not supported by --backend emulated; allowed: bf16, fp16");
+  const Dtype dtype = r.dtype.empty() ? Dtype::kBf16 : parse_dtype(r.dtype);
+  if (!r.transport.empty() && r.transport != "threads")
+    throw_bad_input("--transport " + r.transport + " is not supported by --backend emulated; allowed: threads");
+  if (vec.shape.window > 0)
+    throw_bad_input(vec.name + ": sliding windows (window " + std::to_string(vec.shape.window) +
+                    ") are not supported by the ring kernels");
+  const Problem p = problem_from_vectors(vec, r.ranks, r.scheme, dtype);
+  const auto per_step = specs_from_options(p, r.specs);
+  const std::vector<float> q(vec.q.begin(), vec.q.end()), k(vec.k.begin(), vec.k.end()),
+      v(vec.v.begin(), vec.v.end());
+  EmulatedRingResult ring = run_emulated_ring(p, per_step, kSelectionArch, q, k, v);
+  VerifyReport report;
+  bool one_kernel = true;
+  for (const auto& entry : per_step) one_kernel = one_kernel && entry.second == per_step.front().second;
+  std::string kernels = one_kernel ? per_step.front().second.uri() : "";
+  for (const auto& [step, spec] : per_step)
+    if (!one_kernel) kernels += (kernels.empty() ? "" : ", ") + std::string(step_type_name(step)) + " " + spec.uri();
+  report.precision = kernels + "; emulated on the CPU, " + std::to_string(r.ranks) +
+                     (r.ranks == 1 ? " rank" : " ranks on threads");
+  report.checks = {check_tensor(r, "out", kRelativeMetric, ring.out, kHalfTolerance),
+                   check_tensor(r, "lse", kMaxAbsMetric, ring.lse, kHalfTolerance)};
+  char timing[160];
+  std::snprintf(timing, sizeof timing, "%ld kernel launches emulated in %.0f ms (summed over ranks)", ring.launches,
+                ring.launch_ms);
+  report.notes.push_back(timing);
+  if (!ring.backward_note.empty()) report.notes.push_back(ring.backward_note);
+  report.results.out = std::move(ring.out);
+  report.results.lse = std::move(ring.lse);
+  return report;
+}
+
+const VerifyBackendRegistrar kEmulatedBackend(
+    {"emulated",
+     "bf16/fp16 forward ring of the generated kernels run by the CUDA emulator on the CPU (no GPU; needs a host "
+     "C++ compiler; --dtype bf16 or fp16; --spec to choose kernels)",
+     run_emulated, /*takes_spec=*/true});
+
+}  // namespace
+}  // namespace cpgen::cli
