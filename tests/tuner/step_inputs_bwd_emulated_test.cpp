@@ -15,7 +15,7 @@
 #include "tuner/step_inputs_bwd.h"
 
 // Last: defines __CUDACC__ and the CUDA keywords for the template headers below.
-#include "../templates/emulator/cuda_emulation.h"
+#include "emulation/cuda_emulation.h"
 #include "cpgen/step_bwd.cuh"
 
 namespace cpgen {
