@@ -15,7 +15,29 @@ namespace {
 
 struct HostShard {
   DeviceAllocation q, k, v, out, lse;
+  DeviceAllocation dout, dq, dk, dv;  // backward only
 };
+
+// All-ones bytes are NaN in bf16, fp16 and fp32: an element the kernels never write shows.
+DeviceAllocation poisoned(KernelDevice& device, size_t bytes) {
+  DeviceAllocation a = device.allocate(bytes);
+  std::memset(a.data(), 0xff, a.bytes());
+  return a;
+}
+
+std::vector<float> download_half(const DeviceAllocation& a, Dtype dtype) {
+  const auto* bits = a.as<const uint16_t>();
+  return from_half(std::vector<uint16_t>(bits, bits + a.bytes() / sizeof(uint16_t)), dtype);
+}
+
+std::unique_ptr<EmulatedDevice> make_device(const std::vector<std::pair<StepType, KernelSpec>>& per_step,
+                                            const std::string& arch, KernelStore* store,
+                                            const EmulatedBackward* backward) {
+  if (!backward) return std::make_unique<EmulatedDevice>(per_step, arch, store);
+  std::vector<std::pair<StepType, KernelSpec>> all = per_step;
+  all.insert(all.end(), backward->steps.begin(), backward->steps.end());
+  return std::make_unique<EmulatedDevice>(all, backward->pre, backward->convert, arch, store);
+}
 
 DeviceAllocation upload_half(KernelDevice& device, const std::vector<float>& values, Dtype dtype) {
   const std::vector<uint16_t> half = to_half(values, dtype);
@@ -29,8 +51,9 @@ DeviceAllocation upload_half(KernelDevice& device, const std::vector<float>& val
 EmulatedRingResult run_emulated_ring(const Problem& p, const std::vector<std::pair<StepType, KernelSpec>>& per_step,
                                      const std::string& arch, const std::vector<float>& q,
                                      const std::vector<float>& k, const std::vector<float>& v,
-                                     KernelStore* store) {
-  EmulatedDevice device(per_step, arch, store);
+                                     KernelStore* store, const EmulatedBackward* backward) {
+  const std::unique_ptr<EmulatedDevice> owned_device = make_device(per_step, arch, store, backward);
+  EmulatedDevice& device = *owned_device;
   const int n = static_cast<int>(p.cp_size);
   const RingPositions positions(p, device);
   std::vector<HostShard> shards(static_cast<size_t>(n));
@@ -44,11 +67,8 @@ EmulatedRingResult run_emulated_ring(const Problem& p, const std::vector<std::pa
     s.q = upload_half(device, shard_of(q, p.q_heads), p.dtype);
     s.k = upload_half(device, shard_of(k, p.kv_heads), p.dtype);
     s.v = upload_half(device, shard_of(v, p.kv_heads), p.dtype);
-    // All-ones bytes are NaN in bf16, fp16 and fp32: an element the kernels never write shows.
-    s.out = device.allocate(rows * static_cast<size_t>(p.head_dim) * sizeof(uint16_t));
-    s.lse = device.allocate(rows * sizeof(float));
-    std::memset(s.out.data(), 0xff, s.out.bytes());
-    std::memset(s.lse.data(), 0xff, s.lse.bytes());
+    s.out = poisoned(device, rows * static_cast<size_t>(p.head_dim) * sizeof(uint16_t));
+    s.lse = poisoned(device, rows * sizeof(float));
     backends.push_back(std::make_unique<KernelRingBackend>(p, r, device, positions));
     backends.back()->bind({s.q.data(), s.k.data(), s.v.data(), s.out.data(), s.lse.as<float>()});
   }
@@ -58,24 +78,38 @@ EmulatedRingResult run_emulated_ring(const Problem& p, const std::vector<std::pa
   std::vector<std::vector<float>> outs(static_cast<size_t>(n)), lses(static_cast<size_t>(n));
   for (int r = 0; r < n; ++r) {
     const HostShard& s = shards[static_cast<size_t>(r)];
-    const auto* out_bits = s.out.as<const uint16_t>();
-    outs[r] = from_half(std::vector<uint16_t>(out_bits, out_bits + rows * p.head_dim), p.dtype);
+    outs[r] = download_half(s.out, p.dtype);
     lses[r].assign(s.lse.as<const float>(), s.lse.as<const float>() + rows);
   }
   result.out = gather_shards(outs, p.batch, p.q_heads, p.seq_len, p.head_dim, p.scheme, n);
   result.lse = gather_shards(lses, p.batch, p.q_heads, p.seq_len, 1, p.scheme, n);
+
+  if (backward) {
+    // The backward reads the forward's out (in the input dtype) and lse as the kernels wrote them.
+    for (int r = 0; r < n; ++r) {
+      HostShard& s = shards[static_cast<size_t>(r)];
+      s.dout = upload_half(device, scatter_shard(backward->dout, p.batch, p.q_heads, p.seq_len, p.head_dim,
+                                                 p.scheme, n, r), p.dtype);
+      s.dq = poisoned(device, s.q.bytes());
+      s.dk = poisoned(device, s.k.bytes());
+      s.dv = poisoned(device, s.v.bytes());
+      backends[r]->bind_backward({s.q.data(), s.k.data(), s.v.data(), s.out.data(), s.lse.as<float>(),
+                                  s.dout.data(), s.dq.data(), s.dk.data(), s.dv.data()});
+    }
+    run_ring_threads(n, [&](int rank, Transport& transport) { ring_backward(*backends[rank], transport); });
+    std::vector<std::vector<float>> dqs(static_cast<size_t>(n)), dks(static_cast<size_t>(n)), dvs(static_cast<size_t>(n));
+    for (int r = 0; r < n; ++r) {
+      const HostShard& s = shards[static_cast<size_t>(r)];
+      dqs[r] = download_half(s.dq, p.dtype);
+      dks[r] = download_half(s.dk, p.dtype);
+      dvs[r] = download_half(s.dv, p.dtype);
+    }
+    result.dq = gather_shards(dqs, p.batch, p.q_heads, p.seq_len, p.head_dim, p.scheme, n);
+    result.dk = gather_shards(dks, p.batch, p.kv_heads, p.seq_len, p.head_dim, p.scheme, n);
+    result.dv = gather_shards(dvs, p.batch, p.kv_heads, p.seq_len, p.head_dim, p.scheme, n);
+  }
   result.launches = device.launches();
   result.launch_ms = device.launch_ms();
-
-  // The backward comes through the same KernelRingBackend once it has one (issue 10). Until then
-  // its calls throw; dkv_buffers is asked because it only describes memory, so the probe has no
-  // effect on a backend that does have a backward.
-  try {
-    (void)backends.front()->dkv_buffers(0);
-    result.backward_note = "the kernel ring backend has a backward, but this run checks the forward only";
-  } catch (const Error&) {
-    result.backward_note = "backward not available on the emulated backend yet";
-  }
   return result;
 }
 

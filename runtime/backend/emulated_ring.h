@@ -1,7 +1,8 @@
 // Whole-problem runs of the emulated backend from host tensors: shard the inputs by the partition
 // scheme in the problem's dtype, poison the outputs (NaN), run the forward ring of KernelRingBackend
 // (the object a GPU ring runs) on one EmulatedDevice, every rank on its own host thread over the
-// CPU transport, and gather. Used by `cpgen verify --backend emulated` and the tests.
+// CPU transport, and gather; then, when asked, the backward ring of the same backends on the
+// forward's out and lse, with poisoned dq, dk, dv. Used by `cpgen verify --backend emulated` and the tests.
 #pragma once
 
 #include <string>
@@ -17,10 +18,18 @@ namespace cpgen {
 
 struct EmulatedRingResult {
   std::vector<float> out, lse;  // gathered over ranks, global position order
-  long launches = 0;            // kernel launches the emulator ran
+  std::vector<float> dq, dk, dv;  // the backward's, when it ran; global order
+  long launches = 0;            // kernel launches the emulator ran (forward and backward)
   double launch_ms = 0;         // their wall time, summed over the rank threads
-  // Why the backward did not run: empty once the kernel ring backend has one.
-  std::string backward_note;
+};
+
+// The backward's kernels and input: a backward step spec per backward step type (the first is
+// what ring step 0 runs), the preprocessing and conversion kernels, and dO as a full
+// [batch, q_heads, seq, head_dim] tensor in global order.
+struct EmulatedBackward {
+  std::vector<std::pair<StepType, KernelSpec>> steps;
+  KernelSpec pre, convert;
+  std::vector<float> dout;
 };
 
 // per_step: the forward kernel of each step type of the problem (the first is what ring step 0
@@ -31,6 +40,7 @@ EmulatedRingResult run_emulated_ring(const Problem& problem,
                                      const std::vector<std::pair<StepType, KernelSpec>>& per_step,
                                      const std::string& arch, const std::vector<float>& q,
                                      const std::vector<float>& k, const std::vector<float>& v,
-                                     KernelStore* store = default_kernel_store());
+                                     KernelStore* store = default_kernel_store(),
+                                     const EmulatedBackward* backward = nullptr);
 
 }  // namespace cpgen

@@ -50,7 +50,9 @@ TEST_F(CmdVerifyEmulated, ReproducesTheVectorsOnAZigzagRingOfTwo) {
   const auto doc = nlohmann::json::parse(r.out);
   EXPECT_EQ(doc.at("backend"), "emulated");
   EXPECT_TRUE(doc.at("ok").get<bool>());
-  ASSERT_EQ(doc.at("checks").size(), 2u);
+  // out and lse, then dq, dk, dv: the vectors file has gradients, so the backward ring ran too.
+  ASSERT_EQ(doc.at("checks").size(), 5u);
+  EXPECT_EQ(doc.at("checks").at(2).at("tensor"), "dq");
   for (const auto& check : doc.at("checks")) {
     EXPECT_LE(check.at("error").get<double>(), 2e-2) << check;
     EXPECT_EQ(check.at("limit").get<double>(), 2e-2);
@@ -58,15 +60,21 @@ TEST_F(CmdVerifyEmulated, ReproducesTheVectorsOnAZigzagRingOfTwo) {
   // The kernel is what selection gives (the default of hd128 causal group 2 on sm_90).
   EXPECT_NE(doc.at("precision").get<std::string>().find("ring_fwd_bf16_hd128_causal_gqa2_"), std::string::npos)
       << doc.at("precision");
-  ASSERT_EQ(doc.at("notes").size(), 2u);
-  EXPECT_NE(doc.at("notes").at(0).get<std::string>().find("4 kernel launches emulated in"), std::string::npos);
-  EXPECT_EQ(doc.at("notes").at(1), "backward not available on the emulated backend yet");
-  // --output: the vectors file's layout, out and lse only.
+  EXPECT_NE(doc.at("precision").get<std::string>().find(" and ring_bwd_bf16_hd128_causal_gqa2_"), std::string::npos)
+      << doc.at("precision");
+  // Forward: 2 ranks x 2 steps. Backward: per rank the preprocessing, the steps (each may be
+  // split into launches per part of the key range) and three conversions; at least 2 x 6 more.
+  ASSERT_EQ(doc.at("notes").size(), 1u);
+  const std::string note = doc.at("notes").at(0).get<std::string>();
+  EXPECT_NE(note.find(" kernel launches emulated in"), std::string::npos) << note;
+  EXPECT_GE(std::stol(note), 16) << note;
+  // --output: the vectors file's layout, with the gradients.
   const auto written = testing::load_json(output);
   std::filesystem::remove(output);
   EXPECT_EQ(written.at("backend"), "emulated");
   EXPECT_EQ(written.at("out").size(), load_attention_vectors(vectors("gqa2_causal_hd128_s32.json")).out.size());
-  EXPECT_FALSE(written.contains("dq"));
+  ASSERT_TRUE(written.contains("dq"));
+  EXPECT_EQ(written.at("dk").size(), load_attention_vectors(vectors("gqa2_causal_hd128_s32.json")).dk.size());
 }
 
 TEST_F(CmdVerifyEmulated, RunsTheSharedVectorsWhereTheyExist) {
@@ -74,7 +82,7 @@ TEST_F(CmdVerifyEmulated, RunsTheSharedVectorsWhereTheyExist) {
   if (!std::filesystem::exists(shared)) GTEST_SKIP() << shared << " is not here";
   const auto r = run_cli("verify --vectors " + shared + " --backend emulated --dtype fp16 --scheme zigzag --ranks 2");
   EXPECT_EQ(r.exit_code, 0) << r.out << r.err;
-  EXPECT_NE(r.out.find("note: backward not available on the emulated backend yet"), std::string::npos) << r.out;
+  EXPECT_NE(r.out.find("dv"), std::string::npos) << r.out;
 }
 
 // Striped positions: every step is masked like the diagonal, with 8 rows per rank.
@@ -83,7 +91,12 @@ TEST_F(CmdVerifyEmulated, ReproducesTheVectorsOnAStripedRingOfFour) {
                          " --backend emulated --dtype fp16 --scheme striped --ranks 4");
   EXPECT_EQ(r.exit_code, 0) << r.out << r.err;
   EXPECT_NE(r.out.find("striped over 4 ranks"), std::string::npos) << r.out;
-  EXPECT_NE(r.out.find("16 kernel launches emulated"), std::string::npos) << r.out;
+  // Forward: 4 ranks x 4 steps. Backward, per rank: the preprocessing, 4 steps (one launch or
+  // more each) and 3 conversions.
+  const size_t note = r.out.find("note: ");
+  ASSERT_NE(note, std::string::npos) << r.out;
+  EXPECT_GE(std::stol(r.out.substr(note + 6)), 16 + 4 * (1 + 4 + 3)) << r.out;
+  EXPECT_NE(r.out.find("dv   relative Frobenius"), std::string::npos) << r.out;
 }
 
 // A shapes entry on random inputs: the entry's dtype is what the kernels compute in.

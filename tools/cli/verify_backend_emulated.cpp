@@ -1,9 +1,10 @@
-// `cpgen verify --backend emulated`: the forward ring with the generated kernels run by the CUDA
+// `cpgen verify --backend emulated`: the forward and backward rings with the generated kernels run by the CUDA
 // emulator on the CPU (runtime/backend/emulated_ring.h): the same KernelRingBackend, launches,
 // grids and params as the GPU, ranks on host threads over the CPU transport. The kernel of each
 // step type is what selection chooses for the problem (the database, the shipped caches, the
-// default, as `cpgen explain --arch sm_90` shows), or --spec. Checks out and lse with the
-// bf16/fp16 tolerances of the GPU backend. Needs a host C++ compiler, no GPU.
+// default, as `cpgen explain --arch sm_90` shows), or --spec for the forward. Checks out and lse,
+// and dq, dk, dv when the vectors have gradients (or the problem is --random), with the bf16/fp16
+// tolerances of the GPU backend. Needs a host C++ compiler, no GPU.
 #include <cstdio>
 #include <string>
 #include <utility>
@@ -102,13 +103,26 @@ VerifyReport run_emulated(const VerifyRequest& r) {
   const auto per_step = specs_from_options(p, r.specs);
   const std::vector<float> q(vec.q.begin(), vec.q.end()), k(vec.k.begin(), vec.k.end()),
       v(vec.v.begin(), vec.v.end());
-  EmulatedRingResult ring = run_emulated_ring(p, per_step, kSelectionArch, q, k, v);
+  // The backward runs when there are gradients to check it against (as --backend gpu), with the
+  // backward kernels selection chooses.
+  const bool run_backward = !vec.dout.empty() && (r.sampled || !vec.dq.empty());
+  EmulatedBackward backward;
+  if (run_backward) {
+    for (const auto& [workload, s] : select_ring_kernels(p, "", kSelectionArch).backward_steps)
+      backward.steps.emplace_back(workload.step, s.spec);
+    backward.pre = KernelSpec::backward_pre(p.dtype, static_cast<int>(p.head_dim));
+    backward.convert = KernelSpec::backward_convert(p.dtype, static_cast<int>(p.head_dim));
+    backward.dout.assign(vec.dout.begin(), vec.dout.end());
+  }
+  EmulatedRingResult ring = run_emulated_ring(p, per_step, kSelectionArch, q, k, v, default_kernel_store(),
+                                              run_backward ? &backward : nullptr);
   VerifyReport report;
   bool one_kernel = true;
   for (const auto& entry : per_step) one_kernel = one_kernel && entry.second == per_step.front().second;
   std::string kernels = one_kernel ? per_step.front().second.uri() : "";
   for (const auto& [step, spec] : per_step)
     if (!one_kernel) kernels += (kernels.empty() ? "" : ", ") + std::string(step_type_name(step)) + " " + spec.uri();
+  if (run_backward) kernels += " and " + backward.steps.front().second.uri();
   report.precision = kernels + "; emulated on the CPU, " + std::to_string(r.ranks) +
                      (r.ranks == 1 ? " rank" : " ranks on threads");
   report.checks = {check_tensor(r, "out", kRelativeMetric, ring.out, kHalfTolerance),
@@ -117,7 +131,14 @@ VerifyReport run_emulated(const VerifyRequest& r) {
   std::snprintf(timing, sizeof timing, "%ld kernel launches emulated in %.0f ms (summed over ranks)", ring.launches,
                 ring.launch_ms);
   report.notes.push_back(timing);
-  if (!ring.backward_note.empty()) report.notes.push_back(ring.backward_note);
+  if (run_backward) {
+    report.checks.push_back(check_tensor(r, "dq", kRelativeMetric, ring.dq, kHalfTolerance));
+    report.checks.push_back(check_tensor(r, "dk", kRelativeMetric, ring.dk, kHalfTolerance));
+    report.checks.push_back(check_tensor(r, "dv", kRelativeMetric, ring.dv, kHalfTolerance));
+    report.results.dq = std::move(ring.dq);
+    report.results.dk = std::move(ring.dk);
+    report.results.dv = std::move(ring.dv);
+  }
   report.results.out = std::move(ring.out);
   report.results.lse = std::move(ring.lse);
   return report;
@@ -125,7 +146,7 @@ VerifyReport run_emulated(const VerifyRequest& r) {
 
 const VerifyBackendRegistrar kEmulatedBackend(
     {"emulated",
-     "bf16/fp16 forward ring of the generated kernels run by the CUDA emulator on the CPU (no GPU; needs a host "
+     "bf16/fp16 forward and backward rings of the generated kernels run by the CUDA emulator on the CPU (no GPU; needs a host "
      "C++ compiler; --dtype bf16 or fp16; --spec to choose kernels)",
      run_emulated, /*takes_spec=*/true});
 
