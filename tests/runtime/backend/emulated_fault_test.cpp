@@ -6,8 +6,10 @@
 // (EmulatedDevice.GuardPageCatchesAnLseStorePastItsBuffer in emulated_ring_test.cpp).
 #include <gtest/gtest.h>
 #include <signal.h>
+#include <unistd.h>
 
 #include <cstdio>
+#include <functional>
 #include <string>
 #include <thread>
 #include <vector>
