@@ -3,6 +3,8 @@
 // includes this file after the kernel's source), so it uses standard headers only.
 #include "cuda_emulation.h"
 
+#include <setjmp.h>
+
 #include <cmath>
 #include <memory>
 #include <vector>
@@ -76,6 +78,13 @@ thread_local Cta* g_cta = nullptr;  // the CTA this host thread is running
 // What cp.async may read and red.add may write in the launches of this host thread; empty: not
 // checked (set_global_buffers).
 thread_local std::vector<GlobalBuffer> g_buffers;
+
+// Fault recovery (recover_from_fault): armed while this host thread runs a grid; the faulting
+// thread and address are kept for the report written after the jump, outside the signal handler.
+thread_local sigjmp_buf g_fault_jump;
+thread_local bool g_fault_armed = false;
+thread_local const void* g_fault_address = nullptr;
+thread_local int g_fault_thread = -1;
 
 void yield() { fiber_switch(g_cta->fibers[g_cta->current].context, g_cta->scheduler); }
 
@@ -362,6 +371,10 @@ void red_add_f32(float* address, float value) {
   *address = flush_subnormal(flush_subnormal(*address) + flush_subnormal(value));
 }
 
+namespace {
+std::string run_grid_guarded(Cta& cta);
+}  // namespace
+
 std::string launch(unsigned grid_x, unsigned grid_y, unsigned threads, int shared_bytes,
                    const std::function<void()>& body) {
   return launch(grid_x, grid_y, 1, threads, shared_bytes, body);
@@ -381,6 +394,22 @@ std::string launch(unsigned grid_x, unsigned grid_y, unsigned grid_z, unsigned t
   cta.grid = {grid_x, grid_y, grid_z};
   cta.shared_bytes = shared_bytes;
   g_cta = &cta;
+  std::string error = run_grid_guarded(cta);
+  g_cta = nullptr;
+  if (!error.empty()) return error;
+  if (cta.errors > 0)
+    return "sanitizer: " + cta.first_error +
+           (cta.errors > 1 ? " (and " + std::to_string(cta.errors - 1) + " more findings)" : std::string());
+  return {};
+}
+
+namespace {
+
+// Every CTA of the grid, one after another: an empty string, or a deadlock.
+std::string run_grid(Cta& cta) {
+  const unsigned grid_x = cta.grid.x, grid_y = cta.grid.y, grid_z = cta.grid.z;
+  const unsigned threads = static_cast<unsigned>(cta.threads);
+  const int shared_bytes = cta.shared_bytes;
   for (unsigned bz = 0; bz < grid_z; ++bz)
   for (unsigned by = 0; by < grid_y; ++by)
     for (unsigned bx = 0; bx < grid_x; ++bx) {
@@ -413,7 +442,6 @@ std::string launch(unsigned grid_x, unsigned grid_y, unsigned grid_z, unsigned t
         if (finished < cta.threads && cta.progress == before) {
           // A whole round without any barrier opening or thread finishing: stuck for good. The
           // fibers' stacks are dropped with the CTA; nothing on them owns resources.
-          g_cta = nullptr;
           return "deadlock in block (" + std::to_string(bx) + ", " + std::to_string(by) + ", " +
                  std::to_string(bz) + "): threads wait at different barriers";
         }
@@ -425,11 +453,62 @@ std::string launch(unsigned grid_x, unsigned grid_y, unsigned grid_z, unsigned t
           break;
         }
     }
-  g_cta = nullptr;
-  if (cta.errors > 0)
-    return "sanitizer: " + cta.first_error +
-           (cta.errors > 1 ? " (and " + std::to_string(cta.errors - 1) + " more findings)" : std::string());
   return {};
+}
+
+// Where a faulting address lies relative to the nearest of the launch's buffers.
+std::string nearest_buffer_text(const void* address) {
+  const auto a = reinterpret_cast<uintptr_t>(address);
+  std::string best;
+  uintptr_t best_distance = UINTPTR_MAX;
+  for (const GlobalBuffer& b : g_buffers) {
+    const auto start = reinterpret_cast<uintptr_t>(b.data), end = start + b.bytes;
+    const std::string buffer = "the " + std::to_string(b.bytes) + "-byte buffer at " + hex(start);
+    if (a >= end && a - end < best_distance) {
+      best_distance = a - end;
+      best = std::to_string(a - end) + " bytes past the end of " + buffer;
+    } else if (a < start && start - a <= best_distance) {
+      best_distance = start - a;
+      best = std::to_string(start - a) + " bytes before the start of " + buffer;
+    }
+  }
+  return best.empty() ? "no buffer of the launch is near it" : best;
+}
+
+// run_grid with fault recovery armed. Nothing here changes between sigsetjmp and the jump back
+// but memory reached through `cta`, so no local needs to be volatile.
+std::string run_grid_guarded(Cta& cta) {
+  if (sigsetjmp(g_fault_jump, 1) != 0) {
+    g_fault_armed = false;
+    // The CTA is abandoned where it stood; its fibers' stacks go with it (they own nothing).
+    const int thread = g_fault_thread;
+    std::string what = "plain access to global address " + hex(reinterpret_cast<uintptr_t>(g_fault_address)) +
+                       " faults: " + nearest_buffer_text(g_fault_address);
+    return "sanitizer: " + (thread >= 0 ? "thread " + std::to_string(thread) + " of " : std::string()) +
+           block_text() + ": " + what;
+  }
+  // Disarmed on every way out, an exception included: a later fault must not jump into a frame
+  // that is gone. (Not by a destructor: the jump back skips this frame's objects, and skipping a
+  // non-trivial destructor that way is undefined.)
+  g_fault_armed = true;
+  try {
+    std::string error = run_grid(cta);
+    g_fault_armed = false;
+    return error;
+  } catch (...) {
+    g_fault_armed = false;
+    throw;
+  }
+}
+
+}  // namespace
+
+bool recover_from_fault(const void* address) {
+  if (!g_fault_armed || g_cta == nullptr) return false;
+  g_fault_armed = false;
+  g_fault_address = address;
+  g_fault_thread = g_cta->current;
+  siglongjmp(g_fault_jump, 1);
 }
 
 void set_global_buffers(const GlobalBuffer* buffers, int count) {

@@ -72,8 +72,13 @@ void red_add_f32(float* address, float value);
 // one of the launch's global buffers, destination in its dynamic shared memory), red.add (target
 // in a buffer), ldmatrix (rows in shared memory, written in this CTA, not racing a write), and
 // after each CTA that no plain store went past the dynamic shared size (a guard region). Plain
-// loads and stores of kernel code are not seen otherwise (see shared_shadow.h). A finding fails
-// the launch with the thread, block and address; the first is reported, the rest counted.
+// global loads and stores of kernel code are caught only when they touch an inaccessible page:
+// the emulated device puts a guard page right after (and before) each buffer it allocates, and
+// the fault comes back here through recover_from_fault. Buffers are rounded up to 16 bytes, so an
+// access at most 15 bytes past the requested end is not caught, nor one that lands inside another
+// buffer, nor any plain access to memory the emulated device did not allocate; plain shared
+// accesses are seen only as shared_shadow.h says. A finding fails the launch with the thread,
+// block and address; the first is reported, the rest counted.
 struct GlobalBuffer {
   const void* data;
   size_t bytes;
@@ -81,6 +86,14 @@ struct GlobalBuffer {
 // The global buffers of the following launches on this host thread; none (the default): global
 // addresses are not checked.
 void set_global_buffers(const GlobalBuffer* buffers, int count);
+
+// Called by a SIGSEGV handler on the faulting host thread (runtime/backend/emulated_fault.h
+// installs one): when that thread is running a launch, records the address and the thread and
+// jumps back into launch(), which abandons the grid and fails with a report naming the thread,
+// the block, the address and the buffer it lies next to; never returns then. Otherwise (no launch
+// running on this thread) returns false and the caller treats the fault as it normally would.
+// Async-signal-safe: it only reads and writes this thread's variables before the jump.
+bool recover_from_fault(const void* address);
 
 // Runs body() as every thread of every CTA of the grid (CTAs one after another, threads as
 // fibers), with `shared_bytes` of dynamic shared memory poisoned (0xFF) at the start of each CTA.

@@ -4,15 +4,16 @@
 // compiler (or another version of cpgen) can still call it, or see that it must not.
 #pragma once
 
-#define CPGEN_EMULATED_ABI 2
+#define CPGEN_EMULATED_ABI 3
 #define CPGEN_EMULATED_ENTRY "cpgen_emulated_launch"
+#define CPGEN_EMULATED_FAULT_ENTRY "cpgen_emulated_fault"
 
 #include <stddef.h>
 
 extern "C" {
 
 // A global buffer the launch may touch; the sanitizer reports cp.async reads and red.add writes
-// outside every one of them.
+// outside every one of them, and names the nearest one when a plain access faults.
 struct CpgenEmulatedBuffer {
   const void* data;
   size_t bytes;
@@ -32,4 +33,9 @@ struct CpgenEmulatedLaunch {
 // Runs the whole grid on the calling thread before returning: 0 on success, else nonzero with
 // `error` filled.
 typedef int (*CpgenEmulatedEntry)(struct CpgenEmulatedLaunch* launch);
+
+// Called from a SIGSEGV handler on the faulting thread (runtime/backend/emulated_fault.h): when
+// that thread is inside this object's launch, jumps back into it (the launch then fails with the
+// report) and never returns; otherwise returns 0. The emulator's recover_from_fault.
+typedef int (*CpgenEmulatedFault)(void* address);
 }

@@ -1,7 +1,10 @@
 #include "runtime/backend/emulated_device.h"
 
+#include <sys/mman.h>
+#include <unistd.h>
+
+#include <cerrno>
 #include <chrono>
-#include <cstdlib>
 #include <cstring>
 
 #include "cpgen/error.h"
@@ -11,9 +14,45 @@
 namespace cpgen {
 namespace {
 
-// The largest alignment a kernel asks of its buffers (16-byte cp.async rows), rounded up to a
-// cache line so no two allocations share one.
-constexpr size_t kAlignment = 128;
+// The largest alignment a kernel asks of its buffers (16-byte cp.async rows and vector loads).
+constexpr size_t kAlignment = 16;
+
+size_t page_bytes() {
+  static const size_t bytes = static_cast<size_t>(::sysconf(_SC_PAGESIZE));
+  return bytes;
+}
+
+size_t round_up(size_t value, size_t unit) { return (value + unit - 1) / unit * unit; }
+
+// One allocation's mapping: a guard page, the pages holding the buffer, a guard page. The buffer
+// ends where the second guard starts, less the rounding of its size to kAlignment.
+struct GuardedMapping {
+  void* base = nullptr;
+  size_t mapped = 0;
+  void* data = nullptr;
+};
+
+GuardedMapping map_guarded(size_t bytes) {
+  const size_t page = page_bytes(), rounded = round_up(bytes == 0 ? 1 : bytes, kAlignment);
+  const size_t usable = round_up(rounded, page);
+  GuardedMapping m;
+  m.mapped = usable + 2 * page;
+  // Reserved inaccessible, then only the middle opened: the guards never become accessible.
+  void* base = ::mmap(nullptr, m.mapped, PROT_NONE, MAP_PRIVATE | MAP_ANONYMOUS, -1, 0);
+  if (base == MAP_FAILED)
+    throw Error(ErrorKind::kInternal, "EmulatedDevice: cannot map " + std::to_string(m.mapped) + " bytes for a " +
+                                          std::to_string(bytes) + "-byte buffer: " + std::strerror(errno));
+  auto* first = static_cast<unsigned char*>(base) + page;
+  if (::mprotect(first, usable, PROT_READ | PROT_WRITE) != 0) {
+    const int error = errno;
+    ::munmap(base, m.mapped);
+    throw Error(ErrorKind::kInternal, "EmulatedDevice: cannot open " + std::to_string(usable) +
+                                          " bytes between guard pages: " + std::strerror(error));
+  }
+  m.base = base;
+  m.data = first + (usable - rounded);
+  return m;
+}
 
 EmulatedGrid to_emulated(const gpu::StepGrid& g) { return {g.x, g.y, g.z}; }
 
@@ -90,20 +129,18 @@ void EmulatedDevice::run(const Loaded& k, EmulatedGrid grid, const void* params)
 }
 
 DeviceAllocation EmulatedDevice::allocate(size_t bytes) {
-  const size_t rounded = (bytes + kAlignment - 1) / kAlignment * kAlignment;
-  void* memory = std::aligned_alloc(kAlignment, rounded == 0 ? kAlignment : rounded);
-  if (!memory) throw Error(ErrorKind::kInternal, "EmulatedDevice: cannot allocate " + std::to_string(bytes) + " bytes");
+  const GuardedMapping m = map_guarded(bytes);
   {
     std::lock_guard<std::mutex> lock(allocations_mutex_);
-    allocations_[memory] = bytes;  // the requested size: the rounding is not the caller's to use
+    allocations_[m.data] = bytes;  // the requested size: the rounding is not the caller's to use
   }
-  return DeviceAllocation(std::shared_ptr<void>(memory,
-                                                [this](void* p) {
+  return DeviceAllocation(std::shared_ptr<void>(m.data,
+                                                [this, m](void* p) {
                                                   {
                                                     std::lock_guard<std::mutex> lock(allocations_mutex_);
                                                     allocations_.erase(p);
                                                   }
-                                                  std::free(p);
+                                                  ::munmap(m.base, m.mapped);
                                                 }),
                           bytes);
 }

@@ -9,6 +9,11 @@
 //
 // Every launch runs under the emulator's sanitizer (emulation/cuda_emulation.h) with the device's
 // live allocations as the buffers global accesses must stay in; a finding fails the launch.
+// Each allocation is mapped between two inaccessible guard pages and ends where the second one
+// starts, so a kernel's plain load or store past its end (or before its start) faults and fails
+// the launch with the thread, block and address (emulated_fault.h). The start is 16-byte aligned,
+// so the size is rounded up to 16: an access at most 15 bytes past the requested end lands in that
+// slack and is not caught. Each buffer costs at least three pages of address space.
 #pragma once
 
 #include <array>

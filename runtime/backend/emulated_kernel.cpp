@@ -9,6 +9,7 @@
 #include <filesystem>
 
 #include "cpgen/error.h"
+#include "runtime/backend/emulated_fault.h"
 
 namespace cpgen {
 
@@ -37,11 +38,13 @@ EmulatedKernel::EmulatedKernel(const CompiledKernel& compiled) : uri_(compiled.u
     throw Error(ErrorKind::kCompile, "emulated kernel " + uri_ + ": cannot load its shared object: " +
                                          (load_error ? load_error : "unknown dlopen error"));
   entry_ = reinterpret_cast<CpgenEmulatedEntry>(::dlsym(handle_, CPGEN_EMULATED_ENTRY));
-  if (!entry_) {
+  recover_ = reinterpret_cast<CpgenEmulatedFault>(::dlsym(handle_, CPGEN_EMULATED_FAULT_ENTRY));
+  if (!entry_ || !recover_) {
     ::dlclose(handle_);
     handle_ = nullptr;
     throw Error(ErrorKind::kCompile, "emulated kernel " + uri_ + ": its shared object has no " +
-                                         CPGEN_EMULATED_ENTRY + " entry point");
+                                         (entry_ ? CPGEN_EMULATED_FAULT_ENTRY : CPGEN_EMULATED_ENTRY) +
+                                         " entry point");
   }
 }
 
@@ -61,7 +64,14 @@ void EmulatedKernel::launch(EmulatedGrid grid, int threads, int shared_bytes, co
   launch.params = params;
   launch.buffers = buffers.data();
   launch.buffer_count = static_cast<int>(buffers.size());
-  if (entry_(&launch) != 0) {
+  int status = 0;
+  {
+    // A plain access that hits a guard page of the emulated device's buffers fails this launch
+    // (the object's emulator reports it) instead of killing the process.
+    EmulatedFaultTrap trap(recover_);
+    status = entry_(&launch);
+  }
+  if (status != 0) {
     launch.error[sizeof launch.error - 1] = '\0';
     throw Error(ErrorKind::kInternal, "emulated launch of " + uri_ + " (grid " + std::to_string(grid.x) + "x" +
                                           std::to_string(grid.y) + "x" + std::to_string(grid.z) + ", " +

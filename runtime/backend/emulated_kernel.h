@@ -25,7 +25,8 @@ class EmulatedKernel {
   EmulatedKernel& operator=(const EmulatedKernel&) = delete;
 
   // Runs the whole grid before returning, its global accesses checked against `buffers` (none:
-  // unchecked). Throws Error(kInternal) naming the URI with the emulator's report: a deadlock
+  // unchecked), under an EmulatedFaultTrap (a plain access to a guard page fails it). Throws
+  // Error(kInternal) naming the URI with the emulator's report: a deadlock
   // (threads waiting at different barriers) or the sanitizer's findings.
   void launch(EmulatedGrid grid, int threads, int shared_bytes, const void* params,
               const std::vector<CpgenEmulatedBuffer>& buffers = {}) const;
@@ -35,6 +36,7 @@ class EmulatedKernel {
   std::string uri_;
   void* handle_ = nullptr;
   CpgenEmulatedEntry entry_ = nullptr;
+  CpgenEmulatedFault recover_ = nullptr;
 };
 
 }  // namespace cpgen

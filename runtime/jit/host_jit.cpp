@@ -143,7 +143,7 @@ const HostCompiler& host_compiler() {
 
 std::vector<std::string> host_compile_flags() {
   // -fvisibility=hidden: the object's copy of the emulator never binds to another copy in the
-  // process (the test binary has one); only the entry point is exported. -O2: the emulated mma
+  // process (the test binary has one); only the entry points are exported. -O2: the emulated mma
   // and fiber switches dominate, and unoptimized they are several times slower.
   return {"-std=c++20", "-O2", "-fPIC", "-shared", "-fvisibility=hidden", "-fno-semantic-interposition"};
 }
@@ -176,6 +176,9 @@ std::string emulated_source(const KernelSpec& spec) {
          "  if (error.empty()) return 0;\n"
          "  snprintf(launch->error, sizeof launch->error, \"%s\", error.c_str());\n"
          "  return 1;\n"
+         "}\n"
+         "\nextern \"C\" __attribute__((visibility(\"default\"))) int cpgen_emulated_fault(void* address) {\n"
+         "  return cpgen::emulation::recover_from_fault(address) ? 1 : 0;\n"
          "}\n";
   return src;
 }

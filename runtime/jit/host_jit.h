@@ -1,7 +1,7 @@
 // The emulated backend's compiler: a kernel's generated source (generator/render.h), compiled by
 // the host C++ compiler together with the CUDA emulator (emulation/, embedded in the library like
 // the templates and written out next to the source, never read from the source tree) into a shared
-// object whose one exported symbol is the C entry point of emulation/emulated_launch.h. The object
+// object whose exported symbols are the C entry points of emulation/emulated_launch.h. The object
 // is self-contained (its own copy of the emulator's run time), and kept in the compiled-kernel
 // store like a cubin, under a key of everything that decides its bytes.
 #pragma once
@@ -32,7 +32,8 @@ const HostCompiler& host_compiler();
 
 // The flags of every emulated compile (optimized, position independent, hidden symbols).
 std::vector<std::string> host_compile_flags();
-// What is compiled for `spec`: the emulator's header, the rendered source, and the entry point.
+// What is compiled for `spec`: the emulator's header, the rendered source, and the entry points
+// (the launch, and the recovery from a fault in one).
 std::string emulated_source(const KernelSpec& spec);
 // A SHA-256 over the source, the embedded templates and emulator, the flags and the compiler.
 std::string emulated_store_key(const std::string& source, const HostCompiler& compiler);

@@ -7,6 +7,7 @@
 #include <gtest/gtest.h>
 
 #include <cmath>
+#include <cstdio>
 #include <cstring>
 #include <string>
 #include <vector>
@@ -181,6 +182,43 @@ TEST(EmulatedDevice, SanitizerCatchesAKeyLengthPastTheBuffers) {
     EXPECT_NE(what.find("cp.async reads global bytes"), std::string::npos) << what;
     EXPECT_NE(what.find(KernelSpec::default_for_arch(Dtype::kBf16, 64, false, 1, kArch).uri()), std::string::npos) << what;
   }
+}
+
+// The plain stores of a real kernel: lse given a buffer four rows short, the last step's lse
+// stores of those rows land on the guard page after it and fail the launch naming the buffer.
+TEST(EmulatedDevice, GuardPageCatchesAnLseStorePastItsBuffer) {
+  const Problem p = small_problem(Dtype::kBf16, 64, false, 1);
+  EmulatedDevice device(defaults_for(p), kArch, test_store());
+  const RingPositions positions(p, device);
+  KernelRingBackend backend(p, 0, device, positions);
+  const size_t q_bytes = static_cast<size_t>(p.batch * p.q_heads * p.local_seq_len() * p.head_dim) * 2;
+  const size_t lse_bytes = static_cast<size_t>(p.batch * p.q_heads * p.local_seq_len()) * 4;
+  DeviceAllocation q = device.allocate(q_bytes), k = device.allocate(q_bytes), v = device.allocate(q_bytes),
+                   out = device.allocate(q_bytes), lse = device.allocate(lse_bytes),
+                   short_lse = device.allocate(lse_bytes - 16);
+  for (const DeviceAllocation* a : {&q, &k, &v}) std::memset(a->data(), 0, a->bytes());
+  backend.bind({q.data(), k.data(), v.data(), out.data(), lse.as<float>()});
+  backend.forward_begin();
+  RingStep step;
+  step.is_first = step.is_last = true;
+  RingFwdParams params = backend.step_params(step);
+  device.launch_forward(StepType::kFull, params);  // as the ring runs it: clean
+  params.lse = short_lse.as<float>();
+  char start[32];
+  std::snprintf(start, sizeof start, "0x%llx", static_cast<unsigned long long>(reinterpret_cast<uintptr_t>(short_lse.data())));
+  try {
+    device.launch_forward(StepType::kFull, params);
+    FAIL() << "no finding";
+  } catch (const Error& e) {
+    const std::string what = e.what();
+    EXPECT_NE(what.find("sanitizer: thread "), std::string::npos) << what;
+    EXPECT_NE(what.find("plain access to global address 0x"), std::string::npos) << what;
+    EXPECT_NE(what.find("bytes past the end of the " + std::to_string(lse_bytes - 16) + "-byte buffer at " + start),
+              std::string::npos) << what;
+  }
+  // The device and the thread go on: the ring's own launch still runs clean.
+  params.lse = lse.as<float>();
+  device.launch_forward(StepType::kFull, params);
 }
 
 TEST(EmulatedDevice, RefusesAKernelOfTheWrongDirectionForAStepType) {
