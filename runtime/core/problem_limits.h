@@ -15,6 +15,8 @@ inline constexpr int64_t kMaxSeqLen = int64_t{1} << 30;
 inline constexpr int64_t kMaxCpSize = 1024;
 inline constexpr int64_t kMaxHeads = 1024;
 inline constexpr int64_t kMaxBatch = 65536;
+// Documents packed into one sequence (shapes files, vectors, Problem::documents).
+inline constexpr int64_t kMaxDocuments = int64_t{1} << 20;
 // Packed query rows of one kv head on one rank: local_seq_len * (q_heads / kv_heads).
 inline constexpr int64_t kMaxPackedRows = int64_t{1} << 30;
 
