@@ -53,6 +53,24 @@ TEST(CmdVerify, PassesOnEveryTensorAndReportsJson) {
   EXPECT_TRUE(doc.at("failed").empty());
 }
 
+// Issue 11's acceptance through the command: every format-2 file, every scheme, N in
+// {1, 2, 3, 5, 8}, all five tensors within 1e-5 on the CPU ring.
+TEST(CmdVerify, PassesOnEveryFormat2FileSchemeAndRingSize) {
+  const auto files = testing::vector_files_v2();
+  ASSERT_GE(files.size(), 3u) << "the repo's v2 set has three cases";
+  for (const std::string& file : files)
+    for (const char* scheme : {"contiguous", "zigzag", "zigzag-token", "striped"})
+      for (int n : {1, 2, 3, 5, 8}) {
+        const auto r = run_cli("verify --vectors " + file + " --scheme " + scheme + " --ranks " +
+                               std::to_string(n) + " --json");
+        ASSERT_EQ(r.exit_code, 0) << file << " " << scheme << " " << n << "\n" << r.out << r.err;
+        const auto doc = nlohmann::json::parse(r.out);
+        ASSERT_EQ(doc.at("checks").size(), 5u);
+        for (const auto& check : doc.at("checks"))
+          EXPECT_LT(check.at("error").get<double>(), 1e-5) << file << " " << scheme << " " << n << " " << check;
+      }
+}
+
 TEST(CmdVerify, HumanReportNamesEveryTensor) {
   const auto r = run_cli("verify --vectors " + vectors("mha_window16_hd64_s64.json") +
                          " --scheme striped --ranks 8");

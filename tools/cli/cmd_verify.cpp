@@ -58,7 +58,17 @@ void write_results(const std::string& path, const AttentionVectors& vec, const V
   doc["head_dim"] = vec.shape.head_dim;
   doc["seq_len"] = vec.seq_len;
   doc["causal"] = vec.shape.causal;
-  doc["window"] = vec.shape.window_left >= 0 ? nlohmann::ordered_json(vec.shape.window_left + 1) : nullptr;
+  if (vec.format == 2) {  // the format-2 mask fields, as the vectors file has them
+    const auto side = [](int64_t w) { return w >= 0 ? nlohmann::ordered_json(w) : nlohmann::ordered_json(nullptr); };
+    nlohmann::ordered_json documents = nlohmann::ordered_json::array();
+    for (size_t i = 1; i < vec.shape.cu_seqlens.size(); ++i)
+      documents.push_back(vec.shape.cu_seqlens[i] - vec.shape.cu_seqlens[i - 1]);
+    doc["documents"] = documents;
+    doc["window"] = {{"left", side(vec.shape.window_left)}, {"right", side(vec.shape.window_right)}};
+    doc["softcap"] = vec.shape.softcap > 0 ? nlohmann::ordered_json(vec.shape.softcap) : nullptr;
+  } else {
+    doc["window"] = vec.shape.window_left >= 0 ? nlohmann::ordered_json(vec.shape.window_left + 1) : nullptr;
+  }
   doc["softmax_scale"] = vec.shape.scale;
   doc["tensor_layout"] =
       "[batch][heads][seq][head_dim], row-major, sequence in global position order";

@@ -383,5 +383,48 @@ TEST(CpuRing, PackedDocumentsWindowAndSoftcapOnUnequalShards) {
   }
 }
 
+// Issue 11's acceptance: every format-2 file (the repo's v2/ and an independent set's, when
+// present), every scheme, N in {1, 2, 3, 5, 8} (none divides the documents): out, lse, dq, dk,
+// dv within 1e-5, for every rank's shard and gathered.
+class CpuRingVectorsV2 : public ::testing::TestWithParam<RingParam> {};
+
+TEST_P(CpuRingVectorsV2, EveryRankMatchesTheVectors) {
+  const auto& [path, scheme] = GetParam();
+  const AttentionVectors& vec = vectors_for(path);
+  ASSERT_EQ(vec.format, 2);
+  const AttentionShape& s = vec.shape;
+  for (int n : {1, 2, 3, 5, 8}) {
+    const RingLayout layout{s, vec.seq_len, scheme, n};
+    const std::vector<int64_t> docs = layout.documents();
+    const CpuRingResult result =
+        run_cpu_ring(layout, to_float(vec.q), to_float(vec.k), to_float(vec.v), to_float(vec.dout));
+    const std::string where = vec.name + " " + std::string(scheme_name(scheme)) + " N=" + std::to_string(n);
+    for (int r = 0; r < n; ++r) {
+      const RankTensors& t = result.ranks[r];
+      const auto shard = [&](const std::vector<double>& full, int64_t heads, int64_t dim) {
+        return scatter_shard(full, s.batch, heads, vec.seq_len, dim, scheme, n, r, docs);
+      };
+      EXPECT_LT(shard_error(t.out, shard(vec.out, s.q_heads, s.head_dim), vec.out, n), kFloat32PathTolerance) << where << " rank " << r << " out";
+      EXPECT_LT(shard_error(t.lse, shard(vec.lse, s.q_heads, 1), vec.lse, n), kFloat32PathTolerance) << where << " rank " << r << " lse";
+      EXPECT_LT(shard_error(t.dq, shard(vec.dq, s.q_heads, s.head_dim), vec.dq, n), kFloat32PathTolerance) << where << " rank " << r << " dq";
+      EXPECT_LT(shard_error(t.dk, shard(vec.dk, s.kv_heads, s.head_dim), vec.dk, n), kFloat32PathTolerance) << where << " rank " << r << " dk";
+      EXPECT_LT(shard_error(t.dv, shard(vec.dv, s.kv_heads, s.head_dim), vec.dv, n), kFloat32PathTolerance) << where << " rank " << r << " dv";
+    }
+    const Errors e{relative_error(result.out, vec.out), relative_error(result.lse, vec.lse),
+                   relative_error(result.dq, vec.dq), relative_error(result.dk, vec.dk),
+                   relative_error(result.dv, vec.dv)};
+    EXPECT_LT(e.max(), kFloat32PathTolerance) << where << " gathered";
+    std::printf("  %s N=%d: out %.2e lse %.2e dq %.2e dk %.2e dv %.2e\n",
+                std::string(scheme_name(scheme)).c_str(), n, e.out, e.lse, e.dq, e.dk, e.dv);
+  }
+}
+
+INSTANTIATE_TEST_SUITE_P(Vectors, CpuRingVectorsV2,
+                         ::testing::Combine(::testing::ValuesIn(testing::vector_files_v2()),
+                                            ::testing::Values(Scheme::kContiguous, Scheme::kZigzag,
+                                                              Scheme::kZigzagToken,
+                                                              Scheme::kStriped)),
+                         case_name);
+
 }  // namespace
 }  // namespace cpgen
