@@ -30,6 +30,9 @@ struct Problem {
   int64_t window_left = -1;   // FlashAttention's window_size; -1: unbounded
   int64_t window_right = -1;
   double softcap = 0;         // > 0: logits are softcap * tanh(scale * q.k / softcap); 0: none
+  // The tensor layout the user's framework hands over: "bhsd" (empty means it), "bshd", "sbhd",
+  // or packed "thd" (batch 1). Recorded and planned; only bhsd runs today (issue 11, strides).
+  std::string layout;
 
   int64_t gqa_group() const { return q_heads / kv_heads; }
   int64_t local_seq_len() const { return seq_len / cp_size; }
@@ -37,7 +40,8 @@ struct Problem {
   // Whether the problem uses a mask feature beyond causal / full (documents, a window, a
   // softcap): what the CPU ring runs and the GPU kernels do not yet.
   bool has_mask_features() const {
-    return documents.size() > 1 || window_left >= 0 || window_right >= 0 || softcap > 0;
+    return documents.size() > 1 || window_left >= 0 || window_right >= 0 || softcap > 0 ||
+           (!layout.empty() && layout != "bhsd");
   }
   // Throws Error(kBadInput) naming the first field that is not allowed and what is: sizes,
   // GQA grouping, the head dims and groups the kernels support, a scale that is finite and >= 0,

@@ -24,4 +24,9 @@ inline constexpr int64_t kMaxPackedRows = int64_t{1} << 30;
 // first size outside the limits. Problem::validate and the shapes parser both call it.
 void check_problem_limits(const Problem& problem, const std::string& where);
 
+// Throws Error(kBadInput) "<where>: <field> ..." for the first mask field outside what the
+// problem model allows: documents (lengths 0..kMaxSeqLen, at most kMaxDocuments, summing to
+// seq_len), window_left / window_right (-1 or 0..kMaxSeqLen), softcap (finite, >= 0) and layout.
+void check_problem_mask(const Problem& problem, const std::string& where);
+
 }  // namespace cpgen

@@ -13,6 +13,7 @@ void check_kernel_ring_problem(const Problem& p, const std::string& what) {
   if (p.window_left >= 0) throw_bad_input(where + ": window_left " + std::to_string(p.window_left) + tail);
   if (p.window_right >= 0) throw_bad_input(where + ": window_right " + std::to_string(p.window_right) + tail);
   if (p.softcap > 0) throw_bad_input(where + ": softcap " + std::to_string(p.softcap) + tail);
+  if (!p.layout.empty() && p.layout != "bhsd") throw_bad_input(where + ": layout " + p.layout + tail);
   try {
     check_partitionable(p.scheme, p.seq_len, static_cast<int>(p.cp_size));
   } catch (const Error& e) {
