@@ -174,6 +174,34 @@ TEST(CmdPlan, ReportsSchemesThatCannotSplitTheLengthAsNotApplicable) {
   EXPECT_NE(out.at("shapes")[0].at("recommended"), "zigzag");
 }
 
+// Issue 11: a packed shape plans by per-rank tokens and mask-skipped ring steps.
+TEST(CmdPlan, PackedShapeReportsRankTokensImbalanceAndSkippedSteps) {
+  const auto dir = std::filesystem::temp_directory_path() / ("cpgen_plan_packed_" + std::to_string(::getpid()));
+  std::filesystem::create_directories(dir);
+  const auto path = (dir / "packed.json").string();
+  std::ofstream(path) << R"({"shapes": [{"name": "packed", "q_heads": 8, "kv_heads": 2, "head_dim": 64,
+                              "seq_len": 1001, "cp_size": 3, "dtype": "bf16", "causal": true,
+                              "documents": [600, 0, 1, 400], "window": {"left": 64, "right": null}}]})";
+  const auto r = run_cli("plan --json --shapes " + path);
+  const auto text = run_cli("plan --shapes " + path);
+  std::filesystem::remove_all(dir);
+  ASSERT_EQ(r.exit_code, 0) << r.err;
+  const auto out = nlohmann::json::parse(r.out);
+  ASSERT_EQ(out.at("entries").size(), 4u);
+  for (const auto& e : out.at("entries")) {
+    const auto tokens = e.at("rank_tokens").get<std::vector<int64_t>>();
+    ASSERT_EQ(tokens.size(), 3u) << e.dump();
+    EXPECT_EQ(tokens[0] + tokens[1] + tokens[2], 1001);
+    EXPECT_GE(e.at("token_imbalance").get<double>(), 1.0);
+    EXPECT_EQ(e.at("ring_steps"), 9);
+    EXPECT_GE(e.at("skipped_steps").get<int64_t>(), 0);
+    if (e.at("scheme") == "contiguous") EXPECT_GE(e.at("skipped_steps").get<int64_t>(), 3) << e.dump();
+  }
+  ASSERT_EQ(text.exit_code, 0) << text.err;
+  EXPECT_NE(text.out.find("tokens per rank"), std::string::npos) << text.out;
+  EXPECT_NE(text.out.find("ring steps skipped by the mask"), std::string::npos) << text.out;
+}
+
 TEST(CmdPlan, OneRankHasNoRatioInJson) {
   const auto dir = std::filesystem::temp_directory_path() / ("cpgen_plan_test1_" + std::to_string(::getpid()));
   std::filesystem::create_directories(dir);
