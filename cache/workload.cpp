@@ -2,6 +2,7 @@
 
 #include "cpgen/error.h"
 #include "runtime/core/enum_names.h"
+#include "runtime/ring/kernel_support.h"
 #include "runtime/ring/schedule.h"
 
 namespace cpgen {
@@ -158,6 +159,8 @@ WorkloadKey workload_for(const Problem& p, StepType step, const DeviceClass& dev
 }
 
 std::vector<WorkloadKey> workloads_for(const Problem& p, const DeviceClass& device) {
+  // A workload is a step of the generated kernels; a problem they cannot run has none.
+  check_kernel_ring_problem(p);
   std::vector<WorkloadKey> out;
   for (StepType step : step_types_for(p)) out.push_back(workload_for(p, step, device));
   return out;

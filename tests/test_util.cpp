@@ -72,6 +72,19 @@ std::vector<std::string> vector_files() {
   return files;
 }
 
+std::vector<std::string> vector_files_v2() {
+  std::vector<std::string> files;
+  for (const VectorSet& set : vector_sets()) {
+    std::error_code ec;
+    std::vector<std::string> in_set;
+    for (std::filesystem::directory_iterator it(set.dir + "/v2", ec), end; !ec && it != end; it.increment(ec))
+      if (it->path().extension() == ".json") in_set.push_back(it->path().string());
+    std::sort(in_set.begin(), in_set.end());
+    files.insert(files.end(), in_set.begin(), in_set.end());
+  }
+  return files;
+}
+
 std::vector<std::string> partition_files() {
   std::vector<std::string> files;
   for (const VectorSet& set : vector_sets()) {
@@ -85,7 +98,9 @@ std::vector<std::string> partition_files() {
 std::string vector_case_name(const std::string& path) {
   std::string set_name = "other";
   for (const VectorSet& set : vector_sets())
-    if (same_folder(std::filesystem::path(path).parent_path().string(), set.dir)) set_name = set.name;
+    if (same_folder(std::filesystem::path(path).parent_path().string(), set.dir) ||
+        same_folder(std::filesystem::path(path).parent_path().string(), set.dir + "/v2"))
+      set_name = set.name;
   std::string name = set_name + "_" + std::filesystem::path(path).stem().string();
   for (char& c : name)
     if (!std::isalnum(static_cast<unsigned char>(c))) c = '_';

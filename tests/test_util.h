@@ -28,6 +28,9 @@ std::string vectors_dir();
 // a v2/ subfolder and is not read here) of every set, sorted by set then name. Never throws: an
 // unreadable folder contributes nothing, and VectorSets.InRepoSetIsComplete fails instead.
 std::vector<std::string> vector_files();
+// Every format-2 case (v2/*.json) of every set, sorted by set then name: the in-repo v2 folder
+// (the generator writes it) and an optional set's where it has one.
+std::vector<std::string> vector_files_v2();
 // partitions.json of every set: the in-repo one always (a test reading it fails if it is
 // missing), an optional set's only where it has one.
 std::vector<std::string> partition_files();

@@ -34,7 +34,7 @@ TEST(VectorSets, InRepoSetIsComplete) {
     EXPECT_EQ(vec.name, name);
     head_dims.insert(vec.shape.head_dim);
     (vec.shape.causal ? causal : full) = true;
-    window = window || vec.shape.window > 0;
+    window = window || vec.shape.window_left >= 0;
     groups.insert(vec.shape.q_heads / vec.shape.kv_heads);
     for (double lse : vec.lse) large_logits = large_logits || lse > 50;
   }

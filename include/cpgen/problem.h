@@ -3,6 +3,7 @@
 
 #include <cstdint>
 #include <string>
+#include <vector>
 
 #include "cpgen/types.h"
 
@@ -20,13 +21,33 @@ struct Problem {
   bool causal = true;
   Scheme scheme = Scheme::kZigzag;
   double softmax_scale = 0;  // 0 means 1/sqrt(head_dim)
+  // The mask model (runtime/core/attention_shape.h): query i sees the keys
+  // [max(doc_start(i), i - window_left), min(doc_end(i) - 1, i + window_right)], with
+  // window_right = 0 when causal.
+  // Lengths of the documents packed, in order, into the sequence of every batch entry; they sum
+  // to seq_len and may be 0 or 1. Empty: the whole sequence is one document.
+  std::vector<int64_t> documents;
+  int64_t window_left = -1;   // FlashAttention's window_size; -1: unbounded
+  int64_t window_right = -1;
+  double softcap = 0;         // > 0: logits are softcap * tanh(scale * q.k / softcap); 0: none
+  // The tensor layout the user's framework hands over: "bhsd" (empty means it), "bshd", "sbhd",
+  // or packed "thd" (batch 1). Recorded and planned; only bhsd runs today (issue 11, strides).
+  std::string layout;
 
   int64_t gqa_group() const { return q_heads / kv_heads; }
   int64_t local_seq_len() const { return seq_len / cp_size; }
   double scale() const;      // softmax_scale, or 1/sqrt(head_dim) when it is 0
+  // Whether the problem uses a mask feature beyond causal / full (documents, a window, a
+  // softcap): what the CPU ring runs and the GPU kernels do not yet.
+  bool has_mask_features() const {
+    return documents.size() > 1 || window_left >= 0 || window_right >= 0 || softcap > 0 ||
+           (!layout.empty() && layout != "bhsd");
+  }
   // Throws Error(kBadInput) naming the first field that is not allowed and what is: sizes,
   // GQA grouping, the head dims and groups the kernels support, a scale that is finite and >= 0,
-  // and a sequence the scheme can split over cp_size ranks.
+  // documents that sum to seq_len, windows >= -1 and a softcap that is finite and >= 0. Any
+  // seq_len splits over any cp_size (runtime/ring/partition.h); what the kernels need beyond
+  // that is check_kernel_ring_problem's (runtime/ring/kernel_support.h).
   void validate() const;
 };
 

@@ -14,6 +14,7 @@
 #include "cpgen/ring_attention.h"
 #include "runtime/cuda/cuda_driver.h"
 #include "runtime/ring/partition.h"
+#include "runtime/ring/kernel_support.h"
 
 struct cpgen_ring {
   cpgen::RingAttention ring;
@@ -96,6 +97,7 @@ cpgen::Problem to_problem(const cpgen_problem* c, const char* function) {
     cpgen::throw_bad_input(std::string(function) + ": reserved must be 0 (use cpgen_problem_init)");
   p.softmax_scale = c->softmax_scale;
   p.validate();
+  cpgen::check_kernel_ring_problem(p);  // the C ABI runs the kernels: equal shards only
   return p;
 }
 

@@ -128,7 +128,11 @@ SliceErrors check_slice(const Problem& p, const BenchInputs& in, const std::vect
         vs(in.v.begin() + kv_head * s * hd, in.v.begin() + (kv_head + 1) * s * hd);
     for (int64_t row : rows)
       qs.insert(qs.end(), in.q.begin() + (head * s + row) * hd, in.q.begin() + (head * s + row + 1) * hd);
-    AttentionShape shape{1, 1, 1, hd, p.scale(), p.causal, 0};
+    AttentionShape shape;  // one (batch, head) slice of the problem
+    shape.batch = shape.q_heads = shape.kv_heads = 1;
+    shape.head_dim = hd;
+    shape.scale = p.scale();
+    shape.causal = p.causal;
     ReferenceForward ref = reference_forward(shape, qs, ks, vs, rows, iota_positions(s));
     for (size_t i = 0; i < rows.size(); ++i) {
       const std::vector<float>& out = outs.at(owners[i].rank);

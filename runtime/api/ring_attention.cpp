@@ -28,6 +28,7 @@
 #include "runtime/api/kernel_select.h"
 #include "runtime/transport/loopback_transport.h"
 #include "runtime/ring/ring_driver.h"
+#include "runtime/ring/kernel_support.h"
 #ifdef CPGEN_HAVE_NCCL
 #include "runtime/transport/nccl_transport.h"
 #endif
@@ -260,6 +261,7 @@ RingAttention::~RingAttention() = default;
 
 RingAttention RingAttention::loopback(const Problem& problem, const RingOptions& options) {
   problem.validate();
+  check_kernel_ring_problem(problem);  // what the kernels run today, before the device
   auto impl = std::make_unique<Impl>();
   impl->problem = problem;
   impl->options = options;
@@ -277,6 +279,7 @@ RingAttention RingAttention::loopback(const Problem& problem, const RingOptions&
 
 RingAttention RingAttention::nccl(const Problem& problem, void* nccl_comm, const RingOptions& options) {
   problem.validate();
+  check_kernel_ring_problem(problem);  // what the kernels run today, before the device
 #ifdef CPGEN_HAVE_NCCL
   if (!nccl_comm) throw_bad_input("RingAttention::nccl: the communicator is null");
   auto comm = static_cast<ncclComm_t>(nccl_comm);

@@ -12,23 +12,33 @@
 
 namespace cpgen {
 
-// How the problem is split: the same on every rank.
+// How the problem is split: the same on every rank. The documents of the partition are those of
+// shape.cu_seqlens, so the mask and the split always agree.
 struct RingLayout {
   AttentionShape shape;
   int64_t seq_len = 0;
   Scheme scheme = Scheme::kZigzag;
   int cp_size = 1;
 
-  int64_t local_len() const { return seq_len / cp_size; }
+  // Document lengths from shape.cu_seqlens (empty: one document).
+  std::vector<int64_t> documents() const;
+  // Every rank's global positions (runtime/ring/partition.h): rank r holds positions(r).size()
+  // tokens, which differ between ranks when lengths do not divide.
+  std::vector<std::vector<int64_t>> rank_positions() const;
 };
 
-// One rank's tensors, [batch, heads, local_len, head_dim] (lse: [batch, q_heads, local_len]).
+// One rank's tensors, [batch, heads, local_len, head_dim] (lse: [batch, q_heads, local_len]),
+// local_len being the count of the rank's own positions.
 struct RankTensors {
   std::vector<float> q, k, v, dout;  // inputs
   std::vector<float> out, lse;       // forward results; inputs of the backward
   std::vector<float> dq, dk, dv;     // backward results
 };
 
+// Ranks may hold different token counts. Each K/V (and dK/dV) slot is sized for the longest
+// chunk of any rank, [batch, kv_heads, max_len, head_dim], so every rank's exchanges have the
+// same byte counts (the transport contract); the true length of the held chunk is that of
+// step.kv_rank's positions, which every rank knows from the partition, so no length travels.
 class CpuBackend final : public RingBackend {
  public:
   // Reads tensors.q/k/v (and dout, out, lse in the backward); writes out/lse (forward) and
@@ -53,7 +63,9 @@ class CpuBackend final : public RingBackend {
   int rank_;
   RankTensors& tensors_;
   std::vector<std::vector<int64_t>> positions_;  // per rank, from the partition scheme
-  int64_t q_size_, kv_size_, rows_;               // elements of q, of k, and query rows
+  int64_t local_len_, max_len_;  // this rank's token count; the longest of any rank (slot rows)
+  int64_t q_size_, kv_size_, rows_;  // elements of q and of own k, and query rows
+  int64_t slot_size_;                // elements of one K (or V) slot: max_len rows per head
 
   KvChunk kv_[2];             // double-buffered K/V: one computed on, one being received
   KvChunk dkv_[2];            // double-buffered fp32 dK/dV accumulators travelling the ring

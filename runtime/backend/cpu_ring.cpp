@@ -14,7 +14,12 @@ CpuRingResult run_cpu_ring(const RingLayout& layout, const std::vector<float>& q
                            std::chrono::milliseconds watchdog) {
   const AttentionShape& s = layout.shape;
   check_attention_shape(s);
-  check_partitionable(layout.scheme, layout.seq_len, layout.cp_size);
+  if (layout.cp_size < 1)
+    throw_bad_input("CPU ring: cp_size must be >= 1; got " + std::to_string(layout.cp_size));
+  if (!s.cu_seqlens.empty() && s.cu_seqlens.back() != layout.seq_len)
+    throw_bad_input("CPU ring: the documents end at " + std::to_string(s.cu_seqlens.back()) +
+                    "; seq_len is " + std::to_string(layout.seq_len));
+  const std::vector<int64_t> docs = layout.documents();
   const int n = layout.cp_size;
   const int64_t seq = layout.seq_len, dim = s.head_dim;
   const auto expect = [](const std::vector<float>& t, int64_t want, const char* name) {
@@ -32,10 +37,10 @@ CpuRingResult run_cpu_ring(const RingLayout& layout, const std::vector<float>& q
   result.ranks.resize(n);
   for (int r = 0; r < n; ++r) {
     RankTensors& t = result.ranks[r];
-    t.q = scatter_shard(q, s.batch, s.q_heads, seq, dim, layout.scheme, n, r);
-    t.k = scatter_shard(k, s.batch, s.kv_heads, seq, dim, layout.scheme, n, r);
-    t.v = scatter_shard(v, s.batch, s.kv_heads, seq, dim, layout.scheme, n, r);
-    if (backward) t.dout = scatter_shard(dout, s.batch, s.q_heads, seq, dim, layout.scheme, n, r);
+    t.q = scatter_shard(q, s.batch, s.q_heads, seq, dim, layout.scheme, n, r, docs);
+    t.k = scatter_shard(k, s.batch, s.kv_heads, seq, dim, layout.scheme, n, r, docs);
+    t.v = scatter_shard(v, s.batch, s.kv_heads, seq, dim, layout.scheme, n, r, docs);
+    if (backward) t.dout = scatter_shard(dout, s.batch, s.q_heads, seq, dim, layout.scheme, n, r, docs);
   }
   run_ring_threads(
       n,
@@ -49,7 +54,7 @@ CpuRingResult run_cpu_ring(const RingLayout& layout, const std::vector<float>& q
   const auto gather = [&](std::vector<float> RankTensors::*member, int64_t heads, int64_t d) {
     std::vector<std::vector<float>> shards;
     for (RankTensors& t : result.ranks) shards.push_back(t.*member);
-    return gather_shards(shards, s.batch, heads, seq, d, layout.scheme, n);
+    return gather_shards(shards, s.batch, heads, seq, d, layout.scheme, n, docs);
   };
   result.out = gather(&RankTensors::out, s.q_heads, dim);
   result.lse = gather(&RankTensors::lse, s.q_heads, 1);

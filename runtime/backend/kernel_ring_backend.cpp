@@ -4,12 +4,14 @@
 #include <string>
 
 #include "cpgen/error.h"
+#include "runtime/ring/kernel_support.h"
 #include "runtime/ring/partition.h"
 
 namespace cpgen {
 
 RingPositions::RingPositions(const Problem& problem, KernelDevice& device)
     : local_len_(problem.local_seq_len()) {
+  check_kernel_ring_problem(problem);  // equal shards, no mask features: what the kernels run
   const int n = static_cast<int>(problem.cp_size);
   std::vector<int> host(static_cast<size_t>(n * local_len_));
   for (int r = 0; r < n; ++r) {
@@ -25,6 +27,7 @@ const int* RingPositions::rank_positions(int rank) const { return table_.as<cons
 KernelRingBackend::KernelRingBackend(const Problem& problem, int rank, KernelDevice& device,
                                      const RingPositions& positions)
     : problem_(problem), rank_(rank), device_(device), positions_(positions) {
+  check_kernel_ring_problem(problem);
   const size_t local = static_cast<size_t>(problem.local_seq_len());
   const size_t b = static_cast<size_t>(problem.batch), hd = static_cast<size_t>(problem.head_dim);
   const size_t qh = static_cast<size_t>(problem.q_heads), kvh = static_cast<size_t>(problem.kv_heads);

@@ -15,11 +15,18 @@ inline constexpr int64_t kMaxSeqLen = int64_t{1} << 30;
 inline constexpr int64_t kMaxCpSize = 1024;
 inline constexpr int64_t kMaxHeads = 1024;
 inline constexpr int64_t kMaxBatch = 65536;
+// Documents packed into one sequence (shapes files, vectors, Problem::documents).
+inline constexpr int64_t kMaxDocuments = int64_t{1} << 20;
 // Packed query rows of one kv head on one rank: local_seq_len * (q_heads / kv_heads).
 inline constexpr int64_t kMaxPackedRows = int64_t{1} << 30;
 
 // Throws Error(kBadInput) "<where>: <field> must be an integer 1..<max>, got <value>" for the
 // first size outside the limits. Problem::validate and the shapes parser both call it.
 void check_problem_limits(const Problem& problem, const std::string& where);
+
+// Throws Error(kBadInput) "<where>: <field> ..." for the first mask field outside what the
+// problem model allows: documents (lengths 0..kMaxSeqLen, at most kMaxDocuments, summing to
+// seq_len), window_left / window_right (-1 or 0..kMaxSeqLen), softcap (finite, >= 0) and layout.
+void check_problem_mask(const Problem& problem, const std::string& where);
 
 }  // namespace cpgen

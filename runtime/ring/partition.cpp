@@ -1,5 +1,6 @@
 #include "runtime/ring/partition.h"
 
+#include <algorithm>
 #include <string>
 
 #include "cpgen/error.h"
@@ -39,12 +40,67 @@ void check_full_size(const std::vector<T>& full, int64_t batch, int64_t heads, i
                     std::to_string(batch * heads * seq_len * dim));
 }
 
+// Chunk `chunk` of `chunks` over a document of `length` tokens starting at `start`: sizes
+// length / chunks, the first length % chunks of them one token longer.
+void append_chunk(int64_t start, int64_t length, int64_t chunks, int64_t chunk,
+                  std::vector<int64_t>& positions) {
+  const int64_t base = length / chunks, longer = length % chunks;
+  const int64_t first = start + chunk * base + std::min(chunk, longer);
+  const int64_t size = base + (chunk < longer ? 1 : 0);
+  for (int64_t i = 0; i < size; ++i) positions.push_back(first + i);
+}
+
+// The positions of one document that `rank` holds, appended in increasing order.
+void append_document(Scheme scheme, int64_t start, int64_t length, int64_t n, int64_t rank,
+                     std::vector<int64_t>& positions) {
+  switch (scheme) {
+    case Scheme::kContiguous: append_chunk(start, length, n, rank, positions); return;
+    case Scheme::kZigzag:
+      // Chunk r pairs with chunk 2N-1-r so every rank gets the same causal work.
+      append_chunk(start, length, 2 * n, rank, positions);
+      append_chunk(start, length, 2 * n, 2 * n - 1 - rank, positions);
+      return;
+    case Scheme::kZigzagToken:
+      // Fold f covers tokens [f*N, (f+1)*N); even folds go forward, odd folds backward, so rank
+      // r takes the token at offset r in even folds and N-1-r in odd ones: one per fold. A short
+      // last fold of m tokens keeps its offsets, so only the ranks whose offset is below m get one.
+      for (int64_t fold = 0; fold * n < length; ++fold) {
+        const int64_t offset = fold % 2 == 0 ? rank : n - 1 - rank;
+        if (fold * n + offset < length) positions.push_back(start + fold * n + offset);
+      }
+      return;
+    case Scheme::kStriped:
+      for (int64_t i = rank; i < length; i += n) positions.push_back(start + i);
+      return;
+  }
+  throw Error(ErrorKind::kInternal, "partition: unknown scheme value " +
+                                        std::to_string(static_cast<int>(scheme)));
+}
+
+// The document lengths to partition: `documents`, or the whole sequence as one.
+std::vector<int64_t> document_lengths(int64_t seq_len, const std::vector<int64_t>& documents) {
+  if (seq_len < 0) throw_bad_input("partition: seq_len must be >= 0; got " + std::to_string(seq_len));
+  if (documents.empty()) return {seq_len};
+  int64_t total = 0;
+  for (size_t i = 0; i < documents.size(); ++i) {
+    if (documents[i] < 0)
+      throw_bad_input("partition: documents[" + std::to_string(i) + "] is " +
+                      std::to_string(documents[i]) + "; a length must be >= 0");
+    total += documents[i];
+  }
+  if (total != seq_len)
+    throw_bad_input("partition: documents sum to " + std::to_string(total) + "; seq_len is " +
+                    std::to_string(seq_len));
+  return documents;
+}
+
 template <typename T>
 std::vector<T> scatter_impl(const std::vector<T>& full, int64_t batch, int64_t heads,
-                            int64_t seq_len, int64_t dim, Scheme scheme, int cp_size, int rank) {
-  check_partitionable(scheme, seq_len, cp_size);
+                            int64_t seq_len, int64_t dim, Scheme scheme, int cp_size, int rank,
+                            const std::vector<int64_t>& documents) {
   check_full_size(full, batch, heads, seq_len, dim);
-  const std::vector<int64_t> positions = partition_positions(scheme, seq_len, cp_size, rank);
+  const std::vector<int64_t> positions =
+      partition_positions(scheme, seq_len, cp_size, rank, documents);
   const int64_t local_len = static_cast<int64_t>(positions.size());
   std::vector<T> shard(static_cast<size_t>(batch * heads * local_len * dim));
   for (int64_t bh = 0; bh < batch * heads; ++bh)
@@ -59,20 +115,20 @@ std::vector<T> scatter_impl(const std::vector<T>& full, int64_t batch, int64_t h
 template <typename T>
 std::vector<T> gather_impl(const std::vector<std::vector<T>>& shards, int64_t batch,
                            int64_t heads, int64_t seq_len, int64_t dim, Scheme scheme,
-                           int cp_size) {
-  check_partitionable(scheme, seq_len, cp_size);
+                           int cp_size, const std::vector<int64_t>& documents) {
   if (static_cast<int64_t>(shards.size()) != cp_size)
     throw_bad_input("gather_shards: got " + std::to_string(shards.size()) + " shards for " +
                     std::to_string(cp_size) + " ranks");
-  const int64_t local_len = seq_len / cp_size;
   std::vector<T> full(static_cast<size_t>(batch * heads * seq_len * dim));
   for (int rank = 0; rank < cp_size; ++rank) {
     const std::vector<T>& shard = shards[rank];
+    const std::vector<int64_t> positions =
+        partition_positions(scheme, seq_len, cp_size, rank, documents);
+    const int64_t local_len = static_cast<int64_t>(positions.size());
     if (static_cast<int64_t>(shard.size()) != batch * heads * local_len * dim)
       throw_bad_input("gather_shards: shard of rank " + std::to_string(rank) + " has " +
                       std::to_string(shard.size()) + " elements; expected " +
                       std::to_string(batch * heads * local_len * dim));
-    const std::vector<int64_t> positions = partition_positions(scheme, seq_len, cp_size, rank);
     for (int64_t bh = 0; bh < batch * heads; ++bh)
       for (int64_t i = 0; i < local_len; ++i) {
         const T* src = shard.data() + (bh * local_len + i) * dim;
@@ -96,33 +152,18 @@ void check_partitionable(Scheme scheme, int64_t seq_len, int cp_size) {
                     std::to_string(unit) + "); got " + std::to_string(seq_len));
 }
 
-std::vector<int64_t> partition_positions(Scheme scheme, int64_t seq_len, int cp_size, int rank) {
-  check_partitionable(scheme, seq_len, cp_size);
+std::vector<int64_t> partition_positions(Scheme scheme, int64_t seq_len, int cp_size, int rank,
+                                         const std::vector<int64_t>& documents) {
+  if (cp_size < 1)
+    throw_bad_input(std::string(scheme_name(scheme)) + " needs cp_size >= 1; got " +
+                    std::to_string(cp_size));
   check_rank(rank, cp_size);
-  const int64_t n = cp_size;
-  const int64_t local_len = seq_len / n;
   std::vector<int64_t> positions;
-  positions.reserve(static_cast<size_t>(local_len));
-  switch (scheme) {
-    case Scheme::kContiguous:
-      for (int64_t i = 0; i < local_len; ++i) positions.push_back(rank * local_len + i);
-      break;
-    case Scheme::kZigzag: {
-      // Chunk r pairs with chunk 2N-1-r so every rank gets the same causal work.
-      const int64_t chunk = seq_len / (2 * n);
-      for (int64_t i = 0; i < chunk; ++i) positions.push_back(rank * chunk + i);
-      for (int64_t i = 0; i < chunk; ++i) positions.push_back((2 * n - 1 - rank) * chunk + i);
-      break;
-    }
-    case Scheme::kZigzagToken:
-      // Fold f covers tokens [f*N, (f+1)*N); even folds go forward, odd folds backward, so rank
-      // r takes the token at offset r in even folds and N-1-r in odd ones: one per fold.
-      for (int64_t fold = 0; fold < local_len; ++fold)
-        positions.push_back(fold * n + (fold % 2 == 0 ? rank : n - 1 - rank));
-      break;
-    case Scheme::kStriped:
-      for (int64_t i = 0; i < local_len; ++i) positions.push_back(rank + i * n);
-      break;
+  positions.reserve(static_cast<size_t>(seq_len / cp_size + 1));
+  int64_t start = 0;
+  for (int64_t length : document_lengths(seq_len, documents)) {
+    append_document(scheme, start, length, cp_size, rank, positions);
+    start += length;
   }
   return positions;
 }
@@ -156,23 +197,23 @@ PositionOwner position_owner(Scheme scheme, int64_t seq_len, int cp_size, int64_
 
 std::vector<double> scatter_shard(const std::vector<double>& full, int64_t batch, int64_t heads,
                                   int64_t seq_len, int64_t dim, Scheme scheme, int cp_size,
-                                  int rank) {
-  return scatter_impl(full, batch, heads, seq_len, dim, scheme, cp_size, rank);
+                                  int rank, const std::vector<int64_t>& documents) {
+  return scatter_impl(full, batch, heads, seq_len, dim, scheme, cp_size, rank, documents);
 }
 std::vector<float> scatter_shard(const std::vector<float>& full, int64_t batch, int64_t heads,
                                  int64_t seq_len, int64_t dim, Scheme scheme, int cp_size,
-                                 int rank) {
-  return scatter_impl(full, batch, heads, seq_len, dim, scheme, cp_size, rank);
+                                 int rank, const std::vector<int64_t>& documents) {
+  return scatter_impl(full, batch, heads, seq_len, dim, scheme, cp_size, rank, documents);
 }
 std::vector<double> gather_shards(const std::vector<std::vector<double>>& shards, int64_t batch,
                                   int64_t heads, int64_t seq_len, int64_t dim, Scheme scheme,
-                                  int cp_size) {
-  return gather_impl(shards, batch, heads, seq_len, dim, scheme, cp_size);
+                                  int cp_size, const std::vector<int64_t>& documents) {
+  return gather_impl(shards, batch, heads, seq_len, dim, scheme, cp_size, documents);
 }
 std::vector<float> gather_shards(const std::vector<std::vector<float>>& shards, int64_t batch,
                                  int64_t heads, int64_t seq_len, int64_t dim, Scheme scheme,
-                                 int cp_size) {
-  return gather_impl(shards, batch, heads, seq_len, dim, scheme, cp_size);
+                                 int cp_size, const std::vector<int64_t>& documents) {
+  return gather_impl(shards, batch, heads, seq_len, dim, scheme, cp_size, documents);
 }
 
 }  // namespace cpgen

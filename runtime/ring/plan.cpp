@@ -49,11 +49,18 @@ SchemePlan plan_scheme(const Problem& problem, Scheme scheme, const KernelSpec& 
   plan.scheme = scheme;
   Problem p = problem;
   p.scheme = scheme;
+  plan.tokens = plan_tokens(p, scheme);
+  // The FLOP model counts tiles of equal causal shards; packed documents, windows and softcaps
+  // are planned by tokens and skipped steps only, until the kernels run them.
+  if (p.has_mask_features()) {
+    plan.reason = "no FLOP model for documents, windows, softcap or layouts yet (tokens and skipped steps only)";
+    return plan;
+  }
   try {
     check_partitionable(scheme, p.seq_len, static_cast<int>(p.cp_size));
   } catch (const Error& e) {
     if (e.kind() != ErrorKind::kBadInput) throw;
-    plan.reason = e.what();
+    plan.reason = std::string(e.what()) + " (unequal shards: tokens and skipped steps only)";
     return plan;
   }
   plan.applicable = true;
@@ -107,7 +114,22 @@ ShapePlan plan_shape(const Problem& problem, const PlanRates& rates, RankWorkCac
     if (!s.applicable || s.forward_s > fastest * (1 + kTieTolerance)) continue;
     if (!best || tie_rank(s.scheme, problem.causal) < tie_rank(best->scheme, problem.causal)) best = &s;
   }
-  if (!best) throw Error(ErrorKind::kInternal, "plan: no applicable scheme for " + problem.name);
+  if (!best) {
+    // No FLOP model applies (packed, masked or unequal shards): fewest tokens on the busiest
+    // rank, ties as above.
+    for (const SchemePlan& s : shape.schemes)
+      if (!best || s.tokens.token_imbalance < best->tokens.token_imbalance - 1e-12 ||
+          (s.tokens.token_imbalance <= best->tokens.token_imbalance + 1e-12 &&
+           tie_rank(s.scheme, problem.causal) < tie_rank(best->scheme, problem.causal)))
+        best = &s;
+    shape.recommended = best->scheme;
+    char text[256];
+    std::snprintf(text, sizeof text, "lowest token imbalance (%.3f) with %lld of %lld ring steps skipped by the mask; "
+                  "no FLOP model for this problem yet", best->tokens.token_imbalance,
+                  static_cast<long long>(best->tokens.skipped_steps), static_cast<long long>(best->tokens.ring_steps));
+    shape.why = text;
+    return shape;
+  }
   shape.recommended = best->scheme;
 
   char text[256];

@@ -26,6 +26,7 @@
 
 #include "cpgen/problem.h"
 #include "generator/kernel_spec.h"
+#include "runtime/ring/plan_tokens.h"
 #include "runtime/ring/plan_work.h"
 #include "runtime/ring/schedule.h"
 
@@ -42,6 +43,7 @@ struct SchemePlan {
   Scheme scheme = Scheme::kContiguous;
   bool applicable = false;
   std::string reason;                 // why not applicable (empty when applicable)
+  TokenPlan tokens;                   // per-rank tokens and skipped steps, for every scheme
   std::vector<RankWork> ranks;        // per rank, all N steps
   int tile_coarsening = 1;            // > 1 only for enormous shapes (runtime/ring/plan_work.h)
   double busiest_rank_flops = 0;

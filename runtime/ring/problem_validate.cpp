@@ -3,12 +3,12 @@
 #include <cmath>
 #include <span>
 #include <string>
+#include <utility>
 
 #include "cpgen/error.h"
 #include "cpgen/problem.h"
 #include "generator/kernel_spec.h"
 #include "runtime/core/problem_limits.h"
-#include "runtime/ring/partition.h"
 
 namespace cpgen {
 namespace {
@@ -42,6 +42,34 @@ void require_range(const std::string& where, const char* field, int64_t value, i
 }
 
 }  // namespace
+
+void check_problem_mask(const Problem& p, const std::string& where_text) {
+  if (static_cast<int64_t>(p.documents.size()) > kMaxDocuments)
+    throw_bad_input(where_text + ": documents has " + std::to_string(p.documents.size()) +
+                    " entries; at most " + std::to_string(kMaxDocuments) + " are allowed");
+  int64_t total = 0;
+  for (size_t i = 0; i < p.documents.size(); ++i) {
+    const int64_t length = p.documents[i];
+    if (length < 0 || length > kMaxSeqLen)
+      throw_bad_input(where_text + ": documents[" + std::to_string(i) + "] is " + std::to_string(length) +
+                      "; a document length must be an integer 0.." + std::to_string(kMaxSeqLen));
+    total += length;
+  }
+  if (!p.documents.empty() && total != p.seq_len)
+    throw_bad_input(where_text + ": documents sum to " + std::to_string(total) + "; they must sum to seq_len " +
+                    std::to_string(p.seq_len));
+  const std::pair<const char*, int64_t> windows[] = {{"window_left", p.window_left},
+                                                     {"window_right", p.window_right}};
+  for (const auto& [field, value] : windows)
+    if (value < -1 || value > kMaxSeqLen)
+      throw_bad_input(where_text + ": " + field + " is " + std::to_string(value) +
+                      "; it must be -1 (unbounded) or an integer 0.." + std::to_string(kMaxSeqLen));
+  if (!std::isfinite(p.softcap) || p.softcap < 0)
+    throw_bad_input(where_text + ": softcap " + std::to_string(p.softcap) +
+                    " must be finite and >= 0 (0 means no softcap)");
+  if (!p.layout.empty() && p.layout != "bhsd" && p.layout != "bshd" && p.layout != "sbhd" && p.layout != "thd")
+    throw_bad_input(where_text + ": layout \"" + p.layout + "\" is not supported; allowed: bhsd, bshd, sbhd, thd");
+}
 
 void check_problem_limits(const Problem& p, const std::string& where) {
   require_range(where, "batch", p.batch, kMaxBatch);
@@ -77,11 +105,7 @@ void Problem::validate() const {
   if (!std::isfinite(softmax_scale) || softmax_scale < 0)
     throw_bad_input(where(*this) + ": softmax_scale " + std::to_string(softmax_scale) +
                     " must be finite and >= 0 (0 means 1/sqrt(head_dim))");
-  try {
-    check_partitionable(scheme, seq_len, static_cast<int>(cp_size));
-  } catch (const Error& e) {
-    throw_bad_input(where(*this) + ": " + e.what());
-  }
+  check_problem_mask(*this, where(*this));
 }
 
 }  // namespace cpgen

@@ -19,8 +19,23 @@ void check_attention_shape(const AttentionShape& s) {
   if (!(s.scale > 0) || !std::isfinite(s.scale))
     throw_bad_input("attention: softmax scale must be a positive finite number; got " +
                     std::to_string(s.scale));
-  if (s.window < 0)
-    throw_bad_input("attention: window must be >= 0 (0: none); got " + std::to_string(s.window));
+  if (s.window_left < -1)
+    throw_bad_input("attention: window_left must be >= 0, or -1 for unbounded; got " +
+                    std::to_string(s.window_left));
+  if (s.window_right < -1)
+    throw_bad_input("attention: window_right must be >= 0, or -1 for unbounded; got " +
+                    std::to_string(s.window_right));
+  if (!std::isfinite(s.softcap) || s.softcap < 0)
+    throw_bad_input("attention: softcap must be finite and >= 0 (0: none); got " +
+                    std::to_string(s.softcap));
+  if (s.cu_seqlens.size() == 1 || (!s.cu_seqlens.empty() && s.cu_seqlens.front() != 0))
+    throw_bad_input("attention: cu_seqlens must be empty or start at 0 and hold at least two "
+                    "boundaries");
+  for (size_t i = 1; i < s.cu_seqlens.size(); ++i)
+    if (s.cu_seqlens[i] < s.cu_seqlens[i - 1])
+      throw_bad_input("attention: cu_seqlens must not decrease; entry " + std::to_string(i) + " is " +
+                      std::to_string(s.cu_seqlens[i]) + " after " +
+                      std::to_string(s.cu_seqlens[i - 1]));
 }
 
 namespace {
@@ -72,9 +87,10 @@ ReferenceForward reference_forward(const AttentionShape& s, const std::vector<do
         const int64_t row = (b * s.q_heads + h) * n.q_len + i;
         const double* q_row = q.data() + row * n.d;
         double max_score = -std::numeric_limits<double>::infinity();
+        const KeyInterval keys = visible_keys(s, q_positions[i]);
         for (int64_t j = 0; j < n.kv_len; ++j) {
-          scores[j] = key_visible(s, q_positions[i], kv_positions[j])
-                          ? s.scale * dot(q_row, k_head + j * n.d, n.d)
+          scores[j] = keys.contains(kv_positions[j])
+                          ? attention_logit(s, dot(q_row, k_head + j * n.d, n.d))
                           : -std::numeric_limits<double>::infinity();
           max_score = std::max(max_score, scores[j]);
         }
@@ -131,15 +147,19 @@ ReferenceGrads reference_backward(const AttentionShape& s, const std::vector<dou
         const double* q_row = q.data() + row * n.d;
         const double* do_row = dout.data() + row * n.d;
         double* dq_row = g.dq.data() + row * n.d;
-        // With P = softmax(S) and dP = dO V^T: dS = P o (dP - D), D_i = sum_j P_ij dP_ij
-        // = dO_i . O_i. Then dQ = scale dS K, dK = scale dS^T Q, dV = P^T dO.
+        // With P = softmax(T) and dP = dO V^T: dT = P o (dP - D), D_i = sum_j P_ij dP_ij
+        // = dO_i . O_i. The logit T = f(scale Q K^T) with f the identity or the softcap, so
+        // dS = dT o f' (f' = 1 - (T / c)^2 under a softcap c). Then dQ = scale dS K,
+        // dK = scale dS^T Q, dV = P^T dO.
         const double d_row = dot(do_row, out.data() + row * n.d, n.d);
+        const KeyInterval keys = visible_keys(s, q_positions[i]);
         for (int64_t j = 0; j < n.kv_len; ++j) {
-          if (!key_visible(s, q_positions[i], kv_positions[j])) continue;
+          if (!keys.contains(kv_positions[j])) continue;
           const double* k_row = k_head + j * n.d;
-          const double p = std::exp(s.scale * dot(q_row, k_row, n.d) - lse[row]);
+          const double logit = attention_logit(s, dot(q_row, k_row, n.d));
+          const double p = std::exp(logit - lse[row]);
           const double dp = dot(do_row, v_head + j * n.d, n.d);
-          const double ds = p * (dp - d_row);
+          const double ds = p * (dp - d_row) * logit_slope(s, logit);
           for (int64_t d = 0; d < n.d; ++d) {
             dq_row[d] += s.scale * ds * k_row[d];
             dk_head[j * n.d + d] += s.scale * ds * q_row[d];

@@ -182,7 +182,7 @@ SampledReference sampled_reference(const AttentionVectors& in, std::vector<int64
                           const double* v_head, int64_t i, double* out) {
     double max_score = kNegInf;
     for (int64_t j = 0; j < n; ++j) {
-      scores[j] = key_visible(s, i, j) ? s.scale * dot(q_row, k_head + j * d, d) : kNegInf;
+      scores[j] = key_visible(s, i, j) ? attention_logit(s, dot(q_row, k_head + j * d, d)) : kNegInf;
       max_score = std::max(max_score, scores[j]);
     }
     std::fill(out, out + d, 0.0);
@@ -218,7 +218,7 @@ SampledReference sampled_reference(const AttentionVectors& in, std::vector<int64
       for (int64_t j = 0; j < n; ++j) {
         if (scores[j] == kNegInf) continue;
         const double p = std::exp(scores[j] - lse);
-        const double ds = p * (dot(do_head + i * d, v_head + j * d, d) - delta);
+        const double ds = p * (dot(do_head + i * d, v_head + j * d, d) - delta) * logit_slope(s, scores[j]);
         for (int64_t c = 0; c < d; ++c) dq[c] += s.scale * ds * k_head[j * d + c];
       }
     }
@@ -248,8 +248,9 @@ SampledReference sampled_reference(const AttentionVectors& in, std::vector<int64
         double* dv = ref.dv.data() + (kv_row * samples + t) * d;
         for (int64_t i = 0; i < n; ++i) {
           if (row_lse[i] == kNegInf || !key_visible(s, i, j)) continue;
-          const double p = std::exp(s.scale * dot(q_head + i * d, k_head + j * d, d) - row_lse[i]);
-          const double ds = p * (dot(do_head + i * d, v_head + j * d, d) - row_delta[i]);
+          const double logit = attention_logit(s, dot(q_head + i * d, k_head + j * d, d));
+          const double p = std::exp(logit - row_lse[i]);
+          const double ds = p * (dot(do_head + i * d, v_head + j * d, d) - row_delta[i]) * logit_slope(s, logit);
           for (int64_t c = 0; c < d; ++c) {
             dk[c] += s.scale * ds * q_head[i * d + c];  // dK_j = scale sum_i dS_ij Q_i
             dv[c] += p * do_head[i * d + c];             // dV_j = sum_i P_ij dO_i

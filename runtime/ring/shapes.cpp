@@ -72,7 +72,8 @@ std::string describe(const Json& value) {
 // The keys of one shape, in the order they are checked and listed in messages.
 constexpr std::string_view kRequiredKeys[] = {"q_heads", "kv_heads", "head_dim", "seq_len",
                                               "cp_size", "dtype",    "causal"};
-constexpr std::string_view kOptionalKeys[] = {"name", "batch", "scheme", "softmax_scale"};
+constexpr std::string_view kOptionalKeys[] = {"name",     "batch",      "scheme", "softmax_scale", "documents",
+                                              "cu_seqlens", "window", "softcap", "layout"};
 
 std::string allowed_keys() {
   std::string out;
@@ -162,6 +163,68 @@ bool is_printable_ascii(const std::string& text) {
   });
 }
 
+constexpr std::string_view kLayouts = "bhsd, bshd, sbhd, thd";
+
+// The mask fields of issue 11 (runtime/core/attention_shape.h): documents or cu_seqlens, window,
+// softcap; and the tensor layout the user's framework hands over.
+void read_mask_fields(const Json& entry, const ShapeReader& reader, Problem& p) {
+  if (entry.contains("documents") && entry.contains("cu_seqlens"))
+    reader.fail("documents", "and cu_seqlens describe the same packing; give one of them");
+  if (auto it = entry.find("documents"); it != entry.end()) {
+    if (!it->is_array() || it->empty() || static_cast<int64_t>(it->size()) > kMaxDocuments)
+      reader.fail("documents", "must be an array of 1.." + std::to_string(kMaxDocuments) +
+                                   " document lengths, got " + describe(*it));
+    int64_t total = 0;
+    for (const Json& length : *it) {
+      p.documents.push_back(reader.integer(length, "documents", 0, p.seq_len));
+      total += p.documents.back();
+    }
+    if (total != p.seq_len)
+      reader.fail("documents", "sum to " + std::to_string(total) + "; they must sum to seq_len " +
+                                   std::to_string(p.seq_len));
+  }
+  if (auto it = entry.find("cu_seqlens"); it != entry.end()) {
+    if (!it->is_array() || it->size() < 2 || static_cast<int64_t>(it->size()) > kMaxDocuments + 1)
+      reader.fail("cu_seqlens", "must be an array of 2.." + std::to_string(kMaxDocuments + 1) +
+                                    " document boundaries from 0 to seq_len, got " + describe(*it));
+    int64_t previous = 0;
+    for (size_t i = 0; i < it->size(); ++i) {
+      const int64_t bound = reader.integer((*it)[i], "cu_seqlens", 0, p.seq_len);
+      if (i == 0 && bound != 0) reader.fail("cu_seqlens", "must start at 0, got " + std::to_string(bound));
+      if (bound < previous)
+        reader.fail("cu_seqlens", "must not decrease; " + std::to_string(bound) + " follows " + std::to_string(previous));
+      if (i > 0) p.documents.push_back(bound - previous);
+      previous = bound;
+    }
+    if (previous != p.seq_len)
+      reader.fail("cu_seqlens", "must end at seq_len " + std::to_string(p.seq_len) + ", got " + std::to_string(previous));
+  }
+  if (auto it = entry.find("window"); it != entry.end()) {
+    if (!it->is_object())
+      reader.fail("window", "must be an object {\"left\": L, \"right\": R} (integers >= 0 or null), got " + describe(*it));
+    for (const auto& side : it->items()) {
+      const std::string field = "window." + side.key();
+      if (side.key() != "left" && side.key() != "right")
+        reader.fail(field, "is not a window field; allowed: left, right");
+      const int64_t value = side.value().is_null() ? -1 : reader.integer(side.value(), field, 0, kMaxShapeSeqLen);
+      (side.key() == "left" ? p.window_left : p.window_right) = value;
+    }
+  }
+  if (auto it = entry.find("softcap"); it != entry.end()) {
+    if (!it->is_number() || !(it->get<double>() > 0) || !std::isfinite(it->get<double>()))
+      reader.fail("softcap", "must be a number > 0 (logits become softcap * tanh(logit / softcap)), got " + describe(*it));
+    p.softcap = it->get<double>();
+  }
+  if (auto it = entry.find("layout"); it != entry.end()) {
+    const std::string& layout = reader.text(*it, "layout", kLayouts);
+    if (layout != "bhsd" && layout != "bshd" && layout != "sbhd" && layout != "thd")
+      reader.fail("layout", in_quotes(layout) + " is not supported; allowed: " + std::string(kLayouts));
+    if (layout == "thd" && p.batch != 1)
+      reader.fail("layout", "\"thd\" packs every sequence into one: batch must be 1, got " + std::to_string(p.batch));
+    p.layout = layout;
+  }
+}
+
 Problem read_shape(const Json& entry, size_t index, const std::string& source) {
   ShapeReader reader(source, index);
   if (!entry.is_object()) {
@@ -210,7 +273,6 @@ Problem read_shape(const Json& entry, size_t index, const std::string& source) {
   p.causal = reader.boolean(entry.at("causal"), "causal");
 
   p.scheme = p.causal ? Scheme::kZigzag : Scheme::kContiguous;
-  const bool scheme_given = entry.contains("scheme");
   if (auto it = entry.find("scheme"); it != entry.end()) {
     constexpr std::string_view kSchemes = "contiguous, zigzag, zigzag-token, striped";
     const std::string& scheme = reader.text(*it, "scheme", kSchemes);
@@ -232,17 +294,7 @@ Problem read_shape(const Json& entry, size_t index, const std::string& source) {
     p.softmax_scale = scale;
   }
 
-  if (!scheme_given) {
-    // The user never named a scheme, so say where the requirement came from.
-    try {
-      check_partitionable(p.scheme, p.seq_len, static_cast<int>(p.cp_size));
-    } catch (const Error& e) {
-      if (e.kind() != ErrorKind::kBadInput) throw;
-      reader.fail("seq_len", std::to_string(p.seq_len) + " cannot be split by the default scheme " +
-                                 std::string(scheme_name(p.scheme)) + " over cp_size " + std::to_string(p.cp_size) +
-                                 ": " + printable(e.what(), 200) + "; set \"scheme\" to choose another");
-    }
-  }
+  read_mask_fields(entry, reader, p);
   validate_problem(p, reader.where());
   return p;
 }
@@ -397,14 +449,8 @@ void validate_problem(const Problem& p, const std::string& where) {
     throw_bad_input(where + ": batch * q_heads * seq_len * head_dim exceeds 2^48 elements; reduce batch or seq_len");
   }
 
-  try {
-    check_partitionable(p.scheme, p.seq_len, static_cast<int>(p.cp_size));
-  } catch (const Error& e) {
-    if (e.kind() != ErrorKind::kBadInput) throw;
-    throw_bad_input(where + ": seq_len " + std::to_string(p.seq_len) + " cannot be split by scheme " +
-                    std::string(scheme_name(p.scheme)) + " over cp_size " + std::to_string(p.cp_size) + ": " +
-                    printable(e.what(), 200));
-  }
+  // Any seq_len splits over any cp_size (runtime/ring/partition.h), so no divisibility rule.
+  check_problem_mask(p, where);
 }
 
 std::vector<Problem> parse_shapes_json(const std::string& text, const std::string& source_name) {

@@ -17,9 +17,59 @@ using nlohmann::json;
 const json& field(const json& doc, const std::string& source, const char* name) {
   auto it = doc.find(name);
   if (it == doc.end())
-    throw_bad_input(source + ": not a " + kAttentionVectorsFormat + " file: field '" + name +
-                    "' is missing");
+    throw_bad_input(source + ": not a vectors file: field '" + name + "' is missing");
   return *it;
+}
+
+// Format 1's window: null or w >= 1, masking i - j >= w (a left window of w - 1).
+int64_t format1_window_left(const json& doc, const std::string& source) {
+  const json& window = field(doc, source, "window");
+  if (!window.is_null() && !(window.is_number_integer() && window.get<int64_t>() >= 1))
+    throw_bad_input(source + ": field 'window' must be null or a positive integer; got " +
+                    window.dump());
+  return window.is_null() ? -1 : window.get<int64_t>() - 1;
+}
+
+// Format 2's window side: null (unbounded, -1) or an integer >= 0.
+int64_t window_side(const json& window, const std::string& source, const char* side) {
+  auto it = window.find(side);
+  if (it == window.end() || it->is_null()) return -1;
+  if (!it->is_number_integer() || it->get<int64_t>() < 0)
+    throw_bad_input(source + ": field 'window." + side + "' must be null or an integer >= 0; got " +
+                    it->dump());
+  return it->get<int64_t>();
+}
+
+// Format 2's mask: documents (lengths summing to seq_len), window {left, right}, softcap.
+void read_format2_mask(const json& doc, const std::string& source, AttentionVectors& v) {
+  const json& documents = field(doc, source, "documents");
+  if (!documents.is_array() || documents.empty())
+    throw_bad_input(source + ": field 'documents' must be a non-empty array of lengths >= 0");
+  std::vector<int64_t> lengths;
+  int64_t total = 0;
+  for (const json& length : documents) {
+    if (!length.is_number_integer() || length.get<int64_t>() < 0 || length.get<int64_t>() > v.seq_len)
+      throw_bad_input(source + ": field 'documents' holds " + length.dump() +
+                      "; a length must be an integer 0.." + std::to_string(v.seq_len));
+    lengths.push_back(length.get<int64_t>());
+    total += lengths.back();
+  }
+  if (total != v.seq_len)
+    throw_bad_input(source + ": field 'documents' sums to " + std::to_string(total) +
+                    "; it must sum to seq_len " + std::to_string(v.seq_len));
+  v.shape.cu_seqlens = cu_seqlens_of(lengths);
+  const json& window = field(doc, source, "window");
+  if (!window.is_null() && !window.is_object())
+    throw_bad_input(source + ": field 'window' must be null or {\"left\": L, \"right\": R}; got " +
+                    window.dump());
+  if (window.is_object()) {
+    v.shape.window_left = window_side(window, source, "left");
+    v.shape.window_right = window_side(window, source, "right");
+  }
+  const json& softcap = field(doc, source, "softcap");
+  if (!softcap.is_null() && !(softcap.is_number() && softcap.get<double>() > 0))
+    throw_bad_input(source + ": field 'softcap' must be null or a number > 0; got " + softcap.dump());
+  v.shape.softcap = softcap.is_null() ? 0 : softcap.get<double>();
 }
 
 int64_t positive_int(const json& doc, const std::string& source, const char* name) {
@@ -70,11 +120,15 @@ AttentionVectors parse_attention_vectors(const std::string& text, const std::str
   if (doc.is_discarded()) throw_bad_input(source + ": not a vectors file: not valid JSON");
   if (!doc.is_object()) throw_bad_input(source + ": not a vectors file: top level is not an object");
   const json& format = field(doc, source, "format");
-  if (!format.is_string() || format.get<std::string>() != kAttentionVectorsFormat)
-    throw_bad_input(source + ": format is " + format.dump() + "; expected \"" +
-                    kAttentionVectorsFormat + "\"");
-
   AttentionVectors v;
+  if (format == kAttentionVectorsFormat) {
+    v.format = 1;
+  } else if (format == kAttentionVectorsFormat2) {
+    v.format = 2;
+  } else {
+    throw_bad_input(source + ": format is " + format.dump() + "; expected \"" +
+                    kAttentionVectorsFormat + "\" or \"" + kAttentionVectorsFormat2 + "\"");
+  }
   const json& name = field(doc, source, "name");
   v.name = name.is_string() ? name.get<std::string>() : name.dump();
   v.shape.batch = positive_int(doc, source, "batch");
@@ -88,11 +142,10 @@ AttentionVectors parse_attention_vectors(const std::string& text, const std::str
   const json& causal = field(doc, source, "causal");
   if (!causal.is_boolean()) throw_bad_input(source + ": field 'causal' must be true or false");
   v.shape.causal = causal.get<bool>();
-  const json& window = field(doc, source, "window");
-  if (!window.is_null() && !(window.is_number_integer() && window.get<int64_t>() >= 1))
-    throw_bad_input(source + ": field 'window' must be null or a positive integer; got " +
-                    window.dump());
-  v.shape.window = window.is_null() ? 0 : window.get<int64_t>();
+  if (v.format == 1)
+    v.shape.window_left = format1_window_left(doc, source);
+  else
+    read_format2_mask(doc, source, v);
   const json& scale = field(doc, source, "softmax_scale");
   if (!scale.is_number() || !(scale.get<double>() > 0))
     throw_bad_input(source + ": field 'softmax_scale' must be a positive number; got " +
@@ -143,6 +196,11 @@ Problem problem_from_vectors(const AttentionVectors& vec, int64_t cp_size, Schem
   p.seq_len = vec.seq_len;
   p.causal = vec.shape.causal;
   p.softmax_scale = vec.shape.scale;
+  p.window_left = vec.shape.window_left;
+  p.window_right = vec.shape.window_right;
+  p.softcap = vec.shape.softcap;
+  for (size_t i = 1; i < vec.shape.cu_seqlens.size(); ++i)
+    p.documents.push_back(vec.shape.cu_seqlens[i] - vec.shape.cu_seqlens[i - 1]);
   p.cp_size = cp_size;
   p.scheme = scheme;
   p.dtype = dtype;

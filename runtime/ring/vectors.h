@@ -1,6 +1,7 @@
-// Reference attention vectors (format cpgen-attention-vectors/1, docs/formats.md): one
-// problem over the whole sequence with float64 expected outputs and gradients. Used by the tests
-// and by `cpgen verify`.
+// Reference attention vectors (formats cpgen-attention-vectors/1 and /2, docs/formats.md): one
+// problem over the whole sequence with float64 expected outputs and gradients. Format 2 adds
+// packed documents, a two-sided window and a logit softcap. Used by the tests and by
+// `cpgen verify`.
 #pragma once
 
 #include <cstdint>
@@ -13,10 +14,12 @@
 namespace cpgen {
 
 inline constexpr const char* kAttentionVectorsFormat = "cpgen-attention-vectors/1";
+inline constexpr const char* kAttentionVectorsFormat2 = "cpgen-attention-vectors/2";
 
 struct AttentionVectors {
+  int format = 1;  // 1 or 2
   std::string name;
-  AttentionShape shape;   // window 0 when the file says null
+  AttentionShape shape;   // the mask too: format 1's window w is window_left w - 1
   int64_t seq_len = 0;
   // Inputs, [batch][heads][seq][head_dim] in global position order (bf16-exact values).
   std::vector<double> q, k, v, dout;
@@ -31,9 +34,9 @@ AttentionVectors parse_attention_vectors(const std::string& text, const std::str
 // Also kBadInput when the file cannot be opened or read.
 AttentionVectors load_attention_vectors(const std::string& path);
 
-// The ring problem that runs these vectors: their name, shape, mask and scale, split over cp_size
-// ranks by scheme in dtype. The window is not carried (Problem has none); callers that cannot run
-// windows check vec.shape.window themselves.
+// The ring problem that runs these vectors: their name, shape, mask (documents, window, softcap)
+// and scale, split over cp_size ranks by scheme in dtype. Backends whose kernels lack a mask
+// feature refuse the problem (runtime/ring/kernel_support.h).
 Problem problem_from_vectors(const AttentionVectors& vec, int64_t cp_size, Scheme scheme, Dtype dtype);
 
 // ||actual - expected||_F / ||expected||_F (absolute norm of the difference when expected is 0).

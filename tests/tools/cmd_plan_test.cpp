@@ -37,6 +37,10 @@ const std::map<std::string, std::string> kExpectedMessage = {
     {"empty_list.json", "shapes is empty"},
     {"gqa_group_unsupported.json", "kv_heads 2 gives a GQA group of 32"},
     {"head_dim_unsupported.json", "head_dim 80 is not supported; allowed: 64, 96, 128, 256"},
+    {"documents_sum_wrong.json", "shapes[0] (\"packed\"): documents sum to 999; they must sum to seq_len 1000"},
+    {"window_negative.json", "window.left must be an integer 0..1073741824, got -4096"},
+    {"softcap_zero.json", "softcap must be a number > 0"},
+    {"layout_unknown.json", "layout \"bsdh\" is not supported; allowed: bhsd, bshd, sbhd, thd"},
     {"kv_heads_not_dividing.json", "kv_heads 6 does not divide q_heads 32"},
     {"kv_heads_null.json", "kv_heads must be an integer 1..1024, got null"},
     {"missing_seq_len.json", "missing required field \"seq_len\""},
@@ -47,7 +51,6 @@ const std::map<std::string, std::string> kExpectedMessage = {
     {"scheme_unsupported.json", "scheme \"ring\" is not supported"},
     {"second_shape_bad.json", "shapes[1] (\"second\"): head_dim 192 is not supported"},
     {"seq_len_huge_literal.json", "not valid JSON at line 2, column 95: number overflow parsing '1e400'"},
-    {"seq_len_not_divisible.json", "seq_len 131080 cannot be split by scheme zigzag over cp_size 8"},
     {"seq_len_too_large.json", "seq_len must be an integer 1..1073741824, got 4294967296"},
     {"shapes_not_array.json", "shapes must be an array of shape objects, got an object"},
     {"softmax_scale_negative.json", "softmax_scale must be a number > 0, got -0.1"},
@@ -169,6 +172,34 @@ TEST(CmdPlan, ReportsSchemesThatCannotSplitTheLengthAsNotApplicable) {
   }
   EXPECT_EQ(applicable, 3);
   EXPECT_NE(out.at("shapes")[0].at("recommended"), "zigzag");
+}
+
+// Issue 11: a packed shape plans by per-rank tokens and mask-skipped ring steps.
+TEST(CmdPlan, PackedShapeReportsRankTokensImbalanceAndSkippedSteps) {
+  const auto dir = std::filesystem::temp_directory_path() / ("cpgen_plan_packed_" + std::to_string(::getpid()));
+  std::filesystem::create_directories(dir);
+  const auto path = (dir / "packed.json").string();
+  std::ofstream(path) << R"({"shapes": [{"name": "packed", "q_heads": 8, "kv_heads": 2, "head_dim": 64,
+                              "seq_len": 1001, "cp_size": 3, "dtype": "bf16", "causal": true,
+                              "documents": [600, 0, 1, 400], "window": {"left": 64, "right": null}}]})";
+  const auto r = run_cli("plan --json --shapes " + path);
+  const auto text = run_cli("plan --shapes " + path);
+  std::filesystem::remove_all(dir);
+  ASSERT_EQ(r.exit_code, 0) << r.err;
+  const auto out = nlohmann::json::parse(r.out);
+  ASSERT_EQ(out.at("entries").size(), 4u);
+  for (const auto& e : out.at("entries")) {
+    const auto tokens = e.at("rank_tokens").get<std::vector<int64_t>>();
+    ASSERT_EQ(tokens.size(), 3u) << e.dump();
+    EXPECT_EQ(tokens[0] + tokens[1] + tokens[2], 1001);
+    EXPECT_GE(e.at("token_imbalance").get<double>(), 1.0);
+    EXPECT_EQ(e.at("ring_steps"), 9);
+    EXPECT_GE(e.at("skipped_steps").get<int64_t>(), 0);
+    if (e.at("scheme") == "contiguous") EXPECT_GE(e.at("skipped_steps").get<int64_t>(), 3) << e.dump();
+  }
+  ASSERT_EQ(text.exit_code, 0) << text.err;
+  EXPECT_NE(text.out.find("tokens per rank"), std::string::npos) << text.out;
+  EXPECT_NE(text.out.find("ring steps skipped by the mask"), std::string::npos) << text.out;
 }
 
 TEST(CmdPlan, OneRankHasNoRatioInJson) {

@@ -20,6 +20,7 @@
 #include "tools/cli/nccl_launch.h"
 #include "cpgen/nccl_bootstrap.h"
 #include "runtime/ring/partition.h"
+#include "runtime/ring/kernel_support.h"
 
 namespace cpgen::cli {
 namespace {
@@ -86,6 +87,7 @@ Problem parse_shape_argument(const std::string& text, int ranks) {
   }
   p.cp_size = ranks;
   p.validate();
+  check_kernel_ring_problem(p);
   return p;
 }
 

@@ -1,6 +1,7 @@
 // cpgen plan --shapes FILE [--link-gbps G] [--tflops T] [--json]
 // Compares the four partition schemes for each shape: causal work balance, ring traffic and
 // memory, whether the K/V transfer hides behind compute, and which scheme to use.
+#include <algorithm>
 #include <cmath>
 #include <cstdio>
 #include <iostream>
@@ -54,6 +55,10 @@ nlohmann::json entry_json(const ShapePlan& shape, const SchemePlan& s) {
   e["scheme"] = std::string(scheme_name(s.scheme));
   e["applicable"] = s.applicable;
   e["recommended"] = s.scheme == shape.recommended;
+  e["rank_tokens"] = s.tokens.rank_tokens;
+  e["token_imbalance"] = s.tokens.token_imbalance;
+  e["ring_steps"] = s.tokens.ring_steps;
+  e["skipped_steps"] = s.tokens.skipped_steps >= 0 ? nlohmann::json(s.tokens.skipped_steps) : nullptr;
   if (!s.applicable) {
     e["reason"] = s.reason;
     for (const char* key : {"work_imbalance", "busiest_rank_tflop", "bytes_per_step", "bytes_total",
@@ -112,8 +117,16 @@ void print_table(const std::vector<ShapePlan>& plans, const PlanRates& rates) {
                 "gather mem", "forward");
     for (const SchemePlan& s : shape.schemes) {
       const std::string name(scheme_name(s.scheme));
+      if (!s.applicable) std::printf("  %-13s not applicable: %s\n", name.c_str(), s.reason.c_str());
+      const auto [fewest, most] = std::minmax_element(s.tokens.rank_tokens.begin(), s.tokens.rank_tokens.end());
+      const std::string skipped = s.tokens.skipped_steps >= 0 ? std::to_string(s.tokens.skipped_steps) : "not counted";
+      const auto print_tokens = [&] {
+        std::printf("  %-13s tokens per rank %lld..%lld (imbalance %.3f); ring steps skipped by the mask: %s of %lld\n",
+                    "", static_cast<long long>(*fewest), static_cast<long long>(*most), s.tokens.token_imbalance,
+                    skipped.c_str(), static_cast<long long>(s.tokens.ring_steps));
+      };
       if (!s.applicable) {
-        std::printf("  %-13s not applicable: %s\n", name.c_str(), s.reason.c_str());
+        print_tokens();
         continue;
       }
       char ratio[16];
@@ -125,6 +138,7 @@ void print_table(const std::vector<ShapePlan>& plans, const PlanRates& rates) {
                   bytes_text(s.bytes_per_step).c_str(), bytes_text(s.bytes_total).c_str(),
                   bytes_text(s.ring_extra_bytes).c_str(), bytes_text(s.allgather_extra_bytes).c_str(),
                   seconds_text(s.forward_s).c_str(), s.tile_coarsening > 1 ? " (coarse tiles)" : "");
+      print_tokens();
     }
     std::printf("  recommended: %s (%s)\n", std::string(scheme_name(shape.recommended)).c_str(), shape.why.c_str());
   }

@@ -12,6 +12,7 @@
 #include "runtime/cuda/cuda_driver.h"
 #include "runtime/api/gpu_ring_run.h"
 #include "tools/cli/nccl_launch.h"
+#include "runtime/ring/kernel_support.h"
 #include "tools/cli/verify_backend.h"
 
 namespace cpgen::cli {
@@ -71,9 +72,7 @@ VerifyReport run_gpu(const VerifyRequest& r) {
   // The rank processes read the vectors file themselves; a random problem exists only here.
   if (transport == "nccl" && r.sampled)
     throw_bad_input("--transport nccl needs --vectors; a --random problem runs on --transport loopback");
-  if (vec.shape.window > 0)
-    throw_bad_input(vec.name + ": sliding windows (window " + std::to_string(vec.shape.window) +
-                    ") are not supported by the GPU ring kernel");
+  check_kernel_ring_problem(problem_from_vectors(vec, r.ranks, r.scheme, dtype), "GPU ring kernels");
   std::string why;
   if (!cu::try_driver(&why)) throw Error(ErrorKind::kNoDevice, "verify --backend gpu needs a GPU: " + why);
   if (transport == "nccl") return run_nccl(r, dtype);

@@ -1,7 +1,7 @@
 #!/usr/bin/env python3
 """Writes the project's own float64 attention vectors (tests/data/vectors/).
 
-Usage: tools/vectors/make_vectors.py OUT_DIR
+Usage: tools/vectors/make_vectors.py OUT_DIR                (format 1, and format 2 into OUT_DIR/v2)
        tools/vectors/make_vectors.py --check DIR   (recompute DIR's format-1 cases, compare)
 
 The expected outputs are computed here from the definition of attention, with numpy in float64,
@@ -42,6 +42,18 @@ CASES = [
     # q and k six times larger: scores reach the hundreds, softmax rows are nearly one-hot, and
     # lse is far from 0, which is where a merge that forgets the running max goes wrong.
     ("mha_causal_hd64_s64_large_logits", 1, 1, 1, 64, 64, True, None, 6.0),
+]
+
+FORMAT2 = "cpgen-attention-vectors/2"
+
+# Format 2 (packed documents, two-sided window, softcap; ../shared/vectors/v2/README.md style):
+# name, batch, q_heads, kv_heads, head_dim, documents, causal, window left, window right,
+# softcap, input scale of q and k. Lengths no ring of 2, 3, 5 or 8 divides, with empty and
+# one-token documents among them.
+V2_CASES = [
+    ("v2_docs_window_softcap_gqa2_hd64", 1, 2, 1, 64, [13, 1, 0, 17, 2, 10], True, 6, None, 20.0, 1.0),
+    ("v2_window_l5_r3_full_hd64_b2", 2, 1, 1, 64, [29], False, 5, 3, None, 1.0),
+    ("v2_docs_full_softcap_mqa_hd128", 1, 2, 1, 128, [11, 0, 9, 7], False, None, None, 10.0, 3.0),
 ]
 
 SCHEMES = {
@@ -99,7 +111,24 @@ def visible(seq_len, causal, window):
     return mask
 
 
-def attention(q, k, v, dout, scale, mask, group):
+def visible_v2(documents, causal, left, right):
+    """visible[i, j] for format 2: same document, (not causal or j <= i), i - j <= left and
+    j - i <= right where given (None: unbounded)."""
+    doc = np.repeat(np.arange(len(documents)), documents)
+    seq_len = int(sum(documents))
+    i = np.arange(seq_len)[:, None]
+    j = np.arange(seq_len)[None, :]
+    mask = doc[:, None] == doc[None, :]
+    if causal:
+        mask &= j <= i
+    if left is not None:
+        mask &= (i - j) <= left
+    if right is not None:
+        mask &= (j - i) <= right
+    return mask
+
+
+def attention(q, k, v, dout, scale, mask, group, softcap=None):
     """Forward and backward of softmax(scale * q k^T, masked) v for every (batch, query head).
 
     q, dout: [B, Hq, S, D]; k, v: [B, Hkv, S, D]; query head h reads kv head h // group.
@@ -116,8 +145,11 @@ def attention(q, k, v, dout, scale, mask, group):
     for b in range(batch):
         for h in range(q_heads):
             kv = h // group
-            scores = scale * (q[b, h] @ k[b, kv].T)
-            scores = np.where(mask, scores, -np.inf)
+            raw = scale * (q[b, h] @ k[b, kv].T)
+            # With a softcap c the logit is t = c tanh(raw / c); d t / d raw = 1 - (t / c)^2.
+            logits = softcap * np.tanh(raw / softcap) if softcap else raw
+            slope = 1.0 - (logits / softcap) ** 2 if softcap else 1.0
+            scores = np.where(mask, logits, -np.inf)
             row_max = scores.max(axis=1, keepdims=True)
             weights = np.exp(scores - row_max)  # exp(-inf) = 0 at masked keys
             row_sum = weights.sum(axis=1, keepdims=True)
@@ -126,7 +158,7 @@ def attention(q, k, v, dout, scale, mask, group):
             lse[b, h] = (row_max + np.log(row_sum))[:, 0]
             dp = dout[b, h] @ v[b, kv].T
             delta = (dout[b, h] * out[b, h]).sum(axis=1, keepdims=True)
-            ds = p * (dp - delta)
+            ds = p * (dp - delta) * slope
             dq[b, h] = scale * (ds @ k[b, kv])
             dk[b, kv] += scale * (ds.T @ q[b, h])
             dv[b, kv] += p.T @ dout[b, h]
@@ -163,6 +195,44 @@ def make_case(index, name, batch, q_heads, kv_heads, head_dim, seq_len, causal, 
         "seq_len": seq_len,
         "causal": causal,
         "window": window,
+        "softmax_scale": scale,
+        "tensor_layout": LAYOUT,
+        "inputs_are_bf16_exact": True,
+        "generator": "tools/vectors/make_vectors.py",
+    }
+    parts = [json.dumps(header)[:-1]]
+    for key, tensor in (("q", q), ("k", k), ("v", v), ("dout", dout)):
+        parts.append(',"%s":%s' % (key, input_list(tensor)))
+    for key, tensor in (("out", out), ("lse", lse), ("dq", dq), ("dk", dk), ("dv", dv)):
+        parts.append(',"%s":%s' % (key, output_list(tensor)))
+    return "".join(parts) + "}\n"
+
+
+def make_case_v2(index, name, batch, q_heads, kv_heads, head_dim, documents, causal, left, right,
+                 softcap, qk_scale):
+    seq_len = int(sum(documents))
+    scale = 1.0 / math.sqrt(head_dim)
+    q_shape = (batch, q_heads, seq_len, head_dim)
+    kv_shape = (batch, kv_heads, seq_len, head_dim)
+    stream = 16 * (index + 101)  # apart from the format-1 streams
+    q = round_to_bf16(qk_scale * normal_like(int(np.prod(q_shape)), stream + 0)).reshape(q_shape)
+    k = round_to_bf16(qk_scale * normal_like(int(np.prod(kv_shape)), stream + 1)).reshape(kv_shape)
+    v = round_to_bf16(normal_like(int(np.prod(kv_shape)), stream + 2)).reshape(kv_shape)
+    dout = round_to_bf16(normal_like(int(np.prod(q_shape)), stream + 3)).reshape(q_shape)
+    out, lse, dq, dk, dv = attention(q, k, v, dout, scale, visible_v2(documents, causal, left, right),
+                                     q_heads // kv_heads, softcap)
+    header = {
+        "format": FORMAT2,
+        "name": name,
+        "batch": batch,
+        "q_heads": q_heads,
+        "kv_heads": kv_heads,
+        "head_dim": head_dim,
+        "seq_len": seq_len,
+        "documents": documents,
+        "causal": causal,
+        "window": {"left": left, "right": right},
+        "softcap": softcap,
         "softmax_scale": scale,
         "tensor_layout": LAYOUT,
         "inputs_are_bf16_exact": True,
@@ -259,6 +329,10 @@ def main(argv):
             f.write(make_case(index, *case))
     with open(os.path.join(out_dir, "partitions.json"), "w") as f:
         f.write(make_partitions())
+    os.makedirs(os.path.join(out_dir, "v2"), exist_ok=True)
+    for index, case in enumerate(V2_CASES):
+        with open(os.path.join(out_dir, "v2", case[0] + ".json"), "w") as f:
+            f.write(make_case_v2(index, *case))
     return 0
 
 

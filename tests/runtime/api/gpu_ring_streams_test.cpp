@@ -33,7 +33,7 @@ struct Case {
     q = testing::random_bf16_exact(qn, seed);
     k = testing::random_bf16_exact(kn, seed + 1);
     v = testing::random_bf16_exact(kn, seed + 2);
-    AttentionShape shape{p.batch, p.q_heads, p.kv_heads, p.head_dim, p.scale(), p.causal, 0};
+    AttentionShape shape{.batch = p.batch, .q_heads = p.q_heads, .kv_heads = p.kv_heads, .head_dim = p.head_dim, .scale = p.scale(), .causal = p.causal};
     std::vector<int64_t> positions(p.seq_len);
     for (int64_t i = 0; i < p.seq_len; ++i) positions[i] = i;
     want = reference_forward(shape, testing::to_double(q), testing::to_double(k), testing::to_double(v),

@@ -308,7 +308,7 @@ TEST_F(KernelSelectTest, RingRunsThePerStepWinnersAndMatchesTheReference) {
   const std::vector<float> q = random_bf16_exact(p.q_heads * p.seq_len * p.head_dim, 21);
   const std::vector<float> k = random_bf16_exact(p.kv_heads * p.seq_len * p.head_dim, 22);
   const std::vector<float> v = random_bf16_exact(p.kv_heads * p.seq_len * p.head_dim, 23);
-  AttentionShape shape{p.batch, p.q_heads, p.kv_heads, p.head_dim, p.scale(), true, 0};
+  AttentionShape shape{.batch = p.batch, .q_heads = p.q_heads, .kv_heads = p.kv_heads, .head_dim = p.head_dim, .scale = p.scale(), .causal = true};
   std::vector<int64_t> positions(p.seq_len);
   for (int64_t i = 0; i < p.seq_len; ++i) positions[i] = i;
   ReferenceForward ref = reference_forward(shape, to_double(q), to_double(k), to_double(v), positions, positions);

@@ -8,6 +8,7 @@
 #include <cmath>
 #include <limits>
 #include <map>
+#include <set>
 #include <tuple>
 
 #include "cpgen/error.h"
@@ -242,7 +243,7 @@ TEST(CpuRing, EmptyChunksMergeWithoutNan) {
   s.head_dim = 4;
   s.scale = 0.5;
   s.causal = true;
-  s.window = 2;  // rows also lose their distant past, so some chunks are empty from both sides
+  s.window_left = 1;  // rows also lose their distant past, so some chunks are empty from both sides
   const int64_t seq = 16;
   std::vector<float> q(2 * seq * 4), kv(seq * 4), dout(2 * seq * 4);
   for (size_t i = 0; i < q.size(); ++i) q[i] = std::sin(0.37f * i), dout[i] = std::cos(0.11f * i);
@@ -317,15 +318,113 @@ TEST(CpuRing, RejectsBadLayoutsAndSizes) {
   s.head_dim = 2;
   s.scale = 1;
   const std::vector<float> t(20, 1.0f);
+  s.cu_seqlens = {0, 4, 9};
   try {
     run_cpu_ring(RingLayout{s, 10, Scheme::kZigzag, 4}, t, t, t, t);
     FAIL() << "expected kBadInput";
   } catch (const Error& e) {
     EXPECT_EQ(e.kind(), ErrorKind::kBadInput);
-    EXPECT_STREQ(e.what(), "zigzag needs seq_len divisible by 2*cp_size (8); got 10");
+    EXPECT_STREQ(e.what(), "CPU ring: the documents end at 9; seq_len is 10");
   }
+  s.cu_seqlens.clear();
   EXPECT_THROW(run_cpu_ring(RingLayout{s, 8, Scheme::kStriped, 2}, t, t, t, t), Error);
 }
+
+// Packed documents (a one-token and an empty one among them), a two-sided window and a softcap,
+// on a length no ring size divides: every scheme and N in {1, 2, 3, 5, 8}, each rank's shard
+// against the float64 reference at that rank's positions. Ranks hold different token counts, so
+// the exchange slots are padded to the longest chunk and the true lengths come from the
+// partition.
+TEST(CpuRing, PackedDocumentsWindowAndSoftcapOnUnequalShards) {
+  AttentionShape s;
+  s.q_heads = 4;
+  s.kv_heads = 2;
+  s.head_dim = 8;
+  s.scale = 0.6;
+  s.causal = false;
+  s.window_left = 9;
+  s.window_right = 3;
+  s.softcap = 2.5;
+  const std::vector<int64_t> docs = {23, 1, 0, 31, 2, 20};
+  s.cu_seqlens = cu_seqlens_of(docs);
+  const int64_t seq = 77, d = s.head_dim;
+  std::vector<double> q(s.q_heads * seq * d), k(s.kv_heads * seq * d), v(k.size()), dout(q.size());
+  for (size_t i = 0; i < q.size(); ++i) q[i] = std::sin(0.37 * i) * 1.5, dout[i] = std::cos(0.11 * i);
+  for (size_t i = 0; i < k.size(); ++i) k[i] = std::cos(0.23 * i) * 1.5, v[i] = std::sin(0.71 * i + 0.3);
+  std::vector<int64_t> pos(seq);
+  for (int64_t i = 0; i < seq; ++i) pos[i] = i;
+  for (bool causal : {false, true}) {
+    s.causal = causal;
+    const ReferenceForward ref = reference_forward(s, q, k, v, pos, pos);
+    const ReferenceGrads grads = reference_backward(s, q, k, v, ref.out, dout, ref.lse, pos, pos);
+    for (Scheme scheme : {Scheme::kContiguous, Scheme::kZigzag, Scheme::kZigzagToken, Scheme::kStriped})
+      for (int n : {1, 2, 3, 5, 8}) {
+        const std::string where = std::string(scheme_name(scheme)) + " N=" + std::to_string(n) +
+                                  (causal ? " causal" : " full");
+        const CpuRingResult ring = run_cpu_ring(RingLayout{s, seq, scheme, n}, to_float(q), to_float(k),
+                                                to_float(v), to_float(dout));
+        std::set<size_t> shard_rows;
+        for (int r = 0; r < n; ++r) {
+          const RankTensors& t = ring.ranks[r];
+          shard_rows.insert(t.lse.size());
+          const auto shard = [&](const std::vector<double>& full, int64_t heads, int64_t dim) {
+            return scatter_shard(full, s.batch, heads, seq, dim, scheme, n, r, docs);
+          };
+          EXPECT_LT(shard_error(t.out, shard(ref.out, s.q_heads, d), ref.out, n), 1e-5) << where << " rank " << r;
+          EXPECT_LT(shard_error(t.lse, shard(ref.lse, s.q_heads, 1), ref.lse, n), 1e-5) << where << " rank " << r;
+          EXPECT_LT(shard_error(t.dq, shard(grads.dq, s.q_heads, d), grads.dq, n), 1e-5) << where << " rank " << r;
+          EXPECT_LT(shard_error(t.dk, shard(grads.dk, s.kv_heads, d), grads.dk, n), 1e-5) << where << " rank " << r;
+          EXPECT_LT(shard_error(t.dv, shard(grads.dv, s.kv_heads, d), grads.dv, n), 1e-5) << where << " rank " << r;
+        }
+        if (n > 1) EXPECT_GT(shard_rows.size(), 1u) << where << ": the shards should differ in length";
+        EXPECT_LT(relative_error(ring.out, ref.out), 1e-5) << where;
+        EXPECT_LT(relative_error(ring.dk, grads.dk), 1e-5) << where;
+      }
+  }
+}
+
+// Issue 11's acceptance: every format-2 file (the repo's v2/ and an independent set's, when
+// present), every scheme, N in {1, 2, 3, 5, 8} (none divides the documents): out, lse, dq, dk,
+// dv within 1e-5, for every rank's shard and gathered.
+class CpuRingVectorsV2 : public ::testing::TestWithParam<RingParam> {};
+
+TEST_P(CpuRingVectorsV2, EveryRankMatchesTheVectors) {
+  const auto& [path, scheme] = GetParam();
+  const AttentionVectors& vec = vectors_for(path);
+  ASSERT_EQ(vec.format, 2);
+  const AttentionShape& s = vec.shape;
+  for (int n : {1, 2, 3, 5, 8}) {
+    const RingLayout layout{s, vec.seq_len, scheme, n};
+    const std::vector<int64_t> docs = layout.documents();
+    const CpuRingResult result =
+        run_cpu_ring(layout, to_float(vec.q), to_float(vec.k), to_float(vec.v), to_float(vec.dout));
+    const std::string where = vec.name + " " + std::string(scheme_name(scheme)) + " N=" + std::to_string(n);
+    for (int r = 0; r < n; ++r) {
+      const RankTensors& t = result.ranks[r];
+      const auto shard = [&](const std::vector<double>& full, int64_t heads, int64_t dim) {
+        return scatter_shard(full, s.batch, heads, vec.seq_len, dim, scheme, n, r, docs);
+      };
+      EXPECT_LT(shard_error(t.out, shard(vec.out, s.q_heads, s.head_dim), vec.out, n), kFloat32PathTolerance) << where << " rank " << r << " out";
+      EXPECT_LT(shard_error(t.lse, shard(vec.lse, s.q_heads, 1), vec.lse, n), kFloat32PathTolerance) << where << " rank " << r << " lse";
+      EXPECT_LT(shard_error(t.dq, shard(vec.dq, s.q_heads, s.head_dim), vec.dq, n), kFloat32PathTolerance) << where << " rank " << r << " dq";
+      EXPECT_LT(shard_error(t.dk, shard(vec.dk, s.kv_heads, s.head_dim), vec.dk, n), kFloat32PathTolerance) << where << " rank " << r << " dk";
+      EXPECT_LT(shard_error(t.dv, shard(vec.dv, s.kv_heads, s.head_dim), vec.dv, n), kFloat32PathTolerance) << where << " rank " << r << " dv";
+    }
+    const Errors e{relative_error(result.out, vec.out), relative_error(result.lse, vec.lse),
+                   relative_error(result.dq, vec.dq), relative_error(result.dk, vec.dk),
+                   relative_error(result.dv, vec.dv)};
+    EXPECT_LT(e.max(), kFloat32PathTolerance) << where << " gathered";
+    std::printf("  %s N=%d: out %.2e lse %.2e dq %.2e dk %.2e dv %.2e\n",
+                std::string(scheme_name(scheme)).c_str(), n, e.out, e.lse, e.dq, e.dk, e.dv);
+  }
+}
+
+INSTANTIATE_TEST_SUITE_P(Vectors, CpuRingVectorsV2,
+                         ::testing::Combine(::testing::ValuesIn(testing::vector_files_v2()),
+                                            ::testing::Values(Scheme::kContiguous, Scheme::kZigzag,
+                                                              Scheme::kZigzagToken,
+                                                              Scheme::kStriped)),
+                         case_name);
 
 }  // namespace
 }  // namespace cpgen

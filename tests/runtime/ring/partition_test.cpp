@@ -132,11 +132,14 @@ std::string bad_input_message(const std::function<void()>& f) {
   return "";
 }
 
-TEST(Partition, RejectsLengthsTheSchemeCannotSplit) {
+// check_partitionable states what the GPU kernels need (equal shards); the partition itself
+// takes any length (PartitionVarlen below).
+TEST(Partition, RejectsLengthsTheSchemeCannotSplitEvenly) {
   EXPECT_EQ(bad_input_message([] { check_partitionable(Scheme::kZigzag, 100, 8); }),
             "zigzag needs seq_len divisible by 2*cp_size (16); got 100");
-  EXPECT_EQ(bad_input_message([] { partition_positions(Scheme::kContiguous, 10, 3, 0); }),
+  EXPECT_EQ(bad_input_message([] { check_partitionable(Scheme::kContiguous, 10, 3); }),
             "contiguous needs seq_len divisible by cp_size (3); got 10");
+  EXPECT_EQ(partition_positions(Scheme::kContiguous, 10, 3, 0), (std::vector<int64_t>{0, 1, 2, 3}));
   EXPECT_EQ(bad_input_message([] { check_partitionable(Scheme::kStriped, 10, 4); }),
             "striped needs seq_len divisible by cp_size (4); got 10");
   EXPECT_EQ(bad_input_message([] { check_partitionable(Scheme::kZigzagToken, 7, 2); }),
@@ -155,6 +158,118 @@ TEST(Partition, RejectsLengthsTheSchemeCannotSplit) {
               gather_shards(std::vector<std::vector<float>>(3), 1, 1, 16, 1, Scheme::kStriped, 2);
             }).find("3 shards"),
             std::string::npos);
+}
+
+}  // namespace
+}  // namespace cpgen
+
+namespace cpgen {
+namespace {
+
+// Varlen partitions: each document split on its own, no divisibility rule.
+struct VarlenCase {
+  std::vector<int64_t> documents;
+  int cp_size;
+};
+
+const VarlenCase kVarlenCases[] = {
+    {{37, 91, 1, 99}, 3}, {{70, 0, 58}, 5}, {{13, 50, 33}, 8}, {{144}, 5}, {{0, 1, 0, 1, 7}, 2},
+    {{229}, 8},           {{5}, 8},         {{0}, 3},          {{1, 2, 3, 4, 5, 6, 7}, 3}};
+
+int64_t total_of(const std::vector<int64_t>& documents) {
+  return std::accumulate(documents.begin(), documents.end(), int64_t{0});
+}
+
+TEST(PartitionVarlen, EveryPositionOnceAndEachRankIncreasing) {
+  for (const VarlenCase& c : kVarlenCases)
+    for (Scheme scheme : {Scheme::kContiguous, Scheme::kZigzag, Scheme::kZigzagToken, Scheme::kStriped}) {
+      const int64_t seq_len = total_of(c.documents);
+      SCOPED_TRACE(std::string(scheme_name(scheme)) + " N=" + std::to_string(c.cp_size) + " seq_len " +
+                   std::to_string(seq_len));
+      std::vector<int> owners(static_cast<size_t>(seq_len), 0);
+      for (int r = 0; r < c.cp_size; ++r) {
+        const auto positions = partition_positions(scheme, seq_len, c.cp_size, r, c.documents);
+        for (size_t i = 0; i < positions.size(); ++i) {
+          ASSERT_GE(positions[i], 0);
+          ASSERT_LT(positions[i], seq_len);
+          if (i > 0) ASSERT_LT(positions[i - 1], positions[i]);
+          owners[positions[i]]++;
+        }
+      }
+      for (int64_t p = 0; p < seq_len; ++p) ASSERT_EQ(owners[p], 1) << "position " << p;
+    }
+}
+
+// Within every document, what each rank gets differs by at most one token between ranks. For
+// zigzag too: with the first L mod 2N chunks one longer, rank r's chunks r and 2N-1-r hold
+// together either [r < m] or 1 + [r > 2N-1-m] extra tokens, m = L mod 2N.
+TEST(PartitionVarlen, RanksOfADocumentDifferByAtMostOneToken) {
+  for (const VarlenCase& c : kVarlenCases)
+    for (Scheme scheme : {Scheme::kContiguous, Scheme::kZigzag, Scheme::kZigzagToken, Scheme::kStriped}) {
+      const int64_t seq_len = total_of(c.documents);
+      SCOPED_TRACE(std::string(scheme_name(scheme)) + " N=" + std::to_string(c.cp_size));
+      std::vector<std::vector<int64_t>> positions;
+      for (int r = 0; r < c.cp_size; ++r)
+        positions.push_back(partition_positions(scheme, seq_len, c.cp_size, r, c.documents));
+      int64_t start = 0;
+      for (int64_t length : c.documents) {
+        int64_t least = length, most = 0;
+        for (const auto& rank : positions) {
+          const int64_t count = std::count_if(rank.begin(), rank.end(), [&](int64_t p) {
+            return p >= start && p < start + length;
+          });
+          least = std::min(least, count);
+          most = std::max(most, count);
+        }
+        EXPECT_LE(most - least, 1) << "document at " << start;
+        start += length;
+      }
+    }
+}
+
+TEST(PartitionVarlen, ZigzagCutsEachDocumentIn2NChunks) {
+  // Document {0..9} and {10..12} over 2 ranks: 4 chunks each, sizes 3 3 2 2 and 1 1 1 0.
+  const std::vector<int64_t> docs = {10, 3};
+  EXPECT_EQ(partition_positions(Scheme::kZigzag, 13, 2, 0, docs),
+            (std::vector<int64_t>{0, 1, 2, 8, 9, 10}));
+  EXPECT_EQ(partition_positions(Scheme::kZigzag, 13, 2, 1, docs),
+            (std::vector<int64_t>{3, 4, 5, 6, 7, 11, 12}));
+  // Without documents an indivisible length is cut the same way: sizes 2 2 1 1 over 2 ranks.
+  EXPECT_EQ(partition_positions(Scheme::kZigzag, 6, 2, 0), (std::vector<int64_t>{0, 1, 5}));
+  EXPECT_EQ(partition_positions(Scheme::kZigzagToken, 5, 2, 1), (std::vector<int64_t>{1, 2}));
+}
+
+TEST(PartitionVarlen, EqualToTheEvenLayoutWhenLengthsDivide) {
+  for (Scheme scheme : {Scheme::kContiguous, Scheme::kZigzag, Scheme::kZigzagToken, Scheme::kStriped})
+    for (int n : {1, 2, 4})
+      for (int r = 0; r < n; ++r)
+        EXPECT_EQ(partition_positions(scheme, 48, n, r, {48}), partition_positions(scheme, 48, n, r));
+}
+
+TEST(PartitionVarlen, ScatterGatherRoundTripWithUnequalShards) {
+  const std::vector<int64_t> docs = {7, 0, 1, 9};
+  const int64_t seq = 17, batch = 2, heads = 3, dim = 2;
+  std::vector<double> full(static_cast<size_t>(batch * heads * seq * dim));
+  std::iota(full.begin(), full.end(), 0.5);
+  std::vector<std::vector<double>> shards;
+  std::set<size_t> sizes;
+  for (int r = 0; r < 3; ++r) {
+    shards.push_back(scatter_shard(full, batch, heads, seq, dim, Scheme::kZigzag, 3, r, docs));
+    sizes.insert(shards.back().size());
+  }
+  EXPECT_GT(sizes.size(), 1u);  // the ranks really hold different token counts
+  EXPECT_EQ(gather_shards(shards, batch, heads, seq, dim, Scheme::kZigzag, 3, docs), full);
+}
+
+TEST(PartitionVarlen, RefusesDocumentsThatDoNotSumToSeqLen) {
+  try {
+    partition_positions(Scheme::kZigzag, 10, 2, 0, {4, 5});
+    FAIL() << "no error";
+  } catch (const Error& e) {
+    EXPECT_EQ(e.kind(), ErrorKind::kBadInput);
+    EXPECT_STREQ(e.what(), "partition: documents sum to 9; seq_len is 10");
+  }
+  EXPECT_THROW(partition_positions(Scheme::kStriped, 3, 2, 0, {4, -1}), Error);
 }
 
 }  // namespace

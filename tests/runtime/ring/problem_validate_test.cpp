@@ -7,6 +7,7 @@
 #include "cpgen/error.h"
 #include "cpgen/problem.h"
 #include "runtime/core/problem_limits.h"
+#include "runtime/ring/kernel_support.h"
 
 namespace cpgen {
 namespace {
@@ -82,6 +83,61 @@ TEST(ProblemLimits, SeqLenAndCpSizeLimitsNameTheirField) {
   p.cp_size = 2048;
   p.seq_len = 2048 * 2;
   expect_refused(p, {"cp_size", "1..1024"});
+}
+
+TEST(ProblemMask, DocumentsWindowsAndSoftcapAreCheckedByFieldName) {
+  Problem p = base();
+  p.seq_len = 1000;  // no ring size needs to divide it any more
+  p.documents = {600, 0, 1, 399};
+  p.window_left = 128;
+  p.window_right = 0;
+  p.softcap = 30;
+  EXPECT_NO_THROW(p.validate());
+  EXPECT_TRUE(p.has_mask_features());
+  p.documents = {600, 1, 398};
+  expect_refused(p, {"documents sum to 999", "seq_len 1000"});
+  p.documents = {1001, -1};
+  expect_refused(p, {"documents[1]", "-1"});
+  p.documents = {1000};
+  p.window_left = -2;
+  expect_refused(p, {"window_left", "-2", "-1 (unbounded)"});
+  p.window_left = -1;
+  p.window_right = -5;
+  expect_refused(p, {"window_right", "-5"});
+  p.window_right = -1;
+  p.softcap = -3;
+  expect_refused(p, {"softcap", "finite and >= 0"});
+  p.softcap = 0;
+  EXPECT_FALSE(p.has_mask_features());  // one document over the whole sequence is no mask
+  EXPECT_NO_THROW(p.validate());
+}
+
+// The kernels refuse what they do not run yet, one line naming the field (the GPU and emulated
+// backends call this before allocating anything).
+TEST(ProblemMask, KernelRingRefusesFeaturesItLacks) {
+  const auto message = [](const Problem& p) -> std::string {
+    try {
+      check_kernel_ring_problem(p);
+    } catch (const Error& e) {
+      EXPECT_EQ(e.kind(), ErrorKind::kBadInput);
+      return e.what();
+    }
+    return "";
+  };
+  Problem p = base();
+  p.name = "packed";
+  EXPECT_EQ(message(p), "");
+  p.documents = {4000, 96};
+  EXPECT_EQ(message(p), "problem 'packed': documents (2 packed) is not supported by the GPU ring kernels yet (the CPU backend runs it)");
+  p.documents.clear();
+  p.window_left = 64;
+  EXPECT_NE(message(p).find("window_left 64"), std::string::npos);
+  p.window_left = -1;
+  p.softcap = 50;
+  EXPECT_NE(message(p).find("softcap"), std::string::npos);
+  p.softcap = 0;
+  p.seq_len = 4100;
+  EXPECT_NE(message(p).find("zigzag needs seq_len divisible by 2*cp_size (8); got 4100"), std::string::npos) << message(p);
 }
 
 }  // namespace

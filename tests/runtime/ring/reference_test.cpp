@@ -118,9 +118,9 @@ TEST(Reference, RowWithoutKeysIsZeroWithMinusInfinityLse) {
 TEST(Reference, WindowMasksKeysTooFarBehind) {
   AttentionShape s = tiny_shape();
   s.q_heads = 1;
-  s.window = 2;
+  s.window_left = 1;
   const std::vector<double> q = {1, 0}, k = {5, 0, 1, 0, 1, 0}, v = {100, 100, 1, 2, 3, 4};
-  // Query at 2 sees keys 1 and 2 (2 - 0 >= window masks key 0); equal scores average them.
+  // Query at 2 sees keys 1 and 2 (2 - 0 > window_left masks key 0); equal scores average them.
   const auto fwd = reference_forward(s, q, k, v, {2}, {0, 1, 2});
   EXPECT_NEAR(fwd.out[0], 2, 1e-12);
   EXPECT_NEAR(fwd.out[1], 3, 1e-12);
@@ -167,6 +167,89 @@ TEST(Reference, RejectsInconsistentSizes) {
   AttentionShape bad = s;
   bad.kv_heads = 3;
   EXPECT_THROW(reference_forward(bad, {1, 2, 3, 4}, {1, 1}, {1, 1}, {0}, {0}), Error);
+}
+
+}  // namespace
+}  // namespace cpgen
+
+namespace cpgen {
+namespace {
+
+// The softcap's tanh factor and the document / window mask in the gradients: central finite
+// differences on a case with every feature at once, including a one-token and an empty document.
+TEST(Reference, MaskedSoftcappedBackwardMatchesFiniteDifferences) {
+  AttentionShape s;
+  s.batch = 1;
+  s.q_heads = 2;
+  s.kv_heads = 1;
+  s.head_dim = 3;
+  s.scale = 0.9;
+  s.causal = false;
+  s.window_left = 2;
+  s.window_right = 1;
+  s.softcap = 1.5;
+  s.cu_seqlens = cu_seqlens_of({4, 0, 1, 3});
+  const std::vector<int64_t> pos = {0, 1, 2, 3, 4, 5, 6, 7};
+  std::vector<double> q(2 * 8 * 3), k(8 * 3), v(8 * 3), dout(2 * 8 * 3);
+  for (size_t i = 0; i < q.size(); ++i) q[i] = 1.5 * std::sin(1.3 * i + 0.2);
+  for (size_t i = 0; i < k.size(); ++i) k[i] = 1.5 * std::cos(0.7 * i - 0.4);
+  for (size_t i = 0; i < v.size(); ++i) v[i] = std::sin(2.1 * i + 1.0);
+  for (size_t i = 0; i < dout.size(); ++i) dout[i] = std::cos(0.9 * i + 0.3);
+  const auto loss = [&]() {
+    const auto f = reference_forward(s, q, k, v, pos, pos);
+    return std::inner_product(f.out.begin(), f.out.end(), dout.begin(), 0.0);
+  };
+  const auto fwd = reference_forward(s, q, k, v, pos, pos);
+  // The one-token document at position 4 sees only itself: its output is its own value row.
+  for (int64_t d = 0; d < 3; ++d) EXPECT_NEAR(fwd.out[4 * 3 + d], v[4 * 3 + d], 1e-12);
+  const auto g = reference_backward(s, q, k, v, fwd.out, dout, fwd.lse, pos, pos);
+  const double h = 1e-6;
+  double largest_dq = 0;
+  const auto check = [&](std::vector<double>& x, const std::vector<double>& grad, const char* n) {
+    for (size_t i = 0; i < x.size(); ++i) {
+      const double saved = x[i];
+      x[i] = saved + h;
+      const double up = loss();
+      x[i] = saved - h;
+      const double down = loss();
+      x[i] = saved;
+      EXPECT_NEAR(grad[i], (up - down) / (2 * h), 1e-7) << n << "[" << i << "]";
+    }
+  };
+  for (double x : g.dq) largest_dq = std::max(largest_dq, std::abs(x));
+  EXPECT_GT(largest_dq, 1e-3);  // the check is not vacuous (1e-7 is below 1e-4 of the largest)
+  check(q, g.dq, "dq");
+  check(k, g.dk, "dk");
+  check(v, g.dv, "dv");
+  // Without the tanh factor the gradients would differ: the softcap is really in them.
+  AttentionShape uncapped = s;
+  uncapped.softcap = 0;
+  const auto g0 = reference_backward(uncapped, q, k, v, fwd.out, dout, fwd.lse, pos, pos);
+  EXPECT_GT(relative_error(g0.dq, g.dq), 1e-3);
+}
+
+TEST(Reference, RejectsBadMaskFieldsByName) {
+  AttentionShape s;
+  s.q_heads = s.kv_heads = 1;
+  s.head_dim = 2;
+  s.scale = 1;
+  s.window_left = -2;
+  EXPECT_THROW(
+      {
+        try {
+          check_attention_shape(s);
+        } catch (const Error& e) {
+          EXPECT_NE(std::string(e.what()).find("window_left"), std::string::npos) << e.what();
+          throw;
+        }
+      },
+      Error);
+  s.window_left = -1;
+  s.softcap = -1;
+  EXPECT_THROW(check_attention_shape(s), Error);
+  s.softcap = 0;
+  s.cu_seqlens = {0, 5, 3};
+  EXPECT_THROW(check_attention_shape(s), Error);
 }
 
 }  // namespace

@@ -39,7 +39,7 @@ TEST(VectorsFile, ParsesTheFields) {
   EXPECT_EQ(v.name, "tiny");
   EXPECT_EQ(v.shape.q_heads, 2);
   EXPECT_EQ(v.shape.kv_heads, 1);
-  EXPECT_EQ(v.shape.window, 4);
+  EXPECT_EQ(v.shape.window_left, 3);  // format 1 masks i - j >= window: left = window - 1
   EXPECT_TRUE(v.shape.causal);
   EXPECT_EQ(v.seq_len, 2);
   EXPECT_EQ(v.q, (std::vector<double>{1, 2, 3, 4}));
@@ -50,7 +50,7 @@ TEST(VectorsFile, RejectsWhatIsNotAVectorsFile) {
   auto doc = tiny_vectors();
   doc.erase("dq");
   EXPECT_EQ(error_of(doc),
-            "tiny.json: not a cpgen-attention-vectors/1 file: field 'dq' is missing");
+            "tiny.json: not a vectors file: field 'dq' is missing");
   doc = tiny_vectors();
   doc["k"] = {1, 2, 3};
   EXPECT_EQ(error_of(doc), "tiny.json: field 'k' has 3 elements; the problem fields need 2");
@@ -69,9 +69,10 @@ TEST(VectorsFile, RejectsWhatIsNotAVectorsFile) {
   doc["v"][1] = "x";
   EXPECT_EQ(error_of(doc), "tiny.json: field 'v' holds a non-number: \"x\"");
   doc = tiny_vectors();
-  doc["format"] = "cpgen-attention-vectors/2";
+  doc["format"] = "cpgen-attention-vectors/3";
   EXPECT_EQ(error_of(doc),
-            "tiny.json: format is \"cpgen-attention-vectors/2\"; expected \"cpgen-attention-vectors/1\"");
+            "tiny.json: format is \"cpgen-attention-vectors/3\"; expected \"cpgen-attention-vectors/1\" or "
+            "\"cpgen-attention-vectors/2\"");
   doc = tiny_vectors();
   doc["batch"] = -1;
   EXPECT_EQ(error_of(doc), "tiny.json: field 'batch' must be a positive integer; got -1");
@@ -86,6 +87,49 @@ TEST(VectorsFile, RelativeError) {
   EXPECT_TRUE(std::isnan(relative_error(
       std::vector<float>{std::numeric_limits<float>::quiet_NaN()}, std::vector<double>{1})));
   EXPECT_THROW(relative_error(std::vector<double>{1}, std::vector<double>{1, 2}), Error);
+}
+
+nlohmann::json tiny_vectors_v2() {
+  nlohmann::json doc = tiny_vectors();
+  doc["format"] = "cpgen-attention-vectors/2";
+  doc["documents"] = {1, 0, 1};
+  doc["window"] = {{"left", 3}, {"right", nullptr}};
+  doc["softcap"] = 15.0;
+  return doc;
+}
+
+TEST(VectorsFile, ParsesFormat2Masks) {
+  const AttentionVectors v = parse_attention_vectors(tiny_vectors_v2().dump(), "tiny.json");
+  EXPECT_EQ(v.format, 2);
+  EXPECT_EQ(v.shape.cu_seqlens, (std::vector<int64_t>{0, 1, 1, 2}));
+  EXPECT_EQ(v.shape.window_left, 3);
+  EXPECT_EQ(v.shape.window_right, -1);
+  EXPECT_EQ(v.shape.softcap, 15.0);
+  const Problem p = problem_from_vectors(v, 2, Scheme::kZigzag, Dtype::kBf16);
+  EXPECT_EQ(p.documents, (std::vector<int64_t>{1, 0, 1}));
+  EXPECT_EQ(p.window_left, 3);
+  EXPECT_EQ(p.softcap, 15.0);
+}
+
+TEST(VectorsFile, RefusesBadFormat2FieldsByName) {
+  nlohmann::json doc = tiny_vectors_v2();
+  doc["documents"] = {1, 2};
+  EXPECT_EQ(error_of(doc), "tiny.json: field 'documents' sums to 3; it must sum to seq_len 2");
+  doc = tiny_vectors_v2();
+  doc["documents"] = {3, -1};
+  EXPECT_EQ(error_of(doc), "tiny.json: field 'documents' holds 3; a length must be an integer 0..2");
+  doc = tiny_vectors_v2();
+  doc.erase("documents");
+  EXPECT_EQ(error_of(doc), "tiny.json: not a vectors file: field 'documents' is missing");
+  doc = tiny_vectors_v2();
+  doc["window"] = {{"left", -1}, {"right", 0}};
+  EXPECT_EQ(error_of(doc), "tiny.json: field 'window.left' must be null or an integer >= 0; got -1");
+  doc = tiny_vectors_v2();
+  doc["window"] = 4;
+  EXPECT_NE(error_of(doc).find("field 'window' must be null or {"), std::string::npos);
+  doc = tiny_vectors_v2();
+  doc["softcap"] = 0;
+  EXPECT_EQ(error_of(doc), "tiny.json: field 'softcap' must be null or a number > 0; got 0");
 }
 
 }  // namespace

@@ -84,6 +84,13 @@ TEST(MakeVectors, CommittedFilesAreWhatTheGeneratorWrites) {
       expect_same_case(committed, fresh, name);
     }
   }
+  // Format 2 (packed documents, two-sided window, softcap) goes to the v2/ subfolder.
+  const auto v2_names = json_names(dir.path() + "/v2");
+  ASSERT_EQ(json_names(committed_dir + "/v2"), v2_names) << "regenerate with: " << script << " " << committed_dir;
+  ASSERT_GE(v2_names.size(), 3u);
+  for (const std::string& name : v2_names)
+    expect_same_case(testing::load_json(committed_dir + "/v2/" + name),
+                     testing::load_json(dir.path() + "/v2/" + name), "v2/" + name);
 }
 
 // The generator's math against vectors made elsewhere: where an independent set is present, its

@@ -1,0 +1,70 @@
+#include "runtime/ring/plan_tokens.h"
+
+#include <algorithm>
+
+#include "runtime/core/attention_shape.h"
+#include "runtime/ring/partition.h"
+#include "runtime/ring/schedule.h"
+
+namespace cpgen {
+namespace {
+
+// Tokens rank r holds of one document of `length` (the rules of runtime/ring/partition.h).
+int64_t chunk_size(int64_t length, int64_t chunks, int64_t chunk) {
+  return length / chunks + (chunk < length % chunks ? 1 : 0);
+}
+
+int64_t tokens_in_document(Scheme scheme, int64_t length, int64_t n, int64_t r) {
+  switch (scheme) {
+    case Scheme::kContiguous: return chunk_size(length, n, r);
+    case Scheme::kZigzag: return chunk_size(length, 2 * n, r) + chunk_size(length, 2 * n, 2 * n - 1 - r);
+    case Scheme::kStriped: return r < length ? (length - r + n - 1) / n : 0;
+    case Scheme::kZigzagToken: {
+      // One token per full fold; the short last fold (index length / n) deals its m tokens to
+      // offsets 0..m-1, which is rank r in an even fold and rank n-1-r in an odd one.
+      const int64_t fold = length / n, m = length % n;
+      const int64_t offset = fold % 2 == 0 ? r : n - 1 - r;
+      return fold + (offset < m ? 1 : 0);
+    }
+  }
+  return 0;
+}
+
+}  // namespace
+
+TokenPlan plan_tokens(const Problem& p, Scheme scheme) {
+  TokenPlan plan;
+  const int n = static_cast<int>(p.cp_size);
+  const std::vector<int64_t> documents = p.documents.empty() ? std::vector<int64_t>{p.seq_len} : p.documents;
+  plan.rank_tokens.assign(static_cast<size_t>(n), 0);
+  for (int64_t length : documents)
+    for (int r = 0; r < n; ++r) plan.rank_tokens[r] += tokens_in_document(scheme, length, n, r);
+  const int64_t most = *std::max_element(plan.rank_tokens.begin(), plan.rank_tokens.end());
+  const double mean = static_cast<double>(p.seq_len) / n;
+  plan.token_imbalance = mean > 0 ? most / mean : 1.0;
+  plan.ring_steps = static_cast<int64_t>(n) * n;
+  if (p.seq_len > kMaxSkipCountTokens) return plan;
+
+  // A step is skipped when no local query's visible interval holds a position of the chunk.
+  // Every rank's positions increase, so a binary search per query answers it.
+  const AttentionShape shape = attention_shape_of(p);
+  std::vector<std::vector<int64_t>> positions;
+  for (int r = 0; r < n; ++r) positions.push_back(partition_positions(scheme, p.seq_len, n, r, p.documents));
+  plan.skipped_steps = 0;
+  for (int r = 0; r < n; ++r) {
+    std::vector<KeyInterval> keys;
+    for (int64_t q : positions[r]) keys.push_back(visible_keys(shape, q));
+    for (int s = 0; s < n; ++s) {
+      const std::vector<int64_t>& chunk = positions[kv_source_rank(r, s, n)];
+      const bool any = std::any_of(keys.begin(), keys.end(), [&](const KeyInterval& k) {
+        if (k.empty()) return false;
+        const auto it = std::lower_bound(chunk.begin(), chunk.end(), k.first);
+        return it != chunk.end() && *it <= k.last;
+      });
+      if (!any) ++plan.skipped_steps;
+    }
+  }
+  return plan;
+}
+
+}  // namespace cpgen

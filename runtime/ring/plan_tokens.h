@@ -1,0 +1,28 @@
+// The planner's view of packed and masked problems (issue 11): how many tokens each rank holds
+// when documents or lengths do not divide, and how many ring steps the mask leaves with no work
+// at all (a step whose K/V chunk no local query sees launches nothing).
+#pragma once
+
+#include <cstdint>
+#include <vector>
+
+#include "cpgen/problem.h"
+
+namespace cpgen {
+
+// Past this many tokens the skipped steps are not counted (the count materializes every rank's
+// positions and visits each query once per step): reported as -1.
+inline constexpr int64_t kMaxSkipCountTokens = int64_t{1} << 22;
+
+struct TokenPlan {
+  std::vector<int64_t> rank_tokens;  // per rank, from the partition of each document
+  double token_imbalance = 1;        // most tokens on a rank / mean; 1 is perfect
+  int64_t ring_steps = 0;            // cp_size * cp_size (rank, step) pairs of a forward pass
+  int64_t skipped_steps = -1;        // of those, whose chunk no local query sees; -1: not counted
+};
+
+// Closed-form token counts (any seq_len), and the skipped steps under the problem's mask model
+// (runtime/core/attention_shape.h) when seq_len <= kMaxSkipCountTokens.
+TokenPlan plan_tokens(const Problem& problem, Scheme scheme);
+
+}  // namespace cpgen
