@@ -13,6 +13,7 @@
 #include "cpgen/error.h"
 #include "runtime/api/kernel_select.h"
 #include "runtime/backend/emulated_ring.h"
+#include "runtime/ring/kernel_support.h"
 #include "tools/cli/verify_backend.h"
 
 namespace cpgen::cli {
@@ -96,10 +97,8 @@ VerifyReport run_emulated(const VerifyRequest& r) {
   const Dtype dtype = r.dtype.empty() ? Dtype::kBf16 : parse_dtype(r.dtype);
   if (!r.transport.empty() && r.transport != "threads")
     throw_bad_input("--transport " + r.transport + " is not supported by --backend emulated; allowed: threads");
-  if (vec.shape.window > 0)
-    throw_bad_input(vec.name + ": sliding windows (window " + std::to_string(vec.shape.window) +
-                    ") are not supported by the ring kernels");
   const Problem p = problem_from_vectors(vec, r.ranks, r.scheme, dtype);
+  check_kernel_ring_problem(p, "emulated ring kernels");
   const auto per_step = specs_from_options(p, r.specs);
   const std::vector<float> q(vec.q.begin(), vec.q.end()), k(vec.k.begin(), vec.k.end()),
       v(vec.v.begin(), vec.v.end());
