@@ -20,13 +20,13 @@ int main() {
   p.validate();
   std::printf("valid=%s gqa=%lld local_seq=%lld\n", p.name.c_str(),
               static_cast<long long>(p.gqa_group()), static_cast<long long>(p.local_seq_len()));
-  p.seq_len = 1000;  // zigzag over 8 ranks needs a multiple of 16
+  p.kv_heads = 5;  // query heads must be a multiple of the key/value heads
   try {
     p.validate();
   } catch (const cpgen::Error& e) {
     std::printf("invalid=%s: %s\n", cpgen::error_kind_name(e.kind()), e.what());
-    return e.kind() == cpgen::ErrorKind::kBadInput && std::strstr(e.what(), "seq_len") ? 0 : 1;
+    return e.kind() == cpgen::ErrorKind::kBadInput && std::strstr(e.what(), "kv_heads") ? 0 : 1;
   }
-  std::printf("unexpected: seq_len 1000 over 8 zigzag ranks was accepted\n");
+  std::printf("unexpected: 32 query heads over 5 kv heads was accepted\n");
   return 1;
 }
