@@ -107,7 +107,11 @@ RingFwdParams KernelRingBackend::step_params(const RingStep& step) const {
   p.q_heads = static_cast<int>(problem_.q_heads);
   p.kv_heads = static_cast<int>(problem_.kv_heads);
   p.q_len = static_cast<int>(local);
-  p.kv_len = static_cast<int>(local);
+  // A zigzag key-half step (the chunk of an earlier rank) sees only the first half of the chunk:
+  // its second half lies after every local query. The launch covers that half alone, the shape
+  // the tuner timed for this step type (workload_for); its keys keep their layout and positions.
+  const bool key_half = forward_shape(step_type_at(problem_, rank_, step.step)) == StepType::kZigzagKvHalf;
+  p.kv_len = static_cast<int>(key_half ? local / 2 : local);
   p.scale_log2 = static_cast<float>(problem_.scale() * 1.4426950408889634);  // log2(e)
   p.is_first_step = step.is_first ? 1 : 0;
   p.is_last_step = step.is_last ? 1 : 0;

@@ -184,6 +184,31 @@ TEST(EmulatedDevice, SanitizerCatchesAKeyLengthPastTheBuffers) {
   }
 }
 
+// Each step launches the shape its step type was tuned at (workload_for): a zigzag key-half step
+// covers the first half of the chunk only, the diagonal and query-half steps the whole chunk.
+TEST(EmulatedRing, ZigzagKeyHalfStepLaunchesHalfTheKeys) {
+  const Problem p = small_problem(Dtype::kBf16, 64, true, 1);
+  ASSERT_EQ(p.cp_size, 2);
+  EmulatedDevice device(defaults_for(p), kArch, test_store());
+  const RingPositions positions(p, device);
+  const int64_t local = p.local_seq_len();
+  for (int rank = 0; rank < 2; ++rank) {
+    KernelRingBackend backend(p, rank, device, positions);
+    for (int s = 0; s < 2; ++s) {
+      RingStep step;
+      step.step = s;
+      step.kv_slot = s % 2;
+      step.kv_rank = (rank - s + 2) % 2;
+      const StepType type = step_type_at(p, rank, s);
+      const RingFwdParams params = backend.step_params(step);
+      EXPECT_EQ(params.q_len, local);
+      EXPECT_EQ(params.kv_len, type == StepType::kZigzagKvHalf ? local / 2 : local)
+          << "rank " << rank << " step " << s << " " << step_type_name(type);
+      EXPECT_EQ(params.kv_len, workload_for(p, type, DeviceClass{}).kv_len) << step_type_name(type);
+    }
+  }
+}
+
 // The plain stores of a real kernel: lse given a buffer four rows short, the last step's lse
 // stores of those rows land on the guard page after it and fail the launch naming the buffer.
 TEST(EmulatedDevice, GuardPageCatchesAnLseStorePastItsBuffer) {
