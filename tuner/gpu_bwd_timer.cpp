@@ -9,6 +9,7 @@
 #include "runtime/backend/gpu_step_kernel.h"
 #include "runtime/cuda/cuda_driver.h"
 #include "runtime/cuda/module.h"
+#include "tuner/event_timing.h"
 #include "tuner/parallel_for.h"
 
 namespace cpgen {
@@ -250,7 +251,6 @@ TimingOutcome GpuBackwardTimer::run_checked(const KernelSpec& spec, const Compil
 }
 
 TimingOutcome GpuBackwardTimer::measure(const KernelSpec& spec, const CompiledKernel& kernel, int warmup, int runs) {
-  const cu::DriverApi& api = cu::driver();
   use_primary_context(device_);
   const WorkloadKey& w = workload_;
   Gradients got;
@@ -279,23 +279,11 @@ TimingOutcome GpuBackwardTimer::measure(const KernelSpec& spec, const CompiledKe
   // Timing. bwd-diagonal is the chunk's first step in the ring (its owner writes dk/dv); every
   // other step type adds to accumulators that earlier steps filled, here zeros or earlier runs.
   const bool accumulate = w.step != StepType::kBwdDiagonal;
-  std::vector<std::unique_ptr<gpu::Event>> events;
   TimingOutcome result{Disposition::kOk, {}, ""};
   try {
-    for (int i = 0; i < 2 * runs; ++i) events.push_back(std::make_unique<gpu::Event>(/*timing=*/true));
-    for (int i = 0; i < warmup; ++i) launch(spec, kernel, params_for(sets_[i % sets_.size()], accumulate));
-    for (int i = 0; i < runs; ++i) {
-      const InputSet& set = sets_[(warmup + i) % sets_.size()];
-      events[2 * i]->record(stream_->get());
-      launch(spec, kernel, params_for(set, accumulate));
-      events[2 * i + 1]->record(stream_->get());
-    }
-    CPGEN_CU_CHECK(api.cuStreamSynchronize(stream_->get()));
-    for (int i = 0; i < runs; ++i) {
-      float ms = 0;
-      CPGEN_CU_CHECK(api.cuEventElapsedTime(&ms, events[2 * i]->get(), events[2 * i + 1]->get()));
-      result.samples_ms.push_back(ms);
-    }
+    result.samples_ms = time_launches_ms(stream_->get(), warmup, runs, [&](int i) {
+      launch(spec, kernel, params_for(sets_[static_cast<size_t>(i) % sets_.size()], accumulate));
+    });
   } catch (const Error& e) {
     if (e.kind() != ErrorKind::kCuda) throw;
     result = {Disposition::kLaunchFailed, {}, std::string(e.what()).substr(0, 400)};

@@ -12,6 +12,7 @@
 #include "runtime/cuda/cuda_driver.h"
 #include "runtime/backend/gpu_step_kernel.h"
 #include "runtime/cuda/module.h"
+#include "tuner/event_timing.h"
 #include "tuner/parallel_for.h"
 #include "tuner/tuner.h"
 
@@ -244,7 +245,6 @@ TimingOutcome GpuTimer::run_checked(const KernelSpec& spec, const CompiledKernel
 
 TimingOutcome GpuTimer::measure(const KernelSpec& spec, const CompiledKernel& kernel, int warmup, int runs) {
   if (backward_active_) return backward_->measure(spec, kernel, warmup, runs);
-  const cu::DriverApi& api = cu::driver();
   use_primary_context(device_);
   const WorkloadKey& w = workload_;
   std::vector<uint16_t> out;
@@ -293,26 +293,14 @@ TimingOutcome GpuTimer::measure(const KernelSpec& spec, const CompiledKernel& ke
   // Timing. The diagonal step opens a ring (first step: state starts empty); every other step
   // merges into state from earlier steps, so those sets get one initializing launch first.
   const bool first = w.step == StepType::kDiagonal;
-  std::vector<std::unique_ptr<gpu::Event>> events;
   TimingOutcome result{Disposition::kOk, {}, ""};
   try {
-    for (int i = 0; i < 2 * runs; ++i) events.push_back(std::make_unique<gpu::Event>(/*timing=*/true));
     if (!first) {
       for (const InputSet& set : sets_) launch(spec, kernel, params_for(set, true, false));
     }
-    for (int i = 0; i < warmup; ++i) launch(spec, kernel, params_for(sets_[i % sets_.size()], first, false));
-    for (int i = 0; i < runs; ++i) {
-      const InputSet& set = sets_[(warmup + i) % sets_.size()];
-      events[2 * i]->record(stream_->get());
-      launch(spec, kernel, params_for(set, first, false));
-      events[2 * i + 1]->record(stream_->get());
-    }
-    CPGEN_CU_CHECK(api.cuStreamSynchronize(stream_->get()));
-    for (int i = 0; i < runs; ++i) {
-      float ms = 0;
-      CPGEN_CU_CHECK(api.cuEventElapsedTime(&ms, events[2 * i]->get(), events[2 * i + 1]->get()));
-      result.samples_ms.push_back(ms);
-    }
+    result.samples_ms = time_launches_ms(stream_->get(), warmup, runs, [&](int i) {
+      launch(spec, kernel, params_for(sets_[static_cast<size_t>(i) % sets_.size()], first, false));
+    });
   } catch (const Error& e) {
     if (e.kind() != ErrorKind::kCuda) throw;
     result = {Disposition::kLaunchFailed, {}, std::string(e.what()).substr(0, 400)};

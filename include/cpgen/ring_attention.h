@@ -141,7 +141,8 @@ class RingAttention {
   const std::string& config_reason() const;
   // Every step type of the ring with its kernel; [0] is ring step 0's.
   const std::vector<StepKernelChoice>& step_kernels() const;
-  // The same for the backward step types; empty until the first backward call loaded them.
+  // The same for the backward step types, selected at construction with the forward ones (their
+  // kernels are compiled and loaded by the first backward call).
   const std::vector<StepKernelChoice>& backward_step_kernels() const;
 
   struct Impl;

@@ -49,6 +49,7 @@ struct RingAttention::Impl {
   // Loaded by the first backward call.
   std::unique_ptr<gpu::BackwardKernels> backward_kernels;
   std::vector<StepKernelChoice> backward_choices;
+  std::vector<std::pair<StepType, KernelSpec>> backward_per_step;  // what backward_choices name
   bool backward_ran = false;  // an uncaptured backward completed its set-up
   // One device per rank (each rank enqueues on its own stream), one position table for all.
   std::vector<std::unique_ptr<gpu::GpuDevice>> devices;
@@ -100,6 +101,13 @@ struct RingAttention::Impl {
       per_step.emplace_back(workload.step, s.spec);
       choices.push_back({std::string(step_type_name(workload.step)), s.spec.uri(), s.source, s.origin, s.reason});
     }
+    // The backward's kernels come from the same selection (one database read); they are compiled
+    // and loaded on the first backward.
+    for (const auto& [workload, s] : selection.backward_steps) {
+      backward_per_step.emplace_back(workload.step, s.spec);
+      backward_choices.push_back(
+          {std::string(step_type_name(workload.step)), s.spec.uri(), s.source, s.origin, s.reason});
+    }
     main_source = std::string(config_source_name(choices.front().source));
     kernel = std::make_unique<gpu::StepKernel>(per_step, arch, device);
     gpu::GpuDevice setup_device(device, *kernel);
@@ -114,7 +122,7 @@ struct RingAttention::Impl {
     backends.push_back(std::make_unique<KernelRingBackend>(problem, r, *devices.back(), *positions));
   }
 
-  // The backward kernels, selected with the forward's (select_ring_kernels: backward_steps) and loaded once.
+  // The backward kernels, selected in setup with the forward's, compiled and loaded once.
   // A capturing stream must not compile, load or allocate: the first backward runs uncaptured.
   void ensure_backward(bool capturing, const char* fn) {
     if (backward_kernels && backward_ran) return;
@@ -123,13 +131,8 @@ struct RingAttention::Impl {
                       "CUDA graph (it loads the backward kernels and allocates the dK/dV "
                       "accumulators); run one backward without capture first");
     if (!backward_kernels) {
-      const RingKernelSelection selection = select_ring_kernels(problem, options.database_path, arch, device);
       gpu::BackwardSpecs specs;
-      for (const auto& [workload, s] : selection.backward_steps) {
-        specs.steps.emplace_back(workload.step, s.spec);
-        backward_choices.push_back(
-            {std::string(step_type_name(workload.step)), s.spec.uri(), s.source, s.origin, s.reason});
-      }
+      specs.steps = backward_per_step;
       const int hd = static_cast<int>(problem.head_dim);
       specs.pre = KernelSpec::backward_pre(problem.dtype, hd);
       specs.convert = KernelSpec::backward_convert(problem.dtype, hd);

@@ -1,0 +1,31 @@
+#include "tuner/event_timing.h"
+
+#include <memory>
+
+#include "runtime/cuda/cuda_driver.h"
+#include "runtime/cuda/gpu_stream.h"
+
+namespace cpgen {
+
+std::vector<double> time_launches_ms(CUstream stream, int warmup, int runs, const std::function<void(int)>& launch) {
+  const cu::DriverApi& api = cu::driver();
+  // All events exist before the first launch, so creating them is never timed.
+  std::vector<std::unique_ptr<gpu::Event>> events;
+  for (int i = 0; i < 2 * runs; ++i) events.push_back(std::make_unique<gpu::Event>(/*timing=*/true));
+  for (int i = 0; i < warmup; ++i) launch(i);
+  for (int i = 0; i < runs; ++i) {
+    events[2 * i]->record(stream);
+    launch(warmup + i);
+    events[2 * i + 1]->record(stream);
+  }
+  CPGEN_CU_CHECK(api.cuStreamSynchronize(stream));
+  std::vector<double> samples;
+  for (int i = 0; i < runs; ++i) {
+    float ms = 0;
+    CPGEN_CU_CHECK(api.cuEventElapsedTime(&ms, events[2 * i]->get(), events[2 * i + 1]->get()));
+    samples.push_back(ms);
+  }
+  return samples;
+}
+
+}  // namespace cpgen

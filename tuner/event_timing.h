@@ -1,0 +1,17 @@
+// Timing of kernel launches with CUDA events, shared by the forward and backward GPU timers.
+#pragma once
+
+#include <cuda.h>
+
+#include <functional>
+#include <vector>
+
+namespace cpgen {
+
+// Enqueues `warmup` untimed launches, then `runs` launches each between two timing events, on
+// `stream`, and waits for them. launch(i) enqueues launch number i (0 .. warmup + runs - 1), so a
+// caller can rotate input sets by i. Returns the timed launches' milliseconds in run order.
+// Throws Error(kCuda) as the driver calls do.
+std::vector<double> time_launches_ms(CUstream stream, int warmup, int runs, const std::function<void(int)>& launch);
+
+}  // namespace cpgen
