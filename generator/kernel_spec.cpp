@@ -36,11 +36,13 @@ void where_suffix(std::string& msg, std::string_view where) {
 void validate_backward_rows(const KernelSpec& s, std::string_view where) {
   check_field("head_dim", s.head_dim, kSupportedHeadDims, where);
   check_field("warps", s.warps, kSupportedWarps, where);
-  if (s.causal || s.gqa_group != 1 || s.block_m != s.warps || s.block_n != 0 || s.stages != 0) {
+  if (s.causal || s.key_intervals || s.softcap || s.gqa_group != 1 || s.block_m != s.warps ||
+      s.block_n != 0 || s.stages != 0) {
     std::string msg = std::string("a backward ") + (s.kind == KernelKind::kBackwardPre ? "pre" : "convert") +
                       " kernel takes only dtype, head_dim and warps";
     where_suffix(msg, where);
-    throw_bad_input(msg + "; causal must be false, gqa_group 1, block_m = warps, block_n 0, stages 0");
+    throw_bad_input(msg + "; causal, key_intervals and softcap must be false, gqa_group 1, block_m = warps, "
+                          "block_n 0, stages 0");
   }
 }
 
@@ -113,6 +115,8 @@ std::string KernelSpec::uri() const {
   out += dtype_name(dtype);
   out += "_hd" + std::to_string(head_dim);
   out += causal ? "_causal" : "_full";
+  if (key_intervals) out += "_ivl";
+  if (softcap) out += "_cap";
   out += "_gqa" + std::to_string(gqa_group);
   out += "_bm" + std::to_string(block_m) + "_bn" + std::to_string(block_n);
   out += "_w" + std::to_string(warps) + "_s" + std::to_string(stages);
@@ -133,7 +137,7 @@ KernelSpec KernelSpec::parse(std::string_view uri) {
   const std::string u(uri);
   auto parts = split(uri);
   constexpr const char* kExpected =
-      "; expected ring_<fwd|bwd>_<bf16|fp16>_hd<N>_<causal|full>_gqa<N>_bm<N>_bn<N>_w<N>_s<N> or "
+      "; expected ring_<fwd|bwd>_<bf16|fp16>_hd<N>_<causal|full>[_ivl][_cap]_gqa<N>_bm<N>_bn<N>_w<N>_s<N> or "
       "ring_bwd_<pre|cvt>_<bf16|fp16>_hd<N>_w<N>";
   if (parts.size() < 2 || parts[0] != "ring") throw_bad_input("kernel URI '" + u + "' is malformed" + kExpected);
   KernelSpec s;
@@ -150,6 +154,17 @@ KernelSpec KernelSpec::parse(std::string_view uri) {
     s.stages = 0;
     validate_fields(s, uri);
     return s;
+  }
+  // The optional mask tokens follow causal/full, in this order: _ivl (per-query key intervals),
+  // _cap (logit softcap). Taking them out leaves the ten fixed fields.
+  size_t next = 5;
+  if (parts.size() > next && parts[next] == "ivl") {
+    s.key_intervals = true;
+    parts.erase(parts.begin() + next);
+  }
+  if (parts.size() > next && parts[next] == "cap") {
+    s.softcap = true;
+    parts.erase(parts.begin() + next);
   }
   if (parts.size() != 10) throw_bad_input("kernel URI '" + u + "' is malformed" + kExpected);
   if (parts[1] == "fwd") {

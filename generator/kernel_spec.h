@@ -4,6 +4,7 @@
 //
 // Four kinds share the struct:
 //   forward step      ring_fwd_bf16_hd128_causal_gqa4_bm128_bn64_w4_s2
+//                     ring_fwd_bf16_hd128_causal_ivl_cap_gqa4_bm128_bn64_w4_s2 (mask features)
 //   backward pre      ring_bwd_pre_bf16_hd128_w4   (delta = rowsum(dO * O), zeroes the fp32 dQ)
 //   backward step     ring_bwd_bf16_hd128_causal_gqa4_bm64_bn64_w8_s2   (dQ, dK, dV of one step)
 //   backward convert  ring_bwd_cvt_bf16_hd128_w4   (an fp32 dQ, dK or dV into the input dtype)
@@ -45,13 +46,21 @@ struct KernelSpec {
   Dtype dtype = Dtype::kBf16;
   int head_dim = 128;
   bool causal = true;
+  // The mask model's features (runtime/core/attention_shape.h), forward and backward steps only.
+  // key_intervals: the kernel reads each local query's visible key interval [q_key_first,
+  // q_key_last] (global positions, params.cuh), which expresses causal, sliding windows and packed
+  // documents alike, and skips tiles and blocks by it ("_ivl" in the URI). softcap: logits are
+  // c * tanh(scale * q.k / c) with c = params.softcap ("_cap").
+  bool key_intervals = false;
+  bool softcap = false;
   int gqa_group = 1;   // query heads per kv head served by one CTA
   int block_m = 128;   // rows of the packed (position, group head) query tile per CTA
   int block_n = 64;    // keys per K/V tile
   int warps = 4;
   int stages = 2;      // cp.async pipeline depth for K/V tiles (backward: Q/dO tiles)
 
-  // e.g. ring_fwd_bf16_hd128_causal_gqa4_bm128_bn64_w4_s2 (non-causal: "full")
+  // e.g. ring_fwd_bf16_hd128_causal_gqa4_bm128_bn64_w4_s2 (non-causal: "full"; mask features
+  // add "_ivl" and "_cap" after the causal/full token)
   std::string uri() const;
   // Exact inverse of uri(); throws Error(kBadInput) naming the bad field and the allowed values.
   static KernelSpec parse(std::string_view uri);

@@ -59,8 +59,11 @@ std::string render_step(const KernelSpec& spec, const char* header, const char* 
   src += constant("int", "kBlockN", std::to_string(spec.block_n));
   src += constant("int", "kWarps", std::to_string(spec.warps));
   src += constant("int", "kStages", std::to_string(spec.stages));
+  src += constant("bool", "kKeyIntervals", spec.key_intervals ? "true" : "false");
+  src += constant("bool", "kSoftcap", spec.softcap ? "true" : "false");
   src += std::string("using Traits = cpgen::device::") + traits +
-         "<Element, kHeadDim, kBlockM, kBlockN, kWarps, kStages, kCausal, kGqaGroup>;\n";
+         "<Element, kHeadDim, kBlockM, kBlockN, kWarps, kStages, kCausal, kGqaGroup, kKeyIntervals, "
+         "kSoftcap>;\n";
   src += "}  // namespace\n\n";
   return src + entry_point(spec, params_type, std::string("cpgen::device::") + function + "<Traits>(params);");
 }

@@ -57,5 +57,95 @@ CPGEN_HOST_DEVICE TileRange key_tile_range(const int* kv_positions, int kv_len, 
   return {unmasked / block_n, (visible + block_n - 1) / block_n};
 }
 
+
+// ---- Key intervals (kernels specialized on kKeyIntervals) ------------------------------------
+// Local query i sees the keys with positions in [first[i], last[i]] (params.cuh). Both arrays are
+// non-decreasing along the queries and key positions increase along the chunk, so for a block of
+// queries [qa, qb] the keys any row sees are the index range
+//   [count_before(kv, first[qa]), count_at_or_before(kv, last[qb]))
+// and the keys every row sees are
+//   [count_before(kv, first[qb]), count_at_or_before(kv, last[qa]))   (empty when it inverts).
+// For a block of keys [ka, kb] (positions), the queries that see some key are
+//   [count_before(last, kv[ka]), count_at_or_before(first, kv[kb]))
+// and those that see all of them
+//   [count_before(last, kv[kb]), count_at_or_before(first, kv[ka])).
+
+// How many leading entries of the non-decreasing array `values` are < bound (lower bound).
+CPGEN_HOST_DEVICE int count_before(const int* values, int len, int bound) {
+  int lo = 0, hi = len;
+  while (lo < hi) {
+    const int mid = (lo + hi) / 2;
+    if (values[mid] < bound) {
+      lo = mid + 1;
+    } else {
+      hi = mid;
+    }
+  }
+  return lo;
+}
+
+// A half-open index range [begin, end); empty when begin >= end.
+struct IndexSpan {
+  int begin;
+  int end;
+};
+
+// The key tiles of one query block under key intervals: tiles [begin, end) hold every key some row
+// sees (the rest are skipped: never loaded); tiles [full_begin, full_end), a sub-range, hold only
+// keys every row sees and run without a mask; a partial last tile (past kv_len) is never full.
+// When no row sees any key, begin == end; when no tile is full, full_begin == full_end == begin.
+struct IntervalTiles {
+  int begin;
+  int full_begin;
+  int full_end;
+  int end;
+};
+
+// first_of_first, last_of_first: the interval of the block's first query; first_of_last,
+// last_of_last: that of its last query.
+CPGEN_HOST_DEVICE IntervalTiles interval_key_tiles(const int* kv_positions, int kv_len,
+                                                   int first_of_first, int last_of_first,
+                                                   int first_of_last, int last_of_last, int block_n) {
+  const int seen_begin = count_before(kv_positions, kv_len, first_of_first);
+  const int seen_end = count_at_or_before(kv_positions, kv_len, last_of_last);
+  IntervalTiles t{0, 0, 0, 0};
+  if (seen_begin >= seen_end) return t;
+  t.begin = seen_begin / block_n;
+  t.end = (seen_end + block_n - 1) / block_n;
+  const int all_begin = count_before(kv_positions, kv_len, first_of_last);
+  const int all_end = count_at_or_before(kv_positions, kv_len, last_of_first);
+  const int full_begin = (all_begin + block_n - 1) / block_n;
+  const int full_end = all_end / block_n;  // a partial last tile stays masked (kv_len bound)
+  if (all_begin < all_end && full_begin < full_end) {
+    t.full_begin = full_begin;
+    t.full_end = full_end;
+  } else {
+    t.full_begin = t.full_end = t.begin;
+  }
+  return t;
+}
+
+// The queries (local indices) that see some key of a key block whose first and last keys sit at
+// positions k_first_pos <= k_last_pos (`seen`), and those that see all of them (`all`, a
+// sub-range, possibly empty).
+struct IntervalQueries {
+  IndexSpan seen;
+  IndexSpan all;
+};
+CPGEN_HOST_DEVICE IntervalQueries interval_queries(const int* q_key_first, const int* q_key_last,
+                                                   int q_len, int k_first_pos, int k_last_pos) {
+  IntervalQueries q;
+  q.seen = {count_before(q_key_last, q_len, k_first_pos),
+            count_at_or_before(q_key_first, q_len, k_last_pos)};
+  q.all = {count_before(q_key_last, q_len, k_last_pos),
+           count_at_or_before(q_key_first, q_len, k_first_pos)};
+  return q;
+}
+
+// Whether a query with key interval [first, last] sees the key at k_pos.
+CPGEN_HOST_DEVICE bool key_in_interval(int first, int last, int k_pos) {
+  return first <= k_pos && k_pos <= last;
+}
+
 }  // namespace device
 }  // namespace cpgen

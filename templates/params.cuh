@@ -52,6 +52,16 @@ struct RingFwdParams {
   float scale_log2;  // softmax_scale * log2(e)
   int is_first_step;  // 1: ignore the state in memory and start from empty
   int is_last_step;   // 1: also write out and lse
+  // Mask features, read only by kernels specialized on them (generator/kernel_spec.h).
+  // Key intervals: local query i sees exactly the keys whose global position lies in
+  // [q_key_first[i], q_key_last[i]] (the mask model of runtime/core/attention_shape.h, causal
+  // included). Both arrays are non-decreasing along the local queries (positions increase and
+  // the interval ends are monotone in the position), so a block of queries is bounded by its
+  // first and last rows' entries (mask.cuh). Every interval holds its own query's position.
+  const int* q_key_first;   // [q_len]
+  const int* q_key_last;    // [q_len]
+  // Softcap c > 0: a visible pair's logit is c * tanh(softmax_scale * q.k / c).
+  float softcap;
 };
 
 }  // namespace cpgen

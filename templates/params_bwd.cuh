@@ -59,6 +59,17 @@ struct RingBwdParams {
   float scale;          // softmax_scale
   float scale_log2;     // softmax_scale * log2(e)
   int accumulate_dkv;   // 0: write dk_acc/dv_acc; 1: add to them
+  // As in RingFwdParams. With a softcap the recomputed P uses the capped logit t, and dS gains
+  // the factor dt/d(scale q.k) = 1 - (t / c)^2.
+  // Key intervals: local query i sees exactly the keys whose global position lies in
+  // [q_key_first[i], q_key_last[i]] (the mask model of runtime/core/attention_shape.h, causal
+  // included). Both arrays are non-decreasing along the local queries (positions increase and
+  // the interval ends are monotone in the position), so a block of queries is bounded by its
+  // first and last rows' entries (mask.cuh). Every interval holds its own query's position.
+  const int* q_key_first;   // [q_len]
+  const int* q_key_last;    // [q_len]
+  // Softcap c > 0: a visible pair's logit is c * tanh(softmax_scale * q.k / c).
+  float softcap;
 };
 
 // Once per backward, after the last step, for each of dQ, dK and dV:

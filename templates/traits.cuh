@@ -75,7 +75,7 @@ CPGEN_HOST_DEVICE constexpr FwdLayout fwd_layout(int element_bytes, int head_dim
 }
 
 template <typename ElementT, int kHeadDimV, int kBlockMV, int kBlockNV, int kWarpsV, int kStagesV,
-          bool kCausalV, int kGroupV>
+          bool kCausalV, int kGroupV, bool kKeyIntervalsV = false, bool kSoftcapV = false>
 struct FwdTraits {
   using Element = ElementT;
   static constexpr int kHeadDim = kHeadDimV;
@@ -84,7 +84,11 @@ struct FwdTraits {
   static constexpr int kWarps = kWarpsV;
   static constexpr int kStages = kStagesV;  // K/V tiles in flight (cp.async pipeline depth)
   static constexpr bool kCausal = kCausalV;
-  static constexpr int kGroup = kGroupV;    // query heads per kv head, packed into the rows
+  static constexpr int kGroup = kGroupV;
+  // Mask features (generator/kernel_spec.h): per-query key intervals from params.q_key_first /
+  // q_key_last (causal, windows and documents alike), and the logit softcap params.softcap.
+  static constexpr bool kKeyIntervals = kKeyIntervalsV;
+  static constexpr bool kSoftcap = kSoftcapV;    // query heads per kv head, packed into the rows
   static constexpr int kElementBytes = Element::kBytes;
   static constexpr FwdLayout kLayout =
       fwd_layout(kElementBytes, kHeadDim, kBlockM, kBlockN, kWarps, kStages);

@@ -67,7 +67,7 @@ CPGEN_HOST_DEVICE constexpr BwdLayout bwd_layout(int element_bytes, int head_dim
 }
 
 template <typename ElementT, int kHeadDimV, int kBlockMV, int kBlockNV, int kWarpsV, int kStagesV,
-          bool kCausalV, int kGroupV>
+          bool kCausalV, int kGroupV, bool kKeyIntervalsV = false, bool kSoftcapV = false>
 struct BwdTraits {
   using Element = ElementT;
   static constexpr int kHeadDim = kHeadDimV;
@@ -77,6 +77,10 @@ struct BwdTraits {
   static constexpr int kStages = kStagesV;  // Q/dO tiles in flight
   static constexpr bool kCausal = kCausalV;
   static constexpr int kGroup = kGroupV;
+  // Mask features (generator/kernel_spec.h): per-query key intervals from params.q_key_first /
+  // q_key_last (causal, windows and documents alike), and the logit softcap params.softcap.
+  static constexpr bool kKeyIntervals = kKeyIntervalsV;
+  static constexpr bool kSoftcap = kSoftcapV;
   static constexpr int kElementBytes = Element::kBytes;
   static constexpr BwdLayout kLayout =
       bwd_layout(kElementBytes, kHeadDim, kBlockM, kBlockN, kWarps, kStages);

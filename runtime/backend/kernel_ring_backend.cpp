@@ -1,28 +1,52 @@
 #include "runtime/backend/kernel_ring_backend.h"
 
+#include <algorithm>
 #include <cstdint>
+#include <limits>
 #include <string>
 
 #include "cpgen/error.h"
+#include "runtime/core/attention_shape.h"
 #include "runtime/ring/kernel_support.h"
 #include "runtime/ring/partition.h"
 
 namespace cpgen {
 
-RingPositions::RingPositions(const Problem& problem, KernelDevice& device)
-    : local_len_(problem.local_seq_len()) {
-  check_kernel_ring_problem(problem);  // equal shards, no mask features: what the kernels run
+RingPositions::RingPositions(const Problem& problem, KernelDevice& device) {
+  check_kernel_ring_problem(problem);  // what the kernels run
   const int n = static_cast<int>(problem.cp_size);
-  std::vector<int> host(static_cast<size_t>(n * local_len_));
+  const AttentionShape shape = attention_shape_of(problem);
+  std::vector<std::vector<int64_t>> ranks;
   for (int r = 0; r < n; ++r) {
-    std::vector<int64_t> positions = partition_positions(problem.scheme, problem.seq_len, n, r);
-    for (int64_t i = 0; i < local_len_; ++i) host[r * local_len_ + i] = static_cast<int>(positions[i]);
+    ranks.push_back(partition_positions(problem.scheme, problem.seq_len, n, r, problem.documents));
+    offsets_.push_back(total_);
+    lengths_.push_back(static_cast<int64_t>(ranks.back().size()));
+    total_ += lengths_.back();
+    max_len_ = std::max(max_len_, lengths_.back());
   }
-  table_ = device.allocate(host.size() * sizeof(int));
-  device.upload(table_.data(), host.data(), host.size() * sizeof(int));
+  // Interval ends are clamped to int32; an unbounded side becomes INT32_MAX / 0, which no position
+  // (validated below 2^31) passes.
+  std::vector<int> host(static_cast<size_t>(3 * total_));
+  for (int r = 0; r < n; ++r)
+    for (size_t i = 0; i < ranks[r].size(); ++i) {
+      const size_t row = static_cast<size_t>(offsets_[r]) + i;
+      const KeyInterval keys = visible_keys(shape, ranks[r][i]);
+      host[row] = static_cast<int>(ranks[r][i]);
+      host[static_cast<size_t>(total_) + row] = static_cast<int>(std::max<int64_t>(keys.first, 0));
+      host[static_cast<size_t>(2 * total_) + row] =
+          static_cast<int>(std::min<int64_t>(keys.last, std::numeric_limits<int32_t>::max()));
+    }
+  table_ = device.allocate(std::max<size_t>(host.size(), 1) * sizeof(int));
+  if (!host.empty()) device.upload(table_.data(), host.data(), host.size() * sizeof(int));
 }
 
-const int* RingPositions::rank_positions(int rank) const { return table_.as<const int>() + rank * local_len_; }
+const int* RingPositions::rank_positions(int rank) const { return table_.as<const int>() + offsets_[rank]; }
+const int* RingPositions::rank_key_first(int rank) const {
+  return table_.as<const int>() + total_ + offsets_[rank];
+}
+const int* RingPositions::rank_key_last(int rank) const {
+  return table_.as<const int>() + 2 * total_ + offsets_[rank];
+}
 
 KernelRingBackend::KernelRingBackend(const Problem& problem, int rank, KernelDevice& device,
                                      const RingPositions& positions)

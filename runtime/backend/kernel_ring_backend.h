@@ -36,17 +36,26 @@
 
 namespace cpgen {
 
-// Global positions of every rank's local rows as int32 in device memory ([cp_size][local_len]):
-// a step reads its query positions from its own row and its key positions from the row of the
-// rank the chunk started on, so positions never travel. One table serves every rank of a device.
+// Global positions of every rank's local rows as int32 in device memory, rank after rank: a step
+// reads its query positions from its own rank's rows and its key positions from the rows of the
+// rank the chunk started on, so positions never travel. Alongside, each local query's visible key
+// interval [key_first, key_last] under the problem's mask (runtime/core/attention_shape.h), which
+// kernels specialized on key intervals read (templates/params.cuh). Ranks may hold different
+// numbers of rows (packed documents that do not divide). One table serves every rank of a device.
 class RingPositions {
  public:
   RingPositions(const Problem& problem, KernelDevice& device);
   const int* rank_positions(int rank) const;
+  const int* rank_key_first(int rank) const;
+  const int* rank_key_last(int rank) const;
+  int64_t rank_len(int rank) const { return lengths_[static_cast<size_t>(rank)]; }
+  int64_t max_rank_len() const { return max_len_; }
 
  private:
-  int64_t local_len_;
-  DeviceAllocation table_;
+  std::vector<int64_t> lengths_, offsets_;  // per rank: rows, first row in each table
+  int64_t max_len_ = 0;
+  DeviceAllocation table_;  // positions, then key_first, then key_last, each offsets_.back() rows
+  int64_t total_ = 0;
 };
 
 // The caller's tensors for one ring call (contiguous, layout in cpgen/ring_attention.h), as

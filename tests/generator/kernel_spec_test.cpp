@@ -39,6 +39,32 @@ TEST(KernelSpec, CanonicalUriMatchesTheDesign) {
   EXPECT_EQ(s.uri(), "ring_fwd_fp16_hd128_full_gqa4_bm128_bn64_w4_s2");
 }
 
+TEST(KernelSpec, MaskFeatureTokensRoundTripInTheirPlace) {
+  for (KernelSpec s : {KernelSpec::default_for(Dtype::kBf16, 128, true, 4),
+                       KernelSpec::backward_default_for(Dtype::kFp16, 64, false, 1)}) {
+    const bool bwd = s.is_backward();
+    const std::string stem = bwd ? "ring_bwd_fp16_hd64_full" : "ring_fwd_bf16_hd128_causal";
+    s.key_intervals = true;
+    EXPECT_EQ(s.uri().rfind(stem + "_ivl_gqa", 0), 0u) << s.uri();
+    EXPECT_EQ(KernelSpec::parse(s.uri()), s);
+    s.softcap = true;
+    EXPECT_EQ(s.uri().rfind(stem + "_ivl_cap_gqa", 0), 0u) << s.uri();
+    EXPECT_EQ(KernelSpec::parse(s.uri()), s);
+    s.key_intervals = false;
+    EXPECT_EQ(s.uri().rfind(stem + "_cap_gqa", 0), 0u) << s.uri();
+    EXPECT_EQ(KernelSpec::parse(s.uri()), s);
+  }
+  // Out of order, repeated, or on a kernel that has no mask: refused.
+  for (const char* uri : {"ring_fwd_bf16_hd128_causal_cap_ivl_gqa4_bm128_bn64_w4_s2",
+                          "ring_fwd_bf16_hd128_causal_ivl_ivl_gqa4_bm128_bn64_w4_s2",
+                          "ring_fwd_bf16_hd128_ivl_causal_gqa4_bm128_bn64_w4_s2"}) {
+    EXPECT_FALSE(bad_input_message(uri).empty()) << uri;
+  }
+  KernelSpec pre = KernelSpec::backward_pre(Dtype::kBf16, 128);
+  pre.softcap = true;
+  EXPECT_THROW(pre.validate(), Error);
+}
+
 TEST(KernelSpec, BadHeadDimNamesFieldAndAllowedValues) {
   std::string msg = bad_input_message("ring_fwd_bf16_hd100_causal_gqa4_bm128_bn64_w4_s2");
   EXPECT_NE(msg.find("head_dim 100"), std::string::npos) << msg;

@@ -10,7 +10,9 @@ constexpr int kBlockM = 128;
 constexpr int kBlockN = 64;
 constexpr int kWarps = 4;
 constexpr int kStages = 2;
-using Traits = cpgen::device::FwdTraits<Element, kHeadDim, kBlockM, kBlockN, kWarps, kStages, kCausal, kGqaGroup>;
+constexpr bool kKeyIntervals = false;
+constexpr bool kSoftcap = false;
+using Traits = cpgen::device::FwdTraits<Element, kHeadDim, kBlockM, kBlockN, kWarps, kStages, kCausal, kGqaGroup, kKeyIntervals, kSoftcap>;
 }  // namespace
 
 extern "C" __global__ void __launch_bounds__(128) ring_fwd_bf16_hd128_causal_gqa4_bm128_bn64_w4_s2(cpgen::RingFwdParams params) {

@@ -10,7 +10,9 @@ constexpr int kBlockM = 64;
 constexpr int kBlockN = 32;
 constexpr int kWarps = 2;
 constexpr int kStages = 3;
-using Traits = cpgen::device::FwdTraits<Element, kHeadDim, kBlockM, kBlockN, kWarps, kStages, kCausal, kGqaGroup>;
+constexpr bool kKeyIntervals = false;
+constexpr bool kSoftcap = false;
+using Traits = cpgen::device::FwdTraits<Element, kHeadDim, kBlockM, kBlockN, kWarps, kStages, kCausal, kGqaGroup, kKeyIntervals, kSoftcap>;
 }  // namespace
 
 extern "C" __global__ void __launch_bounds__(64) ring_fwd_fp16_hd96_full_gqa1_bm64_bn32_w2_s3(cpgen::RingFwdParams params) {
