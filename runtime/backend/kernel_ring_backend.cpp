@@ -36,6 +36,19 @@ RingPositions::RingPositions(const Problem& problem, KernelDevice& device) {
       host[static_cast<size_t>(2 * total_) + row] =
           static_cast<int>(std::min<int64_t>(keys.last, std::numeric_limits<int32_t>::max()));
     }
+  // Chunk visibility by a two-pointer sweep: the interval ends are non-decreasing along the
+  // queries, so the first key at or after a query's interval start only moves forward.
+  visible_.assign(static_cast<size_t>(n) * n, 0);
+  for (int q = 0; q < n; ++q)
+    for (int k = 0; k < n; ++k) {
+      const std::vector<int64_t>& keys = ranks[k];
+      size_t key = 0;
+      for (size_t i = 0; i < ranks[q].size() && !visible_[q * n + k]; ++i) {
+        const size_t row = static_cast<size_t>(offsets_[q]) + i;
+        while (key < keys.size() && keys[key] < host[static_cast<size_t>(total_) + row]) ++key;
+        if (key < keys.size() && keys[key] <= host[static_cast<size_t>(2 * total_) + row]) visible_[q * n + k] = 1;
+      }
+    }
   table_ = device.allocate(std::max<size_t>(host.size(), 1) * sizeof(int));
   if (!host.empty()) device.upload(table_.data(), host.data(), host.size() * sizeof(int));
 }

@@ -50,8 +50,14 @@ class RingPositions {
   const int* rank_key_last(int rank) const;
   int64_t rank_len(int rank) const { return lengths_[static_cast<size_t>(rank)]; }
   int64_t max_rank_len() const { return max_len_; }
+  // Whether some local query of q_rank sees some key of the chunk kv_rank holds (host side): a
+  // step whose chunk no local query sees needs no compute.
+  bool chunk_visible(int q_rank, int kv_rank) const {
+    return visible_[static_cast<size_t>(q_rank) * lengths_.size() + static_cast<size_t>(kv_rank)];
+  }
 
  private:
+  std::vector<char> visible_;  // [q_rank][kv_rank]
   std::vector<int64_t> lengths_, offsets_;  // per rank: rows, first row in each table
   int64_t max_len_ = 0;
   DeviceAllocation table_;  // positions, then key_first, then key_last, each offsets_.back() rows
