@@ -46,6 +46,21 @@ CPGEN_HOST_DEVICE float log2_approx(float x) {
 #endif
 }
 
+// tanh for the logit softcap. The GPU uses tanh.approx.f32 (sm_75+; the PTX ISA bounds its
+// relative error by about 2^-11, below bf16's rounding of the probabilities it feeds); the
+// emulator and the host use the exactly rounded libm tanh, which is within that bound.
+CPGEN_HOST_DEVICE float tanh_approx(float x) {
+#if defined(__CUDA_ARCH__) && !defined(CPGEN_EMULATION)
+  float r;
+  asm("tanh.approx.f32 %0, %1;" : "=f"(r) : "f"(x));
+  return r;
+#elif defined(CPGEN_EMULATION)
+  return tanhf(x);
+#else
+  return __builtin_tanhf(x);
+#endif
+}
+
 }  // namespace device
 }  // namespace cpgen
 
