@@ -28,15 +28,23 @@ constexpr unsigned char kGuardByte = 0xA5;
 
 // One 16-byte cp.async: copied into shared memory only when a wait_group retires its group, so a
 // kernel that reads a tile before waiting for it reads the poison the CTA started with.
+// A kernel source line (at_site); file null when unknown.
+struct Site {
+  const char* file = nullptr;
+  int line = 0;
+};
+
 struct AsyncCopy {
   uint32_t shared_dst;
   unsigned char bytes[16];
+  Site site;  // of the cp.async that issued it
 };
 
 struct Fiber {
   FiberContext context;
   std::unique_ptr<char[]> stack;
   Dim3 thread;
+  Site site;  // of the thread's latest emulated operation
   bool done = false;
   std::vector<AsyncCopy> open_group;              // issued since the last commit
   std::vector<std::vector<AsyncCopy>> committed;  // oldest first
@@ -132,11 +140,24 @@ std::string block_text() {
          std::to_string(g_cta->block.z) + ")";
 }
 
+// " at cpgen/step_fwd.cuh:123": the path from its last "cpgen/" on (the templates' include name),
+// else whole; empty when unknown.
+std::string site_text(const Site& site) {
+  if (!site.file) return "";
+  std::string file = site.file;
+  const size_t cut = file.rfind("cpgen/");
+  if (cut != std::string::npos) file = file.substr(cut);
+  return " at " + file + ":" + std::to_string(site.line);
+}
+
 // A sanitizer finding: the first is kept in full, the rest counted; the launch fails at its end.
-void report(int thread, const std::string& what) {
-  if (g_cta->errors++ == 0)
+// `site`: the operation's source line, by default the reporting thread's latest one.
+void report(int thread, const std::string& what, const Site* site = nullptr) {
+  if (g_cta->errors++ == 0) {
+    const Site where = site ? *site : thread >= 0 ? g_cta->fibers[static_cast<size_t>(thread)].site : Site{};
     g_cta->first_error = (thread >= 0 ? "thread " + std::to_string(thread) + " of " : std::string("")) +
-                         block_text() + ": " + what;
+                         block_text() + ": " + what + site_text(where);
+  }
 }
 
 SyncEpoch epoch_of(int thread) {
@@ -165,12 +186,16 @@ bool global_in_bounds(const void* p, size_t count, const char* what) {
   return false;
 }
 
-void report_race(int thread, int other, uint32_t offset, const char* what) {
+void report_race(int thread, int other, uint32_t offset, const char* what, const Site* site = nullptr) {
   report(thread, std::string(what) + " shared byte " + hex(offset) + " that thread " + std::to_string(other) +
-                     " accessed with no barrier between them (race)");
+                     " accessed with no barrier between them (race)", site);
 }
 
 }  // namespace
+
+void at_site(const char* file, int line) {
+  if (g_cta && g_cta->current >= 0) g_cta->fibers[static_cast<size_t>(g_cta->current)].site = {file, line};
+}
 
 const Dim3& thread_idx() { return g_cta->fibers[g_cta->current].thread; }
 const Dim3& block_idx() { return g_cta->block; }
@@ -338,7 +363,7 @@ uint32_t pack_16x2(float lo, float hi, bool bf16) {
 void cp_async_16(uint32_t shared_dst, const void* global_src, bool valid) {
   if (!shared_in_bounds(shared_dst, 16, "cp.async writes")) return;
   if (valid && !global_in_bounds(global_src, 16, "cp.async reads")) return;
-  AsyncCopy copy{shared_dst, {}};
+  AsyncCopy copy{shared_dst, {}, g_cta->fibers[g_cta->current].site};
   if (valid) memcpy(copy.bytes, global_src, 16);
   g_cta->fibers[g_cta->current].open_group.push_back(copy);
 }
@@ -354,7 +379,8 @@ void cp_async_wait(int pending) {
       // The copy may land any time between issue and here; it lands here, so a read of the
       // destination by another thread before this thread's wait and a barrier is a race.
       const int other = g_cta->shadow.write(copy.shared_dst, 16, g_cta->current, epoch_of(g_cta->current));
-      if (other != SharedShadow::kNobody) report_race(g_cta->current, other, copy.shared_dst, "cp.async lands in");
+      if (other != SharedShadow::kNobody)
+        report_race(g_cta->current, other, copy.shared_dst, "cp.async lands in", &copy.site);
       memcpy(device::shared_storage + copy.shared_dst, copy.bytes, 16);
     }
     f.committed.erase(f.committed.begin());

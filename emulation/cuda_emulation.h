@@ -78,7 +78,8 @@ void red_add_f32(float* address, float value);
 // access at most 15 bytes past the requested end is not caught, nor one that lands inside another
 // buffer, nor any plain access to memory the emulated device did not allocate; plain shared
 // accesses are seen only as shared_shadow.h says. A finding fails the launch with the thread,
-// block and address; the first is reported, the rest counted.
+// block, address and, for operations the templates' wrappers issue, the kernel source line (a
+// fault of a plain access has none); the first is reported, the rest counted.
 struct GlobalBuffer {
   const void* data;
   size_t bytes;
@@ -94,6 +95,11 @@ void set_global_buffers(const GlobalBuffer* buffers, int count);
 // running on this thread) returns false and the caller treats the fault as it normally would.
 // Async-signal-safe: it only reads and writes this thread's variables before the jump.
 bool recover_from_fault(const void* address);
+
+// Records the kernel source line of the calling thread's next emulated operation, which the
+// sanitizer names in a finding ("... at cpgen/step_fwd.cuh:123"). The templates' wrappers pass
+// their caller's line (CPGEN_SITE in templates/platform.cuh); calls without one keep the last.
+void at_site(const char* file, int line);
 
 // Runs body() as every thread of every CTA of the grid (CTAs one after another, threads as
 // fibers), with `shared_bytes` of dynamic shared memory poisoned (0xFF) at the start of each CTA.

@@ -1,5 +1,9 @@
 // The sanitizer's view of one CTA's shared memory (emulation/cuda_emulation.cpp): per byte, whether
-// it was written in this CTA, and who last wrote and last read it in which synchronization epoch.
+// it was written in this CTA, who last wrote it, and two of the threads that read it since (the
+// latest, and an earlier one of another thread), each with its synchronization epoch. Two readers
+// suffice for writes: a writer conflicts with some reader of its epoch whenever two distinct
+// threads read there, and one of the two kept is not the writer. (A reader both kept readers'
+// barriers have since ordered, while it is not, can still be missed: a warp-level case only.)
 // Semantics (CUDA programming guide, memory consistency; PTX ISA, bar.sync and bar.warp.sync):
 // shared memory written by one thread is visible to another only after a barrier both took part
 // in, __syncthreads for the CTA or __syncwarp for two lanes of one warp. So two accesses to a byte
@@ -38,8 +42,10 @@ class SharedShadow {
     written_.assign(static_cast<size_t>(bytes), 0);
     writer_.assign(static_cast<size_t>(bytes), kNobody);
     reader_.assign(static_cast<size_t>(bytes), kNobody);
+    earlier_reader_.assign(static_cast<size_t>(bytes), kNobody);
     write_epoch_.assign(static_cast<size_t>(bytes), SyncEpoch{});
     read_epoch_.assign(static_cast<size_t>(bytes), SyncEpoch{});
+    earlier_read_epoch_.assign(static_cast<size_t>(bytes), SyncEpoch{});
   }
   int size() const { return size_; }
 
@@ -52,6 +58,8 @@ class SharedShadow {
       const size_t b = offset + static_cast<size_t>(i);
       if (conflict == kNobody && unordered(writer_[b], write_epoch_[b], thread, now)) conflict = writer_[b];
       if (conflict == kNobody && unordered(reader_[b], read_epoch_[b], thread, now)) conflict = reader_[b];
+      if (conflict == kNobody && unordered(earlier_reader_[b], earlier_read_epoch_[b], thread, now))
+        conflict = earlier_reader_[b];
       written_[b] = 1;
       writer_[b] = static_cast<int16_t>(thread);
       write_epoch_[b] = now;
@@ -70,6 +78,12 @@ class SharedShadow {
       const size_t b = offset + static_cast<size_t>(i);
       poisoned = poisoned && !written_[b] && memory[b] == 0xFF;
       if (conflict == kNobody && unordered(writer_[b], write_epoch_[b], thread, now)) conflict = writer_[b];
+      // A new reader pushes the previous one into the earlier slot, unless a barrier since has
+      // ordered it before every later access (then the earlier slot keeps what it held).
+      if (reader_[b] != thread && reader_[b] != kNobody && read_epoch_[b].block == now.block) {
+        earlier_reader_[b] = reader_[b];
+        earlier_read_epoch_[b] = read_epoch_[b];
+      }
       reader_[b] = static_cast<int16_t>(thread);
       read_epoch_[b] = now;
     }
@@ -89,8 +103,8 @@ class SharedShadow {
 
   int size_ = 0;
   std::vector<unsigned char> written_;
-  std::vector<int16_t> writer_, reader_;
-  std::vector<SyncEpoch> write_epoch_, read_epoch_;
+  std::vector<int16_t> writer_, reader_, earlier_reader_;
+  std::vector<SyncEpoch> write_epoch_, read_epoch_, earlier_read_epoch_;
 };
 
 }  // namespace cpgen::emulation

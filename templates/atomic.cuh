@@ -10,8 +10,9 @@ namespace cpgen {
 namespace device {
 
 // *address += value, atomically with respect to every other reduction on the same word.
-CPGEN_DEVICE void red_add_f32(float* address, float value) {
+CPGEN_DEVICE void red_add_f32(float* address, float value CPGEN_SITE) {
 #if defined(CPGEN_EMULATION)
+  CPGEN_AT_SITE();
   emulation::red_add_f32(address, value);
 #else
   asm volatile("red.global.add.f32 [%0], %1;\n" ::"l"(address), "f"(value) : "memory");

@@ -78,8 +78,9 @@ CPGEN_DEVICE u32 shared_address(const void* p) {
 }
 
 // Four 8x8 16-bit matrices; this lane's row address is `address` (see layout.cuh for which row).
-CPGEN_DEVICE void ldmatrix_x4(u32 (&r)[4], u32 address) {
+CPGEN_DEVICE void ldmatrix_x4(u32 (&r)[4], u32 address CPGEN_SITE) {
 #if defined(CPGEN_EMULATION)
+  CPGEN_AT_SITE();
   emulation::ldmatrix_x4(r, address, false);
 #else
   asm volatile("ldmatrix.sync.aligned.m8n8.x4.shared.b16 {%0,%1,%2,%3}, [%4];\n"
@@ -87,8 +88,9 @@ CPGEN_DEVICE void ldmatrix_x4(u32 (&r)[4], u32 address) {
                : "r"(address));
 #endif
 }
-CPGEN_DEVICE void ldmatrix_x4_trans(u32 (&r)[4], u32 address) {
+CPGEN_DEVICE void ldmatrix_x4_trans(u32 (&r)[4], u32 address CPGEN_SITE) {
 #if defined(CPGEN_EMULATION)
+  CPGEN_AT_SITE();
   emulation::ldmatrix_x4(r, address, true);
 #else
   asm volatile("ldmatrix.sync.aligned.m8n8.x4.trans.shared.b16 {%0,%1,%2,%3}, [%4];\n"
@@ -99,8 +101,9 @@ CPGEN_DEVICE void ldmatrix_x4_trans(u32 (&r)[4], u32 address) {
 
 // 16 bytes global -> shared, bypassing L1; when !valid the source is not read and the 16 bytes
 // are zero-filled (out-of-range rows contribute zero scores and zero values).
-CPGEN_DEVICE void cp_async_16(u32 shared_dst, const void* global_src, bool valid) {
+CPGEN_DEVICE void cp_async_16(u32 shared_dst, const void* global_src, bool valid CPGEN_SITE) {
 #if defined(CPGEN_EMULATION)
+  CPGEN_AT_SITE();
   emulation::cp_async_16(shared_dst, global_src, valid);
 #else
   const int src_bytes = valid ? 16 : 0;
@@ -117,8 +120,9 @@ CPGEN_DEVICE void cp_async_commit() {
 }
 // Waits until at most kPending of this thread's committed groups are still in flight.
 template <int kPending>
-CPGEN_DEVICE void cp_async_wait() {
+CPGEN_DEVICE void cp_async_wait(CPGEN_SITE_ONLY) {
 #if defined(CPGEN_EMULATION)
+  CPGEN_AT_SITE();
   emulation::cp_async_wait(kPending);
 #else
   asm volatile("cp.async.wait_group %0;\n" ::"n"(kPending));

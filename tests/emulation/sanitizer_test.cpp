@@ -10,6 +10,9 @@
 
 // Last: defines __CUDACC__ and the CUDA keywords.
 #include "emulation/cuda_emulation.h"
+#include "emulation/shared_shadow.h"
+// The templates' wrappers, which pass their caller's source line to the sanitizer.
+#include "cpgen/mma.cuh"
 
 namespace cpgen {
 namespace {
@@ -175,6 +178,59 @@ TEST(Sanitizer, ReadOfNeverWrittenSharedMemoryIsCaught) {
               load_rows();
             }),
             "");
+}
+
+TEST(Sanitizer, FindingsNameTheKernelLineThatIssuedThem) {
+  Buffers buffers({{g_source, 64}});
+  static int line = 0;
+  std::string error = emulation::launch(1, 1, 32, 64, [] {
+    if (threadIdx.x == 3) {
+      line = __LINE__ + 1;
+      device::cp_async_16(0, g_source + 64, true);
+    }
+  });
+  expect_finding(error, {"thread 3 of block (0, 0, 0)", "cp.async reads global bytes",
+                         "sanitizer_test.cpp:" + std::to_string(line)});
+  // A race found when a copy lands names the line of the cp.async, not of the wait.
+  static int copy_line = 0;
+  error = emulation::launch(1, 1, 64, 128, [] {
+    if (threadIdx.x < 32) {
+      uint32_t r[4];
+      device::ldmatrix_x4(r, 0);
+    }
+    if (threadIdx.x == 40) {
+      copy_line = __LINE__ + 1;
+      device::cp_async_16(0, g_source, true);
+      device::cp_async_commit();
+      device::cp_async_wait<0>();
+    }
+  });
+  expect_finding(error, {"(race)", "sanitizer_test.cpp:"});
+}
+
+// A write must be checked against every thread that read the byte since the last barrier, not
+// only the latest reader: here the latest reader is the writer itself.
+TEST(Sanitizer, WriteRacingAnEarlierReaderIsCaughtWhenTheWriterReadLast) {
+  emulation::SharedShadow shadow;
+  shadow.reset(64);
+  unsigned char memory[64] = {};
+  bool never_written = false;
+  const emulation::SyncEpoch epoch{0, 0};
+  EXPECT_EQ(shadow.write(0, 2, 7, epoch), emulation::SharedShadow::kNobody);
+  const emulation::SyncEpoch after_barrier{1, 0};
+  EXPECT_EQ(shadow.read(0, 2, 32, after_barrier, memory, &never_written), emulation::SharedShadow::kNobody);
+  EXPECT_EQ(shadow.read(0, 2, 0, after_barrier, memory, &never_written), emulation::SharedShadow::kNobody);
+  EXPECT_EQ(shadow.write(0, 2, 0, after_barrier), 32);  // thread 32's read is unordered with it
+  // After another barrier both reads are ordered before the write: clean.
+  shadow.reset(64);
+  EXPECT_EQ(shadow.write(0, 2, 7, epoch), emulation::SharedShadow::kNobody);
+  shadow.read(0, 2, 32, after_barrier, memory, &never_written);
+  shadow.read(0, 2, 0, after_barrier, memory, &never_written);
+  EXPECT_EQ(shadow.write(0, 2, 0, {2, 0}), emulation::SharedShadow::kNobody);
+  // Many readers, then one of them writes: still caught.
+  shadow.reset(64);
+  for (int t = 0; t < 64; ++t) shadow.read(8, 2, t, after_barrier, memory, &never_written);
+  EXPECT_NE(shadow.write(8, 2, 63, after_barrier), emulation::SharedShadow::kNobody);
 }
 
 TEST(Sanitizer, FindingsAreCountedAfterTheFirst) {
