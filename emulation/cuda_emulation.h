@@ -74,9 +74,8 @@ void red_add_f32(float* address, float value);
 // after each CTA that no plain store went past the dynamic shared size (a guard region). Plain
 // global loads and stores of kernel code are caught only when they touch an inaccessible page:
 // the emulated device puts a guard page right after (and before) each buffer it allocates, and
-// the fault comes back here through recover_from_fault. Buffers are rounded up to 16 bytes, so an
-// access at most 15 bytes past the requested end is not caught, nor one that lands inside another
-// buffer, nor any plain access to memory the emulated device did not allocate; plain shared
+// the fault comes back here through recover_from_fault. Not caught: a plain access that lands
+// inside another buffer, or in memory the emulated device did not allocate; plain shared
 // accesses are seen only as shared_shadow.h says. A finding fails the launch with the thread,
 // block, address and, for operations the templates' wrappers issue, the kernel source line (a
 // fault of a plain access has none); the first is reported, the rest counted.

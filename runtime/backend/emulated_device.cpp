@@ -17,6 +17,16 @@ namespace {
 // The largest alignment a kernel asks of its buffers (16-byte cp.async rows and vector loads).
 constexpr size_t kAlignment = 16;
 
+// The alignment a buffer of `bytes` gets: the largest power of two up to kAlignment that divides
+// its size. A buffer's elements are never wider than its size's alignment allows (a 4-byte lse
+// array of odd length holds floats, not 16-byte rows), and with this alignment its end falls
+// exactly on the guard page, so an access even one byte past the end faults.
+size_t alignment_for(size_t bytes) {
+  size_t a = kAlignment;
+  while (a > 1 && bytes % a != 0) a /= 2;
+  return a;
+}
+
 size_t page_bytes() {
   static const size_t bytes = static_cast<size_t>(::sysconf(_SC_PAGESIZE));
   return bytes;
@@ -25,7 +35,7 @@ size_t page_bytes() {
 size_t round_up(size_t value, size_t unit) { return (value + unit - 1) / unit * unit; }
 
 // One allocation's mapping: a guard page, the pages holding the buffer, a guard page. The buffer
-// ends where the second guard starts, less the rounding of its size to kAlignment.
+// ends where the second guard starts (alignment_for).
 struct GuardedMapping {
   void* base = nullptr;
   size_t mapped = 0;
@@ -33,7 +43,8 @@ struct GuardedMapping {
 };
 
 GuardedMapping map_guarded(size_t bytes) {
-  const size_t page = page_bytes(), rounded = round_up(bytes == 0 ? 1 : bytes, kAlignment);
+  const size_t page = page_bytes();
+  const size_t rounded = round_up(bytes == 0 ? 1 : bytes, alignment_for(bytes == 0 ? 1 : bytes));
   const size_t usable = round_up(rounded, page);
   GuardedMapping m;
   m.mapped = usable + 2 * page;

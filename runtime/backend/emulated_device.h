@@ -11,9 +11,9 @@
 // live allocations as the buffers global accesses must stay in; a finding fails the launch.
 // Each allocation is mapped between two inaccessible guard pages and ends where the second one
 // starts, so a kernel's plain load or store past its end (or before its start) faults and fails
-// the launch with the thread, block and address (emulated_fault.h). The start is 16-byte aligned,
-// so the size is rounded up to 16: an access at most 15 bytes past the requested end lands in that
-// slack and is not caught. Each buffer costs at least three pages of address space.
+// the launch with the thread, block and address (emulated_fault.h). The start is aligned to the
+// largest power of two up to 16 that divides the size, so the end meets the guard exactly and even
+// one byte past it faults. Each buffer costs at least three pages of address space.
 #pragma once
 
 #include <array>

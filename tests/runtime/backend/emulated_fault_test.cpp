@@ -103,6 +103,22 @@ TEST(EmulatedFault, PlainLoadBeforeAPageSizedBufferIsCaught) {
                          "4 bytes before the start of the " + std::to_string(bytes) + "-byte buffer at " + hex(g_in)});
 }
 
+// A buffer whose size is not a multiple of 16 (9 floats) still ends on its guard page: the first
+// float past it faults, where a 16-byte rounding would have hidden it.
+TEST(EmulatedFault, OneElementPastAnOddSizedBufferIsCaught) {
+  DeviceAllocation nine = device().allocate(9 * sizeof(float));
+  EXPECT_EQ(reinterpret_cast<uintptr_t>(nine.data()) % alignof(float), 0u);
+  float* out = nine.as<float>();
+  EXPECT_EQ(launch_on({&nine}, [out] {
+              if (threadIdx.x < 9) out[threadIdx.x] = 1.0f;
+            }),
+            "");
+  expect_report(launch_on({&nine}, [out] {
+                  if (threadIdx.x <= 9) out[threadIdx.x] = 1.0f;
+                }),
+                {"thread 9 of block (0, 0, 0)", "0 bytes past the end of the 36-byte buffer at " + hex(out)});
+}
+
 // Ranks run their launches on threads of their own: each thread's fault comes back to its own
 // launch, and a clean launch beside them is not disturbed.
 TEST(EmulatedFault, FaultsOnSeveralThreadsAreEachReportedToTheirLaunch) {
