@@ -13,7 +13,9 @@
 #include <cstring>
 #include <filesystem>
 #include <fstream>
+#include <map>
 #include <mutex>
+#include <optional>
 #include <sstream>
 
 #include "cpgen/error.h"
@@ -28,6 +30,7 @@ namespace fs = std::filesystem;
 namespace {
 
 std::atomic<int> g_host_compiles{0};
+std::atomic<int> g_runtime_compiles{0};
 
 constexpr const char* kInstallHint =
     "install a C++ compiler (Debian/Ubuntu: apt-get install g++) or set CXX to one";
@@ -149,10 +152,10 @@ std::vector<std::string> host_compile_flags() {
 }
 
 std::string emulated_source(const KernelSpec& spec) {
-  // One translation unit: the emulator's header, its run time, the kernel, the entry point.
-  std::string src = "// cpgen emulated kernel: the CUDA emulator, the generated source, its C entry point\n"
+  // The emulator's header, the kernel, the entry points; the emulator's run time is compiled once
+  // into an object of its own (emulator_runtime_source) and linked in.
+  std::string src = "// cpgen emulated kernel: the generated source on the CUDA emulator, its C entry points\n"
                     "#include \"cpgen/emulation/cuda_emulation.h\"\n"
-                    "#include \"cpgen/emulation/cuda_emulation.cpp\"\n"
                     "#include \"cpgen/emulation/emulated_launch.h\"\n\n";
   src += render_source(spec);
   src += "\nextern \"C\" __attribute__((visibility(\"default\"))) int cpgen_emulated_launch(CpgenEmulatedLaunch* launch) {\n"
@@ -183,9 +186,15 @@ std::string emulated_source(const KernelSpec& spec) {
   return src;
 }
 
+std::string emulator_runtime_source() {
+  return "// cpgen: the CUDA emulator's run time, linked into every emulated kernel\n"
+         "#include \"cpgen/emulation/cuda_emulation.h\"\n"
+         "#include \"cpgen/emulation/cuda_emulation.cpp\"\n";
+}
+
 std::string emulated_store_key(const std::string& source, const HostCompiler& compiler) {
   Sha256 h;
-  h.update_field("cpgen emulated kernel key 1");
+  h.update_field("cpgen emulated kernel key 2");
   h.update_field(source);
   for (const auto files : {embedded_templates(), embedded_emulation()})
     for (const EmbeddedTemplate& t : files) {
@@ -199,6 +208,81 @@ std::string emulated_store_key(const std::string& source, const HostCompiler& co
 }
 
 int host_compile_count() { return g_host_compiles.load(); }
+int emulator_runtime_compile_count() { return g_runtime_compiles.load(); }
+
+namespace {
+
+constexpr const char* kRuntimeUri = "cpgen_emulator_runtime";
+
+// The emulator's run time is most of an emulated kernel's compile time (its standard headers and
+// the fibers, collectives and sanitizer): compiled once per (emulator, flags, compiler) into an
+// object, kept in the store and in this process, and linked into each kernel's shared object.
+std::vector<std::string> runtime_object_flags() {
+  std::vector<std::string> flags;
+  for (const std::string& f : host_compile_flags()) flags.push_back(f == "-shared" ? "-c" : f);
+  return flags;
+}
+
+std::string runtime_store_key(const HostCompiler& compiler) {
+  return emulated_store_key("cpgen emulator runtime object 1\n" + emulator_runtime_source() + [] {
+    std::string flags;
+    for (const std::string& f : runtime_object_flags()) flags += f + " ";
+    return flags;
+  }(), compiler);
+}
+
+[[noreturn]] void throw_compile_failure(const std::string& what, int status, const HostCompiler& compiler,
+                                        const fs::path& dir, const std::vector<std::string>& argv,
+                                        const std::string& log) {
+  std::string command;
+  for (const std::string& a : argv) command += (command.empty() ? "" : " ") + a;
+  // The folder stays for the user to read and rerun; a successful compile's is removed.
+  throw Error(ErrorKind::kCompile,
+              "the host compiler could not build " + what + " (" +
+                  (status < 0 ? "could not start " + compiler.path : "exit status " + std::to_string(status)) +
+                  "); source kept in " + dir.string() + "; command: " + command + "; log:\n" + log);
+}
+
+// The run-time object's bytes: from this process, the store, or compiled in `dir` (whose include
+// folder holds the emulator) and put in the store. `uri`: the kernel it is for, for messages.
+std::string emulator_runtime_object(KernelStore* store, const HostCompiler& compiler, const fs::path& dir,
+                                    const std::string& uri) {
+  static std::mutex mutex;
+  static std::map<std::string, std::string> objects;  // by store key
+  const std::string key = runtime_store_key(compiler);
+  std::lock_guard<std::mutex> lock(mutex);  // threads needing it wait for one compile
+  if (auto it = objects.find(key); it != objects.end()) return it->second;
+  if (store) {
+    std::optional<CompiledKernel> stored = store->get(key);
+    if (stored && stored->uri == kRuntimeUri && stored->arch == kEmulatedArch && !stored->cubin.empty())
+      return objects[key] = stored->cubin;
+  }
+  const std::string source = emulator_runtime_source();
+  write_text(dir / "runtime.cpp", source.data(), source.size());
+  std::vector<std::string> argv = {compiler.path};
+  for (const std::string& flag : runtime_object_flags()) argv.push_back(flag);
+  for (const std::string& a : std::vector<std::string>{"-I", (dir / "include").string(), (dir / "runtime.cpp").string(),
+                                                       "-o", (dir / "runtime.o").string()})
+    argv.push_back(a);
+  ++g_runtime_compiles;
+  const int status = run_logged(argv, dir / "runtime.log");
+  const std::string log = read_text(dir / "runtime.log");
+  if (status != 0) throw_compile_failure("the emulator run time for emulated kernel " + uri, status, compiler, dir, argv, log);
+  CompiledKernel object;
+  object.uri = kRuntimeUri;
+  object.arch = kEmulatedArch;
+  object.key = key;
+  object.cubin = read_text(dir / "runtime.o");
+  object.log = log;
+  object.stats.cubin_bytes = static_cast<int>(object.cubin.size());
+  if (object.cubin.empty())
+    throw Error(ErrorKind::kCompile, "the host compiler " + compiler.path +
+                                         " exited 0 but wrote no emulator run-time object for " + uri);
+  if (store) store->put(object);
+  return objects[key] = object.cubin;
+}
+
+}  // namespace
 
 CompiledKernel compile_emulated(const KernelSpec& spec, KernelStore* store) {
   return compile_emulated(spec, store, host_compiler());
@@ -225,23 +309,17 @@ CompiledKernel compile_emulated(const KernelSpec& spec, KernelStore* store, cons
   for (const auto files : {embedded_templates(), embedded_emulation()})
     for (const EmbeddedTemplate& t : files) write_text(dir / "include" / t.name, t.contents, t.size);
   write_text(dir / "kernel.cpp", source.data(), source.size());
+  const std::string runtime = emulator_runtime_object(store, compiler, dir, uri);
+  write_text(dir / "runtime.o", runtime.data(), runtime.size());
   std::vector<std::string> argv = {compiler.path};
   for (const std::string& flag : host_compile_flags()) argv.push_back(flag);
   for (const std::string& a : std::vector<std::string>{"-I", (dir / "include").string(), (dir / "kernel.cpp").string(),
-                                                       "-o", (dir / "kernel.so").string()})
+                                                       (dir / "runtime.o").string(), "-o", (dir / "kernel.so").string()})
     argv.push_back(a);
   ++g_host_compiles;
   const int status = run_logged(argv, dir / "compile.log");
   const std::string log = read_text(dir / "compile.log");
-  if (status != 0) {
-    std::string command;
-    for (const std::string& a : argv) command += (command.empty() ? "" : " ") + a;
-    // The folder stays for the user to read and rerun; a successful compile's is removed.
-    throw Error(ErrorKind::kCompile,
-                "the host compiler could not build emulated kernel " + uri + " (" +
-                    (status < 0 ? "could not start " + compiler.path : "exit status " + std::to_string(status)) +
-                    "); source kept in " + dir.string() + "; command: " + command + "; log:\n" + log);
-  }
+  if (status != 0) throw_compile_failure("emulated kernel " + uri, status, compiler, dir, argv, log);
   CompiledKernel kernel;
   kernel.uri = uri;
   kernel.arch = kEmulatedArch;

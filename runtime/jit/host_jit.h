@@ -1,9 +1,11 @@
 // The emulated backend's compiler: a kernel's generated source (generator/render.h), compiled by
-// the host C++ compiler together with the CUDA emulator (emulation/, embedded in the library like
-// the templates and written out next to the source, never read from the source tree) into a shared
+// the host C++ compiler against the CUDA emulator (emulation/, embedded in the library like the
+// templates and written out next to the source, never read from the source tree) into a shared
 // object whose exported symbols are the C entry points of emulation/emulated_launch.h. The object
-// is self-contained (its own copy of the emulator's run time), and kept in the compiled-kernel
-// store like a cubin, under a key of everything that decides its bytes.
+// is self-contained: it links its own copy of the emulator's run time, an object compiled once
+// per (emulator, flags, compiler) and kept in the store (it is most of a kernel's compile time).
+// Both are kept in the compiled-kernel store like cubins, under keys of everything that decides
+// their bytes.
 #pragma once
 
 #include <string>
@@ -35,6 +37,8 @@ std::vector<std::string> host_compile_flags();
 // What is compiled for `spec`: the emulator's header, the rendered source, and the entry points
 // (the launch, and the recovery from a fault in one).
 std::string emulated_source(const KernelSpec& spec);
+// The translation unit of the emulator's run-time object that every emulated kernel links.
+std::string emulator_runtime_source();
 // A SHA-256 over the source, the embedded templates and emulator, the flags and the compiler.
 std::string emulated_store_key(const std::string& source, const HostCompiler& compiler);
 
@@ -46,5 +50,7 @@ CompiledKernel compile_emulated(const KernelSpec& spec, KernelStore* store = def
 CompiledKernel compile_emulated(const KernelSpec& spec, KernelStore* store, const HostCompiler& compiler);
 // How many host compiles this process has run (tests check that the store is used).
 int host_compile_count();
+// How many times this process compiled the emulator's run-time object (once at most per compiler).
+int emulator_runtime_compile_count();
 
 }  // namespace cpgen
