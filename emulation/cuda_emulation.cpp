@@ -417,7 +417,11 @@ std::string launch(unsigned grid_x, unsigned grid_y, unsigned grid_z, unsigned t
   g_cta = &cta;
   std::string error = run_grid_guarded(cta);
   g_cta = nullptr;
-  if (!error.empty()) return error;
+  // A deadlock often follows a finding (a wait on a barrier a rejected operation never reached):
+  // the finding is the cause, so it goes with the report.
+  if (!error.empty())
+    return cta.errors > 0 && error.rfind("deadlock", 0) == 0 ? error + "; after the sanitizer's finding: " + cta.first_error
+                                                             : error;
   if (cta.errors > 0)
     return "sanitizer: " + cta.first_error +
            (cta.errors > 1 ? " (and " + std::to_string(cta.errors - 1) + " more findings)" : std::string());

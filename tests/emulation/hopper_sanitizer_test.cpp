@@ -1,7 +1,7 @@
 // The sanitizer's findings about the sm_90a primitives (emulation/hopper_emulation.h), each
 // triggered by a deliberately broken tiny kernel, next to the kernel done right where that is not
-// already a test of its own: mbarrier misuse (uninitialized, transaction underflow, re-init of a
-// pending phase), TMA (a read of landed bytes before the wait that observes their phase, a read
+// already a test of its own: mbarrier misuse (uninitialized, transaction underflow or out of
+// range, re-init of a pending phase), TMA (a read of landed bytes before the wait that observes their phase, a read
 // outside the launch's buffers, copies whose phase never completes), wgmma (no fence, operations
 // never retired, operands never written, a base offset) and setmaxnreg's range.
 #include <gtest/gtest.h>
@@ -46,6 +46,22 @@ TEST(HopperSanitizer, TransactionCountUnderflow) {
                                 emulation::mbarrier_complete_tx(kBar, 32);
                               }),
             "");
+}
+
+TEST(HopperSanitizer, TransactionCountOutOfRangeAndTheDeadlockItCauses) {
+  // 2^20 bytes is past the ISA's count: the arrival is refused, so the waiter can never go on;
+  // the deadlock report carries the finding that caused it.
+  const std::string error = emulation::launch(1, 1, 32, 64, [] {
+    if (threadIdx.x == 0) emulation::mbarrier_init(kBar, 1);
+    __syncthreads();
+    if (threadIdx.x == 0) emulation::mbarrier_arrive_expect_tx(kBar, 1u << 20);
+    emulation::mbarrier_wait_parity(kBar, 0);
+  });
+  EXPECT_EQ(error.rfind("deadlock in block (0, 0, 0)", 0), 0u) << error;
+  EXPECT_NE(error.find("after the sanitizer's finding: thread 0 of block (0, 0, 0): mbarrier at 0x0: transaction count "
+                       "1048576 outside the ISA's range"),
+            std::string::npos)
+      << error;
 }
 
 TEST(HopperSanitizer, ReinitializedWhileAPhaseIsPending) {
