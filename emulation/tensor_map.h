@@ -51,7 +51,8 @@ inline uint32_t tensor_map_swizzle_span(uint32_t swizzle) {
 }
 
 // Checks the arguments as cuTensorMapEncodeTiled documents them, plus what the emulator does not
-// model (other element sizes, element strides other than 1, interleave, NaN fill), and fills
+// model (other element sizes, element strides other than 1, interleave, NaN fill, swizzled rows
+// narrower than the span), and fills
 // *map. Returns "" or one line saying which argument is wrong and what is allowed.
 inline std::string encode_tensor_map_tiled(TensorMap* map, uint32_t data_type, uint32_t rank, const void* global_address,
                                            const uint64_t* global_dim, const uint64_t* global_strides,
@@ -86,10 +87,16 @@ inline std::string encode_tensor_map_tiled(TensorMap* map, uint32_t data_type, u
   const uint32_t inner = box_dim[0] * element_bytes;
   if (inner % 16 != 0)
     return "boxDim[0] * element size = " + std::to_string(inner) + " bytes: must be a multiple of 16";
+  // The driver allows a swizzled box row up to the span; the emulator models rows of exactly the
+  // span (each row one swizzle line, the layout wgmma's swizzled operands use), and refuses the
+  // narrower ones rather than guess how the hardware packs them.
   const uint32_t span = tensor_map_swizzle_span(swizzle);
   if (span != 0 && inner > span)
     return "boxDim[0] * element size = " + std::to_string(inner) + " bytes: must be at most the " + std::to_string(span) +
            "-byte swizzle span";
+  if (span != 0 && inner != span)
+    return "boxDim[0] * element size = " + std::to_string(inner) + " bytes: the emulator models swizzled rows of exactly the " +
+           std::to_string(span) + "-byte span only";
   TensorMap m;
   m.magic = kTensorMapMagic;
   m.rank = rank;
