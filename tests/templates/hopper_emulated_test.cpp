@@ -102,7 +102,8 @@ TEST(HopperTemplates, ProducerWarpFeedsConsumerWarpThroughStages) {
                                                emulation::kTensorMapSwizzleNone, 0, 0),
             "");
   testing::LaunchBuffers buffers({{g_rows, sizeof g_rows}});
-  ASSERT_EQ(emulation::launch(1, 1, 64, 1024 + 128 * kStages, producer_consumer), "");
+  // Two CTAs one after another: each starts with fresh barriers (no state carries over).
+  ASSERT_EQ(emulation::launch(2, 1, 64, 1024 + 128 * kStages, producer_consumer), "");
   for (int i = 0; i < kTiles; ++i) {
     uint32_t sum = 0;
     for (int e = 0; e < 64; ++e) sum += g_rows[64 * i + e];
