@@ -2,7 +2,8 @@
 // triggered by a deliberately broken tiny kernel, next to the kernel done right where that is not
 // already a test of its own: mbarrier misuse (uninitialized, transaction underflow or out of
 // range, re-init of a pending phase), TMA (a read of landed bytes before the wait that observes their phase, a read
-// outside the launch's buffers, copies whose phase never completes), wgmma (no fence, operations
+// outside the launch's buffers, copies whose phase never completes, a refill of a stage a wgmma
+// still reads), wgmma (no fence, operations
 // never retired, operands never written, a base offset) and setmaxnreg's range.
 #include <gtest/gtest.h>
 
@@ -145,6 +146,57 @@ TEST(HopperSanitizer, TmaCopyWhosePhaseNeverCompletes) {
     emulation::tma_load(kTile, &g_map, origin, 2, kBar);
   });
   expect_finding(error, {"the CTA ends with 1 TMA copies waiting on the mbarrier at 0x0 for a phase that never completed"});
+}
+
+// A stage refilled by TMA while the consumer's wgmma on it is still in flight: warpgroup 1
+// releases the stage (arrives on `empty`) before or after its wgmma.wait_group; thread 0 then
+// loads the stage again. A 64 x 16 bf16 tile, K-major with the 32-byte swizzle (rows of 32 bytes,
+// SBO 256), is both A and B.
+alignas(128) uint16_t g_stage_data[64 * 16];
+emulation::TensorMap g_stage_map;
+constexpr uint32_t kFull = 0, kEmpty = 8;
+
+template <bool kRetireBeforeRelease>
+void refill_stage() {
+  const unsigned t = threadIdx.x;
+  if (t == 0) {
+    emulation::mbarrier_init(kFull, 1);
+    emulation::mbarrier_init(kEmpty, 128);
+  }
+  __syncthreads();
+  const int32_t origin[2] = {0, 0};
+  if (t == 0) {
+    emulation::mbarrier_arrive_expect_tx(kFull, 2048);
+    emulation::tma_load(kTile, &g_stage_map, origin, 2, kFull);
+    emulation::mbarrier_wait_parity(kEmpty, 0);
+    emulation::mbarrier_arrive_expect_tx(kFull, 2048);
+    emulation::tma_load(kTile, &g_stage_map, origin, 2, kFull);
+  }
+  if (t < 128) return;
+  emulation::mbarrier_wait_parity(kFull, 0);
+  const uint64_t desc = uint64_t{kTile >> 4} | uint64_t{256 >> 4} << 32 | uint64_t{emulation::kWgmmaSwizzle32B} << 62;
+  float d[4];
+  emulation::wgmma_fence();
+  emulation::wgmma_mma_async_ss(d, 8, true, desc, desc, false, 1, 1, false, false);
+  emulation::wgmma_commit_group();
+  if (kRetireBeforeRelease) emulation::wgmma_wait_group(0);
+  emulation::mbarrier_arrive(kEmpty);
+  emulation::mbarrier_wait_parity(kFull, 1);
+  emulation::wgmma_wait_group(0);
+}
+
+TEST(HopperSanitizer, TmaRefillsAStageAWgmmaStillReads) {
+  for (int i = 0; i < 64 * 16; ++i) g_stage_data[i] = static_cast<uint16_t>(0x3f80 + i % 7);
+  const uint64_t dims[2] = {16, 64}, strides[1] = {32};
+  const uint32_t box[2] = {16, 64}, ones[2] = {1, 1};
+  ASSERT_EQ(emulation::encode_tensor_map_tiled(&g_stage_map, emulation::kTensorMapBfloat16, 2, g_stage_data, dims, strides,
+                                               box, ones, 0, emulation::kTensorMapSwizzle32B, 0, 0),
+            "");
+  testing::LaunchBuffers buffers({{g_stage_data, sizeof g_stage_data}});
+  expect_finding(emulation::launch(1, 1, 256, 4096, refill_stage<false>),
+                 {"thread 0 of", "a TMA copy lands in shared bytes [0x400, 0xc00) that thread 1",
+                  "'s wgmma.mma_async still reads (no wgmma.wait_group retired it)"});
+  EXPECT_EQ(emulation::launch(1, 1, 256, 4096, refill_stage<true>), "");
 }
 
 // wgmma m64n8k16 with both operands K-major, unswizzled, A at 0 and B at 2048; `zero_operands`
