@@ -28,9 +28,10 @@
 // completes, not before; an emulator-performed read (ldmatrix, wgmma) of landed bytes by a thread
 // that has not observed the phase's completion with a try_wait (and with no __syncthreads since
 // the landing) is a finding. Plain C++ reads of shared memory are invisible to the emulator.
-// Copies still waiting for their phase when the CTA ends are findings, and so is a copy landing in
-// bytes that a wgmma not yet retired by its wait_group has read (the GPU may still be reading
-// them: a stage released to the producer before the consumer's wgmma.wait_group).
+// Copies still waiting for their phase when the CTA ends are findings, and so are a destination
+// that overlaps an initialized mbarrier and a copy landing in bytes that a wgmma not yet retired
+// by its wait_group has read (the GPU may still be reading them: a stage released to the
+// producer before the consumer's wgmma.wait_group).
 //
 // wgmma.mma_async.sync.aligned.m64nNk16.f32.{bf16,f16}: a collective of the 128 threads of a
 // warpgroup (warps 4i..4i+3); N a multiple of 8 up to 256. D (64 x N, f32) is held N/2 registers

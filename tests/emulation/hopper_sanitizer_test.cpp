@@ -1,10 +1,10 @@
 // The sanitizer's findings about the sm_90a primitives (emulation/hopper_emulation.h), each
 // triggered by a deliberately broken tiny kernel, next to the kernel done right where that is not
 // already a test of its own: mbarrier misuse (uninitialized, transaction underflow or out of
-// range, re-init of a pending phase), TMA (a read of landed bytes before the wait that observes their phase, a read
-// outside the launch's buffers, copies whose phase never completes, a refill of a stage a wgmma
-// still reads), wgmma (no fence, operations
-// never retired, operands never written, a base offset) and setmaxnreg's range.
+// range, re-init of a pending phase), TMA (a read of landed bytes before the wait that observes
+// their phase, a read outside the launch's buffers, copies whose phase never completes, a
+// destination over an mbarrier, a refill of a stage a wgmma still reads), wgmma (no fence,
+// operations never retired, operands never written, a base offset) and setmaxnreg's range.
 #include <gtest/gtest.h>
 
 #include <string>
@@ -132,6 +132,21 @@ TEST(HopperSanitizer, TmaReadOutsideTheLaunchBuffers) {
   testing::LaunchBuffers buffers({{g_tile, sizeof g_tile / 2}});
   const std::string error = emulation::launch(1, 1, 64, 2048, load_then_read<true>);
   expect_finding(error, {"thread 0 of", "cp.async.bulk.tensor reads global bytes", "outside every buffer of the launch"});
+}
+
+TEST(HopperSanitizer, TmaDestinationOverAnMbarrier) {
+  encode_tile_map(g_tile);
+  testing::LaunchBuffers buffers({{g_tile, sizeof g_tile}});
+  // The barrier sits at 0x440, inside the 128 bytes the box lands in.
+  const std::string error = emulation::launch(1, 1, 32, 2048, [] {
+    if (threadIdx.x != 0) return;
+    const int32_t origin[2] = {0, 0};
+    emulation::mbarrier_init(kTile + 0x40, 1);
+    emulation::mbarrier_arrive_expect_tx(kTile + 0x40, 128);
+    emulation::tma_load(kTile, &g_map, origin, 2, kTile + 0x40);
+    emulation::mbarrier_wait_parity(kTile + 0x40, 0);
+  });
+  expect_finding(error, {"thread 0 of", "cp.async.bulk.tensor destination [0x400, 0x480) overlaps the mbarrier at 0x440"});
 }
 
 TEST(HopperSanitizer, TmaCopyWhosePhaseNeverCompletes) {
