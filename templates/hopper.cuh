@@ -20,8 +20,8 @@ namespace device {
 
 using u64 = unsigned long long;
 
-// The 128 bytes of a tensor map (64-byte alignment is the driver's requirement; 128 is kept so a
-// map never straddles what a kernel parameter block packs around it).
+// The 128 bytes of a tensor map. The driver requires 64-byte alignment; 128 (which implies it)
+// gives each TmaMap member of a params struct 128 bytes of its own.
 struct alignas(128) TmaMap {
   u64 words[16];
 };
