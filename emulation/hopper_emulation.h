@@ -22,12 +22,13 @@
 // TMA (cp.async.bulk.tensor.Nd.shared::cluster.global.tile.mbarrier::complete_tx::bytes): reads
 // the box at the coordinates (elements outside the tensor read as zero; in-bounds rows must lie
 // in the launch's buffers, the cp.async rule), lays it out densely in shared memory (a swizzled
-// map's box rows are exactly its span, tensor_map.h) with the map's swizzle applied to the absolute shared address (16-byte chunk bits 4.. XOR-ed with bits 7.. of
-// the address: one, two or three bits for 32B, 64B, 128B), and performs complete_tx of the box's
-// bytes on the mbarrier at once. The bytes land in shared memory when that barrier's phase
-// completes, not before; an emulator-performed read (ldmatrix, wgmma) of landed bytes by a thread
-// that has not observed the phase's completion with a try_wait (and with no __syncthreads since
-// the landing) is a finding. Plain C++ reads of shared memory are invisible to the emulator.
+// map's box rows are exactly its span, tensor_map.h) with the map's swizzle applied to the
+// absolute shared address (16-byte chunk bits 4.. XOR-ed with bits 7.. of the address: one, two
+// or three bits for 32B, 64B, 128B), and performs complete_tx of the box's bytes on the mbarrier
+// at once. The bytes land in shared memory when that barrier's phase completes, not before; an
+// emulator-performed read (ldmatrix, wgmma) of landed bytes by a thread that has not observed the
+// phase's completion with a try_wait (and with no __syncthreads since the landing) is a finding.
+// Plain C++ reads of shared memory are invisible to the emulator.
 // Copies still waiting for their phase when the CTA ends are findings, and so are a destination
 // that overlaps an initialized mbarrier and a copy landing in bytes that a wgmma not yet retired
 // by its wait_group has read (the GPU may still be reading them: a stage released to the

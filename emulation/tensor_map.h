@@ -47,18 +47,21 @@ static_assert(sizeof(TensorMap) == 128, "a TensorMap travels in the 128 bytes of
 
 // Bytes of the span a swizzle mode permutes chunks within (0 for none).
 inline uint32_t tensor_map_swizzle_span(uint32_t swizzle) {
-  return swizzle == kTensorMapSwizzle32B ? 32 : swizzle == kTensorMapSwizzle64B ? 64 : swizzle == kTensorMapSwizzle128B ? 128 : 0;
+  return swizzle == kTensorMapSwizzle32B    ? 32
+         : swizzle == kTensorMapSwizzle64B  ? 64
+         : swizzle == kTensorMapSwizzle128B ? 128
+                                            : 0;
 }
 
 // Checks the arguments as cuTensorMapEncodeTiled documents them, plus what the emulator does not
 // model (other element sizes, element strides other than 1, interleave, NaN fill, swizzled rows
 // narrower than the span), and fills
 // *map. Returns "" or one line saying which argument is wrong and what is allowed.
-inline std::string encode_tensor_map_tiled(TensorMap* map, uint32_t data_type, uint32_t rank, const void* global_address,
-                                           const uint64_t* global_dim, const uint64_t* global_strides,
-                                           const uint32_t* box_dim, const uint32_t* element_strides,
-                                           uint32_t interleave, uint32_t swizzle, uint32_t l2_promotion,
-                                           uint32_t oob_fill) {
+inline std::string encode_tensor_map_tiled(TensorMap* map, uint32_t data_type, uint32_t rank,
+                                           const void* global_address, const uint64_t* global_dim,
+                                           const uint64_t* global_strides, const uint32_t* box_dim,
+                                           const uint32_t* element_strides, uint32_t interleave, uint32_t swizzle,
+                                           uint32_t l2_promotion, uint32_t oob_fill) {
   auto at = [](const char* what, uint32_t i) { return std::string(what) + "[" + std::to_string(i) + "] = "; };
   if (data_type != kTensorMapUint16 && data_type != kTensorMapFloat16 && data_type != kTensorMapBfloat16)
     return "tensor map data type " + std::to_string(data_type) +
@@ -72,7 +75,8 @@ inline std::string encode_tensor_map_tiled(TensorMap* map, uint32_t data_type, u
     return "tensor map swizzle " + std::to_string(swizzle) + ": must be NONE (0), 32B (1), 64B (2) or 128B (3)";
   if (l2_promotion > 3) return "tensor map L2 promotion " + std::to_string(l2_promotion) + ": must be 0 to 3";
   if (oob_fill != kTensorMapOobFillZero)
-    return "tensor map out-of-bounds fill " + std::to_string(oob_fill) + ": the emulator models FILL_NONE (0, zeros) only";
+    return "tensor map out-of-bounds fill " + std::to_string(oob_fill) +
+           ": the emulator models FILL_NONE (0, zeros) only";
   const uint32_t element_bytes = 2;
   for (uint32_t i = 0; i < rank; ++i) {
     if (global_dim[i] == 0 || global_dim[i] > (uint64_t{1} << 32))
@@ -92,11 +96,11 @@ inline std::string encode_tensor_map_tiled(TensorMap* map, uint32_t data_type, u
   // narrower ones rather than guess how the hardware packs them.
   const uint32_t span = tensor_map_swizzle_span(swizzle);
   if (span != 0 && inner > span)
-    return "boxDim[0] * element size = " + std::to_string(inner) + " bytes: must be at most the " + std::to_string(span) +
-           "-byte swizzle span";
+    return "boxDim[0] * element size = " + std::to_string(inner) + " bytes: must be at most the " +
+           std::to_string(span) + "-byte swizzle span";
   if (span != 0 && inner != span)
-    return "boxDim[0] * element size = " + std::to_string(inner) + " bytes: the emulator models swizzled rows of exactly the " +
-           std::to_string(span) + "-byte span only";
+    return "boxDim[0] * element size = " + std::to_string(inner) +
+           " bytes: the emulator models swizzled rows of exactly the " + std::to_string(span) + "-byte span only";
   TensorMap m;
   m.magic = kTensorMapMagic;
   m.rank = rank;

@@ -92,8 +92,8 @@ void encode_tile_map(const void* address) {
   for (int i = 0; i < 64; ++i) g_tile[i] = static_cast<uint16_t>(0x3f80 + i);
   const uint64_t dims[2] = {8, 8}, strides[1] = {16};
   const uint32_t box[2] = {8, 8}, ones[2] = {1, 1};
-  ASSERT_EQ(emulation::encode_tensor_map_tiled(&g_map, emulation::kTensorMapBfloat16, 2, address, dims, strides, box, ones, 0,
-                                               0, 0, 0),
+  ASSERT_EQ(emulation::encode_tensor_map_tiled(&g_map, emulation::kTensorMapBfloat16, 2, address, dims, strides, box,
+                                               ones, 0, 0, 0, 0),
             "");
 }
 
@@ -131,7 +131,8 @@ TEST(HopperSanitizer, TmaReadOutsideTheLaunchBuffers) {
   // Only the first half of the tensor is a buffer of the launch: rows 4-7 lie outside.
   testing::LaunchBuffers buffers({{g_tile, sizeof g_tile / 2}});
   const std::string error = emulation::launch(1, 1, 64, 2048, load_then_read<true>);
-  expect_finding(error, {"thread 0 of", "cp.async.bulk.tensor reads global bytes", "outside every buffer of the launch"});
+  expect_finding(error,
+                 {"thread 0 of", "cp.async.bulk.tensor reads global bytes", "outside every buffer of the launch"});
 }
 
 TEST(HopperSanitizer, TmaDestinationOverAnMbarrier) {
@@ -146,7 +147,8 @@ TEST(HopperSanitizer, TmaDestinationOverAnMbarrier) {
     emulation::tma_load(kTile, &g_map, origin, 2, kTile + 0x40);
     emulation::mbarrier_wait_parity(kTile + 0x40, 0);
   });
-  expect_finding(error, {"thread 0 of", "cp.async.bulk.tensor destination [0x400, 0x480) overlaps the mbarrier at 0x440"});
+  expect_finding(error,
+                 {"thread 0 of", "cp.async.bulk.tensor destination [0x400, 0x480) overlaps the mbarrier at 0x440"});
 }
 
 TEST(HopperSanitizer, TmaCopyWhosePhaseNeverCompletes) {
@@ -160,7 +162,8 @@ TEST(HopperSanitizer, TmaCopyWhosePhaseNeverCompletes) {
     emulation::mbarrier_arrive_expect_tx(kBar, 256);
     emulation::tma_load(kTile, &g_map, origin, 2, kBar);
   });
-  expect_finding(error, {"the CTA ends with 1 TMA copies waiting on the mbarrier at 0x0 for a phase that never completed"});
+  expect_finding(error,
+                 {"the CTA ends with 1 TMA copies waiting on the mbarrier at 0x0 for a phase that never completed"});
 }
 
 // A stage refilled by TMA while the consumer's wgmma on it is still in flight: warpgroup 1
@@ -204,8 +207,8 @@ TEST(HopperSanitizer, TmaRefillsAStageAWgmmaStillReads) {
   for (int i = 0; i < 64 * 16; ++i) g_stage_data[i] = static_cast<uint16_t>(0x3f80 + i % 7);
   const uint64_t dims[2] = {16, 64}, strides[1] = {32};
   const uint32_t box[2] = {16, 64}, ones[2] = {1, 1};
-  ASSERT_EQ(emulation::encode_tensor_map_tiled(&g_stage_map, emulation::kTensorMapBfloat16, 2, g_stage_data, dims, strides,
-                                               box, ones, 0, emulation::kTensorMapSwizzle32B, 0, 0),
+  ASSERT_EQ(emulation::encode_tensor_map_tiled(&g_stage_map, emulation::kTensorMapBfloat16, 2, g_stage_data, dims,
+                                               strides, box, ones, 0, emulation::kTensorMapSwizzle32B, 0, 0),
             "");
   testing::LaunchBuffers buffers({{g_stage_data, sizeof g_stage_data}});
   expect_finding(emulation::launch(1, 1, 256, 4096, refill_stage<false>),
@@ -253,8 +256,8 @@ TEST(HopperSanitizer, SetmaxnregOutOfRange) {
   expect_finding(emulation::launch(1, 1, 32, 0, [] { emulation::setmaxnreg(threadIdx.x == 7 ? 20 : 240, true); }),
                  {"thread 7 of", "setmaxnreg.inc 20: must be a multiple of 8 from 24 to 256"});
   expect_finding(emulation::launch(1, 1, 32, 0, [] { emulation::setmaxnreg(100, false); }), {"setmaxnreg.dec 100"});
-  EXPECT_EQ(emulation::launch(1, 1, 32, 0, [] { emulation::setmaxnreg(threadIdx.x < 16 ? 24 : 256, threadIdx.x < 16); }),
-            "");
+  EXPECT_EQ(
+      emulation::launch(1, 1, 32, 0, [] { emulation::setmaxnreg(threadIdx.x < 16 ? 24 : 256, threadIdx.x < 16); }), "");
 }
 
 TEST(HopperSanitizer, FenceProxyAsyncIsCounted) {

@@ -38,14 +38,14 @@ TEST(Mbarrier, PhaseCompletesWhenEveryArrivalIsInAndFlips) {
       tokens[t] = emulation::mbarrier_arrive(kBar);
     }
     if (t == 31) {
-      emulation::mbarrier_wait_parity(kBar, 0);  // phase 0 done
+      emulation::mbarrier_wait_parity(kBar, 0);                 // phase 0 done
       order[2] = emulation::mbarrier_try_wait_parity(kBar, 1);  // phase 1 not yet
       step = 1;
     }
     __syncthreads();
     if (t >= 3 && t < 6) tokens[t] = emulation::mbarrier_arrive(kBar);
     if (t == 31) {
-      emulation::mbarrier_wait_parity(kBar, 1);  // phase 1 done
+      emulation::mbarrier_wait_parity(kBar, 1);                 // phase 1 done
       order[3] = emulation::mbarrier_try_wait_parity(kBar, 0);  // phase 2 (parity 0) not yet
     }
   });

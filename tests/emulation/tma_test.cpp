@@ -15,8 +15,8 @@ namespace {
 
 using emulation::TensorMap;
 
-constexpr uint32_t kBar = 0;       // the mbarrier's shared address
-constexpr uint32_t kTile = 1024;   // the box's shared address (1024: every swizzle's repeat)
+constexpr uint32_t kBar = 0;      // the mbarrier's shared address
+constexpr uint32_t kTile = 1024;  // the box's shared address (1024: every swizzle's repeat)
 
 // A 2-D tensor of 16-bit values: 40 columns (innermost) x 20 rows, rows 48 elements apart.
 constexpr int kCols = 40, kRows = 20, kPitch = 48;
@@ -33,10 +33,9 @@ TensorMap map_2d(uint32_t box_cols, uint32_t box_rows, uint32_t swizzle) {
   TensorMap map;
   const uint64_t dims[2] = {kCols, kRows}, strides[1] = {kPitch * 2};
   const uint32_t box[2] = {box_cols, box_rows}, element_strides[2] = {1, 1};
-  const std::string error =
-      emulation::encode_tensor_map_tiled(&map, emulation::kTensorMapBfloat16, 2, g_tensor, dims, strides, box,
-                                         element_strides, emulation::kTensorMapInterleaveNone, swizzle, 0,
-                                         emulation::kTensorMapOobFillZero);
+  const std::string error = emulation::encode_tensor_map_tiled(
+      &map, emulation::kTensorMapBfloat16, 2, g_tensor, dims, strides, box, element_strides,
+      emulation::kTensorMapInterleaveNone, swizzle, 0, emulation::kTensorMapOobFillZero);
   EXPECT_EQ(error, "");
   return map;
 }
@@ -87,12 +86,14 @@ TEST(Tma, BoxLandsSwizzledWithOutOfBoundsZeros) {
     uint32_t swizzle, span, box_cols;
   };
   // Each swizzle with a box row as wide as its span; no swizzle with 48-byte rows.
-  for (const Case k : {Case{emulation::kTensorMapSwizzleNone, 0, 24}, Case{emulation::kTensorMapSwizzle32B, 32, 16},
-                       Case{emulation::kTensorMapSwizzle64B, 64, 32}, Case{emulation::kTensorMapSwizzle128B, 128, 64}}) {
+  for (const Case k :
+       {Case{emulation::kTensorMapSwizzleNone, 0, 24}, Case{emulation::kTensorMapSwizzle32B, 32, 16},
+        Case{emulation::kTensorMapSwizzle64B, 64, 32}, Case{emulation::kTensorMapSwizzle128B, 128, 64}}) {
     const TensorMap map = map_2d(k.box_cols, 16, k.swizzle);
     // Inside, over the right and bottom edges, and before the start (negative coordinates).
     for (const auto [c0, c1] : {std::pair{8, 2}, std::pair{30, 10}, std::pair{-5, -3}}) {
-      SCOPED_TRACE("swizzle " + std::to_string(k.span) + " at (" + std::to_string(c0) + ", " + std::to_string(c1) + ")");
+      SCOPED_TRACE("swizzle " + std::to_string(k.span) + " at (" + std::to_string(c0) + ", " + std::to_string(c1) +
+                   ")");
       check_box(load_box(map, c0, c1), k.box_cols, 16, k.span, c0, c1);
     }
   }
@@ -104,8 +105,8 @@ TEST(Tma, ThreeDimensionalBox) {
   TensorMap map;
   const uint64_t dims[3] = {kCols, 5, 4}, strides[2] = {kPitch * 2, 5 * kPitch * 2};
   const uint32_t box[3] = {8, 4, 2}, ones[3] = {1, 1, 1};
-  ASSERT_EQ(emulation::encode_tensor_map_tiled(&map, emulation::kTensorMapFloat16, 3, g_tensor, dims, strides, box, ones,
-                                               0, emulation::kTensorMapSwizzleNone, 0, 0),
+  ASSERT_EQ(emulation::encode_tensor_map_tiled(&map, emulation::kTensorMapFloat16, 3, g_tensor, dims, strides, box,
+                                               ones, 0, emulation::kTensorMapSwizzleNone, 0, 0),
             "");
   static const TensorMap* s_map;
   static std::vector<uint16_t> s_out;
@@ -150,7 +151,8 @@ TEST(Tma, EncodeRejectsWhatTheDriverRejectsWithOneLine) {
   EXPECT_NE(encode(9, 2, g_tensor, bad_strides, box, ones, 3, 0).find("globalStrides[0] = 90"), std::string::npos);
   EXPECT_NE(encode(9, 2, g_tensor, strides, odd_box, ones, 0, 0).find("24 bytes: must be a multiple of 16"),
             std::string::npos);
-  EXPECT_NE(encode(9, 2, g_tensor, strides, box, ones, 2, 0).find("at most the 64-byte swizzle span"), std::string::npos);
+  EXPECT_NE(encode(9, 2, g_tensor, strides, box, ones, 2, 0).find("at most the 64-byte swizzle span"),
+            std::string::npos);
   const uint32_t narrow[2] = {16, 8};  // 32-byte rows under the 128-byte swizzle: allowed by the driver, not modelled
   EXPECT_NE(encode(9, 2, g_tensor, strides, narrow, ones, 3, 0).find("rows of exactly the 128-byte span only"),
             std::string::npos);

@@ -29,9 +29,10 @@ struct Layout {
 };
 
 uint32_t descriptor_swizzle(uint32_t span) {
-  return span == 128 ? emulation::kWgmmaSwizzle128B : span == 64 ? emulation::kWgmmaSwizzle64B
-                                                       : span == 32 ? emulation::kWgmmaSwizzle32B
-                                                                    : emulation::kWgmmaSwizzleNone;
+  return span == 128  ? emulation::kWgmmaSwizzle128B
+         : span == 64 ? emulation::kWgmmaSwizzle64B
+         : span == 32 ? emulation::kWgmmaSwizzle32B
+                      : emulation::kWgmmaSwizzleNone;
 }
 
 // A layout of `extent` rows of MN (64 for A, N for B) with atoms packed one after another.
@@ -47,7 +48,7 @@ Layout make_layout(bool mn_major, uint32_t span, int extent) {
   const uint32_t atom = span == 0 ? 128 : 8 * span;
   const uint32_t mn_atoms = static_cast<uint32_t>((extent + per_row - 1) / per_row);
   if (span == 0) return {true, 0, mn_atoms * atom, atom};  // SBO: next 8 MN, LBO: next 8 K
-  return {true, span, 2 * atom, atom};                      // LBO: next MN atom, SBO: next 8 K
+  return {true, span, 2 * atom, atom};                     // LBO: next MN atom, SBO: next 8 K
 }
 
 // Byte offset from the operand's start of element (mn, k), the operand starting at a multiple of
@@ -66,7 +67,8 @@ uint32_t canonical_offset(const Layout& l, int mn, int k) {
 // 16 and 32; base offset 0; the swizzle mode in bits 62-63.
 uint64_t device_descriptor(uint32_t start, const Layout& l) {
   auto encode = [](uint32_t x) { return static_cast<uint64_t>((x & 0x3FFFFu) >> 4); };
-  return encode(start) | encode(l.lbo) << 16 | encode(l.sbo) << 32 | static_cast<uint64_t>(descriptor_swizzle(l.span)) << 62;
+  return encode(start) | encode(l.lbo) << 16 | encode(l.sbo) << 32 |
+         static_cast<uint64_t>(descriptor_swizzle(l.span)) << 62;
 }
 
 uint32_t round_up(uint32_t x, uint32_t to) { return (x + to - 1) / to * to; }
@@ -81,7 +83,8 @@ struct Case {
 };
 
 std::string describe(const Layout& l) {
-  return std::string(l.mn_major ? "MN-major" : "K-major") + (l.span ? " " + std::to_string(l.span) + "B" : " unswizzled");
+  return std::string(l.mn_major ? "MN-major" : "K-major") +
+         (l.span ? " " + std::to_string(l.span) + "B" : " unswizzled");
 }
 
 // The case's launch: operands at their places in shared memory, one wgmma, and each thread's
@@ -121,7 +124,8 @@ Run run_case(const Case& c, const std::vector<uint16_t>& a, const std::vector<ui
   s_initial = initial;
   s_desc_a = device_descriptor(a_start, c.a);
   s_desc_b = device_descriptor(b_start, c.b);
-  s_run = Run{std::vector<float>(static_cast<size_t>(128 * n / 2)), std::vector<float>(static_cast<size_t>(128 * n / 2)), ""};
+  s_run = Run{std::vector<float>(static_cast<size_t>(128 * n / 2)),
+              std::vector<float>(static_cast<size_t>(128 * n / 2)), ""};
   s_run.error = emulation::launch(1, 1, 128, static_cast<int>(image.size() * 2), [] {
     const Case& k = *s_case;
     const int t = static_cast<int>(threadIdx.x), regs = k.n / 2;
@@ -170,7 +174,8 @@ void check_case(const Case& c, uint32_t seed) {
   for (int t = 0; t < 128; ++t)
     for (int i = 0; i < regs; ++i) {
       const float before = initial + static_cast<float>(i);
-      ASSERT_EQ(run.early[static_cast<size_t>(t * regs + i)], before) << "the result reached the registers before the wait";
+      ASSERT_EQ(run.early[static_cast<size_t>(t * regs + i)], before)
+          << "the result reached the registers before the wait";
       const testing::Element e = testing::accumulator_element(t, i);
       double sum = c.accumulate ? before : 0.0, magnitude = std::fabs(sum);
       for (int k = 0; k < 16; ++k) {

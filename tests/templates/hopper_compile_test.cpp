@@ -121,7 +121,8 @@ TEST(HopperCompile, EveryWrapperCompilesForSm90a) {
 
 TEST(HopperCompile, SassHoldsHopperInstructions) {
   const std::string cuobjdump = find_cuobjdump();
-  if (cuobjdump.empty()) GTEST_SKIP() << "no cuobjdump on this machine: the SASS of the probe (HGMMA, UTMALDG, SYNCS) is not checked";
+  if (cuobjdump.empty())
+    GTEST_SKIP() << "no cuobjdump on this machine: the SASS of the probe (HGMMA, UTMALDG, SYNCS) is not checked";
   std::string bytes;
   try {
     bytes = probe().cubin;

@@ -26,14 +26,13 @@ using device::wgmma_descriptor;
 TEST(HopperTemplates, DescriptorHelperMatchesTheIsaFormat) {
   // Bits 0-13 start >> 4, 16-29 LBO >> 4, 32-45 SBO >> 4, 49-51 base offset, 62-63 swizzle.
   EXPECT_EQ(wgmma_descriptor(0x400, 16, 1024, device::kWgmmaSwizzle128B), 0x4000004000010040ull);
-  EXPECT_EQ(wgmma_descriptor(0x3FFF0, 0x3FFF0, 0x3FFF0, device::kWgmmaSwizzle32B, 7),
-            0xC00E3FFF3FFF3FFFull);
+  EXPECT_EQ(wgmma_descriptor(0x3FFF0, 0x3FFF0, 0x3FFF0, device::kWgmmaSwizzle32B, 7), 0xC00E3FFF3FFF3FFFull);
   static_assert(wgmma_descriptor(256, 128, 256, device::kWgmmaSwizzleNone) == 0x0000001000080010ull,
                 "usable in constant expressions");
   // Round trips through the emulator's decoder, with the address bits above 18 dropped by the
   // encoding ((x & 0x3FFFF) >> 4).
-  for (const u32 swizzle : {device::kWgmmaSwizzleNone, device::kWgmmaSwizzle128B, device::kWgmmaSwizzle64B,
-                            device::kWgmmaSwizzle32B})
+  for (const u32 swizzle :
+       {device::kWgmmaSwizzleNone, device::kWgmmaSwizzle128B, device::kWgmmaSwizzle64B, device::kWgmmaSwizzle32B})
     for (const u32 start : {0u, 0x30u, 0x1230u, 0x3FFF0u, 0x41230u}) {
       const emulation::WgmmaDescriptor d =
           emulation::wgmma_descriptor_decode(wgmma_descriptor(start, 0x2340, 0x1000, swizzle, swizzle));
@@ -111,7 +110,8 @@ TEST(HopperTemplates, ProducerWarpFeedsConsumerWarpThroughStages) {
     for (int lane = 0; lane < 32; ++lane) {
       // ldmatrix register 0: elements 2(l%4), 2(l%4)+1 of row l/4 of the tile.
       const int row = lane / 4, col = 2 * (lane % 4);
-      const uint32_t want = g_rows[64 * i + 8 * row + col] | static_cast<uint32_t>(g_rows[64 * i + 8 * row + col + 1]) << 16;
+      const uint32_t want = g_rows[64 * i + 8 * row + col] | static_cast<uint32_t>(g_rows[64 * i + 8 * row + col + 1])
+                                                                 << 16;
       EXPECT_EQ(g_seen[i][lane], want) << "tile " << i << " lane " << lane;
     }
   }
@@ -167,9 +167,9 @@ TEST(HopperTemplates, ProducerWarpgroupFeedsWgmmaConsumer) {
   const uint64_t dims[2] = {64, 64}, strides[1] = {128};
   const uint32_t box[2] = {64, 64}, ones[2] = {1, 1};
   for (auto [map, data] : {std::pair{&g_a_map, g_a}, std::pair{&g_b_map, g_b}})
-    ASSERT_EQ(emulation::encode_tensor_map_tiled(reinterpret_cast<emulation::TensorMap*>(map), emulation::kTensorMapBfloat16,
-                                                 2, data, dims, strides, box, ones, 0, emulation::kTensorMapSwizzle128B, 0,
-                                                 0),
+    ASSERT_EQ(emulation::encode_tensor_map_tiled(reinterpret_cast<emulation::TensorMap*>(map),
+                                                 emulation::kTensorMapBfloat16, 2, data, dims, strides, box, ones, 0,
+                                                 emulation::kTensorMapSwizzle128B, 0, 0),
               "");
   testing::LaunchBuffers buffers({{g_a, sizeof g_a}, {g_b, sizeof g_b}});
   ASSERT_EQ(emulation::launch(1, 1, 256, 1024 + 2 * 8192, tile_product), "");
