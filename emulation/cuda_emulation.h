@@ -2,8 +2,12 @@
 // on a host without a GPU: every thread of a CTA is a fiber; __syncthreads, warp shuffles, ldmatrix
 // and mma.sync are collective operations implemented from their PTX definitions (independently of
 // templates/layout.cuh); cp.async copies land in shared memory only when a cp.async.wait_group
-// retires their group. Include this before any template header, in a translation unit of its own:
-// it defines __CUDACC__ and the CUDA keywords.
+// retires their group. The sm_90a primitives (mbarriers with transaction counts, TMA tiled loads
+// from a tensor map, wgmma from shared-memory matrix descriptors, fence.proxy.async, setmaxnreg)
+// are declared in hopper_emulation.h, which says what each does and checks; their run time is
+// compiled in when CPGEN_EMULATION_HOPPER is defined (the test suite does). Include this before
+// any template header, in a translation unit of its own: it defines __CUDACC__ and the CUDA
+// keywords.
 //
 // One emulator serves two users: the test suite compiles cuda_emulation.cpp into its binary and
 // runs template instantiations directly; the emulated backend (runtime/jit/host_jit.h) embeds every
@@ -38,6 +42,7 @@
 #define __shared__ __thread
 #define __align__(n)
 #define __launch_bounds__(n)
+#define __grid_constant__
 
 namespace cpgen::emulation {
 
@@ -140,3 +145,6 @@ inline float __shfl_xor_sync(unsigned, float v, int lane_mask) {
 }
 inline int __any_sync(unsigned, bool predicate) { return ::cpgen::emulation::any(predicate); }
 inline int min(int a, int b) { return a < b ? a : b; }
+
+// mbarrier, TMA, wgmma, fence.proxy.async, setmaxnreg (sm_90a).
+#include "hopper_emulation.h"

@@ -67,6 +67,19 @@ class SharedShadow {
     return conflict;
   }
 
+  // An asynchronous-proxy write (a TMA copy landing when its mbarrier phase completes): the bytes
+  // count as written and forget earlier accessors; its ordering with readers is the mbarrier's,
+  // which the caller checks (emulation/hopper_emulation.inc), not a CTA barrier's.
+  void land_async(uint32_t offset, int count) {
+    for (int i = 0; i < count; ++i) {
+      const size_t b = offset + static_cast<size_t>(i);
+      written_[b] = 1;
+      writer_[b] = kNobody;
+      reader_[b] = kNobody;
+      earlier_reader_[b] = kNobody;
+    }
+  }
+
   // A read of one element: the first conflicting writer, else kNobody; `never_written` tells
   // whether the element was never written through the emulator and still holds the poison in
   // every byte (an all-ones 16-bit element is a NaN that no kernel stores on purpose; a single

@@ -1,0 +1,105 @@
+// The Hopper (sm_90a) primitives of the emulator: mbarriers with transaction counts, TMA tiled
+// loads, warpgroup MMA (wgmma) from shared-memory matrix descriptors, and the fences and register
+// hints around them. Each is written from its PTX ISA definition; templates/hopper.cuh wraps them
+// the way templates/mma.cuh wraps the sm_80 ones. Included by cuda_emulation.h; the run time is
+// hopper_emulation.inc, part of cuda_emulation.cpp's translation unit (it uses the CTA's fibers).
+//
+// Addresses are 32-bit shared-window addresses (shared_offset()); mbarriers and TMA destinations
+// must lie in the launch's dynamic shared memory.
+//
+// mbarrier (PTX "Parallel Synchronization and Communication Instructions: mbarrier"): a phase
+// completes when its pending arrival count reaches zero and its transaction count is zero; then
+// the phase number advances, the pending count goes back to the count given at init, and the
+// transaction count restarts at zero. arrive returns a token naming the phase it arrived on.
+// try_wait.parity(p) is true once the phase of parity p has completed, i.e. the current phase's
+// parity is no longer p; a false answer yields to the other threads, so a wait on a phase that
+// never completes ends the launch as a reported deadlock. Findings: any operation on an address
+// that was never initialized, an init while the barrier's current phase has arrivals or
+// transactions under way, and a transaction-count underflow: more bytes completed than the phase
+// expected, seen once the phase has no arrivals left that could still expect them (the ISA lets
+// the count go negative until then), or a count outside the ISA's range of +-(2^20 - 1).
+//
+// TMA (cp.async.bulk.tensor.Nd.shared::cluster.global.tile.mbarrier::complete_tx::bytes): reads
+// the box at the coordinates (elements outside the tensor read as zero; in-bounds rows must lie
+// in the launch's buffers, the cp.async rule), lays it out densely in shared memory (a swizzled
+// map's box rows are exactly its span, tensor_map.h) with the map's swizzle applied to the
+// absolute shared address (16-byte chunk bits 4.. XOR-ed with bits 7.. of the address: one, two
+// or three bits for 32B, 64B, 128B), and performs complete_tx of the box's bytes on the mbarrier
+// at once. The bytes land in shared memory when that barrier's phase completes, not before; an
+// emulator-performed read (ldmatrix, wgmma) of landed bytes by a thread that has not observed the
+// phase's completion with a try_wait (and with no __syncthreads since the landing) is a finding.
+// Plain C++ reads of shared memory are invisible to the emulator.
+// Copies still waiting for their phase when the CTA ends are findings, and so are a destination
+// that overlaps an initialized mbarrier and a copy landing in bytes that a wgmma not yet retired
+// by its wait_group has read (the GPU may still be reading them: a stage released to the
+// producer before the consumer's wgmma.wait_group).
+//
+// wgmma.mma_async.sync.aligned.m64nNk16.f32.{bf16,f16}: a collective of the 128 threads of a
+// warpgroup (warps 4i..4i+3); N a multiple of 8 up to 256. D (64 x N, f32) is held N/2 registers
+// per thread: warp w of the group holds rows 16w..16w+15; lane l, with g = l/4 and t = l%4, holds
+// in d[4j + 0], d[4j + 1] the columns 8j + 2t, 8j + 2t + 1 of row 16w + g, and in d[4j + 2],
+// d[4j + 3] the same columns of row 16w + g + 8. A from registers: four 32-bit registers of two
+// elements each, a0 (row g, k 2t..2t+1), a1 (row g + 8, same k), a2 (row g, k 2t+8..2t+9),
+// a3 (row g + 8, k 2t+8..), rows relative to 16w. A and B from shared memory through 64-bit matrix
+// descriptors (wgmma_descriptor_* below, the ISA's "Matrix Descriptor Format") in the canonical
+// layouts of the ISA's "Shared Memory Matrix Layout": K-major or (transpose bit set) MN-major,
+// unswizzled or 32/64/128-byte swizzled. Operands are read when the instruction is issued (the
+// ISA forbids changing them before the wait); the product reaches the accumulator registers only
+// when the wgmma.wait_group that retires its group runs, so a kernel that reads its accumulators
+// early gets stale values here as it may on a GPU. Findings: operands not uniform across the
+// warpgroup, an mma with no wgmma.fence since the thread's start or its last wait_group, a nonzero
+// descriptor base offset (not modelled), operand bytes outside the dynamic shared memory or never
+// written, and a thread that ends with operations not retired by a wait_group.
+//
+// fence.proxy.async is accepted and counted (async_proxy_fence_count); setmaxnreg is accepted
+// with no effect once its count is checked (24 to 256, a multiple of 8).
+#pragma once
+
+#include <stdint.h>
+
+#include "tensor_map.h"
+
+namespace cpgen::emulation {
+
+void mbarrier_init(uint32_t barrier, uint32_t count);
+uint64_t mbarrier_arrive(uint32_t barrier);
+uint64_t mbarrier_arrive_expect_tx(uint32_t barrier, uint32_t bytes);
+void mbarrier_complete_tx(uint32_t barrier, uint32_t bytes);
+bool mbarrier_try_wait_parity(uint32_t barrier, uint32_t parity);
+void mbarrier_wait_parity(uint32_t barrier, uint32_t parity);
+
+// `tensor_map` points at the 128 bytes of a TensorMap; `coords` holds `rank` signed coordinates,
+// innermost first.
+void tma_load(uint32_t shared_dst, const void* tensor_map, const int32_t* coords, int rank, uint32_t barrier);
+
+// The matrix descriptor (ISA: bits 0-13 start address, 16-29 leading dimension byte offset, 32-45
+// stride dimension byte offset, each encoded as (x & 0x3FFFF) >> 4; 49-51 base offset; 62-63
+// swizzle mode).
+constexpr uint32_t kWgmmaSwizzleNone = 0;
+constexpr uint32_t kWgmmaSwizzle128B = 1;
+constexpr uint32_t kWgmmaSwizzle64B = 2;
+constexpr uint32_t kWgmmaSwizzle32B = 3;
+struct WgmmaDescriptor {
+  uint32_t start = 0;  // bytes, 16-byte granular
+  uint32_t leading_byte_offset = 0;
+  uint32_t stride_byte_offset = 0;
+  uint32_t base_offset = 0;
+  uint32_t swizzle = kWgmmaSwizzleNone;
+};
+WgmmaDescriptor wgmma_descriptor_decode(uint64_t descriptor);
+
+// d (n / 2 floats of this thread) = A * B (+ d when accumulate), A and B scaled by scale_a, scale_b
+// (each 1 or -1), applied at the retiring wait_group.
+void wgmma_mma_async_ss(float* d, int n, bool bf16, uint64_t desc_a, uint64_t desc_b, bool accumulate, int scale_a,
+                        int scale_b, bool trans_a, bool trans_b);
+void wgmma_mma_async_rs(float* d, int n, bool bf16, const uint32_t (&a)[4], uint64_t desc_b, bool accumulate,
+                        int scale_a, int scale_b, bool trans_b);
+void wgmma_fence();
+void wgmma_commit_group();
+void wgmma_wait_group(int pending);
+
+void fence_proxy_async();
+long async_proxy_fence_count();  // on this host thread, since it started
+void setmaxnreg(uint32_t registers, bool increase);
+
+}  // namespace cpgen::emulation

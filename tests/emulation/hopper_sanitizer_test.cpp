@@ -1,0 +1,270 @@
+// The sanitizer's findings about the sm_90a primitives (emulation/hopper_emulation.h), each
+// triggered by a deliberately broken tiny kernel, next to the kernel done right where that is not
+// already a test of its own: mbarrier misuse (uninitialized, transaction underflow or out of
+// range, re-init of a pending phase), TMA (a read of landed bytes before the wait that observes
+// their phase, a read outside the launch's buffers, copies whose phase never completes, a
+// destination over an mbarrier, a refill of a stage a wgmma still reads), wgmma (no fence,
+// operations never retired, operands never written, a base offset) and setmaxnreg's range.
+#include <gtest/gtest.h>
+
+#include <string>
+#include <vector>
+
+#include "hopper_test_util.h"
+
+namespace cpgen {
+namespace {
+
+using testing::expect_finding;
+
+constexpr uint32_t kBar = 0, kTile = 1024;
+
+TEST(HopperSanitizer, ArriveOnAnUninitializedBarrier) {
+  const std::string error = emulation::launch(1, 1, 32, 64, [] {
+    if (threadIdx.x == 5) emulation::mbarrier_arrive(kBar + 8);
+  });
+  expect_finding(error, {"thread 5 of block (0, 0, 0)", "mbarrier.arrive on shared address 0x8",
+                         "which no mbarrier.init initialized"});
+}
+
+TEST(HopperSanitizer, TransactionCountUnderflow) {
+  // One arrival expecting 64 bytes, then 96 completed: 32 more than the phase can take.
+  const std::string error = emulation::launch(1, 1, 32, 64, [] {
+    if (threadIdx.x != 0) return;
+    emulation::mbarrier_init(kBar, 1);
+    emulation::mbarrier_arrive_expect_tx(kBar, 64);
+    emulation::mbarrier_complete_tx(kBar, 96);
+  });
+  expect_finding(error, {"thread 0 of", "transaction count underflow, 32 bytes more completed than phase 0 expected"});
+  // The same bytes in two phases: clean.
+  EXPECT_EQ(emulation::launch(1, 1, 32, 64,
+                              [] {
+                                if (threadIdx.x != 0) return;
+                                emulation::mbarrier_init(kBar, 1);
+                                emulation::mbarrier_arrive_expect_tx(kBar, 64);
+                                emulation::mbarrier_complete_tx(kBar, 64);
+                                emulation::mbarrier_arrive_expect_tx(kBar, 32);
+                                emulation::mbarrier_complete_tx(kBar, 32);
+                              }),
+            "");
+}
+
+TEST(HopperSanitizer, TransactionCountOutOfRangeAndTheDeadlockItCauses) {
+  // 2^20 bytes is past the ISA's count: the arrival is refused, so the waiter can never go on;
+  // the deadlock report carries the finding that caused it.
+  const std::string error = emulation::launch(1, 1, 32, 64, [] {
+    if (threadIdx.x == 0) emulation::mbarrier_init(kBar, 1);
+    __syncthreads();
+    if (threadIdx.x == 0) emulation::mbarrier_arrive_expect_tx(kBar, 1u << 20);
+    emulation::mbarrier_wait_parity(kBar, 0);
+  });
+  EXPECT_EQ(error.rfind("deadlock in block (0, 0, 0)", 0), 0u) << error;
+  EXPECT_NE(error.find("after the sanitizer's finding: thread 0 of block (0, 0, 0): mbarrier at 0x0: transaction count "
+                       "1048576 outside the ISA's range"),
+            std::string::npos)
+      << error;
+}
+
+TEST(HopperSanitizer, ReinitializedWhileAPhaseIsPending) {
+  const std::string error = emulation::launch(1, 1, 32, 64, [] {
+    if (threadIdx.x != 0) return;
+    emulation::mbarrier_init(kBar, 2);
+    emulation::mbarrier_arrive(kBar);  // one of two arrivals: phase 0 pending
+    emulation::mbarrier_init(kBar, 1);
+  });
+  expect_finding(error, {"mbarrier.init of the barrier at 0x0 while its phase 0 is pending (1 arrivals"});
+  // Re-initialized once its phase completed: clean.
+  EXPECT_EQ(emulation::launch(1, 1, 32, 64,
+                              [] {
+                                if (threadIdx.x != 0) return;
+                                emulation::mbarrier_init(kBar, 1);
+                                emulation::mbarrier_arrive(kBar);
+                                emulation::mbarrier_init(kBar, 4);
+                              }),
+            "");
+}
+
+// An 8 x 8 bf16 tensor, loaded whole as one box (128 bytes, no swizzle).
+alignas(128) uint16_t g_tile[64];
+emulation::TensorMap g_map;
+
+void encode_tile_map(const void* address) {
+  for (int i = 0; i < 64; ++i) g_tile[i] = static_cast<uint16_t>(0x3f80 + i);
+  const uint64_t dims[2] = {8, 8}, strides[1] = {16};
+  const uint32_t box[2] = {8, 8}, ones[2] = {1, 1};
+  ASSERT_EQ(emulation::encode_tensor_map_tiled(&g_map, emulation::kTensorMapBfloat16, 2, address, dims, strides, box,
+                                               ones, 0, 0, 0, 0),
+            "");
+}
+
+// Thread 0 loads the tile; warp 1 reads it with ldmatrix, after waiting for the phase or not.
+template <bool kWait>
+void load_then_read() {
+  const unsigned t = threadIdx.x;
+  if (t == 0) emulation::mbarrier_init(kBar, 1);
+  __syncthreads();
+  if (t == 0) {
+    const int32_t origin[2] = {0, 0};
+    emulation::mbarrier_arrive_expect_tx(kBar, 128);
+    emulation::tma_load(kTile, &g_map, origin, 2, kBar);
+  }
+  if (t >= 32) {
+    if (kWait) emulation::mbarrier_wait_parity(kBar, 0);
+    uint32_t r[4];
+    emulation::ldmatrix_x4(r, kTile + 16 * (t % 8), false);
+  }
+}
+
+TEST(HopperSanitizer, ReadOfTmaDataBeforeTheWaitThatObservesIt) {
+  encode_tile_map(g_tile);
+  testing::LaunchBuffers buffers({{g_tile, sizeof g_tile}});
+  const std::string error = emulation::launch(1, 1, 64, 2048, load_then_read<false>);
+  // Some lane of warp 1 (the tile is shared bytes 0x400-0x47f) is the first to report.
+  expect_finding(error, {"of block (0, 0, 0): ldmatrix reads shared byte 0x4",
+                         "that a TMA copy landed through the mbarrier at 0x0 in its phase 0",
+                         "before this thread's wait observed that phase"});
+  EXPECT_EQ(emulation::launch(1, 1, 64, 2048, load_then_read<true>), "");
+}
+
+TEST(HopperSanitizer, TmaReadOutsideTheLaunchBuffers) {
+  encode_tile_map(g_tile);
+  // Only the first half of the tensor is a buffer of the launch: rows 4-7 lie outside.
+  testing::LaunchBuffers buffers({{g_tile, sizeof g_tile / 2}});
+  const std::string error = emulation::launch(1, 1, 64, 2048, load_then_read<true>);
+  expect_finding(error,
+                 {"thread 0 of", "cp.async.bulk.tensor reads global bytes", "outside every buffer of the launch"});
+}
+
+TEST(HopperSanitizer, TmaDestinationOverAnMbarrier) {
+  encode_tile_map(g_tile);
+  testing::LaunchBuffers buffers({{g_tile, sizeof g_tile}});
+  // The barrier sits at 0x440, inside the 128 bytes the box lands in.
+  const std::string error = emulation::launch(1, 1, 32, 2048, [] {
+    if (threadIdx.x != 0) return;
+    const int32_t origin[2] = {0, 0};
+    emulation::mbarrier_init(kTile + 0x40, 1);
+    emulation::mbarrier_arrive_expect_tx(kTile + 0x40, 128);
+    emulation::tma_load(kTile, &g_map, origin, 2, kTile + 0x40);
+    emulation::mbarrier_wait_parity(kTile + 0x40, 0);
+  });
+  expect_finding(error,
+                 {"thread 0 of", "cp.async.bulk.tensor destination [0x400, 0x480) overlaps the mbarrier at 0x440"});
+}
+
+TEST(HopperSanitizer, TmaCopyWhosePhaseNeverCompletes) {
+  encode_tile_map(g_tile);
+  testing::LaunchBuffers buffers({{g_tile, sizeof g_tile}});
+  // 256 bytes expected, 128 copied: the phase never completes and nobody waits for it.
+  const std::string error = emulation::launch(1, 1, 32, 2048, [] {
+    if (threadIdx.x != 0) return;
+    const int32_t origin[2] = {0, 0};
+    emulation::mbarrier_init(kBar, 1);
+    emulation::mbarrier_arrive_expect_tx(kBar, 256);
+    emulation::tma_load(kTile, &g_map, origin, 2, kBar);
+  });
+  expect_finding(error,
+                 {"the CTA ends with 1 TMA copies waiting on the mbarrier at 0x0 for a phase that never completed"});
+}
+
+// A stage refilled by TMA while the consumer's wgmma on it is still in flight: warpgroup 1
+// releases the stage (arrives on `empty`) before or after its wgmma.wait_group; thread 0 then
+// loads the stage again. A 64 x 16 bf16 tile, K-major with the 32-byte swizzle (rows of 32 bytes,
+// SBO 256), is both A and B.
+alignas(128) uint16_t g_stage_data[64 * 16];
+emulation::TensorMap g_stage_map;
+constexpr uint32_t kFull = 0, kEmpty = 8;
+
+template <bool kRetireBeforeRelease>
+void refill_stage() {
+  const unsigned t = threadIdx.x;
+  if (t == 0) {
+    emulation::mbarrier_init(kFull, 1);
+    emulation::mbarrier_init(kEmpty, 128);
+  }
+  __syncthreads();
+  const int32_t origin[2] = {0, 0};
+  if (t == 0) {
+    emulation::mbarrier_arrive_expect_tx(kFull, 2048);
+    emulation::tma_load(kTile, &g_stage_map, origin, 2, kFull);
+    emulation::mbarrier_wait_parity(kEmpty, 0);
+    emulation::mbarrier_arrive_expect_tx(kFull, 2048);
+    emulation::tma_load(kTile, &g_stage_map, origin, 2, kFull);
+  }
+  if (t < 128) return;
+  emulation::mbarrier_wait_parity(kFull, 0);
+  const uint64_t desc = uint64_t{kTile >> 4} | uint64_t{256 >> 4} << 32 | uint64_t{emulation::kWgmmaSwizzle32B} << 62;
+  float d[4];
+  emulation::wgmma_fence();
+  emulation::wgmma_mma_async_ss(d, 8, true, desc, desc, false, 1, 1, false, false);
+  emulation::wgmma_commit_group();
+  if (kRetireBeforeRelease) emulation::wgmma_wait_group(0);
+  emulation::mbarrier_arrive(kEmpty);
+  emulation::mbarrier_wait_parity(kFull, 1);
+  emulation::wgmma_wait_group(0);
+}
+
+TEST(HopperSanitizer, TmaRefillsAStageAWgmmaStillReads) {
+  for (int i = 0; i < 64 * 16; ++i) g_stage_data[i] = static_cast<uint16_t>(0x3f80 + i % 7);
+  const uint64_t dims[2] = {16, 64}, strides[1] = {32};
+  const uint32_t box[2] = {16, 64}, ones[2] = {1, 1};
+  ASSERT_EQ(emulation::encode_tensor_map_tiled(&g_stage_map, emulation::kTensorMapBfloat16, 2, g_stage_data, dims,
+                                               strides, box, ones, 0, emulation::kTensorMapSwizzle32B, 0, 0),
+            "");
+  testing::LaunchBuffers buffers({{g_stage_data, sizeof g_stage_data}});
+  expect_finding(emulation::launch(1, 1, 256, 4096, refill_stage<false>),
+                 {"thread 0 of", "a TMA copy lands in shared bytes [0x400, 0xc00) that thread 1",
+                  "'s wgmma.mma_async still reads (no wgmma.wait_group retired it)"});
+  EXPECT_EQ(emulation::launch(1, 1, 256, 4096, refill_stage<true>), "");
+}
+
+// wgmma m64n8k16 with both operands K-major, unswizzled, A at 0 and B at 2048; `zero_operands`
+// writes them first (with plain stores, as kernel code would).
+template <bool kFence, bool kWait, bool kZeroOperands, uint32_t kBaseOffset = 0>
+void one_wgmma() {
+  if (kZeroOperands && threadIdx.x == 0) memset(cpgen::device::shared_storage, 0, 4096);
+  __syncthreads();
+  const uint64_t a = uint64_t{128 >> 4} << 16 | uint64_t{256 >> 4} << 32 | uint64_t{kBaseOffset} << 49;
+  const uint64_t b = a | (2048 >> 4);
+  float d[4] = {};
+  if (kFence) emulation::wgmma_fence();
+  emulation::wgmma_mma_async_ss(d, 8, true, a, b, false, 1, 1, false, false);
+  emulation::wgmma_commit_group();
+  if (kWait) emulation::wgmma_wait_group(0);
+}
+
+TEST(HopperSanitizer, WgmmaWithoutAFence) {
+  expect_finding(emulation::launch(1, 1, 128, 4096, one_wgmma<false, true, true>),
+                 {"of block (0, 0, 0): wgmma.mma_async with no wgmma.fence"});
+  EXPECT_EQ(emulation::launch(1, 1, 128, 4096, one_wgmma<true, true, true>), "");
+}
+
+TEST(HopperSanitizer, WgmmaNeverRetired) {
+  expect_finding(emulation::launch(1, 1, 128, 4096, one_wgmma<true, false, true>),
+                 {"ends with wgmma.mma_async operations that no wgmma.wait_group retired"});
+}
+
+TEST(HopperSanitizer, WgmmaOperandsNeverWritten) {
+  expect_finding(emulation::launch(1, 1, 128, 4096, one_wgmma<true, true, false>),
+                 {"wgmma.mma_async reads A from shared byte", "never written in this CTA"});
+}
+
+TEST(HopperSanitizer, WgmmaBaseOffsetIsNotModelled) {
+  expect_finding(emulation::launch(1, 1, 128, 4096, one_wgmma<true, true, true, 3>), {"nonzero base offset"});
+}
+
+TEST(HopperSanitizer, SetmaxnregOutOfRange) {
+  expect_finding(emulation::launch(1, 1, 32, 0, [] { emulation::setmaxnreg(threadIdx.x == 7 ? 20 : 240, true); }),
+                 {"thread 7 of", "setmaxnreg.inc 20: must be a multiple of 8 from 24 to 256"});
+  expect_finding(emulation::launch(1, 1, 32, 0, [] { emulation::setmaxnreg(100, false); }), {"setmaxnreg.dec 100"});
+  EXPECT_EQ(
+      emulation::launch(1, 1, 32, 0, [] { emulation::setmaxnreg(threadIdx.x < 16 ? 24 : 256, threadIdx.x < 16); }), "");
+}
+
+TEST(HopperSanitizer, FenceProxyAsyncIsCounted) {
+  const long before = emulation::async_proxy_fence_count();
+  ASSERT_EQ(emulation::launch(1, 1, 64, 0, [] { emulation::fence_proxy_async(); }), "");
+  EXPECT_EQ(emulation::async_proxy_fence_count(), before + 64);
+}
+
+}  // namespace
+}  // namespace cpgen

@@ -1,0 +1,58 @@
+// Helpers of the tests of the emulator's Hopper primitives (emulation/hopper_emulation.h): the
+// launch's global buffers, finding checks, and the reference layouts written from the PTX ISA and
+// the CUDA driver documentation, independently of the emulator's own code.
+#pragma once
+
+#include <gtest/gtest.h>
+
+#include <stdint.h>
+
+#include <string>
+#include <vector>
+
+#include "emulation/cuda_emulation.h"
+
+namespace cpgen::testing {
+
+// Registers the launch's global buffers for one test and clears them afterwards.
+class LaunchBuffers {
+ public:
+  explicit LaunchBuffers(std::vector<emulation::GlobalBuffer> buffers) : buffers_(std::move(buffers)) {
+    emulation::set_global_buffers(buffers_.data(), static_cast<int>(buffers_.size()));
+  }
+  ~LaunchBuffers() { emulation::set_global_buffers(nullptr, 0); }
+
+ private:
+  std::vector<emulation::GlobalBuffer> buffers_;
+};
+
+inline void expect_finding(const std::string& error, const std::vector<std::string>& parts) {
+  EXPECT_EQ(error.rfind("sanitizer: ", 0), 0u) << error;
+  for (const std::string& part : parts)
+    EXPECT_NE(error.find(part), std::string::npos) << "want '" << part << "' in: " << error;
+}
+
+// The shared byte a swizzled layout puts byte `offset` of a dense pattern at, for a pattern that
+// starts at a multiple of its repeat (8 lines of 128 bytes): the pattern is cut into 128-byte
+// lines and each line into 16-byte chunks; with a span of 32, 64 or 128 bytes, chunk c of line L
+// moves to chunk c XOR (L mod span/16). (CUDA's TMA swizzle modes and the wgmma 32/64/128-byte
+// swizzled layouts; 0: no swizzle.)
+inline uint32_t swizzled(uint32_t offset, uint32_t span) {
+  if (span == 0) return offset;
+  const uint32_t line = offset / 128, chunk = offset % 128 / 16, byte = offset % 16;
+  const uint32_t moved = chunk ^ (line % (span / 16));
+  return line * 128 + moved * 16 + byte;
+}
+
+// Which element of D (m64nNk16, f32) register i of warpgroup thread `thread` holds, per the ISA's
+// figure: warp w has rows 16w..16w+15; in each 8-column block j = i / 4 the lane holds two
+// neighbouring columns of row g (registers 4j, 4j+1) and of row g + 8 (4j+2, 4j+3).
+struct Element {
+  int row, column;
+};
+inline Element accumulator_element(int thread, int i) {
+  const int warp = thread / 32, lane = thread % 32;
+  return {16 * warp + lane / 4 + 8 * (i % 4 / 2), 8 * (i / 4) + 2 * (lane % 4) + i % 2};
+}
+
+}  // namespace cpgen::testing
