@@ -99,8 +99,8 @@ void yield() { fiber_switch(g_cta->fibers[g_cta->current].context, g_cta->schedu
 // The Hopper primitives' hooks into the CTA's life and the emulator's shared reads and writes
 // (hopper_emulation.inc, included at the end of this file). Their run time is compiled in only
 // with CPGEN_EMULATION_HOPPER: it adds 1.3-3.3 s (50-120%) to the -O2 host compile of this file,
-// measured on a shared 2-core machine, which emulated kernels without wgmma, TMA or mbarriers
-// should not pay.
+// measured on a shared 2-core machine. The emulated backend defines it (runtime/jit/host_jit.cpp:
+// this file is compiled once into a shared run-time object there, so the cost is paid once).
 #if defined(CPGEN_EMULATION_HOPPER)
 void hopper_cta_begin(int threads);
 void hopper_thread_end();

@@ -5,7 +5,8 @@
 // retires their group. The sm_90a primitives (mbarriers with transaction counts, TMA tiled loads
 // from a tensor map, wgmma from shared-memory matrix descriptors, fence.proxy.async, setmaxnreg)
 // are declared in hopper_emulation.h, which says what each does and checks; their run time is
-// compiled in when CPGEN_EMULATION_HOPPER is defined (the test suite does). Include this before
+// compiled in when CPGEN_EMULATION_HOPPER is defined (the test suite and the emulated backend's
+// host compiles do). Include this before
 // any template header, in a translation unit of its own: it defines __CUDACC__ and the CUDA
 // keywords.
 //

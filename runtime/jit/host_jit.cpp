@@ -148,7 +148,10 @@ std::vector<std::string> host_compile_flags() {
   // -fvisibility=hidden: the object's copy of the emulator never binds to another copy in the
   // process (the test binary has one); only the entry points are exported. -O2: the emulated mma
   // and fiber switches dominate, and unoptimized they are several times slower.
-  return {"-std=c++20", "-O2", "-fPIC", "-shared", "-fvisibility=hidden", "-fno-semantic-interposition"};
+  // CPGEN_EMULATION_HOPPER: the sm_90a primitives' run time (mbarriers, TMA, wgmma) is in the
+  // shared run-time object, whose compile is paid once.
+  return {"-std=c++20", "-O2", "-fPIC", "-shared", "-fvisibility=hidden", "-fno-semantic-interposition",
+          "-DCPGEN_EMULATION_HOPPER=1"};
 }
 
 std::string emulated_source(const KernelSpec& spec) {
