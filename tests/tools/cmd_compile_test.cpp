@@ -35,7 +35,7 @@ TEST(CliCompile, HelpExitsZero) {
   EXPECT_NE(root.out.find("compile"), std::string::npos) << root.out;
   auto help = run_cli("compile --help");
   EXPECT_EQ(help.exit_code, 0) << help.err;
-  for (const char* option : {"--spec", "--all", "--arch", "--emit-source", "--json", "--store", "--jobs"})
+  for (const char* option : {"--spec", "--all", "--arch", "--emit-source", "--emit-cubin", "--json", "--store", "--jobs"})
     EXPECT_NE(help.out.find(option), std::string::npos) << option << " missing from:\n" << help.out;
 }
 
@@ -74,6 +74,26 @@ TEST(CliCompile, EmitSourceWritesTheGeneratedSource) {
   std::string text((std::istreambuf_iterator<char>(in)), {});
   EXPECT_EQ(text, render_source(KernelSpec::parse(kSmallUri)));
   EXPECT_NE(r.out.find("spill_bytes"), std::string::npos) << r.out;
+}
+
+// The cubin as the store holds it, for cuobjdump -sass; one kernel only, and never over the
+// source file.
+TEST(CliCompile, EmitCubinWritesTheCompiledKernel) {
+  TempDir dir("cli");
+  const std::string cubin = dir.path() + "/kernel.cubin";
+  auto r = run_cli("compile --spec " + kSmallUri + " --arch sm_90 --store " + dir.path() + "/store --emit-cubin " + cubin);
+  ASSERT_EQ(r.exit_code, 0) << r.err;
+  std::ifstream in(cubin, std::ios::binary);
+  std::string bytes((std::istreambuf_iterator<char>(in)), {});
+  ASSERT_GT(bytes.size(), 1000u);
+  EXPECT_EQ(bytes.compare(0, 4, "\x7f" "ELF"), 0);
+  EXPECT_NE(r.out.find("cubin         " + cubin), std::string::npos) << r.out;
+  auto all = run_cli("compile --all --filter hd64 --no-store --emit-cubin " + cubin);
+  EXPECT_EQ(all.exit_code, 2);
+  EXPECT_EQ(line_count(all.err), 1u) << all.err;
+  auto same = run_cli("compile --spec " + kSmallUri + " --no-store --emit-cubin " + cubin + " --emit-source " + cubin);
+  EXPECT_EQ(same.exit_code, 2);
+  EXPECT_NE(same.err.find("same file"), std::string::npos) << same.err;
 }
 
 TEST(CliCompile, BadHeadDimExitsTwoWithOneLineNamingTheField) {

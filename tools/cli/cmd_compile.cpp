@@ -33,6 +33,7 @@ struct CompileOptions {
   bool all = false;
   std::string arch;
   std::string emit_source;
+  std::string emit_cubin;
   bool json = false;
   std::string store_dir;
   bool no_store = false;
@@ -78,6 +79,8 @@ std::string first_line(const std::string& text) { return text.substr(0, text.fin
 void compile_one(const CompileOptions& o, const std::string& arch, KernelStore* store,
                  const std::string& store_description) {
   const KernelSpec spec = KernelSpec::parse(o.spec);  // kBadInput names the field and the values
+  if (!o.emit_cubin.empty() && o.emit_cubin == o.emit_source)
+    throw_bad_input("--emit-cubin and --emit-source name the same file '" + o.emit_cubin + "'; give two files");
   if (!o.emit_source.empty()) {
     std::ofstream out(o.emit_source, std::ios::binary);
     out << render_source(spec);
@@ -86,6 +89,13 @@ void compile_one(const CompileOptions& o, const std::string& arch, KernelStore* 
   }
   const Feasibility feasibility = check_feasibility(spec, arch);
   const CompiledKernel k = compile_kernel(spec, arch, store);
+  if (!o.emit_cubin.empty()) {
+    // The cubin exactly as loaded, for `cuobjdump -sass FILE` (or nvdisasm).
+    std::ofstream out(o.emit_cubin, std::ios::binary);
+    out.write(k.cubin.data(), static_cast<std::streamsize>(k.cubin.size()));
+    out.close();
+    if (!out) throw Error(ErrorKind::kIo, "cannot write the cubin to " + o.emit_cubin);
+  }
   const CompileStats& s = k.stats;
   // --repeat: the same request again in this process, as a long-lived runtime would make it;
   // with a store, every repeat is a store read (the "load under 1 ms" target).
@@ -141,6 +151,7 @@ void compile_one(const CompileOptions& o, const std::string& arch, KernelStore* 
     std::cout << "  repeat        " << line << "\n";
   }
   if (!o.emit_source.empty()) std::cout << "  source        " << o.emit_source << "\n";
+  if (!o.emit_cubin.empty()) std::cout << "  cubin         " << o.emit_cubin << "\n";
 }
 
 enum class Outcome { kCompiled, kCached, kInfeasible, kFailed };
@@ -213,6 +224,7 @@ class Progress {
 void compile_all(const CompileOptions& o, const std::string& arch, KernelStore* store,
                  const std::string& store_description) {
   if (!o.emit_source.empty()) throw_bad_input("--emit-source needs --spec (one kernel), not --all");
+  if (!o.emit_cubin.empty()) throw_bad_input("--emit-cubin needs --spec (one kernel), not --all");
   std::vector<Job> jobs = all_jobs(o.filter);
   if (jobs.empty()) throw_bad_input("--filter '" + o.filter + "' matches no candidate kernel URI");
   const int workers = std::max(1, std::min<int>(o.jobs > 0 ? o.jobs : static_cast<int>(std::thread::hardware_concurrency()),
@@ -321,6 +333,8 @@ const CommandRegistrar registrar("compile", [](CLI::App& root) {
   cmd->add_option("--arch", options->arch,
                   "Target: sm_80, sm_86, sm_89, sm_90, sm_90a, sm_100 or sm_120 (default: GPU 0's arch, else sm_90a)");
   cmd->add_option("--emit-source", options->emit_source, "Also write the generated CUDA source to FILE (with --spec)");
+  cmd->add_option("--emit-cubin", options->emit_cubin,
+                  "Also write the compiled cubin to FILE (with --spec), for cuobjdump -sass FILE");
   cmd->add_flag("--json", options->json, "Print JSON instead of text");
   cmd->add_option("--store", options->store_dir,
                   "Kernel store directory (default: $CPGEN_KERNEL_DIR, $XDG_CACHE_HOME/cpgen/kernels or ~/.cache/cpgen/kernels)");
