@@ -86,7 +86,7 @@ void compile_backward_defaults(std::string_view arch) {
 }
 
 // The mask features (issue 11) on the forward step: the default at head dims 64 and 128 (bf16,
-// causal, GQA group 1) with key intervals, softcap and both, and a full-attention one with both.
+// causal, GQA group 1) with key intervals, softcap and both (six compiles per arch).
 // The per-row interval search and the tanh add registers to a kernel that is register-bound
 // (229 at 128 x 64 without them), so these are checked for spills like the defaults.
 void compile_mask_features(std::string_view arch) {
@@ -98,9 +98,6 @@ void compile_mask_features(std::string_view arch) {
       s.softcap = softcap;
       specs.push_back(s);
     }
-  KernelSpec full = KernelSpec::default_for_arch(Dtype::kBf16, 128, false, 1, arch);
-  full.key_intervals = full.softcap = true;
-  specs.push_back(full);
   compile_cold(specs, arch);
 }
 
