@@ -38,8 +38,9 @@ std::vector<WorkloadKey> tuned_workloads(const Problem& p, const DeviceClass& de
   // under the unmasked shape. Selection gives a masked problem the tile config tuned for its
   // unmasked shape, specialized on the mask (runtime/api/kernel_select.h).
   if (kernel_needs_key_intervals(p) || kernel_needs_softcap(p))
-    throw_bad_input("tune: problem '" + p.name + "' has documents, a window or a softcap, which tune does not " +
-                    "time yet; tune the same shape without them (its tile config is used for the masked kernels)");
+    throw_bad_input("tune: " + (p.name.empty() ? std::string("a problem") : "problem '" + p.name + "'") +
+                    " has documents, a window or a softcap, which tune does not time yet; tune the same shape " +
+                    "without them (its tile config is used for the masked kernels)");
   std::vector<WorkloadKey> out;
   if (options.forward) out = workloads_for(p, device);
   if (options.backward) {
