@@ -193,14 +193,19 @@ bool shared_in_bounds(uint32_t offset, int count, const char* what) {
   return false;
 }
 
-// Whether [p, p + count) lies inside one buffer of the launch (always, when none were given).
-bool global_in_bounds(const void* p, size_t count, const char* what) {
-  if (g_buffers.empty()) return true;
+// The buffer of the launch that holds all of [p, p + count), or null.
+const GlobalBuffer* buffer_holding(const void* p, size_t count) {
   const auto* begin = static_cast<const unsigned char*>(p);
   for (const GlobalBuffer& b : g_buffers) {
     const auto* start = static_cast<const unsigned char*>(b.data);
-    if (begin >= start && begin + count <= start + b.bytes) return true;
+    if (begin >= start && begin + count <= start + b.bytes) return &b;
   }
+  return nullptr;
+}
+
+// Whether [p, p + count) lies inside one buffer of the launch (always, when none were given).
+bool global_in_bounds(const void* p, size_t count, const char* what) {
+  if (g_buffers.empty() || buffer_holding(p, count)) return true;
   report(g_cta->current, std::string(what) + " global bytes [" + hex(reinterpret_cast<uintptr_t>(p)) + ", +" +
                              std::to_string(count) + ") outside every buffer of the launch");
   return false;
@@ -385,7 +390,12 @@ void cp_async_16(uint32_t shared_dst, const void* global_src, bool valid) {
   if (!shared_in_bounds(shared_dst, 16, "cp.async writes")) return;
   if (valid && !global_in_bounds(global_src, 16, "cp.async reads")) return;
   AsyncCopy copy{shared_dst, {}, g_cta->fibers[g_cta->current].site};
-  if (valid) memcpy(copy.bytes, global_src, 16);
+  if (valid) {
+    memcpy(copy.bytes, global_src, 16);
+    const GlobalBuffer* b = buffer_holding(global_src, 16);
+    if (b && b->cp_async_reads)
+      ++b->cp_async_reads[(static_cast<const unsigned char*>(global_src) - static_cast<const unsigned char*>(b->data)) / 16];
+  }
   g_cta->fibers[g_cta->current].open_group.push_back(copy);
 }
 void cp_async_commit() {

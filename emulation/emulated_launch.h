@@ -4,7 +4,7 @@
 // compiler (or another version of cpgen) can still call it, or see that it must not.
 #pragma once
 
-#define CPGEN_EMULATED_ABI 3
+#define CPGEN_EMULATED_ABI 4
 #define CPGEN_EMULATED_ENTRY "cpgen_emulated_launch"
 #define CPGEN_EMULATED_FAULT_ENTRY "cpgen_emulated_fault"
 
@@ -13,10 +13,12 @@
 extern "C" {
 
 // A global buffer the launch may touch; the sanitizer reports cp.async reads and red.add writes
-// outside every one of them, and names the nearest one when a plain access faults.
+// outside every one of them, and names the nearest one when a plain access faults. With
+// read_counts, the cp.async reads of each 16-byte chunk are counted there (GlobalBuffer).
 struct CpgenEmulatedBuffer {
   const void* data;
   size_t bytes;
+  unsigned* read_counts;  // null, or one cp.async read counter per 16-byte chunk (tests)
 };
 
 struct CpgenEmulatedLaunch {

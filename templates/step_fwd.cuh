@@ -6,10 +6,16 @@
 // of one kv head (all the group's query heads, layout.cuh), so every K/V tile it streams through
 // shared memory serves the whole group. Per key tile:
 //   S = Q K^T            mma.sync m16n8k16, Q and K fragments by ldmatrix from swizzled tiles
-//   mask                 only on tiles that straddle the causal diagonal or the end of the chunk
+//   softcap (kSoftcap)   s = c tanh(scale q.k / c), before the mask
+//   mask                 only on tiles that straddle the causal diagonal (or, with kKeyIntervals,
+//                        a row's key interval) or the end of the chunk
 //   online softmax       log2 domain, one FMA + exp2 per score (softmax.cuh)
 //   O = O * rescale + P V   P repacked to the input type in registers, V by ldmatrix.trans
 // K/V tiles arrive through a kStages-deep cp.async pipeline; the Q tile stays in shared memory.
+// With kKeyIntervals the keys a block runs are a window [begin, end) of the chunk's tiles
+// (mask.cuh, interval_key_tiles), so tiles before and after it are never loaded. A block that
+// sees no key of the chunk loads nothing: a middle step leaves its state as it is, the first
+// step writes the empty state and the last one finalizes the state it has.
 //
 // Requirements on the launch beyond params.cuh: q, k, v and out 16-byte aligned and every
 // element stride of them a multiple of 8 (rows move as 16-byte cp.async chunks), o_state 8-byte
@@ -111,6 +117,38 @@ CPGEN_DEVICE void load_q_tile_async(const RingFwdParams& params, const BlockCoor
   }
 }
 
+// The key tiles one query block runs, in chunk order: [begin, end) are loaded, and of those
+// [full_begin, full_end) run without a mask. Empty (begin == end) when the block sees no key.
+struct KeyTiles {
+  int begin;
+  int full_begin;
+  int full_end;
+  int end;
+};
+
+// With key intervals the block's first and last queries bound every row's interval (both ends
+// are non-decreasing along the queries); otherwise the causal range of mask.cuh, from tile 0.
+template <typename Traits>
+CPGEN_DEVICE KeyTiles block_key_tiles(const RingFwdParams& params) {
+  const int first_query = block_first_query(blockIdx.x, Traits::kBlockM, Traits::kGroup);
+  const int last_query = block_last_query(blockIdx.x, Traits::kBlockM, Traits::kGroup, params.q_len);
+  if constexpr (Traits::kKeyIntervals) {
+    const IntervalTiles t = interval_key_tiles(
+        params.kv_positions, params.kv_len, params.q_key_first[first_query], params.q_key_last[first_query],
+        params.q_key_first[last_query], params.q_key_last[last_query], Traits::kBlockN);
+    return {t.begin, t.full_begin, t.full_end, t.end};
+  } else {
+    int q_first_pos = 0, q_last_pos = 0;
+    if (Traits::kCausal) {
+      q_first_pos = params.q_positions[first_query];
+      q_last_pos = params.q_positions[last_query];
+    }
+    const TileRange range = key_tile_range(params.kv_positions, params.kv_len, q_first_pos, q_last_pos,
+                                           Traits::kBlockN, Traits::kCausal);
+    return {0, 0, range.full_tiles, range.tiles};
+  }
+}
+
 template <typename Traits>
 CPGEN_DEVICE void ring_fwd_step(const RingFwdParams& params) {
   using T = typename Traits::Element;
@@ -123,6 +161,8 @@ CPGEN_DEVICE void ring_fwd_step(const RingFwdParams& params) {
   constexpr int kScoreTiles = Traits::kScoreTiles;
   constexpr int kOutputTiles = Traits::kOutputTiles;
   constexpr bool kCausal = Traits::kCausal;
+  constexpr bool kKeyIntervals = Traits::kKeyIntervals;
+  constexpr bool kSoftcap = Traits::kSoftcap;
   constexpr int kRowBytes = kHeadDim * 2;
   constexpr int kSubKeys = Traits::kSubKeys;
 
@@ -131,26 +171,26 @@ CPGEN_DEVICE void ring_fwd_step(const RingFwdParams& params) {
   // The fold of the pairs over (y, z) leaves up to z - 1 blocks past the last pair.
   if (block_pair() >= params.batch * params.kv_heads) return;
 
-  // Key tiles this query block runs (all of them without causality).
-  int q_first_pos = 0, q_last_pos = 0;
-  if (kCausal) {
-    q_first_pos = params.q_positions[block_first_query(blockIdx.x, kBlockM, kGroup)];
-    q_last_pos = params.q_positions[block_last_query(blockIdx.x, kBlockM, kGroup, params.q_len)];
-  }
-  const TileRange range = key_tile_range(params.kv_positions, params.kv_len, q_first_pos,
-                                         q_last_pos, kBlockN, kCausal);
+  // Key tiles this query block runs: [begin, end), of which [full_begin, full_end) need no mask.
+  // Without key intervals the run starts at tile 0 (begin and full_begin stay compile-time 0).
+  const KeyTiles tiles = block_key_tiles<Traits>(params);
+  const int tile_count = tiles.end - tiles.begin;
+  // A block that sees nothing here has nothing to merge into a middle step's state.
+  if (tile_count <= 0 && !params.is_first_step && !params.is_last_step) return;
 
   // ---- Q tile (once) and the first kStages - 1 K/V tiles --------------------------------------
   const u32 shared_start = shared_address(shared_storage);
-  load_q_tile_async<Traits>(params, block_coord(blockIdx.x, block_pair(), params.kv_heads, kBlockM),
-                            shared_start + Traits::kQOffset, threadIdx.x);
+  if (tile_count > 0) {
+    load_q_tile_async<Traits>(params, block_coord(blockIdx.x, block_pair(), params.kv_heads, kBlockM),
+                              shared_start + Traits::kQOffset, threadIdx.x);
+  }
   cp_async_commit();
 #pragma unroll
   for (int s = 0; s < kStages - 1; ++s) {
-    if (s < range.tiles) {
+    if (s < tile_count) {
       load_kv_tile_async<Traits>(params, shared_start + Traits::kKOffset + s * Traits::kKvTileBytes,
                                  shared_start + Traits::kVOffset + s * Traits::kKvTileBytes,
-                                 s * kBlockN);
+                                 (tiles.begin + s) * kBlockN);
     }
     cp_async_commit();  // empty groups keep the wait counts uniform
   }
@@ -168,8 +208,9 @@ CPGEN_DEVICE void ring_fwd_step(const RingFwdParams& params) {
   }
 
   // ---- Main loop over key tiles ---------------------------------------------------------------
-  for (int tile = 0; tile < range.tiles; ++tile) {
-    const int stage = kStages == 1 ? 0 : tile % kStages;
+  for (int run = 0; run < tile_count; ++run) {
+    const int tile = tiles.begin + run;
+    const int stage = kStages == 1 ? 0 : run % kStages;
     const u32 shared_base = shared_address(shared_storage);
     const u32 q_tile = shared_base + Traits::kQOffset;
     if constexpr (kStages == 1) {
@@ -184,13 +225,13 @@ CPGEN_DEVICE void ring_fwd_step(const RingFwdParams& params) {
       // the barrier also proves every warp left tile - 1, whose stage the next load reuses.
       cp_async_wait<kStages - 2>();
       __syncthreads();
-      const int next = tile + kStages - 1;
-      if (next < range.tiles) {
+      const int next = run + kStages - 1;
+      if (next < tile_count) {
         const int next_stage = next % kStages;
         load_kv_tile_async<Traits>(params,
                                    shared_base + Traits::kKOffset + next_stage * Traits::kKvTileBytes,
                                    shared_base + Traits::kVOffset + next_stage * Traits::kKvTileBytes,
-                                   next * kBlockN);
+                                   (tiles.begin + next) * kBlockN);
       }
       cp_async_commit();
     }
@@ -251,28 +292,50 @@ CPGEN_DEVICE void ring_fwd_step(const RingFwdParams& params) {
         }
       }
 
-      // Mask: keys past the end of the chunk, and (causal) keys after the row's query. Positions
-      // increase along the chunk, so the keys of a sub-tile that a row sees are a prefix of it:
-      // the row's mask is one compare of the key index with the prefix end, found by a binary
-      // search over the sub-tile's positions (only on tiles past the mask-free prefix; loading a
-      // position per key here costs registers that 32 rows per warp do not have).
-      if (tile >= range.full_tiles) {
+      // Softcap first, so that a masked score below still becomes -inf (tanh(-inf) would give
+      // -c). s = c tanh(scale q.k / c) enters the softmax in the log2 domain as
+      // (c log2 e) tanh(q.k (scale / c)), and the softmax below then scales by 1.
+      if constexpr (kSoftcap) {
+        const float cap_log2 = params.softcap * 1.4426950408889634f;
+        const float tanh_scale = params.scale_log2 * 0.6931471805599453f / params.softcap;
+#pragma unroll
+        for (int mt = 0; mt < kMTiles; ++mt)
+#pragma unroll
+          for (int j = 0; j < kScoreTiles; ++j)
+#pragma unroll
+            for (int e = 0; e < 4; ++e) scores[mt][j][e] = cap_log2 * tanh_approx(scores[mt][j][e] * tanh_scale);
+      }
+
+      // Mask: keys past the end of the chunk, and keys outside the row's visible ones (causal:
+      // after the row's query; key intervals: outside [q_key_first, q_key_last]). Positions
+      // increase along the chunk, so the keys of a sub-tile that a row sees are one index run
+      // [row_key_begin, row_key_end) of it, found by binary searches over the sub-tile's positions
+      // (causal: the run starts at the sub-tile's first key). Only on tiles outside the mask-free
+      // run; loading a position per key here costs registers that 32 rows per warp do not have.
+      if ((kKeyIntervals && tile < tiles.full_begin) || tile >= tiles.full_end) {
         const int keys_here = min(kSubKeys, params.kv_len - key0);
-        int row_key_end[kMTiles][2];
+        int row_key_begin[kMTiles][2], row_key_end[kMTiles][2];
 #pragma unroll
         for (int mt = 0; mt < kMTiles; ++mt)
 #pragma unroll
           for (int half = 0; half < 2; ++half) {
-            if (kCausal) {
+            row_key_begin[mt][half] = key0;
+            row_key_end[mt][half] = key0 + keys_here;
+            if (kCausal || kKeyIntervals) {
               const int packed_rows = params.q_len * kGroup;
               const int packed = opaque(static_cast<int>(blockIdx.x)) * kBlockM + warp_row0 +
                                  mt * 16 + acc_row(lane, 2 * half);
               const int query =
                   unpack_row(packed < packed_rows ? packed : packed_rows - 1, kGroup).query_index;
-              row_key_end[mt][half] = key0 + count_at_or_before(params.kv_positions + key0,
-                                                                keys_here, params.q_positions[query]);
-            } else {
-              row_key_end[mt][half] = key0 + keys_here;
+              const int* sub_positions = params.kv_positions + key0;
+              if constexpr (kKeyIntervals) {
+                row_key_begin[mt][half] += count_before(sub_positions, keys_here, params.q_key_first[query]);
+                row_key_end[mt][half] = key0 + count_at_or_before(sub_positions, keys_here,
+                                                                  params.q_key_last[query]);
+              } else {
+                row_key_end[mt][half] = key0 + count_at_or_before(sub_positions, keys_here,
+                                                                  params.q_positions[query]);
+              }
             }
           }
 #pragma unroll
@@ -281,15 +344,18 @@ CPGEN_DEVICE void ring_fwd_step(const RingFwdParams& params) {
           for (int e = 0; e < 4; ++e) {
             const int key = key0 + j * 8 + acc_col(lane, e);
 #pragma unroll
-            for (int mt = 0; mt < kMTiles; ++mt)
-              if (key >= row_key_end[mt][e / 2]) scores[mt][j][e] = -positive_infinity();
+            for (int mt = 0; mt < kMTiles; ++mt) {
+              const bool before = kKeyIntervals && key < row_key_begin[mt][e / 2];
+              if (before || key >= row_key_end[mt][e / 2]) scores[mt][j][e] = -positive_infinity();
+            }
           }
       }
 
       // Online softmax; the output is rescaled only when some row of the warp got a new max
       // (exp2(m_old - m_new) != 1), which after the first few tiles is rare.
       float rescale[kMTiles][2];
-      online_softmax_tile<kMTiles, kScoreTiles>(scores, row_max, row_sum, rescale, params.scale_log2);
+      online_softmax_tile<kMTiles, kScoreTiles>(scores, row_max, row_sum, rescale,
+                                                 kSoftcap ? 1.0f : params.scale_log2);
       bool max_moved = false;
 #pragma unroll
       for (int mt = 0; mt < kMTiles; ++mt) max_moved |= rescale[mt][0] != 1.0f || rescale[mt][1] != 1.0f;

@@ -5,6 +5,7 @@
 
 #include "cache/database.h"
 #include "cpgen/error.h"
+#include "runtime/ring/kernel_support.h"
 
 namespace cpgen {
 
@@ -66,6 +67,19 @@ RingKernelSelection RingKernelSelector::select(const Problem& problem) const {
   for (StepType step : backward_step_types_for(problem)) {
     const WorkloadKey w = workload_for(problem, step, out.device);
     out.backward_steps.push_back({w, select_config(w, db_, out.environment, caches_)});
+  }
+  // The tile configuration comes from the lookup (workloads carry no mask features); the mask
+  // features are the problem's and specialize whatever kernel was found (kernel_support.h).
+  const bool intervals = kernel_needs_key_intervals(problem), softcap = kernel_needs_softcap(problem);
+  if (intervals || softcap) {
+    const std::string note = std::string("; specialized on ") +
+                             (intervals ? (softcap ? "key intervals and softcap" : "key intervals") : "softcap");
+    for (std::vector<StepSelection>* list : {&out.steps, &out.backward_steps})
+      for (StepSelection& s : *list) {
+        s.selection.spec.key_intervals = intervals;
+        s.selection.spec.softcap = softcap;
+        s.selection.reason += note;
+      }
   }
   if (!out.database_used) {
     for (std::vector<StepSelection>* list : {&out.steps, &out.backward_steps})

@@ -3,6 +3,7 @@
 #include <sys/mman.h>
 #include <unistd.h>
 
+#include <algorithm>
 #include <cerrno>
 #include <chrono>
 #include <cstring>
@@ -131,7 +132,10 @@ void EmulatedDevice::run(const Loaded& k, EmulatedGrid grid, const void* params)
   std::vector<CpgenEmulatedBuffer> buffers;
   {
     std::lock_guard<std::mutex> lock(allocations_mutex_);
-    for (const auto& [data, bytes] : allocations_) buffers.push_back({data, bytes});
+    for (const auto& [data, bytes] : allocations_) {
+      const auto counts = read_counts_.find(data);
+      buffers.push_back({data, bytes, counts == read_counts_.end() ? nullptr : counts->second.data()});
+    }
   }
   const auto start = std::chrono::steady_clock::now();
   k.kernel->launch(grid, k.spec.threads(), k.shared_bytes, params, buffers);
@@ -150,10 +154,28 @@ DeviceAllocation EmulatedDevice::allocate(size_t bytes) {
                                                   {
                                                     std::lock_guard<std::mutex> lock(allocations_mutex_);
                                                     allocations_.erase(p);
+                                                    read_counts_.erase(p);
                                                   }
                                                   ::munmap(m.base, m.mapped);
                                                 }),
                           bytes);
+}
+
+void EmulatedDevice::count_reads(const void* data) {
+  std::lock_guard<std::mutex> lock(allocations_mutex_);
+  const auto a = allocations_.find(data);
+  if (a == allocations_.end()) throw Error(ErrorKind::kInternal, "count_reads: not the start of a live allocation");
+  // The vector is never resized after this, so the pointer launches get stays valid.
+  read_counts_[data].assign((a->second + 15) / 16, 0u);
+}
+
+std::vector<unsigned> EmulatedDevice::take_reads(const void* data) {
+  std::lock_guard<std::mutex> lock(allocations_mutex_);
+  const auto counts = read_counts_.find(data);
+  if (counts == read_counts_.end()) throw Error(ErrorKind::kInternal, "take_reads: the allocation is not counted");
+  std::vector<unsigned> taken = counts->second;
+  std::fill(counts->second.begin(), counts->second.end(), 0u);
+  return taken;
 }
 
 void EmulatedDevice::upload(void* dst, const void* host, size_t bytes) { std::memcpy(dst, host, bytes); }
@@ -169,6 +191,13 @@ void EmulatedDevice::launch_forward(StepType step, const RingFwdParams& params) 
     throw Error(ErrorKind::kInternal, k.spec.uri() + ": launched with q_heads " + std::to_string(params.q_heads) +
                                           " and kv_heads " + std::to_string(params.kv_heads) +
                                           ", which is not GQA group " + std::to_string(k.spec.gqa_group));
+  // A kernel without the mask features would silently ignore the tables, one with them would read
+  // null ones.
+  if (k.spec.key_intervals != (params.q_key_first != nullptr && params.q_key_last != nullptr) ||
+      k.spec.softcap != (params.softcap > 0))
+    throw Error(ErrorKind::kInternal, k.spec.uri() + ": launched " +
+                                          (params.q_key_first ? "with" : "without") + " key intervals and softcap " +
+                                          std::to_string(params.softcap) + ", which the kernel's mask features do not match");
   run(k, to_emulated(gpu::step_grid(k.spec, params)), &params);
 }
 

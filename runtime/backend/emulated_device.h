@@ -62,6 +62,14 @@ class EmulatedDevice final : public KernelDevice {
   long launches() const;
   double launch_ms() const;
 
+  // Read counting, for tests of what a kernel skips: from this call on, the cp.async reads of the
+  // live allocation that starts at `data` are counted per 16-byte chunk (cuda_emulation.h,
+  // GlobalBuffer). take_reads returns the counts so far and zeroes them. Each allocation's
+  // counters may be taken only while no launch that reads it runs. Throws kInternal when `data`
+  // is not the start of a live allocation (or, for take_reads, not counted).
+  void count_reads(const void* data);
+  std::vector<unsigned> take_reads(const void* data);
+
  private:
   struct Loaded {
     KernelSpec spec;
@@ -81,6 +89,7 @@ class EmulatedDevice final : public KernelDevice {
   std::atomic<long> launches_{0};
   mutable std::mutex allocations_mutex_;
   std::map<const void*, size_t> allocations_;  // live allocations: address -> bytes
+  std::map<const void*, std::vector<unsigned>> read_counts_;  // count_reads: address -> per chunk
   std::atomic<long long> launch_ns_{0};
   // Runs one launch of `k` and counts it.
   void run(const Loaded& k, EmulatedGrid grid, const void* params);

@@ -61,7 +61,7 @@ EmulatedRingResult run_emulated_ring(const Problem& p, const std::vector<std::pa
   const size_t rows = static_cast<size_t>(p.batch * p.q_heads * p.local_seq_len());
   for (int r = 0; r < n; ++r) {
     auto shard_of = [&](const std::vector<float>& full, int64_t heads) {
-      return scatter_shard(full, p.batch, heads, p.seq_len, p.head_dim, p.scheme, n, r);
+      return scatter_shard(full, p.batch, heads, p.seq_len, p.head_dim, p.scheme, n, r, p.documents);
     };
     HostShard& s = shards[static_cast<size_t>(r)];
     s.q = upload_half(device, shard_of(q, p.q_heads), p.dtype);
@@ -81,15 +81,15 @@ EmulatedRingResult run_emulated_ring(const Problem& p, const std::vector<std::pa
     outs[r] = download_half(s.out, p.dtype);
     lses[r].assign(s.lse.as<const float>(), s.lse.as<const float>() + rows);
   }
-  result.out = gather_shards(outs, p.batch, p.q_heads, p.seq_len, p.head_dim, p.scheme, n);
-  result.lse = gather_shards(lses, p.batch, p.q_heads, p.seq_len, 1, p.scheme, n);
+  result.out = gather_shards(outs, p.batch, p.q_heads, p.seq_len, p.head_dim, p.scheme, n, p.documents);
+  result.lse = gather_shards(lses, p.batch, p.q_heads, p.seq_len, 1, p.scheme, n, p.documents);
 
   if (backward) {
     // The backward reads the forward's out (in the input dtype) and lse as the kernels wrote them.
     for (int r = 0; r < n; ++r) {
       HostShard& s = shards[static_cast<size_t>(r)];
       s.dout = upload_half(device, scatter_shard(backward->dout, p.batch, p.q_heads, p.seq_len, p.head_dim,
-                                                 p.scheme, n, r), p.dtype);
+                                                 p.scheme, n, r, p.documents), p.dtype);
       s.dq = poisoned(device, s.q.bytes());
       s.dk = poisoned(device, s.k.bytes());
       s.dv = poisoned(device, s.v.bytes());
@@ -104,9 +104,9 @@ EmulatedRingResult run_emulated_ring(const Problem& p, const std::vector<std::pa
       dks[r] = download_half(s.dk, p.dtype);
       dvs[r] = download_half(s.dv, p.dtype);
     }
-    result.dq = gather_shards(dqs, p.batch, p.q_heads, p.seq_len, p.head_dim, p.scheme, n);
-    result.dk = gather_shards(dks, p.batch, p.kv_heads, p.seq_len, p.head_dim, p.scheme, n);
-    result.dv = gather_shards(dvs, p.batch, p.kv_heads, p.seq_len, p.head_dim, p.scheme, n);
+    result.dq = gather_shards(dqs, p.batch, p.q_heads, p.seq_len, p.head_dim, p.scheme, n, p.documents);
+    result.dk = gather_shards(dks, p.batch, p.kv_heads, p.seq_len, p.head_dim, p.scheme, n, p.documents);
+    result.dv = gather_shards(dvs, p.batch, p.kv_heads, p.seq_len, p.head_dim, p.scheme, n, p.documents);
   }
   result.launches = device.launches();
   result.launch_ms = device.launch_ms();

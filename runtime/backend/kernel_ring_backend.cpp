@@ -147,16 +147,30 @@ RingFwdParams KernelRingBackend::step_params(const RingStep& step) const {
   // A zigzag key-half step (the chunk of an earlier rank) sees only the first half of the chunk:
   // its second half lies after every local query. The launch covers that half alone, the shape
   // the tuner timed for this step type (workload_for); its keys keep their layout and positions.
-  const bool key_half = forward_shape(step_type_at(problem_, rank_, step.step)) == StepType::kZigzagKvHalf;
+  // With packed documents the first half of a chunk is not the earlier half of every document
+  // (each document is cut into 2N chunks on its own), so the launch keeps the whole chunk; the key
+  // intervals of the kernel it runs skip the tiles no query sees.
+  const bool key_half = forward_shape(step_type_at(problem_, rank_, step.step)) == StepType::kZigzagKvHalf &&
+                        problem_.documents.size() <= 1;
   p.kv_len = static_cast<int>(key_half ? local / 2 : local);
   p.scale_log2 = static_cast<float>(problem_.scale() * 1.4426950408889634);  // log2(e)
   p.is_first_step = step.is_first ? 1 : 0;
   p.is_last_step = step.is_last ? 1 : 0;
+  // Mask features, for the kernels selection specializes on them (kernel_support.h); null and 0
+  // for the others. The intervals are the rank's rows, in the order of its positions.
+  if (kernel_needs_key_intervals(problem_)) {
+    p.q_key_first = positions_.rank_key_first(rank_);
+    p.q_key_last = positions_.rank_key_last(rank_);
+  }
+  p.softcap = kernel_needs_softcap(problem_) ? static_cast<float>(problem_.softcap) : 0.0f;
   return p;
 }
 
-// Each step runs the kernel selected for its step type (diagonal, full, zigzag half).
+// Each step runs the kernel selected for its step type (diagonal, full, zigzag half). A step whose
+// chunk no local query sees launches nothing, unless it must start the state (first step) or
+// finalize it (last step); the kernel's blocks then load no Q or K/V and only write the state.
 void KernelRingBackend::forward_step(const RingStep& step) {
+  if (!step.is_first && !step.is_last && !positions_.chunk_visible(rank_, step.kv_rank)) return;
   device_.launch_forward(step_type_at(problem_, rank_, step.step), step_params(step));
 }
 

@@ -171,7 +171,7 @@ std::string emulated_source(const KernelSpec& spec) {
          "    try {\n"
          "      std::vector<cpgen::emulation::GlobalBuffer> buffers;\n"
          "      for (int i = 0; i < launch->buffer_count; ++i)\n"
-         "        buffers.push_back({launch->buffers[i].data, launch->buffers[i].bytes});\n"
+         "        buffers.push_back({launch->buffers[i].data, launch->buffers[i].bytes, launch->buffers[i].read_counts});\n"
          "      cpgen::emulation::set_global_buffers(buffers.data(), static_cast<int>(buffers.size()));\n"
          "      error = cpgen::emulation::launch(launch->grid_x, launch->grid_y, launch->grid_z, launch->threads,\n"
          "                                       launch->shared_bytes, [&] { " + spec.uri() + "(params); });\n"

@@ -1,7 +1,8 @@
 // What the generated ring kernels (GPU, and the emulated backend that runs the same launches)
-// support today, checked before anything is allocated or compiled. The problem model is wider
-// (issue 11): the CPU ring runs packed documents, sliding windows, softcaps and sequences whose
-// length does not divide; the kernels do not yet, and must refuse rather than run them wrong.
+// support today, checked before anything is allocated or compiled, and which mask features a
+// problem asks of them. The kernels run every mask of the model (runtime/core/attention_shape.h:
+// causal, sliding windows, packed documents) and the softcap; they do not yet run layouts other
+// than bhsd or shards of unequal length, and must refuse those rather than run them wrong.
 #pragma once
 
 #include <string>
@@ -11,8 +12,16 @@
 namespace cpgen {
 
 // Throws Error(kBadInput) with one line "<where>: <field> ... is not supported by the <what>
-// yet; ..." for the first feature the step kernels lack: documents, window_left, window_right,
-// softcap, or a seq_len the scheme cannot split into equal shards (check_partitionable).
+// yet; ..." for the first feature the step kernels lack: a layout other than bhsd, or a seq_len
+// (or, with packed documents, a document length) the scheme cannot split into equal shards
+// (check_partitionable).
 void check_kernel_ring_problem(const Problem& problem, const std::string& what = "GPU ring kernels");
+
+// Whether the problem's mask needs the kernels specialized on key intervals (KernelSpec
+// key_intervals): packed documents or a sliding window. Causal-only and full problems keep the
+// kernels that compare positions.
+bool kernel_needs_key_intervals(const Problem& problem);
+// Whether the kernels must apply a logit softcap (KernelSpec softcap).
+bool kernel_needs_softcap(const Problem& problem);
 
 }  // namespace cpgen

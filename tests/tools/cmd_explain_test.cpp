@@ -20,6 +20,23 @@ const char* kShape =
 
 class CmdExplain : public TempDirTest {};
 
+// A window and a softcap select the same tile configs, specialized on key intervals and softcap;
+// a causal-only shape keeps the kernels without them.
+TEST_F(CmdExplain, MaskedShapeShowsTheSpecializedKernels) {
+  const std::string masked =
+      R"('{"q_heads": 8, "kv_heads": 8, "head_dim": 128, "seq_len": 4096, "cp_size": 2, "dtype": "bf16", )"
+      R"("causal": true, "window": {"left": 256, "right": null}, "softcap": 30}')";
+  CliResult r = run_cli("explain --db " + path("none.db") + " --shape " + masked);
+  ASSERT_EQ(r.exit_code, 0) << r.err;
+  EXPECT_NE(r.out.find("ring_fwd_bf16_hd128_causal_ivl_cap_gqa1_"), std::string::npos) << r.out;
+  EXPECT_NE(r.out.find("ring_bwd_bf16_hd128_causal_ivl_cap_gqa1_"), std::string::npos) << r.out;
+  CliResult plain = run_cli("explain --db " + path("none.db") + " --shape " + kShape);
+  ASSERT_EQ(plain.exit_code, 0) << plain.err;
+  EXPECT_NE(plain.out.find("ring_fwd_bf16_hd128_causal_gqa1_"), std::string::npos) << plain.out;
+  EXPECT_EQ(plain.out.find("_ivl"), std::string::npos) << plain.out;
+  EXPECT_EQ(plain.out.find("_cap"), std::string::npos) << plain.out;
+}
+
 TEST_F(CmdExplain, NotADbIsOneLineNoSourceLine) {
   std::ofstream(path("notadb")) << "hello\n";
   CliResult r = run_cli("explain --db " + path("notadb") + " --shape " + kShape);

@@ -150,12 +150,25 @@ TEST_F(CmdVerifyEmulated, BadInputIsOneLineAndExitTwo) {
            {"--backend emulated --spec full=ring_fwd_bf16_hd64_causal_gqa4_bm128_bn64_w4_s2", "has no full step"},
            {"--backend emulated --spec nonsense", "--spec 'nonsense'"},
            {"--backend cpu --spec ring_fwd_bf16_hd64_causal_gqa4_bm128_bn64_w4_s2", "--spec is not taken by --backend cpu"},
-           {"--backend emulated --transport nccl", "allowed: threads"}}) {
+           {"--backend emulated --transport nccl", "allowed: threads"},
+           {"--backend emulated --spec ring_fwd_bf16_hd64_causal_ivl_gqa4_bm128_bn64_w4_s2",
+            "the kernel is with key intervals (_ivl) and without softcap (_cap); the problem needs no _ivl"}}) {
     const auto r = run_cli(base + c.args);
     EXPECT_EQ(r.exit_code, 2) << c.args << "\n" << r.err;
     EXPECT_NE(r.err.find(c.says), std::string::npos) << c.args << "\n" << r.err;
     EXPECT_EQ(std::count(r.err.begin(), r.err.end(), '\n'), 1) << r.err;
   }
+}
+
+// A window problem needs the kernels with key intervals: one without them is refused.
+TEST_F(CmdVerifyEmulated, SpecWithoutTheProblemsMaskFeaturesIsRefused) {
+  const auto r = run_cli("verify --vectors " + vectors("mha_window16_hd64_s64.json") +
+                         " --scheme zigzag --ranks 2 --backend emulated --spec ring_fwd_bf16_hd64_causal_gqa1_bm128_bn64_w4_s2");
+  EXPECT_EQ(r.exit_code, 2) << r.err;
+  EXPECT_NE(r.err.find("the kernel is without key intervals (_ivl) and without softcap (_cap); the problem needs _ivl"),
+            std::string::npos)
+      << r.err;
+  EXPECT_EQ(std::count(r.err.begin(), r.err.end(), '\n'), 1) << r.err;
 }
 
 }  // namespace

@@ -16,15 +16,15 @@ using testing::run_cli;
 
 std::string vectors(const char* name) { return testing::vectors_dir() + "/" + name; }
 
-TEST(CliVerifyGpu, BadTransportAndWindowAreBadInput) {
+TEST(CliVerifyGpu, BadTransportAndUnequalShardsAreBadInput) {
   auto r = run_cli("verify --vectors " + vectors("mha_causal_hd64_s64.json") +
                    " --scheme zigzag --ranks 2 --backend gpu --transport pigeon");
   EXPECT_EQ(r.exit_code, 2) << r.err;
   EXPECT_NE(r.err.find("allowed: loopback, nccl"), std::string::npos) << r.err;
-  r = run_cli("verify --vectors " + vectors("mha_window16_hd64_s64.json") +
-              " --scheme zigzag --ranks 2 --backend gpu");
+  r = run_cli("verify --vectors " + vectors("mha_causal_hd64_s64.json") +
+              " --scheme zigzag --ranks 3 --backend gpu");
   EXPECT_EQ(r.exit_code, 2) << r.err;
-  EXPECT_NE(r.err.find("window_left 15 is not supported by the GPU ring kernels"), std::string::npos) << r.err;
+  EXPECT_NE(r.err.find("unequal shards, which is not supported by the GPU ring kernels"), std::string::npos) << r.err;
   r = run_cli("verify --vectors " + vectors("mha_causal_hd64_s64.json") +
               " --scheme zigzag --ranks 2 --backend gpu --dtype fp8");
   EXPECT_EQ(r.exit_code, 2) << r.err;

@@ -2,6 +2,7 @@
 // database and kernel store; and the same command's GPU path where a GPU exists.
 #include <gtest/gtest.h>
 
+#include <algorithm>
 #include <chrono>
 #include <filesystem>
 #include <fstream>
@@ -22,6 +23,20 @@ class CmdTuneTest : public TempDirTest {
   std::string shapes_file() const { return std::string(CPGEN_SOURCE_DIR) + "/examples/shapes/video-dit-full-cp8.json"; }
   std::string common() const { return " --db " + path("t.db") + " --store " + path("store") + " -q"; }
 };
+
+// Workloads carry no mask features yet: a masked shape is refused with one line (exit 2) before
+// anything is compiled or timed, instead of filing masked timings under the unmasked shape.
+TEST_F(CmdTuneTest, MaskedShapeIsRefusedWithOneLine) {
+  std::ofstream(path("masked.json"))
+      << R"({"shapes": [{"name": "swa", "q_heads": 8, "kv_heads": 8, "head_dim": 128, "seq_len": 4096, )"
+      << R"("cp_size": 2, "dtype": "bf16", "causal": true, "window": {"left": 256, "right": null}}]})";
+  CliResult r = run_cli("tune --shapes " + path("masked.json") + common());
+  EXPECT_EQ(r.exit_code, 2) << r.err;
+  EXPECT_EQ(std::count(r.err.begin(), r.err.end(), '\n'), 1) << r.err;
+  EXPECT_NE(r.err.find("problem 'swa' has documents, a window or a softcap, which tune does not time yet"),
+            std::string::npos)
+      << r.err;
+}
 
 TEST_F(CmdTuneTest, WithoutAGpuCompilesRecordsNotTimedAndExitsZero) {
   if (have_gpu()) GTEST_SKIP() << "a GPU is present: tune times instead (see TuneOnGpu)";

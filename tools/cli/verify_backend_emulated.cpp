@@ -57,6 +57,16 @@ std::vector<std::pair<StepType, KernelSpec>> specs_from_options(const Problem& p
                       std::to_string(spec.gqa_group) + ", the problem is " + std::string(dtype_name(p.dtype)) +
                       " hd" + std::to_string(p.head_dim) + (p.causal ? " causal" : " full") + " group " +
                       std::to_string(p.q_heads / p.kv_heads));
+    // The mask features are part of what a kernel computes: a window or documents need the key
+    // intervals (_ivl), a softcap needs _cap, and a kernel with them on a problem without would
+    // read interval tables the backend does not pass.
+    const bool intervals = kernel_needs_key_intervals(p), softcap = kernel_needs_softcap(p);
+    if (spec.key_intervals != intervals || spec.softcap != softcap)
+      throw_bad_input("--spec '" + value + "': the kernel is " +
+                      (spec.key_intervals ? "with" : "without") + " key intervals (_ivl) and " +
+                      (spec.softcap ? "with" : "without") + " softcap (_cap); the problem needs " +
+                      (intervals ? "_ivl" : "no _ivl") + " (documents or a window) and " +
+                      (softcap ? "_cap" : "no _cap"));
     if (eq == std::string::npos) {
       for (StepType step : steps) set(step, spec);
       continue;

@@ -112,8 +112,9 @@ TEST(ProblemMask, DocumentsWindowsAndSoftcapAreCheckedByFieldName) {
   EXPECT_NO_THROW(p.validate());
 }
 
-// The kernels refuse what they do not run yet, one line naming the field (the GPU and emulated
-// backends call this before allocating anything).
+// The kernels run every mask feature (documents, windows, softcap) and refuse what they do not
+// run yet, one line naming the field (the GPU and emulated backends call this before allocating
+// anything): layouts other than bhsd and unequal shards, of the sequence or of a document.
 TEST(ProblemMask, KernelRingRefusesFeaturesItLacks) {
   const auto message = [](const Problem& p) -> std::string {
     try {
@@ -127,15 +128,31 @@ TEST(ProblemMask, KernelRingRefusesFeaturesItLacks) {
   Problem p = base();
   p.name = "packed";
   EXPECT_EQ(message(p), "");
-  p.documents = {4000, 96};
-  EXPECT_EQ(message(p), "problem 'packed': documents (2 packed) is not supported by the GPU ring kernels yet (the CPU backend runs it)");
+  p.documents = {4000, 0, 96};  // every length divides 2 * cp_size (an empty one adds nothing)
+  EXPECT_EQ(message(p), "");
+  EXPECT_TRUE(kernel_needs_key_intervals(p));
+  p.documents = {4004, 92};
+  EXPECT_EQ(message(p), "problem 'packed': documents[0] of length 4004 over 4 ranks gives unequal shards, which is "
+                        "not supported by the GPU ring kernels yet (the CPU backend runs it) (zigzag needs seq_len "
+                        "divisible by 2*cp_size (8); got 4004)");
   p.documents.clear();
+  EXPECT_FALSE(kernel_needs_key_intervals(p));
   p.window_left = 64;
-  EXPECT_NE(message(p).find("window_left 64"), std::string::npos);
+  EXPECT_EQ(message(p), "");
+  EXPECT_TRUE(kernel_needs_key_intervals(p));
   p.window_left = -1;
+  p.window_right = 3;
+  EXPECT_TRUE(kernel_needs_key_intervals(p));
+  p.window_right = -1;
+  EXPECT_FALSE(kernel_needs_softcap(p));
   p.softcap = 50;
-  EXPECT_NE(message(p).find("softcap"), std::string::npos);
+  EXPECT_EQ(message(p), "");
+  EXPECT_TRUE(kernel_needs_softcap(p));
+  EXPECT_FALSE(kernel_needs_key_intervals(p));
   p.softcap = 0;
+  p.layout = "bshd";
+  EXPECT_NE(message(p).find("layout bshd"), std::string::npos) << message(p);
+  p.layout = "bhsd";
   p.seq_len = 4100;
   EXPECT_NE(message(p).find("zigzag needs seq_len divisible by 2*cp_size (8); got 4100"), std::string::npos) << message(p);
 }
