@@ -59,20 +59,30 @@ EmulatedRingResult run_emulated_ring(const Problem& p, const std::vector<std::pa
   std::vector<HostShard> shards(static_cast<size_t>(n));
   std::vector<std::unique_ptr<KernelRingBackend>> backends;
   const size_t rows = static_cast<size_t>(p.batch * p.q_heads * p.local_seq_len());
+  const bool given_forward = backward && !backward->out.empty();
   for (int r = 0; r < n; ++r) {
     auto shard_of = [&](const std::vector<float>& full, int64_t heads) {
-      return scatter_shard(full, p.batch, heads, p.seq_len, p.head_dim, p.scheme, n, r);
+      return scatter_shard(full, p.batch, heads, p.seq_len, p.head_dim, p.scheme, n, r, p.documents);
     };
     HostShard& s = shards[static_cast<size_t>(r)];
     s.q = upload_half(device, shard_of(q, p.q_heads), p.dtype);
     s.k = upload_half(device, shard_of(k, p.kv_heads), p.dtype);
     s.v = upload_half(device, shard_of(v, p.kv_heads), p.dtype);
-    s.out = poisoned(device, rows * static_cast<size_t>(p.head_dim) * sizeof(uint16_t));
-    s.lse = poisoned(device, rows * sizeof(float));
+    if (given_forward) {
+      s.out = upload_half(device, shard_of(backward->out, p.q_heads), p.dtype);
+      const std::vector<float> lse =
+          scatter_shard(backward->lse, p.batch, p.q_heads, p.seq_len, 1, p.scheme, n, r, p.documents);
+      s.lse = device.allocate(lse.size() * sizeof(float));
+      device.upload(s.lse.data(), lse.data(), lse.size() * sizeof(float));
+    } else {
+      s.out = poisoned(device, rows * static_cast<size_t>(p.head_dim) * sizeof(uint16_t));
+      s.lse = poisoned(device, rows * sizeof(float));
+    }
     backends.push_back(std::make_unique<KernelRingBackend>(p, r, device, positions));
     backends.back()->bind({s.q.data(), s.k.data(), s.v.data(), s.out.data(), s.lse.as<float>()});
   }
-  run_ring_threads(n, [&](int rank, Transport& transport) { ring_forward(*backends[rank], transport); });
+  if (!given_forward)
+    run_ring_threads(n, [&](int rank, Transport& transport) { ring_forward(*backends[rank], transport); });
 
   EmulatedRingResult result;
   std::vector<std::vector<float>> outs(static_cast<size_t>(n)), lses(static_cast<size_t>(n));
@@ -81,15 +91,15 @@ EmulatedRingResult run_emulated_ring(const Problem& p, const std::vector<std::pa
     outs[r] = download_half(s.out, p.dtype);
     lses[r].assign(s.lse.as<const float>(), s.lse.as<const float>() + rows);
   }
-  result.out = gather_shards(outs, p.batch, p.q_heads, p.seq_len, p.head_dim, p.scheme, n);
-  result.lse = gather_shards(lses, p.batch, p.q_heads, p.seq_len, 1, p.scheme, n);
+  result.out = gather_shards(outs, p.batch, p.q_heads, p.seq_len, p.head_dim, p.scheme, n, p.documents);
+  result.lse = gather_shards(lses, p.batch, p.q_heads, p.seq_len, 1, p.scheme, n, p.documents);
 
   if (backward) {
     // The backward reads the forward's out (in the input dtype) and lse as the kernels wrote them.
     for (int r = 0; r < n; ++r) {
       HostShard& s = shards[static_cast<size_t>(r)];
       s.dout = upload_half(device, scatter_shard(backward->dout, p.batch, p.q_heads, p.seq_len, p.head_dim,
-                                                 p.scheme, n, r), p.dtype);
+                                                 p.scheme, n, r, p.documents), p.dtype);
       s.dq = poisoned(device, s.q.bytes());
       s.dk = poisoned(device, s.k.bytes());
       s.dv = poisoned(device, s.v.bytes());
@@ -104,9 +114,9 @@ EmulatedRingResult run_emulated_ring(const Problem& p, const std::vector<std::pa
       dks[r] = download_half(s.dk, p.dtype);
       dvs[r] = download_half(s.dv, p.dtype);
     }
-    result.dq = gather_shards(dqs, p.batch, p.q_heads, p.seq_len, p.head_dim, p.scheme, n);
-    result.dk = gather_shards(dks, p.batch, p.kv_heads, p.seq_len, p.head_dim, p.scheme, n);
-    result.dv = gather_shards(dvs, p.batch, p.kv_heads, p.seq_len, p.head_dim, p.scheme, n);
+    result.dq = gather_shards(dqs, p.batch, p.q_heads, p.seq_len, p.head_dim, p.scheme, n, p.documents);
+    result.dk = gather_shards(dks, p.batch, p.kv_heads, p.seq_len, p.head_dim, p.scheme, n, p.documents);
+    result.dv = gather_shards(dvs, p.batch, p.kv_heads, p.seq_len, p.head_dim, p.scheme, n, p.documents);
   }
   result.launches = device.launches();
   result.launch_ms = device.launch_ms();
