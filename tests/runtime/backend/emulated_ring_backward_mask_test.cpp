@@ -10,10 +10,13 @@
 #include <gtest/gtest.h>
 
 #include <cmath>
+#include <cstring>
+#include <limits>
 #include <string>
 #include <utility>
 #include <vector>
 
+#include "runtime/backend/emulated_device.h"
 #include "runtime/backend/emulated_ring.h"
 #include "runtime/core/attention_shape.h"
 #include "runtime/core/half_convert.h"
@@ -135,6 +138,73 @@ TEST(EmulatedBackwardMasks, Bf16DocumentsWindowSoftcapAndAllCombined) {
 TEST(EmulatedBackwardMasks, Fp16TwoSidedWindowDocumentsAndSoftcap) {
   check({Dtype::kFp16, 2, false, {8, 16}, 4, 3, 2.5}, 505);
   check({Dtype::kFp16, 4, false, {32, 16}, 2, 5, 2.0}, 506);
+}
+
+// A key block that no query sees loads nothing. Every buffer the kernel could load from (Q, K, V,
+// dO, lse, delta, dQ) is a 16-byte allocation between guard pages, so a tile load, which reads
+// whole 128-byte rows, faults and fails the launch; only the positions and the intervals are
+// real. In add mode the dK/dV accumulators are 16-byte buffers too (the kernel must return
+// before touching them); in write mode they are real, poisoned, and must come out exactly zero.
+// Run on the key-interval kernel and on the causal kernel without intervals (both compiled for
+// the tests above).
+TEST(EmulatedBackwardMasks, AKeyBlockNoQuerySeesLoadsNothingAndWritesZerosInWriteMode) {
+  constexpr int kLen = 8, kHeadDim = 64;
+  for (const bool intervals : {true, false}) {
+    KernelSpec spec = KernelSpec::backward_default_for_arch(Dtype::kBf16, kHeadDim, true, 2, kArch);
+    spec.key_intervals = intervals;
+    spec.softcap = !intervals;  // the causal kernel the cases above compiled is the softcap one
+    EmulatedDevice device({{StepType::kBwdDiagonal, spec}}, kArch, test_store());
+    // Queries at positions 0..7 each see [max(0, i - 3), i]; the keys sit at 100..107, after all.
+    std::vector<int> table(4 * kLen);
+    for (int i = 0; i < kLen; ++i) {
+      table[i] = i;                             // q_positions
+      table[kLen + i] = 100 + i;                // kv_positions
+      table[2 * kLen + i] = i < 3 ? 0 : i - 3;  // q_key_first
+      table[3 * kLen + i] = i;                  // q_key_last
+    }
+    DeviceAllocation positions = device.allocate(table.size() * sizeof(int));
+    device.upload(positions.data(), table.data(), table.size() * sizeof(int));
+    DeviceAllocation tiny = device.allocate(16);
+    const size_t acc_floats = static_cast<size_t>(kLen) * kHeadDim;
+    DeviceAllocation dk = device.allocate(acc_floats * sizeof(float)), dv = device.allocate(acc_floats * sizeof(float));
+
+    RingBwdParams p{};
+    p.q = p.k = p.v = p.dout = tiny.data();
+    p.lse = p.delta = tiny.as<const float>();
+    p.dq_acc = tiny.as<float>();
+    p.q_positions = positions.as<const int>();
+    p.kv_positions = positions.as<const int>() + kLen;
+    p.q_key_first = positions.as<const int>() + 2 * kLen;
+    p.q_key_last = positions.as<const int>() + 3 * kLen;
+    p.q_row_stride = p.k_row_stride = p.v_row_stride = p.dout_row_stride = kHeadDim;
+    p.q_head_stride = p.dout_head_stride = kLen * kHeadDim;
+    p.k_head_stride = p.v_head_stride = kLen * kHeadDim;
+    p.q_batch_stride = p.dout_batch_stride = 2 * kLen * kHeadDim;
+    p.k_batch_stride = p.v_batch_stride = kLen * kHeadDim;
+    p.batch = 1;
+    p.q_heads = 2;
+    p.kv_heads = 1;
+    p.q_len = p.kv_len = kLen;
+    p.scale = 0.125f;
+    p.scale_log2 = 0.125f * 1.4426950408889634f;
+    p.softcap = 2.0f;
+    const std::string what = spec.uri();
+
+    p.accumulate_dkv = 1;
+    p.dk_acc = p.dv_acc = tiny.as<float>();
+    EXPECT_NO_THROW(device.launch_backward(StepType::kBwdDiagonal, p)) << what << " (add mode)";
+
+    p.accumulate_dkv = 0;
+    p.dk_acc = dk.as<float>();
+    p.dv_acc = dv.as<float>();
+    std::memset(dk.data(), 0xff, dk.bytes());
+    std::memset(dv.data(), 0xff, dv.bytes());
+    EXPECT_NO_THROW(device.launch_backward(StepType::kBwdDiagonal, p)) << what << " (write mode)";
+    for (size_t i = 0; i < acc_floats; ++i) {
+      ASSERT_EQ(dk.as<const float>()[i], 0.0f) << what << ": dk_acc[" << i << "]";
+      ASSERT_EQ(dv.as<const float>()[i], 0.0f) << what << ": dv_acc[" << i << "]";
+    }
+  }
 }
 
 }  // namespace
