@@ -4,12 +4,14 @@
 // lse come from the float64 reference (rounded to what a forward hands over: out in the input
 // dtype, lse in fp32), so the backward kernels are checked on their own; gradients start as NaN
 // and dq, dk, dv must be within 2e-2 (relative Frobenius) of the float64 reference backward.
+// Then single launches on guarded buffers: what the masks skip is never loaded.
 //
 // Few distinct kernels (each is a host compile of seconds on a clean kernel store): four specs
 // (dtype, causal, intervals, softcap) for all cases, head dim 64, GQA group 2.
 #include <gtest/gtest.h>
 
 #include <cmath>
+#include <cstddef>
 #include <cstring>
 #include <limits>
 #include <string>
@@ -204,6 +206,91 @@ TEST(EmulatedBackwardMasks, AKeyBlockNoQuerySeesLoadsNothingAndWritesZerosInWrit
       ASSERT_EQ(dk.as<const float>()[i], 0.0f) << what << ": dk_acc[" << i << "]";
       ASSERT_EQ(dv.as<const float>()[i], 0.0f) << what << ": dv_acc[" << i << "]";
     }
+  }
+}
+
+// Query tiles that no interval reaches are never loaded: 64 queries of a GQA-2 kv head are two
+// 64-row tiles, and only the first (then only the second) half of the queries sees the keys. Q
+// and dO are laid out [query][head][dim] and allocated for the seeing half alone, so a load of
+// the other tile runs off the allocation, past its end or before its start, and faults.
+TEST(EmulatedBackwardMasks, QueryTilesNoIntervalReachesAreNeverLoaded) {
+  constexpr int kLen = 64, kKeys = 8, kHeadDim = 64, kHalf = kLen / 2;
+  KernelSpec spec = KernelSpec::backward_default_for_arch(Dtype::kBf16, kHeadDim, true, 2, kArch);
+  spec.key_intervals = true;
+  ASSERT_EQ(spec.block_m, 64) << spec.uri();
+  EmulatedDevice device({{StepType::kBwdDiagonal, spec}}, kArch, test_store());
+  for (const bool first_half_sees : {true, false}) {
+    const std::string what = spec.uri() + (first_half_sees ? ": first half sees" : ": second half sees");
+    // Keys at 100..107; the seeing queries' interval covers them, the others' is [0, 0] before
+    // them or [200, 200] after them, so both interval ends stay non-decreasing.
+    std::vector<int> table(3 * kLen + kKeys);
+    for (int i = 0; i < kLen; ++i) {
+      const bool sees = (i < kHalf) == first_half_sees;
+      const int blind = first_half_sees ? 200 : 0;
+      table[i] = i;                                // q_positions (unread with intervals)
+      table[kLen + i] = sees ? 100 : blind;        // q_key_first
+      table[2 * kLen + i] = sees ? 107 : blind;    // q_key_last
+    }
+    for (int j = 0; j < kKeys; ++j) table[3 * kLen + j] = 100 + j;
+    DeviceAllocation positions = device.allocate(table.size() * sizeof(int));
+    device.upload(positions.data(), table.data(), table.size() * sizeof(int));
+
+    const size_t half_rows = static_cast<size_t>(kHalf) * 2 * kHeadDim;  // seeing half, both heads
+    const auto bf16_ones = [&](size_t count) {
+      DeviceAllocation a = device.allocate(count * 2);
+      const std::vector<uint16_t> bits(count, float_to_bf16(0.25f));
+      device.upload(a.data(), bits.data(), count * 2);
+      return a;
+    };
+    DeviceAllocation q = bf16_ones(half_rows), dout = bf16_ones(half_rows);
+    DeviceAllocation k = bf16_ones(static_cast<size_t>(kKeys) * kHeadDim);
+    DeviceAllocation v = bf16_ones(static_cast<size_t>(kKeys) * kHeadDim);
+    const size_t rows = 2 * kLen;
+    DeviceAllocation lse = device.allocate(rows * 4), delta = device.allocate(rows * 4);
+    DeviceAllocation dq = device.allocate(rows * kHeadDim * 4);
+    DeviceAllocation dk = device.allocate(kKeys * kHeadDim * 4), dv = device.allocate(kKeys * kHeadDim * 4);
+    std::memset(lse.data(), 0, lse.bytes());
+    std::memset(delta.data(), 0, delta.bytes());
+    std::memset(dq.data(), 0, dq.bytes());
+    std::memset(dk.data(), 0xff, dk.bytes());
+    std::memset(dv.data(), 0xff, dv.bytes());
+
+    RingBwdParams p{};
+    // The second half's rows start kHalf queries in: the pointer for query 0 lies before the
+    // allocation, and only the second tile's rows are inside it.
+    const ptrdiff_t shift = first_half_sees ? 0 : -static_cast<ptrdiff_t>(half_rows) * 2;
+    p.q = q.as<const char>() + shift;
+    p.dout = dout.as<const char>() + shift;
+    p.k = k.data();
+    p.v = v.data();
+    p.lse = lse.as<const float>();
+    p.delta = delta.as<const float>();
+    p.dq_acc = dq.as<float>();
+    p.dk_acc = dk.as<float>();
+    p.dv_acc = dv.as<float>();
+    p.q_positions = positions.as<const int>();
+    p.q_key_first = positions.as<const int>() + kLen;
+    p.q_key_last = positions.as<const int>() + 2 * kLen;
+    p.kv_positions = positions.as<const int>() + 3 * kLen;
+    p.q_row_stride = p.dout_row_stride = 2 * kHeadDim;  // [query][head][dim]
+    p.q_head_stride = p.dout_head_stride = kHeadDim;
+    p.q_batch_stride = p.dout_batch_stride = static_cast<int64_t>(kLen) * 2 * kHeadDim;
+    p.k_row_stride = p.v_row_stride = kHeadDim;
+    p.k_head_stride = p.v_head_stride = p.k_batch_stride = p.v_batch_stride = kKeys * kHeadDim;
+    p.batch = 1;
+    p.q_heads = 2;
+    p.kv_heads = 1;
+    p.q_len = kLen;
+    p.kv_len = kKeys;
+    p.scale = 0.125f;
+    p.scale_log2 = 0.125f * 1.4426950408889634f;
+    p.accumulate_dkv = 0;
+    ASSERT_NO_THROW(device.launch_backward(StepType::kBwdDiagonal, p)) << what;
+    // Each key's dV is the sum over the 64 seeing (query, head) rows of P dO, with P = exp(q.k / 8
+    // - 0) = exp(0.25^2 64 / 8) = exp(0.5) and dO = 0.25: 64 x exp(0.5) x 0.25 per element.
+    const float expected_dv = static_cast<float>(64 * std::exp(0.5) * 0.25);
+    for (int e = 0; e < kKeys * kHeadDim; ++e)
+      ASSERT_NEAR(dv.as<const float>()[e], expected_dv, 1e-3f * expected_dv) << what << ": dv_acc[" << e << "]";
   }
 }
 
