@@ -25,8 +25,9 @@ void check_backend_problem(const Problem& p, const std::vector<int64_t>& rank_le
   check_partitionable(p.scheme, p.seq_len, static_cast<int>(p.cp_size));
   for (size_t r = 0; r < rank_lengths.size(); ++r)
     if (rank_lengths[r] != p.local_seq_len())
-      throw_bad_input(where + ": rank " + std::to_string(first_rank + static_cast<int>(r)) + " holds " + std::to_string(rank_lengths[r]) +
-                      " positions, not seq_len / cp_size = " + std::to_string(p.local_seq_len()) +
+      throw_bad_input(where + ": rank " + std::to_string(first_rank + static_cast<int>(r)) + " holds " +
+                      std::to_string(rank_lengths[r]) + " positions, not seq_len / cp_size = " +
+                      std::to_string(p.local_seq_len()) +
                       "; the ring kernels need every document length divisible by the scheme's chunk count");
 }
 
