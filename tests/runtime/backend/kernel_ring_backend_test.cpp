@@ -342,6 +342,23 @@ TEST(KernelRingBackendBackward, AStepWhoseChunkNoQuerySeesLaunchesNothingInAddMo
   }
 }
 
+// Masks reach the backend, but unequal shards (a document whose length the scheme's chunk count
+// does not divide) do not yet: one line naming the rank and its length.
+TEST(KernelRingBackendBackward, RefusesDocumentsThatGiveUnequalShards) {
+  Problem p = make_problem(2, Dtype::kBf16, true, Scheme::kContiguous, 1, 64);
+  p.documents = {9, 55};  // halves of 5 + 28 and 4 + 27 positions
+  auto memory = std::make_shared<ModelMemory>();
+  ModelDevice device(memory, p.dtype, 64, true, true, false);
+  try {
+    RingPositions positions(p, device);
+    FAIL() << "unequal shards were accepted";
+  } catch (const Error& e) {
+    EXPECT_EQ(e.kind(), ErrorKind::kBadInput);
+    EXPECT_NE(std::string(e.what()).find("rank 0 holds 33 positions, not seq_len / cp_size = 32"), std::string::npos)
+        << e.what();
+  }
+}
+
 // ---- The params and the launch sequence ---------------------------------------------------------
 
 struct OneRank {
