@@ -14,6 +14,8 @@
 #include <cstddef>
 #include <cstring>
 #include <limits>
+#include <memory>
+#include <random>
 #include <string>
 #include <utility>
 #include <vector>
@@ -25,6 +27,7 @@
 #include "runtime/ring/reference.h"
 #include "runtime/ring/sampled_check.h"
 #include "test_util.h"
+#include "tests/runtime/backend/model_device.h"
 
 namespace cpgen {
 namespace {
@@ -291,6 +294,109 @@ TEST(EmulatedBackwardMasks, QueryTilesNoIntervalReachesAreNeverLoaded) {
     const float expected_dv = static_cast<float>(64 * std::exp(0.5) * 0.25);
     for (int e = 0; e < kKeys * kHeadDim; ++e)
       ASSERT_NEAR(dv.as<const float>()[e], expected_dv, 1e-3f * expected_dv) << what << ": dv_acc[" << e << "]";
+  }
+}
+
+// One launch on full key and query tiles, against the documented semantics run in float64 by the
+// model device: 64 keys (one whole key block) and 64 queries of a GQA-2 head (two 64-row tiles).
+// Queries 0..31 see all the keys, so tile 0 takes the unmasked path; queries 32..63 see keys
+// [i - 10, 63] only, so tile 1 takes the per-element mask. With and without the softcap.
+TEST(EmulatedBackwardMasks, FullAndMaskedTilesMatchTheModelSemantics) {
+  constexpr int kLen = 64, kHeadDim = 64;
+  for (const bool softcap : {false, true}) {
+    KernelSpec spec = KernelSpec::backward_default_for_arch(Dtype::kBf16, kHeadDim, true, 2, kArch);
+    spec.key_intervals = true;
+    spec.softcap = softcap;
+    ASSERT_EQ(spec.block_m, 64) << spec.uri();
+    ASSERT_EQ(spec.block_n, 64) << spec.uri();
+    EmulatedDevice device({{StepType::kBwdDiagonal, spec}}, kArch, test_store());
+    auto memory = std::make_shared<test::ModelMemory>();
+    test::ModelDevice model(memory, Dtype::kBf16, kHeadDim, true, true, softcap);
+
+    // Each buffer twice, with the same bytes: on the emulated device and in the model's memory.
+    struct Twin {
+      DeviceAllocation emulated, modelled;
+    };
+    const auto twin = [&](const void* bytes, size_t count) {
+      Twin t{device.allocate(count), memory->allocate(count)};
+      device.upload(t.emulated.data(), bytes, count);
+      std::memcpy(t.modelled.data(), bytes, count);
+      return t;
+    };
+    std::mt19937 rng(611);
+    std::uniform_int_distribution<int> grid(-32, 32);
+    const auto bf16_tensor = [&](size_t count) {
+      std::vector<uint16_t> bits(count);
+      for (uint16_t& b : bits) b = float_to_bf16(static_cast<float>(grid(rng)) / 32.0f);
+      return twin(bits.data(), count * 2);
+    };
+    const size_t q_elems = 2 * kLen * kHeadDim, kv_elems = kLen * kHeadDim;
+    Twin q = bf16_tensor(q_elems), dout = bf16_tensor(q_elems), k = bf16_tensor(kv_elems), v = bf16_tensor(kv_elems);
+    std::vector<float> lse(2 * kLen), delta(2 * kLen);
+    for (size_t i = 0; i < lse.size(); ++i) {
+      lse[i] = 3.0f + static_cast<float>(grid(rng)) / 64.0f;  // P stays below 1 for these logits
+      delta[i] = static_cast<float>(grid(rng)) / 64.0f;
+    }
+    Twin lse_t = twin(lse.data(), lse.size() * 4), delta_t = twin(delta.data(), delta.size() * 4);
+    const std::vector<float> zeros(q_elems, 0.0f), poison(kv_elems, std::numeric_limits<float>::quiet_NaN());
+    Twin dq = twin(zeros.data(), q_elems * 4), dk = twin(poison.data(), kv_elems * 4), dv = twin(poison.data(), kv_elems * 4);
+    std::vector<int> table(4 * kLen);
+    for (int i = 0; i < kLen; ++i) {
+      table[i] = i;                                     // q_positions (unread with intervals)
+      table[kLen + i] = i;                              // kv_positions
+      table[2 * kLen + i] = i < kLen / 2 ? 0 : i - 10;  // q_key_first
+      table[3 * kLen + i] = i < kLen / 2 ? 63 : 100;    // q_key_last
+    }
+    Twin positions = twin(table.data(), table.size() * 4);
+
+    const auto params = [&](bool emulated) {
+      const auto at = [&](const Twin& t) { return emulated ? t.emulated.data() : t.modelled.data(); };
+      RingBwdParams p{};
+      p.q = at(q);
+      p.k = at(k);
+      p.v = at(v);
+      p.dout = at(dout);
+      p.lse = static_cast<const float*>(at(lse_t));
+      p.delta = static_cast<const float*>(at(delta_t));
+      p.dq_acc = static_cast<float*>(at(dq));
+      p.dk_acc = static_cast<float*>(at(dk));
+      p.dv_acc = static_cast<float*>(at(dv));
+      const int* table_at = static_cast<const int*>(at(positions));
+      p.q_positions = table_at;
+      p.kv_positions = table_at + kLen;
+      p.q_key_first = table_at + 2 * kLen;
+      p.q_key_last = table_at + 3 * kLen;
+      p.q_row_stride = p.k_row_stride = p.v_row_stride = p.dout_row_stride = kHeadDim;
+      p.q_head_stride = p.dout_head_stride = p.k_head_stride = p.v_head_stride = kLen * kHeadDim;
+      p.q_batch_stride = p.dout_batch_stride = 2 * kLen * kHeadDim;
+      p.k_batch_stride = p.v_batch_stride = kLen * kHeadDim;
+      p.batch = 1;
+      p.q_heads = 2;
+      p.kv_heads = 1;
+      p.q_len = p.kv_len = kLen;
+      p.scale = 0.125f;
+      p.scale_log2 = 0.125f * 1.4426950408889634f;
+      p.softcap = softcap ? 1.5f : 0.0f;
+      p.accumulate_dkv = 0;
+      return p;
+    };
+    ASSERT_NO_THROW(device.launch_backward(StepType::kBwdDiagonal, params(true))) << spec.uri();
+    model.launch_backward(StepType::kBwdDiagonal, params(false));
+
+    const auto error = [](const Twin& t, size_t count) {
+      const float* got = t.emulated.as<const float>();
+      const float* want = t.modelled.as<const float>();
+      double diff = 0, ref = 0;
+      for (size_t i = 0; i < count; ++i) {
+        diff += (got[i] - want[i]) * (got[i] - want[i]);
+        ref += static_cast<double>(want[i]) * want[i];
+      }
+      return std::sqrt(diff / ref);
+    };
+    // P and dS enter the tile GEMMs as bf16 (2^-9 relative), the model keeps float64.
+    EXPECT_LT(error(dq, q_elems), 1e-2) << spec.uri();
+    EXPECT_LT(error(dk, kv_elems), 1e-2) << spec.uri();
+    EXPECT_LT(error(dv, kv_elems), 1e-2) << spec.uri();
   }
 }
 
