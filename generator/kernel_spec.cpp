@@ -389,10 +389,10 @@ Feasibility check_backward_step(const KernelSpec& spec, std::string_view arch) {
   const int dim_tiles = spec.head_dim / dim_splits / 8;
   const int acc = key_m_tiles * (2 * (spec.block_m / 8) + 2 * dim_tiles) * 4;
   // K and V once, Q and dO per stage, the 16-bit dS^T tile (rows padded by 8 elements) and
-  // per-query-row lse, delta and position.
+  // per-query-row lse, delta and position (with key intervals: first and last visible key).
   f.shared_bytes = 2 * spec.block_n * spec.head_dim * elem +
                    spec.stages * 2 * spec.block_m * spec.head_dim * elem +
-                   spec.block_n * (spec.block_m + 8) * elem + spec.block_m * 12;
+                   spec.block_n * (spec.block_m + 8) * elem + spec.block_m * (spec.key_intervals ? 16 : 12);
   f.register_estimate = std::min(255, acc + kBwdRegisterOverhead);
   if (spec.warps % key_groups != 0 || (spec.block_n / 16) % key_groups != 0) {
     f.reason = std::to_string(spec.warps) + " warps do not split " + std::to_string(spec.block_n) +

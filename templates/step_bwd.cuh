@@ -22,9 +22,19 @@
 //   dS^T -> shared memory; dQ += dS K    per 16 x 32 item, red.global.add.f32 per element
 // Causal: query tiles whose every query precedes the CTA's first key are never loaded (positions
 // are increasing, so they form a prefix); tiles that straddle the diagonal and a partial last key
-// tile take the per-element mask. A row whose lse is -inf (it saw no key in the forward) and the
-// padding rows past q_len get lse_log2 = +inf, so P = exp2(-inf) = 0 and dS = 0: zero gradients,
-// never NaN.
+// tile take the per-element mask. Key intervals (kKeyIntervals; causal, windows and documents, the
+// causal flag then plays no part): the CTA walks only the query tiles holding a query whose
+// interval reaches its keys (interval_queries, mask.cuh: a contiguous run, since both interval
+// ends are non-decreasing along the queries); a tile wholly inside the run of queries that see
+// every key of the CTA runs unmasked, the others test each element against its row's interval.
+// A key block no query sees loads nothing: in add mode it returns at once, in write mode (the
+// chunk's first step) it writes zeros, since that step defines the accumulator. A row whose lse
+// is -inf (it saw no key in the forward) and the padding rows past q_len get lse_log2 = +inf, so
+// P = exp2(-inf) = 0 and dS = 0: zero gradients, never NaN.
+//
+// Softcap (kSoftcap): the logit is t = c tanh(scale q.k / c), P = exp(t - lse), and by the chain
+// rule dS = P (dP - delta) dt/d(scale q.k) = P (dP - delta) (1 - (t / c)^2); dQ and dK keep the
+// softmax scale as without it.
 //
 // Memory: K and V tiles stay in shared memory; Q and dO tiles arrive through a kStages-deep
 // cp.async pipeline. Launch: grid (ceil(kv_len / kBlockN), fold_pairs(batch * kv_heads)) with the
@@ -107,13 +117,20 @@ CPGEN_DEVICE void ring_bwd_step(const RingBwdParams& params) {
   constexpr int kKeyMTiles = Traits::kKeyMTiles;
   constexpr int kQueryTiles = Traits::kQueryTiles;
   constexpr int kDimTiles = Traits::kDimTiles;
-  constexpr bool kCausal = Traits::kCausal;
+  constexpr bool kKeyIntervals = Traits::kKeyIntervals;
+  constexpr bool kSoftcap = Traits::kSoftcap;
+  // The intervals hold the causal bound themselves; kCausal then selects nothing.
+  constexpr bool kCausal = Traits::kCausal && !kKeyIntervals;
+  constexpr bool kMasked = kCausal || kKeyIntervals;  // some key block may see no query
   constexpr float kLog2e = 1.4426950408889634f;
 
   extern __shared__ __align__(128) unsigned char shared_storage[];
   float* row_lse_log2 = reinterpret_cast<float*>(shared_storage + Traits::kRowsOffset);
   float* row_delta = row_lse_log2 + kBlockM;
+  // Causal: the row's query position. Key intervals: the row's first visible key position, and
+  // row_key_last (past it, 4 more bytes per row, traits_bwd.cuh) its last.
   int* row_pos = reinterpret_cast<int*>(row_delta + kBlockM);
+  int* row_key_last = row_pos + kBlockM;
 
   // This CTA's (batch, kv head) pair; the few blocks of the last z layer past the end return
   // before any barrier, as a whole CTA. Problem validation keeps batch * kv_heads below 2^31.
@@ -127,15 +144,37 @@ CPGEN_DEVICE void ring_bwd_step(const RingBwdParams& params) {
   const int query_blocks = (packed_rows + kBlockM - 1) / kBlockM;
 
   // Causal: the queries before the first key's position see none of this CTA's keys; they are a
-  // prefix of the local order, and the query tiles wholly inside it are skipped.
-  int first_block = 0, k_first_pos = 0, k_last_pos = 0;
-  if (kCausal) {
+  // prefix of the local order, and the query tiles wholly inside it are skipped (all of them when
+  // no query sees a key).
+  int first_block = 0, end_block = query_blocks, k_first_pos = 0, k_last_pos = 0;
+  // Key intervals: tiles [full_first, full_end) hold only queries that see every key here.
+  int full_first = 0, full_end = 0;
+  if constexpr (kCausal) {
     k_first_pos = params.kv_positions[key0];
     k_last_pos = params.kv_positions[key0 + keys_here - 1];
     const int blind_queries = count_at_or_before(params.q_positions, params.q_len, k_first_pos - 1);
-    first_block = blind_queries * kGroup / kBlockM;
+    first_block = blind_queries == params.q_len ? query_blocks : blind_queries * kGroup / kBlockM;
+  } else if constexpr (kKeyIntervals) {
+    k_first_pos = params.kv_positions[key0];
+    k_last_pos = params.kv_positions[key0 + keys_here - 1];
+    const IntervalQueries seeing =
+        interval_queries(params.q_key_first, params.q_key_last, params.q_len, k_first_pos, k_last_pos);
+    // Query i owns packed rows [i kGroup, (i + 1) kGroup).
+    if (seeing.seen.begin < seeing.seen.end) {
+      first_block = seeing.seen.begin * kGroup / kBlockM;
+      end_block = (seeing.seen.end * kGroup + kBlockM - 1) / kBlockM;
+    } else {
+      end_block = 0;
+    }
+    if (seeing.all.begin < seeing.all.end) {
+      full_first = (seeing.all.begin * kGroup + kBlockM - 1) / kBlockM;
+      full_end = seeing.all.end * kGroup / kBlockM;
+    }
   }
-  const int blocks = query_blocks - first_block;
+  const int blocks = end_block - first_block;
+  // No query sees these keys: nothing to add, and nothing to load. The whole CTA leaves together,
+  // before any barrier.
+  if (kMasked && blocks <= 0 && params.accumulate_dkv) return;
 
   // ---- K and V tiles (once) and the first kStages - 1 Q/dO tiles ------------------------------
   const u32 shared_start = shared_address(shared_storage);
@@ -163,6 +202,14 @@ CPGEN_DEVICE void ring_bwd_step(const RingBwdParams& params) {
     for (int d = 0; d < kDimTiles; ++d)
 #pragma unroll
       for (int e = 0; e < 4; ++e) dk_acc[mt][d][e] = dv_acc[mt][d][e] = 0.0f;
+
+  // Softcap: scale / c turns the raw q.k into the tanh argument, c log2(e) the tanh into the
+  // log2-domain logit.
+  float scale_over_cap = 0.0f, cap_log2 = 0.0f;
+  if constexpr (kSoftcap) {
+    scale_over_cap = params.scale / params.softcap;
+    cap_log2 = params.softcap * kLog2e;
+  }
 
   // ---- Main loop over query tiles -------------------------------------------------------------
   for (int it = 0; it < blocks; ++it) {
@@ -197,11 +244,17 @@ CPGEN_DEVICE void ring_bwd_step(const RingBwdParams& params) {
         const float lse = params.lse[state_row];
         row_lse_log2[r] = lse == -positive_infinity() ? positive_infinity() : lse * kLog2e;
         row_delta[r] = params.delta[state_row];
-        row_pos[r] = params.q_positions[pr.query_index];
+        if constexpr (kKeyIntervals) {
+          row_pos[r] = params.q_key_first[pr.query_index];
+          row_key_last[r] = params.q_key_last[pr.query_index];
+        } else {
+          row_pos[r] = params.q_positions[pr.query_index];
+        }
       } else {
         row_lse_log2[r] = positive_infinity();
         row_delta[r] = 0.0f;
-        row_pos[r] = 0x7fffffff;
+        row_pos[r] = 0x7fffffff;  // after every key (causal), an empty interval (with row_key_last)
+        if constexpr (kKeyIntervals) row_key_last[r] = 0;
       }
     }
     __syncthreads();
@@ -253,28 +306,48 @@ CPGEN_DEVICE void ring_bwd_step(const RingBwdParams& params) {
     }
 
     // P^T and dS^T in place. The mask is needed on a partial key tile and, causal, on query tiles
-    // that straddle the diagonal of this CTA's keys.
-    const int q_first_pos = row_pos[0];
-    const int q_last_pos = params.q_positions[block_last_query(block, kBlockM, kGroup, params.q_len)];
-    const bool need_mask = keys_here < kBlockN ||
-                           (kCausal && classify_tile(q_first_pos, q_last_pos, k_first_pos, k_last_pos,
-                                                     kCausal) != TileClass::kFull);
+    // that straddle the diagonal of this CTA's keys; with key intervals, on the tiles outside the
+    // run of queries that see every key here.
+    bool need_mask = keys_here < kBlockN;
+    if constexpr (kCausal) {
+      const int q_first_pos = row_pos[0];
+      const int q_last_pos = params.q_positions[block_last_query(block, kBlockM, kGroup, params.q_len)];
+      need_mask = need_mask ||
+                  classify_tile(q_first_pos, q_last_pos, k_first_pos, k_last_pos, kCausal) != TileClass::kFull;
+    } else if constexpr (kKeyIntervals) {
+      need_mask = need_mask || block < full_first || block >= full_end;
+    }
 #pragma unroll
     for (int mt = 0; mt < kKeyMTiles; ++mt)
 #pragma unroll
       for (int half = 0; half < 2; ++half) {
         const int key_local = key_row0 + mt * 16 + acc_row(lane, 2 * half);
         const bool key_valid = key_local < keys_here;
-        const int key_pos = kCausal && need_mask && key_valid ? params.kv_positions[key0 + key_local] : 0;
+        const int key_pos = kMasked && need_mask && key_valid ? params.kv_positions[key0 + key_local] : 0;
 #pragma unroll
         for (int j = 0; j < kQueryTiles; ++j)
 #pragma unroll
           for (int e = 2 * half; e < 2 * half + 2; ++e) {
             const int col = j * 8 + acc_col(lane, e);
-            float p = exp2f(fmaf(st[mt][j][e], params.scale_log2, -row_lse_log2[col]));
-            if (need_mask && (!key_valid || (kCausal && key_pos > row_pos[col]))) p = 0.0f;
+            float p, slope = 1.0f;
+            if constexpr (kSoftcap) {
+              // tanh(scale q.k / c) = t / c; P = exp(t - lse) = exp2(t log2(e) - lse log2(e)).
+              const float capped = tanh_approx(st[mt][j][e] * scale_over_cap);
+              p = exp2f(fmaf(capped, cap_log2, -row_lse_log2[col]));
+              slope = 1.0f - capped * capped;
+            } else {
+              p = exp2f(fmaf(st[mt][j][e], params.scale_log2, -row_lse_log2[col]));
+            }
+            bool hidden = !key_valid;
+            if constexpr (kCausal) hidden = hidden || key_pos > row_pos[col];
+            if constexpr (kKeyIntervals) hidden = hidden || !key_in_interval(row_pos[col], row_key_last[col], key_pos);
+            if (need_mask && hidden) p = 0.0f;
             st[mt][j][e] = p;
-            dpt[mt][j][e] = p * (dpt[mt][j][e] - row_delta[col]);
+            if constexpr (kSoftcap) {
+              dpt[mt][j][e] = p * (dpt[mt][j][e] - row_delta[col]) * slope;
+            } else {
+              dpt[mt][j][e] = p * (dpt[mt][j][e] - row_delta[col]);
+            }
           }
       }
 

@@ -38,8 +38,11 @@ struct BwdLayout {
 
 CPGEN_HOST_DEVICE constexpr int min_int(int a, int b) { return a < b ? a : b; }
 
+// key_intervals: the per-row table holds each query row's visible key interval (first and last
+// key position) in place of its position, 4 more bytes per row (step_bwd.cuh).
 CPGEN_HOST_DEVICE constexpr BwdLayout bwd_layout(int element_bytes, int head_dim, int block_m,
-                                                 int block_n, int warps, int stages) {
+                                                 int block_n, int warps, int stages,
+                                                 bool key_intervals = false) {
   BwdLayout l{};
   l.threads = warps * 32;
   l.key_groups = min_int(warps, block_n / 16);
@@ -60,7 +63,8 @@ CPGEN_HOST_DEVICE constexpr BwdLayout bwd_layout(int element_bytes, int head_dim
   l.ds_offset = l.do_offset + stages * l.q_tile_bytes;
   l.ds_pitch = block_m + 8;
   l.rows_offset = l.ds_offset + block_n * l.ds_pitch * element_bytes;
-  l.shared_bytes = l.rows_offset + block_m * 12;  // lse (log2), delta, position per query row
+  // lse (log2), delta, and the position (or the key interval) per query row.
+  l.shared_bytes = l.rows_offset + block_m * (key_intervals ? 16 : 12);
   l.kv_loads_per_thread = (block_n * l.chunks_per_row + l.threads - 1) / l.threads;
   l.q_loads_per_thread = (block_m * l.chunks_per_row + l.threads - 1) / l.threads;
   return l;
@@ -83,7 +87,7 @@ struct BwdTraits {
   static constexpr bool kSoftcap = kSoftcapV;
   static constexpr int kElementBytes = Element::kBytes;
   static constexpr BwdLayout kLayout =
-      bwd_layout(kElementBytes, kHeadDim, kBlockM, kBlockN, kWarps, kStages);
+      bwd_layout(kElementBytes, kHeadDim, kBlockM, kBlockN, kWarps, kStages, kKeyIntervals);
 
   static constexpr int kThreads = kLayout.threads;
   static constexpr int kKeyGroups = kLayout.key_groups;

@@ -59,6 +59,7 @@ EmulatedRingResult run_emulated_ring(const Problem& p, const std::vector<std::pa
   std::vector<HostShard> shards(static_cast<size_t>(n));
   std::vector<std::unique_ptr<KernelRingBackend>> backends;
   const size_t rows = static_cast<size_t>(p.batch * p.q_heads * p.local_seq_len());
+  const bool given_forward = backward && !backward->out.empty();
   for (int r = 0; r < n; ++r) {
     auto shard_of = [&](const std::vector<float>& full, int64_t heads) {
       return scatter_shard(full, p.batch, heads, p.seq_len, p.head_dim, p.scheme, n, r, p.documents);
@@ -67,12 +68,21 @@ EmulatedRingResult run_emulated_ring(const Problem& p, const std::vector<std::pa
     s.q = upload_half(device, shard_of(q, p.q_heads), p.dtype);
     s.k = upload_half(device, shard_of(k, p.kv_heads), p.dtype);
     s.v = upload_half(device, shard_of(v, p.kv_heads), p.dtype);
-    s.out = poisoned(device, rows * static_cast<size_t>(p.head_dim) * sizeof(uint16_t));
-    s.lse = poisoned(device, rows * sizeof(float));
+    if (given_forward) {
+      s.out = upload_half(device, shard_of(backward->out, p.q_heads), p.dtype);
+      const std::vector<float> lse =
+          scatter_shard(backward->lse, p.batch, p.q_heads, p.seq_len, 1, p.scheme, n, r, p.documents);
+      s.lse = device.allocate(lse.size() * sizeof(float));
+      device.upload(s.lse.data(), lse.data(), lse.size() * sizeof(float));
+    } else {
+      s.out = poisoned(device, rows * static_cast<size_t>(p.head_dim) * sizeof(uint16_t));
+      s.lse = poisoned(device, rows * sizeof(float));
+    }
     backends.push_back(std::make_unique<KernelRingBackend>(p, r, device, positions));
     backends.back()->bind({s.q.data(), s.k.data(), s.v.data(), s.out.data(), s.lse.as<float>()});
   }
-  run_ring_threads(n, [&](int rank, Transport& transport) { ring_forward(*backends[rank], transport); });
+  if (!given_forward)
+    run_ring_threads(n, [&](int rank, Transport& transport) { ring_forward(*backends[rank], transport); });
 
   EmulatedRingResult result;
   std::vector<std::vector<float>> outs(static_cast<size_t>(n)), lses(static_cast<size_t>(n));

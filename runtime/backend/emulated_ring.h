@@ -25,11 +25,15 @@ struct EmulatedRingResult {
 
 // The backward's kernels and input: a backward step spec per backward step type (the first is
 // what ring step 0 runs), the preprocessing and conversion kernels, and dO as a full
-// [batch, q_heads, seq, head_dim] tensor in global order.
+// [batch, q_heads, seq, head_dim] tensor in global order. out and lse, when given (full tensors
+// in global order, [batch, q_heads, seq, head_dim] and [batch, q_heads, seq]), stand in for the
+// forward's: the forward ring does not run (per_step may then be empty) and the backward reads
+// out rounded to the input dtype and lse as fp32, which tests the backward kernels on their own.
 struct EmulatedBackward {
   std::vector<std::pair<StepType, KernelSpec>> steps;
   KernelSpec pre, convert;
   std::vector<float> dout;
+  std::vector<float> out, lse;
 };
 
 // per_step: the forward kernel of each step type of the problem (the first is what ring step 0

@@ -12,8 +12,28 @@
 
 namespace cpgen {
 
+namespace {
+
+// What this backend cannot run: a layout other than contiguous bhsd, or shards of different
+// lengths (documents that do not divide included). Masks are not refused here: the key intervals
+// and the softcap reach every launch, and which kernels read them is the selection's business
+// (check_kernel_ring_problem, kernel_needs_key_intervals).
+void check_backend_problem(const Problem& p, const std::vector<int64_t>& rank_lengths, int first_rank = 0) {
+  const std::string where = p.name.empty() ? std::string("problem") : "problem '" + p.name + "'";
+  if (!p.layout.empty() && p.layout != "bhsd")
+    throw_bad_input(where + ": layout " + p.layout + " is not supported by the ring kernels yet (bhsd is)");
+  check_partitionable(p.scheme, p.seq_len, static_cast<int>(p.cp_size));
+  for (size_t r = 0; r < rank_lengths.size(); ++r)
+    if (rank_lengths[r] != p.local_seq_len())
+      throw_bad_input(where + ": rank " + std::to_string(first_rank + static_cast<int>(r)) + " holds " +
+                      std::to_string(rank_lengths[r]) + " positions, not seq_len / cp_size = " +
+                      std::to_string(p.local_seq_len()) +
+                      "; the ring kernels need every document length divisible by the scheme's chunk count");
+}
+
+}  // namespace
+
 RingPositions::RingPositions(const Problem& problem, KernelDevice& device) {
-  check_kernel_ring_problem(problem);  // what the kernels run
   const int n = static_cast<int>(problem.cp_size);
   const AttentionShape shape = attention_shape_of(problem);
   std::vector<std::vector<int64_t>> ranks;
@@ -24,6 +44,7 @@ RingPositions::RingPositions(const Problem& problem, KernelDevice& device) {
     total_ += lengths_.back();
     max_len_ = std::max(max_len_, lengths_.back());
   }
+  check_backend_problem(problem, lengths_);
   // Interval ends are clamped to int32; an unbounded side becomes INT32_MAX / 0, which no position
   // (validated below 2^31) passes.
   std::vector<int> host(static_cast<size_t>(3 * total_));
@@ -64,7 +85,7 @@ const int* RingPositions::rank_key_last(int rank) const {
 KernelRingBackend::KernelRingBackend(const Problem& problem, int rank, KernelDevice& device,
                                      const RingPositions& positions)
     : problem_(problem), rank_(rank), device_(device), positions_(positions) {
-  check_kernel_ring_problem(problem);
+  check_backend_problem(problem, {positions.rank_len(rank)}, rank);
   const size_t local = static_cast<size_t>(problem.local_seq_len());
   const size_t b = static_cast<size_t>(problem.batch), hd = static_cast<size_t>(problem.head_dim);
   const size_t qh = static_cast<size_t>(problem.q_heads), kvh = static_cast<size_t>(problem.kv_heads);
@@ -242,6 +263,11 @@ RingBwdParams KernelRingBackend::backward_step_params(const RingStep& step, int 
   p.dv_acc = dv_slots_[dkv_slot][part].as<float>();
   p.q_positions = positions_.rank_positions(rank_);
   p.kv_positions = positions_.rank_positions(step.kv_rank) + key0;
+  // The local queries' key intervals (global positions, so the part's offset does not enter);
+  // read only by kernels specialized on them, as the softcap is.
+  p.q_key_first = positions_.rank_key_first(rank_);
+  p.q_key_last = positions_.rank_key_last(rank_);
+  p.softcap = static_cast<float>(problem_.softcap > 0 ? problem_.softcap : 0.0);
   // Contiguous [batch, heads, local, head_dim]; dout has q's layout.
   p.q_row_stride = p.k_row_stride = p.v_row_stride = p.dout_row_stride = hd;
   p.q_head_stride = p.dout_head_stride = local * hd;
@@ -298,7 +324,10 @@ void KernelRingBackend::accumulate_dkv_part(int slot, bool is_first, int part) {
                                           " out of order (expected part " + std::to_string(next_part_) +
                                           " after a backward_step)");
   const StepType type = backward_of(step_type_at(problem_, rank_, pending_step_.step));
-  device_.launch_backward(type, backward_step_params(pending_step_, slot, !is_first, part));
+  // A chunk no local query sees adds nothing: in add mode the launch is skipped. The chunk's first
+  // step still launches, since it defines the accumulator (every key block then writes zeros).
+  if (is_first || positions_.chunk_visible(rank_, pending_step_.kv_rank))
+    device_.launch_backward(type, backward_step_params(pending_step_, slot, !is_first, part));
   if (++next_part_ == parts_) has_pending_step_ = false;
 }
 

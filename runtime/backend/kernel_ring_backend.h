@@ -9,8 +9,10 @@
 // accumulate_dkv_part, not in backward_step: it adds the local queries' dK/dV straight into the
 // held chunk's fp32 accumulator (write mode on the chunk's first step, add mode after), so it must
 // wait until that accumulator has arrived from the previous rank, which the driver guarantees by
-// then. backward_step only records the step. backward_end converts dQ and the own chunk's dK/dV
-// into the caller's tensors in the input dtype.
+// then. backward_step only records the step. A step whose chunk no local query sees
+// (RingPositions::chunk_visible: documents, windows, causal) launches nothing in add mode; as the
+// chunk's first step it still launches, and the kernel writes zeros. backward_end converts dQ and
+// the own chunk's dK/dV into the caller's tensors in the input dtype.
 //
 // Overlap. Each chunk's keys are cut in two parts (the first local_len / 2 keys and the rest),
 // each with its own accumulator that travels as its own exchange (dkv_parts() == 2), and a step

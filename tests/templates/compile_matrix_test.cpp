@@ -101,6 +101,21 @@ void compile_mask_features(std::string_view arch) {
   compile_cold(specs, arch);
 }
 
+// The backward step's mask features (issue 11: key intervals, softcap, both) on the bf16 default
+// of head dims 64 and 128: they add the interval bounds and the tanh per element and must not
+// spill either.
+void compile_backward_mask_features(std::string_view arch) {
+  std::vector<KernelSpec> specs;
+  for (int hd : {64, 128})
+    for (auto [intervals, softcap] : {std::pair{true, false}, {false, true}, {true, true}}) {
+      KernelSpec s = KernelSpec::backward_default_for_arch(Dtype::kBf16, hd, true, 4, arch);
+      s.key_intervals = intervals;
+      s.softcap = softcap;
+      specs.push_back(s);
+    }
+  compile_cold(specs, arch);
+}
+
 TEST(CompileMatrix, MaskFeatureForwardSpecsCompileWithoutSpillsForSm80) { compile_mask_features("sm_80"); }
 TEST(CompileMatrix, MaskFeatureForwardSpecsCompileWithoutSpillsForSm90) { compile_mask_features("sm_90"); }
 TEST(CompileMatrix, EveryDefaultCompilesWithoutSpillsForSm80) { compile_all_defaults("sm_80"); }
@@ -112,6 +127,8 @@ TEST(CompileMatrix, RepresentativeSpecsCompileWithoutSpillsForSm100) { compile_r
 TEST(CompileMatrix, RepresentativeSpecsCompileWithoutSpillsForSm120) { compile_representative("sm_120"); }
 TEST(CompileMatrix, EveryBackwardDefaultCompilesWithoutSpillsForSm80) { compile_backward_defaults("sm_80"); }
 TEST(CompileMatrix, EveryBackwardDefaultCompilesWithoutSpillsForSm90) { compile_backward_defaults("sm_90"); }
+TEST(CompileMatrix, BackwardMaskFeaturesCompileWithoutSpillsForSm80) { compile_backward_mask_features("sm_80"); }
+TEST(CompileMatrix, BackwardMaskFeaturesCompileWithoutSpillsForSm90) { compile_backward_mask_features("sm_90"); }
 
 }  // namespace
 }  // namespace cpgen

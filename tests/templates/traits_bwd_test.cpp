@@ -22,22 +22,24 @@ TEST(TraitsBwd, FeasibilityModelMatchesTheTraitsForEveryTileConfig) {
     for (int bm : kSupportedBwdBlockM)
       for (int bn : kSupportedBwdBlockN)
         for (int w : kSupportedWarps)
-          for (int st : kSupportedBwdStages) {
-            KernelSpec s = KernelSpec::backward_default_for(Dtype::kFp16, hd, false, 4);
-            s.block_m = bm;
-            s.block_n = bn;
-            s.warps = w;
-            s.stages = st;
-            const device::BwdLayout l = device::bwd_layout(2, hd, bm, bn, w, st);
-            for (auto [arch, arch_number] : {std::pair{"sm_80", 800}, {"sm_90", 900}}) {
-              Feasibility f = check_feasibility(s, arch);
-              EXPECT_EQ(f.shared_bytes, l.shared_bytes) << s.uri();
-              EXPECT_EQ(f.feasible, traits_accept(l, s, arch_number)) << s.uri() << " on " << arch
-                                                                      << ": " << f.reason;
-              feasible += f.feasible;
-              ++checked;
+          for (int st : kSupportedBwdStages)
+            for (bool intervals : {false, true}) {
+              KernelSpec s = KernelSpec::backward_default_for(Dtype::kFp16, hd, false, 4);
+              s.block_m = bm;
+              s.block_n = bn;
+              s.warps = w;
+              s.stages = st;
+              s.key_intervals = intervals;
+              const device::BwdLayout l = device::bwd_layout(2, hd, bm, bn, w, st, intervals);
+              for (auto [arch, arch_number] : {std::pair{"sm_80", 800}, {"sm_90", 900}}) {
+                Feasibility f = check_feasibility(s, arch);
+                EXPECT_EQ(f.shared_bytes, l.shared_bytes) << s.uri();
+                EXPECT_EQ(f.feasible, traits_accept(l, s, arch_number)) << s.uri() << " on " << arch
+                                                                        << ": " << f.reason;
+                feasible += f.feasible;
+                ++checked;
+              }
             }
-          }
   EXPECT_GT(checked, 500);
   EXPECT_GT(feasible, 100);
 }

@@ -105,6 +105,12 @@ void ModelDevice::launch_backward(StepType step, const RingBwdParams& p) {
   require(p.dv_acc, 4 * kv_elems, "step dv_acc");
   require(p.q_positions, 4 * static_cast<size_t>(p.q_len), "step q_positions");
   require(p.kv_positions, 4 * static_cast<size_t>(p.kv_len), "step kv_positions");
+  if (key_intervals_) {
+    require(p.q_key_first, 4 * static_cast<size_t>(p.q_len), "step q_key_first");
+    require(p.q_key_last, 4 * static_cast<size_t>(p.q_len), "step q_key_last");
+  }
+  if (softcap_ && !(p.softcap > 0))
+    throw Error(ErrorKind::kInternal, "ModelDevice: a softcap kernel launched with softcap " + std::to_string(p.softcap));
 
   // This step's contributions in float64, added once into the fp32 accumulators.
   std::vector<double> dq(q_rows * hd, 0.0), dk(kv_elems, 0.0), dv(kv_elems, 0.0);
@@ -119,7 +125,10 @@ void ModelDevice::launch_backward(StepType step, const RingBwdParams& p) {
         const int64_t qo = b * p.q_batch_stride + h * p.q_head_stride + i * p.q_row_stride;
         const int64_t go = b * p.dout_batch_stride + h * p.dout_head_stride + i * p.dout_row_stride;
         for (int j = 0; j < p.kv_len; ++j) {
-          if (causal_ && p.kv_positions[j] > p.q_positions[i]) continue;
+          const int k_pos = p.kv_positions[j];
+          if (key_intervals_ ? (k_pos < p.q_key_first[i] || k_pos > p.q_key_last[i])
+                             : (causal_ && k_pos > p.q_positions[i]))
+            continue;
           const int64_t ko = b * p.k_batch_stride + kvh * p.k_head_stride + j * p.k_row_stride;
           const int64_t vo = b * p.v_batch_stride + kvh * p.v_head_stride + j * p.v_row_stride;
           double qk = 0, dp = 0;
@@ -127,9 +136,18 @@ void ModelDevice::launch_backward(StepType step, const RingBwdParams& p) {
             qk += load(p.q, qo + d) * load(p.k, ko + d);
             dp += load(p.dout, go + d) * load(p.v, vo + d);
           }
-          // The kernel's exp2 form of exp(scale q.k - lse).
-          const double prob = std::exp2(qk * p.scale_log2 - static_cast<double>(lse) * kLog2e);
-          const double ds = prob * (dp - p.delta[row]);
+          // P = exp(t - lse) with the logit t = scale q.k (the kernel's exp2 form), or with a
+          // softcap c, t = c tanh(scale q.k / c), whose slope dt / d(scale q.k) = 1 - (t / c)^2
+          // enters dS.
+          double prob, slope = 1.0;
+          if (softcap_) {
+            const double capped = std::tanh(p.scale * qk / p.softcap);
+            prob = std::exp(p.softcap * capped - static_cast<double>(lse));
+            slope = 1.0 - capped * capped;
+          } else {
+            prob = std::exp2(qk * p.scale_log2 - static_cast<double>(lse) * kLog2e);
+          }
+          const double ds = prob * (dp - p.delta[row]) * slope;
           const int64_t kv_row = ((static_cast<int64_t>(b) * p.kv_heads + kvh) * p.kv_len + j) * hd;
           for (int d = 0; d < hd; ++d) {
             dq[row * hd + d] += p.scale * ds * load(p.k, ko + d);

@@ -1,6 +1,7 @@
 // A KernelDevice for CPU tests of KernelRingBackend: host memory, and each backward kernel run as
 // a float64 implementation of the semantics params_bwd.cuh documents (fp32 accumulators stored
-// as fp32, exactly as the kernels keep them). It records every launch and checks that every
+// as fp32, exactly as the kernels keep them), for the step kernel of a spec that is causal or
+// not, reads the key intervals or not, and applies the softcap or not. It records every launch and checks that every
 // pointer a launch gets lies, with the extent the params describe, inside memory this device (or
 // a device sharing its registry) allocated: what a GPU would fault on, or silently corrupt,
 // fails here instead.
@@ -40,8 +41,16 @@ struct ModelLaunch {
 
 class ModelDevice final : public KernelDevice {
  public:
-  ModelDevice(std::shared_ptr<ModelMemory> memory, Dtype dtype, int head_dim, bool causal)
-      : memory_(std::move(memory)), dtype_(dtype), head_dim_(head_dim), causal_(causal) {}
+  // key_intervals: the step kernel masks by params.q_key_first / q_key_last (causal then plays no
+  // part); softcap: by params.softcap (generator/kernel_spec.h's flags of the same names).
+  ModelDevice(std::shared_ptr<ModelMemory> memory, Dtype dtype, int head_dim, bool causal,
+              bool key_intervals = false, bool softcap = false)
+      : memory_(std::move(memory)),
+        dtype_(dtype),
+        head_dim_(head_dim),
+        causal_(causal),
+        key_intervals_(key_intervals),
+        softcap_(softcap) {}
 
   DeviceAllocation allocate(size_t bytes) override { return memory_->allocate(bytes); }
   void upload(void* dst, const void* host, size_t bytes) override;
@@ -62,6 +71,8 @@ class ModelDevice final : public KernelDevice {
   Dtype dtype_;
   int head_dim_;
   bool causal_;
+  bool key_intervals_;
+  bool softcap_;
   std::vector<ModelLaunch> launches_;
   int copies_ = 0;
 };

@@ -1,0 +1,142 @@
+// The backward step kernel's masks (issue 11) run by the CUDA emulator under KernelRingBackend
+// and the ring driver: packed documents, sliding windows (causal left-only and two-sided), the
+// logit softcap, and all of them at once, on zigzag rings of 2 and 4 ranks. The forward's out and
+// lse come from the float64 reference (rounded to what a forward hands over: out in the input
+// dtype, lse in fp32), so the backward kernels are checked on their own; gradients start as NaN
+// and dq, dk, dv must be within 2e-2 (relative Frobenius) of the float64 reference backward.
+// Single launches of the same kernels: emulated_device_backward_mask_test.cpp.
+//
+// Few distinct kernels (each is a host compile of seconds on a clean kernel store): four specs
+// (dtype, causal, intervals, softcap) for all cases, head dim 64, GQA group 2.
+#include <gtest/gtest.h>
+
+#include <cmath>
+#include <string>
+#include <utility>
+#include <vector>
+
+#include "runtime/backend/emulated_ring.h"
+#include "runtime/core/attention_shape.h"
+#include "runtime/core/half_convert.h"
+#include "runtime/ring/reference.h"
+#include "runtime/ring/sampled_check.h"
+#include "test_util.h"
+
+namespace cpgen {
+namespace {
+
+constexpr const char* kArch = "sm_90";
+constexpr double kLimit = 2e-2;
+
+KernelStore* test_store() {
+  static DirectoryKernelStore store(std::string(CPGEN_BINARY_DIR) + "/test-emulated-kernels");
+  return &store;
+}
+
+std::vector<float> as_float(const std::vector<double>& x) { return {x.begin(), x.end()}; }
+
+// Relative Frobenius error; NaN (an element no kernel wrote) fails every bound.
+double relative(const std::vector<float>& got, const std::vector<double>& want) {
+  EXPECT_EQ(got.size(), want.size());
+  double diff = 0, ref = 0;
+  for (size_t i = 0; i < got.size() && i < want.size(); ++i) {
+    diff += (got[i] - want[i]) * (got[i] - want[i]);
+    ref += want[i] * want[i];
+  }
+  return std::sqrt(diff / ref);
+}
+
+struct MaskCase {
+  Dtype dtype;
+  int ranks;
+  bool causal;
+  std::vector<int64_t> documents;  // each length divides 2 * ranks
+  int64_t window_left, window_right;
+  double softcap;
+};
+
+Problem problem_of(const MaskCase& c) {
+  Problem p;
+  p.name = "emulated-backward-mask";
+  p.batch = 1;
+  p.kv_heads = 1;
+  p.q_heads = 2;
+  p.head_dim = 64;
+  p.cp_size = c.ranks;
+  p.dtype = c.dtype;
+  p.causal = c.causal;
+  p.scheme = Scheme::kZigzag;
+  p.documents = c.documents;
+  p.seq_len = 0;
+  for (int64_t length : c.documents) p.seq_len += length;
+  p.window_left = c.window_left;
+  p.window_right = c.window_right;
+  p.softcap = c.softcap;
+  p.validate();
+  return p;
+}
+
+std::string describe(const MaskCase& c) {
+  std::string s = std::string(dtype_name(c.dtype)) + (c.causal ? " causal" : " full") + " ranks " +
+                  std::to_string(c.ranks) + " documents";
+  for (int64_t length : c.documents) s += " " + std::to_string(length);
+  return s + " window " + std::to_string(c.window_left) + "," + std::to_string(c.window_right) + " softcap " +
+         std::to_string(c.softcap);
+}
+
+double round_to(Dtype dtype, double x) {
+  const float f = static_cast<float>(x);
+  return dtype == Dtype::kBf16 ? bf16_to_float(float_to_bf16(f)) : fp16_to_float(float_to_fp16(f));
+}
+
+// The case through the emulated backward ring; fails the test on an error above the limit.
+void check(const MaskCase& c, uint64_t seed) {
+  const Problem p = problem_of(c);
+  const AttentionShape shape = attention_shape_of(p);
+  const AttentionVectors vec = random_vectors(p, seed);
+  std::vector<int64_t> positions(static_cast<size_t>(p.seq_len));
+  for (int64_t i = 0; i < p.seq_len; ++i) positions[static_cast<size_t>(i)] = i;
+  ReferenceForward fwd = reference_forward(shape, vec.q, vec.k, vec.v, positions, positions);
+  for (double& x : fwd.out) x = round_to(p.dtype, x);
+  for (double& x : fwd.lse) x = static_cast<float>(x);
+  const ReferenceGrads grads =
+      reference_backward(shape, vec.q, vec.k, vec.v, fwd.out, vec.dout, fwd.lse, positions, positions);
+
+  // Every backward step type runs the one spec: the intervals carry the whole mask, causal
+  // included, so no step type needs a kernel of its own.
+  KernelSpec spec = KernelSpec::backward_default_for_arch(p.dtype, 64, p.causal, 2, kArch);
+  spec.key_intervals = p.documents.size() > 1 || p.window_left >= 0 || p.window_right >= 0;
+  spec.softcap = p.softcap > 0;
+  EmulatedBackward backward;
+  for (StepType step : backward_step_types_for(p)) backward.steps.emplace_back(step, spec);
+  backward.pre = KernelSpec::backward_pre(p.dtype, 64);
+  backward.convert = KernelSpec::backward_convert(p.dtype, 64);
+  backward.dout = as_float(vec.dout);
+  backward.out = as_float(fwd.out);
+  backward.lse = as_float(fwd.lse);
+  const EmulatedRingResult got =
+      run_emulated_ring(p, {}, kArch, as_float(vec.q), as_float(vec.k), as_float(vec.v), test_store(), &backward);
+  const std::string what = describe(c) + " (" + spec.uri() + ")";
+  EXPECT_LT(relative(got.dq, grads.dq), kLimit) << what;
+  EXPECT_LT(relative(got.dk, grads.dk), kLimit) << what;
+  EXPECT_LT(relative(got.dv, grads.dv), kLimit) << what;
+}
+
+// bf16, causal: documents, a left-only window, a softcap on the causal kernel without intervals,
+// and everything at once (three kernels).
+TEST(EmulatedBackwardMasks, Bf16DocumentsWindowSoftcapAndAllCombined) {
+  check({Dtype::kBf16, 2, true, {40, 56}, -1, -1, 0}, 501);  // 96 packed rows: 2 query tiles
+  check({Dtype::kBf16, 4, true, {40}, 5, -1, 0}, 502);
+  check({Dtype::kBf16, 2, true, {24}, -1, -1, 2.0}, 503);
+  check({Dtype::kBf16, 4, true, {16, 8, 24}, 6, -1, 1.5}, 504);
+}
+
+// fp16, not causal: a two-sided window with documents and a softcap on rings of 2 and 4 (one
+// kernel).
+TEST(EmulatedBackwardMasks, Fp16TwoSidedWindowDocumentsAndSoftcap) {
+  check({Dtype::kFp16, 2, false, {8, 16}, 4, 3, 2.5}, 505);
+  check({Dtype::kFp16, 4, false, {32, 16}, 2, 5, 2.0}, 506);
+}
+
+}  // namespace
+}  // namespace cpgen
