@@ -30,7 +30,86 @@ int64_t tokens_in_document(Scheme scheme, int64_t length, int64_t n, int64_t r) 
   return 0;
 }
 
+// First and last position rank r holds of a single document of `length` (no tokens: first > last).
+struct Bounds {
+  int64_t first, last;
+};
+Bounds chunk_bounds(int64_t length, int64_t chunks, int64_t chunk) {
+  const int64_t start = chunk * (length / chunks) + std::min(chunk, length % chunks);
+  return {start, start + chunk_size(length, chunks, chunk) - 1};
+}
+Bounds single_document_bounds(Scheme scheme, int64_t length, int64_t n, int64_t r) {
+  switch (scheme) {
+    case Scheme::kContiguous: return chunk_bounds(length, n, r);
+    case Scheme::kZigzag: {
+      const Bounds a = chunk_bounds(length, 2 * n, r), b = chunk_bounds(length, 2 * n, 2 * n - 1 - r);
+      if (a.first > a.last) return b;
+      if (b.first > b.last) return a;
+      return {a.first, b.last};
+    }
+    case Scheme::kStriped:
+      return r < length ? Bounds{r, r + (length - 1 - r) / n * n} : Bounds{0, -1};
+    case Scheme::kZigzagToken: {
+      // Fold f holds positions f n .. f n + n - 1; rank r takes offset r in even folds and n-1-r
+      // in odd ones; the last fold may be short.
+      if (tokens_in_document(scheme, length, n, r) == 0) return {0, -1};
+      auto position = [&](int64_t fold) { return fold * n + (fold % 2 == 0 ? r : n - 1 - r); };
+      int64_t fold = (length - 1) / n;
+      if (position(fold) >= length) --fold;
+      return {r, position(fold)};
+    }
+  }
+  return {0, -1};
+}
+
+// Causal over one document without a window, in O(1) per step from each rank's first and last
+// position: a chunk is seen when its first key is at or before the rank's last query. (Full
+// attention over one document sees every non-empty chunk.) Empty ranks and chunks see nothing.
+int64_t skipped_steps_single_document(const Problem& p, Scheme scheme) {
+  const int n = static_cast<int>(p.cp_size);
+  std::vector<Bounds> bounds;
+  for (int r = 0; r < n; ++r) bounds.push_back(single_document_bounds(scheme, p.seq_len, n, r));
+  int64_t skipped = 0;
+  for (int r = 0; r < n; ++r)
+    for (int s = 0; s < n; ++s) {
+      const Bounds& q = bounds[static_cast<size_t>(r)];
+      const Bounds& k = bounds[static_cast<size_t>(kv_source_rank(r, s, n))];
+      const bool seen = q.first <= q.last && k.first <= k.last && (!p.causal || k.first <= q.last);
+      if (!seen) ++skipped;
+    }
+  return skipped;
+}
+
 }  // namespace
+
+bool plan_counts_steps_in_closed_form(const Problem& p, Scheme scheme) {
+  (void)scheme;  // every scheme has closed-form bounds
+  return p.documents.size() <= 1 && p.window_left < 0 && p.window_right < 0;
+}
+
+int64_t count_skipped_steps(const Problem& p, Scheme scheme) {
+  const int n = static_cast<int>(p.cp_size);
+  // A step is skipped when no local query's visible interval holds a position of the chunk.
+  // Every rank's positions increase, so a binary search per query answers it.
+  const AttentionShape shape = attention_shape_of(p);
+  std::vector<std::vector<int64_t>> positions;
+  for (int r = 0; r < n; ++r) positions.push_back(partition_positions(scheme, p.seq_len, n, r, p.documents));
+  int64_t skipped = 0;
+  for (int r = 0; r < n; ++r) {
+    std::vector<KeyInterval> keys;
+    for (int64_t q : positions[r]) keys.push_back(visible_keys(shape, q));
+    for (int s = 0; s < n; ++s) {
+      const std::vector<int64_t>& chunk = positions[kv_source_rank(r, s, n)];
+      const bool any = std::any_of(keys.begin(), keys.end(), [&](const KeyInterval& k) {
+        if (k.empty()) return false;
+        const auto it = std::lower_bound(chunk.begin(), chunk.end(), k.first);
+        return it != chunk.end() && *it <= k.last;
+      });
+      if (!any) ++skipped;
+    }
+  }
+  return skipped;
+}
 
 TokenPlan plan_tokens(const Problem& p, Scheme scheme) {
   TokenPlan plan;
@@ -43,26 +122,12 @@ TokenPlan plan_tokens(const Problem& p, Scheme scheme) {
   const double mean = static_cast<double>(p.seq_len) / n;
   plan.token_imbalance = mean > 0 ? most / mean : 1.0;
   plan.ring_steps = static_cast<int64_t>(n) * n;
-  if (p.seq_len > kMaxSkipCountTokens) return plan;
-
-  // A step is skipped when no local query's visible interval holds a position of the chunk.
-  // Every rank's positions increase, so a binary search per query answers it.
-  const AttentionShape shape = attention_shape_of(p);
-  std::vector<std::vector<int64_t>> positions;
-  for (int r = 0; r < n; ++r) positions.push_back(partition_positions(scheme, p.seq_len, n, r, p.documents));
-  plan.skipped_steps = 0;
-  for (int r = 0; r < n; ++r) {
-    std::vector<KeyInterval> keys;
-    for (int64_t q : positions[r]) keys.push_back(visible_keys(shape, q));
-    for (int s = 0; s < n; ++s) {
-      const std::vector<int64_t>& chunk = positions[kv_source_rank(r, s, n)];
-      const bool any = std::any_of(keys.begin(), keys.end(), [&](const KeyInterval& k) {
-        if (k.empty()) return false;
-        const auto it = std::lower_bound(chunk.begin(), chunk.end(), k.first);
-        return it != chunk.end() && *it <= k.last;
-      });
-      if (!any) ++plan.skipped_steps;
-    }
+  // Plain causal and full problems (most of a large shapes file) in closed form; masks by
+  // visiting the positions, up to kMaxSkipCountTokens.
+  if (plan_counts_steps_in_closed_form(p, scheme)) {
+    plan.skipped_steps = skipped_steps_single_document(p, scheme);
+  } else if (p.seq_len <= kMaxSkipCountTokens) {
+    plan.skipped_steps = count_skipped_steps(p, scheme);
   }
   return plan;
 }

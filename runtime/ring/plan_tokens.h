@@ -10,8 +10,10 @@
 
 namespace cpgen {
 
-// Past this many tokens the skipped steps are not counted (the count materializes every rank's
-// positions and visits each query once per step): reported as -1.
+// Past this many tokens the skipped steps of a masked problem (documents or a window) are not
+// counted (the count materializes every rank's positions and visits
+// each query once per step): reported as -1. Plain causal and full problems are counted in
+// closed form at any length.
 inline constexpr int64_t kMaxSkipCountTokens = int64_t{1} << 22;
 
 struct TokenPlan {
@@ -24,5 +26,11 @@ struct TokenPlan {
 // Closed-form token counts (any seq_len), and the skipped steps under the problem's mask model
 // (runtime/core/attention_shape.h) when seq_len <= kMaxSkipCountTokens.
 TokenPlan plan_tokens(const Problem& problem, Scheme scheme);
+
+// The skipped steps by visiting every rank's positions (any mask, any scheme), and whether
+// plan_tokens counts them in closed form instead (one document, no window);
+// exposed so tests can hold the two against each other.
+int64_t count_skipped_steps(const Problem& problem, Scheme scheme);
+bool plan_counts_steps_in_closed_form(const Problem& problem, Scheme scheme);
 
 }  // namespace cpgen

@@ -60,6 +60,29 @@ TEST(PlanTokens, CountsMatchThePartitionAndSkipsMatchBruteForce) {
         }
 }
 
+// The closed form for plain causal and full problems agrees with brute force at every small length
+// (lengths that do not divide, ranks left empty) and every scheme it covers.
+TEST(PlanTokens, ClosedFormSkipsAgreeWithBruteForce) {
+  int closed = 0;
+  for (Scheme scheme : {Scheme::kContiguous, Scheme::kZigzag, Scheme::kStriped, Scheme::kZigzagToken})
+    for (int64_t n : {1, 2, 3, 5, 8})
+      for (int64_t len = 1; len <= 41; ++len)
+        for (bool causal : {true, false}) {
+          Problem p = packed({len}, n);
+          p.causal = causal;
+          const int64_t expected = brute_force_skipped(p, scheme);
+          EXPECT_EQ(plan_tokens(p, scheme).skipped_steps, expected)
+              << scheme_name(scheme) << " n " << n << " len " << len << " causal " << causal;
+          closed += plan_counts_steps_in_closed_form(p, scheme) ? 1 : 0;
+        }
+  EXPECT_GT(closed, 0);
+  // A long plain causal problem is counted too (closed form: no length limit).
+  Problem big = packed({kMaxSkipCountTokens * 4}, 8);
+  big.causal = true;
+  EXPECT_EQ(plan_tokens(big, Scheme::kContiguous).skipped_steps, 8 * 7 / 2);
+  EXPECT_EQ(plan_tokens(big, Scheme::kZigzag).skipped_steps, 0);
+}
+
 TEST(PlanTokens, ContiguousCausalSkipsEveryFutureChunk) {
   Problem p = packed({64}, 4);
   const TokenPlan plan = plan_tokens(p, Scheme::kContiguous);
