@@ -97,7 +97,7 @@ cpgen::Problem to_problem(const cpgen_problem* c, const char* function) {
     cpgen::throw_bad_input(std::string(function) + ": reserved must be 0 (use cpgen_problem_init)");
   p.softmax_scale = c->softmax_scale;
   p.validate();
-  cpgen::check_kernel_ring_problem(p);  // the C ABI runs the kernels: equal shards only
+  cpgen::check_kernel_ring_problem(p);  // what the ring kernels run
   return p;
 }
 
@@ -156,11 +156,12 @@ cpgen_status cpgen_partition_positions(const cpgen_problem* problem, int32_t ran
     if (rank < 0 || rank >= p.cp_size)
       cpgen::throw_bad_input(std::string(fn) + ": rank " + std::to_string(rank) +
                              " is outside [0, cp_size " + std::to_string(p.cp_size) + ")");
-    if (capacity < static_cast<size_t>(p.local_seq_len()))
-      cpgen::throw_bad_input(std::string(fn) + ": capacity " + std::to_string(capacity) +
-                             " is less than seq_len / cp_size = " + std::to_string(p.local_seq_len()));
     std::vector<int64_t> local =
         cpgen::partition_positions(p.scheme, p.seq_len, static_cast<int>(p.cp_size), rank);
+    // Ranks may hold different row counts when seq_len does not divide.
+    if (capacity < local.size())
+      cpgen::throw_bad_input(std::string(fn) + ": capacity " + std::to_string(capacity) + " is less than the " +
+                             std::to_string(local.size()) + " rows of rank " + std::to_string(rank));
     for (size_t i = 0; i < local.size(); ++i) positions[i] = local[i];
   });
 }

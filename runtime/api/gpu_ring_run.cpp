@@ -26,7 +26,7 @@ BackwardShardPointers DeviceShard::backward_pointers() const {
 void upload_backward(const Problem& p, int rank, const std::vector<float>& dout, DeviceShard& s) {
   const int n = static_cast<int>(p.cp_size);
   s.dout = upload_half(s.q.device(),
-                       scatter_shard(dout, p.batch, p.q_heads, p.seq_len, p.head_dim, p.scheme, n, rank), p.dtype);
+                       scatter_shard(dout, p.batch, p.q_heads, p.seq_len, p.head_dim, p.scheme, n, rank, p.documents), p.dtype);
   s.dq = DeviceBuffer(s.q.device(), s.q.bytes());
   s.dk = DeviceBuffer(s.q.device(), s.k.bytes());
   s.dv = DeviceBuffer(s.q.device(), s.v.bytes());
@@ -46,13 +46,15 @@ DeviceShard upload_shard(const Problem& p, int rank, int device, const std::vect
                          const std::vector<float>& k, const std::vector<float>& v) {
   const int n = static_cast<int>(p.cp_size);
   auto shard_of = [&](const std::vector<float>& full, int64_t heads) {
-    return scatter_shard(full, p.batch, heads, p.seq_len, p.head_dim, p.scheme, n, rank);
+    return scatter_shard(full, p.batch, heads, p.seq_len, p.head_dim, p.scheme, n, rank, p.documents);
   };
   DeviceShard s;
-  s.q = upload_half(device, shard_of(q, p.q_heads), p.dtype);
+  const std::vector<float> q_shard = shard_of(q, p.q_heads);
+  s.q = upload_half(device, q_shard, p.dtype);
   s.k = upload_half(device, shard_of(k, p.kv_heads), p.dtype);
   s.v = upload_half(device, shard_of(v, p.kv_heads), p.dtype);
-  const size_t rows = static_cast<size_t>(p.batch * p.q_heads * p.local_seq_len());
+  // Ranks may hold different row counts: this rank's rows are its shard's.
+  const size_t rows = q_shard.size() / static_cast<size_t>(p.head_dim);
   s.out = DeviceBuffer(device, rows * static_cast<size_t>(p.head_dim) * sizeof(uint16_t));
   s.lse = DeviceBuffer(device, rows * sizeof(float));
   poison_outputs(p, s);
@@ -95,15 +97,15 @@ GpuRingResult run_gpu_ring_loopback(const Problem& p, const std::vector<float>& 
     ring.synchronize();
     std::vector<std::vector<float>> dq(n), dk(n), dv(n);
     for (int r = 0; r < n; ++r) download_grads(p, shards[r], dq[r], dk[r], dv[r]);
-    result.dq = gather_shards(dq, p.batch, p.q_heads, p.seq_len, p.head_dim, p.scheme, n);
-    result.dk = gather_shards(dk, p.batch, p.kv_heads, p.seq_len, p.head_dim, p.scheme, n);
-    result.dv = gather_shards(dv, p.batch, p.kv_heads, p.seq_len, p.head_dim, p.scheme, n);
+    result.dq = gather_shards(dq, p.batch, p.q_heads, p.seq_len, p.head_dim, p.scheme, n, p.documents);
+    result.dk = gather_shards(dk, p.batch, p.kv_heads, p.seq_len, p.head_dim, p.scheme, n, p.documents);
+    result.dv = gather_shards(dv, p.batch, p.kv_heads, p.seq_len, p.head_dim, p.scheme, n, p.documents);
     result.backward_kernel_uri = ring.backward_step_kernels().front().kernel_uri;
   }
   std::vector<std::vector<float>> outs(n), lses(n);
   for (int r = 0; r < n; ++r) download_outputs(p, shards[r], outs[r], lses[r]);
-  result.out = gather_shards(outs, p.batch, p.q_heads, p.seq_len, p.head_dim, p.scheme, n);
-  result.lse = gather_shards(lses, p.batch, p.q_heads, p.seq_len, 1, p.scheme, n);
+  result.out = gather_shards(outs, p.batch, p.q_heads, p.seq_len, p.head_dim, p.scheme, n, p.documents);
+  result.lse = gather_shards(lses, p.batch, p.q_heads, p.seq_len, 1, p.scheme, n, p.documents);
   result.kernel_uri = ring.kernel_uri();
   return result;
 }

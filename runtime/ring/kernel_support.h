@@ -1,7 +1,7 @@
 // What the generated ring kernels (GPU, and the emulated backend that runs the same launches)
 // support today, checked before anything is allocated or compiled. The problem model is wider
-// (issue 11): the CPU ring runs packed documents, sliding windows, softcaps and sequences whose
-// length does not divide; the kernels do not yet, and must refuse rather than run them wrong.
+// (issue 11): the CPU ring runs packed documents, sliding windows and softcaps; until the kernels
+// do, they must refuse rather than run them wrong. Layouts and unequal shards run on both.
 #pragma once
 
 #include <string>
@@ -12,7 +12,7 @@ namespace cpgen {
 
 // Throws Error(kBadInput) with one line "<where>: <field> ... is not supported by the <what>
 // yet; ..." for the first feature the step kernels lack: documents, window_left, window_right,
-// softcap, or a seq_len the scheme cannot split into equal shards (check_partitionable).
+// softcap.
 void check_kernel_ring_problem(const Problem& problem, const std::string& what = "GPU ring kernels");
 
 }  // namespace cpgen
