@@ -45,23 +45,30 @@ TokenPlan plan_tokens(const Problem& p, Scheme scheme) {
   plan.ring_steps = static_cast<int64_t>(n) * n;
   if (p.seq_len > kMaxSkipCountTokens) return plan;
 
-  // A step is skipped when no local query's visible interval holds a position of the chunk.
-  // Every rank's positions increase, so a binary search per query answers it.
+  // Every rank's positions increase and so do both ends of the visible intervals along them
+  // (attention_shape.h), so the first key at or after an interval's start and the first key past
+  // its end only move forward: two pointers count a (rank, step) in one pass.
   const AttentionShape shape = attention_shape_of(p);
   std::vector<std::vector<int64_t>> positions;
   for (int r = 0; r < n; ++r) positions.push_back(partition_positions(scheme, p.seq_len, n, r, p.documents));
   plan.skipped_steps = 0;
+  plan.visible_pairs.assign(static_cast<size_t>(n), std::vector<int64_t>(static_cast<size_t>(n), 0));
   for (int r = 0; r < n; ++r) {
     std::vector<KeyInterval> keys;
     for (int64_t q : positions[r]) keys.push_back(visible_keys(shape, q));
     for (int s = 0; s < n; ++s) {
       const std::vector<int64_t>& chunk = positions[kv_source_rank(r, s, n)];
-      const bool any = std::any_of(keys.begin(), keys.end(), [&](const KeyInterval& k) {
-        if (k.empty()) return false;
-        const auto it = std::lower_bound(chunk.begin(), chunk.end(), k.first);
-        return it != chunk.end() && *it <= k.last;
-      });
-      if (!any) ++plan.skipped_steps;
+      size_t first = 0, past = 0;  // chunk[first..past) lies in the current interval
+      int64_t pairs = 0;
+      for (const KeyInterval& k : keys) {
+        if (k.empty()) continue;
+        while (first < chunk.size() && chunk[first] < k.first) ++first;
+        past = std::max(past, first);
+        while (past < chunk.size() && chunk[past] <= k.last) ++past;
+        pairs += static_cast<int64_t>(past - first);
+      }
+      plan.visible_pairs[r][s] = pairs;
+      if (pairs == 0) ++plan.skipped_steps;
     }
   }
   return plan;
