@@ -62,8 +62,8 @@ SchemePlan plan_scheme(const Problem& problem, Scheme scheme, const KernelSpec& 
   plan.scheme = scheme;
   Problem p = problem;
   p.scheme = scheme;
-  plan.tokens = plan_tokens(p, scheme);
   plan.pair_model = uses_pair_model(p);
+  plan.tokens = plan_tokens(p, scheme, plan.pair_model);
   if (plan.pair_model) {
     if (plan.tokens.visible_pairs.empty()) {
       plan.reason = "documents, windows or unequal shards over " + std::to_string(kMaxSkipCountTokens) +

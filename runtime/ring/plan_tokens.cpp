@@ -1,6 +1,7 @@
 #include "runtime/ring/plan_tokens.h"
 
 #include <algorithm>
+#include <utility>
 
 #include "runtime/core/attention_shape.h"
 #include "runtime/ring/partition.h"
@@ -32,7 +33,7 @@ int64_t tokens_in_document(Scheme scheme, int64_t length, int64_t n, int64_t r) 
 
 }  // namespace
 
-TokenPlan plan_tokens(const Problem& p, Scheme scheme) {
+TokenPlan plan_tokens(const Problem& p, Scheme scheme, bool count_pairs) {
   TokenPlan plan;
   const int n = static_cast<int>(p.cp_size);
   const std::vector<int64_t> documents = p.documents.empty() ? std::vector<int64_t>{p.seq_len} : p.documents;
@@ -52,7 +53,7 @@ TokenPlan plan_tokens(const Problem& p, Scheme scheme) {
   std::vector<std::vector<int64_t>> positions;
   for (int r = 0; r < n; ++r) positions.push_back(partition_positions(scheme, p.seq_len, n, r, p.documents));
   plan.skipped_steps = 0;
-  plan.visible_pairs.assign(static_cast<size_t>(n), std::vector<int64_t>(static_cast<size_t>(n), 0));
+  std::vector<std::vector<int64_t>> visible(static_cast<size_t>(n), std::vector<int64_t>(static_cast<size_t>(n), 0));
   for (int r = 0; r < n; ++r) {
     std::vector<KeyInterval> keys;
     for (int64_t q : positions[r]) keys.push_back(visible_keys(shape, q));
@@ -66,11 +67,13 @@ TokenPlan plan_tokens(const Problem& p, Scheme scheme) {
         past = std::max(past, first);
         while (past < chunk.size() && chunk[past] <= k.last) ++past;
         pairs += static_cast<int64_t>(past - first);
+        if (!count_pairs && pairs > 0) break;
       }
-      plan.visible_pairs[r][s] = pairs;
+      visible[r][s] = pairs;
       if (pairs == 0) ++plan.skipped_steps;
     }
   }
+  if (count_pairs) plan.visible_pairs = std::move(visible);
   return plan;
 }
 

@@ -28,6 +28,8 @@ struct TokenPlan {
 // Closed-form token counts (any seq_len), and the visible pairs and skipped steps under the
 // problem's mask model (runtime/core/attention_shape.h) when seq_len <= kMaxSkipCountTokens:
 // one pass over each rank's queries per step (the interval ends only move forward along them).
-TokenPlan plan_tokens(const Problem& problem, Scheme scheme);
+// count_pairs false: the skipped steps only (a step stops at its first visible pair), and
+// visible_pairs stays empty: what the planner needs when it counts work in tiles.
+TokenPlan plan_tokens(const Problem& problem, Scheme scheme, bool count_pairs = true);
 
 }  // namespace cpgen
