@@ -257,11 +257,13 @@ RingFwdParams KernelRingBackend::step_params(const RingStep& step) const {
   return p;
 }
 
-// Each step runs the kernel selected for its step type (diagonal, full, zigzag half). A rank
-// without rows has nothing to compute or write.
+// Each step runs the kernel selected for its step type (diagonal, full, zigzag half). A launch
+// over no queries has nothing to do (a rank without rows, an empty query view), and one over no
+// keys neither, except on the last step, which still writes every row's out and lse.
 void KernelRingBackend::forward_step(const RingStep& step) {
-  if (len_ == 0) return;
-  device_.launch_forward(step_type_at(problem_, rank_, step.step), step_params(step));
+  const RingFwdParams params = step_params(step);
+  if (params.q_len == 0 || (params.kv_len == 0 && !step.is_last)) return;
+  device_.launch_forward(step_type_at(problem_, rank_, step.step), params);
 }
 
 // ---- Backward ----------------------------------------------------------------------------------
@@ -399,9 +401,10 @@ void KernelRingBackend::accumulate_dkv_part(int slot, bool is_first, int part) {
                                           " after a backward_step)");
   const StepType type = backward_of(step_type_at(problem_, rank_, pending_step_.step));
   const RingBwdParams params = backward_step_params(pending_step_, slot, !is_first, part);
-  // A part past the end of a shorter chunk holds none of its keys: no rank reads it. A rank
-  // without queries still runs the kernel, which writes the zero contribution in write mode.
-  if (params.kv_len > 0) device_.launch_backward(type, params);
+  // A part past the end of a shorter chunk holds none of its keys: no rank reads it. A launch
+  // over no queries adds nothing; it is never a write-mode one, which only the chunk's owner
+  // runs, and the owner has as many queries as the chunk has keys.
+  if (params.kv_len > 0 && params.q_len > 0) device_.launch_backward(type, params);
   if (++next_part_ == parts_) has_pending_step_ = false;
 }
 

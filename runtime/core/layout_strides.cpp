@@ -38,6 +38,7 @@ void check_tensor_strides(const TensorStrides& s, const std::string& what, int64
     if (d.stride < 0 || d.stride % 8 != 0)
       throw_bad_input(what + ": " + d.name + " stride " + std::to_string(d.stride) +
                       " is not allowed; allowed: a non-negative multiple of 8 elements (rows move as 16-byte pieces)");
+  if (batch <= 0 || heads <= 0 || rows <= 0) return;  // no element (a rank without rows): nothing overlaps
   // Non-overlap: innermost first, every dimension that has more than one entry must start its
   // second entry past the extent of everything inside it.
   std::sort(dims.begin(), dims.end(), [](const Dim& a, const Dim& b) { return a.stride < b.stride; });

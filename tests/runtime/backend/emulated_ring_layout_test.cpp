@@ -149,5 +149,31 @@ TEST(EmulatedRing, EveryLayoutAndUnequalShardsForwardAndBackward) {
   }
 }
 
+// Fewer tokens than ranks: 5 over 8 zigzag ranks leaves ranks 5..7 without rows, so rank 4 ends
+// the forward on an empty chunk (a last-step launch over no keys, which must still write out and
+// lse) and ranks 5..7 launch nothing.
+TEST(EmulatedRing, RanksWithoutRowsForward) {
+  Problem p = unequal_problem("bhsd");
+  p.batch = 1;
+  p.seq_len = 5;
+  p.cp_size = 8;
+  p.validate();
+  const AttentionVectors vec = random_vectors(p, 43);
+  std::vector<int64_t> positions(static_cast<size_t>(p.seq_len));
+  for (int64_t i = 0; i < p.seq_len; ++i) positions[static_cast<size_t>(i)] = i;
+  const ReferenceForward fwd = reference_forward(vec.shape, vec.q, vec.k, vec.v, positions, positions);
+  const EmulatedRingResult got =
+      run_emulated_ring(p, forward_defaults(p), kArch, as_float(vec.q), as_float(vec.k), as_float(vec.v), test_store());
+  EXPECT_LT(relative(got.out, fwd.out), 2e-2);
+  EXPECT_LT(relative(got.lse, fwd.lse), 2e-2);
+  // Rank r < 5 holds one row (chunk r; its second chunk, 15 - r, is empty). It launches its own
+  // chunk, the key-half steps of the r earlier ranks' chunks, and the last step (rank r + 1's
+  // chunk, seen by no row but the one that writes out and lse); its other query-half steps view
+  // its empty second chunk and launch nothing: r + 2 launches.
+  long expected = 0;
+  for (int r = 0; r < 5; ++r) expected += r + 2;
+  EXPECT_EQ(got.launches, expected);
+}
+
 }  // namespace
 }  // namespace cpgen

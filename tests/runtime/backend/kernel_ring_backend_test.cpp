@@ -320,6 +320,18 @@ TEST(KernelRingBackendBackward, UnequalShardsMatchTheReferenceForEveryScheme) {
   }
 }
 
+// Fewer tokens than ranks: 5 over 8 leaves some ranks without rows (zigzag: ranks 5..7; striped
+// and contiguous likewise), and every chunk still reaches every rank and back.
+TEST(KernelRingBackendBackward, RanksWithoutRowsTakePartInTheRing) {
+  for (Scheme scheme : {Scheme::kZigzag, Scheme::kContiguous, Scheme::kStriped}) {
+    Problem p = make_problem(8, Dtype::kFp16, true, scheme, 1, 64);
+    p.seq_len = 5;
+    p.validate();
+    const GradErrors e = run_backward(p, Driver::kThreads);
+    EXPECT_LT(e.max(), tolerance(p.dtype)) << describe(p) << ": dq " << e.dq << " dk " << e.dk << " dv " << e.dv;
+  }
+}
+
 // The same problem handed over in bshd, sbhd (batch 2) and thd (batch 1) gives the gradients of
 // bhsd bit for bit: the kernels read and write through strides and sum in the same order.
 TEST(KernelRingBackendBackward, EveryLayoutGivesTheGradientsOfBhsd) {

@@ -75,6 +75,8 @@ TEST(LayoutStrides, CheckNamesTheStrideAndWhatIsAllowed) {
   // A dimension of one entry never uses its stride; gaps between rows are fine (a view).
   EXPECT_EQ(message_of({0, 0, 3 * 64}, 1, 1, 4, 64), "");
   EXPECT_EQ(message_of({7 * 8, 0, 64}, 1, 1, 4, 64), "");
+  // A rank without rows holds no element: its presets (all 0 but the row) overlap nothing.
+  EXPECT_EQ(message_of(layout_strides("bhsd", 2, 2, 0, 64), 2, 2, 0, 64), "");
 }
 
 }  // namespace
