@@ -1,6 +1,5 @@
 #include "runtime/backend/emulated_ring.h"
 
-#include <algorithm>
 #include <cstring>
 #include <memory>
 
@@ -48,36 +47,6 @@ DeviceAllocation upload_half(KernelDevice& device, const std::vector<float>& val
   return a;
 }
 
-// A rank's [batch, heads, rows, head_dim] shard (row-major) to the element order the strides
-// describe and back: the caller's framework hands the ring tensors in its layout (the presets
-// are dense, so the shard keeps its element count).
-struct ShardShape {
-  int64_t batch, heads, rows, head_dim;
-  TensorStrides strides;
-};
-
-std::vector<float> to_layout(const std::vector<float>& bhsd, const ShardShape& s) {
-  std::vector<float> out(bhsd.size());
-  size_t i = 0;
-  for (int64_t b = 0; b < s.batch; ++b)
-    for (int64_t h = 0; h < s.heads; ++h)
-      for (int64_t r = 0; r < s.rows; ++r, i += static_cast<size_t>(s.head_dim))
-        std::copy_n(bhsd.begin() + static_cast<std::ptrdiff_t>(i), s.head_dim,
-                    out.begin() + b * s.strides.batch + h * s.strides.head + r * s.strides.row);
-  return out;
-}
-
-std::vector<float> from_layout(const std::vector<float>& laid, const ShardShape& s) {
-  std::vector<float> out(laid.size());
-  size_t i = 0;
-  for (int64_t b = 0; b < s.batch; ++b)
-    for (int64_t h = 0; h < s.heads; ++h)
-      for (int64_t r = 0; r < s.rows; ++r, i += static_cast<size_t>(s.head_dim))
-        std::copy_n(laid.begin() + b * s.strides.batch + h * s.strides.head + r * s.strides.row, s.head_dim,
-                    out.begin() + static_cast<std::ptrdiff_t>(i));
-  return out;
-}
-
 }  // namespace
 
 EmulatedRingResult run_emulated_ring(const Problem& p, const std::vector<std::pair<StepType, KernelSpec>>& per_step,
@@ -90,28 +59,23 @@ EmulatedRingResult run_emulated_ring(const Problem& p, const std::vector<std::pa
   const RingPositions positions(p, device);
   std::vector<HostShard> shards(static_cast<size_t>(n));
   std::vector<std::unique_ptr<KernelRingBackend>> backends;
-  // Per rank: its row count and the shapes of its q-like and k-like tensors in the problem's layout.
-  std::vector<ShardShape> q_shape, kv_shape;
-  for (int r = 0; r < n; ++r) {
-    const int64_t len = positions.rank_len(r);
-    q_shape.push_back({p.batch, p.q_heads, len, p.head_dim, layout_strides(p.layout, p.batch, p.q_heads, len, p.head_dim)});
-    kv_shape.push_back({p.batch, p.kv_heads, len, p.head_dim, layout_strides(p.layout, p.batch, p.kv_heads, len, p.head_dim)});
-  }
-  const auto shard_of = [&](const std::vector<float>& full, const ShardShape& shape, int r) {
-    return to_layout(scatter_shard(full, p.batch, shape.heads, p.seq_len, p.head_dim, p.scheme, n, r, p.documents), shape);
+  // Shards in the problem's layout, as a framework in that layout hands them over.
+  const auto shard_of = [&](const std::vector<float>& full, int64_t heads, int r) {
+    return shard_to_layout(scatter_shard(full, p.batch, heads, p.seq_len, p.head_dim, p.scheme, n, r, p.documents),
+                           p.layout, p.batch, heads, p.head_dim);
   };
-  const auto gather = [&](const std::vector<std::vector<float>>& laid, const std::vector<ShardShape>& shapes,
-                          int64_t dim) {
+  const auto gather = [&](const std::vector<std::vector<float>>& laid, int64_t heads, int64_t dim) {
     std::vector<std::vector<float>> shards;
-    for (int r = 0; r < n; ++r) shards.push_back(dim == 1 ? laid[r] : from_layout(laid[r], shapes[r]));
-    return gather_shards(shards, p.batch, shapes[0].heads, p.seq_len, dim, p.scheme, n, p.documents);
+    for (int r = 0; r < n; ++r)
+      shards.push_back(dim == 1 ? laid[r] : shard_from_layout(laid[r], p.layout, p.batch, heads, p.head_dim));
+    return gather_shards(shards, p.batch, heads, p.seq_len, dim, p.scheme, n, p.documents);
   };
   for (int r = 0; r < n; ++r) {
     const size_t rows = static_cast<size_t>(p.batch * p.q_heads * positions.rank_len(r));
     HostShard& s = shards[static_cast<size_t>(r)];
-    s.q = upload_half(device, shard_of(q, q_shape[r], r), p.dtype);
-    s.k = upload_half(device, shard_of(k, kv_shape[r], r), p.dtype);
-    s.v = upload_half(device, shard_of(v, kv_shape[r], r), p.dtype);
+    s.q = upload_half(device, shard_of(q, p.q_heads, r), p.dtype);
+    s.k = upload_half(device, shard_of(k, p.kv_heads, r), p.dtype);
+    s.v = upload_half(device, shard_of(v, p.kv_heads, r), p.dtype);
     s.out = poisoned(device, rows * static_cast<size_t>(p.head_dim) * sizeof(uint16_t));
     s.lse = poisoned(device, rows * sizeof(float));
     backends.push_back(std::make_unique<KernelRingBackend>(p, r, device, positions));
@@ -126,14 +90,14 @@ EmulatedRingResult run_emulated_ring(const Problem& p, const std::vector<std::pa
     outs[r] = download_half(s.out, p.dtype);
     lses[r].assign(s.lse.as<const float>(), s.lse.as<const float>() + s.lse.bytes() / sizeof(float));
   }
-  result.out = gather(outs, q_shape, p.head_dim);
-  result.lse = gather(lses, q_shape, 1);
+  result.out = gather(outs, p.q_heads, p.head_dim);
+  result.lse = gather(lses, p.q_heads, 1);
 
   if (backward) {
     // The backward reads the forward's out (in the input dtype) and lse as the kernels wrote them.
     for (int r = 0; r < n; ++r) {
       HostShard& s = shards[static_cast<size_t>(r)];
-      s.dout = upload_half(device, shard_of(backward->dout, q_shape[r], r), p.dtype);
+      s.dout = upload_half(device, shard_of(backward->dout, p.q_heads, r), p.dtype);
       s.dq = poisoned(device, s.q.bytes());
       s.dk = poisoned(device, s.k.bytes());
       s.dv = poisoned(device, s.v.bytes());
@@ -148,9 +112,9 @@ EmulatedRingResult run_emulated_ring(const Problem& p, const std::vector<std::pa
       dks[r] = download_half(s.dk, p.dtype);
       dvs[r] = download_half(s.dv, p.dtype);
     }
-    result.dq = gather(dqs, q_shape, p.head_dim);
-    result.dk = gather(dks, kv_shape, p.head_dim);
-    result.dv = gather(dvs, kv_shape, p.head_dim);
+    result.dq = gather(dqs, p.q_heads, p.head_dim);
+    result.dk = gather(dks, p.kv_heads, p.head_dim);
+    result.dv = gather(dvs, p.kv_heads, p.head_dim);
   }
   result.launches = device.launches();
   result.launch_ms = device.launch_ms();

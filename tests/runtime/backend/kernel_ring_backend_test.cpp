@@ -18,6 +18,7 @@
 
 #include "cpgen/error.h"
 #include "runtime/core/half_convert.h"
+#include "runtime/core/layout_strides.h"
 #include "runtime/ring/partition.h"
 #include "runtime/ring/reference.h"
 #include "runtime/ring/ring_driver.h"
@@ -131,30 +132,6 @@ double relative_error(const std::vector<double>& actual, const std::vector<doubl
   return std::sqrt(diff) / std::max(std::sqrt(norm), 1e-30);
 }
 
-// A rank's row-major [batch, heads, rows, head_dim] shard in the element order of `strides` (a
-// dense preset) and back: how a framework in that layout hands the ring its tensors.
-std::vector<double> to_layout(const std::vector<double>& bhsd, int64_t batch, int64_t heads, int64_t hd,
-                              const TensorStrides& strides) {
-  const int64_t rows = static_cast<int64_t>(bhsd.size()) / (batch * heads * hd);
-  std::vector<double> laid(bhsd.size());
-  for (int64_t b = 0, i = 0; b < batch; ++b)
-    for (int64_t h = 0; h < heads; ++h)
-      for (int64_t r = 0; r < rows; ++r)
-        for (int64_t d = 0; d < hd; ++d, ++i) laid[b * strides.batch + h * strides.head + r * strides.row + d] = bhsd[i];
-  return laid;
-}
-
-std::vector<double> from_layout(const std::vector<double>& laid, int64_t batch, int64_t heads, int64_t hd,
-                                const TensorStrides& strides) {
-  const int64_t rows = static_cast<int64_t>(laid.size()) / (batch * heads * hd);
-  std::vector<double> bhsd(laid.size());
-  for (int64_t b = 0, i = 0; b < batch; ++b)
-    for (int64_t h = 0; h < heads; ++h)
-      for (int64_t r = 0; r < rows; ++r)
-        for (int64_t d = 0; d < hd; ++d, ++i) bhsd[i] = laid[b * strides.batch + h * strides.head + r * strides.row + d];
-  return bhsd;
-}
-
 struct GradErrors {
   double dq = 0, dk = 0, dv = 0;
   double max() const { return std::max({dq, dk, dv}); }
@@ -198,12 +175,9 @@ GradErrors run_backward(const Problem& problem, Driver driver, uint32_t seed = 7
   std::vector<std::unique_ptr<KernelRingBackend>> backends;
   std::vector<DeviceShard> shards(n);
   // Shards in the problem's layout (ranks may hold different row counts).
-  const auto strides_of = [&](int64_t heads, int r) {
-    return layout_strides(problem.layout, b, heads, ring_positions.rank_len(r), hd);
-  };
   const auto shard = [&](const std::vector<double>& full, int64_t heads, int64_t dim, int r) {
     const std::vector<double> bhsd = scatter_shard(full, b, heads, seq, dim, problem.scheme, n, r, problem.documents);
-    return dim == 1 ? bhsd : to_layout(bhsd, b, heads, dim, strides_of(heads, r));
+    return dim == 1 ? bhsd : shard_to_layout(bhsd, problem.layout, b, heads, dim);
   };
   for (int r = 0; r < n; ++r) {
     DeviceShard& s = shards[r];
@@ -241,9 +215,9 @@ GradErrors run_backward(const Problem& problem, Driver driver, uint32_t seed = 7
 
   std::vector<std::vector<double>> dq(n), dk(n), dv(n);
   for (int r = 0; r < n; ++r) {
-    dq[r] = from_layout(download_half(shards[r].dq, dtype), b, qh, hd, strides_of(qh, r));
-    dk[r] = from_layout(download_half(shards[r].dk, dtype), b, kvh, hd, strides_of(kvh, r));
-    dv[r] = from_layout(download_half(shards[r].dv, dtype), b, kvh, hd, strides_of(kvh, r));
+    dq[r] = shard_from_layout(download_half(shards[r].dq, dtype), problem.layout, b, qh, hd);
+    dk[r] = shard_from_layout(download_half(shards[r].dk, dtype), problem.layout, b, kvh, hd);
+    dv[r] = shard_from_layout(download_half(shards[r].dv, dtype), problem.layout, b, kvh, hd);
     for (const auto* g : {&dq[r], &dk[r], &dv[r]})
       for (size_t i = 0; i < g->size(); ++i)
         if (std::isnan((*g)[i])) {

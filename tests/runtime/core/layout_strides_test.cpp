@@ -5,6 +5,7 @@
 
 #include <set>
 #include <string>
+#include <vector>
 
 #include "cpgen/error.h"
 
@@ -41,6 +42,19 @@ TEST(LayoutStrides, EveryPresetIsADensePermutation) {
   EXPECT_EQ(layout_strides("sbhd", 3, 2, 5, 8), (TensorStrides{2 * 8, 8, 3 * 2 * 8}));
   EXPECT_EQ(layout_strides("thd", 1, 2, 5, 8), layout_strides("bshd", 1, 2, 5, 8));
   EXPECT_THROW(layout_strides("bsdh", 1, 2, 5, 8), Error);
+}
+
+// A shard moved into a layout and back is unchanged, and in bshd element (b, h, r, d) sits at
+// ((b * rows + r) * heads + h) * head_dim + d.
+TEST(LayoutStrides, ShardCopiesIntoALayoutAndBack) {
+  const int64_t batch = 2, heads = 3, rows = 4, hd = 8;
+  std::vector<int> bhsd(static_cast<size_t>(batch * heads * rows * hd));
+  for (size_t i = 0; i < bhsd.size(); ++i) bhsd[i] = static_cast<int>(i);
+  const std::vector<int> laid = shard_to_layout(bhsd, "bshd", batch, heads, hd);
+  EXPECT_EQ(laid[((1 * rows + 2) * heads + 1) * hd + 5], bhsd[((1 * heads + 1) * rows + 2) * hd + 5]);
+  for (const char* layout : {"bhsd", "bshd", "sbhd"})
+    EXPECT_EQ(shard_from_layout(shard_to_layout(bhsd, layout, batch, heads, hd), layout, batch, heads, hd), bhsd)
+        << layout;
 }
 
 TEST(LayoutStrides, ProblemPresetsGiveQAndKvTheirHeads) {
