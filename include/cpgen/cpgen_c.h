@@ -143,6 +143,29 @@ CPGEN_API cpgen_status cpgen_ring_create_nccl(const cpgen_problem* problem, void
  * cudaStream_t (NULL: the legacy default stream). Asynchronous: returns once the work is queued. */
 CPGEN_API cpgen_status cpgen_ring_forward(cpgen_ring* ring, const void* q, const void* k,
                                           const void* v, void* out, float* lse, void* stream);
+/* Element strides of one [batch, heads, rows, head_dim] tensor (head_dim contiguous), and of
+ * every tensor of one rank's call (cpgen::ShardStrides): for tensors that are not in the
+ * problem's layout, e.g. views into a packed qkv tensor. Non-negative multiples of 8 elements
+ * whose entries do not overlap; k and v (and so dk, dv's source) must be in the problem's
+ * layout, because they travel the ring as they are. A stride that is not allowed gets
+ * CPGEN_ERR_BAD_INPUT with one line naming the tensor and the stride. */
+typedef struct cpgen_tensor_strides {
+  int64_t batch;
+  int64_t head;
+  int64_t row;
+} cpgen_tensor_strides;
+typedef struct cpgen_shard_strides {
+  cpgen_tensor_strides q, k, v, out, dout, dq, dk, dv;
+} cpgen_shard_strides;
+/* cpgen_ring_forward / cpgen_ring_backward with explicit strides (NULL: the problem's layout);
+ * read during the call only. */
+CPGEN_API cpgen_status cpgen_ring_forward_strided(cpgen_ring* ring, const void* q, const void* k,
+                                                  const void* v, void* out, float* lse,
+                                                  const cpgen_shard_strides* strides, void* stream);
+CPGEN_API cpgen_status cpgen_ring_backward_strided(cpgen_ring* ring, const void* q, const void* k,
+                                                   const void* v, const void* out, const float* lse,
+                                                   const void* dout, void* dq, void* dk, void* dv,
+                                                   const cpgen_shard_strides* strides, void* stream);
 /* Loopback forward over every virtual rank: each argument is an array of cp_size pointers. */
 CPGEN_API cpgen_status cpgen_ring_forward_all(cpgen_ring* ring, const void* const* q,
                                               const void* const* k, const void* const* v,

@@ -134,6 +134,21 @@ cpgen::Problem to_problem(const cpgen_problem* c, const char* function, bool for
   return p;
 }
 
+// The C strides are cpgen::ShardStrides field for field.
+static_assert(sizeof(cpgen_shard_strides) == sizeof(cpgen::ShardStrides) &&
+              offsetof(cpgen_shard_strides, dv) == offsetof(cpgen::ShardStrides, dv) &&
+              offsetof(cpgen_tensor_strides, row) == offsetof(cpgen::TensorStrides, row));
+
+const cpgen::ShardStrides* to_strides(const cpgen_shard_strides* strides, cpgen::ShardStrides& storage) {
+  if (!strides) return nullptr;
+  const cpgen_tensor_strides* from[] = {&strides->q,    &strides->k,  &strides->v,  &strides->out,
+                                        &strides->dout, &strides->dq, &strides->dk, &strides->dv};
+  cpgen::TensorStrides* to[] = {&storage.q,    &storage.k,  &storage.v,  &storage.out,
+                                &storage.dout, &storage.dq, &storage.dk, &storage.dv};
+  for (size_t i = 0; i < 8; ++i) *to[i] = {from[i]->batch, from[i]->head, from[i]->row};
+  return &storage;
+}
+
 cpgen::RingOptions options_for(const char* database_path) {
   cpgen::RingOptions options;
   if (database_path) options.database_path = database_path;
@@ -284,6 +299,25 @@ cpgen_status cpgen_ring_forward(cpgen_ring* ring, const void* q, const void* k, 
   return guard([&] {
     require(ring, "ring", "cpgen_ring_forward");
     ring->ring.forward(q, k, v, out, lse, stream);
+  });
+}
+
+cpgen_status cpgen_ring_forward_strided(cpgen_ring* ring, const void* q, const void* k, const void* v, void* out,
+                                        float* lse, const cpgen_shard_strides* strides, void* stream) {
+  return guard([&] {
+    require(ring, "ring", "cpgen_ring_forward_strided");
+    cpgen::ShardStrides storage;
+    ring->ring.forward(q, k, v, out, lse, stream, to_strides(strides, storage));
+  });
+}
+
+cpgen_status cpgen_ring_backward_strided(cpgen_ring* ring, const void* q, const void* k, const void* v,
+                                         const void* out, const float* lse, const void* dout, void* dq, void* dk,
+                                         void* dv, const cpgen_shard_strides* strides, void* stream) {
+  return guard([&] {
+    require(ring, "ring", "cpgen_ring_backward_strided");
+    cpgen::ShardStrides storage;
+    ring->ring.backward(q, k, v, out, lse, dout, dq, dk, dv, stream, to_strides(strides, storage));
   });
 }
 

@@ -190,6 +190,14 @@ TEST(CApi, NullArgumentsAreErrorsNotCrashes) {
             CPGEN_ERR_BAD_INPUT);
   EXPECT_NE(std::string(cpgen_last_error()).find("cpgen_ring_backward_all: ring is NULL"), std::string::npos)
       << cpgen_last_error();
+  cpgen_shard_strides strides{};
+  EXPECT_EQ(cpgen_ring_forward_strided(nullptr, nullptr, nullptr, nullptr, nullptr, nullptr, &strides, nullptr),
+            CPGEN_ERR_BAD_INPUT);
+  EXPECT_NE(std::string(cpgen_last_error()).find("cpgen_ring_forward_strided: ring is NULL"), std::string::npos);
+  EXPECT_EQ(cpgen_ring_backward_strided(nullptr, nullptr, nullptr, nullptr, nullptr, nullptr, nullptr, nullptr,
+                                        nullptr, nullptr, nullptr, nullptr),
+            CPGEN_ERR_BAD_INPUT);
+  EXPECT_NE(std::string(cpgen_last_error()).find("cpgen_ring_backward_strided: ring is NULL"), std::string::npos);
   EXPECT_EQ(cpgen_ring_synchronize(nullptr), CPGEN_ERR_BAD_INPUT);
   EXPECT_STREQ(cpgen_ring_kernel_uri(nullptr), "");
   EXPECT_STREQ(cpgen_ring_config_source(nullptr), "");
