@@ -19,8 +19,8 @@ namespace cpgen {
 // Query rows are packed per CTA: with GQA group G, packed row p of kv head h stands for query head
 // h * G + p % G at local query index p / G, so each K/V tile is read once for the whole group.
 //
-// Running state, fp32, kept across ring steps (contiguous, [batch, q_heads, q_len, head_dim] for
-// the output and [batch, q_heads, q_len] for the rest):
+// Running state, fp32, kept across ring steps ([batch, q_heads, state_len, head_dim] for the
+// output and [batch, q_heads, state_len] for the rest, of which a launch uses q_len rows per head):
 //   o_state:   sum_j exp2(s_j - m) * v_j          (unnormalized output)
 //   m_state:   m = running max of s_j, where s_j = (q . k_j) * softmax_scale * log2(e)
 //   l_state:   sum_j exp2(s_j - m)
@@ -32,7 +32,7 @@ struct RingFwdParams {
   const void* k;
   const void* v;
   void* out;
-  float* lse;      // [batch, q_heads, q_len]
+  float* lse;      // [batch, q_heads, state_len]
   float* o_state;
   float* m_state;
   float* l_state;
@@ -49,6 +49,10 @@ struct RingFwdParams {
   int kv_heads;    // q_heads / kv_heads == the kernel's GQA group
   int q_len;       // local query rows per head
   int kv_len;      // keys in the held chunk
+  // Rows per head of lse and the running state (their row pitch): the rank's local rows. A launch
+  // over a view of the queries (the zigzag query-half step: q, out, positions, lse and the state
+  // pointers start at its first row) has q_len < state_len. 0 means q_len (a launch over all rows).
+  int state_len;
   float scale_log2;  // softmax_scale * log2(e)
   int is_first_step;  // 1: ignore the state in memory and start from empty
   int is_last_step;   // 1: also write out and lse

@@ -38,9 +38,9 @@ struct RingBwdParams {
   const void* k;
   const void* v;
   const void* dout;
-  const float* lse;     // [batch, q_heads, q_len], natural log
-  const float* delta;   // [batch, q_heads, q_len], from the preprocessing kernel
-  float* dq_acc;        // [batch, q_heads, q_len, head_dim]
+  const float* lse;     // [batch, q_heads, state_len], natural log
+  const float* delta;   // [batch, q_heads, state_len], from the preprocessing kernel
+  float* dq_acc;        // [batch, q_heads, state_len, head_dim]
   float* dk_acc;        // [batch, kv_heads, kv_len, head_dim]
   float* dv_acc;        // [batch, kv_heads, kv_len, head_dim]
   const int* q_positions;   // [q_len]
@@ -56,6 +56,10 @@ struct RingBwdParams {
   int kv_heads;
   int q_len;
   int kv_len;
+  // Rows per head of lse, delta and dq_acc (their row pitch): the rank's local rows; q_len is
+  // smaller for a launch over a view of the queries, whose pointers start at its first row.
+  // 0 means q_len (a launch over all rows).
+  int state_len;
   float scale;          // softmax_scale
   float scale_log2;     // softmax_scale * log2(e)
   int accumulate_dkv;   // 0: write dk_acc/dv_acc; 1: add to them

@@ -240,7 +240,7 @@ CPGEN_DEVICE void ring_bwd_step(const RingBwdParams& params) {
         const PackedRow pr = unpack_row(packed, kGroup);
         const long long state_row =
             (static_cast<long long>(batch) * params.q_heads + kv_head * kGroup + pr.head_in_group) *
-                params.q_len + pr.query_index;
+                (params.state_len > 0 ? params.state_len : params.q_len) + pr.query_index;
         const float lse = params.lse[state_row];
         row_lse_log2[r] = lse == -positive_infinity() ? positive_infinity() : lse * kLog2e;
         row_delta[r] = params.delta[state_row];
@@ -434,7 +434,7 @@ CPGEN_DEVICE void ring_bwd_step(const RingBwdParams& params) {
         const PackedRow pr = unpack_row(packed, kGroup);
         float* dq_row = params.dq_acc +
                         ((static_cast<long long>(batch) * params.q_heads + kv_head * kGroup + pr.head_in_group) *
-                             params.q_len + pr.query_index) * kHeadDim;
+                             (params.state_len > 0 ? params.state_len : params.q_len) + pr.query_index) * kHeadDim;
 #pragma unroll
         for (int nt = 0; nt < Traits::kDqCols / 8; ++nt) {
           const int col = col0 + nt * 8 + acc_col(lane, 0);

@@ -422,7 +422,7 @@ CPGEN_DEVICE void ring_fwd_step(const RingFwdParams& params) {
       const PackedRow pr = unpack_row(packed, kGroup);
       const long long state_row =
           (static_cast<long long>(at.batch) * params.q_heads + at.kv_head * kGroup + pr.head_in_group) *
-              params.q_len + pr.query_index;
+              (params.state_len > 0 ? params.state_len : params.q_len) + pr.query_index;
       const MergeScales ms = merge_scales(params.m_state[state_row], row_max[mt][half]);
       row_max[mt][half] = ms.m;
       row_sum[mt][half] = ms.scale_a * params.l_state[state_row] + ms.scale_b * l_local;
@@ -440,7 +440,8 @@ CPGEN_DEVICE void ring_fwd_step(const RingFwdParams& params) {
       const PackedRow pr = unpack_row(packed, kGroup);
       const int head = at.kv_head * kGroup + pr.head_in_group;
       const long long state_row =
-          (static_cast<long long>(at.batch) * params.q_heads + head) * params.q_len + pr.query_index;
+          (static_cast<long long>(at.batch) * params.q_heads + head) *
+              (params.state_len > 0 ? params.state_len : params.q_len) + pr.query_index;
       float* o_state = params.o_state + state_row * kHeadDim;
       const float m = row_max[mt][half];
       const float l = row_sum[mt][half];

@@ -5,10 +5,11 @@
  * what is wrong, where, and what is allowed) is kept per thread and read with cpgen_last_error().
  * No C++ exception ever crosses this boundary.
  *
- * Tensors are contiguous row-major: q/out [batch, q_heads, local_seq, head_dim] and k/v
- * [batch, kv_heads, local_seq, head_dim] in the problem's dtype; lse [batch, q_heads, local_seq]
- * in float32 (natural log). local_seq = seq_len / cp_size, in the order of the partition scheme
- * (cpgen_partition_positions gives the global position of each local row). */
+ * Tensors are q/out [batch, q_heads, rows, head_dim] and k/v [batch, kv_heads, rows, head_dim]
+ * in the problem's dtype and layout (cpgen_layout; the default bhsd is contiguous row-major);
+ * lse [batch, q_heads, rows] contiguous float32 (natural log). rows is the rank's count of local
+ * positions (cpgen_partition_rows; seq_len / cp_size when that divides), in the order of the
+ * partition scheme (cpgen_partition_positions gives the global position of each local row). */
 #ifndef CPGEN_CPGEN_C_H_
 #define CPGEN_CPGEN_C_H_
 
@@ -44,8 +45,23 @@ typedef enum cpgen_scheme {
   CPGEN_SCHEME_STRIPED = 3
 } cpgen_scheme;
 
-/* An attention problem (cpgen::Problem). Fill it with cpgen_problem_init first so that fields
- * added by later versions get their defaults. */
+/* How a framework lays out each rank's tensors (cpgen::Problem::layout): every one is read in
+ * place through strides, never copied. */
+typedef enum cpgen_layout {
+  CPGEN_LAYOUT_BHSD = 0, /* [batch, heads, rows, head_dim] */
+  CPGEN_LAYOUT_BSHD = 1, /* [batch, rows, heads, head_dim] (flash-attn) */
+  CPGEN_LAYOUT_SBHD = 2, /* [rows, batch, heads, head_dim] (Megatron) */
+  CPGEN_LAYOUT_THD = 3   /* [tokens, heads, head_dim], packed documents, batch 1 */
+} cpgen_layout;
+
+/* An attention problem (cpgen::Problem). Fill it with cpgen_problem_init first: it sets every
+ * field to its default, and struct_size to the size this header gives the struct.
+ *
+ * ABI versions. Version 0 of this struct ended at softmax_scale, and its struct_size was a field
+ * named reserved that had to be 0; version 1 added the fields after softmax_scale. The library
+ * reads those only when struct_size says the caller's struct has them, so a program built
+ * against version 0 (struct_size 0) keeps working unchanged, and an FFI caller that lays the
+ * struct out itself sets struct_size to its size (or 0 for version 0). */
 typedef struct cpgen_problem {
   int64_t batch;
   int64_t q_heads;
@@ -56,8 +72,19 @@ typedef struct cpgen_problem {
   int32_t dtype;         /* cpgen_dtype */
   int32_t causal;        /* 0 or 1 */
   int32_t scheme;        /* cpgen_scheme */
-  int32_t reserved;      /* 0 */
+  int32_t struct_size;   /* 0 (version 0) or sizeof(cpgen_problem) of version 1 */
   double softmax_scale;  /* 0 means 1/sqrt(head_dim) */
+  /* Version 1: the mask model (query i sees the keys [max(doc_start(i), i - window_left),
+   * min(doc_end(i) - 1, i + window_right)], window_right 0 when causal) and the layout. */
+  const int64_t* documents; /* lengths of the documents packed into every batch entry's
+                             * sequence, summing to seq_len (0 and 1 allowed); read during the
+                             * call only. NULL with document_count 0: one document */
+  int64_t document_count;
+  int64_t window_left;   /* -1: unbounded (the default) */
+  int64_t window_right;  /* -1: unbounded (the default) */
+  double softcap;        /* > 0: logits are softcap * tanh(scale q.k / softcap); 0: none */
+  int32_t layout;        /* cpgen_layout */
+  int32_t reserved;      /* 0 */
 } cpgen_problem;
 
 /* "0.1.0": the library's version. Never NULL; static storage. */
@@ -68,11 +95,22 @@ CPGEN_API const char* cpgen_last_error(void);
 /* "ok", "bad input", ... for a status value. */
 CPGEN_API const char* cpgen_status_name(int status);
 
-/* Defaults: batch 1, bf16, causal, zigzag, cp_size 1, scale 0; the sizes are 0 (must be set). */
+/* Defaults for the fields of a struct of struct_size bytes (sizeof of the caller's
+ * cpgen_problem): batch 1, bf16, causal, zigzag, cp_size 1, scale 0, one document, no window, no
+ * softcap, bhsd; the sizes are 0 (must be set). A struct_size of another version than this
+ * library knows is refused. */
+CPGEN_API cpgen_status cpgen_problem_init_sized(cpgen_problem* problem, size_t struct_size);
+/* Version 0's entry point, kept for programs built against it: fills the version-0 fields only
+ * (struct_size 0). Built against this header, the macro below passes the struct's size. */
 CPGEN_API cpgen_status cpgen_problem_init(cpgen_problem* problem);
-/* Checks every field (sizes, GQA grouping, supported head dims and groups, partitionability). */
+#define cpgen_problem_init(problem) cpgen_problem_init_sized((problem), sizeof(*(problem)))
+/* Checks every field, with the messages of cpgen::Problem::validate (sizes, GQA grouping,
+ * supported head dims and groups, documents, windows, softcap, layout). */
 CPGEN_API cpgen_status cpgen_problem_validate(const cpgen_problem* problem);
-/* Global positions of rank's local rows, in local order: writes seq_len / cp_size values. */
+/* The number of local rows of `rank` (ranks may hold different counts when the lengths do not
+ * divide): what cpgen_partition_positions writes and the row count of the rank's tensors. */
+CPGEN_API cpgen_status cpgen_partition_rows(const cpgen_problem* problem, int32_t rank, int64_t* rows);
+/* Global positions of rank's local rows, in local order: writes cpgen_partition_rows values. */
 CPGEN_API cpgen_status cpgen_partition_positions(const cpgen_problem* problem, int32_t rank,
                                                  int64_t* positions, size_t capacity);
 /* Number of usable CUDA devices (0 without a driver or device). */
@@ -105,6 +143,29 @@ CPGEN_API cpgen_status cpgen_ring_create_nccl(const cpgen_problem* problem, void
  * cudaStream_t (NULL: the legacy default stream). Asynchronous: returns once the work is queued. */
 CPGEN_API cpgen_status cpgen_ring_forward(cpgen_ring* ring, const void* q, const void* k,
                                           const void* v, void* out, float* lse, void* stream);
+/* Element strides of one [batch, heads, rows, head_dim] tensor (head_dim contiguous), and of
+ * every tensor of one rank's call (cpgen::ShardStrides): for tensors that are not in the
+ * problem's layout, e.g. views into a packed qkv tensor. Non-negative multiples of 8 elements
+ * whose entries do not overlap; k and v (and so dk, dv's source) must be in the problem's
+ * layout, because they travel the ring as they are. A stride that is not allowed gets
+ * CPGEN_ERR_BAD_INPUT with one line naming the tensor and the stride. */
+typedef struct cpgen_tensor_strides {
+  int64_t batch;
+  int64_t head;
+  int64_t row;
+} cpgen_tensor_strides;
+typedef struct cpgen_shard_strides {
+  cpgen_tensor_strides q, k, v, out, dout, dq, dk, dv;
+} cpgen_shard_strides;
+/* cpgen_ring_forward / cpgen_ring_backward with explicit strides (NULL: the problem's layout);
+ * read during the call only. */
+CPGEN_API cpgen_status cpgen_ring_forward_strided(cpgen_ring* ring, const void* q, const void* k,
+                                                  const void* v, void* out, float* lse,
+                                                  const cpgen_shard_strides* strides, void* stream);
+CPGEN_API cpgen_status cpgen_ring_backward_strided(cpgen_ring* ring, const void* q, const void* k,
+                                                   const void* v, const void* out, const float* lse,
+                                                   const void* dout, void* dq, void* dk, void* dv,
+                                                   const cpgen_shard_strides* strides, void* stream);
 /* Loopback forward over every virtual rank: each argument is an array of cp_size pointers. */
 CPGEN_API cpgen_status cpgen_ring_forward_all(cpgen_ring* ring, const void* const* q,
                                               const void* const* k, const void* const* v,

@@ -31,7 +31,8 @@ struct Problem {
   int64_t window_right = -1;
   double softcap = 0;         // > 0: logits are softcap * tanh(scale * q.k / softcap); 0: none
   // The tensor layout the user's framework hands over: "bhsd" (empty means it), "bshd", "sbhd",
-  // or packed "thd" (batch 1). Recorded and planned; only bhsd runs today (issue 11, strides).
+  // or packed "thd" (batch 1): the stride presets of layout_strides below. The kernels read every
+  // layout in place through strides; a caller with other strides passes ShardStrides.
   std::string layout;
 
   int64_t gqa_group() const { return q_heads / kv_heads; }
@@ -50,5 +51,29 @@ struct Problem {
   // that is check_kernel_ring_problem's (runtime/ring/kernel_support.h).
   void validate() const;
 };
+
+// Element strides of one [batch, heads, rows, head_dim] tensor of a rank's shard (rows: the
+// rank's local rows). head_dim is contiguous; the kernels move rows as 16-byte pieces, so every
+// stride is a multiple of 8 elements.
+struct TensorStrides {
+  int64_t batch = 0, head = 0, row = 0;
+  bool operator==(const TensorStrides&) const = default;
+};
+
+// The strides of every tensor of one rank's call. q, out, dout and dq have q_heads heads; k, v,
+// dk and dv kv_heads. The forward reads q, k, v, out; the backward all of them. (lse, and the
+// backward's lse, stay contiguous [batch, q_heads, rows] fp32.)
+struct ShardStrides {
+  TensorStrides q, k, v, out, dout, dq, dk, dv;
+};
+
+// The strides the named layout gives a tensor of `heads` heads and `rows` rows of one rank:
+//   bhsd (or ""): [batch, heads, rows, head_dim]   bshd: [batch, rows, heads, head_dim]
+//   sbhd: [rows, batch, heads, head_dim]           thd: [rows, heads, head_dim] (batch 1; as bshd)
+// Throws Error(kBadInput) naming an unknown layout and the allowed ones.
+TensorStrides layout_strides(const std::string& layout, int64_t batch, int64_t heads, int64_t rows,
+                             int64_t head_dim);
+// Every tensor of a rank holding `rows` rows, in the problem's layout.
+ShardStrides layout_shard_strides(const Problem& problem, int64_t rows);
 
 }  // namespace cpgen

@@ -1,7 +1,12 @@
 // RingAttention: the forward and backward rings of context-parallel attention on GPUs.
 //
 // Each rank holds Q, K, V for its positions of the sequence (partition scheme of the problem) as
-// contiguous [batch, heads, local_seq, head_dim] tensors in the problem's dtype. forward() runs
+// [batch, heads, rows, head_dim] tensors in the problem's dtype, rows = local_rows(rank) (ranks
+// may hold different counts: packed documents, lengths that do not divide), laid out as the
+// problem's layout says (Problem::layout: bhsd, bshd, sbhd, thd) or by explicit element strides
+// (ShardStrides, cpgen/problem.h; K and V always in the problem's layout, because they travel the
+// ring as they are). Tensors are read and written in place: cpgen never copies or transposes
+// them, and an equal-shard ring sends the caller's K/V to the next rank straight from them. forward() runs
 // cp_size ring steps: at each step the rank attends its queries to the K/V chunk it holds and
 // passes that chunk to rank + 1, while the step kernel of the next step waits only for its own
 // chunk (compute of step t overlaps the transfer for step t + 1). The result is the rank's rows of
@@ -67,13 +72,14 @@ struct RingOptions {
   std::string arch;                  // kernel target ("sm_90a"...); empty: from the device
 };
 
-// One virtual rank's tensors (loopback forward_all).
+// One virtual rank's tensors (loopback forward_all). strides: null for the problem's layout.
 struct ShardPointers {
   const void* q = nullptr;
   const void* k = nullptr;
   const void* v = nullptr;
   void* out = nullptr;
   float* lse = nullptr;
+  const ShardStrides* strides = nullptr;
 };
 
 // One virtual rank's tensors for the loopback backward_all: the forward's inputs and results,
@@ -88,6 +94,7 @@ struct BackwardShardPointers {
   void* dq = nullptr;
   void* dk = nullptr;
   void* dv = nullptr;
+  const ShardStrides* strides = nullptr;  // null: the problem's layout
 };
 
 // The kernel one step type of the ring runs and where its tile config came from: the tuning
@@ -117,21 +124,28 @@ class RingAttention {
   RingAttention& operator=(RingAttention&&) noexcept;
   ~RingAttention();
 
-  // The forward ring over this rank's shard (NCCL, or loopback with cp_size 1).
-  void forward(const void* q, const void* k, const void* v, void* out, float* lse, void* stream);
+  // The forward ring over this rank's shard (NCCL, or loopback with cp_size 1). strides: null
+  // for the problem's layout; read during the call only. A stride that is not allowed fails with
+  // kBadInput, one line naming the tensor, the stride and what is allowed.
+  void forward(const void* q, const void* k, const void* v, void* out, float* lse, void* stream,
+               const ShardStrides* strides = nullptr);
   // Loopback: the forward ring over every virtual rank; ranks.size() == cp_size.
   void forward_all(std::span<const ShardPointers> ranks, void* stream);
   // The backward ring over this rank's shard (NCCL, or loopback with cp_size 1): reads q, k, v,
   // out, lse (the forward's results for the same inputs) and dout; writes dq, dk, dv. Every
   // pointer 16-byte aligned (lse 4), none may alias another.
   void backward(const void* q, const void* k, const void* v, const void* out, const float* lse,
-                const void* dout, void* dq, void* dk, void* dv, void* stream);
+                const void* dout, void* dq, void* dk, void* dv, void* stream,
+                const ShardStrides* strides = nullptr);
   // Loopback: the backward ring over every virtual rank; ranks.size() == cp_size.
   void backward_all(std::span<const BackwardShardPointers> ranks, void* stream);
   // Blocks until the last forward or backward finished; throws what went wrong in it.
   void synchronize();
 
   const Problem& problem() const;
+  // The rows of rank `rank`'s shard (per batch entry and head): seq_len / cp_size when that
+  // divides for the scheme, else what the partition gives that rank (runtime/ring/partition.h).
+  int64_t local_rows(int rank) const;
   int rank() const;                    // -1 for loopback
   int device() const;                  // CUDA device ordinal the ring runs on
   // Ring step 0's kernel (the diagonal step of a causal ring), where its config came from

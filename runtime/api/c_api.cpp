@@ -3,6 +3,8 @@
 // boundary.
 #include "cpgen/cpgen_c.h"
 
+#include <cstddef>
+#include <cstring>
 #include <exception>
 #include <new>
 #include <string>
@@ -63,7 +65,17 @@ void require(const void* pointer, const char* name, const char* function) {
   if (!pointer) cpgen::throw_bad_input(std::string(function) + ": " + name + " is NULL");
 }
 
-cpgen::Problem to_problem(const cpgen_problem* c, const char* function) {
+// The bytes of a version-0 struct: the fields up to softmax_scale.
+constexpr size_t kVersion0Size = offsetof(cpgen_problem, documents);
+
+void check_struct_size(int64_t size, const char* function) {
+  if (size != 0 && size != static_cast<int64_t>(sizeof(cpgen_problem)))
+    cpgen::throw_bad_input(std::string(function) + ": struct_size " + std::to_string(size) +
+                           " is not a cpgen_problem this library knows; allowed: 0 (version 0) or " +
+                           std::to_string(sizeof(cpgen_problem)) + " (version 1; use cpgen_problem_init)");
+}
+
+cpgen::Problem to_problem(const cpgen_problem* c, const char* function, bool for_kernels = true) {
   require(c, "problem", function);
   cpgen::Problem p;
   p.batch = c->batch;
@@ -93,12 +105,48 @@ cpgen::Problem to_problem(const cpgen_problem* c, const char* function) {
                              " is not supported; allowed: 0 (contiguous), 1 (zigzag), "
                              "2 (zigzag-token), 3 (striped)");
   }
-  if (c->reserved != 0)
-    cpgen::throw_bad_input(std::string(function) + ": reserved must be 0 (use cpgen_problem_init)");
+  check_struct_size(c->struct_size, function);
   p.softmax_scale = c->softmax_scale;
+  if (c->struct_size != 0) {  // version 1: the mask and the layout
+    if (c->document_count < 0 || (c->document_count > 0 && !c->documents))
+      cpgen::throw_bad_input(std::string(function) + ": document_count " + std::to_string(c->document_count) +
+                             (c->document_count < 0 ? " is negative" : " with documents NULL") +
+                             "; allowed: 0 (one document), or a count with that many lengths in documents");
+    if (c->document_count > 0) p.documents.assign(c->documents, c->documents + c->document_count);
+    p.window_left = c->window_left;
+    p.window_right = c->window_right;
+    p.softcap = c->softcap;
+    switch (c->layout) {
+      case CPGEN_LAYOUT_BHSD: p.layout = "bhsd"; break;
+      case CPGEN_LAYOUT_BSHD: p.layout = "bshd"; break;
+      case CPGEN_LAYOUT_SBHD: p.layout = "sbhd"; break;
+      case CPGEN_LAYOUT_THD: p.layout = "thd"; break;
+      default:
+        cpgen::throw_bad_input(std::string(function) + ": layout " + std::to_string(c->layout) +
+                               " is not supported; allowed: 0 (bhsd), 1 (bshd), 2 (sbhd), 3 (thd)");
+    }
+    if (c->reserved != 0)
+      cpgen::throw_bad_input(std::string(function) + ": reserved must be 0 (use cpgen_problem_init)");
+  }
   p.validate();
-  cpgen::check_kernel_ring_problem(p);  // the C ABI runs the kernels: equal shards only
+  // What the ring kernels run (creating a ring); the problem itself may be wider.
+  if (for_kernels) cpgen::check_kernel_ring_problem(p);
   return p;
+}
+
+// The C strides are cpgen::ShardStrides field for field.
+static_assert(sizeof(cpgen_shard_strides) == sizeof(cpgen::ShardStrides) &&
+              offsetof(cpgen_shard_strides, dv) == offsetof(cpgen::ShardStrides, dv) &&
+              offsetof(cpgen_tensor_strides, row) == offsetof(cpgen::TensorStrides, row));
+
+const cpgen::ShardStrides* to_strides(const cpgen_shard_strides* strides, cpgen::ShardStrides& storage) {
+  if (!strides) return nullptr;
+  const cpgen_tensor_strides* from[] = {&strides->q,    &strides->k,  &strides->v,  &strides->out,
+                                        &strides->dout, &strides->dq, &strides->dk, &strides->dv};
+  cpgen::TensorStrides* to[] = {&storage.q,    &storage.k,  &storage.v,  &storage.out,
+                                &storage.dout, &storage.dq, &storage.dk, &storage.dv};
+  for (size_t i = 0; i < 8; ++i) *to[i] = {from[i]->batch, from[i]->head, from[i]->row};
+  return &storage;
 }
 
 cpgen::RingOptions options_for(const char* database_path) {
@@ -131,36 +179,61 @@ const char* cpgen_status_name(int status) {
   }
 }
 
-cpgen_status cpgen_problem_init(cpgen_problem* problem) {
+cpgen_status cpgen_problem_init_sized(cpgen_problem* problem, size_t struct_size) {
   return guard([&] {
-    require(problem, "problem", "cpgen_problem_init");
-    *problem = cpgen_problem{};
-    problem->batch = 1;
-    problem->cp_size = 1;
-    problem->dtype = CPGEN_DTYPE_BF16;
-    problem->causal = 1;
-    problem->scheme = CPGEN_SCHEME_ZIGZAG;
+    const char* fn = "cpgen_problem_init_sized";
+    require(problem, "problem", fn);
+    check_struct_size(static_cast<int64_t>(struct_size), fn);
+    cpgen_problem defaults{};
+    defaults.batch = 1;
+    defaults.cp_size = 1;
+    defaults.dtype = CPGEN_DTYPE_BF16;
+    defaults.causal = 1;
+    defaults.scheme = CPGEN_SCHEME_ZIGZAG;
+    defaults.struct_size = static_cast<int32_t>(struct_size);
+    defaults.window_left = -1;
+    defaults.window_right = -1;
+    defaults.layout = CPGEN_LAYOUT_BHSD;
+    // Never past the caller's struct: a version-0 caller's ends at softmax_scale.
+    std::memcpy(problem, &defaults, struct_size == 0 ? kVersion0Size : struct_size);
   });
 }
 
+// Version 0's symbol (the header's macro of the same name passes the struct's size instead).
+cpgen_status(cpgen_problem_init)(cpgen_problem* problem) { return cpgen_problem_init_sized(problem, 0); }
+
 cpgen_status cpgen_problem_validate(const cpgen_problem* problem) {
-  return guard([&] { to_problem(problem, "cpgen_problem_validate"); });
+  return guard([&] { to_problem(problem, "cpgen_problem_validate", false); });
+}
+
+cpgen_status cpgen_partition_rows(const cpgen_problem* problem, int32_t rank, int64_t* rows) {
+  return guard([&] {
+    const char* fn = "cpgen_partition_rows";
+    const cpgen::Problem p = to_problem(problem, fn, false);
+    require(rows, "rows", fn);
+    if (rank < 0 || rank >= p.cp_size)
+      cpgen::throw_bad_input(std::string(fn) + ": rank " + std::to_string(rank) + " is outside [0, cp_size " +
+                             std::to_string(p.cp_size) + ")");
+    *rows = static_cast<int64_t>(
+        cpgen::partition_positions(p.scheme, p.seq_len, static_cast<int>(p.cp_size), rank, p.documents).size());
+  });
 }
 
 cpgen_status cpgen_partition_positions(const cpgen_problem* problem, int32_t rank,
                                        int64_t* positions, size_t capacity) {
   return guard([&] {
     const char* fn = "cpgen_partition_positions";
-    cpgen::Problem p = to_problem(problem, fn);
+    cpgen::Problem p = to_problem(problem, fn, false);
     require(positions, "positions", fn);
     if (rank < 0 || rank >= p.cp_size)
       cpgen::throw_bad_input(std::string(fn) + ": rank " + std::to_string(rank) +
                              " is outside [0, cp_size " + std::to_string(p.cp_size) + ")");
-    if (capacity < static_cast<size_t>(p.local_seq_len()))
-      cpgen::throw_bad_input(std::string(fn) + ": capacity " + std::to_string(capacity) +
-                             " is less than seq_len / cp_size = " + std::to_string(p.local_seq_len()));
     std::vector<int64_t> local =
-        cpgen::partition_positions(p.scheme, p.seq_len, static_cast<int>(p.cp_size), rank);
+        cpgen::partition_positions(p.scheme, p.seq_len, static_cast<int>(p.cp_size), rank, p.documents);
+    if (capacity < local.size())
+      cpgen::throw_bad_input(std::string(fn) + ": capacity " + std::to_string(capacity) + " is less than the " +
+                             std::to_string(local.size()) + " rows of rank " + std::to_string(rank) +
+                             " (cpgen_partition_rows)");
     for (size_t i = 0; i < local.size(); ++i) positions[i] = local[i];
   });
 }
@@ -226,6 +299,25 @@ cpgen_status cpgen_ring_forward(cpgen_ring* ring, const void* q, const void* k, 
   return guard([&] {
     require(ring, "ring", "cpgen_ring_forward");
     ring->ring.forward(q, k, v, out, lse, stream);
+  });
+}
+
+cpgen_status cpgen_ring_forward_strided(cpgen_ring* ring, const void* q, const void* k, const void* v, void* out,
+                                        float* lse, const cpgen_shard_strides* strides, void* stream) {
+  return guard([&] {
+    require(ring, "ring", "cpgen_ring_forward_strided");
+    cpgen::ShardStrides storage;
+    ring->ring.forward(q, k, v, out, lse, stream, to_strides(strides, storage));
+  });
+}
+
+cpgen_status cpgen_ring_backward_strided(cpgen_ring* ring, const void* q, const void* k, const void* v,
+                                         const void* out, const float* lse, const void* dout, void* dq, void* dk,
+                                         void* dv, const cpgen_shard_strides* strides, void* stream) {
+  return guard([&] {
+    require(ring, "ring", "cpgen_ring_backward_strided");
+    cpgen::ShardStrides storage;
+    ring->ring.backward(q, k, v, out, lse, dout, dq, dk, dv, stream, to_strides(strides, storage));
   });
 }
 

@@ -3,6 +3,7 @@
 #include "cpgen/error.h"
 #include "runtime/cuda/cuda_driver.h"
 #include "runtime/core/half_convert.h"
+#include "runtime/core/layout_strides.h"
 #include "runtime/ring/partition.h"
 
 namespace cpgen::gpu {
@@ -26,7 +27,10 @@ BackwardShardPointers DeviceShard::backward_pointers() const {
 void upload_backward(const Problem& p, int rank, const std::vector<float>& dout, DeviceShard& s) {
   const int n = static_cast<int>(p.cp_size);
   s.dout = upload_half(s.q.device(),
-                       scatter_shard(dout, p.batch, p.q_heads, p.seq_len, p.head_dim, p.scheme, n, rank, p.documents), p.dtype);
+                       shard_to_layout(scatter_shard(dout, p.batch, p.q_heads, p.seq_len, p.head_dim, p.scheme, n,
+                                                     rank, p.documents),
+                                       p.layout, p.batch, p.q_heads, p.head_dim),
+                       p.dtype);
   s.dq = DeviceBuffer(s.q.device(), s.q.bytes());
   s.dk = DeviceBuffer(s.q.device(), s.k.bytes());
   s.dv = DeviceBuffer(s.q.device(), s.v.bytes());
@@ -37,22 +41,26 @@ void upload_backward(const Problem& p, int rank, const std::vector<float>& dout,
 
 void download_grads(const Problem& p, const DeviceShard& s, std::vector<float>& dq, std::vector<float>& dk,
                     std::vector<float>& dv) {
-  dq = from_half(s.dq.download_as<uint16_t>(), p.dtype);
-  dk = from_half(s.dk.download_as<uint16_t>(), p.dtype);
-  dv = from_half(s.dv.download_as<uint16_t>(), p.dtype);
+  dq = shard_from_layout(from_half(s.dq.download_as<uint16_t>(), p.dtype), p.layout, p.batch, p.q_heads, p.head_dim);
+  dk = shard_from_layout(from_half(s.dk.download_as<uint16_t>(), p.dtype), p.layout, p.batch, p.kv_heads, p.head_dim);
+  dv = shard_from_layout(from_half(s.dv.download_as<uint16_t>(), p.dtype), p.layout, p.batch, p.kv_heads, p.head_dim);
 }
 
 DeviceShard upload_shard(const Problem& p, int rank, int device, const std::vector<float>& q,
                          const std::vector<float>& k, const std::vector<float>& v) {
   const int n = static_cast<int>(p.cp_size);
   auto shard_of = [&](const std::vector<float>& full, int64_t heads) {
-    return scatter_shard(full, p.batch, heads, p.seq_len, p.head_dim, p.scheme, n, rank, p.documents);
+    // In the problem's layout, as a framework in that layout hands it over.
+    return shard_to_layout(scatter_shard(full, p.batch, heads, p.seq_len, p.head_dim, p.scheme, n, rank, p.documents),
+                           p.layout, p.batch, heads, p.head_dim);
   };
   DeviceShard s;
-  s.q = upload_half(device, shard_of(q, p.q_heads), p.dtype);
+  const std::vector<float> q_shard = shard_of(q, p.q_heads);
+  s.q = upload_half(device, q_shard, p.dtype);
   s.k = upload_half(device, shard_of(k, p.kv_heads), p.dtype);
   s.v = upload_half(device, shard_of(v, p.kv_heads), p.dtype);
-  const size_t rows = static_cast<size_t>(p.batch * p.q_heads * p.local_seq_len());
+  // Ranks may hold different row counts: this rank's rows are its shard's.
+  const size_t rows = q_shard.size() / static_cast<size_t>(p.head_dim);
   s.out = DeviceBuffer(device, rows * static_cast<size_t>(p.head_dim) * sizeof(uint16_t));
   s.lse = DeviceBuffer(device, rows * sizeof(float));
   poison_outputs(p, s);
@@ -67,7 +75,8 @@ void poison_outputs(const Problem&, DeviceShard& shard) {
 
 void download_outputs(const Problem& p, const DeviceShard& shard, std::vector<float>& out,
                       std::vector<float>& lse) {
-  out = from_half(shard.out.download_as<uint16_t>(), p.dtype);
+  out = shard_from_layout(from_half(shard.out.download_as<uint16_t>(), p.dtype), p.layout, p.batch, p.q_heads,
+                          p.head_dim);
   lse = shard.lse.download_as<float>();
 }
 

@@ -238,7 +238,7 @@ struct RingAttention::Impl {
         ranks.size(), stream, false,
         [&](int r) {
           const ShardPointers& s = ranks[r];
-          backends[r]->bind({s.q, s.k, s.v, s.out, s.lse});
+          backends[r]->bind({s.q, s.k, s.v, s.out, s.lse, nullptr, nullptr, nullptr, nullptr, s.strides});
         },
         [](std::span<RingBackend* const> b, std::span<Transport* const> t) { ring_forward_all(b, t); });
   }
@@ -253,7 +253,7 @@ struct RingAttention::Impl {
   // The backend reads out and lse in the backward (ShardTensors holds them as writable for the
   // forward); the backward kernels never write them.
   static ShardTensors backward_tensors(const BackwardShardPointers& s) {
-    return {s.q, s.k, s.v, const_cast<void*>(s.out), const_cast<float*>(s.lse), s.dout, s.dq, s.dk, s.dv};
+    return {s.q, s.k, s.v, const_cast<void*>(s.out), const_cast<float*>(s.lse), s.dout, s.dq, s.dk, s.dv, s.strides};
   }
 };
 
@@ -307,7 +307,7 @@ RingAttention RingAttention::nccl(const Problem& problem, void* nccl_comm, const
 }
 
 void RingAttention::forward(const void* q, const void* k, const void* v, void* out, float* lse,
-                            void* stream) {
+                            void* stream, const ShardStrides* strides) {
   Impl& m = *impl_;
   auto cu_stream = static_cast<CUstream>(stream);
   if (m.loopback) {
@@ -315,7 +315,7 @@ void RingAttention::forward(const void* q, const void* k, const void* v, void* o
       throw_bad_input("RingAttention::forward: a loopback ring of cp_size " +
                       std::to_string(m.problem.cp_size) +
                       " holds every rank; call forward_all with one shard per virtual rank");
-    const ShardPointers shard{q, k, v, out, lse};
+    const ShardPointers shard{q, k, v, out, lse, strides};
     m.run_loopback_forward({&shard, 1}, cu_stream);
     return;
   }
@@ -325,7 +325,7 @@ void RingAttention::forward(const void* q, const void* k, const void* v, void* o
   const bool capturing = gpu::is_capturing(cu_stream);
   m.order_after_previous(cu_stream, capturing);
   m.devices[0]->set_stream(cu_stream);
-  m.backends[0]->bind({q, k, v, out, lse});
+  m.backends[0]->bind({q, k, v, out, lse, nullptr, nullptr, nullptr, nullptr, strides});
   m.nccl->set_compute_stream(cu_stream);
   ring_forward(*m.backends[0], *m.nccl);
   m.record_done(cu_stream, capturing);
@@ -342,10 +342,11 @@ void RingAttention::forward_all(std::span<const ShardPointers> ranks, void* stre
 }
 
 void RingAttention::backward(const void* q, const void* k, const void* v, const void* out, const float* lse,
-                             const void* dout, void* dq, void* dk, void* dv, void* stream) {
+                             const void* dout, void* dq, void* dk, void* dv, void* stream,
+                             const ShardStrides* strides) {
   Impl& m = *impl_;
   auto cu_stream = static_cast<CUstream>(stream);
-  const BackwardShardPointers shard{q, k, v, out, lse, dout, dq, dk, dv};
+  const BackwardShardPointers shard{q, k, v, out, lse, dout, dq, dk, dv, strides};
   if (m.loopback) {
     if (m.problem.cp_size != 1)
       throw_bad_input("RingAttention::backward: a loopback ring of cp_size " +
@@ -403,6 +404,12 @@ void RingAttention::synchronize() {
 }
 
 const Problem& RingAttention::problem() const { return impl_->problem; }
+int64_t RingAttention::local_rows(int rank) const {
+  if (rank < 0 || rank >= impl_->problem.cp_size)
+    throw_bad_input("RingAttention::local_rows: rank " + std::to_string(rank) + " is outside [0, cp_size " +
+                    std::to_string(impl_->problem.cp_size) + ")");
+  return impl_->positions->rank_len(rank);
+}
 int RingAttention::rank() const { return impl_->rank; }
 int RingAttention::device() const { return impl_->device; }
 const std::string& RingAttention::kernel_uri() const { return impl_->choices.front().kernel_uri; }

@@ -45,7 +45,8 @@ struct GuardedMapping {
 
 GuardedMapping map_guarded(size_t bytes) {
   const size_t page = page_bytes();
-  const size_t rounded = round_up(bytes == 0 ? 1 : bytes, alignment_for(bytes == 0 ? 1 : bytes));
+  // An empty buffer keeps the full alignment (a rank without rows still hands over its pointers).
+  const size_t rounded = bytes == 0 ? kAlignment : round_up(bytes, alignment_for(bytes));
   const size_t usable = round_up(rounded, page);
   GuardedMapping m;
   m.mapped = usable + 2 * page;

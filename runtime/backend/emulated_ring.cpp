@@ -7,6 +7,7 @@
 #include "runtime/backend/emulated_device.h"
 #include "runtime/backend/kernel_ring_backend.h"
 #include "runtime/core/half_convert.h"
+#include "runtime/core/layout_strides.h"
 #include "runtime/ring/partition.h"
 #include "runtime/transport/cpu_transport.h"
 
@@ -58,18 +59,26 @@ EmulatedRingResult run_emulated_ring(const Problem& p, const std::vector<std::pa
   const RingPositions positions(p, device);
   std::vector<HostShard> shards(static_cast<size_t>(n));
   std::vector<std::unique_ptr<KernelRingBackend>> backends;
-  const size_t rows = static_cast<size_t>(p.batch * p.q_heads * p.local_seq_len());
+  // Shards in the problem's layout, as a framework in that layout hands them over.
+  const auto shard_of = [&](const std::vector<float>& full, int64_t heads, int r) {
+    return shard_to_layout(scatter_shard(full, p.batch, heads, p.seq_len, p.head_dim, p.scheme, n, r, p.documents),
+                           p.layout, p.batch, heads, p.head_dim);
+  };
+  const auto gather = [&](const std::vector<std::vector<float>>& laid, int64_t heads, int64_t dim) {
+    std::vector<std::vector<float>> shards;
+    for (int r = 0; r < n; ++r)
+      shards.push_back(dim == 1 ? laid[r] : shard_from_layout(laid[r], p.layout, p.batch, heads, p.head_dim));
+    return gather_shards(shards, p.batch, heads, p.seq_len, dim, p.scheme, n, p.documents);
+  };
   const bool given_forward = backward && !backward->out.empty();
   for (int r = 0; r < n; ++r) {
-    auto shard_of = [&](const std::vector<float>& full, int64_t heads) {
-      return scatter_shard(full, p.batch, heads, p.seq_len, p.head_dim, p.scheme, n, r, p.documents);
-    };
+    const size_t rows = static_cast<size_t>(p.batch * p.q_heads * positions.rank_len(r));
     HostShard& s = shards[static_cast<size_t>(r)];
-    s.q = upload_half(device, shard_of(q, p.q_heads), p.dtype);
-    s.k = upload_half(device, shard_of(k, p.kv_heads), p.dtype);
-    s.v = upload_half(device, shard_of(v, p.kv_heads), p.dtype);
+    s.q = upload_half(device, shard_of(q, p.q_heads, r), p.dtype);
+    s.k = upload_half(device, shard_of(k, p.kv_heads, r), p.dtype);
+    s.v = upload_half(device, shard_of(v, p.kv_heads, r), p.dtype);
     if (given_forward) {
-      s.out = upload_half(device, shard_of(backward->out, p.q_heads), p.dtype);
+      s.out = upload_half(device, shard_of(backward->out, p.q_heads, r), p.dtype);
       const std::vector<float> lse =
           scatter_shard(backward->lse, p.batch, p.q_heads, p.seq_len, 1, p.scheme, n, r, p.documents);
       s.lse = device.allocate(lse.size() * sizeof(float));
@@ -89,17 +98,16 @@ EmulatedRingResult run_emulated_ring(const Problem& p, const std::vector<std::pa
   for (int r = 0; r < n; ++r) {
     const HostShard& s = shards[static_cast<size_t>(r)];
     outs[r] = download_half(s.out, p.dtype);
-    lses[r].assign(s.lse.as<const float>(), s.lse.as<const float>() + rows);
+    lses[r].assign(s.lse.as<const float>(), s.lse.as<const float>() + s.lse.bytes() / sizeof(float));
   }
-  result.out = gather_shards(outs, p.batch, p.q_heads, p.seq_len, p.head_dim, p.scheme, n, p.documents);
-  result.lse = gather_shards(lses, p.batch, p.q_heads, p.seq_len, 1, p.scheme, n, p.documents);
+  result.out = gather(outs, p.q_heads, p.head_dim);
+  result.lse = gather(lses, p.q_heads, 1);
 
   if (backward) {
     // The backward reads the forward's out (in the input dtype) and lse as the kernels wrote them.
     for (int r = 0; r < n; ++r) {
       HostShard& s = shards[static_cast<size_t>(r)];
-      s.dout = upload_half(device, scatter_shard(backward->dout, p.batch, p.q_heads, p.seq_len, p.head_dim,
-                                                 p.scheme, n, r, p.documents), p.dtype);
+      s.dout = upload_half(device, shard_of(backward->dout, p.q_heads, r), p.dtype);
       s.dq = poisoned(device, s.q.bytes());
       s.dk = poisoned(device, s.k.bytes());
       s.dv = poisoned(device, s.v.bytes());
@@ -114,9 +122,9 @@ EmulatedRingResult run_emulated_ring(const Problem& p, const std::vector<std::pa
       dks[r] = download_half(s.dk, p.dtype);
       dvs[r] = download_half(s.dv, p.dtype);
     }
-    result.dq = gather_shards(dqs, p.batch, p.q_heads, p.seq_len, p.head_dim, p.scheme, n, p.documents);
-    result.dk = gather_shards(dks, p.batch, p.kv_heads, p.seq_len, p.head_dim, p.scheme, n, p.documents);
-    result.dv = gather_shards(dvs, p.batch, p.kv_heads, p.seq_len, p.head_dim, p.scheme, n, p.documents);
+    result.dq = gather(dqs, p.q_heads, p.head_dim);
+    result.dk = gather(dks, p.kv_heads, p.head_dim);
+    result.dv = gather(dvs, p.kv_heads, p.head_dim);
   }
   result.launches = device.launches();
   result.launch_ms = device.launch_ms();

@@ -1,5 +1,5 @@
 // Whole-problem runs of the emulated backend from host tensors: shard the inputs by the partition
-// scheme in the problem's dtype, poison the outputs (NaN), run the forward ring of KernelRingBackend
+// scheme (ranks may hold different row counts) in the problem's dtype and layout, poison the outputs (NaN), run the forward ring of KernelRingBackend
 // (the object a GPU ring runs) on one EmulatedDevice, every rank on its own host thread over the
 // CPU transport, and gather; then, when asked, the backward ring of the same backends on the
 // forward's out and lse, with poisoned dq, dk, dv. Used by `cpgen verify --backend emulated` and the tests.

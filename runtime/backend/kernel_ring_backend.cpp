@@ -4,34 +4,15 @@
 #include <cstdint>
 #include <limits>
 #include <string>
+#include <utility>
 
 #include "cpgen/error.h"
 #include "runtime/core/attention_shape.h"
+#include "runtime/core/layout_strides.h"
 #include "runtime/ring/kernel_support.h"
 #include "runtime/ring/partition.h"
 
 namespace cpgen {
-
-namespace {
-
-// What this backend cannot run: a layout other than contiguous bhsd, or shards of different
-// lengths (documents that do not divide included). Masks are not refused here: the key intervals
-// and the softcap reach every launch, and which kernels read them is the selection's business
-// (check_kernel_ring_problem, kernel_needs_key_intervals).
-void check_backend_problem(const Problem& p, const std::vector<int64_t>& rank_lengths, int first_rank = 0) {
-  const std::string where = p.name.empty() ? std::string("problem") : "problem '" + p.name + "'";
-  if (!p.layout.empty() && p.layout != "bhsd")
-    throw_bad_input(where + ": layout " + p.layout + " is not supported by the ring kernels yet (bhsd is)");
-  check_partitionable(p.scheme, p.seq_len, static_cast<int>(p.cp_size));
-  for (size_t r = 0; r < rank_lengths.size(); ++r)
-    if (rank_lengths[r] != p.local_seq_len())
-      throw_bad_input(where + ": rank " + std::to_string(first_rank + static_cast<int>(r)) + " holds " +
-                      std::to_string(rank_lengths[r]) + " positions, not seq_len / cp_size = " +
-                      std::to_string(p.local_seq_len()) +
-                      "; the ring kernels need every document length divisible by the scheme's chunk count");
-}
-
-}  // namespace
 
 RingPositions::RingPositions(const Problem& problem, KernelDevice& device) {
   const int n = static_cast<int>(problem.cp_size);
@@ -44,7 +25,7 @@ RingPositions::RingPositions(const Problem& problem, KernelDevice& device) {
     total_ += lengths_.back();
     max_len_ = std::max(max_len_, lengths_.back());
   }
-  check_backend_problem(problem, lengths_);
+  check_kernel_ring_problem(problem);
   // Interval ends are clamped to int32; an unbounded side becomes INT32_MAX / 0, which no position
   // (validated below 2^31) passes.
   std::vector<int> host(static_cast<size_t>(3 * total_));
@@ -85,19 +66,42 @@ const int* RingPositions::rank_key_last(int rank) const {
 KernelRingBackend::KernelRingBackend(const Problem& problem, int rank, KernelDevice& device,
                                      const RingPositions& positions)
     : problem_(problem), rank_(rank), device_(device), positions_(positions) {
-  check_backend_problem(problem, {positions.rank_len(rank)}, rank);
-  const size_t local = static_cast<size_t>(problem.local_seq_len());
+  check_kernel_ring_problem(problem);
+  len_ = positions.rank_len(rank);
+  max_len_ = positions.max_rank_len();
   const size_t b = static_cast<size_t>(problem.batch), hd = static_cast<size_t>(problem.head_dim);
   const size_t qh = static_cast<size_t>(problem.q_heads), kvh = static_cast<size_t>(problem.kv_heads);
-  kv_bytes_ = b * kvh * local * hd * dtype_bytes(problem.dtype);
-  parts_ = local >= 2 ? 2 : 1;
+  // A slot holds any rank's chunk in that rank's layout: a dense tensor of its rows, at most
+  // max_len_ of them. Every exchange moves the whole slot (see the header).
+  slot_bytes_ = b * kvh * static_cast<size_t>(max_len_) * hd * dtype_bytes(problem.dtype);
+  own_kv_bytes_ = b * kvh * static_cast<size_t>(len_) * hd * dtype_bytes(problem.dtype);
+  parts_ = max_len_ >= 2 ? 2 : 1;
+  // The zigzag half views need each rank's two chunks to be the first and second half of its
+  // rows in sequence order; with documents each one is split on its own, so every step runs at
+  // full size (the masks skip what no row sees).
+  halves_ = problem.causal && problem.scheme == Scheme::kZigzag && problem.cp_size > 1 &&
+            problem.documents.size() <= 1;
   for (int s = 0; s < 2; ++s) {
-    k_slots_[s] = device.allocate(kv_bytes_);
-    v_slots_[s] = device.allocate(kv_bytes_);
+    k_slots_[s] = device.allocate(std::max<size_t>(slot_bytes_, 1));
+    v_slots_[s] = device.allocate(std::max<size_t>(slot_bytes_, 1));
   }
-  o_state_ = device.allocate(b * qh * local * hd * sizeof(float));
-  m_state_ = device.allocate(b * qh * local * sizeof(float));
-  l_state_ = device.allocate(b * qh * local * sizeof(float));
+  // The state of this rank's own rows; a rank may hold none (tiny documents), yet keeps a buffer.
+  const size_t rows = b * qh * static_cast<size_t>(std::max<int64_t>(len_, 1));
+  o_state_ = device.allocate(rows * hd * sizeof(float));
+  m_state_ = device.allocate(rows * sizeof(float));
+  l_state_ = device.allocate(rows * sizeof(float));
+}
+
+int64_t KernelRingBackend::first_chunk_len(int rank) const {
+  // Zigzag cuts the sequence into 2N chunks whose sizes differ by at most one, the first
+  // seq_len mod 2N one longer (runtime/ring/partition.h); rank r's first chunk is chunk r.
+  const int64_t chunks = 2 * problem_.cp_size;
+  return problem_.seq_len / chunks + (rank < problem_.seq_len % chunks ? 1 : 0);
+}
+
+TensorStrides KernelRingBackend::chunk_strides(int origin) const {
+  return layout_strides(problem_.layout, problem_.batch, problem_.kv_heads, positions_.rank_len(origin),
+                        problem_.head_dim);
 }
 
 namespace {
@@ -110,7 +114,29 @@ void check_pointer(const void* p, const char* name, size_t alignment, int rank) 
                     " is not " + std::to_string(alignment) + "-byte aligned");
 }
 
+std::string strides_text(const TensorStrides& s) {
+  return "{batch " + std::to_string(s.batch) + ", head " + std::to_string(s.head) + ", row " + std::to_string(s.row) + "}";
+}
+
+// Equal where it matters: a dimension of one entry never uses its stride.
+bool same_strides(const TensorStrides& a, const TensorStrides& b, int64_t batch, int64_t heads, int64_t rows) {
+  return (batch <= 1 || a.batch == b.batch) && (heads <= 1 || a.head == b.head) && (rows <= 1 || a.row == b.row);
+}
+
+// Byte offset of row `row` of a tensor with these strides.
+size_t row_offset(const TensorStrides& s, int64_t row, Dtype dtype) {
+  return static_cast<size_t>(row * s.row) * dtype_bytes(dtype);
+}
+
+const void* advance(const void* p, size_t bytes) { return static_cast<const char*>(p) + bytes; }
+void* advance(void* p, size_t bytes) { return static_cast<char*>(p) + bytes; }
+
 }  // namespace
+
+void KernelRingBackend::check_strides(const char* name, const TensorStrides& s, int64_t heads) const {
+  check_tensor_strides(s, "RingAttention: " + std::string(name) + " of rank " + std::to_string(rank_), problem_.batch,
+                       heads, len_, problem_.head_dim);
+}
 
 void KernelRingBackend::bind(const ShardTensors& tensors) {
   check_pointer(tensors.q, "q", 16, rank_);
@@ -118,6 +144,18 @@ void KernelRingBackend::bind(const ShardTensors& tensors) {
   check_pointer(tensors.v, "v", 16, rank_);
   check_pointer(tensors.out, "out", 16, rank_);
   check_pointer(tensors.lse, "lse", 4, rank_);
+  strides_ = tensors.strides ? *tensors.strides : layout_shard_strides(problem_, len_);
+  check_strides("q", strides_.q, problem_.q_heads);
+  check_strides("out", strides_.out, problem_.q_heads);
+  // K and V travel the ring as their bytes, and a receiver reads them with strides it derives
+  // from the problem's layout and the sender's row count: so they must be in that layout.
+  const TensorStrides kv = chunk_strides(rank_);
+  for (const auto& [name, s] : {std::pair<const char*, TensorStrides>{"k", strides_.k}, {"v", strides_.v}})
+    if (!same_strides(s, kv, problem_.batch, problem_.kv_heads, len_))
+      throw_bad_input("RingAttention: " + std::string(name) + " of rank " + std::to_string(rank_) + " has strides " +
+                      strides_text(s) + "; allowed: those of the problem's layout " +
+                      (problem_.layout.empty() ? std::string("bhsd") : problem_.layout) + ", " + strides_text(kv) +
+                      " (K and V travel the ring as they are, and every rank reads them in that layout)");
   // Only the forward's tensors: a backward must bind its own (bind_backward).
   tensors_ = {tensors.q, tensors.k, tensors.v, tensors.out, tensors.lse};
 }
@@ -129,77 +167,119 @@ void KernelRingBackend::bind_backward(const ShardTensors& tensors) {
   check_pointer(tensors.dq, "dq", 16, rank_);
   check_pointer(tensors.dk, "dk", 16, rank_);
   check_pointer(tensors.dv, "dv", 16, rank_);
+  check_strides("dout", strides_.dout, problem_.q_heads);
+  check_strides("dq", strides_.dq, problem_.q_heads);
+  check_strides("dk", strides_.dk, problem_.kv_heads);
+  check_strides("dv", strides_.dv, problem_.kv_heads);
   tensors_ = tensors;
+  tensors_.strides = nullptr;  // resolved into strides_
 }
 
 std::vector<BufferView> KernelRingBackend::kv_buffers(int slot) {
-  return {{k_slots_[slot].data(), kv_bytes_}, {v_slots_[slot].data(), kv_bytes_}};
+  return {{k_slots_[slot].data(), slot_bytes_}, {v_slots_[slot].data(), slot_bytes_}};
 }
 
-void KernelRingBackend::forward_begin() {
-  // The caller's K/V stay untouched: slot 0 is overwritten by the transfer of step 2.
-  device_.copy(k_slots_[0].data(), tensors_.k, kv_bytes_);
-  device_.copy(v_slots_[0].data(), tensors_.v, kv_bytes_);
+bool KernelRingBackend::own_kv_in_place() const {
+  // The caller's K/V are dense in the problem's layout (bind checks it), so they span exactly
+  // own_kv_bytes_; the exchange moves slot_bytes_, which only a rank of the largest chunk has.
+  return own_kv_bytes_ == slot_bytes_;
+}
+
+std::vector<BufferView> KernelRingBackend::first_kv_send_buffers() {
+  if (!own_kv_in_place()) return kv_buffers(0);
+  // The transport only reads a send buffer.
+  return {{const_cast<void*>(tensors_.k), slot_bytes_}, {const_cast<void*>(tensors_.v), slot_bytes_}};
+}
+
+void KernelRingBackend::stage_own_kv() {
+  // Step 0 computes on the caller's K/V in place; only a rank holding fewer rows than the largest
+  // chunk copies them into slot 0, so that the first exchange has slot_bytes_ to send. Slot 0 is
+  // first received into at step 1 (the chunk of step 2), so the caller's K/V are never written.
+  if (own_kv_in_place() || own_kv_bytes_ == 0) return;
+  device_.copy(k_slots_[0].data(), tensors_.k, own_kv_bytes_);
+  device_.copy(v_slots_[0].data(), tensors_.v, own_kv_bytes_);
+}
+
+void KernelRingBackend::forward_begin() { stage_own_kv(); }
+
+// The local queries a step launches over: [query_first, len_). A zigzag query-half step (a chunk
+// of a later rank) is seen by the rank's second chunk only, so it launches over those rows: the
+// shape the tuner timed (workload_for). Not on the last step, which must write out and lse of
+// every row (its first-chunk rows then run with every key tile skipped).
+int64_t KernelRingBackend::query_first(const RingStep& step, bool backward) const {
+  if (!halves_) return 0;
+  const StepType type = step_type_at(problem_, rank_, step.step);
+  if (forward_shape(type) != StepType::kZigzagQHalf || (!backward && step.is_last)) return 0;
+  return first_chunk_len(rank_);
 }
 
 RingFwdParams KernelRingBackend::step_params(const RingStep& step) const {
-  const int64_t local = problem_.local_seq_len(), hd = problem_.head_dim;
+  const int64_t q0 = query_first(step, false);
+  const size_t q_offset = row_offset(strides_.q, q0, problem_.dtype);
+  const size_t out_offset = row_offset(strides_.out, q0, problem_.dtype);
   RingFwdParams p{};
-  p.q = tensors_.q;
-  p.k = k_slots_[step.kv_slot].data();
-  p.v = v_slots_[step.kv_slot].data();
-  p.out = tensors_.out;
-  p.lse = tensors_.lse;
-  p.o_state = o_state_.as<float>();
-  p.m_state = m_state_.as<float>();
-  p.l_state = l_state_.as<float>();
-  p.q_positions = positions_.rank_positions(rank_);
+  p.q = advance(tensors_.q, q_offset);
+  // Step 0 holds the rank's own chunk: the caller's K/V, read in place.
+  p.k = step.step == 0 ? tensors_.k : k_slots_[step.kv_slot].data();
+  p.v = step.step == 0 ? tensors_.v : v_slots_[step.kv_slot].data();
+  p.out = advance(tensors_.out, out_offset);
+  p.lse = tensors_.lse + q0;
+  p.o_state = o_state_.as<float>() + q0 * problem_.head_dim;
+  p.m_state = m_state_.as<float>() + q0;
+  p.l_state = l_state_.as<float>() + q0;
+  p.q_positions = positions_.rank_positions(rank_) + q0;
   p.kv_positions = positions_.rank_positions(step.kv_rank);
-  // Contiguous [batch, heads, local, head_dim].
-  p.q_row_stride = p.k_row_stride = p.v_row_stride = p.out_row_stride = hd;
-  p.q_head_stride = p.out_head_stride = local * hd;
-  p.k_head_stride = p.v_head_stride = local * hd;
-  p.q_batch_stride = p.out_batch_stride = problem_.q_heads * local * hd;
-  p.k_batch_stride = p.v_batch_stride = problem_.kv_heads * local * hd;
+  const TensorStrides kv = chunk_strides(step.kv_rank);
+  p.q_batch_stride = strides_.q.batch;
+  p.q_head_stride = strides_.q.head;
+  p.q_row_stride = strides_.q.row;
+  p.out_batch_stride = strides_.out.batch;
+  p.out_head_stride = strides_.out.head;
+  p.out_row_stride = strides_.out.row;
+  p.k_batch_stride = p.v_batch_stride = kv.batch;
+  p.k_head_stride = p.v_head_stride = kv.head;
+  p.k_row_stride = p.v_row_stride = kv.row;
   p.batch = static_cast<int>(problem_.batch);
   p.q_heads = static_cast<int>(problem_.q_heads);
   p.kv_heads = static_cast<int>(problem_.kv_heads);
-  p.q_len = static_cast<int>(local);
-  // A zigzag key-half step (the chunk of an earlier rank) sees only the first half of the chunk:
-  // its second half lies after every local query. The launch covers that half alone, the shape
-  // the tuner timed for this step type (workload_for); its keys keep their layout and positions.
-  // With packed documents the first half of a chunk is not the earlier half of every document
-  // (each document is cut into 2N chunks on its own), so the launch keeps the whole chunk; the key
-  // intervals of the kernel it runs skip the tiles no query sees.
-  const bool key_half = forward_shape(step_type_at(problem_, rank_, step.step)) == StepType::kZigzagKvHalf &&
-                        problem_.documents.size() <= 1;
-  p.kv_len = static_cast<int>(key_half ? local / 2 : local);
+  p.q_len = static_cast<int>(len_ - q0);
+  p.state_len = static_cast<int>(len_);
+  // A zigzag key-half step (the chunk of an earlier rank) sees only the sender's first chunk:
+  // its second lies after every local query. The launch covers those keys alone, the shape the
+  // tuner timed for this step type (workload_for); they keep their layout and positions. With
+  // packed documents there are no such halves (halves_), and every step keeps the whole chunk; the
+  // key intervals of the kernel it runs skip the tiles no query sees.
+  const bool key_half = halves_ && forward_shape(step_type_at(problem_, rank_, step.step)) == StepType::kZigzagKvHalf;
+  p.kv_len = static_cast<int>(key_half ? first_chunk_len(step.kv_rank) : positions_.rank_len(step.kv_rank));
   p.scale_log2 = static_cast<float>(problem_.scale() * 1.4426950408889634);  // log2(e)
   p.is_first_step = step.is_first ? 1 : 0;
   p.is_last_step = step.is_last ? 1 : 0;
   // Mask features, for the kernels selection specializes on them (kernel_support.h); null and 0
-  // for the others. The intervals are the rank's rows, in the order of its positions.
+  // for the others. The intervals are the launch's rows (a query view starts at q0).
   if (kernel_needs_key_intervals(problem_)) {
-    p.q_key_first = positions_.rank_key_first(rank_);
-    p.q_key_last = positions_.rank_key_last(rank_);
+    p.q_key_first = positions_.rank_key_first(rank_) + q0;
+    p.q_key_last = positions_.rank_key_last(rank_) + q0;
   }
   p.softcap = kernel_needs_softcap(problem_) ? static_cast<float>(problem_.softcap) : 0.0f;
   return p;
 }
 
-// Each step runs the kernel selected for its step type (diagonal, full, zigzag half). A step whose
-// chunk no local query sees launches nothing, unless it must start the state (first step) or
-// finalize it (last step); the kernel's blocks then load no Q or K/V and only write the state.
+// Each step runs the kernel selected for its step type (diagonal, full, zigzag half). A launch
+// over no queries has nothing to do (a rank without rows, an empty query view), and one over no
+// keys neither, except on the last step, which still writes every row's out and lse. A step whose
+// chunk no local query sees launches nothing either, unless it must start the state (first step)
+// or finalize it (last step); the kernel's blocks then load no Q or K/V and only write the state.
 void KernelRingBackend::forward_step(const RingStep& step) {
+  const RingFwdParams params = step_params(step);
+  if (params.q_len == 0 || (params.kv_len == 0 && !step.is_last)) return;
   if (!step.is_first && !step.is_last && !positions_.chunk_visible(rank_, step.kv_rank)) return;
-  device_.launch_forward(step_type_at(problem_, rank_, step.step), step_params(step));
+  device_.launch_forward(step_type_at(problem_, rank_, step.step), params);
 }
 
 // ---- Backward ----------------------------------------------------------------------------------
 
 int64_t KernelRingBackend::part_first_key(int part) const {
-  const int64_t local = problem_.local_seq_len();
-  return part <= 0 ? 0 : part >= parts_ ? local : local / 2;
+  return part <= 0 ? 0 : part >= parts_ ? max_len_ : max_len_ / 2;
 }
 
 size_t KernelRingBackend::part_bytes(int part) const {
@@ -229,71 +309,80 @@ std::vector<BufferView> KernelRingBackend::dkv_buffers(int slot) {
 }
 
 RingBwdPreParams KernelRingBackend::backward_pre_params() const {
-  const int64_t local = problem_.local_seq_len(), hd = problem_.head_dim;
   RingBwdPreParams p{};
   p.out = tensors_.out;
   p.dout = tensors_.dout;
   p.delta = m_state_.as<float>();
   p.dq_acc = o_state_.as<float>();
-  p.out_row_stride = p.dout_row_stride = hd;
-  p.out_head_stride = p.dout_head_stride = local * hd;
-  p.out_batch_stride = p.dout_batch_stride = problem_.q_heads * local * hd;
+  p.out_batch_stride = strides_.out.batch;
+  p.out_head_stride = strides_.out.head;
+  p.out_row_stride = strides_.out.row;
+  p.dout_batch_stride = strides_.dout.batch;
+  p.dout_head_stride = strides_.dout.head;
+  p.dout_row_stride = strides_.dout.row;
   p.batch = static_cast<int>(problem_.batch);
   p.q_heads = static_cast<int>(problem_.q_heads);
-  p.q_len = static_cast<int>(local);
+  p.q_len = static_cast<int>(len_);
   return p;
 }
 
 RingBwdParams KernelRingBackend::backward_step_params(const RingStep& step, int dkv_slot, bool accumulate,
                                                       int part) const {
-  const int64_t local = problem_.local_seq_len(), hd = problem_.head_dim;
-  const int64_t key0 = part_first_key(part);
-  const size_t key_offset = static_cast<size_t>(key0 * hd * dtype_bytes(problem_.dtype));
+  const int64_t hd = problem_.head_dim;
+  // The part's keys of the held chunk: the part's range of the slot, cut at the chunk's length.
+  const int64_t chunk_len = positions_.rank_len(step.kv_rank);
+  const int64_t key0 = std::min(part_first_key(part), chunk_len);
+  const int64_t key_end = std::min(part_first_key(part + 1), chunk_len);
+  const TensorStrides kv = chunk_strides(step.kv_rank);
+  const size_t key_offset = row_offset(kv, key0, problem_.dtype);
+  const int64_t q0 = query_first(step, true);
   RingBwdParams p{};
-  p.q = tensors_.q;
-  // The part's keys: the chunk's rows from key0 on, with the chunk's strides (K and V keep
-  // their [batch, kv_heads, local, head_dim] layout; only kv_len and the start change).
-  p.k = static_cast<const char*>(k_slots_[step.kv_slot].data()) + key_offset;
-  p.v = static_cast<const char*>(v_slots_[step.kv_slot].data()) + key_offset;
-  p.dout = tensors_.dout;
-  p.lse = tensors_.lse;
-  p.delta = m_state_.as<const float>();
-  p.dq_acc = o_state_.as<float>();
+  p.q = advance(tensors_.q, row_offset(strides_.q, q0, problem_.dtype));
+  // The part's keys: the chunk's rows from key0 on, with the chunk's strides (only kv_len and
+  // the start change). Step 0's chunk is the caller's own K/V, read in place.
+  p.k = advance(step.step == 0 ? tensors_.k : k_slots_[step.kv_slot].data(), key_offset);
+  p.v = advance(step.step == 0 ? tensors_.v : v_slots_[step.kv_slot].data(), key_offset);
+  p.dout = advance(tensors_.dout, row_offset(strides_.dout, q0, problem_.dtype));
+  p.lse = tensors_.lse + q0;
+  p.delta = m_state_.as<const float>() + q0;
+  p.dq_acc = o_state_.as<float>() + q0 * hd;
   p.dk_acc = dk_slots_[dkv_slot][part].as<float>();
   p.dv_acc = dv_slots_[dkv_slot][part].as<float>();
-  p.q_positions = positions_.rank_positions(rank_);
-  p.kv_positions = positions_.rank_positions(step.kv_rank) + key0;
-  // The local queries' key intervals (global positions, so the part's offset does not enter);
-  // read only by kernels specialized on them, as the softcap is.
-  p.q_key_first = positions_.rank_key_first(rank_);
-  p.q_key_last = positions_.rank_key_last(rank_);
+  p.q_positions = positions_.rank_positions(rank_) + q0;
+  p.q_key_first = positions_.rank_key_first(rank_) + q0;
+  p.q_key_last = positions_.rank_key_last(rank_) + q0;
+  // Read only by kernels specialized on the softcap, as the intervals are by those on intervals.
   p.softcap = static_cast<float>(problem_.softcap > 0 ? problem_.softcap : 0.0);
-  // Contiguous [batch, heads, local, head_dim]; dout has q's layout.
-  p.q_row_stride = p.k_row_stride = p.v_row_stride = p.dout_row_stride = hd;
-  p.q_head_stride = p.dout_head_stride = local * hd;
-  p.k_head_stride = p.v_head_stride = local * hd;
-  p.q_batch_stride = p.dout_batch_stride = problem_.q_heads * local * hd;
-  p.k_batch_stride = p.v_batch_stride = problem_.kv_heads * local * hd;
+  p.kv_positions = positions_.rank_positions(step.kv_rank) + key0;
+  p.q_batch_stride = strides_.q.batch;
+  p.q_head_stride = strides_.q.head;
+  p.q_row_stride = strides_.q.row;
+  p.dout_batch_stride = strides_.dout.batch;
+  p.dout_head_stride = strides_.dout.head;
+  p.dout_row_stride = strides_.dout.row;
+  p.k_batch_stride = p.v_batch_stride = kv.batch;
+  p.k_head_stride = p.v_head_stride = kv.head;
+  p.k_row_stride = p.v_row_stride = kv.row;
   p.batch = static_cast<int>(problem_.batch);
   p.q_heads = static_cast<int>(problem_.q_heads);
   p.kv_heads = static_cast<int>(problem_.kv_heads);
-  p.q_len = static_cast<int>(local);
-  p.kv_len = static_cast<int>(part_first_key(part + 1) - key0);
+  p.q_len = static_cast<int>(len_ - q0);
+  p.state_len = static_cast<int>(len_);
+  p.kv_len = static_cast<int>(key_end - key0);
   p.scale = static_cast<float>(problem_.scale());
   p.scale_log2 = static_cast<float>(problem_.scale() * 1.4426950408889634);  // log2(e)
   p.accumulate_dkv = accumulate ? 1 : 0;
   return p;
 }
 
-RingBwdConvertParams KernelRingBackend::convert_params(const float* acc, void* grad, int64_t heads,
-                                                       int64_t len) const {
-  const int64_t local = problem_.local_seq_len(), hd = problem_.head_dim;
+RingBwdConvertParams KernelRingBackend::convert_params(const float* acc, void* grad, const TensorStrides& grad_strides,
+                                                       int64_t heads, int64_t len) const {
   RingBwdConvertParams p{};
   p.acc = acc;
   p.grad = grad;
-  p.grad_row_stride = hd;
-  p.grad_head_stride = local * hd;
-  p.grad_batch_stride = heads * local * hd;
+  p.grad_batch_stride = grad_strides.batch;
+  p.grad_head_stride = grad_strides.head;
+  p.grad_row_stride = grad_strides.row;
   p.batch = static_cast<int>(problem_.batch);
   p.heads = static_cast<int>(heads);
   p.len = static_cast<int>(len);
@@ -305,9 +394,8 @@ void KernelRingBackend::backward_begin() {
     throw Error(ErrorKind::kInternal, "KernelRingBackend: backward without bind_backward");
   allocate_dkv();
   has_pending_step_ = false;
-  device_.copy(k_slots_[0].data(), tensors_.k, kv_bytes_);
-  device_.copy(v_slots_[0].data(), tensors_.v, kv_bytes_);
-  device_.launch_backward_pre(backward_pre_params());
+  stage_own_kv();
+  if (len_ > 0) device_.launch_backward_pre(backward_pre_params());
 }
 
 // The step's kernels need the held chunk's dK/dV accumulator parts, which the driver has received
@@ -324,10 +412,14 @@ void KernelRingBackend::accumulate_dkv_part(int slot, bool is_first, int part) {
                                           " out of order (expected part " + std::to_string(next_part_) +
                                           " after a backward_step)");
   const StepType type = backward_of(step_type_at(problem_, rank_, pending_step_.step));
-  // A chunk no local query sees adds nothing: in add mode the launch is skipped. The chunk's first
-  // step still launches, since it defines the accumulator (every key block then writes zeros).
-  if (is_first || positions_.chunk_visible(rank_, pending_step_.kv_rank))
-    device_.launch_backward(type, backward_step_params(pending_step_, slot, !is_first, part));
+  const RingBwdParams params = backward_step_params(pending_step_, slot, !is_first, part);
+  // A part past the end of a shorter chunk holds none of its keys: no rank reads it. A launch
+  // over no queries adds nothing; it is never a write-mode one, which only the chunk's owner
+  // runs, and the owner has as many queries as the chunk has keys. A chunk no local query sees
+  // adds nothing either: in add mode the launch is skipped; the chunk's first step still
+  // launches, since it defines the accumulator (every key block then writes zeros).
+  if (params.kv_len > 0 && params.q_len > 0 && (is_first || positions_.chunk_visible(rank_, pending_step_.kv_rank)))
+    device_.launch_backward(type, params);
   if (++next_part_ == parts_) has_pending_step_ = false;
 }
 
@@ -336,16 +428,19 @@ void KernelRingBackend::accumulate_dkv(int slot, bool is_first) {
 }
 
 void KernelRingBackend::backward_end(int slot) {
-  const int64_t hd = problem_.head_dim, local = problem_.local_seq_len();
-  device_.launch_backward_convert(convert_params(o_state_.as<const float>(), tensors_.dq, problem_.q_heads, local));
-  const size_t elem = dtype_bytes(problem_.dtype);
+  if (len_ == 0) return;
+  device_.launch_backward_convert(convert_params(o_state_.as<const float>(), tensors_.dq, strides_.dq,
+                                                 problem_.q_heads, len_));
   for (int part = 0; part < parts_; ++part) {
-    const int64_t key0 = part_first_key(part), keys = part_first_key(part + 1) - key0;
+    const int64_t key0 = std::min(part_first_key(part), len_), keys = std::min(part_first_key(part + 1), len_) - key0;
+    if (keys == 0) continue;
     // The part's rows start key0 rows into every head of the caller's dK and dV.
-    void* dk = static_cast<char*>(tensors_.dk) + key0 * hd * elem;
-    void* dv = static_cast<char*>(tensors_.dv) + key0 * hd * elem;
-    device_.launch_backward_convert(convert_params(dk_slots_[slot][part].as<const float>(), dk, problem_.kv_heads, keys));
-    device_.launch_backward_convert(convert_params(dv_slots_[slot][part].as<const float>(), dv, problem_.kv_heads, keys));
+    void* dk = advance(tensors_.dk, row_offset(strides_.dk, key0, problem_.dtype));
+    void* dv = advance(tensors_.dv, row_offset(strides_.dv, key0, problem_.dtype));
+    device_.launch_backward_convert(
+        convert_params(dk_slots_[slot][part].as<const float>(), dk, strides_.dk, problem_.kv_heads, keys));
+    device_.launch_backward_convert(
+        convert_params(dv_slots_[slot][part].as<const float>(), dv, strides_.dv, problem_.kv_heads, keys));
   }
 }
 

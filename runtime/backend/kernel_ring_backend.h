@@ -4,8 +4,27 @@
 // same code drives a GPU (GpuDevice) and the CPU emulator, so what the emulator checks is what the
 // GPU runs.
 //
-// Backward (params_bwd.cuh). backward_begin copies the own K/V into kv slot 0 and launches the
-// preprocessing kernel (delta, dQ accumulator cleared). The step kernel of a ring step runs in
+// Layouts and lengths. The caller's tensors are read and written in place through strides (no
+// copy or transpose); ranks may hold different row counts (packed documents, lengths that do not
+// divide). A K/V slot holds any rank's chunk as its sender laid it out, sized for the largest
+// chunk; a step reads the held chunk with the strides and length of the rank it came from (the
+// problem's layout at that rank's row count). The transport contract (runtime/ring/transport.h)
+// gives an exchange one byte count for what a rank sends and what it receives, while a rank sends
+// one chunk and receives another of a different length: so every exchange moves a whole slot,
+// the largest chunk's bytes, of which a receiver reads only the true rows.
+//
+// Step 0 computes on the caller's own K/V. The first exchange sends them straight from the
+// caller's tensors when they fill a slot (this rank holds the largest chunk, always so when the
+// shards are equal): no copy at all. A rank with fewer rows copies its K/V into slot 0 first,
+// because the exchange reads a whole slot, more than its tensors hold.
+//
+// Half-size steps (causal zigzag without documents). A key-half step launches over the sender's
+// first chunk of keys only, a query-half step over this rank's second chunk of queries only (a
+// view: q, out, positions, lse and state pointers moved by the first chunk's rows, state_len
+// the row pitch), except on the last forward step, which writes out and lse of every row.
+//
+// Backward (params_bwd.cuh). backward_begin stages the own K/V as the forward does and launches
+// the preprocessing kernel (delta, dQ accumulator cleared). The step kernel of a ring step runs in
 // accumulate_dkv_part, not in backward_step: it adds the local queries' dK/dV straight into the
 // held chunk's fp32 accumulator (write mode on the chunk's first step, add mode after), so it must
 // wait until that accumulator has arrived from the previous rank, which the driver guarantees by
@@ -14,7 +33,8 @@
 // chunk's first step it still launches, and the kernel writes zeros. backward_end converts dQ and
 // the own chunk's dK/dV into the caller's tensors in the input dtype.
 //
-// Overlap. Each chunk's keys are cut in two parts (the first local_len / 2 keys and the rest),
+// Overlap. Each chunk's keys are cut in two parts (the first max_rank_len / 2 keys and the rest,
+// each cut at the chunk's length),
 // each with its own accumulator that travels as its own exchange (dkv_parts() == 2), and a step
 // launches the step kernel once per part, on that part's keys. So the transfer of part 0 of step
 // s-1 runs while part 1 of step s-1 computes, and the transfer of part 1 while part 0 of step s
@@ -66,10 +86,13 @@ class RingPositions {
   int64_t total_ = 0;
 };
 
-// The caller's tensors for one ring call (contiguous, layout in cpgen/ring_attention.h), as
-// device pointers of the KernelDevice. The forward reads q, k, v and writes out and lse; the
-// backward reads q, k, v, out, lse (the forward's results) and dout and writes dq, dk, dv (same
-// layouts as q, k, v).
+// The caller's tensors for one ring call, as device pointers of the KernelDevice. The forward
+// reads q, k, v and writes out and lse; the backward reads q, k, v, out, lse (the forward's
+// results) and dout and writes dq, dk, dv. Each tensor is [batch, heads, rows, head_dim] of the
+// rank's own rows (RingPositions::rank_len) with the element strides in `strides`, or, when it
+// is null, those of the problem's layout (layout_shard_strides in cpgen/problem.h); lse is
+// contiguous [batch, q_heads, rows] fp32. K and V must be in the problem's layout (they travel
+// the ring as they are); the others may have any strides whose rows do not overlap.
 struct ShardTensors {
   const void* q = nullptr;
   const void* k = nullptr;
@@ -80,6 +103,7 @@ struct ShardTensors {
   void* dq = nullptr;
   void* dk = nullptr;
   void* dv = nullptr;
+  const ShardStrides* strides = nullptr;  // read by bind; need not outlive it
 };
 
 class KernelRingBackend final : public RingBackend {
@@ -87,12 +111,13 @@ class KernelRingBackend final : public RingBackend {
   // `device` and `positions` must outlive the backend.
   KernelRingBackend(const Problem& problem, int rank, KernelDevice& device, const RingPositions& positions);
   // Before each forward run: the tensors (checked: q, k, v, out, lse non-null, aligned as the
-  // kernels load them).
+  // kernels load them; strides as ShardTensors says, each failure one line naming the tensor).
   void bind(const ShardTensors& tensors);
   // Before each backward run: the same checks on every field of `tensors`.
   void bind_backward(const ShardTensors& tensors);
 
   std::vector<BufferView> kv_buffers(int slot) override;
+  std::vector<BufferView> first_kv_send_buffers() override;
   std::vector<BufferView> dkv_buffers(int slot) override;
   void forward_begin() override;
   void forward_step(const RingStep& step) override;
@@ -109,11 +134,13 @@ class KernelRingBackend final : public RingBackend {
   // The params of the backward kernels: the preprocessing; the step kernel of `step` on the keys
   // of part `part`, writing (accumulate false) or adding into that part of dkv slot `dkv_slot`;
   // and the conversion of an fp32 accumulator `acc` of `heads` heads and `len` rows into `grad`
-  // (whose rows are local_len apart per head). Exposed for tests.
+  // (with strides `grad_strides`). Exposed for tests.
   RingBwdPreParams backward_pre_params() const;
   RingBwdParams backward_step_params(const RingStep& step, int dkv_slot, bool accumulate, int part) const;
-  RingBwdConvertParams convert_params(const float* acc, void* grad, int64_t heads, int64_t len) const;
-  // The keys of part `part` of a chunk: [part_first_key(part), part_first_key(part + 1)).
+  RingBwdConvertParams convert_params(const float* acc, void* grad, const TensorStrides& grad_strides, int64_t heads,
+                                      int64_t len) const;
+  // The key rows of part `part` of a slot: [part_first_key(part), part_first_key(part + 1)) of
+  // the largest chunk; a shorter chunk's part is that range cut at its length.
   int64_t part_first_key(int part) const;
 
  private:
@@ -121,18 +148,27 @@ class KernelRingBackend final : public RingBackend {
   int rank_;
   KernelDevice& device_;
   const RingPositions& positions_;
-  size_t kv_bytes_;  // one of K or V: batch * kv_heads * local_len * head_dim * dtype bytes
+  int64_t len_ = 0, max_len_ = 0;  // this rank's rows; the largest rank's
+  bool halves_ = false;            // causal zigzag without documents: half-size steps apply
+  size_t slot_bytes_ = 0;          // one of K or V of the largest chunk: what every exchange moves
+  size_t own_kv_bytes_ = 0;        // one of this rank's K or V
   DeviceAllocation k_slots_[2], v_slots_[2];
   DeviceAllocation o_state_, m_state_, l_state_;  // backward: o_state is dQ, m_state delta
-  int parts_;                                   // 2, or 1 for a single local row
+  int parts_;                                   // 2, or 1 when no chunk has two rows
   DeviceAllocation dk_slots_[2][2], dv_slots_[2][2];  // [slot][part], allocated by the first backward
   ShardTensors tensors_;
+  ShardStrides strides_;       // of tensors_, resolved by bind
   RingStep pending_step_;      // recorded by backward_step, launched by accumulate_dkv_part
   bool has_pending_step_ = false;
   int next_part_ = 0;          // the part accumulate_dkv_part launches next
 
   size_t part_bytes(int part) const;  // one fp32 dK (or dV) accumulator part
-
+  int64_t first_chunk_len(int rank) const;          // zigzag: rows of the rank's first chunk
+  TensorStrides chunk_strides(int origin) const;    // K/V strides of the chunk of rank `origin`
+  int64_t query_first(const RingStep& step, bool backward) const;
+  bool own_kv_in_place() const;
+  void stage_own_kv();
+  void check_strides(const char* name, const TensorStrides& s, int64_t heads) const;
   void allocate_dkv();
 };
 

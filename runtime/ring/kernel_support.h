@@ -1,8 +1,9 @@
 // What the generated ring kernels (GPU, and the emulated backend that runs the same launches)
-// support today, checked before anything is allocated or compiled, and which mask features a
-// problem asks of them. The kernels run every mask of the model (runtime/core/attention_shape.h:
-// causal, sliding windows, packed documents) and the softcap; they do not yet run layouts other
-// than bhsd or shards of unequal length, and must refuse those rather than run them wrong.
+// support, checked before anything is allocated or compiled, and which mask features a problem
+// asks of them. The kernels run every mask of the model (runtime/core/attention_shape.h: causal,
+// sliding windows, packed documents), the softcap, every layout by strides and shards of unequal
+// length (runtime/backend/kernel_ring_backend.h), so today nothing that Problem::validate accepts
+// is refused here; this stays the one place a kernel-side limit would be stated.
 #pragma once
 
 #include <string>
@@ -12,9 +13,8 @@
 namespace cpgen {
 
 // Throws Error(kBadInput) with one line "<where>: <field> ... is not supported by the <what>
-// yet; ..." for the first feature the step kernels lack: a layout other than bhsd, or a seq_len
-// (or, with packed documents, a document length) the scheme cannot split into equal shards
-// (check_partitionable).
+// yet; ..." for the first feature the step kernels lack. None today: it accepts every valid
+// problem.
 void check_kernel_ring_problem(const Problem& problem, const std::string& what = "GPU ring kernels");
 
 // Whether the problem's mask needs the kernels specialized on key intervals (KernelSpec

@@ -43,31 +43,49 @@ int64_t kv_chunk_bytes(const Problem& p) {
   return 2 * p.batch * p.kv_heads * p.local_seq_len() * p.head_dim * dtype_bytes(p.dtype);
 }
 
+bool uses_pair_model(const Problem& p) {
+  if (p.documents.size() > 1 || p.window_left >= 0 || p.window_right >= 0) return true;
+  for (Scheme scheme : kPlannedSchemes) {
+    try {
+      check_partitionable(scheme, p.seq_len, static_cast<int>(p.cp_size));
+    } catch (const Error& e) {
+      if (e.kind() != ErrorKind::kBadInput) throw;
+      return true;
+    }
+  }
+  return false;
+}
+
 SchemePlan plan_scheme(const Problem& problem, Scheme scheme, const KernelSpec& tile, const PlanRates& rates,
                        RankWorkCache* cache) {
   SchemePlan plan;
   plan.scheme = scheme;
   Problem p = problem;
   p.scheme = scheme;
-  plan.tokens = plan_tokens(p, scheme);
-  // The FLOP model counts tiles of equal causal shards; packed documents, windows and softcaps
-  // are planned by tokens and skipped steps only, until the kernels run them.
-  if (p.has_mask_features()) {
-    plan.reason = "no FLOP model for documents, windows, softcap or layouts yet (tokens and skipped steps only)";
-    return plan;
-  }
-  try {
-    check_partitionable(scheme, p.seq_len, static_cast<int>(p.cp_size));
-  } catch (const Error& e) {
-    if (e.kind() != ErrorKind::kBadInput) throw;
-    plan.reason = std::string(e.what()) + " (unequal shards: tokens and skipped steps only)";
-    return plan;
+  plan.pair_model = uses_pair_model(p);
+  plan.tokens = plan_tokens(p, scheme, plan.pair_model);
+  if (plan.pair_model) {
+    if (plan.tokens.visible_pairs.empty()) {
+      plan.reason = "documents, windows or unequal shards over " + std::to_string(kMaxSkipCountTokens) +
+                    " tokens: visible pairs not counted (tokens only)";
+      return plan;
+    }
+    // Useful work only: 4 FLOPs per head_dim element of each visible (query, key) pair (QK^T and
+    // PV, a multiply-add each), for every batch entry and query head.
+    const double per_pair = 4.0 * static_cast<double>(p.head_dim * p.batch * p.q_heads);
+    for (const std::vector<int64_t>& steps : plan.tokens.visible_pairs) {
+      RankWork w;
+      for (int64_t pairs : steps) w.flops += per_pair * static_cast<double>(pairs);
+      plan.ranks.push_back(w);
+    }
+  } else {
+    const PlannedWork work =
+        cache ? cache->get(p, tile.block_m, tile.block_n) : planned_rank_work(p, tile.block_m, tile.block_n);
+    plan.ranks = work.ranks;
+    plan.tile_coarsening = work.coarsening;
   }
   plan.applicable = true;
 
-  const PlannedWork work = cache ? cache->get(p, tile.block_m, tile.block_n) : planned_rank_work(p, tile.block_m, tile.block_n);
-  plan.ranks = work.ranks;
-  plan.tile_coarsening = work.coarsening;
   double total = 0;
   for (const RankWork& w : plan.ranks) {
     plan.busiest_rank_flops = std::max(plan.busiest_rank_flops, w.flops);
@@ -79,7 +97,9 @@ SchemePlan plan_scheme(const Problem& problem, Scheme scheme, const KernelSpec& 
 
   // validate_problem bounds batch * heads * seq_len * head_dim by 2^48, so C <= 2^50 / N and
   // N * (N - 1) * C < N * 2^50 <= 2^60: no int64 overflow.
-  const int64_t chunk = kv_chunk_bytes(p);
+  // Unequal shards exchange whole slots of the largest chunk (runtime/backend/kernel_ring_backend.h).
+  const int64_t most_tokens = *std::max_element(plan.tokens.rank_tokens.begin(), plan.tokens.rank_tokens.end());
+  const int64_t chunk = 2 * p.batch * p.kv_heads * most_tokens * p.head_dim * dtype_bytes(p.dtype);
   const int64_t transfers = p.cp_size - 1;
   plan.bytes_per_step = transfers > 0 ? chunk : 0;
   plan.bytes_total = p.cp_size * transfers * chunk;
@@ -115,8 +135,7 @@ ShapePlan plan_shape(const Problem& problem, const PlanRates& rates, RankWorkCac
     if (!best || tie_rank(s.scheme, problem.causal) < tie_rank(best->scheme, problem.causal)) best = &s;
   }
   if (!best) {
-    // No FLOP model applies (packed, masked or unequal shards): fewest tokens on the busiest
-    // rank, ties as above.
+    // Too large to count the visible pairs: fewest tokens on the busiest rank, ties as above.
     for (const SchemePlan& s : shape.schemes)
       if (!best || s.tokens.token_imbalance < best->tokens.token_imbalance - 1e-12 ||
           (s.tokens.token_imbalance <= best->tokens.token_imbalance + 1e-12 &&
@@ -125,7 +144,7 @@ ShapePlan plan_shape(const Problem& problem, const PlanRates& rates, RankWorkCac
     shape.recommended = best->scheme;
     char text[256];
     std::snprintf(text, sizeof text, "lowest token imbalance (%.3f) with %lld of %lld ring steps skipped by the mask; "
-                  "no FLOP model for this problem yet", best->tokens.token_imbalance,
+                  "too large to count its visible pairs", best->tokens.token_imbalance,
                   static_cast<long long>(best->tokens.skipped_steps), static_cast<long long>(best->tokens.ring_steps));
     shape.why = text;
     return shape;
@@ -133,8 +152,8 @@ ShapePlan plan_shape(const Problem& problem, const PlanRates& rates, RankWorkCac
   shape.recommended = best->scheme;
 
   char text[256];
-  std::snprintf(text, sizeof text, "shortest predicted forward time (%.3g ms, work imbalance %.3f); %s",
-                best->forward_s * 1e3, best->work_imbalance,
+  std::snprintf(text, sizeof text, "shortest predicted forward time (%.3g ms, %s imbalance %.3f); %s",
+                best->forward_s * 1e3, best->pair_model ? "visible-pair" : "work", best->work_imbalance,
                 problem.cp_size == 1 ? "one rank: nothing travels"
                 : best->comm_hidden ? "K/V transfer hides behind compute"
                                     : "K/V transfer does NOT hide behind compute at these rates");

@@ -9,7 +9,11 @@
 //   ring_extra       2 * C per rank: the chunk being computed on and the one arriving
 //   allgather_extra  (N - 1) * C per rank: every other rank's K/V, held at once
 //   work             rank_work FLOPs (runtime/ring/schedule.h) with the default tile config of
-//                    generator/kernel_spec.h for the head dim, dtype and GQA group
+//                    generator/kernel_spec.h for the head dim, dtype and GQA group; for a problem
+//                    with documents, a window or a length some scheme cannot split evenly (the
+//                    pair model, every scheme of the shape alike): 4 * head_dim * batch * q_heads
+//                    FLOPs per (query, key) pair the mask model leaves visible, counted exactly
+//                    per rank and step (TokenPlan::visible_pairs), and C from the largest rank
 //   step compute     busiest rank's FLOPs / N at `tflops` (10^12 FLOP/s)
 //   step comm        C at `link_gbps` (10^9 bytes/s, gigabytes not gigabits)
 //   forward time     N * max(step compute, step comm): compute and transfer overlap per step
@@ -44,6 +48,7 @@ struct SchemePlan {
   bool applicable = false;
   std::string reason;                 // why not applicable (empty when applicable)
   TokenPlan tokens;                   // per-rank tokens and skipped steps, for every scheme
+  bool pair_model = false;            // work counted as visible pairs, not tiles (ranks' tiles 0)
   std::vector<RankWork> ranks;        // per rank, all N steps
   int tile_coarsening = 1;            // > 1 only for enormous shapes (runtime/ring/plan_work.h)
   double busiest_rank_flops = 0;
@@ -71,8 +76,10 @@ struct ShapePlan {
 inline constexpr Scheme kPlannedSchemes[] = {Scheme::kContiguous, Scheme::kZigzag, Scheme::kZigzagToken,
                                          Scheme::kStriped};
 
-// K and V of one rank's positions, in bytes.
+// K and V of one rank's positions, in bytes (equal shards).
 int64_t kv_chunk_bytes(const Problem& p);
+// Whether a shape's work is counted as visible pairs (see the model above) for every scheme.
+bool uses_pair_model(const Problem& p);
 SchemePlan plan_scheme(const Problem& p, Scheme scheme, const KernelSpec& tile, const PlanRates& rates,
                        RankWorkCache* cache = nullptr);
 // cache (optional) shares the per-rank work between problems that differ only in batch, heads or

@@ -1,6 +1,7 @@
 #include "runtime/ring/plan_tokens.h"
 
 #include <algorithm>
+#include <utility>
 
 #include "runtime/core/attention_shape.h"
 #include "runtime/ring/partition.h"
@@ -82,36 +83,55 @@ int64_t skipped_steps_single_document(const Problem& p, Scheme scheme) {
 
 }  // namespace
 
+namespace {
+
+// Every rank's positions increase and so do both ends of the visible intervals along them
+// (attention_shape.h), so the first key at or after an interval's start and the first key past
+// its end only move forward: two pointers count a (rank, step) in one pass. Fills skipped_steps,
+// and visible_pairs when count_pairs (otherwise a step stops at its first visible pair).
+void count_visible(const Problem& p, Scheme scheme, bool count_pairs, TokenPlan& plan) {
+  const int n = static_cast<int>(p.cp_size);
+  const AttentionShape shape = attention_shape_of(p);
+  std::vector<std::vector<int64_t>> positions;
+  for (int r = 0; r < n; ++r) positions.push_back(partition_positions(scheme, p.seq_len, n, r, p.documents));
+  plan.skipped_steps = 0;
+  std::vector<std::vector<int64_t>> visible(static_cast<size_t>(n), std::vector<int64_t>(static_cast<size_t>(n), 0));
+  for (int r = 0; r < n; ++r) {
+    std::vector<KeyInterval> keys;
+    for (int64_t q : positions[r]) keys.push_back(visible_keys(shape, q));
+    for (int s = 0; s < n; ++s) {
+      const std::vector<int64_t>& chunk = positions[kv_source_rank(r, s, n)];
+      size_t first = 0, past = 0;  // chunk[first..past) lies in the current interval
+      int64_t pairs = 0;
+      for (const KeyInterval& k : keys) {
+        if (k.empty()) continue;
+        while (first < chunk.size() && chunk[first] < k.first) ++first;
+        past = std::max(past, first);
+        while (past < chunk.size() && chunk[past] <= k.last) ++past;
+        pairs += static_cast<int64_t>(past - first);
+        if (!count_pairs && pairs > 0) break;
+      }
+      visible[r][s] = pairs;
+      if (pairs == 0) ++plan.skipped_steps;
+    }
+  }
+  if (count_pairs) plan.visible_pairs = std::move(visible);
+}
+
+}  // namespace
+
 bool plan_counts_steps_in_closed_form(const Problem& p, Scheme scheme) {
   (void)scheme;  // every scheme has closed-form bounds
   return p.documents.size() <= 1 && p.window_left < 0 && p.window_right < 0;
 }
 
 int64_t count_skipped_steps(const Problem& p, Scheme scheme) {
-  const int n = static_cast<int>(p.cp_size);
-  // A step is skipped when no local query's visible interval holds a position of the chunk.
-  // Every rank's positions increase, so a binary search per query answers it.
-  const AttentionShape shape = attention_shape_of(p);
-  std::vector<std::vector<int64_t>> positions;
-  for (int r = 0; r < n; ++r) positions.push_back(partition_positions(scheme, p.seq_len, n, r, p.documents));
-  int64_t skipped = 0;
-  for (int r = 0; r < n; ++r) {
-    std::vector<KeyInterval> keys;
-    for (int64_t q : positions[r]) keys.push_back(visible_keys(shape, q));
-    for (int s = 0; s < n; ++s) {
-      const std::vector<int64_t>& chunk = positions[kv_source_rank(r, s, n)];
-      const bool any = std::any_of(keys.begin(), keys.end(), [&](const KeyInterval& k) {
-        if (k.empty()) return false;
-        const auto it = std::lower_bound(chunk.begin(), chunk.end(), k.first);
-        return it != chunk.end() && *it <= k.last;
-      });
-      if (!any) ++skipped;
-    }
-  }
-  return skipped;
+  TokenPlan plan;
+  count_visible(p, scheme, false, plan);
+  return plan.skipped_steps;
 }
 
-TokenPlan plan_tokens(const Problem& p, Scheme scheme) {
+TokenPlan plan_tokens(const Problem& p, Scheme scheme, bool count_pairs) {
   TokenPlan plan;
   const int n = static_cast<int>(p.cp_size);
   const std::vector<int64_t> documents = p.documents.empty() ? std::vector<int64_t>{p.seq_len} : p.documents;
@@ -122,12 +142,12 @@ TokenPlan plan_tokens(const Problem& p, Scheme scheme) {
   const double mean = static_cast<double>(p.seq_len) / n;
   plan.token_imbalance = mean > 0 ? most / mean : 1.0;
   plan.ring_steps = static_cast<int64_t>(n) * n;
-  // Plain causal and full problems (most of a large shapes file) in closed form; masks by
-  // visiting the positions, up to kMaxSkipCountTokens.
-  if (plan_counts_steps_in_closed_form(p, scheme)) {
+  // Plain causal and full problems (most of a large shapes file) in closed form when the pairs
+  // are not wanted; otherwise by visiting the positions, up to kMaxSkipCountTokens.
+  if (!count_pairs && plan_counts_steps_in_closed_form(p, scheme)) {
     plan.skipped_steps = skipped_steps_single_document(p, scheme);
   } else if (p.seq_len <= kMaxSkipCountTokens) {
-    plan.skipped_steps = count_skipped_steps(p, scheme);
+    count_visible(p, scheme, count_pairs, plan);
   }
   return plan;
 }

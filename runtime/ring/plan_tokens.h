@@ -21,11 +21,18 @@ struct TokenPlan {
   double token_imbalance = 1;        // most tokens on a rank / mean; 1 is perfect
   int64_t ring_steps = 0;            // cp_size * cp_size (rank, step) pairs of a forward pass
   int64_t skipped_steps = -1;        // of those, whose chunk no local query sees; -1: not counted
+  // [rank][step]: the (query position, key position) pairs of rank's queries and the chunk it
+  // holds at that step that the mask leaves visible, per batch entry and query head. Empty: not
+  // counted. A step is skipped exactly when its count is 0.
+  std::vector<std::vector<int64_t>> visible_pairs;
 };
 
-// Closed-form token counts (any seq_len), and the skipped steps under the problem's mask model
-// (runtime/core/attention_shape.h) when seq_len <= kMaxSkipCountTokens.
-TokenPlan plan_tokens(const Problem& problem, Scheme scheme);
+// Closed-form token counts (any seq_len), and the visible pairs and skipped steps under the
+// problem's mask model (runtime/core/attention_shape.h) when seq_len <= kMaxSkipCountTokens:
+// one pass over each rank's queries per step (the interval ends only move forward along them).
+// count_pairs false: the skipped steps only (a step stops at its first visible pair), and
+// visible_pairs stays empty: what the planner needs when it counts work in tiles.
+TokenPlan plan_tokens(const Problem& problem, Scheme scheme, bool count_pairs = true);
 
 // The skipped steps by visiting every rank's positions (any mask, any scheme), and whether
 // plan_tokens counts them in closed form instead (one document, no window);

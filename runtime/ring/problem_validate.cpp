@@ -69,6 +69,9 @@ void check_problem_mask(const Problem& p, const std::string& where_text) {
                     " must be finite and >= 0 (0 means no softcap)");
   if (!p.layout.empty() && p.layout != "bhsd" && p.layout != "bshd" && p.layout != "sbhd" && p.layout != "thd")
     throw_bad_input(where_text + ": layout \"" + p.layout + "\" is not supported; allowed: bhsd, bshd, sbhd, thd");
+  if (p.layout == "thd" && p.batch != 1)
+    throw_bad_input(where_text + ": layout \"thd\" packs every sequence into one: batch must be 1, got " +
+                    std::to_string(p.batch));
 }
 
 void check_problem_limits(const Problem& p, const std::string& where) {

@@ -47,7 +47,8 @@ void check_transport(const Transport& transport) {
 // after the last step. Returns whether an exchange was started, for the matching finish.
 bool start_kv_pass(RingBackend& backend, Transport& transport, int s, int n) {
   if (s + 1 >= n) return false;
-  transport.start(pair_slots(backend.kv_buffers(s % 2), backend.kv_buffers((s + 1) % 2), "K/V"),
+  const std::vector<BufferView> send = s == 0 ? backend.first_kv_send_buffers() : backend.kv_buffers(s % 2);
+  transport.start(pair_slots(send, backend.kv_buffers((s + 1) % 2), "K/V"),
                   kv_exchange_id(s));
   return true;
 }

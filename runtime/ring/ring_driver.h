@@ -66,10 +66,16 @@ class RingBackend {
   // The K and V buffers of kv slot 0 or 1 (same order and sizes in both slots, and on every
   // rank); these travel around the ring.
   virtual std::vector<BufferView> kv_buffers(int slot) = 0;
+  // What the first K/V exchange (step 0) sends: by default kv slot 0, which forward_begin and
+  // backward_begin filled. A backend whose own chunk already lies in buffers of the slots' sizes
+  // (the caller's tensors) returns those instead and skips that copy; only the send side
+  // changes, so slot 0 is still where step 1 receives.
+  virtual std::vector<BufferView> first_kv_send_buffers() { return kv_buffers(0); }
   // The fp32 dK and dV accumulators of dkv slot 0 or 1 (backward only).
   virtual std::vector<BufferView> dkv_buffers(int slot) = 0;
 
-  // Forward: put the rank's own K/V into kv slot 0 and start from an empty running state.
+  // Forward: put the rank's own K/V into kv slot 0 (or where first_kv_send_buffers says) and
+  // start from an empty running state.
   virtual void forward_begin() = 0;
   // Attention of the local queries against the held chunk, merged into the running state; on
   // step.is_last also the normalized output and the LSE (natural log).

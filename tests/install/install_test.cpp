@@ -87,6 +87,10 @@ TEST(Install, LinkDemoBuildsAgainstInstalledPackage) {
   Shell c = shell(quoted(demo_build / "link_demo_c"), log);
   EXPECT_EQ(c.code, 0) << c.output;
   EXPECT_NE(c.output.find("c_invalid=bad input"), std::string::npos) << c.output;
+  // Zigzag over 8 ranks: rank 7 holds chunks 7 and 8 of each document (100000: 6250 + 6250; 1: 0;
+  // 31071 = 16 * 1941 + 15: 1942 + 1942).
+  EXPECT_NE(c.output.find("c_packed_rows_rank7=16384"), std::string::npos) << c.output;
+  EXPECT_NE(c.output.find("c_bad_layout=bad input"), std::string::npos) << c.output;
 
   if (!::testing::Test::HasFailure()) fs::remove_all(root);
 }

@@ -147,31 +147,30 @@ TEST(CmdPlan, RatesChangeTheVerdictOnHiding) {
   }
 }
 
-TEST(CmdPlan, ReportsSchemesThatCannotSplitTheLengthAsNotApplicable) {
+TEST(CmdPlan, PlansALengthThatDoesNotDivideByVisiblePairs) {
   const auto dir = std::filesystem::temp_directory_path() / ("cpgen_plan_test_" + std::to_string(::getpid()));
   std::filesystem::create_directories(dir);
   const auto path = (dir / "odd.json").string();
-  // 24 positions over 8 ranks: zigzag would need 16 | 24.
+  // 24 positions over 8 ranks: zigzag cuts 16 chunks of 2 and 1, so its ranks' causal work differs.
   std::ofstream(path) << R"({"shapes": [{"name": "odd", "q_heads": 8, "kv_heads": 8, "head_dim": 64,
                               "seq_len": 24, "cp_size": 8, "dtype": "bf16", "causal": true,
                               "scheme": "striped"}]})";
   const auto r = run_cli("plan --json --shapes " + path);
+  const auto text = run_cli("plan --shapes " + path);
   std::filesystem::remove_all(dir);
   ASSERT_EQ(r.exit_code, 0) << r.err;
   const auto out = nlohmann::json::parse(r.out);
-  int applicable = 0;
   for (const auto& e : out.at("entries")) {
-    if (e.at("scheme") == "zigzag") {
-      EXPECT_FALSE(e.at("applicable").get<bool>());
-      EXPECT_TRUE(e.at("work_imbalance").is_null());
-      EXPECT_NE(e.at("reason").get<std::string>().find("2*cp_size"), std::string::npos);
-    } else {
-      EXPECT_TRUE(e.at("applicable").get<bool>()) << e.dump();
-      ++applicable;
-    }
+    EXPECT_TRUE(e.at("applicable").get<bool>()) << e.dump();
+    EXPECT_EQ(e.at("work_model"), "visible pairs") << e.dump();
+    int64_t pairs = 0;
+    for (const auto& steps : e.at("visible_pairs"))
+      for (const auto& x : steps) pairs += x.get<int64_t>();
+    EXPECT_EQ(pairs, 24 * 25 / 2) << e.dump();
+    EXPECT_FALSE(e.at("work_imbalance").is_null());
   }
-  EXPECT_EQ(applicable, 3);
-  EXPECT_NE(out.at("shapes")[0].at("recommended"), "zigzag");
+  ASSERT_EQ(text.exit_code, 0) << text.err;
+  EXPECT_NE(text.out.find("pairs the mask leaves visible"), std::string::npos) << text.out;
 }
 
 // Issue 11: a packed shape plans by per-rank tokens and mask-skipped ring steps.

@@ -59,6 +59,9 @@ nlohmann::json entry_json(const ShapePlan& shape, const SchemePlan& s) {
   e["token_imbalance"] = s.tokens.token_imbalance;
   e["ring_steps"] = s.tokens.ring_steps;
   e["skipped_steps"] = s.tokens.skipped_steps >= 0 ? nlohmann::json(s.tokens.skipped_steps) : nullptr;
+  // [rank][step] visible (query, key) pairs per batch entry and head; null where not counted.
+  e["visible_pairs"] = s.tokens.visible_pairs.empty() ? nlohmann::json(nullptr) : nlohmann::json(s.tokens.visible_pairs);
+  e["work_model"] = s.pair_model ? "visible pairs" : "tiles";
   if (!s.applicable) {
     e["reason"] = s.reason;
     for (const char* key : {"work_imbalance", "busiest_rank_tflop", "bytes_per_step", "bytes_total",
@@ -111,7 +114,10 @@ void print_table(const std::vector<ShapePlan>& plans, const PlanRates& rates) {
                 (long long)p.gqa_group(), (long long)p.head_dim, (long long)p.seq_len, (long long)p.cp_size,
                 std::string(dtype_name(p.dtype)).c_str(), p.causal ? "causal" : "non-causal",
                 std::string(scheme_name(p.scheme)).c_str());
-    std::printf("  work counted in the tiles of %s\n", shape.tile.uri().c_str());
+    if (uses_pair_model(p))
+      std::printf("  work counted as the (query, key) pairs the mask leaves visible, per rank and step\n");
+    else
+      std::printf("  work counted in the tiles of %s\n", shape.tile.uri().c_str());
     std::printf("  %-13s %9s %11s %11s %11s %7s %6s %11s %11s %11s %11s %10s\n", "scheme", "imbalance",
                 "max TFLOP", "step comp", "step comm", "ratio", "hidden", "K/V step", "K/V total", "ring mem",
                 "gather mem", "forward");

@@ -114,8 +114,7 @@ Problem shape_problem(const VerifyOptions& opt) {
   Problem p = parse_shape_json(opt.shape, "--shape");
   if (!opt.scheme.empty()) p.scheme = parse_scheme(opt.scheme);
   if (opt.ranks > 0) p.cp_size = opt.ranks;
-  // Any length splits over any ring (runtime/ring/partition.h); a backend whose kernels need
-  // equal shards refuses the problem itself.
+  // Any length splits over any ring (runtime/ring/partition.h); every backend runs unequal shards.
   return p;
 }
 

@@ -5,6 +5,8 @@
 
 #include <gtest/gtest.h>
 
+#include <cstddef>
+#include <cstring>
 #include <string>
 #include <thread>
 #include <vector>
@@ -55,7 +57,7 @@ TEST(CApi, EveryBadFieldIsNamed) {
       {"kv_heads", [](cpgen_problem& p) { p.kv_heads = 5; }},
       {"head_dim", [](cpgen_problem& p) { p.head_dim = 80; }},
       {"GQA group", [](cpgen_problem& p) { p.kv_heads = 1; }},  // 32 / 1 = 32 is unsupported
-      {"seq_len", [](cpgen_problem& p) { p.seq_len = 4100; }},
+      {"seq_len", [](cpgen_problem& p) { p.seq_len = 0; }},
       {"cp_size", [](cpgen_problem& p) { p.cp_size = 0; }},
       {"dtype", [](cpgen_problem& p) { p.dtype = 7; }},
       {"causal", [](cpgen_problem& p) { p.causal = 2; }},
@@ -73,10 +75,108 @@ TEST(CApi, EveryBadFieldIsNamed) {
   }
 }
 
+// Version 1's fields: the mask model and the layout, each bad value refused with the one-line
+// message of Problem::validate (or of the C mapping), naming the field.
+TEST(CApi, EveryBadMaskOrLayoutFieldIsNamed) {
+  static const int64_t kShort[] = {1000, 96};  // sums to 1096, not seq_len 4096
+  const BadField cases[] = {
+      {"documents sum to 1096", [](cpgen_problem& p) { p.documents = kShort; p.document_count = 2; }},
+      {"document_count -1 is negative", [](cpgen_problem& p) { p.document_count = -1; }},
+      {"document_count 3 with documents NULL", [](cpgen_problem& p) { p.document_count = 3; }},
+      {"window_left is -2", [](cpgen_problem& p) { p.window_left = -2; }},
+      {"window_right is -7", [](cpgen_problem& p) { p.window_right = -7; }},
+      {"softcap", [](cpgen_problem& p) { p.softcap = -1; }},
+      {"layout 4 is not supported; allowed: 0 (bhsd), 1 (bshd), 2 (sbhd), 3 (thd)",
+       [](cpgen_problem& p) { p.layout = 4; }},
+      {"\"thd\" packs every sequence into one: batch must be 1, got 2",
+       [](cpgen_problem& p) { p.layout = CPGEN_LAYOUT_THD; p.batch = 2; }},
+      {"struct_size 12 is not a cpgen_problem this library knows", [](cpgen_problem& p) { p.struct_size = 12; }},
+  };
+  for (const BadField& c : cases) {
+    cpgen_problem p = valid_problem();
+    c.spoil(p);
+    EXPECT_EQ(cpgen_problem_validate(&p), CPGEN_ERR_BAD_INPUT) << c.field;
+    const std::string message = cpgen_last_error();
+    EXPECT_NE(message.find(c.field), std::string::npos) << c.field << ": " << message;
+    EXPECT_EQ(message.find('\n'), std::string::npos) << "one line: " << message;
+  }
+}
+
+// Good mask values pass validation and shape the partition: each document is split on its own,
+// so 4096 tokens as documents of 4001, 0 and 95 over 8 contiguous ranks give rank 0 513 rows
+// (501 + 12) and rank 7 511 (500 + 11).
+TEST(CApi, DocumentsAndLayoutReachTheProblem) {
+  static const int64_t kDocs[] = {4001, 0, 95};
+  cpgen_problem p = valid_problem();
+  EXPECT_EQ(p.struct_size, static_cast<int32_t>(sizeof(cpgen_problem)));
+  EXPECT_EQ(p.window_left, -1);
+  EXPECT_EQ(p.window_right, -1);
+  EXPECT_EQ(p.layout, CPGEN_LAYOUT_BHSD);
+  p.scheme = CPGEN_SCHEME_CONTIGUOUS;
+  p.documents = kDocs;
+  p.document_count = 3;
+  p.window_left = 128;
+  p.softcap = 30;
+  p.layout = CPGEN_LAYOUT_BSHD;
+  ASSERT_EQ(cpgen_problem_validate(&p), CPGEN_OK) << cpgen_last_error();
+  int64_t total = 0;
+  std::vector<int64_t> rows(8, -1);
+  for (int32_t r = 0; r < 8; ++r) {
+    ASSERT_EQ(cpgen_partition_rows(&p, r, &rows[r]), CPGEN_OK) << cpgen_last_error();
+    std::vector<int64_t> positions(static_cast<size_t>(rows[r]), -1);
+    ASSERT_EQ(cpgen_partition_positions(&p, r, positions.data(), positions.size()), CPGEN_OK);
+    EXPECT_NE(positions.back(), -1);
+    total += rows[r];
+  }
+  EXPECT_EQ(total, 4096);
+  EXPECT_EQ(rows[0], 513);
+  EXPECT_EQ(rows[7], 511);
+  std::vector<int64_t> short_buffer(512);
+  EXPECT_EQ(cpgen_partition_positions(&p, 0, short_buffer.data(), short_buffer.size()), CPGEN_ERR_BAD_INPUT);
+  EXPECT_NE(std::string(cpgen_last_error()).find("capacity 512 is less than the 513 rows of rank 0"),
+            std::string::npos)
+      << cpgen_last_error();
+}
+
+// Layouts and unequal shards are no longer refused by the ring kernels: without a GPU, creating
+// a ring gets as far as looking for the device.
+TEST(CApi, LayoutAndUnequalShardsReachTheDevice) {
+  std::string why;
+  if (cpgen::testing::have_gpu(&why)) GTEST_SKIP() << "a GPU is present; this checks the no-GPU path";
+  cpgen_problem p = valid_problem();
+  p.seq_len = 4100;
+  p.layout = CPGEN_LAYOUT_SBHD;
+  cpgen_ring* ring = nullptr;
+  EXPECT_EQ(cpgen_ring_create_loopback(&p, 0, nullptr, &ring), CPGEN_ERR_NO_DEVICE) << cpgen_last_error();
+}
+
+// A program built against version 0 calls the old symbol with a struct that ends at
+// softmax_scale: nothing past it is written, and the version-1 fields are never read.
+TEST(CApi, VersionZeroCallersKeepWorking) {
+  struct Guarded {
+    cpgen_problem p;
+  } g;
+  std::memset(&g, 0x5a, sizeof g);
+  ASSERT_EQ((cpgen_problem_init)(&g.p), CPGEN_OK);
+  const unsigned char* bytes = reinterpret_cast<const unsigned char*>(&g.p);
+  for (size_t i = offsetof(cpgen_problem, documents); i < sizeof(cpgen_problem); ++i)
+    ASSERT_EQ(bytes[i], 0x5a) << "byte " << i << " past a version-0 struct was written";
+  EXPECT_EQ(g.p.struct_size, 0);
+  g.p.q_heads = 32;
+  g.p.kv_heads = 8;
+  g.p.head_dim = 128;
+  g.p.seq_len = 4100;  // no longer needs to divide
+  g.p.cp_size = 8;
+  EXPECT_EQ(cpgen_problem_validate(&g.p), CPGEN_OK) << cpgen_last_error();
+  EXPECT_EQ(cpgen_problem_init_sized(&g.p, 40), CPGEN_ERR_BAD_INPUT);
+  EXPECT_NE(std::string(cpgen_last_error()).find("struct_size 40"), std::string::npos) << cpgen_last_error();
+}
+
 TEST(CApi, NullArgumentsAreErrorsNotCrashes) {
   EXPECT_EQ(cpgen_problem_validate(nullptr), CPGEN_ERR_BAD_INPUT);
   EXPECT_NE(std::string(cpgen_last_error()).find("problem is NULL"), std::string::npos);
-  EXPECT_EQ(cpgen_problem_init(nullptr), CPGEN_ERR_BAD_INPUT);
+  EXPECT_EQ(cpgen_problem_init_sized(nullptr, sizeof(cpgen_problem)), CPGEN_ERR_BAD_INPUT);
+  EXPECT_EQ((cpgen_problem_init)(nullptr), CPGEN_ERR_BAD_INPUT);
   EXPECT_EQ(cpgen_device_count(nullptr), CPGEN_ERR_BAD_INPUT);
   EXPECT_EQ(cpgen_ring_forward(nullptr, nullptr, nullptr, nullptr, nullptr, nullptr, nullptr),
             CPGEN_ERR_BAD_INPUT);
@@ -90,6 +190,14 @@ TEST(CApi, NullArgumentsAreErrorsNotCrashes) {
             CPGEN_ERR_BAD_INPUT);
   EXPECT_NE(std::string(cpgen_last_error()).find("cpgen_ring_backward_all: ring is NULL"), std::string::npos)
       << cpgen_last_error();
+  cpgen_shard_strides strides{};
+  EXPECT_EQ(cpgen_ring_forward_strided(nullptr, nullptr, nullptr, nullptr, nullptr, nullptr, &strides, nullptr),
+            CPGEN_ERR_BAD_INPUT);
+  EXPECT_NE(std::string(cpgen_last_error()).find("cpgen_ring_forward_strided: ring is NULL"), std::string::npos);
+  EXPECT_EQ(cpgen_ring_backward_strided(nullptr, nullptr, nullptr, nullptr, nullptr, nullptr, nullptr, nullptr,
+                                        nullptr, nullptr, nullptr, nullptr),
+            CPGEN_ERR_BAD_INPUT);
+  EXPECT_NE(std::string(cpgen_last_error()).find("cpgen_ring_backward_strided: ring is NULL"), std::string::npos);
   EXPECT_EQ(cpgen_ring_synchronize(nullptr), CPGEN_ERR_BAD_INPUT);
   EXPECT_STREQ(cpgen_ring_kernel_uri(nullptr), "");
   EXPECT_STREQ(cpgen_ring_config_source(nullptr), "");

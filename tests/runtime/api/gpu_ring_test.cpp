@@ -2,6 +2,7 @@
 // head dim, GQA group and mask, against every vector set and the float64 CPU reference. GPU only.
 #include <gtest/gtest.h>
 
+#include <cmath>
 #include <filesystem>
 
 #include "cpgen/error.h"
@@ -93,6 +94,49 @@ TEST(GpuRing, LoopbackMatchesReferenceForGqaAndHeadDims) {
                                   std::string(dtype_name(dtype)) + " kernel " + r.kernel_uri);
             }
       }
+}
+
+// Issue 11 on the GPU: one problem of unequal shards (seq_len 1000 over 3 zigzag ranks: 334, 334
+// and 332 rows) handed over in bhsd, bshd and sbhd gives the same out, lse, dk and dv bit for bit
+// (the kernels read through strides and sum in the same order) and the same dq up to the order
+// of its fp32 atomic adds, and bhsd matches the float64 reference.
+TEST(GpuRing, EveryLayoutAndUnequalShardsForwardAndBackward) {
+  CPGEN_REQUIRE_GPU();
+  Problem p;
+  p.batch = 2;
+  p.q_heads = 4;
+  p.kv_heads = 2;
+  p.head_dim = 128;
+  p.seq_len = 1000;
+  p.cp_size = 3;
+  const int64_t qn = p.batch * p.q_heads * p.seq_len * 128, kn = p.batch * p.kv_heads * p.seq_len * 128;
+  const std::vector<float> q = testing::random_bf16_exact(qn, 21), k = testing::random_bf16_exact(kn, 22);
+  const std::vector<float> v = testing::random_bf16_exact(kn, 23), dout = testing::random_bf16_exact(qn, 24);
+  AttentionShape shape{.batch = p.batch, .q_heads = p.q_heads, .kv_heads = p.kv_heads, .head_dim = p.head_dim,
+                       .scale = p.scale(), .causal = true};
+  std::vector<int64_t> positions(p.seq_len);
+  for (int64_t i = 0; i < p.seq_len; ++i) positions[i] = i;
+  const ReferenceForward ref = reference_forward(shape, testing::to_double(q), testing::to_double(k),
+                                                 testing::to_double(v), positions, positions);
+  const gpu::GpuRingResult want = gpu::run_gpu_ring_loopback(p, q, k, v, {}, &dout);
+  expect_close_to(want.out, want.lse, ref.out, ref.lse, p.head_dim, "bhsd unequal shards kernel " + want.kernel_uri);
+  for (const char* layout : {"bshd", "sbhd"}) {
+    p.layout = layout;
+    const gpu::GpuRingResult got = gpu::run_gpu_ring_loopback(p, q, k, v, {}, &dout);
+    EXPECT_EQ(got.out, want.out) << layout;
+    EXPECT_EQ(got.lse, want.lse) << layout;
+    // dq sums by red.add in whatever order the CTAs reach it: equal to fp32 rounding, then at most
+    // a rounding step of the input dtype apart.
+    double diff = 0, norm = 0;
+    for (size_t i = 0; i < want.dq.size() && i < got.dq.size(); ++i) {
+      diff += (got.dq[i] - want.dq[i]) * (got.dq[i] - want.dq[i]);
+      norm += want.dq[i] * want.dq[i];
+    }
+    ASSERT_EQ(got.dq.size(), want.dq.size()) << layout;
+    EXPECT_LT(std::sqrt(diff / norm), 1e-3) << layout;
+    EXPECT_EQ(got.dk, want.dk) << layout;
+    EXPECT_EQ(got.dv, want.dv) << layout;
+  }
 }
 
 // A second forward on the same ring object reuses its buffers and must not see the first run's

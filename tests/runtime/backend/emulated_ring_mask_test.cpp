@@ -188,10 +188,11 @@ TEST(EmulatedRingMask, TwoSidedWindowVectorsOfFormatTwo) {
 // recorded. Everything else is the KernelRingBackend's.
 class CountingBackend final : public RingBackend {
  public:
+  // q, k, v: the rank's own tensors (step 0 reads its K/V in place, later steps the slots).
   CountingBackend(const Problem& p, int rank, EmulatedDevice& device, KernelRingBackend& inner, const void* q,
-                  const KernelSpec& spec)
+                  const void* k, const void* v, const KernelSpec& spec)
       : p_(p), rank_(rank), device_(device), inner_(inner), q_(q), spec_(spec) {
-    device_.count_reads(q_);
+    for (const void* own : {q, k, v}) device_.count_reads(own);
     for (int slot = 0; slot < 2; ++slot)
       for (const BufferView& b : inner_.kv_buffers(slot)) device_.count_reads(b.data);
   }
@@ -220,8 +221,10 @@ class CountingBackend final : public RingBackend {
 };
 
 void CountingBackend::forward_step(const RingStep& step) {
-  const std::vector<BufferView> kv = inner_.kv_buffers(step.kv_slot);
-  for (const BufferView& b : kv) device_.take_reads(b.data);
+  // The buffers the step's kernel reads K and V from (the caller's own at step 0, a slot after).
+  const RingFwdParams held = inner_.step_params(step);
+  const void* const kv[2] = {held.k, held.v};
+  for (const void* b : kv) device_.take_reads(b);
   device_.take_reads(q_);
   const long before = device_.launches();
   inner_.forward_step(step);
@@ -251,7 +254,7 @@ void CountingBackend::forward_step(const RingStep& step) {
 
   // Rows are head_dim 16-bit elements, head_dim / 8 chunks of 16 bytes; batch and heads are 1.
   const int chunks_per_row = kHeadDim * 2 / 16;
-  const std::vector<unsigned> k_reads = device_.take_reads(kv[0].data), v_reads = device_.take_reads(kv[1].data);
+  const std::vector<unsigned> k_reads = device_.take_reads(kv[0]), v_reads = device_.take_reads(kv[1]);
   for (int j = 0; j < static_cast<int>(keys.size()); ++j) {
     unsigned want = 0;  // each query block that runs the row's tile loads it once
     for (int b = 0; b < q_blocks && j < kv_len; ++b) want += needed[static_cast<size_t>(b * k_tiles + j / spec_.block_n)];
@@ -305,7 +308,7 @@ std::string count_reads_over_the_ring(const Problem& p, const KernelSpec& spec, 
     DeviceAllocation out = device.allocate(q_bytes), lse = device.allocate(static_cast<size_t>(p.local_seq_len()) * 4);
     inner.push_back(std::make_unique<KernelRingBackend>(p, r, device, positions));
     inner.back()->bind({q.data(), k.data(), v.data(), out.data(), lse.as<float>()});
-    counting.push_back(std::make_unique<CountingBackend>(p, r, device, *inner.back(), q.data(), spec));
+    counting.push_back(std::make_unique<CountingBackend>(p, r, device, *inner.back(), q.data(), k.data(), v.data(), spec));
     for (DeviceAllocation* a : {&q, &k, &v, &out, &lse}) tensors.push_back(*a);
   }
   run_ring_threads(n, [&](int rank, Transport& transport) { ring_forward(*counting[rank], transport); });

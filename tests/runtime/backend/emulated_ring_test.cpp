@@ -185,7 +185,9 @@ TEST(EmulatedDevice, SanitizerCatchesAKeyLengthPastTheBuffers) {
 }
 
 // Each step launches the shape its step type was tuned at (workload_for): a zigzag key-half step
-// covers the first half of the chunk only, the diagonal and query-half steps the whole chunk.
+// covers the first half of the chunk only, the diagonal step the whole chunk, and the query-half
+// step, which is the last step of a ring of 2 and must write every row's out and lse, all queries
+// (emulated_ring_layout_test.cpp checks the query-half view of a longer ring).
 TEST(EmulatedRing, ZigzagKeyHalfStepLaunchesHalfTheKeys) {
   const Problem p = small_problem(Dtype::kBf16, 64, true, 1);
   ASSERT_EQ(p.cp_size, 2);
@@ -199,6 +201,8 @@ TEST(EmulatedRing, ZigzagKeyHalfStepLaunchesHalfTheKeys) {
       step.step = s;
       step.kv_slot = s % 2;
       step.kv_rank = (rank - s + 2) % 2;
+      step.is_first = s == 0;
+      step.is_last = s == 1;
       const StepType type = step_type_at(p, rank, s);
       const RingFwdParams params = backend.step_params(step);
       EXPECT_EQ(params.q_len, local);

@@ -19,6 +19,7 @@
 #include "cpgen/error.h"
 #include "runtime/core/attention_shape.h"
 #include "runtime/core/half_convert.h"
+#include "runtime/core/layout_strides.h"
 #include "runtime/ring/partition.h"
 #include "runtime/ring/reference.h"
 #include "runtime/ring/ring_driver.h"
@@ -136,6 +137,7 @@ struct GradErrors {
   double dq = 0, dk = 0, dv = 0;
   std::vector<int> step_launches;  // per rank: launches of the backward step kernel
   double max() const { return std::max({dq, dk, dv}); }
+  std::vector<double> gathered;  // dq, dk, dv of the whole sequence, one after the other
 };
 
 enum class Driver { kThreads, kOneThread };
@@ -171,12 +173,14 @@ GradErrors run_backward(const Problem& problem, Driver driver, uint32_t seed = 7
   std::vector<std::unique_ptr<ModelDevice>> devices;
   std::vector<std::unique_ptr<KernelRingBackend>> backends;
   std::vector<DeviceShard> shards(n);
+  // Shards in the problem's layout (ranks may hold different row counts).
   const auto shard = [&](const std::vector<double>& full, int64_t heads, int64_t dim, int r) {
-    return scatter_shard(full, b, heads, seq, dim, problem.scheme, n, r, problem.documents);
+    const std::vector<double> bhsd = scatter_shard(full, b, heads, seq, dim, problem.scheme, n, r, problem.documents);
+    return dim == 1 ? bhsd : shard_to_layout(bhsd, problem.layout, b, heads, dim);
   };
-  const size_t local = static_cast<size_t>(problem.local_seq_len());
   for (int r = 0; r < n; ++r) {
     DeviceShard& s = shards[r];
+    const size_t local = static_cast<size_t>(ring_positions.rank_len(r));
     s.q = upload_half(*memory, shard(q, qh, hd, r), dtype);
     s.k = upload_half(*memory, shard(k, kvh, hd, r), dtype);
     s.v = upload_half(*memory, shard(v, kvh, hd, r), dtype);
@@ -211,9 +215,9 @@ GradErrors run_backward(const Problem& problem, Driver driver, uint32_t seed = 7
 
   std::vector<std::vector<double>> dq(n), dk(n), dv(n);
   for (int r = 0; r < n; ++r) {
-    dq[r] = download_half(shards[r].dq, dtype);
-    dk[r] = download_half(shards[r].dk, dtype);
-    dv[r] = download_half(shards[r].dv, dtype);
+    dq[r] = shard_from_layout(download_half(shards[r].dq, dtype), problem.layout, b, qh, hd);
+    dk[r] = shard_from_layout(download_half(shards[r].dk, dtype), problem.layout, b, kvh, hd);
+    dv[r] = shard_from_layout(download_half(shards[r].dv, dtype), problem.layout, b, kvh, hd);
     for (const auto* g : {&dq[r], &dk[r], &dv[r]})
       for (size_t i = 0; i < g->size(); ++i)
         if (std::isnan((*g)[i])) {
@@ -222,9 +226,13 @@ GradErrors run_backward(const Problem& problem, Driver driver, uint32_t seed = 7
         }
   }
   GradErrors e;
-  e.dq = relative_error(gather_shards(dq, b, qh, seq, hd, problem.scheme, n, problem.documents), ref.dq);
-  e.dk = relative_error(gather_shards(dk, b, kvh, seq, hd, problem.scheme, n, problem.documents), ref.dk);
-  e.dv = relative_error(gather_shards(dv, b, kvh, seq, hd, problem.scheme, n, problem.documents), ref.dv);
+  const std::vector<double> all_dq = gather_shards(dq, b, qh, seq, hd, problem.scheme, n, problem.documents);
+  const std::vector<double> all_dk = gather_shards(dk, b, kvh, seq, hd, problem.scheme, n, problem.documents);
+  const std::vector<double> all_dv = gather_shards(dv, b, kvh, seq, hd, problem.scheme, n, problem.documents);
+  e.dq = relative_error(all_dq, ref.dq);
+  e.dk = relative_error(all_dk, ref.dk);
+  e.dv = relative_error(all_dv, ref.dv);
+  for (const auto* g : {&all_dq, &all_dk, &all_dv}) e.gathered.insert(e.gathered.end(), g->begin(), g->end());
   for (const auto& device : devices) {
     int steps = 0;
     for (const test::ModelLaunch& launch : device->launches()) steps += launch.kind == "step";
@@ -342,20 +350,46 @@ TEST(KernelRingBackendBackward, AStepWhoseChunkNoQuerySeesLaunchesNothingInAddMo
   }
 }
 
-// Masks reach the backend, but unequal shards (a document whose length the scheme's chunk count
-// does not divide) do not yet: one line naming the rank and its length.
-TEST(KernelRingBackendBackward, RefusesDocumentsThatGiveUnequalShards) {
-  Problem p = make_problem(2, Dtype::kBf16, true, Scheme::kContiguous, 1, 64);
-  p.documents = {9, 55};  // halves of 5 + 28 and 4 + 27 positions
-  auto memory = std::make_shared<ModelMemory>();
-  ModelDevice device(memory, p.dtype, 64, true, true, false);
-  try {
-    RingPositions positions(p, device);
-    FAIL() << "unequal shards were accepted";
-  } catch (const Error& e) {
-    EXPECT_EQ(e.kind(), ErrorKind::kBadInput);
-    EXPECT_NE(std::string(e.what()).find("rank 0 holds 33 positions, not seq_len / cp_size = 32"), std::string::npos)
-        << e.what();
+// Issue 11: seq_len 101 over 3 ranks divides for no scheme (zigzag: 6 chunks of 17 and 16 rows),
+// so the ranks hold 33 or 34 rows, and chunks travel in slots sized for the largest.
+TEST(KernelRingBackendBackward, UnequalShardsMatchTheReferenceForEveryScheme) {
+  for (Scheme scheme : {Scheme::kZigzag, Scheme::kContiguous, Scheme::kStriped, Scheme::kZigzagToken}) {
+    Problem p = make_problem(3, Dtype::kBf16, true, scheme, 2, 64);
+    p.seq_len = 101;
+    p.validate();
+    const GradErrors e = run_backward(p, scheme == Scheme::kZigzag ? Driver::kOneThread : Driver::kThreads);
+    EXPECT_LT(e.max(), tolerance(p.dtype)) << describe(p) << ": dq " << e.dq << " dk " << e.dk << " dv " << e.dv;
+  }
+}
+
+// Fewer tokens than ranks: 5 over 8 leaves some ranks without rows (zigzag: ranks 5..7; striped
+// and contiguous likewise), and every chunk still reaches every rank and back.
+TEST(KernelRingBackendBackward, RanksWithoutRowsTakePartInTheRing) {
+  for (Scheme scheme : {Scheme::kZigzag, Scheme::kContiguous, Scheme::kStriped}) {
+    Problem p = make_problem(8, Dtype::kFp16, true, scheme, 1, 64);
+    p.seq_len = 5;
+    p.validate();
+    const GradErrors e = run_backward(p, Driver::kThreads);
+    EXPECT_LT(e.max(), tolerance(p.dtype)) << describe(p) << ": dq " << e.dq << " dk " << e.dk << " dv " << e.dv;
+  }
+}
+
+// The same problem handed over in bshd, sbhd (batch 2) and thd (batch 1) gives the gradients of
+// bhsd bit for bit: the kernels read and write through strides and sum in the same order.
+TEST(KernelRingBackendBackward, EveryLayoutGivesTheGradientsOfBhsd) {
+  for (int64_t batch : {2, 1}) {
+    Problem p = make_problem(3, Dtype::kBf16, true, Scheme::kZigzag, 2, 64, static_cast<int>(batch));
+    p.seq_len = 101;
+    p.validate();
+    const GradErrors bhsd = run_backward(p, Driver::kOneThread);
+    EXPECT_LT(bhsd.max(), tolerance(p.dtype));
+    for (const char* layout : {"bshd", "sbhd", "thd"}) {
+      if (std::string(layout) == "thd" && batch != 1) continue;
+      p.layout = layout;
+      p.validate();
+      const GradErrors e = run_backward(p, Driver::kOneThread);
+      EXPECT_EQ(e.gathered, bhsd.gathered) << layout << " batch " << batch;
+    }
   }
 }
 
@@ -373,8 +407,8 @@ struct OneRank {
     device = std::make_unique<ModelDevice>(memory, p.dtype, static_cast<int>(p.head_dim), p.causal);
     positions = std::make_unique<RingPositions>(p, *device);
     backend = std::make_unique<KernelRingBackend>(p, rank, *device, *positions);
-    const size_t q = p.batch * p.q_heads * p.local_seq_len() * p.head_dim * 2;
-    const size_t kv = p.batch * p.kv_heads * p.local_seq_len() * p.head_dim * 2;
+    const size_t q = p.batch * p.q_heads * positions->rank_len(rank) * p.head_dim * 2;
+    const size_t kv = p.batch * p.kv_heads * positions->rank_len(rank) * p.head_dim * 2;
     shard.q = memory->allocate(q);
     shard.k = memory->allocate(kv);
     shard.v = memory->allocate(kv);
@@ -397,7 +431,10 @@ TEST(KernelRingBackendBackward, StepParamsDescribeTheHeldChunksPartAndTheChosenA
   step.step = 3;
   step.kv_slot = 1;
   step.kv_rank = 2;
-  const int64_t local = 32, hd = 128, half = 16;
+  // Rank 1 holds the chunk of later rank 2: a query-half step, whose view starts at the rank's
+  // second chunk (row 16) for the queries, dout, lse, delta and dq_acc alike.
+  ASSERT_EQ(step_type_at(p, 1, 3), StepType::kZigzagQHalf);
+  const int64_t local = 32, hd = 128, half = 16, q0 = 16;
   for (int part = 0; part < 2; ++part) {
     SCOPED_TRACE("part " + std::to_string(part));
     const std::vector<BufferView> dkv0 = one.backend->dkv_part_buffers(0, part);
@@ -405,9 +442,9 @@ TEST(KernelRingBackendBackward, StepParamsDescribeTheHeldChunksPartAndTheChosenA
     const RingBwdParams a = one.backend->backward_step_params(step, 0, true, part);
     EXPECT_EQ(w.accumulate_dkv, 0);
     EXPECT_EQ(a.accumulate_dkv, 1);
-    EXPECT_EQ(w.q, one.shard.q.data());
-    EXPECT_EQ(w.dout, one.shard.dout.data());
-    EXPECT_EQ(w.lse, one.shard.lse.data());
+    EXPECT_EQ(w.q, static_cast<const char*>(one.shard.q.data()) + q0 * hd * 2);
+    EXPECT_EQ(w.dout, static_cast<const char*>(one.shard.dout.data()) + q0 * hd * 2);
+    EXPECT_EQ(w.lse, one.shard.lse.as<float>() + q0);
     // The part's keys start part * 16 rows into every head of the held chunk (bf16: 2 bytes).
     EXPECT_EQ(w.k, static_cast<const char*>(kv1[0].data) + part * half * hd * 2);
     EXPECT_EQ(w.v, static_cast<const char*>(kv1[1].data) + part * half * hd * 2);
@@ -416,11 +453,12 @@ TEST(KernelRingBackendBackward, StepParamsDescribeTheHeldChunksPartAndTheChosenA
     EXPECT_EQ(w.dk_acc, dkv0[0].data);
     EXPECT_EQ(w.dv_acc, dkv0[1].data);
     EXPECT_EQ(dkv0[0].bytes, static_cast<size_t>(3 * 2 * half * hd * 4));
-    EXPECT_EQ(w.q_positions, one.positions->rank_positions(1));
-    // The local queries' intervals, whole (global positions: the key part does not shift them).
-    EXPECT_EQ(w.q_key_first, one.positions->rank_key_first(1));
-    EXPECT_EQ(w.q_key_last, one.positions->rank_key_last(1));
+    EXPECT_EQ(w.q_positions, one.positions->rank_positions(1) + q0);
+    // The view's intervals (global positions: the key part does not shift them).
+    EXPECT_EQ(w.q_key_first, one.positions->rank_key_first(1) + q0);
+    EXPECT_EQ(w.q_key_last, one.positions->rank_key_last(1) + q0);
     EXPECT_EQ(w.softcap, 0.0f);
+    EXPECT_EQ(w.state_len, local);
     EXPECT_EQ(w.q_row_stride, hd);
     EXPECT_EQ(w.dout_row_stride, hd);
     EXPECT_EQ(w.k_row_stride, hd);
@@ -434,7 +472,7 @@ TEST(KernelRingBackendBackward, StepParamsDescribeTheHeldChunksPartAndTheChosenA
     EXPECT_EQ(w.batch, 3);
     EXPECT_EQ(w.q_heads, 8);
     EXPECT_EQ(w.kv_heads, 2);
-    EXPECT_EQ(w.q_len, local);
+    EXPECT_EQ(w.q_len, local - q0);
     EXPECT_FLOAT_EQ(w.scale, static_cast<float>(1.0 / std::sqrt(128.0)));
     EXPECT_FLOAT_EQ(w.scale_log2, static_cast<float>(1.4426950408889634 / std::sqrt(128.0)));
   }
@@ -445,13 +483,14 @@ TEST(KernelRingBackendBackward, StepParamsDescribeTheHeldChunksPartAndTheChosenA
   // Delta and the dQ accumulator are the ones the preprocessing kernel fills.
   const RingBwdParams w = one.backend->backward_step_params(step, 0, false, 0);
   const RingBwdPreParams pre = one.backend->backward_pre_params();
-  EXPECT_EQ(pre.delta, w.delta);
-  EXPECT_EQ(pre.dq_acc, w.dq_acc);
+  EXPECT_EQ(pre.delta + q0, w.delta);
+  EXPECT_EQ(pre.dq_acc + q0 * hd, w.dq_acc);
   EXPECT_EQ(pre.out, one.shard.out.data());
   EXPECT_EQ(pre.out_head_stride, local * hd);
   EXPECT_EQ(pre.dout_batch_stride, 8 * local * hd);
   EXPECT_EQ(pre.q_len, local);
-  const RingBwdConvertParams cvt = one.backend->convert_params(w.dk_acc, one.shard.dk.data(), 2, half);
+  const RingBwdConvertParams cvt =
+      one.backend->convert_params(w.dk_acc, one.shard.dk.data(), layout_strides("bhsd", 3, 2, local, hd), 2, half);
   EXPECT_EQ(cvt.heads, 2);
   EXPECT_EQ(cvt.grad_batch_stride, 2 * local * hd);
   EXPECT_EQ(cvt.grad_head_stride, local * hd);
@@ -486,7 +525,10 @@ TEST(KernelRingBackendBackward, LaunchesPreThenTwoPartKernelsPerStepThenTheConve
       EXPECT_EQ(launch.step, expected[s]);
       EXPECT_EQ(launch.bwd.accumulate_dkv, s == 0 ? 0 : 1);
       EXPECT_EQ(launch.bwd.dk_acc, one.backend->dkv_part_buffers(s % 2, part)[0].data);
-      EXPECT_EQ(launch.bwd.k, static_cast<const char*>(one.backend->kv_buffers(s % 2)[0].data) + part * 16 * 64 * 2);
+      // Step 0 reads the caller's own K in place; later steps the slot the chunk arrived in.
+      const void* k = s == 0 ? one.shard.k.data() : one.backend->kv_buffers(s % 2)[0].data;
+      EXPECT_EQ(launch.bwd.k, static_cast<const char*>(k) + part * 16 * 64 * 2);
+      EXPECT_EQ(launch.bwd.q_len, expected[s] == StepType::kBwdZigzagQHalf ? 16 : 32);
       EXPECT_EQ(launch.bwd.kv_positions, one.positions->rank_positions((1 - s + 3) % 3) + part * 16);
     }
   EXPECT_EQ(l[7].convert.grad, one.shard.dq.data());
@@ -501,8 +543,8 @@ TEST(KernelRingBackendBackward, LaunchesPreThenTwoPartKernelsPerStepThenTheConve
     EXPECT_EQ(dv.convert.acc, one.backend->dkv_part_buffers(1, part)[1].data);
     EXPECT_EQ(dk.convert.len, 16);
   }
-  // The own K/V went into kv slot 0 by two device copies; the caller's K/V were never written.
-  EXPECT_EQ(one.device->copies(), 2);
+  // Equal shards: the first exchange sends the caller's K/V as they are, so nothing is copied.
+  EXPECT_EQ(one.device->copies(), 0);
 }
 
 // A part launched before its step, or out of part order, would add into the wrong accumulator.
@@ -544,6 +586,112 @@ TEST(KernelRingBackendBackward, BindBackwardNamesTheMissingOrMisalignedTensor) {
   // A forward bind leaves no backward tensors: the backward refuses to run on it.
   one.backend->bind(one.shard.tensors());
   EXPECT_THROW(one.backend->backward_begin(), Error);
+}
+
+// The first forward step computes on the caller's tensors in place (no copy, no transpose): its
+// params point at the caller's q, k, v and out with the strides of the problem's layout.
+TEST(KernelRingBackendForward, FirstStepReadsTheCallersTensorsInPlace) {
+  Problem p = make_problem(3, Dtype::kBf16, true, Scheme::kZigzag, 2, 64, 2);
+  p.seq_len = 101;
+  p.layout = "sbhd";
+  p.validate();
+  OneRank one(p, 0);
+  ASSERT_EQ(one.positions->rank_len(0), 33);
+  one.backend->bind(one.shard.tensors());
+  RingStep step;
+  step.is_first = true;
+  const RingFwdParams first = one.backend->step_params(step);
+  EXPECT_EQ(first.q, one.shard.q.data());
+  EXPECT_EQ(first.k, one.shard.k.data());
+  EXPECT_EQ(first.v, one.shard.v.data());
+  EXPECT_EQ(first.out, one.shard.out.data());
+  EXPECT_EQ(first.lse, one.shard.lse.data());
+  // sbhd: [rows, batch, heads, head_dim] with 2 batch entries, 4 query and 2 kv heads.
+  EXPECT_EQ(first.q_row_stride, 2 * 4 * 64);
+  EXPECT_EQ(first.q_batch_stride, 4 * 64);
+  EXPECT_EQ(first.q_head_stride, 64);
+  EXPECT_EQ(first.out_row_stride, 2 * 4 * 64);
+  EXPECT_EQ(first.k_row_stride, 2 * 2 * 64);
+  EXPECT_EQ(first.k_batch_stride, 2 * 64);
+  EXPECT_EQ(first.q_len, 33);
+  EXPECT_EQ(first.state_len, 33);
+  EXPECT_EQ(first.kv_len, 33);
+}
+
+// With equal shards every rank's K/V fill a slot, and the first exchange sends them straight from
+// the caller's tensors; a rank with fewer rows than the largest copies its own into slot 0 (the
+// exchange moves a whole slot), and a later step reads a chunk with its sender's row count.
+TEST(KernelRingBackendForward, FirstExchangeSendsTheCallersKvWhenTheyFillASlot) {
+  {
+    const Problem p = make_problem(2, Dtype::kBf16, true, Scheme::kZigzag, 1, 64);
+    OneRank one(p, 1);
+    one.backend->bind(one.shard.tensors());
+    one.backend->forward_begin();
+    const std::vector<BufferView> send = one.backend->first_kv_send_buffers();
+    ASSERT_EQ(send.size(), 2u);
+    EXPECT_EQ(send[0].data, one.shard.k.data());
+    EXPECT_EQ(send[1].data, one.shard.v.data());
+    EXPECT_EQ(send[0].bytes, one.backend->kv_buffers(0)[0].bytes);
+    EXPECT_EQ(one.device->copies(), 0);
+  }
+  Problem p = make_problem(3, Dtype::kBf16, true, Scheme::kZigzag, 1, 64);
+  p.seq_len = 101;  // ranks hold 33, 34, 34 rows
+  p.layout = "bshd";
+  p.validate();
+  OneRank one(p, 0);
+  one.backend->bind(one.shard.tensors());
+  one.backend->forward_begin();
+  const std::vector<BufferView> send = one.backend->first_kv_send_buffers();
+  EXPECT_EQ(send[0].data, one.backend->kv_buffers(0)[0].data);
+  EXPECT_EQ(send[0].bytes, static_cast<size_t>(34 * 2 * 64 * 2)) << "a slot holds the largest chunk";
+  EXPECT_EQ(one.device->copies(), 2);
+  EXPECT_EQ(std::memcmp(send[0].data, one.shard.k.data(), one.shard.k.bytes()), 0);
+  // Step 1 holds rank 2's chunk (34 rows, bshd row pitch 2 kv heads x 64) in slot 1.
+  RingStep step;
+  step.step = 1;
+  step.kv_slot = 1;
+  step.kv_rank = 2;
+  const RingFwdParams w = one.backend->step_params(step);
+  EXPECT_EQ(w.k, one.backend->kv_buffers(1)[0].data);
+  EXPECT_EQ(w.k_row_stride, 2 * 64);
+  EXPECT_EQ(w.k_batch_stride, 34 * 2 * 64);
+  EXPECT_EQ(w.kv_positions, one.positions->rank_positions(2));
+}
+
+// Caller strides are checked once per bind, each failure one line naming the tensor and stride.
+TEST(KernelRingBackendForward, BindNamesTheTensorAndStrideThatAreNotAllowed) {
+  const Problem p = make_problem(2, Dtype::kBf16, true, Scheme::kZigzag, 1, 64);
+  OneRank one(p, 1);
+  const auto message = [&](ShardStrides strides) -> std::string {
+    ShardTensors t = one.shard.tensors();
+    t.strides = &strides;
+    try {
+      one.backend->bind_backward(t);
+    } catch (const Error& e) {
+      EXPECT_EQ(e.kind(), ErrorKind::kBadInput);
+      return e.what();
+    }
+    return "";
+  };
+  const ShardStrides preset = layout_shard_strides(p, 32);
+  EXPECT_EQ(message(preset), "");
+  ShardStrides s = preset;
+  s.q.row = 68;
+  EXPECT_EQ(message(s), "RingAttention: q of rank 1: row stride 68 is not allowed; allowed: a non-negative multiple "
+                        "of 8 elements (rows move as 16-byte pieces)");
+  s = preset;
+  s.dq.head = 32 * 64 - 64;  // heads one row short: the last row of a head is the next head's first
+  EXPECT_EQ(message(s), "RingAttention: dq of rank 1: head stride 1984 makes its 2 entries overlap; allowed: at "
+                        "least 2048 (the extent of row inside it)");
+  s = preset;
+  s.k = {2 * 32 * 64, 64, 2 * 64};  // k in bshd while the problem is bhsd
+  EXPECT_NE(message(s).find("RingAttention: k of rank 1 has strides {batch 4096, head 64, row 128}; allowed: those "
+                            "of the problem's layout bhsd, {batch 4096, head 2048, row 64}"),
+            std::string::npos);
+  // A view with gaps (rows of a packed [rows, 3, heads, head_dim] qkv tensor) is fine for q.
+  s = preset;
+  s.q = {0, 64, 3 * 2 * 64};
+  EXPECT_EQ(message(s), "");
 }
 
 }  // namespace

@@ -1,5 +1,6 @@
 #include "tests/runtime/backend/model_device.h"
 
+#include <algorithm>
 #include <cmath>
 #include <cstdlib>
 #include <cstring>
@@ -92,7 +93,9 @@ void ModelDevice::launch_backward_pre(const RingBwdPreParams& p) {
 void ModelDevice::launch_backward(StepType step, const RingBwdParams& p) {
   const int hd = head_dim_;
   const int group = p.q_heads / p.kv_heads;
-  const int64_t q_rows = static_cast<int64_t>(p.batch) * p.q_heads * p.q_len;
+  // lse, delta and dq_acc rows are state_len apart per head; the launch uses q_len of them.
+  const int64_t pitch = p.state_len > 0 ? p.state_len : p.q_len;
+  const int64_t q_rows = (static_cast<int64_t>(p.batch) * p.q_heads - 1) * pitch + p.q_len;
   const int64_t kv_elems = static_cast<int64_t>(p.batch) * p.kv_heads * p.kv_len * hd;
   require(p.q, 2 * extent(p.batch, p.q_heads, p.q_len, p.q_batch_stride, p.q_head_stride, p.q_row_stride, hd), "step q");
   require(p.k, 2 * extent(p.batch, p.kv_heads, p.kv_len, p.k_batch_stride, p.k_head_stride, p.k_row_stride, hd), "step k");
@@ -113,13 +116,13 @@ void ModelDevice::launch_backward(StepType step, const RingBwdParams& p) {
     throw Error(ErrorKind::kInternal, "ModelDevice: a softcap kernel launched with softcap " + std::to_string(p.softcap));
 
   // This step's contributions in float64, added once into the fp32 accumulators.
-  std::vector<double> dq(q_rows * hd, 0.0), dk(kv_elems, 0.0), dv(kv_elems, 0.0);
+  std::vector<double> dq(std::max<int64_t>(q_rows, 0) * hd, 0.0), dk(kv_elems, 0.0), dv(kv_elems, 0.0);
   constexpr double kLog2e = 1.4426950408889634;
   for (int b = 0; b < p.batch; ++b)
     for (int h = 0; h < p.q_heads; ++h) {
       const int kvh = h / group;
       for (int i = 0; i < p.q_len; ++i) {
-        const int64_t row = (static_cast<int64_t>(b) * p.q_heads + h) * p.q_len + i;
+        const int64_t row = (static_cast<int64_t>(b) * p.q_heads + h) * pitch + i;
         const float lse = p.lse[row];
         if (std::isinf(lse) && lse < 0) continue;  // the row saw no key: no gradient
         const int64_t qo = b * p.q_batch_stride + h * p.q_head_stride + i * p.q_row_stride;
@@ -157,7 +160,7 @@ void ModelDevice::launch_backward(StepType step, const RingBwdParams& p) {
         }
       }
     }
-  for (int64_t e = 0; e < q_rows * hd; ++e) p.dq_acc[e] = static_cast<float>(p.dq_acc[e] + dq[e]);
+  for (int64_t e = 0; e < static_cast<int64_t>(dq.size()); ++e) p.dq_acc[e] = static_cast<float>(p.dq_acc[e] + dq[e]);
   for (int64_t e = 0; e < kv_elems; ++e) {
     p.dk_acc[e] = static_cast<float>((p.accumulate_dkv ? p.dk_acc[e] : 0.0) + dk[e]);
     p.dv_acc[e] = static_cast<float>((p.accumulate_dkv ? p.dv_acc[e] : 0.0) + dv[e]);

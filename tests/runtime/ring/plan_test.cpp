@@ -2,6 +2,8 @@
 
 #include <gtest/gtest.h>
 
+#include <algorithm>
+
 #include <chrono>
 #include <cmath>
 #include <limits>
@@ -223,14 +225,26 @@ TEST(Plan, NonCausalShapesAreBalancedEverywhereAndPreferContiguous) {
   EXPECT_EQ(shape.recommended, Scheme::kContiguous);
 }
 
-TEST(Plan, ASchemeThatCannotSplitTheLengthIsNotApplicable) {
-  // 12 positions over 4 ranks: contiguous, striped and zigzag-token split it; zigzag needs 8 | 12.
-  const ShapePlan shape = plan_shape(make_problem(12, 4, true, Scheme::kContiguous, 8, 8, 64), PlanRates{});
-  const SchemePlan& zigzag = scheme_plan(shape, Scheme::kZigzag);
-  EXPECT_FALSE(zigzag.applicable);
-  EXPECT_NE(zigzag.reason.find("2*cp_size"), std::string::npos) << zigzag.reason;
-  EXPECT_TRUE(scheme_plan(shape, Scheme::kContiguous).applicable);
-  EXPECT_NE(shape.recommended, Scheme::kZigzag);
+// Issue 11: a length some scheme cannot split evenly runs anyway (ranks hold different counts),
+// so every scheme of the shape is planned by its visible pairs, and the K/V step moves the
+// largest rank's chunk.
+TEST(Plan, ALengthThatDoesNotDivideIsPlannedByVisiblePairs) {
+  // 12 positions over 4 ranks: zigzag cuts 8 chunks of 2 and 1 (ranks hold 3 each, causal pairs
+  // differ); 13 gives ranks of 4, 3, 3, 3 under contiguous.
+  for (int64_t seq : {12, 13}) {
+    const ShapePlan shape = plan_shape(make_problem(seq, 4, true, Scheme::kContiguous, 8, 8, 64), PlanRates{});
+    for (const SchemePlan& s : shape.schemes) {
+      SCOPED_TRACE(std::string(scheme_name(s.scheme)) + " seq " + std::to_string(seq));
+      EXPECT_TRUE(s.applicable) << s.reason;
+      EXPECT_TRUE(s.pair_model);
+      int64_t pairs = 0;
+      for (const auto& steps : s.tokens.visible_pairs)
+        for (int64_t x : steps) pairs += x;
+      EXPECT_EQ(pairs, seq * (seq + 1) / 2) << "every scheme sees each causal pair once";
+      const int64_t most = *std::max_element(s.tokens.rank_tokens.begin(), s.tokens.rank_tokens.end());
+      EXPECT_EQ(s.bytes_per_step, 2 * 8 * most * 64 * 2);
+    }
+  }
 }
 
 TEST(Plan, OneRankMovesNothing) {

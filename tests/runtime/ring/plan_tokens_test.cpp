@@ -4,6 +4,8 @@
 
 #include <gtest/gtest.h>
 
+#include <algorithm>
+
 #include "runtime/core/attention_shape.h"
 #include "runtime/ring/partition.h"
 #include "runtime/ring/plan.h"
@@ -25,19 +27,23 @@ Problem packed(std::vector<int64_t> documents, int64_t cp_size) {
   return p;
 }
 
-// Skipped steps the slow way: every (query, key) pair of every (rank, step).
-int64_t brute_force_skipped(const Problem& p, Scheme scheme) {
+// Visible pairs the slow way: every (query, key) pair of every (rank, step).
+std::vector<std::vector<int64_t>> brute_force_pairs(const Problem& p, Scheme scheme) {
   const AttentionShape shape = attention_shape_of(p);
   const int n = static_cast<int>(p.cp_size);
-  int64_t skipped = 0;
+  std::vector<std::vector<int64_t>> pairs(n, std::vector<int64_t>(n, 0));
   for (int r = 0; r < n; ++r)
-    for (int s = 0; s < n; ++s) {
-      bool any = false;
+    for (int s = 0; s < n; ++s)
       for (int64_t q : partition_positions(scheme, p.seq_len, n, r, p.documents))
         for (int64_t k : partition_positions(scheme, p.seq_len, n, kv_source_rank(r, s, n), p.documents))
-          any = any || key_visible(shape, q, k);
-      skipped += any ? 0 : 1;
-    }
+          pairs[r][s] += key_visible(shape, q, k) ? 1 : 0;
+  return pairs;
+}
+
+int64_t brute_force_skipped(const Problem& p, Scheme scheme) {
+  int64_t skipped = 0;
+  for (const auto& steps : brute_force_pairs(p, scheme))
+    for (int64_t pairs : steps) skipped += pairs == 0 ? 1 : 0;
   return skipped;
 }
 
@@ -57,6 +63,7 @@ TEST(PlanTokens, CountsMatchThePartitionAndSkipsMatchBruteForce) {
                       static_cast<int64_t>(partition_positions(scheme, p.seq_len, static_cast<int>(n), r, docs).size()));
           EXPECT_EQ(plan.ring_steps, n * n);
           EXPECT_EQ(plan.skipped_steps, brute_force_skipped(p, scheme));
+          EXPECT_EQ(plan.visible_pairs, brute_force_pairs(p, scheme));
         }
 }
 
@@ -71,16 +78,30 @@ TEST(PlanTokens, ClosedFormSkipsAgreeWithBruteForce) {
           Problem p = packed({len}, n);
           p.causal = causal;
           const int64_t expected = brute_force_skipped(p, scheme);
-          EXPECT_EQ(plan_tokens(p, scheme).skipped_steps, expected)
+          EXPECT_EQ(plan_tokens(p, scheme, false).skipped_steps, expected)
               << scheme_name(scheme) << " n " << n << " len " << len << " causal " << causal;
+          EXPECT_EQ(count_skipped_steps(p, scheme), expected);
           closed += plan_counts_steps_in_closed_form(p, scheme) ? 1 : 0;
         }
   EXPECT_GT(closed, 0);
   // A long plain causal problem is counted too (closed form: no length limit).
   Problem big = packed({kMaxSkipCountTokens * 4}, 8);
   big.causal = true;
-  EXPECT_EQ(plan_tokens(big, Scheme::kContiguous).skipped_steps, 8 * 7 / 2);
-  EXPECT_EQ(plan_tokens(big, Scheme::kZigzag).skipped_steps, 0);
+  EXPECT_EQ(plan_tokens(big, Scheme::kContiguous, false).skipped_steps, 8 * 7 / 2);
+  EXPECT_EQ(plan_tokens(big, Scheme::kZigzag, false).skipped_steps, 0);
+}
+
+// Two-sided windows without causality, and a causal window, counted pair by pair.
+TEST(PlanTokens, VisiblePairsOfTwoSidedWindowsMatchBruteForce) {
+  for (bool causal : {false, true})
+    for (Scheme scheme : {Scheme::kContiguous, Scheme::kZigzag, Scheme::kStriped}) {
+      Problem p = packed({50, 3, 44}, 3);
+      p.causal = causal;
+      p.window_left = 5;
+      p.window_right = causal ? -1 : 7;
+      SCOPED_TRACE(std::string(scheme_name(scheme)) + (causal ? " causal" : " full"));
+      EXPECT_EQ(plan_tokens(p, scheme).visible_pairs, brute_force_pairs(p, scheme));
+    }
 }
 
 TEST(PlanTokens, ContiguousCausalSkipsEveryFutureChunk) {
@@ -94,15 +115,32 @@ TEST(PlanTokens, ContiguousCausalSkipsEveryFutureChunk) {
   EXPECT_DOUBLE_EQ(ones.token_imbalance, 4.0);
 }
 
-TEST(PlanTokens, PlanOfAPackedShapeRecommendsTheLeastImbalancedScheme) {
-  const ShapePlan plan = plan_shape(packed({1, 1, 1, 1, 1, 1, 1, 1, 100}, 4), PlanRates{});
+// A packed shape's work is its visible pairs: 4 * head_dim * batch * q_heads FLOPs each, summed
+// per rank over the steps, every scheme planned the same way.
+TEST(PlanTokens, PlanOfAPackedShapeCountsTheVisiblePairsAsWork) {
+  const Problem p = packed({1, 1, 1, 1, 1, 1, 1, 1, 100}, 4);
+  // Compute-bound rates, so the busiest rank's work decides the time.
+  const ShapePlan plan = plan_shape(p, PlanRates{1e9, 1e-3});
   ASSERT_EQ(plan.schemes.size(), 4u);
   for (const SchemePlan& s : plan.schemes) {
-    EXPECT_FALSE(s.applicable) << "no FLOP model for packed documents yet";
-    EXPECT_EQ(s.tokens.rank_tokens.size(), 4u);
+    SCOPED_TRACE(scheme_name(s.scheme));
+    EXPECT_TRUE(s.applicable) << s.reason;
+    EXPECT_TRUE(s.pair_model);
+    ASSERT_EQ(s.ranks.size(), 4u);
+    const auto pairs = brute_force_pairs(p, s.scheme);
+    double busiest = 0;
+    for (int r = 0; r < 4; ++r) {
+      int64_t total = 0;
+      for (int64_t x : pairs[r]) total += x;
+      EXPECT_DOUBLE_EQ(s.ranks[r].flops, 4.0 * 64 * 1 * 8 * static_cast<double>(total)) << "rank " << r;
+      busiest = std::max(busiest, s.ranks[r].flops);
+    }
+    EXPECT_DOUBLE_EQ(s.busiest_rank_flops, busiest);
   }
+  // Contiguous puts the eight one-token documents and the first causal quarter of the long one on
+  // rank 0 and the last quarter (the most pairs) on rank 3: the most imbalanced.
   EXPECT_NE(plan.recommended, Scheme::kContiguous);
-  EXPECT_NE(plan.why.find("token imbalance"), std::string::npos) << plan.why;
+  EXPECT_NE(plan.why.find("visible-pair imbalance"), std::string::npos) << plan.why;
 }
 
 }  // namespace

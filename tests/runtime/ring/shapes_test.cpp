@@ -249,7 +249,7 @@ TEST(Shapes, RejectsHeadCountsTheKernelsCannotServe) {
 }
 
 // Issue 11: no divisibility rule; any length splits over any ring (ranks then hold different
-// token counts), and the kernels that need equal shards refuse such problems themselves.
+// token counts), and the kernel ring runs them (issue 11).
 TEST(Shapes, AcceptsLengthsNoRingDivides) {
   EXPECT_EQ(parse_shapes_json(shapes_text({{"seq_len", "131080"}}), "t")[0].seq_len, 131080);
   EXPECT_EQ(parse_shapes_json(shapes_text({{"seq_len", "4"}, {"scheme", "\"striped\""}}), "t")[0].seq_len, 4);
