@@ -7,6 +7,7 @@
 #include <gtest/gtest.h>
 
 #include <cmath>
+#include <cstdio>
 #include <limits>
 #include <string>
 #include <vector>
@@ -169,6 +170,47 @@ TEST(StepFwdWgmmaEmulated, Bf16Hd64FullTwoConsumersZigzagRingOfFour) {
 TEST(StepFwdWgmmaEmulated, Bf16Hd64CausalGqa4ZigzagRing) {
   using Traits = WgmmaFwdTraits<Bf16, 64, 128, 64, 2, 2, true, 4>;
   check_random<Traits>(1, 2, 2 * 2 * 40, 6, 2);
+}
+
+// The reference vectors (the project's set and, when present, $CPGEN_VECTORS_DIR and
+// ../shared/vectors) over a zigzag ring of 2, each case through the kernel above that matches its
+// head dim, mask and group (cases no kernel here matches, such as windows, are listed and skipped:
+// every extra kernel costs seconds of host compile). The in-repo cases at head dim 64 all match.
+template <typename Traits>
+bool try_vector_case(const AttentionProblem& p, const AttentionOutput& expected, const std::string& name) {
+  if (p.head_dim != Traits::kHeadDim || p.causal != Traits::kCausal || p.q_heads != p.kv_heads * Traits::kGroup ||
+      p.seq_len % 4 != 0)
+    return false;
+  check<Traits>(p, expected, 2, name);
+  return true;
+}
+
+TEST(StepFwdWgmmaEmulated, ReferenceVectorsOverAZigzagRingOfTwo) {
+  int ran = 0, repo_ran = 0;
+  std::string skipped;
+  for (const std::string& path : testing::vector_files()) {
+    const std::string name = testing::vector_case_name(path);
+    if (!testing::load_json(path).at("window").is_null()) {
+      skipped += " " + name;
+      continue;
+    }
+    AttentionOutput expected;
+    const AttentionProblem p = testing::load_vector_case(path, &expected);
+    const bool matched = try_vector_case<WgmmaFwdTraits<Bf16, 128, 128, 128, 2, 2, true, 1>>(p, expected, name) ||
+                         try_vector_case<WgmmaFwdTraits<Fp16, 128, 64, 64, 1, 2, false, 1>>(p, expected, name) ||
+                         try_vector_case<WgmmaFwdTraits<Fp16, 64, 64, 64, 1, 3, true, 1>>(p, expected, name) ||
+                         try_vector_case<WgmmaFwdTraits<Bf16, 64, 128, 64, 2, 2, false, 1>>(p, expected, name) ||
+                         try_vector_case<WgmmaFwdTraits<Bf16, 64, 128, 64, 2, 2, true, 4>>(p, expected, name);
+    if (!matched) {
+      skipped += " " + name;
+      continue;
+    }
+    ++ran;
+    if (name.rfind("repo_", 0) == 0) ++repo_ran;
+  }
+  std::printf("wgmma kernel ran %d vector cases; no matching kernel here for:%s\n", ran, skipped.c_str());
+  // gqa4_causal_hd64_s32, mha_causal_hd64_s64 (and its large-logits twin), mha_full_hd64_s32_b2.
+  EXPECT_GE(repo_ran, 4);
 }
 
 }  // namespace
