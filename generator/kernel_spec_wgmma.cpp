@@ -37,8 +37,8 @@ std::vector<std::string_view> split(std::string_view text) {
 // "<prefix><decimal>" exactly: no sign, no leading zeros, nothing after.
 int read_number(std::string_view part, std::string_view prefix, std::string_view field, std::string_view uri) {
   auto fail = [&]() -> int {
-    throw_bad_input("field " + std::string(field) + " in '" + std::string(uri) + "' must read '" +
-                    std::string(prefix) + "<number>', got '" + std::string(part) + "'");
+    throw_bad_input("field " + std::string(field) + " in '" + std::string(uri) + "' must read '" + std::string(prefix) +
+                    "<number>', got '" + std::string(part) + "'");
   };
   if (part.size() <= prefix.size() || part.substr(0, prefix.size()) != prefix) return fail();
   const std::string_view digits = part.substr(prefix.size());

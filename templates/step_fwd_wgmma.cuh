@@ -44,16 +44,14 @@ struct WgmmaFwdShared {
   CPGEN_DEVICE u32 v_tile(int stage) const { return base + Traits::kVOffset + stage * Traits::kKvTileBytes; }
   CPGEN_DEVICE u32 q_full() const { return base + Traits::kBarrierOffset; }
   CPGEN_DEVICE u32 full(int stage) const { return base + Traits::kBarrierOffset + 8 * (1 + stage); }
-  CPGEN_DEVICE u32 empty(int stage) const {
-    return base + Traits::kBarrierOffset + 8 * (1 + Traits::kStages + stage);
-  }
+  CPGEN_DEVICE u32 empty(int stage) const { return base + Traits::kBarrierOffset + 8 * (1 + Traits::kStages + stage); }
 };
 
 // Producer: one thread issues every copy. A K or V tile is kColumnBlocks boxes of (64 columns,
 // kBlockN keys), column block b at b * kBlockN * 128 bytes; Q likewise with kBlockM rows.
 template <typename Traits>
-CPGEN_DEVICE void wgmma_fwd_produce(const RingFwdWgmmaParams& params, const WgmmaFwdShared<Traits>& smem,
-                                    int batch, int kv_head, int first_packed, int tiles) {
+CPGEN_DEVICE void wgmma_fwd_produce(const RingFwdWgmmaParams& params, const WgmmaFwdShared<Traits>& smem, int batch,
+                                    int kv_head, int first_packed, int tiles) {
   constexpr int kGroup = Traits::kGroup;
   mbarrier_arrive_expect_tx(smem.q_full(), Traits::kQTileBytes);
 #pragma unroll
@@ -125,9 +123,9 @@ CPGEN_DEVICE void wgmma_fwd_merge(const RingFwdParams& params, int batch, int kv
       scale_s *= inv_l;
       scale_l *= inv_l;
     }
-    char* out_row = static_cast<char*>(params.out) +
-                    (batch * params.out_batch_stride + head * params.out_head_stride +
-                     static_cast<long long>(pr.query_index) * params.out_row_stride) * 2;
+    const long long out_offset = batch * params.out_batch_stride + head * params.out_head_stride +
+                                 static_cast<long long>(pr.query_index) * params.out_row_stride;
+    char* out_row = static_cast<char*>(params.out) + out_offset * 2;
 #pragma unroll
     for (int j = 0; j < kHeadDim / 8; ++j) {
       const int col = 8 * j + acc_col(lane, 0);
@@ -179,8 +177,7 @@ CPGEN_DEVICE void ring_fwd_step_wgmma(const RingFwdWgmmaParams& wparams) {
     q_first_pos = params.q_positions[block_first_query(blockIdx.x, kBlockM, kGroup)];
     q_last_pos = params.q_positions[block_last_query(blockIdx.x, kBlockM, kGroup, params.q_len)];
   }
-  const TileRange range =
-      key_tile_range(params.kv_positions, params.kv_len, q_first_pos, q_last_pos, kBlockN, kCausal);
+  const TileRange range = key_tile_range(params.kv_positions, params.kv_len, q_first_pos, q_last_pos, kBlockN, kCausal);
 
   const WgmmaFwdShared<Traits> smem{(shared_address(shared_storage) + 1023u) & ~1023u};
   if (threadIdx.x == 0) {

@@ -35,8 +35,8 @@ struct WgmmaFwdLayout {
 constexpr int kWgmmaAlignSlack = 1024;
 constexpr int kWgmmaColumnBlock = 64;  // elements of a 128-byte swizzled line at 16 bits
 
-CPGEN_HOST_DEVICE constexpr WgmmaFwdLayout wgmma_fwd_layout(int head_dim, int block_m, int block_n,
-                                                            int consumers, int stages) {
+CPGEN_HOST_DEVICE constexpr WgmmaFwdLayout wgmma_fwd_layout(int head_dim, int block_m, int block_n, int consumers,
+                                                            int stages) {
   WgmmaFwdLayout l{};
   l.threads = 128 * (1 + consumers);
   l.column_blocks = head_dim / kWgmmaColumnBlock;
@@ -51,8 +51,8 @@ CPGEN_HOST_DEVICE constexpr WgmmaFwdLayout wgmma_fwd_layout(int head_dim, int bl
   return l;
 }
 
-template <typename ElementT, int kHeadDimV, int kBlockMV, int kBlockNV, int kConsumersV, int kStagesV,
-          bool kCausalV, int kGroupV>
+template <typename ElementT, int kHeadDimV, int kBlockMV, int kBlockNV, int kConsumersV, int kStagesV, bool kCausalV,
+          int kGroupV>
 struct WgmmaFwdTraits {
   using Element = ElementT;
   static constexpr int kHeadDim = kHeadDimV;
@@ -62,7 +62,7 @@ struct WgmmaFwdTraits {
   static constexpr int kStages = kStagesV;  // K/V tiles in the shared ring
   static constexpr bool kCausal = kCausalV;
   static constexpr int kGroup = kGroupV;
-  static constexpr int kKeyIntervals = false;  // the step_fwd.cuh mask features are not here yet
+  static constexpr bool kKeyIntervals = false;  // the step_fwd.cuh mask features are not here yet
   static constexpr WgmmaFwdLayout kLayout = wgmma_fwd_layout(kHeadDim, kBlockM, kBlockN, kConsumers, kStages);
 
   static constexpr int kThreads = kLayout.threads;
@@ -74,9 +74,9 @@ struct WgmmaFwdTraits {
   static constexpr int kVOffset = kLayout.v_offset;
   static constexpr int kBarrierOffset = kLayout.barrier_offset;
   static constexpr int kSharedBytes = kLayout.shared_bytes;
-  static constexpr int kQkSteps = kHeadDim / 16;  // k16 steps of S = Q K^T
-  static constexpr int kPvSteps = kBlockN / 16;   // k16 steps of O += P V
-  static constexpr int kScoreRegisters = kBlockN / 2;   // S of 64 x kBlockN over 128 threads
+  static constexpr int kQkSteps = kHeadDim / 16;         // k16 steps of S = Q K^T
+  static constexpr int kPvSteps = kBlockN / 16;          // k16 steps of O += P V
+  static constexpr int kScoreRegisters = kBlockN / 2;    // S of 64 x kBlockN over 128 threads
   static constexpr int kOutputRegisters = kHeadDim / 2;  // O of 64 x kHeadDim
 
   // Registers per thread after setmaxnreg. A CTA of 128 (1 + kConsumers) threads starts with the

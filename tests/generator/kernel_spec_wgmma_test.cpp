@@ -60,7 +60,8 @@ TEST(KernelSpecWgmma, ParseIsTheInverseOfUri) {
 
 TEST(KernelSpecWgmma, BadUrisGetOneLineSayingWhatIsAllowed) {
   for (const auto& [uri, want] : std::vector<std::pair<std::string, std::string>>{
-           {"ring_fwd_wgmma_bf16_hd96_causal_gqa1_bm128_bn128_c2_s2", "head_dim 96 is not supported by the wgmma family"},
+           {"ring_fwd_wgmma_bf16_hd96_causal_gqa1_bm128_bn128_c2_s2",
+            "head_dim 96 is not supported by the wgmma family"},
            {"ring_fwd_wgmma_bf16_hd128_causal_gqa1_bm64_bn128_c2_s2", "block_m 64 in"},
            {"ring_fwd_wgmma_bf16_hd128_causal_gqa1_bm128_bn128_c3_s2", "consumers 3 is not supported"},
            {"ring_fwd_wgmma_bf16_hd128_causal_gqa16_bm128_bn128_c2_s2", "allowed: 1, 2, 4, 8"},
@@ -101,13 +102,12 @@ TEST(KernelSpecWgmma, FeasibilityMirrorsTheTraits) {
       "ring_fwd_wgmma_bf16_hd128_causal_gqa1_bm128_bn128_c2_s2");
   expect_same_shared_bytes<device::WgmmaFwdTraits<Fp16, 64, 64, 64, 1, 3, false, 4>>(
       "ring_fwd_wgmma_fp16_hd64_full_gqa4_bm64_bn64_c1_s3");
-  const Feasibility deep = check_feasibility(KernelSpec::parse("ring_fwd_wgmma_bf16_hd128_causal_gqa1_bm128_bn128_c2_s4"),
-                                             "sm_90a");
+  const Feasibility deep =
+      check_feasibility(KernelSpec::parse("ring_fwd_wgmma_bf16_hd128_causal_gqa1_bm128_bn128_c2_s4"), "sm_90a");
   EXPECT_FALSE(deep.feasible);
   EXPECT_EQ(deep.shared_bytes, 1024 + 32768 + 4 * 65536 + 128);
   EXPECT_NE(deep.reason.find("shared memory"), std::string::npos) << deep.reason;
-  EXPECT_TRUE(check_feasibility(KernelSpec::parse("ring_fwd_wgmma_bf16_hd128_causal_gqa1_bm128_bn128_c2_s3"),
-                                "sm_90a")
+  EXPECT_TRUE(check_feasibility(KernelSpec::parse("ring_fwd_wgmma_bf16_hd128_causal_gqa1_bm128_bn128_c2_s3"), "sm_90a")
                   .feasible);
 }
 

@@ -36,10 +36,9 @@ std::string find_cuobjdump() {
 const std::vector<std::pair<KernelSpec, CompiledKernel>>& compiled() {
   static const std::vector<std::pair<KernelSpec, CompiledKernel>> kernels = [] {
     std::vector<std::pair<KernelSpec, CompiledKernel>> out;
-    for (const KernelSpec& s : {wgmma_default_for(Dtype::kBf16, 128, true, 1),
-                                wgmma_default_for(Dtype::kFp16, 64, false, 1),
-                                wgmma_default_for(Dtype::kBf16, 64, true, 4),
-                                wgmma_default_for(Dtype::kFp16, 128, false, 8)})
+    for (const KernelSpec& s :
+         {wgmma_default_for(Dtype::kBf16, 128, true, 1), wgmma_default_for(Dtype::kFp16, 64, false, 1),
+          wgmma_default_for(Dtype::kBf16, 64, true, 4), wgmma_default_for(Dtype::kFp16, 128, false, 8)})
       out.emplace_back(s, compile_kernel(s, "sm_90a", nullptr));
     return out;
   }();

@@ -31,8 +31,8 @@ using testing::AttentionProblem;
 std::string encode(const TmaMapDescription& d, device::TmaMap* map) {
   const uint32_t ones[5] = {1, 1, 1, 1, 1};
   static_assert(sizeof(device::TmaMap) == sizeof(emulation::TensorMap));
-  return emulation::encode_tensor_map_tiled(reinterpret_cast<emulation::TensorMap*>(map), d.data_type, d.rank,
-                                            d.global, d.dims, d.strides, d.box, ones, 0, d.swizzle, 0, 0);
+  return emulation::encode_tensor_map_tiled(reinterpret_cast<emulation::TensorMap*>(map), d.data_type, d.rank, d.global,
+                                            d.dims, d.strides, d.box, ones, 0, d.swizzle, 0, 0);
 }
 
 template <typename Traits>
@@ -82,17 +82,16 @@ testing::RingRun run_emulated(const AttentionProblem& p, const std::vector<std::
         }
       }
       // Every buffer the kernel may touch, so the sanitizer checks the TMA sources against them.
-      const emulation::GlobalBuffer buffers[] = {
-          {q.data(), q.size() * 2},
-          {k_chunks[src].data(), k_chunks[src].size() * 2},
-          {v_chunks[src].data(), v_chunks[src].size() * 2},
-          {out.data(), out.size() * 2},
-          {lse.data(), lse.size() * 4},
-          {o_state.data(), o_state.size() * 4},
-          {m_state.data(), m_state.size() * 4},
-          {l_state.data(), l_state.size() * 4},
-          {q_positions.data(), q_positions.size() * 4},
-          {ranks[src].data(), ranks[src].size() * 4}};
+      const emulation::GlobalBuffer buffers[] = {{q.data(), q.size() * 2},
+                                                 {k_chunks[src].data(), k_chunks[src].size() * 2},
+                                                 {v_chunks[src].data(), v_chunks[src].size() * 2},
+                                                 {out.data(), out.size() * 2},
+                                                 {lse.data(), lse.size() * 4},
+                                                 {o_state.data(), o_state.size() * 4},
+                                                 {m_state.data(), m_state.size() * 4},
+                                                 {l_state.data(), l_state.size() * 4},
+                                                 {q_positions.data(), q_positions.size() * 4},
+                                                 {ranks[src].data(), ranks[src].size() * 4}};
       emulation::set_global_buffers(buffers, static_cast<int>(std::size(buffers)));
       const unsigned grid_x = (q_len * Traits::kGroup + Traits::kBlockM - 1) / Traits::kBlockM;
       const device::FoldedPairs pairs = device::fold_pairs(B * HK);
@@ -130,8 +129,8 @@ void check(const AttentionProblem& p, const AttentionOutput& expected, int cp_si
 
 template <typename Traits>
 void check_random(int batch, int kv_heads, int seq_len, uint32_t seed, int cp_size) {
-  AttentionProblem p = testing::random_problem(batch, kv_heads * Traits::kGroup, kv_heads, Traits::kHeadDim,
-                                               seq_len, Traits::kCausal, seed);
+  AttentionProblem p = testing::random_problem(batch, kv_heads * Traits::kGroup, kv_heads, Traits::kHeadDim, seq_len,
+                                               Traits::kCausal, seed);
   check<Traits>(p, testing::reference_attention(p), cp_size, "random");
 }
 
