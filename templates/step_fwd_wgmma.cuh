@@ -12,9 +12,10 @@
 //                        O = O rescale + P V   wgmma, P from registers, V from shared (MN-major)
 //                        release the stage, then merge into the running state
 //
-// A first version: each consumer waits for its own MMAs before the softmax (no overlap of one
-// tile's softmax with the other's MMAs yet), and the epilogue stores from registers. Both are
-// refinements inside this structure (the issue's ping-pong), not changes of its contract.
+// Inside a consumer warpgroup the MMAs of one tile overlap the softmax of the next: S_(t+1) and
+// O += P_t V_t are issued back to back, and the softmax of S_(t+1) runs while P_t V_t is still in
+// flight. Ping-pong between the two consumer warpgroups (named barriers ordering their MMAs) and
+// an epilogue through shared memory are the next refinements; neither changes the contract.
 //
 // Launch: grid as step_fwd.cuh (blocks of kBlockM packed rows, (batch, kv head) pairs folded
 // over y and z), block = Traits::kThreads, dynamic shared memory = Traits::kSharedBytes, and the
@@ -153,6 +154,91 @@ CPGEN_DEVICE void wgmma_fwd_merge(const RingFwdParams& params, int batch, int kv
   }
 }
 
+// S = Q K^T of one K tile as one committed wgmma group (not waited for). Q and K are K-major in
+// the 128-byte swizzle: 8-row atoms 1024 bytes apart (SBO), k stepping 32 bytes (16 elements)
+// inside the 128-byte line, the next 64-column block every 4 k-steps (tile rows x 128 bytes on).
+template <typename Traits>
+CPGEN_DEVICE void wgmma_fwd_issue_scores(float (&s)[Traits::kScoreRegisters], u32 q_rows, u32 k_tile) {
+  using T = typename Traits::Element;
+  wgmma_fence();
+#pragma unroll
+  for (int kk = 0; kk < Traits::kQkSteps; ++kk) {
+    const u32 q_at = q_rows + (kk / 4) * Traits::kBlockM * 128 + (kk % 4) * 32;
+    const u32 k_at = k_tile + (kk / 4) * Traits::kBlockN * 128 + (kk % 4) * 32;
+    wgmma_ss<T, Traits::kBlockN>(s, wgmma_descriptor(q_at, 16, 1024, kWgmmaSwizzle128B),
+                                 wgmma_descriptor(k_at, 16, 1024, kWgmmaSwizzle128B), kk > 0);
+  }
+  wgmma_commit();
+}
+
+// Masks the raw scores of key tile `tile` (keys past kv_len; causal: keys after the row's query)
+// and runs the online softmax over them in place: s becomes p = exp2(s scale_log2 - m), row_max
+// and row_sum advance, rescale gets exp2(m_old - m_new) for O. Positions increase along the
+// chunk, so a row's visible keys of a tile are a prefix, found by a binary search over the
+// tile's positions (tiles before full_tiles need none).
+template <typename Traits>
+CPGEN_DEVICE void wgmma_fwd_softmax(const RingFwdParams& params, float (&s)[Traits::kScoreRegisters], int tile,
+                                    int full_tiles, int row0, float (&row_max)[2], float (&row_sum)[2],
+                                    float (&rescale)[2]) {
+  constexpr int kBlockN = Traits::kBlockN;
+  constexpr int kGroup = Traits::kGroup;
+  const int lane = threadIdx.x % 32;
+  const int key0 = tile * kBlockN;
+  if (tile >= full_tiles) {
+    const int keys_here = min(kBlockN, params.kv_len - key0);
+    int row_key_end[2];
+#pragma unroll
+    for (int half = 0; half < 2; ++half) {
+      if (Traits::kCausal) {
+        const int packed_rows = params.q_len * kGroup;
+        const int packed = row0 + acc_row(lane, 2 * half);
+        const int query = unpack_row(packed < packed_rows ? packed : packed_rows - 1, kGroup).query_index;
+        row_key_end[half] = key0 + count_at_or_before(params.kv_positions + key0, keys_here, params.q_positions[query]);
+      } else {
+        row_key_end[half] = key0 + keys_here;
+      }
+    }
+#pragma unroll
+    for (int i = 0; i < Traits::kScoreRegisters; ++i) {
+      const int key = key0 + 8 * (i / 4) + acc_col(lane, i % 4);
+      if (key >= row_key_end[i % 4 / 2]) s[i] = -positive_infinity();
+    }
+  }
+  // The accumulator order (8-column blocks of 4 registers, rows g and g + 8) is the mma.sync one
+  // softmax.cuh works on, as one 16-row tile per warp.
+  float step_rescale[1][2];
+  online_softmax_tile<1, kBlockN / 8>(*reinterpret_cast<float(*)[1][kBlockN / 8][4]>(&s),
+                                      *reinterpret_cast<float(*)[1][2]>(&row_max),
+                                      *reinterpret_cast<float(*)[1][2]>(&row_sum), step_rescale, params.scale_log2);
+  rescale[0] = step_rescale[0][0];
+  rescale[1] = step_rescale[0][1];
+}
+
+// P in 16 bits as the A fragments of O += P V: keys 16kk..16kk+15 are accumulator blocks 2kk and
+// 2kk + 1, which is exactly the register A layout of k-step kk (hopper.cuh wgmma_rs).
+template <typename Traits>
+CPGEN_DEVICE void wgmma_fwd_pack(const float (&s)[Traits::kScoreRegisters], u32 (&p)[Traits::kPvSteps][4]) {
+  using T = typename Traits::Element;
+#pragma unroll
+  for (int kk = 0; kk < Traits::kPvSteps; ++kk)
+#pragma unroll
+    for (int r = 0; r < 4; ++r) p[kk][r] = pack2<T>(s[8 * kk + 2 * r], s[8 * kk + 2 * r + 1]);
+}
+
+// O += P V as one committed wgmma group: V is MN-major, 8 keys per 1024-byte atom (SBO), the
+// output's 64-column blocks kBlockN x 128 bytes apart (LBO).
+template <typename Traits>
+CPGEN_DEVICE void wgmma_fwd_issue_pv(float (&o)[Traits::kOutputRegisters], const u32 (&p)[Traits::kPvSteps][4],
+                                     u32 v_tile) {
+  using T = typename Traits::Element;
+  wgmma_fence();
+#pragma unroll
+  for (int kk = 0; kk < Traits::kPvSteps; ++kk)
+    wgmma_rs<T, Traits::kHeadDim, true>(
+        o, p[kk], wgmma_descriptor(v_tile + kk * 2048, Traits::kBlockN * 128, 1024, kWgmmaSwizzle128B), true);
+  wgmma_commit();
+}
+
 template <typename Traits>
 CPGEN_DEVICE void ring_fwd_step_wgmma(const RingFwdWgmmaParams& wparams) {
   using T = typename Traits::Element;
@@ -201,7 +287,6 @@ CPGEN_DEVICE void ring_fwd_step_wgmma(const RingFwdWgmmaParams& wparams) {
 
   const int consumer = warpgroup - 1;
   const int thread = threadIdx.x % 128;
-  const int lane = thread % 32;
   // This thread's accumulator rows: acc_row(lane, e) within the warp's 16 rows.
   const int row0 = first_packed + 64 * consumer + 16 * (thread / 32);
 
@@ -211,81 +296,50 @@ CPGEN_DEVICE void ring_fwd_step_wgmma(const RingFwdWgmmaParams& wparams) {
   float row_max[2] = {-positive_infinity(), -positive_infinity()};
   float row_sum[2] = {0.0f, 0.0f};
 
-  // Descriptors (hopper.cuh): K-major 128B-swizzled operands have 8-row atoms 1024 bytes apart
-  // (SBO) and step k by 32 bytes inside the 128-byte line; every 4 k-steps the next 64-column
-  // block starts (tile rows x 128 bytes further). V is MN-major: 8 keys per 1024-byte atom (SBO),
-  // 64-column blocks of the output kBlockN x 128 bytes apart (LBO).
+  // This warpgroup's 64 rows of the Q tile (8 atoms of 1024 bytes in each column block).
   const u32 q_rows = smem.q_tile() + 64 * consumer * 128;
   mbarrier_wait_parity(smem.q_full(), 0);
 
-  for (int tile = 0; tile < range.tiles; ++tile) {
-    const int stage = tile % kStages;
-    mbarrier_wait_parity(smem.full(stage), (tile / kStages) & 1);
-    const u32 k_tile = smem.k_tile(stage), v_tile = smem.v_tile(stage);
-
+  // Software pipeline inside the warpgroup: while the MMAs of O += P_t V_t run, the scores of
+  // tile t + 1 are computed and their softmax runs on the CUDA cores; only then does the thread
+  // wait for O, rescale it and pack P_(t+1). P_t stays untouched while its wgmma may read it.
+  u32 p[Traits::kPvSteps][4];
+  if (range.tiles > 0) {
+    mbarrier_wait_parity(smem.full(0), 0);
     float s[Traits::kScoreRegisters];
-    wgmma_fence();
-#pragma unroll
-    for (int kk = 0; kk < Traits::kQkSteps; ++kk) {
-      const u32 q_at = q_rows + (kk / 4) * kBlockM * 128 + (kk % 4) * 32;
-      const u32 k_at = k_tile + (kk / 4) * kBlockN * 128 + (kk % 4) * 32;
-      wgmma_ss<T, kBlockN>(s, wgmma_descriptor(q_at, 16, 1024, kWgmmaSwizzle128B),
-                           wgmma_descriptor(k_at, 16, 1024, kWgmmaSwizzle128B), kk > 0);
-    }
-    wgmma_commit();
+    wgmma_fwd_issue_scores<Traits>(s, q_rows, smem.k_tile(0));
     wgmma_wait<0>();
     wgmma_fence_operand(s);
-
-    // Mask: keys past kv_len, and (causal) keys after the row's query. Positions increase along
-    // the chunk, so a row's visible keys of the tile are a prefix; its end comes from a binary
-    // search over the tile's positions.
-    const int key0 = tile * kBlockN;
-    if (tile >= range.full_tiles) {
-      const int keys_here = min(kBlockN, params.kv_len - key0);
-      int row_key_end[2];
-#pragma unroll
-      for (int half = 0; half < 2; ++half) {
-        if (kCausal) {
-          const int packed_rows = params.q_len * kGroup;
-          const int packed = row0 + acc_row(lane, 2 * half);
-          const int query = unpack_row(packed < packed_rows ? packed : packed_rows - 1, kGroup).query_index;
-          row_key_end[half] =
-              key0 + count_at_or_before(params.kv_positions + key0, keys_here, params.q_positions[query]);
-        } else {
-          row_key_end[half] = key0 + keys_here;
-        }
-      }
-#pragma unroll
-      for (int i = 0; i < Traits::kScoreRegisters; ++i) {
-        const int key = key0 + 8 * (i / 4) + acc_col(lane, i % 4);
-        if (key >= row_key_end[i % 4 / 2]) s[i] = -positive_infinity();
-      }
-    }
-
-    // Online softmax over the tile: the accumulator order (8-column blocks of 4 registers, rows
-    // g and g + 8) is the mma.sync one softmax.cuh works on, one 16-row tile per warp.
-    float rescale[1][2];
-    float(&s3)[1][kBlockN / 8][4] = *reinterpret_cast<float(*)[1][kBlockN / 8][4]>(&s);
-    float(&m2)[1][2] = *reinterpret_cast<float(*)[1][2]>(&row_max);
-    float(&l2)[1][2] = *reinterpret_cast<float(*)[1][2]>(&row_sum);
-    online_softmax_tile<1, kBlockN / 8>(s3, m2, l2, rescale, params.scale_log2);
-#pragma unroll
-    for (int i = 0; i < Traits::kOutputRegisters; ++i) o[i] *= rescale[0][i % 4 / 2];
-
-    // O += P V: the scores of keys 16kk..16kk+15 (blocks 2kk, 2kk+1) are the A fragment of
-    // k-step kk once packed to 16 bits (hopper.cuh wgmma_rs).
-    wgmma_fence();
-#pragma unroll
-    for (int kk = 0; kk < Traits::kPvSteps; ++kk) {
-      const u32 p[4] = {pack2<T>(s[8 * kk], s[8 * kk + 1]), pack2<T>(s[8 * kk + 2], s[8 * kk + 3]),
-                        pack2<T>(s[8 * kk + 4], s[8 * kk + 5]), pack2<T>(s[8 * kk + 6], s[8 * kk + 7])};
-      wgmma_rs<T, kHeadDim, true>(o, p, wgmma_descriptor(v_tile + kk * 2048, kBlockN * 128, 1024, kWgmmaSwizzle128B),
-                                  true);
-    }
-    wgmma_commit();
+    float rescale[2];  // o is still zero: nothing to rescale
+    wgmma_fwd_softmax<Traits>(params, s, 0, range.full_tiles, row0, row_max, row_sum, rescale);
+    wgmma_fwd_pack<Traits>(s, p);
+  }
+  // The last tile runs outside the loop, so the loop body has no branch around its wgmma groups
+  // (ptxas serializes the pipeline when it cannot tell which group a register belongs to).
+  for (int tile = 0; tile + 1 < range.tiles; ++tile) {
+    const int stage = tile % kStages, next_stage = (tile + 1) % kStages;
+    float s[Traits::kScoreRegisters];
+    mbarrier_wait_parity(smem.full(next_stage), ((tile + 1) / kStages) & 1);
+    wgmma_fwd_issue_scores<Traits>(s, q_rows, smem.k_tile(next_stage));
+    wgmma_fwd_issue_pv<Traits>(o, p, smem.v_tile(stage));
+    wgmma_wait<1>();  // groups retire in order: the scores (older) are in, P V may still run
+    wgmma_fence_operand(s);
+    float rescale[2];
+    wgmma_fwd_softmax<Traits>(params, s, tile + 1, range.full_tiles, row0, row_max, row_sum, rescale);
     wgmma_wait<0>();
     wgmma_fence_operand(o);
     mbarrier_arrive(smem.empty(stage));  // this thread's MMAs of the stage have retired
+                                         // O = O exp2(m_t - m_(t+1)) before P_(t+1) V_(t+1) adds to it.
+#pragma unroll
+    for (int i = 0; i < Traits::kOutputRegisters; ++i) o[i] *= rescale[i % 4 / 2];
+    wgmma_fwd_pack<Traits>(s, p);
+  }
+  if (range.tiles > 0) {
+    const int stage = (range.tiles - 1) % kStages;
+    wgmma_fwd_issue_pv<Traits>(o, p, smem.v_tile(stage));
+    wgmma_wait<0>();
+    wgmma_fence_operand(o);
+    mbarrier_arrive(smem.empty(stage));
   }
 
   wgmma_fwd_merge<Traits>(params, batch, kv_head, row0, o, row_max, row_sum);
