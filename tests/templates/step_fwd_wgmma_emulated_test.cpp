@@ -109,11 +109,18 @@ testing::RingRun run_emulated(const AttentionProblem& p, const std::vector<std::
   return run;
 }
 
+enum class Split { kZigzag, kStriped };
+
 template <typename Traits>
-void check(const AttentionProblem& p, const AttentionOutput& expected, int cp_size, const std::string& what) {
+void check(const AttentionProblem& p, const AttentionOutput& expected, int cp_size, const std::string& what,
+           Split split = Split::kZigzag) {
   SCOPED_TRACE(what + ", " + std::to_string(cp_size) + " ranks");
   std::vector<std::vector<int>> ranks;
-  if (cp_size == 1) {
+  if (split == Split::kStriped) {
+    // rank r holds r, r + N, r + 2N, ...: every causal tile straddles the diagonal.
+    ranks.resize(cp_size);
+    for (int i = 0; i < p.seq_len; ++i) ranks[i % cp_size].push_back(i);
+  } else if (cp_size == 1) {
     ranks.emplace_back();
     for (int i = 0; i < p.seq_len; ++i) ranks[0].push_back(i);
   } else {
@@ -128,10 +135,10 @@ void check(const AttentionProblem& p, const AttentionOutput& expected, int cp_si
 }
 
 template <typename Traits>
-void check_random(int batch, int kv_heads, int seq_len, uint32_t seed, int cp_size) {
+void check_random(int batch, int kv_heads, int seq_len, uint32_t seed, int cp_size, Split split = Split::kZigzag) {
   AttentionProblem p = testing::random_problem(batch, kv_heads * Traits::kGroup, kv_heads, Traits::kHeadDim, seq_len,
                                                Traits::kCausal, seed);
-  check<Traits>(p, testing::reference_attention(p), cp_size, "random");
+  check<Traits>(p, testing::reference_attention(p), cp_size, "random", split);
 }
 
 using device::Bf16;
@@ -157,6 +164,18 @@ TEST(StepFwdWgmmaEmulated, Fp16Hd64CausalThreeStagesOneStepAndRingOfFour) {
   using Traits = WgmmaFwdTraits<Fp16, 64, 64, 64, 1, 3, true, 1>;
   check_random<Traits>(1, 1, 200, 3, 1);
   check_random<Traits>(1, 1, 2 * 4 * 24, 4, 4);
+}
+
+// Striped positions: no tile is mask-free, every one takes the per-row key limits.
+TEST(StepFwdWgmmaEmulated, Fp16Hd64CausalStripedRingOfThree) {
+  check_random<WgmmaFwdTraits<Fp16, 64, 64, 64, 1, 3, true, 1>>(1, 1, 3 * 40, 7, 3, Split::kStriped);
+}
+
+// 64-row chunks and 64-row query blocks: at step 1, rank 0's first block (positions 0-63) sees no
+// key of rank 1's chunks (64-191), so it runs no tile (the producer loads only Q) and its rows
+// merge an empty local state into the running one.
+TEST(StepFwdWgmmaEmulated, QueryBlockWithNoVisibleKeyKeepsTheRunningState) {
+  check_random<WgmmaFwdTraits<Fp16, 64, 64, 64, 1, 3, true, 1>>(1, 1, 2 * 2 * 64, 8, 2);
 }
 
 TEST(StepFwdWgmmaEmulated, Bf16Hd64FullTwoConsumersZigzagRingOfFour) {
