@@ -79,12 +79,15 @@ struct WgmmaFwdTraits {
   static constexpr int kScoreRegisters = kBlockN / 2;    // S of 64 x kBlockN over 128 threads
   static constexpr int kOutputRegisters = kHeadDim / 2;  // O of 64 x kHeadDim
 
-  // Registers per thread after setmaxnreg. A CTA of 128 (1 + kConsumers) threads starts with the
-  // 64K registers split evenly; the producer keeps what a loop of TMA issues needs and the
-  // consumers take the rest (the sum stays within 64K: 128 x 24 + 256 x 240 = 64512 with two
-  // consumer warpgroups, 128 x 40 + 128 x 232 = 34816 with one).
-  static constexpr int kProducerRegisters = kConsumers == 2 ? 24 : 40;
-  static constexpr int kConsumerRegisters = kConsumers == 2 ? 240 : 232;
+  // Registers per thread after setmaxnreg. The CTA starts with what ptxas allocated per thread
+  // under __launch_bounds__(threads, 1): 168 at 384 threads (64K split evenly, rounded to 8),
+  // 232 at 256 (measured). The producer keeps what a loop of TMA issues needs and the consumers
+  // grow to 240; the sum stays within the CTA's allocation (128 x 24 + 256 x 240 = 64512 =
+  // 384 x 168 with two consumer warpgroups, 33792 <= 256 x 232 with one), and .inc never asks
+  // for fewer registers than a consumer already has (ptxas allocates at most 232 at 256 threads
+  // for these kernels; checked by the compile test's register count staying below 240).
+  static constexpr int kProducerRegisters = 24;
+  static constexpr int kConsumerRegisters = 240;
 
   static_assert(Element::kBytes == 2, "inputs are 16-bit (bf16 or fp16)");
   static_assert(kHeadDim == 64 || kHeadDim == 128, "the wgmma kernel supports head dims 64 and 128 so far");
