@@ -5,6 +5,7 @@
 #include <span>
 
 #include "cpgen/error.h"
+#include "generator/kernel_spec_wgmma.h"
 
 namespace cpgen {
 namespace {
@@ -56,6 +57,7 @@ void validate_backward_step(const KernelSpec& s, std::string_view where) {
 }
 
 void validate_fields(const KernelSpec& s, std::string_view where) {
+  if (s.kind == KernelKind::kForwardWgmma) return validate_wgmma(s, where);
   if (s.kind == KernelKind::kBackwardPre || s.kind == KernelKind::kBackwardConvert)
     return validate_backward_rows(s, where);
   if (s.kind == KernelKind::kBackwardStep) return validate_backward_step(s, where);
@@ -106,6 +108,7 @@ int parse_prefixed(std::string_view part, std::string_view prefix, std::string_v
 }  // namespace
 
 std::string KernelSpec::uri() const {
+  if (kind == KernelKind::kForwardWgmma) return wgmma_uri(*this);
   if (kind == KernelKind::kBackwardPre || kind == KernelKind::kBackwardConvert) {
     return std::string(kind == KernelKind::kBackwardPre ? "ring_bwd_pre_" : "ring_bwd_cvt_") +
            std::string(dtype_name(dtype)) + "_hd" + std::to_string(head_dim) +
@@ -134,6 +137,7 @@ Dtype parse_dtype(std::string_view part, const std::string& uri) {
 }  // namespace
 
 KernelSpec KernelSpec::parse(std::string_view uri) {
+  if (is_wgmma_uri(uri)) return parse_wgmma_uri(uri);
   const std::string u(uri);
   auto parts = split(uri);
   constexpr const char* kExpected =
@@ -422,6 +426,7 @@ Feasibility check_backward_step(const KernelSpec& spec, std::string_view arch) {
 
 Feasibility check_feasibility(const KernelSpec& spec, std::string_view arch) {
   spec.validate();
+  if (spec.kind == KernelKind::kForwardWgmma) return check_wgmma_feasibility(spec, arch);
   if (spec.kind == KernelKind::kBackwardPre || spec.kind == KernelKind::kBackwardConvert) {
     Feasibility f;
     f.shared_limit = shared_memory_limit(arch);

@@ -22,7 +22,9 @@
 
 namespace cpgen {
 
-enum class KernelKind { kForwardStep, kBackwardPre, kBackwardStep, kBackwardConvert };
+// kForwardWgmma: the sm_90a forward family (generator/kernel_spec_wgmma.h), same contract as
+// kForwardStep with its own URI and tile parameters.
+enum class KernelKind { kForwardStep, kBackwardPre, kBackwardStep, kBackwardConvert, kForwardWgmma };
 
 // Supported values, as data. The generator, the parser, the tuner and the tests all read these.
 inline constexpr int kSupportedHeadDims[] = {64, 96, 128, 256};
@@ -93,7 +95,7 @@ struct KernelSpec {
                                                          int gqa_group);
 
   int threads() const { return warps * 32; }
-  bool is_backward() const { return kind != KernelKind::kForwardStep; }
+  bool is_backward() const { return kind != KernelKind::kForwardStep && kind != KernelKind::kForwardWgmma; }
   bool operator==(const KernelSpec&) const = default;
 };
 

@@ -7,6 +7,7 @@
 
 #include "cpgen/error.h"
 #include "generator/embedded_templates.h"
+#include "generator/kernel_spec_wgmma.h"
 
 namespace cpgen {
 namespace {
@@ -68,6 +69,28 @@ std::string render_step(const KernelSpec& spec, const char* header, const char* 
   return src + entry_point(spec, params_type, std::string("cpgen::device::") + function + "<Traits>(params);");
 }
 
+// The sm_90a family: one producer and wgmma_consumers() consumer warpgroups. The tensor maps
+// travel in the parameter, so it is a __grid_constant__ (TMA reads a map from parameter space);
+// minBlocksPerSM 1 lets ptxas size the registers that setmaxnreg then moves between warpgroups.
+std::string render_wgmma(const KernelSpec& spec) {
+  std::string src = banner(spec.uri(), "step_fwd_wgmma.cuh");
+  src += "namespace {\n";
+  src += std::string("using Element = ") + element_tag(spec.dtype) + ";\n";
+  src += constant("int", "kHeadDim", std::to_string(spec.head_dim));
+  src += constant("bool", "kCausal", spec.causal ? "true" : "false");
+  src += constant("int", "kGqaGroup", std::to_string(spec.gqa_group));
+  src += constant("int", "kBlockM", std::to_string(spec.block_m));
+  src += constant("int", "kBlockN", std::to_string(spec.block_n));
+  src += constant("int", "kConsumers", std::to_string(wgmma_consumers(spec)));
+  src += constant("int", "kStages", std::to_string(spec.stages));
+  src += "using Traits = cpgen::device::WgmmaFwdTraits<Element, kHeadDim, kBlockM, kBlockN, kConsumers, kStages, "
+         "kCausal, kGqaGroup>;\n";
+  src += "}  // namespace\n\n";
+  return src + "extern \"C\" __global__ void __launch_bounds__(" + std::to_string(spec.threads()) + ", 1) " +
+         spec.uri() + "(const __grid_constant__ cpgen::RingFwdWgmmaParams params) {\n" +
+         "  cpgen::device::ring_fwd_step_wgmma<Traits>(params);\n}\n";
+}
+
 }  // namespace
 
 std::string render_source(const KernelSpec& spec) {
@@ -81,6 +104,8 @@ std::string render_source(const KernelSpec& spec) {
       return render_backward_rows(spec, "cpgen::RingBwdPreParams", "ring_bwd_pre");
     case KernelKind::kBackwardConvert:
       return render_backward_rows(spec, "cpgen::RingBwdConvertParams", "ring_bwd_convert");
+    case KernelKind::kForwardWgmma:
+      return render_wgmma(spec);
   }
   throw Error(ErrorKind::kInternal, "render_source: unhandled kernel kind " +
                                         std::to_string(static_cast<int>(spec.kind)));

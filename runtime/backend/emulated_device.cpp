@@ -76,6 +76,10 @@ EmulatedDevice::EmulatedDevice(const std::vector<std::pair<StepType, KernelSpec>
     : arch_(arch), store_(store) {
   by_step_.fill(kNone);
   for (const auto& [step, spec] : per_step) {
+    if (spec.kind == KernelKind::kForwardWgmma)
+      throw Error(ErrorKind::kBadInput, "kernel " + spec.uri() +
+                                            ": the wgmma family has no ring backend yet; use a ring_fwd_ (mma.sync) "
+                                            "kernel");
     if (is_backward(step) != spec.is_backward() || (spec.is_backward() && spec.kind != KernelKind::kBackwardStep))
       throw Error(ErrorKind::kInternal, "EmulatedDevice: step type " + std::string(step_type_name(step)) +
                                             " given kernel " + spec.uri() + " of another kind");

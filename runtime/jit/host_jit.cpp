@@ -103,6 +103,7 @@ const char* params_type(KernelKind kind) {
     case KernelKind::kBackwardStep: return "cpgen::RingBwdParams";
     case KernelKind::kBackwardPre: return "cpgen::RingBwdPreParams";
     case KernelKind::kBackwardConvert: return "cpgen::RingBwdConvertParams";
+    case KernelKind::kForwardWgmma: return "cpgen::RingFwdWgmmaParams";
   }
   throw Error(ErrorKind::kInternal, "emulated_source: unhandled kernel kind " +
                                         std::to_string(static_cast<int>(kind)));

@@ -255,6 +255,18 @@ TEST(EmulatedDevice, RefusesAKernelOfTheWrongDirectionForAStepType) {
   EXPECT_THROW(EmulatedDevice({{StepType::kBwdDiagonal, forward}}, kArch, test_store()), Error);
 }
 
+// The sm_90a wgmma family has no ring backend yet; it must not run as an mma.sync kernel.
+TEST(EmulatedDevice, RefusesAWgmmaKernelUntilABackendLaunchesIt) {
+  const KernelSpec wgmma = KernelSpec::parse("ring_fwd_wgmma_bf16_hd128_causal_gqa1_bm128_bn128_c2_s2");
+  try {
+    EmulatedDevice device({{StepType::kDiagonal, wgmma}}, kArch, test_store());
+    FAIL() << "no throw";
+  } catch (const Error& e) {
+    EXPECT_EQ(e.kind(), ErrorKind::kBadInput) << e.what();
+    EXPECT_NE(std::string(e.what()).find("no ring backend yet"), std::string::npos) << e.what();
+  }
+}
+
 TEST(EmulatedDevice, RefusesAnInfeasibleKernelBeforeCompiling) {
   // 256-row tiles of head dim 256 in four stages need far more shared memory than an H100 has.
   const KernelSpec huge = KernelSpec::parse("ring_fwd_bf16_hd256_causal_gqa1_bm256_bn256_w16_s4");

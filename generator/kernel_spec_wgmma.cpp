@@ -1,0 +1,172 @@
+#include "generator/kernel_spec_wgmma.h"
+
+#include <algorithm>
+#include <charconv>
+#include <span>
+
+#include "cpgen/error.h"
+
+namespace cpgen {
+namespace {
+
+constexpr const char* kWgmmaForm = "ring_fwd_wgmma_<bf16|fp16>_hd<N>_<causal|full>_gqa<N>_bm<N>_bn<N>_c<N>_s<N>";
+
+std::string join(std::span<const int> values) {
+  std::string out;
+  for (int v : values) out += (out.empty() ? "" : ", ") + std::to_string(v);
+  return out;
+}
+
+void check_value(std::string_view field, int value, std::span<const int> allowed, std::string_view where) {
+  if (std::find(allowed.begin(), allowed.end(), value) != allowed.end()) return;
+  throw_bad_input(std::string(field) + " " + std::to_string(value) + " is not supported by the wgmma family in '" +
+                  std::string(where) + "'; allowed: " + join(allowed));
+}
+
+std::vector<std::string_view> split(std::string_view text) {
+  std::vector<std::string_view> parts;
+  size_t start = 0;
+  while (true) {
+    const size_t end = text.find('_', start);
+    parts.push_back(text.substr(start, end == std::string_view::npos ? end : end - start));
+    if (end == std::string_view::npos) return parts;
+    start = end + 1;
+  }
+}
+
+// "<prefix><decimal>" exactly: no sign, no leading zeros, nothing after.
+int read_number(std::string_view part, std::string_view prefix, std::string_view field, std::string_view uri) {
+  auto fail = [&]() -> int {
+    throw_bad_input("field " + std::string(field) + " in '" + std::string(uri) + "' must read '" + std::string(prefix) +
+                    "<number>', got '" + std::string(part) + "'");
+  };
+  if (part.size() <= prefix.size() || part.substr(0, prefix.size()) != prefix) return fail();
+  const std::string_view digits = part.substr(prefix.size());
+  if (digits.size() > 1 && digits[0] == '0') return fail();
+  int value = 0;
+  const auto [ptr, ec] = std::from_chars(digits.data(), digits.data() + digits.size(), value);
+  if (ec != std::errc() || ptr != digits.data() + digits.size()) return fail();
+  return value;
+}
+
+}  // namespace
+
+int wgmma_consumers(const KernelSpec& spec) { return spec.warps / 4 - 1; }
+
+bool is_wgmma_uri(std::string_view uri) { return uri.substr(0, 15) == "ring_fwd_wgmma_"; }
+
+std::string wgmma_uri(const KernelSpec& s) {
+  return "ring_fwd_wgmma_" + std::string(dtype_name(s.dtype)) + "_hd" + std::to_string(s.head_dim) +
+         (s.causal ? "_causal" : "_full") + "_gqa" + std::to_string(s.gqa_group) + "_bm" + std::to_string(s.block_m) +
+         "_bn" + std::to_string(s.block_n) + "_c" + std::to_string(wgmma_consumers(s)) + "_s" +
+         std::to_string(s.stages);
+}
+
+KernelSpec parse_wgmma_uri(std::string_view uri) {
+  const std::string u(uri);
+  const std::vector<std::string_view> parts = split(uri);
+  if (parts.size() != 11 || parts[0] != "ring" || parts[1] != "fwd" || parts[2] != "wgmma")
+    throw_bad_input("kernel URI '" + u + "' is malformed; expected " + kWgmmaForm);
+  KernelSpec s;
+  s.kind = KernelKind::kForwardWgmma;
+  if (parts[3] == "bf16") {
+    s.dtype = Dtype::kBf16;
+  } else if (parts[3] == "fp16") {
+    s.dtype = Dtype::kFp16;
+  } else {
+    throw_bad_input("dtype '" + std::string(parts[3]) + "' in '" + u + "' is not supported; allowed: bf16, fp16");
+  }
+  s.head_dim = read_number(parts[4], "hd", "head_dim", uri);
+  if (parts[5] == "causal") {
+    s.causal = true;
+  } else if (parts[5] == "full") {
+    s.causal = false;
+  } else {
+    throw_bad_input("mask '" + std::string(parts[5]) + "' in '" + u +
+                    "' is not supported by the wgmma family; allowed: causal, full");
+  }
+  s.gqa_group = read_number(parts[6], "gqa", "gqa_group", uri);
+  s.block_m = read_number(parts[7], "bm", "block_m", uri);
+  s.block_n = read_number(parts[8], "bn", "block_n", uri);
+  const int consumers = read_number(parts[9], "c", "consumers", uri);
+  check_value("consumers", consumers, kSupportedWgmmaConsumers, uri);
+  s.warps = 4 * (1 + consumers);
+  s.stages = read_number(parts[10], "s", "stages", uri);
+  validate_wgmma(s, uri);
+  return s;
+}
+
+void validate_wgmma(const KernelSpec& s, std::string_view where) {
+  check_value("head_dim", s.head_dim, kSupportedWgmmaHeadDims, where);
+  check_value("gqa_group", s.gqa_group, kSupportedWgmmaGqaGroups, where);
+  check_value("block_n", s.block_n, kSupportedWgmmaBlockN, where);
+  check_value("stages", s.stages, kSupportedWgmmaStages, where);
+  if (s.warps % 4 != 0) {
+    throw_bad_input("warps " + std::to_string(s.warps) + " in '" + std::string(where) +
+                    "' is not whole warpgroups; the wgmma family has 4 (1 + consumers) warps");
+  }
+  check_value("consumers", wgmma_consumers(s), kSupportedWgmmaConsumers, where);
+  if (s.block_m != 64 * wgmma_consumers(s)) {
+    throw_bad_input("block_m " + std::to_string(s.block_m) + " in '" + std::string(where) + "' must be 64 x " +
+                    std::to_string(wgmma_consumers(s)) + " consumers = " + std::to_string(64 * wgmma_consumers(s)) +
+                    " (each consumer warpgroup owns 64 rows)");
+  }
+  if (s.key_intervals || s.softcap) {
+    throw_bad_input("the wgmma family in '" + std::string(where) +
+                    "' has no key intervals or softcap yet; allowed: causal or full only");
+  }
+}
+
+// Mirrors templates/traits_wgmma.cuh (wgmma_fwd_layout and WgmmaFwdTraits' static_asserts);
+// tests/generator/kernel_spec_wgmma_test.cpp compares the two.
+Feasibility check_wgmma_feasibility(const KernelSpec& spec, std::string_view arch) {
+  Feasibility f;
+  f.shared_limit = shared_memory_limit(arch);
+  const int tile_bytes = (spec.block_m + 2 * spec.stages * spec.block_n) * spec.head_dim * 2;
+  const int barrier_bytes = (8 * (1 + 2 * spec.stages) + 127) / 128 * 128;
+  f.shared_bytes = 1024 + tile_bytes + barrier_bytes;  // 1024: slack to align the tiles up
+  // A consumer thread holds S (block_n / 2) and O (head_dim / 2) in fp32, plus about 60 more.
+  const int accumulators = spec.block_n / 2 + spec.head_dim / 2;
+  f.register_estimate = std::min(255, accumulators + 60);
+  if (arch != kWgmmaArch) {
+    f.reason = "the wgmma family runs on " + std::string(kWgmmaArch) + " only (wgmma, TMA, setmaxnreg); got " +
+               std::string(arch);
+  } else if (f.shared_bytes > f.shared_limit) {
+    f.reason = "needs " + std::to_string(f.shared_bytes) + " bytes of shared memory; " + std::string(arch) +
+               " allows " + std::to_string(f.shared_limit);
+  } else if (accumulators > 128) {
+    f.reason = "needs " + std::to_string(accumulators) + " fp32 accumulator registers per thread (S and O); the " +
+               "budget is 128";
+  } else if (spec.block_m % spec.gqa_group != 0) {
+    f.reason = "block_m " + std::to_string(spec.block_m) + " does not hold whole GQA groups of " +
+               std::to_string(spec.gqa_group);
+  }
+  f.feasible = f.reason.empty();
+  return f;
+}
+
+KernelSpec wgmma_default_for(Dtype dtype, int head_dim, bool causal, int gqa_group) {
+  KernelSpec s;
+  s.kind = KernelKind::kForwardWgmma;
+  s.dtype = dtype;
+  s.head_dim = head_dim;
+  s.causal = causal;
+  s.gqa_group = gqa_group;
+  s.block_m = 128;
+  s.block_n = 128;
+  s.warps = 12;  // one producer and two consumer warpgroups
+  s.stages = 2;
+  s.validate();
+  return s;
+}
+
+std::vector<KernelSpec> wgmma_defaults() {
+  std::vector<KernelSpec> specs;
+  for (Dtype dtype : kSupportedDtypes)
+    for (int hd : kSupportedWgmmaHeadDims)
+      for (bool causal : {false, true})
+        for (int group : kSupportedWgmmaGqaGroups) specs.push_back(wgmma_default_for(dtype, hd, causal, group));
+  return specs;
+}
+
+}  // namespace cpgen

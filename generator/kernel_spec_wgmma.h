@@ -1,0 +1,41 @@
+// The sm_90a forward family (templates/step_fwd_wgmma.cuh) inside KernelSpec: its URI, parser,
+// validation and feasibility model, kept apart from the mma.sync family's code paths.
+//
+//   ring_fwd_wgmma_bf16_hd128_causal_gqa1_bm128_bn128_c2_s2
+//
+// c is the number of consumer warpgroups (each owns 64 query rows, so block_m = 64 c); the CTA
+// adds one producer warpgroup, so KernelSpec::warps holds 4 (1 + c) and threads() is right.
+#pragma once
+
+#include <string>
+#include <string_view>
+#include <vector>
+
+#include "generator/kernel_spec.h"
+
+namespace cpgen {
+
+inline constexpr int kSupportedWgmmaHeadDims[] = {64, 128};
+inline constexpr int kSupportedWgmmaGqaGroups[] = {1, 2, 4, 8};
+inline constexpr int kSupportedWgmmaBlockN[] = {64, 128};
+inline constexpr int kSupportedWgmmaConsumers[] = {1, 2};
+inline constexpr int kSupportedWgmmaStages[] = {1, 2, 3, 4};
+// The only target with wgmma, TMA and setmaxnreg.
+inline constexpr std::string_view kWgmmaArch = "sm_90a";
+
+int wgmma_consumers(const KernelSpec& spec);  // warps / 4 - 1
+std::string wgmma_uri(const KernelSpec& spec);
+// Parses a URI whose second and third fields are "fwd" and "wgmma"; throws kBadInput otherwise.
+KernelSpec parse_wgmma_uri(std::string_view uri);
+void validate_wgmma(const KernelSpec& spec, std::string_view where);
+Feasibility check_wgmma_feasibility(const KernelSpec& spec, std::string_view arch);
+// Whether `uri` names the wgmma family (so KernelSpec::parse hands it to parse_wgmma_uri).
+bool is_wgmma_uri(std::string_view uri);
+
+// The default tile config of a (dtype, head dim, causal, group) combination: 128 query rows over
+// two consumer warpgroups, 128-key tiles, two stages.
+KernelSpec wgmma_default_for(Dtype dtype, int head_dim, bool causal, int gqa_group);
+// Every supported combination's default.
+std::vector<KernelSpec> wgmma_defaults();
+
+}  // namespace cpgen

@@ -1,0 +1,349 @@
+// The sm_90a forward ring step: the contract of step_fwd.cuh (RingFwdParams, the running fp32
+// state and its merge, first/last step, causal skip by global positions, packed GQA rows), with
+// the tiles moved by TMA and multiplied by wgmma in a warp-specialized CTA (traits_wgmma.cuh):
+//
+//   producer warpgroup   thread 0: the Q tile once, then K/V tiles into a kStages ring;
+//                        full[s] counts the tile's bytes in (expect_tx), empty[s] the
+//                        consumers' releases out
+//   consumer warpgroup c rows 64c..64c+63 of the block; per key tile:
+//                        S = Q K^T        wgmma, Q and K from shared (K-major, 128B swizzle)
+//                        mask             only tiles past the mask-free prefix
+//                        online softmax   log2 domain, in registers (softmax.cuh)
+//                        O = O rescale + P V   wgmma, P from registers, V from shared (MN-major)
+//                        release the stage, then merge into the running state
+//
+// Inside a consumer warpgroup the MMAs of one tile overlap the softmax of the next: S_(t+1) and
+// O += P_t V_t are issued back to back, and the softmax of S_(t+1) runs while P_t V_t is still in
+// flight. Ping-pong between the two consumer warpgroups (named barriers ordering their MMAs) and
+// an epilogue through shared memory are the next refinements; neither changes the contract.
+//
+// Launch: grid as step_fwd.cuh (blocks of kBlockM packed rows, (batch, kv head) pairs folded
+// over y and z), block = Traits::kThreads, dynamic shared memory = Traits::kSharedBytes, and the
+// RingFwdWgmmaParams maps built from q_map_description / kv_map_description (params_wgmma.cuh)
+// with the traits' dtype, head dim, group, block_m and block_n. Requirements beyond those of
+// step_fwd.cuh: q, k, v 16-byte aligned and every row, head and batch stride of them a multiple
+// of 8 elements (TMA global strides are multiples of 16 bytes).
+#pragma once
+
+#include "cpgen/hopper.cuh"
+#include "cpgen/layout.cuh"
+#include "cpgen/mask.cuh"
+#include "cpgen/params_wgmma.cuh"
+#include "cpgen/softmax.cuh"
+#include "cpgen/traits_wgmma.cuh"
+
+namespace cpgen {
+namespace device {
+
+// Shared-window addresses of one CTA's tiles and barriers (traits_wgmma.cuh), from the base
+// aligned up to 1024 bytes.
+template <typename Traits>
+struct WgmmaFwdShared {
+  u32 base;
+  CPGEN_DEVICE u32 q_tile() const { return base + Traits::kQOffset; }
+  CPGEN_DEVICE u32 k_tile(int stage) const { return base + Traits::kKOffset + stage * Traits::kKvTileBytes; }
+  CPGEN_DEVICE u32 v_tile(int stage) const { return base + Traits::kVOffset + stage * Traits::kKvTileBytes; }
+  CPGEN_DEVICE u32 q_full() const { return base + Traits::kBarrierOffset; }
+  CPGEN_DEVICE u32 full(int stage) const { return base + Traits::kBarrierOffset + 8 * (1 + stage); }
+  CPGEN_DEVICE u32 empty(int stage) const { return base + Traits::kBarrierOffset + 8 * (1 + Traits::kStages + stage); }
+};
+
+// Producer: one thread issues every copy. A K or V tile is kColumnBlocks boxes of (64 columns,
+// kBlockN keys), column block b at b * kBlockN * 128 bytes; Q likewise with kBlockM rows.
+template <typename Traits>
+CPGEN_DEVICE void wgmma_fwd_produce(const RingFwdWgmmaParams& params, const WgmmaFwdShared<Traits>& smem, int batch,
+                                    int kv_head, int first_packed, int tiles) {
+  constexpr int kGroup = Traits::kGroup;
+  mbarrier_arrive_expect_tx(smem.q_full(), Traits::kQTileBytes);
+#pragma unroll
+  for (int b = 0; b < Traits::kColumnBlocks; ++b) {
+    const int coords[4] = {b * kWgmmaColumnBlock, kv_head * kGroup, first_packed / kGroup, batch};
+    tma_load<4>(smem.q_tile() + b * Traits::kBlockM * 128, params.q_map, coords, smem.q_full());
+  }
+  for (int tile = 0; tile < tiles; ++tile) {
+    const int stage = tile % Traits::kStages, round = tile / Traits::kStages;
+    // Round r of a stage reuses it after the consumers released round r - 1 (phase r - 1).
+    if (round > 0) mbarrier_wait_parity(smem.empty(stage), (round - 1) & 1);
+    mbarrier_arrive_expect_tx(smem.full(stage), 2 * Traits::kKvTileBytes);
+#pragma unroll
+    for (int b = 0; b < Traits::kColumnBlocks; ++b) {
+      const int coords[4] = {b * kWgmmaColumnBlock, tile * Traits::kBlockN, kv_head, batch};
+      tma_load<4>(smem.k_tile(stage) + b * Traits::kBlockN * 128, params.k_map, coords, smem.full(stage));
+      tma_load<4>(smem.v_tile(stage) + b * Traits::kBlockN * 128, params.v_map, coords, smem.full(stage));
+    }
+  }
+}
+
+// Merges this thread's rows into the running state; on the last step writes out and lse
+// (step_fwd.cuh's epilogue for one 16-row tile per warp). o[4 j + e] is row
+// row0 + acc_row(lane, e), column 8 j + acc_col(lane, e); row_sum is still a per-lane partial.
+template <typename Traits>
+CPGEN_DEVICE void wgmma_fwd_merge(const RingFwdParams& params, int batch, int kv_head, int row0,
+                                  float (&o)[Traits::kOutputRegisters], float (&row_max)[2], float (&row_sum)[2]) {
+  using T = typename Traits::Element;
+  constexpr int kGroup = Traits::kGroup;
+  constexpr int kHeadDim = Traits::kHeadDim;
+  const int packed_rows = params.q_len * kGroup;
+  const int lane = threadIdx.x % 32;
+  const bool quad_leader = lane % 4 == 0;
+  // Every lane of a quad reads the row's old state before its leader overwrites it (the order
+  // step_fwd.cuh's emulator regression pins).
+  float scale_local[2], scale_state[2];
+#pragma unroll
+  for (int half = 0; half < 2; ++half) {
+    const int packed = row0 + acc_row(lane, 2 * half);
+    const float l_local = quad_sum(row_sum[half]);
+    scale_local[half] = 1.0f;
+    scale_state[half] = 0.0f;
+    row_sum[half] = l_local;
+    if (params.is_first_step || packed >= packed_rows) continue;
+    const PackedRow pr = unpack_row(packed, kGroup);
+    const long long state_row =
+        (static_cast<long long>(batch) * params.q_heads + kv_head * kGroup + pr.head_in_group) * params.q_len +
+        pr.query_index;
+    // (m, l) = merge((m_state, l_state), (m_local, l_local)); o merges with the same factors.
+    const MergeScales ms = merge_scales(params.m_state[state_row], row_max[half]);
+    row_max[half] = ms.m;
+    row_sum[half] = ms.scale_a * params.l_state[state_row] + ms.scale_b * l_local;
+    scale_state[half] = ms.scale_a;
+    scale_local[half] = ms.scale_b;
+  }
+  __syncwarp();
+#pragma unroll
+  for (int half = 0; half < 2; ++half) {
+    const int packed = row0 + acc_row(lane, 2 * half);
+    if (packed >= packed_rows) continue;
+    const PackedRow pr = unpack_row(packed, kGroup);
+    const int head = kv_head * kGroup + pr.head_in_group;
+    const long long state_row = (static_cast<long long>(batch) * params.q_heads + head) * params.q_len + pr.query_index;
+    float* o_state = params.o_state + state_row * kHeadDim;
+    float scale_l = scale_local[half], scale_s = scale_state[half];
+    if (params.is_last_step) {
+      // out = (scale_state o_state + scale_local o_local) / l
+      const float inv_l = output_scale(row_sum[half]);
+      scale_s *= inv_l;
+      scale_l *= inv_l;
+    }
+    const long long out_offset = batch * params.out_batch_stride + head * params.out_head_stride +
+                                 static_cast<long long>(pr.query_index) * params.out_row_stride;
+    char* out_row = static_cast<char*>(params.out) + out_offset * 2;
+#pragma unroll
+    for (int j = 0; j < kHeadDim / 8; ++j) {
+      const int col = 8 * j + acc_col(lane, 0);
+      float o0 = scale_l * o[4 * j + 2 * half];
+      float o1 = scale_l * o[4 * j + 2 * half + 1];
+      if (!params.is_first_step) {
+        o0 = fmaf(scale_s, o_state[col], o0);
+        o1 = fmaf(scale_s, o_state[col + 1], o1);
+      }
+      if (params.is_last_step) {
+        *reinterpret_cast<u32*>(out_row + col * 2) = pack2<T>(o0, o1);
+      } else {
+        o_state[col] = o0;
+        o_state[col + 1] = o1;
+      }
+    }
+    if (quad_leader) {
+      if (params.is_last_step) {
+        params.lse[state_row] = lse_natural(row_max[half], row_sum[half]);
+      } else {
+        params.m_state[state_row] = row_max[half];
+        params.l_state[state_row] = row_sum[half];
+      }
+    }
+  }
+}
+
+// S = Q K^T of one K tile as one committed wgmma group (not waited for). Q and K are K-major in
+// the 128-byte swizzle: 8-row atoms 1024 bytes apart (SBO), k stepping 32 bytes (16 elements)
+// inside the 128-byte line, the next 64-column block every 4 k-steps (tile rows x 128 bytes on).
+template <typename Traits>
+CPGEN_DEVICE void wgmma_fwd_issue_scores(float (&s)[Traits::kScoreRegisters], u32 q_rows, u32 k_tile) {
+  using T = typename Traits::Element;
+  wgmma_fence();
+#pragma unroll
+  for (int kk = 0; kk < Traits::kQkSteps; ++kk) {
+    const u32 q_at = q_rows + (kk / 4) * Traits::kBlockM * 128 + (kk % 4) * 32;
+    const u32 k_at = k_tile + (kk / 4) * Traits::kBlockN * 128 + (kk % 4) * 32;
+    wgmma_ss<T, Traits::kBlockN>(s, wgmma_descriptor(q_at, 16, 1024, kWgmmaSwizzle128B),
+                                 wgmma_descriptor(k_at, 16, 1024, kWgmmaSwizzle128B), kk > 0);
+  }
+  wgmma_commit();
+}
+
+// Masks the raw scores of key tile `tile` (keys past kv_len; causal: keys after the row's query)
+// and runs the online softmax over them in place: s becomes p = exp2(s scale_log2 - m), row_max
+// and row_sum advance, rescale gets exp2(m_old - m_new) for O. Positions increase along the
+// chunk, so a row's visible keys of a tile are a prefix, found by a binary search over the
+// tile's positions (tiles before full_tiles need none).
+template <typename Traits>
+CPGEN_DEVICE void wgmma_fwd_softmax(const RingFwdParams& params, float (&s)[Traits::kScoreRegisters], int tile,
+                                    int full_tiles, int row0, float (&row_max)[2], float (&row_sum)[2],
+                                    float (&rescale)[2]) {
+  constexpr int kBlockN = Traits::kBlockN;
+  constexpr int kGroup = Traits::kGroup;
+  const int lane = threadIdx.x % 32;
+  const int key0 = tile * kBlockN;
+  if (tile >= full_tiles) {
+    const int keys_here = min(kBlockN, params.kv_len - key0);
+    int row_key_end[2];
+#pragma unroll
+    for (int half = 0; half < 2; ++half) {
+      if (Traits::kCausal) {
+        const int packed_rows = params.q_len * kGroup;
+        const int packed = row0 + acc_row(lane, 2 * half);
+        const int query = unpack_row(packed < packed_rows ? packed : packed_rows - 1, kGroup).query_index;
+        row_key_end[half] = key0 + count_at_or_before(params.kv_positions + key0, keys_here, params.q_positions[query]);
+      } else {
+        row_key_end[half] = key0 + keys_here;
+      }
+    }
+#pragma unroll
+    for (int i = 0; i < Traits::kScoreRegisters; ++i) {
+      const int key = key0 + 8 * (i / 4) + acc_col(lane, i % 4);
+      if (key >= row_key_end[i % 4 / 2]) s[i] = -positive_infinity();
+    }
+  }
+  // The accumulator order (8-column blocks of 4 registers, rows g and g + 8) is the mma.sync one
+  // softmax.cuh works on, as one 16-row tile per warp.
+  float step_rescale[1][2];
+  online_softmax_tile<1, kBlockN / 8>(*reinterpret_cast<float(*)[1][kBlockN / 8][4]>(&s),
+                                      *reinterpret_cast<float(*)[1][2]>(&row_max),
+                                      *reinterpret_cast<float(*)[1][2]>(&row_sum), step_rescale, params.scale_log2);
+  rescale[0] = step_rescale[0][0];
+  rescale[1] = step_rescale[0][1];
+}
+
+// P in 16 bits as the A fragments of O += P V: keys 16kk..16kk+15 are accumulator blocks 2kk and
+// 2kk + 1, which is exactly the register A layout of k-step kk (hopper.cuh wgmma_rs).
+template <typename Traits>
+CPGEN_DEVICE void wgmma_fwd_pack(const float (&s)[Traits::kScoreRegisters], u32 (&p)[Traits::kPvSteps][4]) {
+  using T = typename Traits::Element;
+#pragma unroll
+  for (int kk = 0; kk < Traits::kPvSteps; ++kk)
+#pragma unroll
+    for (int r = 0; r < 4; ++r) p[kk][r] = pack2<T>(s[8 * kk + 2 * r], s[8 * kk + 2 * r + 1]);
+}
+
+// O += P V as one committed wgmma group: V is MN-major, 8 keys per 1024-byte atom (SBO), the
+// output's 64-column blocks kBlockN x 128 bytes apart (LBO).
+template <typename Traits>
+CPGEN_DEVICE void wgmma_fwd_issue_pv(float (&o)[Traits::kOutputRegisters], const u32 (&p)[Traits::kPvSteps][4],
+                                     u32 v_tile) {
+  using T = typename Traits::Element;
+  wgmma_fence();
+#pragma unroll
+  for (int kk = 0; kk < Traits::kPvSteps; ++kk)
+    wgmma_rs<T, Traits::kHeadDim, true>(
+        o, p[kk], wgmma_descriptor(v_tile + kk * 2048, Traits::kBlockN * 128, 1024, kWgmmaSwizzle128B), true);
+  wgmma_commit();
+}
+
+template <typename Traits>
+CPGEN_DEVICE void ring_fwd_step_wgmma(const RingFwdWgmmaParams& wparams) {
+  using T = typename Traits::Element;
+  constexpr int kBlockM = Traits::kBlockM;
+  constexpr int kBlockN = Traits::kBlockN;
+  constexpr int kStages = Traits::kStages;
+  constexpr int kGroup = Traits::kGroup;
+  constexpr int kHeadDim = Traits::kHeadDim;
+  constexpr bool kCausal = Traits::kCausal;
+  const RingFwdParams& params = wparams.base;
+
+  extern __shared__ __align__(128) unsigned char shared_storage[];
+
+  // The fold of the pairs over (y, z) leaves up to z - 1 blocks past the last pair.
+  const long long pair = unfold_pair(blockIdx.y, blockIdx.z, gridDim.y);
+  if (pair >= static_cast<long long>(params.batch) * params.kv_heads) return;
+  const int batch = static_cast<int>(pair / params.kv_heads), kv_head = static_cast<int>(pair % params.kv_heads);
+  const int first_packed = blockIdx.x * kBlockM;
+
+  int q_first_pos = 0, q_last_pos = 0;
+  if (kCausal) {
+    q_first_pos = params.q_positions[block_first_query(blockIdx.x, kBlockM, kGroup)];
+    q_last_pos = params.q_positions[block_last_query(blockIdx.x, kBlockM, kGroup, params.q_len)];
+  }
+  const TileRange range = key_tile_range(params.kv_positions, params.kv_len, q_first_pos, q_last_pos, kBlockN, kCausal);
+
+  const WgmmaFwdShared<Traits> smem{(shared_address(shared_storage) + 1023u) & ~1023u};
+  if (threadIdx.x == 0) {
+    mbarrier_init(smem.q_full(), 1);
+#pragma unroll
+    for (int s = 0; s < kStages; ++s) {
+      mbarrier_init(smem.full(s), 1);
+      mbarrier_init(smem.empty(s), 128 * Traits::kConsumers);  // every consumer thread releases
+    }
+    fence_proxy_async();  // the initialized barriers are visible to the TMA unit's complete_tx
+  }
+  __syncthreads();
+
+  const int warpgroup = threadIdx.x / 128;
+  if (warpgroup == 0) {
+    setmaxnreg_dec<Traits::kProducerRegisters>();
+    if (threadIdx.x == 0) wgmma_fwd_produce<Traits>(wparams, smem, batch, kv_head, first_packed, range.tiles);
+    return;
+  }
+  setmaxnreg_inc<Traits::kConsumerRegisters>();
+
+  const int consumer = warpgroup - 1;
+  const int thread = threadIdx.x % 128;
+  // This thread's accumulator rows: acc_row(lane, e) within the warp's 16 rows.
+  const int row0 = first_packed + 64 * consumer + 16 * (thread / 32);
+
+  float o[Traits::kOutputRegisters];
+#pragma unroll
+  for (int i = 0; i < Traits::kOutputRegisters; ++i) o[i] = 0.0f;
+  float row_max[2] = {-positive_infinity(), -positive_infinity()};
+  float row_sum[2] = {0.0f, 0.0f};
+
+  // This warpgroup's 64 rows of the Q tile (8 atoms of 1024 bytes in each column block).
+  const u32 q_rows = smem.q_tile() + 64 * consumer * 128;
+  mbarrier_wait_parity(smem.q_full(), 0);
+
+  // Software pipeline inside the warpgroup: while the MMAs of O += P_t V_t run, the scores of
+  // tile t + 1 are computed and their softmax runs on the CUDA cores; only then does the thread
+  // wait for O, rescale it and pack P_(t+1). P_t stays untouched while its wgmma may read it.
+  u32 p[Traits::kPvSteps][4];
+  if (range.tiles > 0) {
+    mbarrier_wait_parity(smem.full(0), 0);
+    float s[Traits::kScoreRegisters];
+    wgmma_fwd_issue_scores<Traits>(s, q_rows, smem.k_tile(0));
+    wgmma_wait<0>();
+    wgmma_fence_operand(s);
+    float rescale[2];  // o is still zero: nothing to rescale
+    wgmma_fwd_softmax<Traits>(params, s, 0, range.full_tiles, row0, row_max, row_sum, rescale);
+    wgmma_fwd_pack<Traits>(s, p);
+  }
+  // The last tile runs outside the loop, so the loop body has no branch around its wgmma groups
+  // (ptxas serializes the pipeline when it cannot tell which group a register belongs to).
+  for (int tile = 0; tile + 1 < range.tiles; ++tile) {
+    const int stage = tile % kStages, next_stage = (tile + 1) % kStages;
+    float s[Traits::kScoreRegisters];
+    mbarrier_wait_parity(smem.full(next_stage), ((tile + 1) / kStages) & 1);
+    wgmma_fwd_issue_scores<Traits>(s, q_rows, smem.k_tile(next_stage));
+    wgmma_fwd_issue_pv<Traits>(o, p, smem.v_tile(stage));
+    wgmma_wait<1>();  // groups retire in order: the scores (older) are in, P V may still run
+    wgmma_fence_operand(s);
+    float rescale[2];
+    wgmma_fwd_softmax<Traits>(params, s, tile + 1, range.full_tiles, row0, row_max, row_sum, rescale);
+    wgmma_wait<0>();
+    wgmma_fence_operand(o);
+    mbarrier_arrive(smem.empty(stage));  // this thread's MMAs of the stage have retired
+                                         // O = O exp2(m_t - m_(t+1)) before P_(t+1) V_(t+1) adds to it.
+#pragma unroll
+    for (int i = 0; i < Traits::kOutputRegisters; ++i) o[i] *= rescale[i % 4 / 2];
+    wgmma_fwd_pack<Traits>(s, p);
+  }
+  if (range.tiles > 0) {
+    const int stage = (range.tiles - 1) % kStages;
+    wgmma_fwd_issue_pv<Traits>(o, p, smem.v_tile(stage));
+    wgmma_wait<0>();
+    wgmma_fence_operand(o);
+    mbarrier_arrive(smem.empty(stage));
+  }
+
+  wgmma_fwd_merge<Traits>(params, batch, kv_head, row0, o, row_max, row_sum);
+}
+
+}  // namespace device
+}  // namespace cpgen

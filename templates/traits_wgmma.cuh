@@ -1,0 +1,109 @@
+// Every constant of the sm_90a forward step kernel (step_fwd_wgmma.cuh), derived from the spec's
+// parameters in one place and checked with static_assert. generator/kernel_spec_wgmma.cpp mirrors
+// kSharedBytes; tests/generator/kernel_spec_wgmma_test.cpp compares the two.
+//
+// CTA shape: one producer warpgroup (one thread of it issues every TMA load; the others only give
+// their registers away) and kConsumers consumer warpgroups, each owning 64 packed query rows (the
+// M of one wgmma m64nNk16), so kBlockM = 64 * kConsumers.
+//
+// Shared memory, from a 1024-byte aligned base (the 128-byte swizzle repeats every 8 lines of 128
+// bytes, and a wgmma descriptor with base offset 0 assumes the pattern starts on that boundary;
+// dynamic shared memory is only guaranteed 16-byte aligned, so kSharedBytes carries 1024 bytes of
+// slack for the kernel to align up):
+//   Q tile                  kHeadDim / 64 column blocks of [kBlockM rows][64 elements]
+//   K tiles, kStages        kHeadDim / 64 column blocks of [kBlockN rows][64 elements] each
+//   V tiles, kStages        the same
+//   mbarriers               Q full, kStages full, kStages empty (8 bytes each)
+// A column block is one TMA box of 128-byte rows in the 128-byte swizzle, which is both what TMA
+// writes and the canonical layout wgmma reads (K-major for Q and K, MN-major for V).
+#pragma once
+
+#include "cpgen/traits.cuh"
+
+namespace cpgen {
+namespace device {
+
+// Plain constexpr arithmetic so the CPU tests can evaluate it for any config.
+struct WgmmaFwdLayout {
+  int threads;
+  int column_blocks;  // 64-element (128-byte) column blocks of a head_dim row
+  int q_tile_bytes, kv_tile_bytes;
+  int q_offset, k_offset, v_offset, barrier_offset;  // from the aligned base
+  int shared_bytes;                                  // what the launch asks for, slack included
+};
+
+constexpr int kWgmmaAlignSlack = 1024;
+constexpr int kWgmmaColumnBlock = 64;  // elements of a 128-byte swizzled line at 16 bits
+
+CPGEN_HOST_DEVICE constexpr WgmmaFwdLayout wgmma_fwd_layout(int head_dim, int block_m, int block_n, int consumers,
+                                                            int stages) {
+  WgmmaFwdLayout l{};
+  l.threads = 128 * (1 + consumers);
+  l.column_blocks = head_dim / kWgmmaColumnBlock;
+  l.q_tile_bytes = block_m * head_dim * 2;
+  l.kv_tile_bytes = block_n * head_dim * 2;
+  l.q_offset = 0;
+  l.k_offset = l.q_offset + l.q_tile_bytes;
+  l.v_offset = l.k_offset + stages * l.kv_tile_bytes;
+  l.barrier_offset = l.v_offset + stages * l.kv_tile_bytes;
+  const int barrier_bytes = 8 * (1 + 2 * stages);
+  l.shared_bytes = kWgmmaAlignSlack + l.barrier_offset + (barrier_bytes + 127) / 128 * 128;
+  return l;
+}
+
+template <typename ElementT, int kHeadDimV, int kBlockMV, int kBlockNV, int kConsumersV, int kStagesV, bool kCausalV,
+          int kGroupV>
+struct WgmmaFwdTraits {
+  using Element = ElementT;
+  static constexpr int kHeadDim = kHeadDimV;
+  static constexpr int kBlockM = kBlockMV;  // packed query rows per CTA
+  static constexpr int kBlockN = kBlockNV;  // keys per K/V tile (the N of S = Q K^T)
+  static constexpr int kConsumers = kConsumersV;
+  static constexpr int kStages = kStagesV;  // K/V tiles in the shared ring
+  static constexpr bool kCausal = kCausalV;
+  static constexpr int kGroup = kGroupV;
+  static constexpr bool kKeyIntervals = false;  // the step_fwd.cuh mask features are not here yet
+  static constexpr WgmmaFwdLayout kLayout = wgmma_fwd_layout(kHeadDim, kBlockM, kBlockN, kConsumers, kStages);
+
+  static constexpr int kThreads = kLayout.threads;
+  static constexpr int kColumnBlocks = kLayout.column_blocks;
+  static constexpr int kQTileBytes = kLayout.q_tile_bytes;
+  static constexpr int kKvTileBytes = kLayout.kv_tile_bytes;
+  static constexpr int kQOffset = kLayout.q_offset;
+  static constexpr int kKOffset = kLayout.k_offset;
+  static constexpr int kVOffset = kLayout.v_offset;
+  static constexpr int kBarrierOffset = kLayout.barrier_offset;
+  static constexpr int kSharedBytes = kLayout.shared_bytes;
+  static constexpr int kQkSteps = kHeadDim / 16;         // k16 steps of S = Q K^T
+  static constexpr int kPvSteps = kBlockN / 16;          // k16 steps of O += P V
+  static constexpr int kScoreRegisters = kBlockN / 2;    // S of 64 x kBlockN over 128 threads
+  static constexpr int kOutputRegisters = kHeadDim / 2;  // O of 64 x kHeadDim
+
+  // Registers per thread after setmaxnreg. The CTA starts with what ptxas allocated per thread
+  // under __launch_bounds__(threads, 1): 168 at 384 threads (64K split evenly, rounded to 8),
+  // 232 at 256 (measured). The producer keeps what a loop of TMA issues needs and the consumers
+  // grow to 240; the sum stays within the CTA's allocation (128 x 24 + 256 x 240 = 64512 =
+  // 384 x 168 with two consumer warpgroups, 33792 <= 256 x 232 with one), and .inc never asks
+  // for fewer registers than a consumer already has (ptxas allocates at most 232 at 256 threads
+  // for these kernels; checked by the compile test's register count staying below 240).
+  static constexpr int kProducerRegisters = 24;
+  static constexpr int kConsumerRegisters = 240;
+
+  static_assert(Element::kBytes == 2, "inputs are 16-bit (bf16 or fp16)");
+  static_assert(kHeadDim == 64 || kHeadDim == 128, "the wgmma kernel supports head dims 64 and 128 so far");
+  static_assert(kConsumers == 1 || kConsumers == 2, "one or two consumer warpgroups");
+  static_assert(kBlockM == 64 * kConsumers, "each consumer warpgroup owns the 64 rows of one wgmma m64");
+  static_assert(kBlockN == 64 || kBlockN == 128, "block_n (the wgmma N of S) is 64 or 128");
+  static_assert(kBlockN <= 256 && kBlockN / kGroup <= 256, "a TMA box dimension is at most 256");
+  static_assert(kStages >= 1 && kStages <= 4, "1 to 4 K/V stages");
+  static_assert(kGroup == 1 || kGroup == 2 || kGroup == 4 || kGroup == 8, "GQA group 1, 2, 4 or 8");
+  static_assert(kBlockM % kGroup == 0, "block_m must hold whole GQA groups");
+  static_assert(kScoreRegisters + kOutputRegisters <= 128, "S and O accumulators must fit in registers");
+#if defined(__CUDA_ARCH__)
+  static_assert(kSharedBytes <= shared_limit_for_arch(__CUDA_ARCH__),
+                "shared memory (Q tile + stages x K/V tiles) exceeds the arch's per-block limit");
+#endif
+};
+
+}  // namespace device
+}  // namespace cpgen

@@ -1,0 +1,115 @@
+#include "generator/kernel_spec_wgmma.h"
+
+#include <gtest/gtest.h>
+
+#include "cpgen/error.h"
+#include "cpgen/traits_wgmma.cuh"
+
+namespace cpgen {
+namespace {
+
+std::string bad_input_message(std::string_view uri) {
+  try {
+    KernelSpec::parse(uri);
+  } catch (const Error& e) {
+    EXPECT_EQ(e.kind(), ErrorKind::kBadInput);
+    return e.what();
+  }
+  ADD_FAILURE() << "parse accepted " << uri;
+  return {};
+}
+
+TEST(KernelSpecWgmma, CanonicalUriNamesTheFamilyAndConsumers) {
+  const KernelSpec s = wgmma_default_for(Dtype::kBf16, 128, true, 1);
+  EXPECT_EQ(s.uri(), "ring_fwd_wgmma_bf16_hd128_causal_gqa1_bm128_bn128_c2_s2");
+  EXPECT_EQ(s.kind, KernelKind::kForwardWgmma);
+  EXPECT_EQ(s.threads(), 384);  // one producer and two consumer warpgroups
+  EXPECT_FALSE(s.is_backward());
+  const KernelSpec one = KernelSpec::parse("ring_fwd_wgmma_fp16_hd64_full_gqa4_bm64_bn64_c1_s3");
+  EXPECT_EQ(one.dtype, Dtype::kFp16);
+  EXPECT_EQ(one.head_dim, 64);
+  EXPECT_FALSE(one.causal);
+  EXPECT_EQ(one.gqa_group, 4);
+  EXPECT_EQ(one.block_m, 64);
+  EXPECT_EQ(one.block_n, 64);
+  EXPECT_EQ(wgmma_consumers(one), 1);
+  EXPECT_EQ(one.threads(), 256);
+  EXPECT_EQ(one.stages, 3);
+}
+
+TEST(KernelSpecWgmma, ParseIsTheInverseOfUri) {
+  int count = 0;
+  for (const KernelSpec& def : wgmma_defaults())
+    for (int consumers : kSupportedWgmmaConsumers)
+      for (int bn : kSupportedWgmmaBlockN)
+        for (int stages : kSupportedWgmmaStages) {
+          KernelSpec s = def;
+          s.warps = 4 * (1 + consumers);
+          s.block_m = 64 * consumers;
+          s.block_n = bn;
+          s.stages = stages;
+          s.validate();
+          EXPECT_EQ(KernelSpec::parse(s.uri()), s) << s.uri();
+          EXPECT_EQ(KernelSpec::parse(s.uri()).uri(), s.uri());
+          ++count;
+        }
+  EXPECT_EQ(count, 2 * 2 * 2 * 4 * 2 * 2 * 4);
+  // The mma.sync family's URIs still parse as that family.
+  EXPECT_EQ(KernelSpec::parse("ring_fwd_bf16_hd128_causal_gqa4_bm128_bn64_w4_s2").kind, KernelKind::kForwardStep);
+}
+
+TEST(KernelSpecWgmma, BadUrisGetOneLineSayingWhatIsAllowed) {
+  for (const auto& [uri, want] : std::vector<std::pair<std::string, std::string>>{
+           {"ring_fwd_wgmma_bf16_hd96_causal_gqa1_bm128_bn128_c2_s2",
+            "head_dim 96 is not supported by the wgmma family"},
+           {"ring_fwd_wgmma_bf16_hd128_causal_gqa1_bm64_bn128_c2_s2", "block_m 64 in"},
+           {"ring_fwd_wgmma_bf16_hd128_causal_gqa1_bm128_bn128_c3_s2", "consumers 3 is not supported"},
+           {"ring_fwd_wgmma_bf16_hd128_causal_gqa16_bm128_bn128_c2_s2", "allowed: 1, 2, 4, 8"},
+           {"ring_fwd_wgmma_bf16_hd128_causal_gqa1_bm128_bn32_c2_s2", "allowed: 64, 128"},
+           {"ring_fwd_wgmma_bf16_hd128_causal_gqa1_bm128_bn128_w12_s2", "must read 'c<number>'"},
+           {"ring_fwd_wgmma_bf16_hd128_causal_ivl_gqa1_bm128_bn128_c2_s2", "malformed"},
+           {"ring_fwd_wgmma_fp32_hd128_causal_gqa1_bm128_bn128_c2_s2", "allowed: bf16, fp16"},
+           {"ring_fwd_wgmma_bf16_hd128_window_gqa1_bm128_bn128_c2_s2", "allowed: causal, full"}}) {
+    const std::string message = bad_input_message(uri);
+    EXPECT_NE(message.find(want), std::string::npos) << message;
+    EXPECT_EQ(message.find('\n'), std::string::npos) << message;
+  }
+}
+
+TEST(KernelSpecWgmma, OnlySm90aIsFeasible) {
+  const KernelSpec s = wgmma_default_for(Dtype::kBf16, 128, true, 1);
+  EXPECT_TRUE(check_feasibility(s, "sm_90a").feasible);
+  for (const char* arch : {"sm_80", "sm_90", "sm_100"}) {
+    const Feasibility f = check_feasibility(s, arch);
+    EXPECT_FALSE(f.feasible) << arch;
+    EXPECT_NE(f.reason.find("sm_90a only"), std::string::npos) << f.reason;
+  }
+}
+
+// The model's shared bytes are the traits' (what the kernel asks for), and a ring too deep for
+// 227 KB is refused before compiling: head dim 128, 128-key tiles, four stages = 1024 + 32 KB of
+// Q + 4 x 64 KB of K/V + 128.
+template <typename Traits>
+void expect_same_shared_bytes(const char* uri) {
+  const Feasibility f = check_feasibility(KernelSpec::parse(uri), "sm_90a");
+  EXPECT_EQ(f.shared_bytes, Traits::kSharedBytes) << uri;
+}
+
+TEST(KernelSpecWgmma, FeasibilityMirrorsTheTraits) {
+  using device::Bf16;
+  using device::Fp16;
+  expect_same_shared_bytes<device::WgmmaFwdTraits<Bf16, 128, 128, 128, 2, 2, true, 1>>(
+      "ring_fwd_wgmma_bf16_hd128_causal_gqa1_bm128_bn128_c2_s2");
+  expect_same_shared_bytes<device::WgmmaFwdTraits<Fp16, 64, 64, 64, 1, 3, false, 4>>(
+      "ring_fwd_wgmma_fp16_hd64_full_gqa4_bm64_bn64_c1_s3");
+  const Feasibility deep =
+      check_feasibility(KernelSpec::parse("ring_fwd_wgmma_bf16_hd128_causal_gqa1_bm128_bn128_c2_s4"), "sm_90a");
+  EXPECT_FALSE(deep.feasible);
+  EXPECT_EQ(deep.shared_bytes, 1024 + 32768 + 4 * 65536 + 128);
+  EXPECT_NE(deep.reason.find("shared memory"), std::string::npos) << deep.reason;
+  EXPECT_TRUE(check_feasibility(KernelSpec::parse("ring_fwd_wgmma_bf16_hd128_causal_gqa1_bm128_bn128_c2_s3"), "sm_90a")
+                  .feasible);
+}
+
+}  // namespace
+}  // namespace cpgen
