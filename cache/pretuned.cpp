@@ -89,9 +89,17 @@ bool pattern_matches(const nlohmann::json& pattern, const WorkloadKey& w) {
 }
 
 bool pattern_matches(const nlohmann::json& pattern, const WorkloadKey& w, const nlohmann::json& full) {
+  // The fields shipped patterns name are compared on the key itself (explain --shapes matches
+  // every workload of every shape against every pattern); any other field through its JSON form.
   for (const auto& [name, value] : pattern.items()) {
     if (name == "gqa_group") {
       if (!value.is_number_integer() || value.get<int>() != w.gqa_group()) return false;
+    } else if (name == "dtype") {
+      if (!value.is_string() || value.get_ref<const std::string&>() != dtype_name(w.dtype)) return false;
+    } else if (name == "head_dim") {
+      if (!value.is_number() || value != nlohmann::json(w.head_dim)) return false;
+    } else if (name == "causal") {
+      if (!value.is_boolean() || value.get<bool>() != w.causal) return false;
     } else if (!full.contains(name) || full[name] != value) {
       return false;
     }

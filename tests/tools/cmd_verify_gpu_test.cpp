@@ -16,15 +16,17 @@ using testing::run_cli;
 
 std::string vectors(const char* name) { return testing::vectors_dir() + "/" + name; }
 
-TEST(CliVerifyGpu, BadTransportAndUnequalShardsAreBadInput) {
+TEST(CliVerifyGpu, BadTransportAndDtypeAreBadInputButUnequalShardsAreNot) {
   auto r = run_cli("verify --vectors " + vectors("mha_causal_hd64_s64.json") +
                    " --scheme zigzag --ranks 2 --backend gpu --transport pigeon");
   EXPECT_EQ(r.exit_code, 2) << r.err;
   EXPECT_NE(r.err.find("allowed: loopback, nccl"), std::string::npos) << r.err;
+  // 64 positions over 3 zigzag ranks give unequal shards, which the kernel ring runs (issue 11):
+  // not bad input; here it stops only for want of a GPU (exit 1, when none is present).
   r = run_cli("verify --vectors " + vectors("mha_causal_hd64_s64.json") +
               " --scheme zigzag --ranks 3 --backend gpu");
-  EXPECT_EQ(r.exit_code, 2) << r.err;
-  EXPECT_NE(r.err.find("unequal shards, which is not supported by the GPU ring kernels"), std::string::npos) << r.err;
+  EXPECT_NE(r.exit_code, 2) << r.err;
+  EXPECT_EQ(r.err.find("unequal"), std::string::npos) << r.err;
   r = run_cli("verify --vectors " + vectors("mha_causal_hd64_s64.json") +
               " --scheme zigzag --ranks 2 --backend gpu --dtype fp8");
   EXPECT_EQ(r.exit_code, 2) << r.err;
