@@ -38,8 +38,8 @@ struct Problem {
   int64_t gqa_group() const { return q_heads / kv_heads; }
   int64_t local_seq_len() const { return seq_len / cp_size; }
   double scale() const;      // softmax_scale, or 1/sqrt(head_dim) when it is 0
-  // Whether the problem uses a mask feature beyond causal / full (documents, a window, a
-  // softcap): what the CPU ring runs and the GPU kernels do not yet.
+  // Whether the problem uses a feature beyond a plain causal / full bhsd problem (documents, a
+  // window, a softcap, another layout).
   bool has_mask_features() const {
     return documents.size() > 1 || window_left >= 0 || window_right >= 0 || softcap > 0 ||
            (!layout.empty() && layout != "bhsd");
