@@ -128,7 +128,7 @@ TEST_SUMMARY="not run"
 if [ $BUILD_OK = 1 ] && [ $TESTS_BUILT = 1 ] && [ $RUN_TESTS = 1 ]; then
   # Everything but the multi-process NCCL tests in parallel; those alone, since they share the GPU
   # and the loopback interface.
-  (cd "$BUILD" && run ctest ctest --output-on-failure -j 8 -E '^Nccl' --timeout 600)
+  (cd "$BUILD" && CPGEN_FULL_COMPILE_MATRIX=1 run ctest ctest --output-on-failure -j 8 -E '^Nccl' --timeout 600)
   (cd "$BUILD" && run ctest_nccl ctest --output-on-failure -R '^Nccl' --timeout 600)
   TEST_SUMMARY=$(grep -h "tests passed" "$LOGS/ctest.log" "$LOGS/ctest_nccl.log" 2>/dev/null | tr '\n' ';')
 fi

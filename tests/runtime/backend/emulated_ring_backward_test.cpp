@@ -180,7 +180,8 @@ void check_vectors_dir(const std::string& dir, int max_seq, std::vector<int> rin
 }
 
 TEST(EmulatedBackwardVectors, ProjectVectorsOnZigzagRingsOfTwoAndFour) {
-  check_vectors_dir(testing::vectors_dir(), 64, {2, 4});
+  // Ring size 2 (bf16); fp16 rings of 4 are EmulatedBackwardDefaults' (CI's budget).
+  check_vectors_dir(testing::vectors_dir(), 64, {2});
 }
 
 TEST(EmulatedBackwardVectors, SharedVectorsWhereTheyExist) {
