@@ -54,11 +54,12 @@ StepType forward_shape(StepType step);
 // not change the work.
 struct WorkloadMask {
   int64_t window_left = -1;   // FlashAttention's window_size; -1 unbounded
-  int64_t window_right = -1;  // -1 unbounded; always -1 for a causal workload (causal acts as 0)
+  int64_t window_right = -1;  // -1 unbounded (a causal problem's is moot but kept)
   int64_t document_len = 0;   // 0: one document; else a power of two
   bool softcap = false;
 
-  // The kernel flags (KernelSpec key_intervals and softcap) this mask needs.
+  // The kernel flags (KernelSpec key_intervals and softcap) this mask needs: for a problem's
+  // mask, kernel_needs_key_intervals and kernel_needs_softcap (runtime/ring/kernel_support.h).
   bool key_intervals() const { return window_left >= 0 || window_right >= 0 || document_len > 0; }
   bool any() const { return key_intervals() || softcap; }
   // The canonical text: "" when unmasked, else space-separated "window=L,R", "doc-len=D",

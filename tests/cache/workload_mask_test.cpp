@@ -10,6 +10,7 @@
 #include "cache_fixtures.h"
 #include "cpgen/error.h"
 #include "generator/kernel_spec.h"
+#include "runtime/ring/kernel_support.h"
 #include "test_util.h"
 
 namespace cpgen::testing {
@@ -51,24 +52,31 @@ TEST(WorkloadMask, ProblemMaskKeysWindowsDocumentLengthAndSoftcap) {
   p.causal = true;
   EXPECT_FALSE(workload_mask_of(p).any());
   p.window_left = 128;
-  p.window_right = 7;  // causal acts as right = 0: not part of the key
+  p.window_right = 7;  // moot under causal, kept so the flags stay the runtime's
   p.softcap = 30;
   // Empty documents do not count; the mean of 1000, 3000 and 96 is 1366, keyed as 2048.
   p.documents = {1000, 0, 3000, 96};
   const WorkloadMask m = workload_mask_of(p);
   EXPECT_EQ(m.window_left, 128);
-  EXPECT_EQ(m.window_right, -1);
+  EXPECT_EQ(m.window_right, 7);
   EXPECT_EQ(m.document_len, 2048);
   EXPECT_TRUE(m.softcap);
   EXPECT_TRUE(m.key_intervals());
-  EXPECT_EQ(m.name(), "window=128,-1 doc-len=2048 softcap");
-  p.causal = false;
-  EXPECT_EQ(workload_mask_of(p).window_right, 7);
+  EXPECT_EQ(m.name(), "window=128,7 doc-len=2048 softcap");
   // A softcap alone needs no key intervals.
   Problem capped;
   capped.softcap = 50;
   EXPECT_FALSE(workload_mask_of(capped).key_intervals());
   EXPECT_TRUE(workload_mask_of(capped).any());
+  // The flags are always the ones the runtime passes tables and a cap for.
+  Problem right_only;
+  right_only.window_right = 4;
+  Problem two_documents;
+  two_documents.documents = {0, 4096};
+  for (const Problem& q : {p, capped, right_only, two_documents, Problem{}}) {
+    EXPECT_EQ(workload_mask_of(q).key_intervals(), kernel_needs_key_intervals(q)) << workload_mask_of(q).name();
+    EXPECT_EQ(workload_mask_of(q).softcap, kernel_needs_softcap(q)) << workload_mask_of(q).name();
+  }
 }
 
 TEST(WorkloadMask, NameParsesBackExactlyAndBadTokensAreNamed) {
