@@ -132,9 +132,10 @@ void validate_record(const Record& r, const std::string& where) {
   }
   const KernelSpec wanted = KernelSpec::default_for(w.dtype, w.head_dim, w.causal, w.gqa_group());
   if (spec.dtype != wanted.dtype || spec.head_dim != wanted.head_dim || spec.causal != wanted.causal ||
-      spec.gqa_group != wanted.gqa_group) {
+      spec.gqa_group != wanted.gqa_group || spec.key_intervals != w.mask.key_intervals() || spec.softcap != w.mask.softcap) {
     bad("kernel", r.kernel_uri + " is not built for the entry's workload (" + std::string(dtype_name(w.dtype)) + " hd" +
-                      std::to_string(w.head_dim) + (w.causal ? " causal" : " full") + " gqa" + std::to_string(w.gqa_group()) +
+                      std::to_string(w.head_dim) + (w.causal ? " causal" : " full") +
+                      (w.mask.any() ? " mask " + w.mask.name() : std::string()) + " gqa" + std::to_string(w.gqa_group()) +
                       "); a kernel fits only the dtype, head dim, mask and GQA group it was built for");
   }
   if (r.disposition != Disposition::kInfeasible) {

@@ -29,6 +29,7 @@ std::optional<KernelSpec> usable_spec(const std::string& uri, const WorkloadKey&
     const KernelKind want = is_backward(w.step) ? KernelKind::kBackwardStep : KernelKind::kForwardStep;
     if (s.kind != want) return std::nullopt;
     if (s.dtype != w.dtype || s.head_dim != w.head_dim || s.causal != w.causal || s.gqa_group != w.gqa_group()) return std::nullopt;
+    if (s.key_intervals != w.mask.key_intervals() || s.softcap != w.mask.softcap) return std::nullopt;
     if (!check_feasibility(s, w.arch).feasible) return std::nullopt;
     return s;
   } catch (const Error&) {
@@ -68,7 +69,10 @@ std::string_view config_source_name(ConfigSource source) {
   return enum_name<ConfigSource>(kConfigSourceNames, source, "config_source_name");
 }
 
-Selection select_config(const WorkloadKey& w, Database* db, const Environment& env, const PretunedCaches& caches) {
+// The lookup order of lookup.h for w; with database_only, steps 1 and 2 alone (a selection whose
+// source is kDefault then means the database had nothing usable).
+static Selection select_in_order(const WorkloadKey& w, Database* db, const Environment& env, const PretunedCaches& caches,
+                                 bool database_only) {
   Selection sel;
   std::string ignored_note;
   if (db) {
@@ -111,6 +115,8 @@ Selection select_config(const WorkloadKey& w, Database* db, const Environment& e
                      " database record(s) of another environment were ignored";
     }
   }
+
+  if (database_only) return sel;
 
   // Pretuned caches: measured entries first (exact, then nearest bucket), then patterns.
   const CacheEntry* chosen = nullptr;
@@ -164,6 +170,26 @@ Selection select_config(const WorkloadKey& w, Database* db, const Environment& e
   }
   sel.source = ConfigSource::kDefault;
   sel.reason = "no tuned record and no pretuned cache entry; using the documented default" + ignored_note;
+  return sel;
+}
+
+Selection select_config(const WorkloadKey& w, Database* db, const Environment& env, const PretunedCaches& caches) {
+  if (!w.mask.any()) return select_in_order(w, db, env, caches, false);
+  // A masked workload tuned in this database (exactly or at the nearest bucket of the same mask)
+  // names a masked kernel already.
+  Selection masked = select_in_order(w, db, env, caches, true);
+  if (masked.source != ConfigSource::kDefault) {
+    masked.reason = "masked workload (" + w.mask.name() + ") " + masked.reason;
+    return masked;
+  }
+  // Never tuned with this mask: the unmasked shape's config, specialized on the mask. Shipped
+  // caches hold unmasked workloads only, so they serve here.
+  Selection sel = select_in_order(w.unmasked(), db, env, caches, false);
+  sel.spec.key_intervals = w.mask.key_intervals();
+  sel.spec.softcap = w.mask.softcap;
+  sel.ignored_other_environment += masked.ignored_other_environment;
+  sel.reason = "no record for the masked workload (" + w.mask.name() + "); the unmasked shape's config, specialized on the mask: " +
+               sel.reason;
   return sel;
 }
 

@@ -10,6 +10,11 @@
 // A record or cache entry is only used if its kernel fits the workload (dtype, head dim, mask,
 // group) and is feasible on the workload's arch. Records of another environment are never
 // selected; the selection counts them so that `cpgen explain` can say why they were passed over.
+//
+// A masked workload (WorkloadKey::mask: a window, documents, a softcap) runs steps 1 and 2 for
+// itself, so what `cpgen tune` timed for that mask wins; when the database has none, the whole
+// order runs for its unmasked shape and the config found gets the mask's kernel flags. The
+// reason says which of the two happened.
 #pragma once
 
 #include <optional>

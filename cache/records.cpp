@@ -17,6 +17,23 @@ constexpr const char* kRecordColumns =
 constexpr const char* kWorkloadColumns =
     "dtype, head_dim, q_heads, kv_heads, causal, batch, q_len, kv_len, scheme, step_type, gpu_name, arch, sm_count";
 
+// The step_type column holds the step type name, followed for a masked workload by a space and
+// the mask's canonical name ("diagonal window=256,-1 softcap"). Keeping the mask in that column
+// needs no schema change: the column is already part of the workloads table's UNIQUE key and of
+// every match, so a masked workload is a row of its own that no unmasked lookup (exact or
+// nearest bucket) matches, and every row an older cpgen wrote reads back as unmasked.
+std::string step_column(const WorkloadKey& w) {
+  std::string text(step_type_name(w.step));
+  if (w.mask.any()) text += " " + w.mask.name();
+  return text;
+}
+
+void read_step_column(const std::string& text, WorkloadKey& w) {
+  const size_t space = text.find(' ');
+  w.step = parse_step_type(text.substr(0, space));
+  if (space != std::string::npos) w.mask = parse_workload_mask(text.substr(space + 1));
+}
+
 std::optional<double> opt_double(const Statement& s, int col) {
   if (s.column_is_null(col)) return std::nullopt;
   return s.column_double(col);
@@ -39,7 +56,7 @@ WorkloadKey read_workload(const Statement& s, int col) {
   w.q_len = s.column_int(col + 6);
   w.kv_len = s.column_int(col + 7);
   w.scheme = parse_scheme(s.column_text(col + 8));
-  w.step = parse_step_type(s.column_text(col + 9));
+  read_step_column(s.column_text(col + 9), w);
   w.gpu_name = s.column_text(col + 10);
   w.arch = s.column_text(col + 11);
   w.sm_count = static_cast<int>(s.column_int(col + 12));
@@ -51,7 +68,7 @@ void bind_workload(Statement& s, int first, const WorkloadKey& w) {
   s.bind(first + 0, dtype_name(w.dtype)).bind(first + 1, w.head_dim).bind(first + 2, w.q_heads);
   s.bind(first + 3, w.kv_heads).bind(first + 4, w.causal ? 1 : 0).bind(first + 5, w.batch);
   s.bind(first + 6, w.q_len).bind(first + 7, w.kv_len).bind(first + 8, scheme_name(w.scheme));
-  s.bind(first + 9, step_type_name(w.step)).bind(first + 10, w.gpu_name).bind(first + 11, w.arch);
+  s.bind(first + 9, step_column(w)).bind(first + 10, w.gpu_name).bind(first + 11, w.arch);
   s.bind(first + 12, w.sm_count);
 }
 
@@ -208,7 +225,7 @@ std::vector<WorkloadKey> sibling_workloads(Database& db, const WorkloadKey& w) {
                                 "causal = ? AND batch = ? AND scheme = ? AND step_type = ? AND gpu_name = ? AND arch = ? AND "
                                 "sm_count = ? ORDER BY id");
   select.bind(1, dtype_name(w.dtype)).bind(2, w.head_dim).bind(3, w.q_heads).bind(4, w.kv_heads);
-  select.bind(5, w.causal ? 1 : 0).bind(6, w.batch).bind(7, scheme_name(w.scheme)).bind(8, step_type_name(w.step));
+  select.bind(5, w.causal ? 1 : 0).bind(6, w.batch).bind(7, scheme_name(w.scheme)).bind(8, step_column(w));
   select.bind(9, w.gpu_name).bind(10, w.arch).bind(11, w.sm_count);
   while (select.step()) out.push_back(read_workload(select, 0));
   return out;

@@ -70,19 +70,98 @@ int64_t WorkloadKey::seq_bucket() const {
   return bucket;
 }
 
+std::string WorkloadMask::name() const {
+  std::string out;
+  auto add = [&](const std::string& token) { out += (out.empty() ? "" : " ") + token; };
+  if (window_left >= 0 || window_right >= 0) add("window=" + std::to_string(window_left) + "," + std::to_string(window_right));
+  if (document_len > 0) add("doc-len=" + std::to_string(document_len));
+  if (softcap) add("softcap");
+  return out;
+}
+
+WorkloadMask parse_workload_mask(std::string_view text) {
+  WorkloadMask m;
+  auto bad = [&](std::string_view token) {
+    throw_bad_input("workload mask token '" + std::string(token) + "' in '" + std::string(text) +
+                    "' is not one of window=L,R (each -1 or more), doc-len=D (a power of two), softcap");
+  };
+  auto number = [&](std::string_view digits, std::string_view token) {
+    int64_t value = 0;
+    size_t used = 0;
+    try {
+      value = std::stoll(std::string(digits), &used);
+    } catch (const std::exception&) {
+      bad(token);
+    }
+    if (used != digits.size() || digits.empty()) bad(token);
+    return value;
+  };
+  size_t at = 0;
+  while (at < text.size()) {
+    size_t end = text.find(' ', at);
+    if (end == std::string_view::npos) end = text.size();
+    const std::string_view token = text.substr(at, end - at);
+    at = end + 1;
+    if (token == "softcap") {
+      m.softcap = true;
+    } else if (token.starts_with("window=")) {
+      const std::string_view sides = token.substr(7);
+      const size_t comma = sides.find(',');
+      if (comma == std::string_view::npos) bad(token);
+      m.window_left = number(sides.substr(0, comma), token);
+      m.window_right = number(sides.substr(comma + 1), token);
+      if (m.window_left < -1 || m.window_right < -1 || (m.window_left < 0 && m.window_right < 0)) bad(token);
+    } else if (token.starts_with("doc-len=")) {
+      m.document_len = number(token.substr(8), token);
+      if (m.document_len <= 0 || (m.document_len & (m.document_len - 1)) != 0) bad(token);
+    } else {
+      bad(token);
+    }
+  }
+  // Canonical text only: another order or spacing would give the same mask two names.
+  if (m.name() != text) throw_bad_input("workload mask '" + std::string(text) + "' is not in canonical form '" + m.name() + "'");
+  return m;
+}
+
+WorkloadMask workload_mask_of(const Problem& p) {
+  WorkloadMask m;
+  m.window_left = p.window_left;
+  // Kept as given even when causal makes it moot: the flags must be kernel_support.h's, which the
+  // runtime follows when it passes interval tables.
+  m.window_right = p.window_right;
+  int64_t documents = 0, tokens = 0;
+  for (int64_t length : p.documents)
+    if (length > 0) ++documents, tokens += length;
+  if (p.documents.size() > 1) {
+    // Mean non-empty length, rounded up to a power of two (at least 1).
+    const int64_t mean = documents > 0 ? (tokens + documents - 1) / documents : 1;
+    m.document_len = 1;
+    while (m.document_len < mean) m.document_len *= 2;
+  }
+  m.softcap = p.softcap > 0;
+  return m;
+}
+
 std::string WorkloadKey::describe() const {
   return std::string(dtype_name(dtype)) + " hd" + std::to_string(head_dim) + " q" + std::to_string(q_heads) + "/kv" +
          std::to_string(kv_heads) + (causal ? " causal" : " full-mask") + " b" + std::to_string(batch) + " " +
          std::string(scheme_name(scheme)) + " " + std::string(step_type_name(step)) + " q" + std::to_string(q_len) +
-         " kv" + std::to_string(kv_len) + " on " + gpu_name + " (" + arch + ", " + std::to_string(sm_count) + " SMs)";
+         " kv" + std::to_string(kv_len) + (mask.any() ? " mask " + mask.name() : std::string()) + " on " + gpu_name + " (" + arch + ", " + std::to_string(sm_count) + " SMs)";
 }
 
 nlohmann::json WorkloadKey::to_json() const {
-  return {{"dtype", dtype_name(dtype)}, {"head_dim", head_dim}, {"q_heads", q_heads},
+  nlohmann::json j = {{"dtype", dtype_name(dtype)}, {"head_dim", head_dim}, {"q_heads", q_heads},
           {"kv_heads", kv_heads},       {"causal", causal},     {"batch", batch},
           {"q_len", q_len},             {"kv_len", kv_len},     {"scheme", scheme_name(scheme)},
           {"step_type", step_type_name(step)}, {"gpu_name", gpu_name}, {"arch", arch},
           {"sm_count", sm_count}};
+  if (mask.any()) {
+    j["window_left"] = mask.window_left;
+    j["window_right"] = mask.window_right;
+    j["document_len"] = mask.document_len;
+    j["softcap"] = mask.softcap;
+  }
+  return j;
 }
 
 WorkloadKey WorkloadKey::from_json(const nlohmann::json& j) {
@@ -101,6 +180,18 @@ WorkloadKey WorkloadKey::from_json(const nlohmann::json& j) {
   w.gpu_name = field<std::string>(j, "gpu_name");
   w.arch = field<std::string>(j, "arch");
   w.sm_count = field<int>(j, "sm_count");
+  // Mask fields are optional: a record written before masks existed is unmasked.
+  if (j.contains("window_left")) w.mask.window_left = field<int64_t>(j, "window_left");
+  if (j.contains("window_right")) w.mask.window_right = field<int64_t>(j, "window_right");
+  if (j.contains("document_len")) w.mask.document_len = field<int64_t>(j, "document_len");
+  if (j.contains("softcap")) w.mask.softcap = field<bool>(j, "softcap");
+  if (w.mask.window_left < -1 || w.mask.window_right < -1 || w.mask.document_len < 0) {
+    throw_bad_input("workload window_left " + std::to_string(w.mask.window_left) + ", window_right " +
+                    std::to_string(w.mask.window_right) + " or document_len " + std::to_string(w.mask.document_len) +
+                    " is out of range (window sides -1 or more, document_len 0 or a power of two)");
+  }
+  // The same rules as the canonical text (a window side >= -1, a power-of-two document length).
+  if (w.mask.any()) w.mask = parse_workload_mask(w.mask.name());
   if (w.kv_heads <= 0 || w.q_heads % w.kv_heads != 0) {
     throw_bad_input("workload q_heads " + std::to_string(w.q_heads) + " is not a multiple of kv_heads " + std::to_string(w.kv_heads));
   }
@@ -155,6 +246,7 @@ WorkloadKey workload_for(const Problem& p, StepType step, const DeviceClass& dev
   w.gpu_name = device.gpu_name;
   w.arch = device.arch;
   w.sm_count = device.sm_count;
+  w.mask = workload_mask_of(p);
   return w;
 }
 

@@ -43,13 +43,19 @@ std::vector<KernelSpec> backward_space(const KernelSpec& base) {
           s.stages = stages;
           add(s);
         }
-  for (const KernelSpec& s : KernelSpec::backward_candidates_for(base.dtype, base.head_dim, base.causal, base.gqa_group)) add(s);
+  for (KernelSpec s : KernelSpec::backward_candidates_for(base.dtype, base.head_dim, base.causal, base.gqa_group)) {
+    s.key_intervals = base.key_intervals;
+    s.softcap = base.softcap;
+    add(s);
+  }
   return all;
 }
 
 }  // namespace
 
-KernelSpec tuning_default(const WorkloadKey& w) {
+namespace {
+
+KernelSpec unmasked_default(const WorkloadKey& w) {
   if (!is_backward(w.step)) return KernelSpec::default_for(w.dtype, w.head_dim, w.causal, w.gqa_group());
   try {
     return KernelSpec::backward_default_for_arch(w.dtype, w.head_dim, w.causal, w.gqa_group(), w.arch);
@@ -59,6 +65,17 @@ KernelSpec tuning_default(const WorkloadKey& w) {
     if (e.kind() != ErrorKind::kInfeasible) throw;
     return KernelSpec::backward_default_for(w.dtype, w.head_dim, w.causal, w.gqa_group());
   }
+}
+
+}  // namespace
+
+KernelSpec tuning_default(const WorkloadKey& w) {
+  // A masked workload searches the same tiles with its mask's flags: every candidate is copied
+  // from this base, so each one names the masked kernel the workload runs.
+  KernelSpec base = unmasked_default(w);
+  base.key_intervals = w.mask.key_intervals();
+  base.softcap = w.mask.softcap;
+  return base;
 }
 
 CandidateSet enumerate_candidates(const WorkloadKey& w, int max_candidates) {

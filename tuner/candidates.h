@@ -42,7 +42,8 @@ struct CandidateSet {
 
 // The config a workload's candidates are verified against: the forward default
 // (KernelSpec::default_for), or for a backward workload the backward default that fits the arch
-// (KernelSpec::backward_default_for_arch; backward_default_for where none fits).
+// (KernelSpec::backward_default_for_arch; backward_default_for where none fits), with the
+// workload mask's kernel flags (key intervals, softcap), which every candidate inherits.
 KernelSpec tuning_default(const WorkloadKey& w);
 
 // max_candidates > 0 keeps only that many viable candidates (the default always among them); the

@@ -71,6 +71,10 @@ RingBwdParams GpuBackwardTimer::params_for(const InputSet& set, bool accumulate_
   b.dv_acc = set.dv_acc.as<float>();
   b.q_positions = q_positions_.as<const int>();
   b.kv_positions = kv_positions_.as<const int>();
+  if (workload_.mask.key_intervals()) {
+    b.q_key_first = q_key_first_.as<const int>();
+    b.q_key_last = q_key_last_.as<const int>();
+  }
   return backward_step_params(workload_, b, accumulate_dkv);
 }
 
@@ -106,6 +110,11 @@ TimingOutcome GpuBackwardTimer::begin_workload(const WorkloadKey& w, const Kerne
   useful_flops_ = backward_useful_flops(w, host_.positions);
   q_positions_ = DeviceBuffer::from_host(device_, host_.positions.q);
   kv_positions_ = DeviceBuffer::from_host(device_, host_.positions.kv);
+  if (w.mask.key_intervals()) {
+    const StepKeyIntervals intervals = step_key_intervals(host_.mask, host_.positions);
+    q_key_first_ = DeviceBuffer::from_host(device_, intervals.first);
+    q_key_last_ = DeviceBuffer::from_host(device_, intervals.last);
+  }
 
   const size_t q_elems = host_.q.size(), kv_elems = host_.k.size(), rows = host_.lse.size();
   // q, dout, k, v in 16 bits; lse, delta, dq_acc, dk_acc, dv_acc in fp32.
@@ -297,6 +306,8 @@ void GpuBackwardTimer::end_workload() {
   host_ = {};
   q_positions_ = DeviceBuffer();
   kv_positions_ = DeviceBuffer();
+  q_key_first_ = DeviceBuffer();
+  q_key_last_ = DeviceBuffer();
   useful_flops_ = 0;
 }
 

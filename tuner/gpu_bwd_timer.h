@@ -48,6 +48,7 @@ class GpuBackwardTimer : public CandidateTimer {
   WorkloadKey workload_;
   BackwardStepInputs host_;
   DeviceBuffer q_positions_, kv_positions_;
+  DeviceBuffer q_key_first_, q_key_last_;  // step_key_intervals; empty for an unmasked workload
   std::vector<InputSet> sets_;
   Gradients reference_;
   double useful_flops_ = 0;

@@ -82,6 +82,12 @@ RingFwdParams GpuTimer::params_for(const InputSet& set, bool first, bool last) c
   p.l_state = set.l_state.as<float>();
   p.q_positions = q_positions_.as<const int>();
   p.kv_positions = kv_positions_.as<const int>();
+  // A masked workload's candidates are all specialized on its mask (tuner/candidates.h).
+  if (w.mask.key_intervals()) {
+    p.q_key_first = q_key_first_.as<const int>();
+    p.q_key_last = q_key_last_.as<const int>();
+  }
+  p.softcap = static_cast<float>(mask_.softcap);
   p.q_row_stride = p.k_row_stride = p.v_row_stride = p.out_row_stride = hd;
   p.q_head_stride = p.out_head_stride = w.q_len * hd;
   p.k_head_stride = p.v_head_stride = w.kv_len * hd;
@@ -127,9 +133,18 @@ TimingOutcome GpuTimer::begin_workload(const WorkloadKey& w, const KernelSpec& r
   const cu::DriverApi& api = cu::driver();
   workload_ = w;
   positions_ = step_positions(w);
-  useful_flops_ = 4.0 * static_cast<double>(visible_pairs(positions_, w.causal)) * w.head_dim * w.batch * w.q_heads;
+  mask_ = step_mask(w, positions_);
+  useful_flops_ = 4.0 * static_cast<double>(visible_pairs(positions_, mask_)) * w.head_dim * w.batch * w.q_heads;
   q_positions_ = DeviceBuffer::from_host(device_, positions_.q);
   kv_positions_ = DeviceBuffer::from_host(device_, positions_.kv);
+  if (w.mask.key_intervals()) {
+    const StepKeyIntervals intervals = step_key_intervals(mask_, positions_);
+    q_key_first_ = DeviceBuffer::from_host(device_, intervals.first);
+    q_key_last_ = DeviceBuffer::from_host(device_, intervals.last);
+  } else {
+    q_key_first_ = DeviceBuffer();
+    q_key_last_ = DeviceBuffer();
+  }
 
   const size_t q_elems = static_cast<size_t>(w.batch) * w.q_heads * w.q_len * w.head_dim;
   const size_t kv_elems = static_cast<size_t>(w.batch) * w.kv_heads * w.kv_len * w.head_dim;
@@ -182,7 +197,6 @@ TimingOutcome GpuTimer::begin_workload(const WorkloadKey& w, const KernelSpec& r
   if (check.disposition != Disposition::kOk) return check;
   // The reference against float64, on a spread of rows: first and last rows of each head (the
   // mask's edges) and a stride through the middle, over every (batch, head).
-  const double scale = 1.0 / std::sqrt(static_cast<double>(w.head_dim));
   const double tol = output_tolerance(w.dtype);
   const int64_t stride = std::max<int64_t>(1, w.q_len / 8);
   std::vector<int64_t> rows_checked;
@@ -199,8 +213,8 @@ TimingOutcome GpuTimer::begin_workload(const WorkloadKey& w, const KernelSpec& r
       for (int64_t row : rows_checked) {
         const size_t row_index = bh * w.q_len + row;
         double lse = 0;
-        reference_row(host_q_.data() + row_index * w.head_dim, k, v, w.kv_len, w.head_dim, scale, positions_.q[row],
-                      positions_.kv, w.causal, out.data(), &lse);
+        reference_row(host_q_.data() + row_index * w.head_dim, k, v, w.kv_len, w.head_dim, mask_, positions_.q[row],
+                      positions_.kv, out.data(), &lse);
         for (int64_t d = 0; d < w.head_dim && failures[bh].empty(); ++d) {
           const double got = decode_16(reference_out_[row_index * w.head_dim + d], w.dtype);
           if (!(std::abs(got - out[d]) <= tol)) {

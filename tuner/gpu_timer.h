@@ -48,7 +48,9 @@ class GpuTimer : public CandidateTimer {
   std::unique_ptr<gpu::Stream> stream_;
   WorkloadKey workload_;
   StepPositions positions_;
+  AttentionShape mask_;  // step_mask of the workload
   DeviceBuffer q_positions_, kv_positions_;
+  DeviceBuffer q_key_first_, q_key_last_;  // step_key_intervals; empty for an unmasked workload
   std::vector<InputSet> sets_;
   std::vector<double> host_q_, host_k_, host_v_;  // set 0, for the float64 reference
   std::vector<uint16_t> reference_out_;

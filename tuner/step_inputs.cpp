@@ -1,6 +1,8 @@
 #include "tuner/step_inputs.h"
 
+#include <algorithm>
 #include <cmath>
+#include <cstdint>
 #include <limits>
 #include <numeric>
 
@@ -62,6 +64,40 @@ StepPositions step_positions(const WorkloadKey& w) {
   return pos;
 }
 
+AttentionShape step_mask(const WorkloadKey& w, const StepPositions& pos) {
+  AttentionShape mask;
+  mask.batch = w.batch;
+  mask.q_heads = w.q_heads;
+  mask.kv_heads = w.kv_heads;
+  mask.head_dim = w.head_dim;
+  mask.scale = 1.0 / std::sqrt(static_cast<double>(w.head_dim));
+  mask.causal = w.causal;
+  mask.window_left = w.mask.window_left;
+  mask.window_right = w.mask.window_right;
+  mask.softcap = w.mask.softcap ? kTuneSoftcap : 0.0;
+  if (w.mask.document_len > 0) {
+    int64_t span = 0;
+    for (const std::vector<int>* list : {&pos.q, &pos.kv})
+      if (!list->empty()) span = std::max<int64_t>(span, list->back() + 1);
+    mask.cu_seqlens.push_back(0);
+    while (mask.cu_seqlens.back() < span) mask.cu_seqlens.push_back(std::min(mask.cu_seqlens.back() + w.mask.document_len, span));
+    if (mask.cu_seqlens.size() == 1) mask.cu_seqlens.push_back(0);
+  }
+  return mask;
+}
+
+StepKeyIntervals step_key_intervals(const AttentionShape& mask, const StepPositions& pos) {
+  StepKeyIntervals out;
+  out.first.reserve(pos.q.size());
+  out.last.reserve(pos.q.size());
+  for (int q : pos.q) {
+    const KeyInterval keys = visible_keys(mask, q);
+    out.first.push_back(static_cast<int>(std::clamp<int64_t>(keys.first, 0, std::numeric_limits<int32_t>::max())));
+    out.last.push_back(static_cast<int>(std::clamp<int64_t>(keys.last, -1, std::numeric_limits<int32_t>::max())));
+  }
+  return out;
+}
+
 uint16_t encode_exact(double value, Dtype dtype) {
   const float f = static_cast<float>(value);
   if (static_cast<double>(f) != value) throw Error(ErrorKind::kInternal, "encode_exact: value not exact in fp32");
@@ -89,16 +125,38 @@ int64_t visible_pairs(const StepPositions& pos, bool causal) {
   return total;
 }
 
+int64_t visible_pairs(const StepPositions& pos, const AttentionShape& mask) {
+  int64_t total = 0;
+  for (int q : pos.q) {
+    const KeyInterval keys = visible_keys(mask, q);
+    // pos.kv increases, so the keys inside the interval are one run of it.
+    const auto begin = std::lower_bound(pos.kv.begin(), pos.kv.end(), keys.first);
+    const auto end = std::upper_bound(begin, pos.kv.end(), keys.last);
+    total += end - begin;
+  }
+  return total;
+}
+
 void reference_row(const double* q_row, const double* k, const double* v, int64_t kv_len, int head_dim, double scale,
                    int q_position, const std::vector<int>& kv_positions, bool causal, double* out, double* lse) {
+  AttentionShape mask;
+  mask.scale = scale;
+  mask.causal = causal;
+  reference_row(q_row, k, v, kv_len, head_dim, mask, q_position, kv_positions, out, lse);
+}
+
+void reference_row(const double* q_row, const double* k, const double* v, int64_t kv_len, int head_dim,
+                   const AttentionShape& mask, int q_position, const std::vector<int>& kv_positions, double* out,
+                   double* lse) {
   std::vector<double> scores;
   std::vector<int64_t> keys;
   double max_score = -std::numeric_limits<double>::infinity();
+  const KeyInterval visible = visible_keys(mask, q_position);
   for (int64_t j = 0; j < kv_len; ++j) {
-    if (causal && kv_positions[j] > q_position) continue;
+    if (!visible.contains(kv_positions[j])) continue;
     double s = 0;
     for (int d = 0; d < head_dim; ++d) s += q_row[d] * k[j * head_dim + d];
-    s *= scale;
+    s = attention_logit(mask, s);
     scores.push_back(s);
     keys.push_back(j);
     max_score = std::max(max_score, s);

@@ -7,6 +7,7 @@
 #include <vector>
 
 #include "cache/workload.h"
+#include "runtime/core/attention_shape.h"
 
 namespace cpgen {
 
@@ -23,6 +24,27 @@ struct StepPositions {
 //   zigzag-q-half   queries chunk 3 (rank 0's second half), keys of rank 1 (chunks 1 and 2).
 StepPositions step_positions(const WorkloadKey& w);
 
+// The softcap a softcap workload is timed with. The key holds softcap on/off only, since the
+// value is a kernel argument that costs the same whatever it is; it is chosen near the size of
+// the timers' logits (inputs in [-1, 1], scale 1/sqrt(head_dim): |logit| about 0.3) so that the
+// float64 check of the reference config tells a kernel that applies the cap from one that
+// ignores it (at Gemma 2's 50 the cap would change no logit by more than rounding).
+inline constexpr double kTuneSoftcap = 1.0;
+
+// The mask of w's representative step in the mask model (runtime/core/attention_shape.h): causal
+// or not, w's window sides, and for a documents workload documents of exactly
+// w.mask.document_len tokens packed from position 0 over every position of pos (the last one
+// shorter); kTuneSoftcap for a softcap workload; scale 1/sqrt(head_dim) as the timers use.
+AttentionShape step_mask(const WorkloadKey& w, const StepPositions& pos);
+
+// What a key-intervals kernel reads for the step's local queries (params q_key_first and
+// q_key_last): visible_keys(mask, pos.q[i]) with the ends clamped to int32 as the ring runtime
+// clamps them (an unbounded side becomes 0 or INT32_MAX).
+struct StepKeyIntervals {
+  std::vector<int> first, last;  // [q_len]
+};
+StepKeyIntervals step_key_intervals(const AttentionShape& mask, const StepPositions& pos);
+
 // Values k/64, |k| <= 64, are exact in bf16 and fp16 alike, so inputs need no rounding and the
 // CPU reference sees exactly what the GPU does. Both go through runtime/core/half_convert.h;
 // encode_exact throws kInternal for a value that conversion would have to round.
@@ -32,10 +54,17 @@ double decode_16(uint16_t bits, Dtype dtype);
 // Query-key pairs a launch computes usefully: for each query, the keys at or before it (all keys
 // when not causal). Times 4 * head_dim * batch * q_heads gives the useful FLOPs.
 int64_t visible_pairs(const StepPositions& pos, bool causal);
+// The same under a full mask (window, documents): the keys of pos.kv inside each query's interval.
+int64_t visible_pairs(const StepPositions& pos, const AttentionShape& mask);
 
 // Float64 attention of one query row: out (head_dim) and lse (natural log) over the visible keys.
 // q_row: head_dim values; k, v: [kv_len, head_dim] of the row's kv head.
 void reference_row(const double* q_row, const double* k, const double* v, int64_t kv_len, int head_dim, double scale,
                    int q_position, const std::vector<int>& kv_positions, bool causal, double* out, double* lse);
+// The same under the mask model: the keys visible_keys(mask, q_position) admits, logits by
+// attention_logit (mask.scale, mask.softcap).
+void reference_row(const double* q_row, const double* k, const double* v, int64_t kv_len, int head_dim,
+                   const AttentionShape& mask, int q_position, const std::vector<int>& kv_positions, double* out,
+                   double* lse);
 
 }  // namespace cpgen

@@ -29,7 +29,7 @@ double dot(const double* a, const double* b, int n) {
 double ulp_at_one(Dtype dtype) { return dtype == Dtype::kBf16 ? std::ldexp(1.0, -7) : std::ldexp(1.0, -10); }
 
 bool visible(const BackwardStepInputs& in, int64_t row, int64_t key) {
-  return !in.workload.causal || in.positions.kv[key] <= in.positions.q[row];
+  return key_visible(in.mask, in.positions.q[row], in.positions.kv[key]);
 }
 
 }  // namespace
@@ -42,6 +42,7 @@ BackwardStepInputs backward_step_inputs(const WorkloadKey& w, uint64_t seed) {
   in.workload = w;
   in.positions = step_positions(w);
   in.scale = 1.0 / std::sqrt(static_cast<double>(w.head_dim));
+  in.mask = step_mask(w, in.positions);
   const size_t q_elems = static_cast<size_t>(w.batch) * w.q_heads * w.q_len * w.head_dim;
   const size_t kv_elems = static_cast<size_t>(w.batch) * w.kv_heads * w.kv_len * w.head_dim;
   std::mt19937_64 rng(seed);
@@ -50,13 +51,12 @@ BackwardStepInputs backward_step_inputs(const WorkloadKey& w, uint64_t seed) {
   in.v = grid_values(kv_elems, rng);
   in.dout = grid_values(q_elems, rng);
   in.out = grid_values(q_elems, rng);
-  // Visible keys per query row: both position lists increase, so it is the count of keys at or
-  // before the query's position (every key when not causal).
+  // Visible keys per query row: the keys of the step inside the row's interval of the mask.
   std::vector<float> row_lse(w.q_len);
   for (int64_t i = 0; i < w.q_len; ++i) {
-    const int64_t n = w.causal ? std::upper_bound(in.positions.kv.begin(), in.positions.kv.end(), in.positions.q[i]) -
-                                     in.positions.kv.begin()
-                               : w.kv_len;
+    const KeyInterval keys = visible_keys(in.mask, in.positions.q[i]);
+    const auto begin = std::lower_bound(in.positions.kv.begin(), in.positions.kv.end(), keys.first);
+    const int64_t n = std::upper_bound(begin, in.positions.kv.end(), keys.last) - begin;
     row_lse[i] = n > 0 ? static_cast<float>(std::log(static_cast<double>(n))) : -std::numeric_limits<float>::infinity();
   }
   const size_t rows = static_cast<size_t>(w.batch) * w.q_heads * w.q_len;
@@ -83,6 +83,10 @@ RingBwdParams backward_step_params(const WorkloadKey& w, const BackwardStepBuffe
   p.dv_acc = buffers.dv_acc;
   p.q_positions = buffers.q_positions;
   p.kv_positions = buffers.kv_positions;
+  p.q_key_first = buffers.q_key_first;
+  p.q_key_last = buffers.q_key_last;
+  // The value step_mask gives a softcap workload (the reference uses the same), 0 otherwise.
+  p.softcap = static_cast<float>(w.mask.softcap ? kTuneSoftcap : 0.0);
   p.q_row_stride = p.k_row_stride = p.v_row_stride = p.dout_row_stride = hd;
   p.q_head_stride = p.dout_head_stride = w.q_len * hd;
   p.k_head_stride = p.v_head_stride = w.kv_len * hd;
@@ -116,8 +120,10 @@ GradientRow reference_dq_row(const BackwardStepInputs& in, int64_t b, int64_t h,
     if (!visible(in, row, j)) continue;
     const double* k = &in.k[(kv_base + j) * hd];
     const double* v = &in.v[(kv_base + j) * hd];
-    const double p = std::exp(in.scale * dot(q, k, hd) - lse);
-    const double ds = p * (dot(dout, v, hd) - delta);
+    // t = logit of the pair; with a softcap dS carries dt/d(scale q.k) = logit_slope.
+    const double t = attention_logit(in.mask, dot(q, k, hd));
+    const double p = std::exp(t - lse);
+    const double ds = p * (dot(dout, v, hd) - delta) * logit_slope(in.mask, t);
     for (int d = 0; d < hd; ++d) {
       const double term = in.scale * ds * k[d];
       dq.value[d] += term;
@@ -146,8 +152,9 @@ void reference_dkv_row(const BackwardStepInputs& in, int64_t b, int64_t kvh, int
       if (std::isinf(lse)) continue;
       const double* q = &in.q[row_index * hd];
       const double* dout = &in.dout[row_index * hd];
-      const double p = std::exp(in.scale * dot(q, k, hd) - lse);
-      const double ds = p * (dot(dout, v, hd) - static_cast<double>(in.delta[row_index]));
+      const double t = attention_logit(in.mask, dot(q, k, hd));
+      const double p = std::exp(t - lse);
+      const double ds = p * (dot(dout, v, hd) - static_cast<double>(in.delta[row_index])) * logit_slope(in.mask, t);
       for (int d = 0; d < hd; ++d) {
         const double dv_term = p * dout[d], dk_term = in.scale * ds * q[d];
         dv->value[d] += dv_term;
@@ -217,7 +224,7 @@ int64_t first_gradient_mismatch(const std::vector<float>& got, const std::vector
 }
 
 double backward_useful_flops(const WorkloadKey& w, const StepPositions& positions) {
-  return 2.5 * 4.0 * static_cast<double>(visible_pairs(positions, w.causal)) * w.head_dim * w.batch * w.q_heads;
+  return 2.5 * 4.0 * static_cast<double>(visible_pairs(positions, step_mask(w, positions))) * w.head_dim * w.batch * w.q_heads;
 }
 
 }  // namespace cpgen

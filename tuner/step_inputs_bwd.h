@@ -26,6 +26,7 @@ struct BackwardStepInputs {
   WorkloadKey workload;
   StepPositions positions;
   double scale = 0;  // softmax scale, 1 / sqrt(head_dim)
+  AttentionShape mask;  // step_mask(workload, positions): which pairs count, and the softcap
   // Values k/64, |k| <= 64, exact in both 16-bit types (encode_exact). q, dout and out are
   // [batch, q_heads, q_len, head_dim]; k and v [batch, kv_heads, kv_len, head_dim].
   std::vector<double> q, k, v, dout, out;
@@ -50,6 +51,9 @@ struct BackwardStepBuffers {
   float* dv_acc = nullptr;
   const int* q_positions = nullptr;
   const int* kv_positions = nullptr;
+  // step_key_intervals of the inputs' mask, for a workload whose mask needs key intervals.
+  const int* q_key_first = nullptr;
+  const int* q_key_last = nullptr;
 };
 
 // The params of one backward step launch of workload w on those buffers. accumulate_dkv: 0 for

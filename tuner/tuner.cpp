@@ -6,7 +6,6 @@
 #include "cache/exchange.h"
 #include "cpgen/error.h"
 #include "runtime/jit/jit.h"
-#include "runtime/ring/kernel_support.h"
 #include "tuner/candidates.h"
 #include "tuner/progress.h"
 
@@ -34,13 +33,8 @@ std::pair<double, double> median_and_iqr(std::vector<double> samples) {
 const char* direction_name(const WorkloadKey& w) { return is_backward(w.step) ? "backward" : "forward"; }
 
 std::vector<WorkloadKey> tuned_workloads(const Problem& p, const DeviceClass& device, const TuneOptions& options) {
-  // Workloads carry no mask features yet, so timing the masked kernels would file their results
-  // under the unmasked shape. Selection gives a masked problem the tile config tuned for its
-  // unmasked shape, specialized on the mask (runtime/api/kernel_select.h).
-  if (kernel_needs_key_intervals(p) || kernel_needs_softcap(p))
-    throw_bad_input("tune: " + (p.name.empty() ? std::string("a problem") : "problem '" + p.name + "'") +
-                    " has documents, a window or a softcap, which tune does not time yet; tune the same shape " +
-                    "without them (its tile config is used for the masked kernels)");
+  // A masked problem's workloads carry its mask, so its timings are filed apart from the
+  // unmasked shape's and its candidates are the masked kernels (tuner/candidates.h).
   std::vector<WorkloadKey> out;
   if (options.forward) out = workloads_for(p, device);
   if (options.backward) {

@@ -5,7 +5,6 @@
 
 #include "cache/database.h"
 #include "cpgen/error.h"
-#include "runtime/ring/kernel_support.h"
 
 namespace cpgen {
 
@@ -68,19 +67,8 @@ RingKernelSelection RingKernelSelector::select(const Problem& problem) const {
     const WorkloadKey w = workload_for(problem, step, out.device);
     out.backward_steps.push_back({w, select_config(w, db_, out.environment, caches_)});
   }
-  // The tile configuration comes from the lookup (workloads carry no mask features); the mask
-  // features are the problem's and specialize whatever kernel was found (kernel_support.h).
-  const bool intervals = kernel_needs_key_intervals(problem), softcap = kernel_needs_softcap(problem);
-  if (intervals || softcap) {
-    const std::string note = std::string("; specialized on ") +
-                             (intervals ? (softcap ? "key intervals and softcap" : "key intervals") : "softcap");
-    for (std::vector<StepSelection>* list : {&out.steps, &out.backward_steps})
-      for (StepSelection& s : *list) {
-        s.selection.spec.key_intervals = intervals;
-        s.selection.spec.softcap = softcap;
-        s.selection.reason += note;
-      }
-  }
+  // Each workload carries the problem's mask: select_config looks up the masked workload first
+  // and otherwise gives the unmasked shape's config specialized on the mask (cache/lookup.h).
   if (!out.database_used) {
     for (std::vector<StepSelection>* list : {&out.steps, &out.backward_steps})
       for (StepSelection& s : *list) s.selection.reason += "; tuning database " + out.database_text();

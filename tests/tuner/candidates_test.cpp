@@ -22,6 +22,29 @@ WorkloadKey llama_diagonal() {
   return w;
 }
 
+// A masked workload searches the unmasked workload's tiles, each specialized on the mask, in
+// both directions.
+TEST(Candidates, MaskedWorkloadSearchesTheSameTilesWithTheMaskFlags) {
+  for (StepType step : {StepType::kDiagonal, StepType::kBwdDiagonal}) {
+    WorkloadKey plain = llama_diagonal();
+    plain.step = step;
+    WorkloadKey masked = plain;
+    masked.mask.document_len = 1024;
+    masked.mask.softcap = true;
+    const CandidateSet a = enumerate_candidates(plain), b = enumerate_candidates(masked);
+    ASSERT_EQ(a.viable.size(), b.viable.size()) << step_type_name(step);
+    ASSERT_EQ(a.pruned.size(), b.pruned.size()) << step_type_name(step);
+    for (size_t i = 0; i < a.viable.size(); ++i) {
+      EXPECT_TRUE(b.viable[i].key_intervals && b.viable[i].softcap) << b.viable[i].uri();
+      KernelSpec unflagged = b.viable[i];
+      unflagged.key_intervals = unflagged.softcap = false;
+      EXPECT_EQ(unflagged, a.viable[i]) << b.viable[i].uri();
+    }
+    for (const PrunedCandidate& p : b.pruned) EXPECT_TRUE(p.spec.key_intervals && p.spec.softcap) << p.spec.uri();
+    EXPECT_NE(b.viable.front().uri().find("_ivl_cap_"), std::string::npos) << b.viable.front().uri();
+  }
+}
+
 TEST(Candidates, DefaultFirstAndAtLeast24ViableForALlamaStep) {
   CandidateSet set = enumerate_candidates(llama_diagonal());
   ASSERT_FALSE(set.viable.empty());

@@ -24,18 +24,40 @@ class CmdTuneTest : public TempDirTest {
   std::string common() const { return " --db " + path("t.db") + " --store " + path("store") + " -q"; }
 };
 
-// Workloads carry no mask features yet: a masked shape is refused with one line (exit 2) before
-// anything is compiled or timed, instead of filing masked timings under the unmasked shape.
-TEST_F(CmdTuneTest, MaskedShapeIsRefusedWithOneLine) {
+// A masked shape tunes workloads that carry its mask: without a GPU the masked kernels are
+// compiled and recorded as not timed under the masked workloads, the unmasked shape gets nothing,
+// and --json names the mask. One rank, the default candidate only: two NVRTC compiles.
+TEST_F(CmdTuneTest, MaskedShapeCompilesTheMaskedKernelsUnderMaskedWorkloads) {
+  if (have_gpu()) GTEST_SKIP() << "a GPU is present: tune times instead";
   std::ofstream(path("masked.json"))
-      << R"({"shapes": [{"name": "swa", "q_heads": 8, "kv_heads": 8, "head_dim": 128, "seq_len": 4096, )"
-      << R"("cp_size": 2, "dtype": "bf16", "causal": true, "window": {"left": 256, "right": null}}]})";
-  CliResult r = run_cli("tune --shapes " + path("masked.json") + common());
-  EXPECT_EQ(r.exit_code, 2) << r.err;
-  EXPECT_EQ(std::count(r.err.begin(), r.err.end(), '\n'), 1) << r.err;
-  EXPECT_NE(r.err.find("problem 'swa' has documents, a window or a softcap, which tune does not time yet"),
-            std::string::npos)
-      << r.err;
+      << R"({"shapes": [{"name": "swa", "q_heads": 8, "kv_heads": 8, "head_dim": 128, "seq_len": 1024, )"
+      << R"("cp_size": 1, "dtype": "bf16", "causal": true, "window": {"left": 256, "right": null}, "softcap": 30}]})";
+  CliResult r = run_cli("tune --json --max-candidates 1 --shapes " + path("masked.json") + common());
+  ASSERT_EQ(r.exit_code, 0) << r.err;
+  const nlohmann::json j = nlohmann::json::parse(r.out);
+  ASSERT_EQ(j["workloads"].size(), 2u) << r.out;
+  for (const auto& item : j["workloads"]) {
+    EXPECT_EQ(item["workload"]["window_left"], 256) << item.dump();
+    EXPECT_EQ(item["workload"]["softcap"], true) << item.dump();
+  }
+  Database db(path("t.db"));
+  const Problem p = load_shapes_file(path("masked.json")).at(0);
+  const std::vector<WorkloadKey> workloads = tuned_workloads(p, {"none", "sm_90a", 0}, TuneOptions{});
+  ASSERT_EQ(workloads.size(), 2u);
+  for (const WorkloadKey& w : workloads) {
+    EXPECT_EQ(w.mask.name(), "window=256,-1 softcap") << w.describe();
+    // The one viable candidate compiled, the pruned ones recorded as infeasible; all masked.
+    const CandidateSet set = enumerate_candidates(w, 1);
+    const std::vector<Record> rs = records_for(db, w);
+    EXPECT_EQ(rs.size(), set.viable.size() + set.pruned.size()) << w.describe();
+    int not_timed = 0;
+    for (const Record& rec : rs) {
+      not_timed += rec.disposition == Disposition::kNotTimed;
+      EXPECT_NE(rec.kernel_uri.find("_causal_ivl_cap_"), std::string::npos) << rec.kernel_uri;
+    }
+    EXPECT_EQ(not_timed, 1) << w.describe();
+    EXPECT_TRUE(records_for(db, w.unmasked()).empty()) << "nothing filed under the unmasked shape";
+  }
 }
 
 TEST_F(CmdTuneTest, WithoutAGpuCompilesRecordsNotTimedAndExitsZero) {

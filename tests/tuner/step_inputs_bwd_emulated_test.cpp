@@ -35,7 +35,7 @@ std::vector<uint16_t> encode_all(const std::vector<double>& values, Dtype dtype)
 // One launch as GpuBackwardTimer::run_checked makes it: dq zeroed, dk and dv poisoned, the
 // chunk's first step (accumulate_dkv 0), params from backward_step_params.
 template <typename Traits>
-Gradients run_step(const BackwardStepInputs& in) {
+Gradients run_step(const BackwardStepInputs& in, const StepKeyIntervals* intervals = nullptr) {
   const WorkloadKey& w = in.workload;
   const std::vector<uint16_t> q = encode_all(in.q, w.dtype), k = encode_all(in.k, w.dtype),
                               v = encode_all(in.v, w.dtype), dout = encode_all(in.dout, w.dtype);
@@ -55,6 +55,10 @@ Gradients run_step(const BackwardStepInputs& in) {
   b.dv_acc = g.dv.data();
   b.q_positions = in.positions.q.data();
   b.kv_positions = in.positions.kv.data();
+  if (intervals) {
+    b.q_key_first = intervals->first.data();
+    b.q_key_last = intervals->last.data();
+  }
   const RingBwdParams params = backward_step_params(w, b, /*accumulate_dkv=*/false);
   const unsigned grid_x = static_cast<unsigned>((w.kv_len + Traits::kBlockN - 1) / Traits::kBlockN);
   const device::FoldedPairs pairs = device::fold_pairs(static_cast<long long>(w.batch) * w.kv_heads);
@@ -136,6 +140,25 @@ TEST(StepInputsBwdEmulated, Bf16DefaultMatchesFloat64AndTheToleranceSeparatesRig
 
 TEST(StepInputsBwdEmulated, Fp16DefaultMatchesFloat64AndTheToleranceSeparatesRightFromWrong) {
   check_dtype<device::Fp16>(Dtype::kFp16);
+}
+
+// A masked workload as the GPU backward timer runs it: the interval arrays and softcap of its
+// step_mask reach the kernel specialized on both, and the float64 rows under the same mask (the
+// softcap's slope in dS included) agree with it on every row. Rank 0's zigzag diagonal holds
+// positions [0, 32) and [96, 128): 16-token documents split both halves, and an 8-key window
+// cuts inside each document.
+TEST(StepInputsBwdEmulated, MaskedWorkloadMatchesFloat64UnderItsMask) {
+  WorkloadKey w = diagonal_workload(Dtype::kBf16);
+  w.mask.window_left = 8;
+  w.mask.document_len = 16;
+  w.mask.softcap = true;
+  const BackwardStepInputs in = backward_step_inputs(w, 7);
+  ASSERT_EQ(in.mask.softcap, kTuneSoftcap);
+  const StepKeyIntervals intervals = step_key_intervals(in.mask, in.positions);
+  using Masked = device::BwdTraits<device::Bf16, 64, 64, 64, 4, 2, true, 4, true, true>;
+  const Gradients g = run_step<Masked>(in, &intervals);
+  ASSERT_EQ(g.failure, "");
+  EXPECT_EQ(check_every_row(in, g), "");
 }
 
 }  // namespace

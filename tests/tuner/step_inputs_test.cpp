@@ -96,6 +96,72 @@ TEST(StepInputs, ReferenceRowMatchesAHandComputedSoftmax) {
   EXPECT_EQ(out[0], 0.0);
 }
 
+// The interval arrays a masked workload's timers upload: the mask model's visible keys of each
+// local query, with the documents laid out from position 0 at the key's document length.
+TEST(StepInputs, KeyIntervalsFollowTheMaskModel) {
+  // A full step of 64 rows: queries at [64, 128), keys at [0, 64).
+  WorkloadKey w = test_workload(64, StepType::kFull);
+  w.mask.window_left = 16;
+  const StepPositions pos = step_positions(w);
+  AttentionShape mask = step_mask(w, pos);
+  StepKeyIntervals keys = step_key_intervals(mask, pos);
+  ASSERT_EQ(keys.first.size(), 64u);
+  ASSERT_EQ(keys.last.size(), 64u);
+  for (size_t i = 0; i < pos.q.size(); ++i) {
+    const KeyInterval want = visible_keys(mask, pos.q[i]);
+    EXPECT_EQ(keys.first[i], want.first) << i;
+    EXPECT_EQ(keys.last[i], want.last) << i;
+  }
+  EXPECT_EQ(keys.first[0], 48);  // query 64 sees [48, 64]
+  EXPECT_EQ(keys.last[0], 64);
+  EXPECT_EQ(keys.first[63], 111);
+  // Queries 64..79 see 16, 15, ..., 1 of the step's keys: 136 pairs.
+  EXPECT_EQ(visible_pairs(pos, mask), 136);
+
+  // Documents of 32 tokens: [64, 96) and [96, 128) hold no key of this step, so nothing is seen.
+  w.mask.document_len = 32;
+  mask = step_mask(w, pos);
+  EXPECT_EQ(mask.cu_seqlens, (std::vector<int64_t>{0, 32, 64, 96, 128}));
+  keys = step_key_intervals(mask, pos);
+  EXPECT_EQ(keys.first[36], 96);  // query 100: [max(96, 84), 100]
+  EXPECT_EQ(keys.last[36], 100);
+  EXPECT_EQ(visible_pairs(pos, mask), 0);
+
+  // Not causal with only a right window: the open left side is clamped to 0 as the runtime does.
+  w.causal = false;
+  w.mask = {};
+  w.mask.window_right = 8;
+  mask = step_mask(w, pos);
+  keys = step_key_intervals(mask, pos);
+  EXPECT_EQ(keys.first[0], 0);
+  EXPECT_EQ(keys.last[0], 72);
+  EXPECT_EQ(visible_pairs(pos, mask), 64 * 64);
+  EXPECT_EQ(mask.softcap, 0.0);
+  w.mask.softcap = true;
+  EXPECT_EQ(step_mask(w, pos).softcap, kTuneSoftcap);
+}
+
+TEST(StepInputs, MaskedReferenceRowAppliesTheWindowAndTheSoftcap) {
+  const double q[] = {1.0};
+  const double k[] = {2.0, 0.0};
+  const double v[] = {1.0, 3.0};
+  AttentionShape mask;
+  mask.scale = 1.0;
+  mask.causal = true;
+  mask.softcap = 1.0;
+  double out, lse;
+  // Logits tanh(2) and tanh(0) = 0.
+  reference_row(q, k, v, 2, 1, mask, 5, {0, 5}, &out, &lse);
+  const double e = std::exp(std::tanh(2.0));
+  EXPECT_NEAR(out, (e * 1.0 + 3.0) / (e + 1.0), 1e-12);
+  EXPECT_NEAR(lse, std::log(e + 1.0), 1e-12);
+  // A window of 2 behind the query leaves only the key at its own position.
+  mask.window_left = 2;
+  reference_row(q, k, v, 2, 1, mask, 5, {0, 5}, &out, &lse);
+  EXPECT_NEAR(out, 3.0, 1e-12);
+  EXPECT_NEAR(lse, 0.0, 1e-12);
+}
+
 TEST(StepInputs, TolerancesFollowThePrecision) {
   EXPECT_EQ(GpuTimer::output_tolerance(Dtype::kBf16), std::ldexp(1.0, -6));
   EXPECT_EQ(GpuTimer::output_tolerance(Dtype::kFp16), std::ldexp(1.0, -9));
