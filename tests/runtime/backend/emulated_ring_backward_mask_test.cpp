@@ -21,30 +21,16 @@
 #include "runtime/ring/reference.h"
 #include "runtime/ring/sampled_check.h"
 #include "test_util.h"
+#include "tests/runtime/backend/emulated_test_util.h"
 
 namespace cpgen {
 namespace {
 
-constexpr const char* kArch = "sm_90";
-constexpr double kLimit = 2e-2;
-
-KernelStore* test_store() {
-  static DirectoryKernelStore store(std::string(CPGEN_BINARY_DIR) + "/test-emulated-kernels");
-  return &store;
-}
-
-std::vector<float> as_float(const std::vector<double>& x) { return {x.begin(), x.end()}; }
-
-// Relative Frobenius error; NaN (an element no kernel wrote) fails every bound.
-double relative(const std::vector<float>& got, const std::vector<double>& want) {
-  EXPECT_EQ(got.size(), want.size());
-  double diff = 0, ref = 0;
-  for (size_t i = 0; i < got.size() && i < want.size(); ++i) {
-    diff += (got[i] - want[i]) * (got[i] - want[i]);
-    ref += want[i] * want[i];
-  }
-  return std::sqrt(diff / ref);
-}
+constexpr const char* kArch = testing::kEmulatedArch;
+using testing::as_float;
+using testing::relative;
+KernelStore* test_store() { return testing::emulated_store(); }
+constexpr double kLimit = testing::kEmulatedLimit;
 
 struct MaskCase {
   Dtype dtype;

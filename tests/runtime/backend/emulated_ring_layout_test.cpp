@@ -14,28 +14,15 @@
 #include "runtime/ring/reference.h"
 #include "runtime/ring/sampled_check.h"
 
+#include "tests/runtime/backend/emulated_test_util.h"
+
 namespace cpgen {
 namespace {
 
-constexpr const char* kArch = "sm_90";
-
-KernelStore* test_store() {
-  static DirectoryKernelStore store(std::string(CPGEN_BINARY_DIR) + "/test-emulated-kernels");
-  return &store;
-}
-
-std::vector<float> as_float(const std::vector<double>& x) { return {x.begin(), x.end()}; }
-
-// Relative Frobenius error; NaN (an element no kernel wrote) fails every bound.
-double relative(const std::vector<float>& got, const std::vector<double>& want) {
-  EXPECT_EQ(got.size(), want.size());
-  double diff = 0, ref = 0;
-  for (size_t i = 0; i < got.size() && i < want.size(); ++i) {
-    diff += (got[i] - want[i]) * (got[i] - want[i]);
-    ref += want[i] * want[i];
-  }
-  return std::sqrt(diff / ref);
-}
+constexpr const char* kArch = testing::kEmulatedArch;
+using testing::as_float;
+using testing::relative;
+KernelStore* test_store() { return testing::emulated_store(); }
 
 // Zigzag over 3 ranks cuts 40 rows into 6 chunks of 7, 7, 7, 7, 6, 6: no rank holds 40 / 3.
 Problem unequal_problem(const std::string& layout) {
