@@ -1,0 +1,290 @@
+#!/usr/bin/env python3
+"""Kernel benchmark (not a test; needs a GPU and PyTorch): one attention on one GPU by cpgen's
+forward kernel against PyTorch SDPA's cuDNN and flash backends, on the same tensors, in the same
+process and the same run.
+
+cpgen runs through its C ABI (libcpgen.so via ctypes) as a loopback ring of one rank, which is one
+launch of the forward step kernel on the whole sequence (first and last step at once): the kernel
+that selection picks for the shape (a tuning database with --db, else the pretuned caches and the
+default). Every configuration:
+
+  1. draws fresh normal(0, 1) inputs in [batch, heads, seq, head_dim] layout;
+  2. poisons each output with NaN, runs each implementation once and checks it against a float64
+     reference on a sample of query rows (relative Frobenius error; every element written);
+  3. times each with CUDA events: warm-up runs, then the median of --iters runs.
+
+TFLOP/s count the useful work: 4 * head_dim per visible (query, key) pair per query head, so a
+causal attention counts half a full one (FlashAttention's convention). Ratios are cpgen's time
+divided into the peer's: above 1.0 cpgen is faster.
+
+  python3 bench/kernels.py --lib build/libcpgen.so                   # the whole matrix
+  python3 bench/kernels.py --lib build/libcpgen.so --dtypes bf16 --head-dims 128 --lengths 8192,16384
+  python3 bench/kernels.py ... --jsonl $OUT/kernels.jsonl --markdown $OUT/kernels.md
+
+The markdown table goes to stdout too. GQA groups are made with --q-heads query heads over
+q_heads / group KV heads; SDPA gets enable_gqa=True (or K/V repeated when a backend refuses it,
+which the table marks with "rep").
+"""
+import argparse
+import ctypes
+import json
+import math
+import os
+import statistics
+import sys
+
+CPGEN_DTYPE = {"bf16": 0, "fp16": 1}
+CPGEN_SCHEME_CONTIGUOUS = 0
+CPGEN_LAYOUT_BHSD = 0
+
+
+class CpgenProblem(ctypes.Structure):
+    # include/cpgen/cpgen_c.h, struct cpgen_problem, version 1.
+    _fields_ = [
+        ("batch", ctypes.c_int64),
+        ("q_heads", ctypes.c_int64),
+        ("kv_heads", ctypes.c_int64),
+        ("head_dim", ctypes.c_int64),
+        ("seq_len", ctypes.c_int64),
+        ("cp_size", ctypes.c_int64),
+        ("dtype", ctypes.c_int32),
+        ("causal", ctypes.c_int32),
+        ("scheme", ctypes.c_int32),
+        ("struct_size", ctypes.c_int32),
+        ("softmax_scale", ctypes.c_double),
+        ("documents", ctypes.POINTER(ctypes.c_int64)),
+        ("document_count", ctypes.c_int64),
+        ("window_left", ctypes.c_int64),
+        ("window_right", ctypes.c_int64),
+        ("softcap", ctypes.c_double),
+        ("layout", ctypes.c_int32),
+        ("reserved", ctypes.c_int32),
+    ]
+
+
+class Cpgen:
+    """The few C ABI calls a one-GPU forward needs."""
+
+    def __init__(self, path):
+        self.lib = ctypes.CDLL(path)
+        lib = self.lib
+        lib.cpgen_version.restype = ctypes.c_char_p
+        lib.cpgen_last_error.restype = ctypes.c_char_p
+        lib.cpgen_problem_init_sized.argtypes = [ctypes.POINTER(CpgenProblem), ctypes.c_size_t]
+        lib.cpgen_ring_create_loopback.argtypes = [
+            ctypes.POINTER(CpgenProblem), ctypes.c_int32, ctypes.c_char_p, ctypes.POINTER(ctypes.c_void_p)]
+        lib.cpgen_ring_forward.argtypes = [ctypes.c_void_p] * 6 + [ctypes.c_void_p]
+        lib.cpgen_ring_synchronize.argtypes = [ctypes.c_void_p]
+        lib.cpgen_ring_kernel_uri.argtypes = [ctypes.c_void_p]
+        lib.cpgen_ring_kernel_uri.restype = ctypes.c_char_p
+        lib.cpgen_ring_config_source.argtypes = [ctypes.c_void_p]
+        lib.cpgen_ring_config_source.restype = ctypes.c_char_p
+        lib.cpgen_ring_destroy.argtypes = [ctypes.c_void_p]
+        lib.cpgen_ring_destroy.restype = None
+
+    def check(self, status, what):
+        if status != 0:
+            raise RuntimeError(f"cpgen {what}: {self.lib.cpgen_last_error().decode()}")
+
+    def ring(self, cfg, database):
+        p = CpgenProblem()
+        self.check(self.lib.cpgen_problem_init_sized(ctypes.byref(p), ctypes.sizeof(p)), "problem_init")
+        p.batch, p.q_heads, p.kv_heads = cfg["batch"], cfg["q_heads"], cfg["kv_heads"]
+        p.head_dim, p.seq_len, p.cp_size = cfg["head_dim"], cfg["seq_len"], 1
+        p.dtype, p.causal = CPGEN_DTYPE[cfg["dtype"]], int(cfg["causal"])
+        p.scheme, p.layout = CPGEN_SCHEME_CONTIGUOUS, CPGEN_LAYOUT_BHSD
+        handle = ctypes.c_void_p()
+        db = database.encode() if database else None
+        self.check(self.lib.cpgen_ring_create_loopback(ctypes.byref(p), 0, db, ctypes.byref(handle)), "ring_create")
+        return handle
+
+    def forward(self, ring, q, k, v, out, lse, stream):
+        self.check(self.lib.cpgen_ring_forward(ring, q.data_ptr(), k.data_ptr(), v.data_ptr(), out.data_ptr(),
+                                               lse.data_ptr(), stream), "ring_forward")
+
+
+def useful_flops(cfg):
+    s = cfg["seq_len"]
+    pairs = s * (s + 1) / 2 if cfg["causal"] else s * s
+    return 4.0 * cfg["batch"] * cfg["q_heads"] * cfg["head_dim"] * pairs
+
+
+def reference_rows(torch, q, k, v, rows, group, causal):
+    """float64 attention of query rows `rows` of batch 0, every query head: [heads, rows, d]."""
+    qs = q[0, :, rows].double()
+    kk = k[0].double().repeat_interleave(group, dim=0)
+    vv = v[0].double().repeat_interleave(group, dim=0)
+    scores = qs @ kk.transpose(-1, -2) / math.sqrt(q.shape[-1])
+    if causal:
+        keys = torch.arange(k.shape[2], device=q.device)
+        scores = scores.masked_fill(keys[None, None, :] > rows[None, :, None], float("-inf"))
+    return torch.softmax(scores, dim=-1) @ vv
+
+
+def check(torch, out, ref, rows):
+    if torch.isnan(out).any():
+        return float("nan")
+    got = out[0, :, rows].double()
+    return float(torch.linalg.norm(got - ref) / torch.linalg.norm(ref))
+
+
+def time_ms(torch, fn, warmup, iters):
+    for _ in range(warmup):
+        fn()
+    times = []
+    for _ in range(iters):
+        start, end = torch.cuda.Event(enable_timing=True), torch.cuda.Event(enable_timing=True)
+        start.record()
+        fn()
+        end.record()
+        end.synchronize()
+        times.append(start.elapsed_time(end))
+    return statistics.median(times)
+
+
+def run_config(torch, cpgen, cfg, args):
+    import torch.nn.functional as F
+    from torch.nn.attention import SDPBackend, sdpa_kernel
+
+    dt = {"bf16": torch.bfloat16, "fp16": torch.float16}[cfg["dtype"]]
+    b, hq, hkv, s, d = cfg["batch"], cfg["q_heads"], cfg["kv_heads"], cfg["seq_len"], cfg["head_dim"]
+    group = hq // hkv
+    gen = torch.Generator(device="cuda").manual_seed(cfg["seed"])
+    q = torch.randn(b, hq, s, d, device="cuda", dtype=dt, generator=gen)
+    k = torch.randn(b, hkv, s, d, device="cuda", dtype=dt, generator=gen)
+    v = torch.randn(b, hkv, s, d, device="cuda", dtype=dt, generator=gen)
+    rows = torch.linspace(0, s - 1, args.check_rows, device="cuda").round().long().unique()
+    ref = reference_rows(torch, q, k, v, rows, group, cfg["causal"])
+    flops = useful_flops(cfg)
+    row = dict(cfg)
+    stream = torch.cuda.current_stream().cuda_stream
+
+    # cpgen
+    out = torch.full_like(q, float("nan"))
+    lse = torch.full((b, hq, s), float("nan"), device="cuda", dtype=torch.float32)
+    ring = cpgen.ring(cfg, args.db)
+    try:
+        row["cpgen_uri"] = cpgen.lib.cpgen_ring_kernel_uri(ring).decode()
+        row["cpgen_source"] = cpgen.lib.cpgen_ring_config_source(ring).decode()
+        cpgen.forward(ring, q, k, v, out, lse, stream)
+        cpgen.check(cpgen.lib.cpgen_ring_synchronize(ring), "synchronize")
+        row["cpgen_error"] = check(torch, out, ref, rows)
+        row["cpgen_ms"] = time_ms(torch, lambda: cpgen.forward(ring, q, k, v, out, lse, stream), args.warmup,
+                                  args.iters)
+        cpgen.check(cpgen.lib.cpgen_ring_synchronize(ring), "synchronize")
+    finally:
+        cpgen.lib.cpgen_ring_destroy(ring)
+    row["cpgen_tflops"] = flops / row["cpgen_ms"] / 1e9
+
+    # SDPA backends on the same tensors
+    for name, backend in (("cudnn", SDPBackend.CUDNN_ATTENTION), ("flash", SDPBackend.FLASH_ATTENTION)):
+        row[f"{name}_note"] = ""
+        try:
+            with sdpa_kernel([backend]):
+                kk, vv, gqa = k, v, group > 1
+
+                def call():
+                    return F.scaled_dot_product_attention(q, kk, vv, is_causal=bool(cfg["causal"]), enable_gqa=gqa)
+
+                try:
+                    o = call()
+                except RuntimeError:
+                    if group == 1:
+                        raise
+                    # The backend refuses enable_gqa: give it repeated K/V (same arithmetic).
+                    kk, vv, gqa = k.repeat_interleave(group, 1), v.repeat_interleave(group, 1), False
+                    row[f"{name}_note"] = "rep"
+                    o = call()
+                torch.cuda.synchronize()
+                row[f"{name}_error"] = check(torch, o, ref, rows)
+                del o
+                row[f"{name}_ms"] = time_ms(torch, call, args.warmup, args.iters)
+                row[f"{name}_tflops"] = flops / row[f"{name}_ms"] / 1e9
+                row[f"ratio_{name}"] = row[f"{name}_ms"] / row["cpgen_ms"]
+        except RuntimeError as e:
+            row[f"{name}_note"] = "n/a: " + str(e).splitlines()[0][:80]
+    return row
+
+
+def fmt(x, spec):
+    return "-" if x is None or (isinstance(x, float) and math.isnan(x)) else format(x, spec)
+
+
+def markdown(rows):
+    lines = ["| dtype | hd | causal | seq | gqa | cpgen TFLOP/s | cuDNN TFLOP/s | flash TFLOP/s | vs cuDNN |"
+             " vs flash | cpgen err | kernel |",
+             "|---|---|---|---|---|---|---|---|---|---|---|---|"]
+    for r in rows:
+        notes = " ".join(n for n in (r.get("cudnn_note"), r.get("flash_note")) if n)
+        lines.append(
+            f"| {r['dtype']} | {r['head_dim']} | {int(r['causal'])} | {r['seq_len']} | {r['q_heads'] // r['kv_heads']} "
+            f"| {fmt(r.get('cpgen_tflops'), '.0f')} | {fmt(r.get('cudnn_tflops'), '.0f')} "
+            f"| {fmt(r.get('flash_tflops'), '.0f')} | {fmt(r.get('ratio_cudnn'), '.2f')} "
+            f"| {fmt(r.get('ratio_flash'), '.2f')} | {fmt(r.get('cpgen_error'), '.1e')} "
+            f"| {r.get('cpgen_uri', r.get('failed', ''))}{' (' + notes + ')' if notes else ''} |")
+    return "\n".join(lines)
+
+
+def ints(text):
+    return [int(x) for x in text.split(",") if x]
+
+
+def main():
+    ap = argparse.ArgumentParser(description=__doc__.splitlines()[0])
+    ap.add_argument("--lib", required=True, help="path of libcpgen.so")
+    ap.add_argument("--db", default=None, help="tuning database (default: cpgen's own lookup)")
+    ap.add_argument("--dtypes", default="bf16,fp16")
+    ap.add_argument("--head-dims", type=ints, default=[64, 128, 256])
+    ap.add_argument("--causal", type=ints, default=[0, 1])
+    ap.add_argument("--lengths", type=ints, default=[4096, 8192, 16384, 32768])
+    ap.add_argument("--gqa", type=ints, default=[1, 4, 8])
+    ap.add_argument("--q-heads", type=int, default=32)
+    ap.add_argument("--tokens", type=int, default=32768,
+                    help="batch = max(1, tokens / seq_len), so short sequences still fill the GPU")
+    ap.add_argument("--warmup", type=int, default=3)
+    ap.add_argument("--iters", type=int, default=10)
+    ap.add_argument("--check-rows", type=int, default=64)
+    ap.add_argument("--jsonl", default=None, help="append one JSON object per configuration here")
+    ap.add_argument("--markdown", default=None, help="write the table here as well")
+    args = ap.parse_args()
+
+    import torch
+    if not torch.cuda.is_available():
+        print("kernels.py: no CUDA device", file=sys.stderr)
+        return 2
+    cpgen = Cpgen(args.lib)
+    print(f"# {torch.cuda.get_device_name()}, torch {torch.__version__}, cuDNN {torch.backends.cudnn.version()}, "
+          f"cpgen {cpgen.lib.cpgen_version().decode()}", flush=True)
+    rows = []
+    seed = 1
+    for dtype in args.dtypes.split(","):
+        for hd in args.head_dims:
+            for causal in args.causal:
+                for seq in args.lengths:
+                    for group in args.gqa:
+                        if args.q_heads % group:
+                            continue
+                        cfg = dict(dtype=dtype, head_dim=hd, causal=causal, seq_len=seq, batch=max(1, args.tokens // seq),
+                                   q_heads=args.q_heads, kv_heads=args.q_heads // group, seed=seed)
+                        seed += 1
+                        try:
+                            row = run_config(torch, cpgen, cfg, args)
+                        except Exception as e:  # one failed configuration must not lose the others
+                            row = dict(cfg, failed=f"{type(e).__name__}: {str(e).splitlines()[0][:120]}")
+                        rows.append(row)
+                        torch.cuda.empty_cache()
+                        line = json.dumps(row, sort_keys=True)
+                        print(line, flush=True)
+                        if args.jsonl:
+                            with open(args.jsonl, "a") as f:
+                                f.write(line + "\n")
+    table = markdown(rows)
+    print(table)
+    if args.markdown:
+        with open(args.markdown, "w") as f:
+            f.write(table + "\n")
+    return 0
+
+
+if __name__ == "__main__":
+    sys.exit(main())
