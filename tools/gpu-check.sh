@@ -4,6 +4,9 @@
 # bench/results/<date>-<gpu>-gpu-check.md with every command it ran.
 #
 #   tools/gpu-check.sh [--deps DIR] [--build-dir DIR] [--report FILE] [--skip-tests] [--skip-bench]
+#                      [--skip-sanitize]
+#
+# After the tests, tools/gpu-sanitize.sh runs compute-sanitizer's tools over the kernel tests.
 #
 # The GPU machines have nvcc, CMake, PyTorch and the nvidia-nccl Python package but maybe none of
 # the Debian -dev packages, and no network. Choice: vendor nothing in the repository; use what the
@@ -27,6 +30,7 @@ DEPS=""
 REPORT=""
 RUN_TESTS=1
 RUN_BENCH=1
+RUN_SANITIZE=1
 while [ $# -gt 0 ]; do
   case "$1" in
     --deps) DEPS=$(cd "$2" && pwd); shift 2 ;;
@@ -34,6 +38,7 @@ while [ $# -gt 0 ]; do
     --report) REPORT=$2; shift 2 ;;
     --skip-tests) RUN_TESTS=0; shift ;;
     --skip-bench) RUN_BENCH=0; shift ;;
+    --skip-sanitize) RUN_SANITIZE=0; shift ;;
     -h|--help) sed -n 2,16p "$0"; exit 0 ;;
     *) echo "gpu-check: unknown argument '$1' (see --help)" >&2; exit 2 ;;
   esac
@@ -133,6 +138,16 @@ if [ $BUILD_OK = 1 ] && [ $TESTS_BUILT = 1 ] && [ $RUN_TESTS = 1 ]; then
   TEST_SUMMARY=$(grep -h "tests passed" "$LOGS/ctest.log" "$LOGS/ctest_nccl.log" 2>/dev/null | tr '\n' ';')
 fi
 
+SANITIZE_SUMMARY="not run"
+if [ $BUILD_OK = 1 ] && [ $TESTS_BUILT = 1 ] && [ $RUN_SANITIZE = 1 ] && [ -n "$GPU_NAME" ]; then
+  printf '%s\n' "tools/gpu-sanitize.sh --build-dir $BUILD --logs $LOGS/sanitize" >>"$COMMANDS"
+  if "$ROOT/tools/gpu-sanitize.sh" --build-dir "$BUILD" --logs "$LOGS/sanitize" >"$LOGS/sanitize.log" 2>&1; then
+    SANITIZE_SUMMARY="clean"
+  else
+    SANITIZE_SUMMARY="FINDINGS or failures (below)"
+  fi
+fi
+
 BENCH_VERDICT="not run"
 BENCH_REPORT=$LOGS/ring-overhead.md
 if [ $BUILD_OK = 1 ] && [ $RUN_BENCH = 1 ] && [ -n "$GPU_NAME" ]; then
@@ -149,6 +164,7 @@ fi
   echo "- PyTorch: $TORCH; NCCL package: ${NCCL_PY:-not found}"
   echo "- build: $([ $BUILD_OK = 1 ] && echo ok || echo 'FAILED or skipped')"
   echo "- tests: $TEST_SUMMARY"
+  echo "- compute-sanitizer: $SANITIZE_SUMMARY"
   echo "- benchmark: $BENCH_VERDICT"
   echo
   echo "## Notes"
@@ -171,6 +187,10 @@ fi
       grep -E "tests passed|Total Test time|^[[:space:]]+[0-9]+ - " "$LOGS/$t.log" | head -80 | sed 's/^/    /'
     fi
   done
+  if [ -f "$LOGS/sanitize.log" ]; then
+    echo; echo "## compute-sanitizer"; echo
+    grep -v '^+' "$LOGS/sanitize.log" | sed 's/^/    /'
+  fi
   if [ -f "$BENCH_REPORT" ]; then echo; echo "## Benchmark"; echo; sed 's/^# /### /' "$BENCH_REPORT"; fi
 } >"$REPORT"
 echo "gpu-check: wrote $REPORT" >&2

@@ -1,0 +1,59 @@
+#!/usr/bin/env bash
+# compute-sanitizer over the GPU tests that launch cpgen's kernels (issue 14 point 2): memcheck,
+# racecheck, synccheck and initcheck, each over the step-kernel tests (forward, backward, the
+# harness) and the loopback ring tests. Needs a GPU and a build with tests (tools/gpu-check.sh
+# makes build-gpu/); writes one summary line per tool and filter, and the whole output to LOGDIR.
+#
+#   tools/gpu-sanitize.sh [--build-dir DIR] [--logs DIR] [--tools memcheck,racecheck,...] [--filter F]
+#
+# Exit 0 only when every run printed "ERROR SUMMARY: 0 errors" and its tests passed. The tests
+# themselves are small problems; racecheck multiplies their run time most (shared-memory
+# tracking per access), so it gets the step-kernel tests only unless --filter says otherwise.
+set -uo pipefail
+ROOT=$(cd "$(dirname "${BASH_SOURCE[0]}")/.." && pwd)
+BUILD=$ROOT/build-gpu
+LOGS=""
+TOOLS="memcheck,racecheck,synccheck,initcheck"
+FILTER=""
+while [ $# -gt 0 ]; do
+  case "$1" in
+    --build-dir) BUILD=$2; shift 2 ;;
+    --logs) LOGS=$2; shift 2 ;;
+    --tools) TOOLS=$2; shift 2 ;;
+    --filter) FILTER=$2; shift 2 ;;
+    -h|--help) sed -n 2,12p "$0"; exit 0 ;;
+    *) echo "gpu-sanitize: unknown argument '$1' (see --help)" >&2; exit 2 ;;
+  esac
+done
+LOGS=${LOGS:-$BUILD/sanitize-logs}
+mkdir -p "$LOGS"
+TESTS=$BUILD/tests/cpgen_tests
+SAN=$(command -v compute-sanitizer || ls /usr/local/cuda/bin/compute-sanitizer /usr/local/cuda/compute-sanitizer/compute-sanitizer 2>/dev/null | head -1)
+[ -x "$TESTS" ] || { echo "gpu-sanitize: $TESTS is not built (tools/gpu-check.sh builds it)" >&2; exit 2; }
+[ -n "$SAN" ] || { echo "gpu-sanitize: compute-sanitizer not found (CUDA toolkit's compute-sanitizer/)" >&2; exit 2; }
+
+STEP_TESTS='StepFwdGpu*:StepFwdGpuRandom*:StepBwdGpu*:StepFwdHarness*'
+RING_TESTS='GpuRing.*:GpuRingBackward.*:GpuRingStreams.*'
+status=0
+IFS=',' read -r -a tool_list <<<"$TOOLS"
+for tool in "${tool_list[@]}"; do
+  if [ -n "$FILTER" ]; then filters=("$FILTER")
+  elif [ "$tool" = racecheck ]; then filters=("$STEP_TESTS")
+  else filters=("$STEP_TESTS" "$RING_TESTS"); fi
+  for f in "${filters[@]}"; do
+    name=$tool-$(echo "$f" | cut -c1-12 | tr -c 'A-Za-z0-9\n' '_')
+    log=$LOGS/$name.log
+    cmd=("$SAN" --tool "$tool" --error-exitcode 3 --print-limit 20 "$TESTS" --gtest_filter="$f")
+    [ "$tool" = racecheck ] && cmd=("$SAN" --tool racecheck --racecheck-report all --error-exitcode 3 --print-limit 20 "$TESTS" --gtest_filter="$f")
+    echo "+ ${cmd[*]}" >&2
+    start=$(date +%s)
+    "${cmd[@]}" >"$log" 2>&1
+    rc=$?
+    secs=$(( $(date +%s) - start ))
+    summary=$(grep -h "ERROR SUMMARY\|RACECHECK SUMMARY" "$log" | tail -1)
+    tests=$(grep -hE "^\[  (PASSED|FAILED|SKIPPED) " "$log" | tr '\n' ' ')
+    echo "$tool  $f  rc=$rc  ${secs}s  ${summary:-no summary}  $tests"
+    if [ $rc -ne 0 ] || ! echo "$summary" | grep -qE "(^|[^0-9])0 (errors|hazards)"; then status=1; fi
+  done
+done
+exit $status
