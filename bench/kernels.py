@@ -21,6 +21,15 @@ divided into the peer's: above 1.0 cpgen is faster.
   python3 bench/kernels.py --lib build/libcpgen.so --dtypes bf16 --head-dims 128 --lengths 8192,16384
   python3 bench/kernels.py ... --jsonl $OUT/kernels.jsonl --markdown $OUT/kernels.md
 
+--pin TEMPLATE runs a chosen kernel instead of the selected one, e.g. the sm_90a family:
+
+  --pin 'ring_fwd_wgmma_{dtype}_hd{head_dim}_{mask}_gqa{group}_bm128_bn128_c2_s2'
+
+The template is filled per configuration ({mask} is causal or full) and handed to cpgen as a
+pattern entry of a cache file in a temporary $CPGEN_CACHES_DIR (docs/formats.md), with an empty
+temporary database, so selection takes it like any shipped pattern and the table's kernel column
+shows what ran.
+
 The markdown table goes to stdout too. GQA groups are made with --q-heads query heads over
 q_heads / group KV heads; SDPA gets enable_gqa=True (or K/V repeated when a backend refuses it,
 which the table marks with "rep").
@@ -32,6 +41,7 @@ import math
 import os
 import statistics
 import sys
+import tempfile
 
 CPGEN_DTYPE = {"bf16": 0, "fp16": 1}
 CPGEN_SCHEME_CONTIGUOUS = 0
@@ -142,6 +152,31 @@ def time_ms(torch, fn, warmup, iters):
     return statistics.median(times)
 
 
+def pin_kernels(configs, template, folder):
+    """Writes one cache file whose pattern entries map every configuration to the pinned kernel
+    (cpgen reads its caches once per process, so all of them go in before the first ring) and
+    returns an empty database path, so no tuned record overrides them."""
+    entries, seen = [], set()
+    for cfg in configs:
+        group = cfg["q_heads"] // cfg["kv_heads"]
+        key = (cfg["dtype"], cfg["head_dim"], bool(cfg["causal"]), group)
+        if key in seen:
+            continue
+        seen.add(key)
+        uri = template.format(dtype=cfg["dtype"], head_dim=cfg["head_dim"], group=group,
+                              mask="causal" if cfg["causal"] else "full")
+        entries.append({"source": "default-heuristic", "kernel": uri, "disposition": "not-timed",
+                        "detail": "pinned by bench/kernels.py",
+                        "workload": {"dtype": cfg["dtype"], "head_dim": cfg["head_dim"], "causal": bool(cfg["causal"]),
+                                     "gqa_group": group}})
+    caches = os.path.join(folder, "caches")
+    os.makedirs(caches, exist_ok=True)
+    with open(os.path.join(caches, "0-pinned.json"), "w") as f:
+        json.dump({"format": "cpgen-tuning-cache", "version": 1, "entries": entries}, f)
+    os.environ["CPGEN_CACHES_DIR"] = caches
+    return os.path.join(folder, "empty.db")
+
+
 def run_config(torch, cpgen, cfg, args):
     import torch.nn.functional as F
     from torch.nn.attention import SDPBackend, sdpa_kernel
@@ -244,6 +279,7 @@ def main():
     ap.add_argument("--warmup", type=int, default=3)
     ap.add_argument("--iters", type=int, default=10)
     ap.add_argument("--check-rows", type=int, default=64)
+    ap.add_argument("--pin", default=None, help="kernel URI template to run instead of the selected kernel")
     ap.add_argument("--jsonl", default=None, help="append one JSON object per configuration here")
     ap.add_argument("--markdown", default=None, help="write the table here as well")
     args = ap.parse_args()
@@ -255,8 +291,7 @@ def main():
     cpgen = Cpgen(args.lib)
     print(f"# {torch.cuda.get_device_name()}, torch {torch.__version__}, cuDNN {torch.backends.cudnn.version()}, "
           f"cpgen {cpgen.lib.cpgen_version().decode()}", flush=True)
-    rows = []
-    seed = 1
+    configs = []
     for dtype in args.dtypes.split(","):
         for hd in args.head_dims:
             for causal in args.causal:
@@ -264,20 +299,24 @@ def main():
                     for group in args.gqa:
                         if args.q_heads % group:
                             continue
-                        cfg = dict(dtype=dtype, head_dim=hd, causal=causal, seq_len=seq, batch=max(1, args.tokens // seq),
-                                   q_heads=args.q_heads, kv_heads=args.q_heads // group, seed=seed)
-                        seed += 1
-                        try:
-                            row = run_config(torch, cpgen, cfg, args)
-                        except Exception as e:  # one failed configuration must not lose the others
-                            row = dict(cfg, failed=f"{type(e).__name__}: {str(e).splitlines()[0][:120]}")
-                        rows.append(row)
-                        torch.cuda.empty_cache()
-                        line = json.dumps(row, sort_keys=True)
-                        print(line, flush=True)
-                        if args.jsonl:
-                            with open(args.jsonl, "a") as f:
-                                f.write(line + "\n")
+                        configs.append(dict(dtype=dtype, head_dim=hd, causal=causal, seq_len=seq,
+                                            batch=max(1, args.tokens // seq), q_heads=args.q_heads,
+                                            kv_heads=args.q_heads // group, seed=len(configs) + 1))
+    if args.pin:
+        args.db = pin_kernels(configs, args.pin, tempfile.mkdtemp(prefix="cpgen_kernels_"))
+    rows = []
+    for cfg in configs:
+        try:
+            row = run_config(torch, cpgen, cfg, args)
+        except Exception as e:  # one failed configuration must not lose the others
+            row = dict(cfg, failed=f"{type(e).__name__}: {str(e).splitlines()[0][:120]}")
+        rows.append(row)
+        torch.cuda.empty_cache()
+        line = json.dumps(row, sort_keys=True)
+        print(line, flush=True)
+        if args.jsonl:
+            with open(args.jsonl, "a") as f:
+                f.write(line + "\n")
     table = markdown(rows)
     print(table)
     if args.markdown:
