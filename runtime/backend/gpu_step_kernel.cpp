@@ -18,11 +18,20 @@ void launch_forward_kernel(const KernelSpec& spec, const LoadedKernel& kernel, i
   shape.block[0] = static_cast<unsigned>(spec.threads());
   shape.dynamic_shared_bytes = shared_bytes;
   shape.stream = stream;
-  if (spec.kind == KernelKind::kForwardWgmma) {
-    const RingFwdWgmmaParams wgmma = wgmma_params(spec, params, &cu::encode_driver_tma_map);
-    kernel.launch_struct(&wgmma, shape);
-  } else {
+  if (spec.kind != KernelKind::kForwardWgmma) {
     kernel.launch(params, shape);
+    return;
+  }
+  // wgmma_params names the URI in its own errors; the driver's launch error gets it here.
+  const RingFwdWgmmaParams wgmma = wgmma_params(spec, params, &cu::encode_driver_tma_map);
+  try {
+    kernel.launch_struct(&wgmma, shape);
+  } catch (const Error& e) {
+    if (e.kind() != ErrorKind::kCuda) throw;
+    throw Error(ErrorKind::kCuda, "launch of " + spec.uri() + " (grid " + std::to_string(grid.x) + "x" +
+                                      std::to_string(grid.y) + "x" + std::to_string(grid.z) + ", " +
+                                      std::to_string(spec.threads()) + " threads, " + std::to_string(shared_bytes) +
+                                      " bytes of shared memory): " + e.what());
   }
 }
 
