@@ -8,6 +8,7 @@
 #include "cache/records.h"
 #include "cpgen/error.h"
 #include "runtime/core/enum_names.h"
+#include "runtime/ring/kernel_support.h"
 
 namespace cpgen {
 namespace {
@@ -26,8 +27,9 @@ std::optional<KernelSpec> usable_spec(const std::string& uri, const WorkloadKey&
     KernelSpec s = KernelSpec::parse(uri);
     // A forward step runs a forward kernel and a backward step a backward one, whatever a
     // (hand-edited or damaged) record says.
-    const KernelKind want = is_backward(w.step) ? KernelKind::kBackwardStep : KernelKind::kForwardStep;
-    if (s.kind != want) return std::nullopt;
+    // Both forward families (mma.sync and, on sm_90a, wgmma) serve a forward step.
+    const bool forward_kernel = s.kind == KernelKind::kForwardStep || s.kind == KernelKind::kForwardWgmma;
+    if (is_backward(w.step) ? s.kind != KernelKind::kBackwardStep : !forward_kernel) return std::nullopt;
     if (s.dtype != w.dtype || s.head_dim != w.head_dim || s.causal != w.causal || s.gqa_group != w.gqa_group()) return std::nullopt;
     if (s.key_intervals != w.mask.key_intervals() || s.softcap != w.mask.softcap) return std::nullopt;
     if (!check_feasibility(s, w.arch).feasible) return std::nullopt;
@@ -185,6 +187,18 @@ Selection select_config(const WorkloadKey& w, Database* db, const Environment& e
   // Never tuned with this mask: the unmasked shape's config, specialized on the mask. Shipped
   // caches hold unmasked workloads only, so they serve here.
   Selection sel = select_in_order(w.unmasked(), db, env, caches, false);
+  const KernelFamilyAbilities family = kernel_family_abilities(sel.spec.kind);
+  if ((w.mask.key_intervals() && !family.key_intervals) || (w.mask.softcap && !family.softcap)) {
+    // The unmasked winner's family has no kernel with this mask (runtime/ring/kernel_support.h):
+    // the documented default, which does, specialized on the mask.
+    sel.reason = "the unmasked shape's " + sel.spec.uri() + " has no kernel with this mask; " +
+                 "using the documented default";
+    sel.spec = KernelSpec::default_for_arch(w.dtype, w.head_dim, w.causal, w.gqa_group(), w.arch);
+    sel.source = ConfigSource::kDefault;
+    sel.origin = "KernelSpec::default_for";
+    sel.matched.reset();
+    sel.median_ms.reset();
+  }
   sel.spec.key_intervals = w.mask.key_intervals();
   sel.spec.softcap = w.mask.softcap;
   sel.ignored_other_environment += masked.ignored_other_environment;

@@ -42,7 +42,8 @@
 // wrapper (an undefined weak one, assumed present under -fvisibility=hidden: a call to address 0).
 #define __shared__ __thread
 #define __align__(n)
-#define __launch_bounds__(n)
+// One to three arguments (max threads, min blocks per SM, max cluster size), as CUDA allows.
+#define __launch_bounds__(...)
 #define __grid_constant__
 
 namespace cpgen::emulation {

@@ -43,6 +43,23 @@ cpgen_build() {
   cmake --build "$BUILD_DIR" -j "$jobs" >&2
 }
 
+# cuobjdump and nvdisasm read the SASS of compiled kernels (a test checks the wgmma kernels for
+# HGMMA and UTMALDG). Some CUDA installs lack them; NVIDIA ships both on PyPI, so they are fetched
+# into the build folder when missing. Optional: a failure prints one line and the build goes on.
+cpgen_fetch_sass_tools() {
+  local dir="$BUILD_DIR/cuda-tools" major
+  if command -v cuobjdump >/dev/null 2>&1 || [ -x "$(dirname "$(command -v nvcc)")/cuobjdump" ] ||
+     [ -n "$(find "$dir" -name cuobjdump -type f 2>/dev/null | head -n 1)" ]; then
+    return 0
+  fi
+  major=$(nvcc --version | sed -n 's/.*release \([0-9]*\)\..*/\1/p')
+  if ! PIP_BREAK_SYSTEM_PACKAGES=1 python3 -m pip install --quiet --disable-pip-version-check --no-deps \
+       --target "$dir" "nvidia-cuda-cuobjdump==${major}.*" "nvidia-cuda-nvdisasm==${major}.*" >/dev/null 2>&1; then
+    echo "cpgen: cuobjdump/nvdisasm not found and not fetched from PyPI (nvidia-cuda-cuobjdump, nvidia-cuda-nvdisasm); the SASS test will skip" >&2
+  fi
+}
+
 cpgen_find_cuda
 if command -v dpkg-query >/dev/null 2>&1; then cpgen_install_packages; fi
 cpgen_build
+cpgen_fetch_sass_tools

@@ -1,8 +1,11 @@
 #include "tuner/candidates.h"
 
 #include <algorithm>
+#include <iterator>
 
 #include "cpgen/error.h"
+#include "generator/kernel_spec_wgmma.h"
+#include "runtime/ring/kernel_support.h"
 
 namespace cpgen {
 namespace {
@@ -22,6 +25,37 @@ std::vector<KernelSpec> forward_space(const KernelSpec& base) {
           s.stages = stages;
           if (s != base) all.push_back(s);
         }
+  return all;
+}
+
+bool supported_by(int value, const auto& table) { return std::find(std::begin(table), std::end(table), value) != std::end(table); }
+
+// The wgmma candidates of a forward workload, or none where the family cannot run it as the tuner
+// times it: another arch, a head dim or group it lacks, a mask feature it lacks, or a zigzag
+// query-half step (timed over half the queries, which the family cannot launch over;
+// KernelFamilyAbilities::query_view).
+std::vector<KernelSpec> wgmma_space(const WorkloadKey& w) {
+  const KernelFamilyAbilities a = kernel_family_abilities(KernelKind::kForwardWgmma);
+  if (w.arch != kWgmmaArch || is_backward(w.step)) return {};
+  if (!supported_by(w.head_dim, kSupportedWgmmaHeadDims) || !supported_by(w.gqa_group(), kSupportedWgmmaGqaGroups))
+    return {};
+  if ((w.mask.key_intervals() && !a.key_intervals) || (w.mask.softcap && !a.softcap)) return {};
+  if (w.step == StepType::kZigzagQHalf && !a.query_view) return {};
+  std::vector<KernelSpec> all;
+  KernelSpec base = wgmma_default_for(w.dtype, w.head_dim, w.causal, w.gqa_group());
+  base.key_intervals = w.mask.key_intervals();
+  base.softcap = w.mask.softcap;
+  all.push_back(base);
+  for (int consumers : kTuneWgmmaConsumers)
+    for (int bn : kTuneWgmmaBlockN)
+      for (int stages : kTuneWgmmaStages) {
+        KernelSpec s = base;
+        s.block_m = 64 * consumers;
+        s.warps = 4 * (1 + consumers);
+        s.block_n = bn;
+        s.stages = stages;
+        if (s != base) all.push_back(s);
+      }
   return all;
 }
 
@@ -81,7 +115,8 @@ KernelSpec tuning_default(const WorkloadKey& w) {
 CandidateSet enumerate_candidates(const WorkloadKey& w, int max_candidates) {
   CandidateSet set;
   const KernelSpec base = tuning_default(w);
-  const std::vector<KernelSpec> all = is_backward(w.step) ? backward_space(base) : forward_space(base);
+  std::vector<KernelSpec> all = is_backward(w.step) ? backward_space(base) : forward_space(base);
+  for (const KernelSpec& s : wgmma_space(w)) all.push_back(s);
   const int64_t packed_rows = w.q_len * w.gqa_group();
   for (const KernelSpec& s : all) {
     Feasibility f = check_feasibility(s, w.arch);

@@ -1,5 +1,7 @@
 // The tuning search space for one workload: every tile config the kernel template supports, with
-// the documented default first. A forward workload searches the forward step's (BLOCK_M, BLOCK_N,
+// the documented default first. On sm_90a a forward workload also searches the wgmma family
+// (ring_fwd_wgmma_ URIs, after the mma.sync grid) where the family supports the workload's head
+// dim, group and mask and can run its step type as timed. A forward workload searches the forward step's (BLOCK_M, BLOCK_N,
 // warps, stages); a backward workload (a "bwd-" step type) the backward step's, so a backward
 // record always names a ring_bwd_ kernel. Candidates the feasibility model or the step's size rule
 // out are returned separately with the reason, so the tuner records them as infeasible instead of
@@ -20,6 +22,13 @@ inline constexpr int kTuneBlockM[] = {64, 128, 256};
 inline constexpr int kTuneBlockN[] = {32, 64, 128};
 inline constexpr int kTuneWarps[] = {4, 8};
 inline constexpr int kTuneStages[] = {1, 2, 3};
+
+// The sm_90a wgmma family's axes (generator/kernel_spec_wgmma.h): key tile, consumer warpgroups
+// (block_m = 64 per consumer) and stages. Searched on sm_90a only, next to the mma.sync grid, for
+// the workloads the family can run in the shape they are timed in (runtime/ring/kernel_support.h).
+inline constexpr int kTuneWgmmaBlockN[] = {64, 128};
+inline constexpr int kTuneWgmmaConsumers[] = {1, 2};
+inline constexpr int kTuneWgmmaStages[] = {2, 3, 4};
 
 // The backward axes: query tiles of the inner loop, key tiles per CTA, warps, Q/dO stages. Every
 // supported backward query tile and stage count; 16-key CTAs are left out, since such a CTA reads

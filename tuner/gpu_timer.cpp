@@ -110,16 +110,9 @@ void GpuTimer::launch(const KernelSpec& spec, const CompiledKernel& kernel, cons
   const LoadedKernel& loaded = load_kernel(kernel, device_);
   const Feasibility f = check_feasibility(spec, kernel.arch);
   loaded.reserve_dynamic_shared(f.shared_bytes);
-  LaunchShape shape;
-  // The runtime's grid for the same launch (templates/step_fwd.cuh).
-  const gpu::StepGrid grid = gpu::step_grid(spec, params);
-  shape.grid[0] = grid.x;
-  shape.grid[1] = grid.y;
-  shape.grid[2] = grid.z;
-  shape.block[0] = static_cast<unsigned>(spec.threads());
-  shape.dynamic_shared_bytes = f.shared_bytes;
-  shape.stream = stream_->get();
-  loaded.launch(params, shape);
+  // The ring's own launch (grid, block, and for the wgmma family the tensor maps), so a timed
+  // candidate runs exactly as the ring would run it.
+  gpu::launch_forward_kernel(spec, loaded, f.shared_bytes, params, stream_->get());
 }
 
 TimingOutcome GpuTimer::begin_workload(const WorkloadKey& w, const KernelSpec& reference_spec, const CompiledKernel& reference) {

@@ -10,7 +10,9 @@
 
 #include "cpgen/error.h"
 #include "runtime/backend/launch_grid.h"
+#include "runtime/backend/wgmma_params.h"
 #include "runtime/jit/host_jit.h"
+#include "runtime/ring/kernel_support.h"
 
 namespace cpgen {
 namespace {
@@ -76,10 +78,6 @@ EmulatedDevice::EmulatedDevice(const std::vector<std::pair<StepType, KernelSpec>
     : arch_(arch), store_(store) {
   by_step_.fill(kNone);
   for (const auto& [step, spec] : per_step) {
-    if (spec.kind == KernelKind::kForwardWgmma)
-      throw Error(ErrorKind::kBadInput, "kernel " + spec.uri() +
-                                            ": the wgmma family has no ring backend yet; use a ring_fwd_ (mma.sync) "
-                                            "kernel");
     if (is_backward(step) != spec.is_backward() || (spec.is_backward() && spec.kind != KernelKind::kBackwardStep))
       throw Error(ErrorKind::kInternal, "EmulatedDevice: step type " + std::string(step_type_name(step)) +
                                             " given kernel " + spec.uri() + " of another kind");
@@ -203,7 +201,19 @@ void EmulatedDevice::launch_forward(StepType step, const RingFwdParams& params) 
     throw Error(ErrorKind::kInternal, k.spec.uri() + ": launched " +
                                           (params.q_key_first ? "with" : "without") + " key intervals and softcap " +
                                           std::to_string(params.softcap) + ", which the kernel's mask features do not match");
-  run(k, to_emulated(gpu::step_grid(k.spec, params)), &params);
+  const EmulatedGrid grid = to_emulated(gpu::step_grid(k.spec, params));
+  if (k.spec.kind == KernelKind::kForwardWgmma) {
+    // The maps the GPU device would get from the driver, from the same descriptions, made by the
+    // emulator's encoder (runtime/backend/wgmma_params.h).
+    const RingFwdWgmmaParams wgmma = wgmma_params(k.spec, params, &encode_emulated_tma_map);
+    run(k, grid, &wgmma);
+  } else {
+    run(k, grid, &params);
+  }
+}
+
+bool EmulatedDevice::forward_takes_query_view(StepType step) const {
+  return kernel_family_abilities(spec(step).kind).query_view;
 }
 
 void EmulatedDevice::launch_backward(StepType step, const RingBwdParams& params) {

@@ -54,6 +54,7 @@ class EmulatedDevice final : public KernelDevice {
   void launch_backward_pre(const RingBwdPreParams& params) override;
   void launch_backward(StepType step, const RingBwdParams& params) override;
   void launch_backward_convert(const RingBwdConvertParams& params) override;
+  bool forward_takes_query_view(StepType step) const override;
 
   // The spec step type `step` launches (throws kBadInput when the device has none for it).
   const KernelSpec& spec(StepType step) const;

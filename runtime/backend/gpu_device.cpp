@@ -5,6 +5,7 @@
 #include "cpgen/error.h"
 #include "runtime/cuda/cuda_driver.h"
 #include "runtime/cuda/device_buffer.h"
+#include "runtime/ring/kernel_support.h"
 
 namespace cpgen::gpu {
 
@@ -28,6 +29,10 @@ void GpuDevice::copy(void* dst, const void* src, size_t bytes) {
 
 void GpuDevice::launch_forward(StepType step, const RingFwdParams& params) {
   kernel_.launch(params, step, stream_);
+}
+
+bool GpuDevice::forward_takes_query_view(StepType step) const {
+  return kernel_family_abilities(kernel_.spec(step).kind).query_view;
 }
 
 const BackwardKernels& GpuDevice::backward() const {

@@ -31,6 +31,7 @@ class GpuDevice final : public KernelDevice {
   void launch_backward_pre(const RingBwdPreParams& params) override;
   void launch_backward(StepType step, const RingBwdParams& params) override;
   void launch_backward_convert(const RingBwdConvertParams& params) override;
+  bool forward_takes_query_view(StepType step) const override;
 
  private:
   int device_;

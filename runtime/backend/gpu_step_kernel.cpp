@@ -1,10 +1,39 @@
 #include "runtime/backend/gpu_step_kernel.h"
 
 #include "cpgen/error.h"
+#include "runtime/backend/wgmma_params.h"
+#include "runtime/cuda/tensor_map.h"
 #include "runtime/jit/jit.h"
 #include "templates/layout.cuh"
 
 namespace cpgen::gpu {
+
+void launch_forward_kernel(const KernelSpec& spec, const LoadedKernel& kernel, int shared_bytes,
+                           const RingFwdParams& params, CUstream stream) {
+  const StepGrid grid = step_grid(spec, params);
+  LaunchShape shape;
+  shape.grid[0] = grid.x;
+  shape.grid[1] = grid.y;
+  shape.grid[2] = grid.z;
+  shape.block[0] = static_cast<unsigned>(spec.threads());
+  shape.dynamic_shared_bytes = shared_bytes;
+  shape.stream = stream;
+  if (spec.kind != KernelKind::kForwardWgmma) {
+    kernel.launch(params, shape);
+    return;
+  }
+  // wgmma_params names the URI in its own errors; the driver's launch error gets it here.
+  const RingFwdWgmmaParams wgmma = wgmma_params(spec, params, &cu::encode_driver_tma_map);
+  try {
+    kernel.launch_struct(&wgmma, shape);
+  } catch (const Error& e) {
+    if (e.kind() != ErrorKind::kCuda) throw;
+    throw Error(ErrorKind::kCuda, "launch of " + spec.uri() + " (grid " + std::to_string(grid.x) + "x" +
+                                      std::to_string(grid.y) + "x" + std::to_string(grid.z) + ", " +
+                                      std::to_string(spec.threads()) + " threads, " + std::to_string(shared_bytes) +
+                                      " bytes of shared memory): " + e.what());
+  }
+}
 
 StepKernel::StepKernel(const KernelSpec& spec, const std::string& arch, int device) : arch_(arch) {
   add(spec, device);
@@ -45,15 +74,7 @@ void StepKernel::launch_loaded(const Loaded& k, const RingFwdParams& params, CUs
                                           std::to_string(params.q_heads) + " and kv_heads " +
                                           std::to_string(params.kv_heads) + ", which is not GQA group " +
                                           std::to_string(k.spec.gqa_group));
-  const StepGrid grid = step_grid(k.spec, params);
-  LaunchShape shape;
-  shape.grid[0] = grid.x;
-  shape.grid[1] = grid.y;
-  shape.grid[2] = grid.z;
-  shape.block[0] = static_cast<unsigned>(k.spec.threads());
-  shape.dynamic_shared_bytes = k.shared_bytes;
-  shape.stream = stream;
-  k.kernel->launch(params, shape);
+  launch_forward_kernel(k.spec, *k.kernel, k.shared_bytes, params, stream);
 }
 
 }  // namespace cpgen::gpu

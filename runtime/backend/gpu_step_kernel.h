@@ -22,6 +22,15 @@
 
 namespace cpgen::gpu {
 
+// One forward launch of `spec` (either family) on `stream`: grid from launch_grid.h, block of
+// spec.threads(), `shared_bytes` of dynamic shared memory (already reserved on `kernel`), and the
+// params as the kernel takes them: RingFwdParams for ring_fwd_, RingFwdWgmmaParams with the three
+// tensor maps encoded by the driver for ring_fwd_wgmma_ (runtime/backend/wgmma_params.h). The ring
+// (StepKernel) and the tuner's timer launch through here, so what is timed is what runs. Throws
+// Error naming the URI (kBadInput: a tensor TMA cannot read; kCuda: a map or launch refused).
+void launch_forward_kernel(const KernelSpec& spec, const LoadedKernel& kernel, int shared_bytes,
+                           const RingFwdParams& params, CUstream stream);
+
 class StepKernel {
  public:
   // One spec for every step. Throws kInfeasible / kCompile / kCuda naming the URI.

@@ -53,6 +53,14 @@ class KernelDevice {
   virtual void launch_backward_pre(const RingBwdPreParams& params) = 0;
   virtual void launch_backward(StepType step, const RingBwdParams& params) = 0;
   virtual void launch_backward_convert(const RingBwdConvertParams& params) = 0;
+
+  // Whether the forward kernel of step type `step` may be launched over a view of the queries
+  // (RingFwdParams::state_len > q_len; runtime/ring/kernel_support.h, KernelFamilyAbilities). When
+  // not, the ring launches that step over every local row instead.
+  virtual bool forward_takes_query_view(StepType step) const {
+    (void)step;
+    return true;
+  }
 };
 
 }  // namespace cpgen

@@ -205,11 +205,15 @@ void KernelRingBackend::forward_begin() { stage_own_kv(); }
 // The local queries a step launches over: [query_first, len_). A zigzag query-half step (a chunk
 // of a later rank) is seen by the rank's second chunk only, so it launches over those rows: the
 // shape the tuner timed (workload_for). Not on the last step, which must write out and lse of
-// every row (its first-chunk rows then run with every key tile skipped).
+// every row (its first-chunk rows then run with every key tile skipped), nor with a kernel that
+// cannot launch over a view (the wgmma family today).
 int64_t KernelRingBackend::query_first(const RingStep& step, bool backward) const {
   if (!halves_) return 0;
   const StepType type = step_type_at(problem_, rank_, step.step);
   if (forward_shape(type) != StepType::kZigzagQHalf || (!backward && step.is_last)) return 0;
+  // A forward kernel that cannot write the state at another row pitch runs the step over every
+  // row (runtime/ring/kernel_support.h, KernelFamilyAbilities::query_view).
+  if (!backward && !device_.forward_takes_query_view(type)) return 0;
   return first_chunk_len(rank_);
 }
 

@@ -21,7 +21,9 @@
 // Half-size steps (causal zigzag without documents). A key-half step launches over the sender's
 // first chunk of keys only, a query-half step over this rank's second chunk of queries only (a
 // view: q, out, positions, lse and state pointers moved by the first chunk's rows, state_len
-// the row pitch), except on the last forward step, which writes out and lse of every row.
+// the row pitch), except on the last forward step, which writes out and lse of every row, and
+// except with a kernel that cannot launch over a view (KernelDevice::forward_takes_query_view:
+// the wgmma family), which runs the step over every row.
 //
 // Backward (params_bwd.cuh). backward_begin stages the own K/V as the forward does and launches
 // the preprocessing kernel (delta, dQ accumulator cleared). The step kernel of a ring step runs in

@@ -34,6 +34,10 @@ Loaded load() {
   }
 #include "runtime/cuda/cuda_driver_fns.inc"
 #undef CPGEN_CU_FN
+  // An optional entry point that is missing stays null; only what needs it fails.
+#define CPGEN_CU_FN(name) out.api.name = reinterpret_cast<decltype(out.api.name)>(dlsym(handle, CPGEN_STR(name)));
+#include "runtime/cuda/cuda_driver_optional_fns.inc"
+#undef CPGEN_CU_FN
   CUresult status = out.api.cuInit(0);
   if (status != CUDA_SUCCESS) {
     const char* name = nullptr;

@@ -12,6 +12,8 @@ namespace cpgen::cu {
 struct DriverApi {
 #define CPGEN_CU_FN(name) decltype(&::name) name = nullptr;
 #include "runtime/cuda/cuda_driver_fns.inc"
+  // Optional: null when the driver lacks them (cuda_driver_optional_fns.inc).
+#include "runtime/cuda/cuda_driver_optional_fns.inc"
 #undef CPGEN_CU_FN
 };
 

@@ -130,6 +130,11 @@ void LoadedKernel::launch(const RingFwdParams& params, const LaunchShape& shape)
   launch_argument(&copy, shape);
 }
 
+void LoadedKernel::launch_struct(const void* params, const LaunchShape& shape) const {
+  // cuLaunchKernel reads the argument before it returns; it is never written.
+  launch_argument(const_cast<void*>(params), shape);
+}
+
 void LoadedKernel::launch(const RingBwdParams& params, const LaunchShape& shape) const {
   RingBwdParams copy = params;
   launch_argument(&copy, shape);

@@ -52,6 +52,11 @@ class LoadedKernel {
   void launch(const RingBwdParams& params, const LaunchShape& shape) const;
   void launch(const RingBwdPreParams& params, const LaunchShape& shape) const;
   void launch(const RingBwdConvertParams& params, const LaunchShape& shape) const;
+  // The same for a params struct not listed above, at `params` (the driver copies as many bytes
+  // as the kernel's parameter has): the sm_90a wgmma family's RingFwdWgmmaParams, whose header
+  // needs the template include path this header's users may lack. That struct is the kernel's
+  // __grid_constant__ parameter, so its tensor maps reach the TMA unit from parameter space.
+  void launch_struct(const void* params, const LaunchShape& shape) const;
 
  private:
   // Checks the shape and enqueues the launch with `argument` (a copy of the params struct) as the

@@ -15,4 +15,28 @@ bool kernel_needs_key_intervals(const Problem& p) {
 
 bool kernel_needs_softcap(const Problem& p) { return p.softcap > 0; }
 
+KernelFamilyAbilities kernel_family_abilities(KernelKind kind) {
+  KernelFamilyAbilities a;
+  if (kind == KernelKind::kForwardWgmma) {
+    // templates/step_fwd_wgmma.cuh compares positions only (no interval tables, no softcap) and
+    // indexes the state by q_len rows.
+    a.key_intervals = false;
+    a.softcap = false;
+    a.query_view = false;
+  }
+  return a;
+}
+
+std::string kernel_family_refusal(const KernelSpec& spec, const Problem& p) {
+  const KernelFamilyAbilities a = kernel_family_abilities(spec.kind);
+  const char* family = spec.kind == KernelKind::kForwardWgmma ? "the wgmma family" : "its family";
+  const std::string fallback = "; use a ring_fwd_ (mma.sync) kernel";
+  if (!a.key_intervals && kernel_needs_key_intervals(p))
+    return spec.uri() + ": " + family + " has no key intervals (_ivl) yet, which the problem's " +
+           (p.documents.size() > 1 ? "documents need" : "window needs") + fallback;
+  if (!a.softcap && kernel_needs_softcap(p))
+    return spec.uri() + ": " + family + " has no softcap (_cap) yet, which the problem needs" + fallback;
+  return "";
+}
+
 }  // namespace cpgen

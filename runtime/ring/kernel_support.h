@@ -9,6 +9,7 @@
 #include <string>
 
 #include "cpgen/problem.h"
+#include "generator/kernel_spec.h"
 
 namespace cpgen {
 
@@ -23,5 +24,26 @@ void check_kernel_ring_problem(const Problem& problem, const std::string& what =
 bool kernel_needs_key_intervals(const Problem& problem);
 // Whether the kernels must apply a logit softcap (KernelSpec softcap).
 bool kernel_needs_softcap(const Problem& problem);
+
+// What each forward kernel family can do (issue 13: the sm_90a wgmma family does not do all the
+// mma.sync family does yet). The one place these limits live: the ring backend, the tuner, the
+// selection and `verify --spec` all ask here, so widening the wgmma family (once its template
+// gains key intervals, the softcap or the state pitch) is a change of one row below.
+struct KernelFamilyAbilities {
+  bool key_intervals = true;  // `_ivl` kernels exist: documents and windows
+  bool softcap = true;        // `_cap` kernels exist
+  // The kernel writes the running state at RingFwdParams::state_len's row pitch, so a launch may
+  // cover a view of the queries (the zigzag query-half step). Without it, the backend launches
+  // such a step over every local row (the rows of the first chunk see no key of the chunk and
+  // merge nothing), as it always does for the last step.
+  bool query_view = true;
+};
+KernelFamilyAbilities kernel_family_abilities(KernelKind kind);
+
+// "" when `spec` can run the forward steps of `problem` (in some form: see query_view), else one
+// line saying what the kernel's family lacks, e.g. "ring_fwd_wgmma_...: the wgmma family has no
+// key intervals (_ivl) yet, which the problem's documents or window need; use a ring_fwd_
+// (mma.sync) kernel".
+std::string kernel_family_refusal(const KernelSpec& spec, const Problem& problem);
 
 }  // namespace cpgen

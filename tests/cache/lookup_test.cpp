@@ -8,6 +8,8 @@
 #include "cache/pretuned.h"
 #include "cache/records.h"
 #include "cache_fixtures.h"
+#include "generator/kernel_spec_wgmma.h"
+#include "runtime/ring/kernel_support.h"
 
 namespace cpgen::testing {
 namespace {
@@ -166,6 +168,64 @@ TEST_F(LookupTest, ABackwardWorkloadSelectsOnlyBackwardKernels) {
   EXPECT_NE(s.source, ConfigSource::kDefault);
   // The forward workload still gets the forward default, not the backward record.
   EXPECT_EQ(select_config(fwd, &db, test_env(), no_caches).spec.kind, KernelKind::kForwardStep);
+}
+
+// The sm_90a wgmma family (issue 13): a record naming a ring_fwd_wgmma_ kernel is selected for a
+// forward step like any other, faster record wins across families, and it is never used where
+// it cannot run (off sm_90a, a backward step).
+TEST_F(LookupTest, AWgmmaRecordIsSelectedLikeAnyOther) {
+  Database db(path("l.db"));
+  const WorkloadKey w = test_workload();
+  ASSERT_EQ(w.arch, "sm_90a");
+  put_record(db, test_record(w, 128, 64, 4, 2, 0.9));
+  Record wgmma = test_record(w, 128, 64, 4, 2, 0.6);
+  const KernelSpec spec = wgmma_default_for(w.dtype, w.head_dim, w.causal, w.gqa_group());
+  wgmma.kernel_uri = spec.uri();
+  put_record(db, wgmma);
+  Selection s = select_config(w, &db, test_env(), no_caches);
+  EXPECT_EQ(s.source, ConfigSource::kDatabaseExact);
+  EXPECT_EQ(s.spec, spec);
+  EXPECT_EQ(s.median_ms, 0.6);
+  // The same rows on a GPU without sm_90a: the wgmma record is not usable, the mma.sync one is.
+  WorkloadKey sm90 = w;
+  sm90.arch = "sm_90";
+  Record mma = test_record(sm90, 128, 64, 4, 2, 0.9);
+  Record wgmma_sm90 = wgmma;
+  wgmma_sm90.workload = sm90;
+  put_record(db, mma);
+  put_record(db, wgmma_sm90);
+  s = select_config(sm90, &db, test_env(), no_caches);
+  EXPECT_EQ(s.spec.kind, KernelKind::kForwardStep) << s.spec.uri();
+  // A backward step never takes it.
+  WorkloadKey bwd = w;
+  bwd.step = backward_of(w.step);
+  Record wgmma_bwd = wgmma;
+  wgmma_bwd.workload = bwd;
+  put_record(db, wgmma_bwd);
+  EXPECT_EQ(select_config(bwd, &db, test_env(), no_caches).spec.kind, KernelKind::kBackwardStep);
+}
+
+// A masked workload never tuned with its mask takes the unmasked shape's config with the mask's
+// flags; when that config is a wgmma kernel, whose family has no masked kernels yet
+// (runtime/ring/kernel_support.h), the documented default (mma.sync) stands in, flagged.
+TEST_F(LookupTest, AMaskedWorkloadDoesNotInheritAWgmmaWinnerItsFamilyCannotMask) {
+  Database db(path("l.db"));
+  const WorkloadKey w = test_workload();
+  Record wgmma = test_record(w, 128, 64, 4, 2, 0.6);
+  wgmma.kernel_uri = wgmma_default_for(w.dtype, w.head_dim, w.causal, w.gqa_group()).uri();
+  put_record(db, wgmma);
+  WorkloadKey masked = w;
+  masked.mask.window_left = 256;
+  const Selection s = select_config(masked, &db, test_env(), no_caches);
+  if (kernel_family_abilities(KernelKind::kForwardWgmma).key_intervals) {
+    EXPECT_EQ(s.spec.kind, KernelKind::kForwardWgmma);
+  } else {
+    EXPECT_EQ(s.spec.kind, KernelKind::kForwardStep) << s.spec.uri();
+    EXPECT_EQ(s.source, ConfigSource::kDefault);
+    EXPECT_TRUE(s.spec.key_intervals);
+    EXPECT_NE(s.reason.find("has no kernel with this mask"), std::string::npos) << s.reason;
+    EXPECT_NO_THROW(s.spec.validate());
+  }
 }
 
 }  // namespace

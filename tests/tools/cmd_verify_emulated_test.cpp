@@ -171,5 +171,18 @@ TEST_F(CmdVerifyEmulated, SpecWithoutTheProblemsMaskFeaturesIsRefused) {
   EXPECT_EQ(std::count(r.err.begin(), r.err.end(), '\n'), 1) << r.err;
 }
 
+// Issue 13: a wgmma kernel on a problem its family cannot run yet (a window needs key intervals)
+// is one line naming the kernel, what it lacks and the mma.sync family; nothing is compiled.
+TEST_F(CmdVerifyEmulated, WgmmaSpecOnAProblemItsFamilyCannotRunIsOneLine) {
+  const auto r = run_cli("verify --vectors " + vectors("mha_window16_hd64_s64.json") +
+                         " --scheme zigzag --ranks 2 --backend emulated --spec ring_fwd_wgmma_bf16_hd64_causal_gqa1_bm64_bn64_c1_s2");
+  EXPECT_EQ(r.exit_code, 2) << r.err;
+  EXPECT_NE(r.err.find("ring_fwd_wgmma_bf16_hd64_causal_gqa1_bm64_bn64_c1_s2: the wgmma family has no key intervals "
+                       "(_ivl) yet, which the problem's window needs; use a ring_fwd_ (mma.sync) kernel"),
+            std::string::npos)
+      << r.err;
+  EXPECT_EQ(std::count(r.err.begin(), r.err.end(), '\n'), 1) << r.err;
+}
+
 }  // namespace
 }  // namespace cpgen

@@ -2,6 +2,8 @@
 
 #include <set>
 
+#include "generator/kernel_spec_wgmma.h"
+#include "runtime/ring/kernel_support.h"
 #include "tuner/candidates.h"
 
 namespace cpgen::testing {
@@ -31,7 +33,12 @@ TEST(Candidates, MaskedWorkloadSearchesTheSameTilesWithTheMaskFlags) {
     WorkloadKey masked = plain;
     masked.mask.document_len = 1024;
     masked.mask.softcap = true;
-    const CandidateSet a = enumerate_candidates(plain), b = enumerate_candidates(masked);
+    // The wgmma family has no masked kernels yet (runtime/ring/kernel_support.h), so on sm_90a the
+    // plain workload's wgmma candidates have no masked counterpart; the mma.sync grid must match.
+    CandidateSet a = enumerate_candidates(plain);
+    const CandidateSet b = enumerate_candidates(masked);
+    std::erase_if(a.viable, [](const KernelSpec& s) { return s.kind == KernelKind::kForwardWgmma; });
+    std::erase_if(a.pruned, [](const PrunedCandidate& p) { return p.spec.kind == KernelKind::kForwardWgmma; });
     ASSERT_EQ(a.viable.size(), b.viable.size()) << step_type_name(step);
     ASSERT_EQ(a.pruned.size(), b.pruned.size()) << step_type_name(step);
     for (size_t i = 0; i < a.viable.size(); ++i) {
@@ -54,7 +61,7 @@ TEST(Candidates, DefaultFirstAndAtLeast24ViableForALlamaStep) {
   for (const KernelSpec& s : set.viable) {
     EXPECT_TRUE(uris.insert(s.uri()).second) << "duplicate " << s.uri();
     EXPECT_TRUE(check_feasibility(s, "sm_90a").feasible) << s.uri();
-    EXPECT_EQ(s.block_m % (16 * s.warps), 0) << s.uri();
+    if (s.kind == KernelKind::kForwardStep) EXPECT_EQ(s.block_m % (16 * s.warps), 0) << s.uri();
   }
   for (const PrunedCandidate& p : set.pruned) {
     EXPECT_FALSE(p.reason.empty()) << p.spec.uri();
@@ -159,6 +166,80 @@ TEST(Candidates, MaxCandidatesKeepsTheDefault) {
   CandidateSet set = enumerate_candidates(llama_diagonal(), 3);
   ASSERT_EQ(set.viable.size(), 3u);
   EXPECT_EQ(set.viable.front(), KernelSpec::default_for(Dtype::kBf16, 128, true, 4));
+}
+
+// On sm_90a a forward workload searches the wgmma family too: its default and every (block_n,
+// consumers, stages) of the tuning axes, after the mma.sync grid, each named by a ring_fwd_wgmma_
+// URI and feasible on sm_90a; the mma.sync default stays first (the reference every candidate is
+// checked against).
+TEST(Candidates, Sm90aForwardWorkloadsAlsoSearchTheWgmmaFamily) {
+  const WorkloadKey w = llama_diagonal();
+  const CandidateSet set = enumerate_candidates(w);
+  EXPECT_EQ(set.viable.front(), KernelSpec::default_for(Dtype::kBf16, 128, true, 4));
+  std::set<std::string> wgmma;
+  bool mma_after_wgmma = false;
+  for (const KernelSpec& s : set.viable) {
+    if (s.kind != KernelKind::kForwardWgmma) {
+      mma_after_wgmma = mma_after_wgmma || !wgmma.empty();
+      continue;
+    }
+    EXPECT_EQ(s.uri().rfind("ring_fwd_wgmma_bf16_hd128_causal_gqa4_", 0), 0u) << s.uri();
+    EXPECT_TRUE(check_feasibility(s, "sm_90a").feasible) << s.uri();
+    wgmma.insert(s.uri());
+  }
+  EXPECT_FALSE(mma_after_wgmma) << "the wgmma candidates follow the mma.sync grid";
+  EXPECT_TRUE(wgmma.count(wgmma_default_for(Dtype::kBf16, 128, true, 4).uri()));
+  // Every axis value is searched, viable or pruned with a reason.
+  std::set<std::string> listed = wgmma;
+  for (const PrunedCandidate& p : set.pruned)
+    if (p.spec.kind == KernelKind::kForwardWgmma) {
+      EXPECT_FALSE(p.reason.empty()) << p.spec.uri();
+      listed.insert(p.spec.uri());
+    }
+  for (int consumers : kTuneWgmmaConsumers)
+    for (int bn : kTuneWgmmaBlockN)
+      for (int stages : kTuneWgmmaStages) {
+        const std::string uri = "ring_fwd_wgmma_bf16_hd128_causal_gqa4_bm" + std::to_string(64 * consumers) + "_bn" +
+                                std::to_string(bn) + "_c" + std::to_string(consumers) + "_s" + std::to_string(stages);
+        EXPECT_TRUE(listed.count(uri)) << uri;
+      }
+  EXPECT_GE(wgmma.size(), 8u);
+}
+
+// Where the family cannot run the workload as it is timed, no wgmma candidate appears: another
+// arch, a head dim or group it lacks, a mask it lacks, the zigzag query-half step (timed over a
+// query view, which the family cannot launch over), and backward workloads.
+TEST(Candidates, NoWgmmaCandidatesWhereTheFamilyCannotRunTheWorkload) {
+  auto count_wgmma = [](const WorkloadKey& w) {
+    int n = 0;
+    const CandidateSet set = enumerate_candidates(w);
+    for (const KernelSpec& s : set.viable) n += s.kind == KernelKind::kForwardWgmma;
+    for (const PrunedCandidate& p : set.pruned) n += p.spec.kind == KernelKind::kForwardWgmma;
+    return n;
+  };
+  ASSERT_GT(count_wgmma(llama_diagonal()), 0);
+  WorkloadKey w = llama_diagonal();
+  w.arch = "sm_90";
+  EXPECT_EQ(count_wgmma(w), 0) << "sm_90 (not sm_90a)";
+  w = llama_diagonal();
+  w.head_dim = 256;
+  EXPECT_EQ(count_wgmma(w), 0) << "head dim 256";
+  w = llama_diagonal();
+  w.q_heads = 32;
+  w.kv_heads = 2;  // group 16
+  EXPECT_EQ(count_wgmma(w), 0) << "group 16";
+  w = llama_diagonal();
+  w.mask.window_left = 128;
+  EXPECT_EQ(count_wgmma(w) > 0, kernel_family_abilities(KernelKind::kForwardWgmma).key_intervals) << "a window";
+  w = llama_diagonal();
+  w.mask.softcap = true;
+  EXPECT_EQ(count_wgmma(w) > 0, kernel_family_abilities(KernelKind::kForwardWgmma).softcap) << "a softcap";
+  w = llama_diagonal();
+  w.step = StepType::kZigzagQHalf;
+  EXPECT_EQ(count_wgmma(w) > 0, kernel_family_abilities(KernelKind::kForwardWgmma).query_view) << "q-half";
+  w.step = StepType::kZigzagKvHalf;
+  EXPECT_GT(count_wgmma(w), 0) << "kv-half";
+  EXPECT_EQ(count_wgmma(llama_backward_diagonal()), 0) << "backward";
 }
 
 }  // namespace

@@ -4,6 +4,7 @@
 #include <gtest/gtest.h>
 
 #include "../cache/cache_fixtures.h"
+#include "generator/kernel_spec_wgmma.h"
 #include "runtime/jit/jit.h"
 #include "runtime/cuda/module.h"
 #include "test_util.h"
@@ -59,6 +60,35 @@ TEST(GpuTimer, VerifiesThenTimesAndCatchesAWrongKernel) {
       }
       timer.end_workload();
     }
+  }
+}
+
+// Issue 13: on an sm_90a device the timer runs wgmma candidates through the ring's own launch
+// (tensor maps included): each is checked element by element against the mma.sync reference,
+// then timed, and a wgmma kernel ignoring the causal mask is caught.
+TEST(GpuTimer, TimesWgmmaCandidatesAgainstTheMmaSyncReference) {
+  CPGEN_REQUIRE_GPU();
+  const std::string arch = device_arch(0);
+  if (arch != kWgmmaArch) GTEST_SKIP() << "the wgmma family needs sm_90a; device 0 is " << arch;
+  for (Dtype dtype : {Dtype::kBf16, Dtype::kFp16}) {
+    WorkloadKey w = small(dtype, StepType::kDiagonal);
+    w.arch = arch;
+    const KernelSpec reference = KernelSpec::default_for(dtype, 64, true, 4);
+    GpuTimer timer(0);
+    const TimingOutcome ref = timer.begin_workload(w, reference, compile_kernel(reference, arch, nullptr));
+    ASSERT_EQ(ref.disposition, Disposition::kOk) << ref.detail;
+    for (const char* tile : {"bm128_bn128_c2_s2", "bm64_bn64_c1_s3"}) {
+      const KernelSpec wgmma = KernelSpec::parse(std::string("ring_fwd_wgmma_") + std::string(dtype_name(dtype)) +
+                                                 "_hd64_causal_gqa4_" + tile);
+      const TimingOutcome t = timer.measure(wgmma, compile_kernel(wgmma, arch, nullptr), 2, 20);
+      ASSERT_EQ(t.disposition, Disposition::kOk) << wgmma.uri() << ": " << t.detail;
+      ASSERT_EQ(t.samples_ms.size(), 20u);
+      for (double ms : t.samples_ms) EXPECT_GT(ms, 0);
+    }
+    KernelSpec unmasked = wgmma_default_for(dtype, 64, false, 4);
+    const TimingOutcome wrong = timer.measure(unmasked, compile_kernel(unmasked, arch, nullptr), 2, 20);
+    EXPECT_EQ(wrong.disposition, Disposition::kWrongResult) << "an unmasked wgmma kernel passed the diagonal check";
+    timer.end_workload();
   }
 }
 

@@ -128,6 +128,44 @@ TEST_F(TunerTest, FastestVerifiedCandidateWinsAndIsSelected) {
   EXPECT_EQ(s.spec.uri(), best_uri);
 }
 
+// Issue 13: on sm_90a the wgmma candidates go through the same steps as the mma.sync ones: without
+// a GPU they are compiled and recorded not-timed; with one they are verified and timed, and the
+// faster family wins the record that selection then takes.
+TEST_F(TunerTest, WgmmaCandidatesAreCompiledRecordedAndWinWhenFaster) {
+  auto is_wgmma = [](const std::string& uri) { return uri.rfind("ring_fwd_wgmma_", 0) == 0; };
+  TuneOptions o = quiet_options();
+  o.backward = false;
+  {
+    Database db(path("compile.db"));
+    FakeCompiler compiler;
+    Tuner tuner(db, o, compiler.fn(), nullptr, nullptr, test_env());
+    const TuneReport report = tuner.tune({small_problem(4096, Scheme::kContiguous)}, kH200);
+    ASSERT_FALSE(report.workloads.empty());
+    int wgmma_not_timed = 0;
+    for (const Record& r : records_for(db, report.workloads[0].workload))
+      if (is_wgmma(r.kernel_uri)) {
+        EXPECT_TRUE(r.disposition == Disposition::kNotTimed || r.disposition == Disposition::kInfeasible)
+            << r.kernel_uri << " " << disposition_name(r.disposition);
+        wgmma_not_timed += r.disposition == Disposition::kNotTimed;
+      }
+    EXPECT_GE(wgmma_not_timed, 8) << "the wgmma candidates are compiled and recorded untimed";
+  }
+  Database db(path("timed.db"));
+  FakeCompiler compiler;
+  FakeTimer timer;
+  timer.ms_of = [&](const KernelSpec& spec) { return is_wgmma(spec.uri()) ? 0.5 + 0.01 * spec.stages : 1.0; };
+  Tuner tuner(db, o, compiler.fn(), &timer, nullptr, test_env());
+  const TuneReport report = tuner.tune({small_problem(4096, Scheme::kContiguous)}, kH200);
+  const WorkloadResult& diag = report.workloads[0];
+  ASSERT_TRUE(diag.winner);
+  EXPECT_TRUE(is_wgmma(diag.winner->kernel_uri)) << diag.winner->kernel_uri;
+  EXPECT_EQ(timer.reference_uri, KernelSpec::default_for(Dtype::kBf16, 128, true, 4).uri())
+      << "the mma.sync default stays the reference";
+  const Selection s = select_config(diag.workload, &db, test_env(), PretunedCaches{});
+  EXPECT_EQ(s.spec.uri(), diag.winner->kernel_uri);
+  EXPECT_EQ(s.spec.kind, KernelKind::kForwardWgmma);
+}
+
 TEST_F(TunerTest, BrokenReferenceMeansNoWinner) {
   Database db(path("t.db"));
   FakeCompiler compiler;

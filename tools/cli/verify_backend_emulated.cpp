@@ -11,6 +11,7 @@
 #include <vector>
 
 #include "cpgen/error.h"
+#include "generator/kernel_spec_wgmma.h"
 #include "runtime/api/kernel_select.h"
 #include "runtime/backend/emulated_ring.h"
 #include "runtime/ring/kernel_support.h"
@@ -48,7 +49,7 @@ std::vector<std::pair<StepType, KernelSpec>> specs_from_options(const Problem& p
     } catch (const Error& e) {
       throw_bad_input("--spec '" + value + "': " + e.what());
     }
-    if (spec.kind != KernelKind::kForwardStep)
+    if (spec.kind != KernelKind::kForwardStep && spec.kind != KernelKind::kForwardWgmma)
       throw_bad_input("--spec '" + value + "': not a forward step kernel (the emulated backend checks the forward)");
     if (spec.dtype != p.dtype || spec.head_dim != p.head_dim || spec.causal != p.causal ||
         spec.gqa_group != p.q_heads / p.kv_heads)
@@ -57,6 +58,9 @@ std::vector<std::pair<StepType, KernelSpec>> specs_from_options(const Problem& p
                       std::to_string(spec.gqa_group) + ", the problem is " + std::string(dtype_name(p.dtype)) +
                       " hd" + std::to_string(p.head_dim) + (p.causal ? " causal" : " full") + " group " +
                       std::to_string(p.q_heads / p.kv_heads));
+    // A family without a feature the problem needs (the wgmma family's masks: kernel_support.h).
+    if (const std::string why = kernel_family_refusal(spec, p); !why.empty())
+      throw_bad_input("--spec '" + value + "': " + why);
     // The mask features are part of what a kernel computes: a window or documents need the key
     // intervals (_ivl), a softcap needs _cap, and a kernel with them on a problem without would
     // read interval tables the backend does not pass.
@@ -123,8 +127,12 @@ VerifyReport run_emulated(const VerifyRequest& r) {
     backward.convert = KernelSpec::backward_convert(p.dtype, static_cast<int>(p.head_dim));
     backward.dout.assign(vec.dout.begin(), vec.dout.end());
   }
-  EmulatedRingResult ring = run_emulated_ring(p, per_step, kSelectionArch, q, k, v, default_kernel_store(),
-                                              run_backward ? &backward : nullptr);
+  // The wgmma family is feasible on sm_90a only; the mma.sync kernels fit sm_90a as they fit sm_90.
+  bool any_wgmma = false;
+  for (const auto& entry : per_step) any_wgmma = any_wgmma || entry.second.kind == KernelKind::kForwardWgmma;
+  const std::string arch(any_wgmma ? kWgmmaArch : std::string_view(kSelectionArch));
+  EmulatedRingResult ring =
+      run_emulated_ring(p, per_step, arch, q, k, v, default_kernel_store(), run_backward ? &backward : nullptr);
   VerifyReport report;
   bool one_kernel = true;
   for (const auto& entry : per_step) one_kernel = one_kernel && entry.second == per_step.front().second;

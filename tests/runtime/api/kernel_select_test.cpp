@@ -15,6 +15,7 @@
 #include "cache/records.h"
 #include "cpgen/error.h"
 #include "cpgen/ring_attention.h"
+#include "generator/kernel_spec_wgmma.h"
 #include "runtime/api/gpu_ring_run.h"
 #include "runtime/ring/reference.h"
 #include "tests/cache/cache_fixtures.h"
@@ -110,6 +111,36 @@ TEST_F(KernelSelectTest, RuntimePicksTheTunedWinnerAndExplainSaysTheSame) {
     EXPECT_EQ(steps[i]["kernel"], sel.steps[i].selection.spec.uri()) << i;
     EXPECT_EQ(steps[i]["source"], config_source_name(sel.steps[i].selection.source)) << i;
   }
+}
+
+// Issue 13: a tuned winner of the sm_90a wgmma family is selected like any other, and explain
+// names it (its URI says wgmma) with the database as its source; the step types without a record
+// keep the documented default, which on sm_90a stays the mma.sync family.
+TEST_F(KernelSelectTest, AWgmmaWinnerIsSelectedAndExplained) {
+  const Problem p = zigzag_problem();
+  const WorkloadKey diag = workload_for(p, StepType::kDiagonal, device);
+  const KernelSpec wgmma = wgmma_default_for(p.dtype, static_cast<int>(p.head_dim), p.causal,
+                                             static_cast<int>(p.gqa_group()));
+  {
+    Database db(path("t.db"));
+    Record r = test_record(diag, 128, 64, 4, 2, 0.4, Disposition::kOk, here);
+    r.kernel_uri = wgmma.uri();
+    put_record(db, r);
+    db.transaction([&] { pin_winner(db, diag, {wgmma.uri(), 0.4, here.key(), "tune"}); });
+  }
+  const RingKernelSelection sel = select_ring_kernels(p, path("t.db"), kArch, 0);
+  const Selection& d = sel.for_step(StepType::kDiagonal).selection;
+  EXPECT_EQ(d.source, ConfigSource::kDatabaseExact) << d.reason;
+  EXPECT_EQ(d.spec, wgmma);
+  const Selection& q = sel.for_step(StepType::kZigzagQHalf).selection;
+  EXPECT_EQ(q.spec.kind, KernelKind::kForwardStep) << "the default for sm_90a stays mma.sync: " << q.spec.uri();
+
+  CliResult r = run_cli("explain --json --arch " + std::string(kArch) + " --db " + path("t.db") + " --shape " + kShapeJson);
+  ASSERT_EQ(r.exit_code, 0) << r.err;
+  const nlohmann::json steps = nlohmann::json::parse(r.out)["shapes"][0]["steps"];
+  ASSERT_FALSE(steps.empty());
+  EXPECT_EQ(steps[0]["kernel"], wgmma.uri());
+  EXPECT_EQ(steps[0]["source"], config_source_name(ConfigSource::kDatabaseExact));
 }
 
 // A tuned backward winner is selected for its bwd- step type only, and explain shows it among the

@@ -1,0 +1,121 @@
+// The sm_90a wgmma family on a GPU (issue 13), through the same path a tuned ring takes: a tuning
+// database whose pinned winners are wgmma kernels, RingAttention's selection, the loopback ring,
+// the maps from cuTensorMapEncodeTiled (runtime/cuda/tensor_map.h). Format-1 vectors of every set
+// the family supports (head dim 64/128, GQA 1-8) over zigzag rings of 2 and 4 in bf16 and fp16;
+// format-2 vectors too, where selection must fall back to the mma.sync family for the masks the
+// wgmma family lacks (runtime/ring/kernel_support.h) and the results must still match. Needs an
+// sm_90a GPU (Hopper); skips elsewhere.
+#include <gtest/gtest.h>
+
+#include <algorithm>
+#include <iterator>
+
+#include "cache/database.h"
+#include "cache/environment.h"
+#include "cache/records.h"
+#include "cpgen/error.h"
+#include "generator/kernel_spec_wgmma.h"
+#include "runtime/api/gpu_ring_run.h"
+#include "runtime/cuda/module.h"
+#include "runtime/ring/kernel_support.h"
+#include "runtime/ring/partition.h"
+#include "runtime/ring/vectors.h"
+#include "test_util.h"
+#include "tests/cache/cache_fixtures.h"
+#include "tests/runtime/api/gpu_ring_check.h"
+
+namespace cpgen::testing {
+namespace {
+
+constexpr const char* kArch = "sm_90a";
+
+bool family_has(const AttentionVectors& vec) {
+  const auto has = [](const auto& table, int64_t value) {
+    return std::find(std::begin(table), std::end(table), value) != std::end(table);
+  };
+  return has(kSupportedWgmmaHeadDims, vec.shape.head_dim) &&
+         has(kSupportedWgmmaGqaGroups, vec.shape.q_heads / vec.shape.kv_heads);
+}
+
+bool partitionable(Scheme s, int64_t seq_len, int n) {
+  try {
+    check_partitionable(s, seq_len, n);
+    return true;
+  } catch (const Error&) {
+    return false;
+  }
+}
+
+class GpuRingWgmma : public TempDirTest {
+ protected:
+  // Pins the wgmma default as the winner of every forward workload of `p` (and of its unmasked
+  // shape) in a fresh database.
+  std::string database_with_wgmma_winners(const Problem& p) {
+    const std::string db_path = path("wgmma-" + std::to_string(++databases_) + ".db");
+    const Environment env = current_environment(0);
+    const DeviceClass device = device_class_for(kArch, 0);
+    const KernelSpec spec =
+        wgmma_default_for(p.dtype, static_cast<int>(p.head_dim), p.causal, static_cast<int>(p.gqa_group()));
+    Database db(db_path);
+    std::vector<WorkloadKey> workloads;
+    for (const WorkloadKey& w : workloads_for(p, device)) {
+      // A masked workload's unmasked shape too: selection hands its winner on to the mask when
+      // the family can mask (cache/lookup.h).
+      workloads.push_back(w);
+      if (w.mask.any()) workloads.push_back(w.unmasked());
+    }
+    for (const WorkloadKey& w : workloads) {
+      Record r = test_record(w, 128, 64, 4, 2, 0.1, Disposition::kOk, env);
+      r.kernel_uri = spec.uri();
+      put_record(db, r);
+      db.transaction([&] { pin_winner(db, w, {spec.uri(), 0.1, env.key(), "test"}); });
+    }
+    return db_path;
+  }
+
+  void run(const std::vector<std::string>& files) {
+    CPGEN_REQUIRE_GPU();
+    if (device_arch(0) != kArch) GTEST_SKIP() << "the wgmma family needs sm_90a; device 0 is " << device_arch(0);
+    int runs = 0;
+    for (const std::string& file : files) {
+      const AttentionVectors vec = load_attention_vectors(file);
+      if (!family_has(vec)) continue;
+      const std::vector<float> q(vec.q.begin(), vec.q.end()), k(vec.k.begin(), vec.k.end()),
+          v(vec.v.begin(), vec.v.end());
+      for (int n : {2, 4})
+        for (Dtype dtype : {Dtype::kBf16, Dtype::kFp16}) {
+          const Scheme scheme = partitionable(Scheme::kZigzag, vec.seq_len, n) ? Scheme::kZigzag : Scheme::kContiguous;
+          if (!partitionable(scheme, vec.seq_len, n)) continue;
+          const Problem p = problem_from_vectors(vec, n, scheme, dtype);
+          RingOptions options;
+          options.database_path = database_with_wgmma_winners(p);
+          options.arch = kArch;
+          const gpu::GpuRingResult r = gpu::run_gpu_ring_loopback(p, q, k, v, options);
+          const std::string what = vector_case_name(file) + " N=" + std::to_string(n) + " " +
+                                   std::string(scheme_name(scheme)) + " " + std::string(dtype_name(dtype)) +
+                                   " kernel " + r.kernel_uri;
+          // Ring step 0 runs the wgmma winner unless the family cannot mask this problem.
+          const bool wgmma_can =
+              kernel_family_refusal(
+                  wgmma_default_for(dtype, static_cast<int>(p.head_dim), p.causal, static_cast<int>(p.gqa_group())), p)
+                  .empty();
+          EXPECT_EQ(r.kernel_uri.find("wgmma") != std::string::npos, wgmma_can) << what;
+          expect_close_to(r.out, r.lse, vec.out, vec.lse, p.head_dim, what);
+          ++runs;
+        }
+    }
+    EXPECT_GT(runs, 0);
+  }
+
+ private:
+  int databases_ = 0;
+};
+
+TEST_F(GpuRingWgmma, LoopbackReproducesTheFormat1Vectors) { run(vector_files()); }
+
+TEST_F(GpuRingWgmma, LoopbackReproducesTheFormat2VectorsFallingBackWhereTheFamilyCannotMask) {
+  run(vector_files_v2());
+}
+
+}  // namespace
+}  // namespace cpgen::testing

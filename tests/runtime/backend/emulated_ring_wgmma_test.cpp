@@ -1,0 +1,128 @@
+// The sm_90a wgmma family through the emulated backend (issue 13): the same KernelRingBackend,
+// launches and params as on the GPU, with the tensor maps built by wgmma_params and the kernel
+// compiled by the host JIT. Acceptance on the CPU: zigzag rings of 2 and 4 reproduce the format-1
+// vectors of every set (the in-repo set and ../shared/vectors where present) within 2e-2, under
+// the emulator's sanitizer (a finding fails the launch), outputs poisoned first.
+//
+// Kernels: one bf16 and one fp16 (head dim 64, causal, GQA 1, one consumer warpgroup, 64-key
+// tiles), so the vectors of that shape run; each distinct kernel is a host compile of seconds.
+// The zigzag query-half steps run at full size (the family has no query views yet), so a wrong
+// state pitch would show as a wrong result here.
+#include <gtest/gtest.h>
+
+#include <algorithm>
+#include <cmath>
+#include <iterator>
+#include <string>
+#include <vector>
+
+#include "cpgen/error.h"
+#include "generator/kernel_spec_wgmma.h"
+#include "runtime/backend/emulated_ring.h"
+#include "runtime/ring/kernel_support.h"
+#include "runtime/ring/partition.h"
+#include "runtime/ring/vectors.h"
+#include "test_util.h"
+#include "tests/runtime/backend/emulated_test_util.h"
+
+namespace cpgen {
+namespace {
+
+using testing::as_float;
+using testing::emulated_store;
+using testing::relative;
+
+constexpr const char* kWgmmaTestArch = "sm_90a";
+
+KernelSpec wgmma_spec(Dtype dtype) {
+  return KernelSpec::parse(std::string("ring_fwd_wgmma_") + (dtype == Dtype::kBf16 ? "bf16" : "fp16") +
+                           "_hd64_causal_gqa1_bm64_bn64_c1_s2");
+}
+
+// Whether the test's kernels compute this case: head dim 64, causal, one query head per kv head,
+// and no mask the family lacks (a format-1 window needs key intervals).
+bool runs_case(const AttentionVectors& vec) {
+  const KernelSpec s = wgmma_spec(Dtype::kBf16);
+  return vec.shape.head_dim == s.head_dim && vec.shape.causal == s.causal &&
+         vec.shape.q_heads == vec.shape.kv_heads * s.gqa_group &&
+         kernel_family_refusal(s, problem_from_vectors(vec, 1, Scheme::kContiguous, Dtype::kBf16)).empty();
+}
+
+bool partitionable(Scheme scheme, int64_t seq_len, int n) {
+  try {
+    check_partitionable(scheme, seq_len, n);
+    return true;
+  } catch (const Error&) {
+    return false;
+  }
+}
+
+double lse_max_abs(const std::vector<float>& got, const std::vector<double>& want) {
+  double worst = 0;
+  for (size_t i = 0; i < got.size() && i < want.size(); ++i) {
+    const double err = std::isinf(want[i]) && got[i] == want[i] ? 0 : std::abs(got[i] - want[i]);
+    worst = std::isnan(err) || std::isnan(worst) ? NAN : std::max(worst, err);
+  }
+  return worst;
+}
+
+TEST(EmulatedRingWgmma, ZigzagRingsOfTwoAndFourReproduceTheFormat1Vectors) {
+  int runs = 0;
+  for (const std::string& file : testing::vector_files()) {
+    const AttentionVectors vec = load_attention_vectors(file);
+    if (!runs_case(vec)) continue;
+    for (Dtype dtype : {Dtype::kBf16, Dtype::kFp16})
+      for (int n : {2, 4}) {
+        if (!partitionable(Scheme::kZigzag, vec.seq_len, n)) continue;
+        const Problem p = problem_from_vectors(vec, n, Scheme::kZigzag, dtype);
+        const KernelSpec spec = wgmma_spec(dtype);
+        const std::string what = testing::vector_case_name(file) + " " + std::string(dtype_name(dtype)) +
+                                 " N=" + std::to_string(n) + " " + spec.uri();
+        SCOPED_TRACE(what);
+        ASSERT_EQ(kernel_family_refusal(spec, p), "");
+        std::vector<std::pair<StepType, KernelSpec>> per_step;
+        for (StepType step : step_types_for(p)) per_step.emplace_back(step, spec);
+        try {
+          const EmulatedRingResult got = run_emulated_ring(p, per_step, kWgmmaTestArch, as_float(vec.q),
+                                                           as_float(vec.k), as_float(vec.v), emulated_store());
+          EXPECT_EQ(got.launches, n * n) << "every step of a causal zigzag ring launches";
+          EXPECT_LT(relative(got.out, vec.out), testing::kEmulatedLimit);
+          EXPECT_LT(lse_max_abs(got.lse, vec.lse), testing::kEmulatedLimit);
+        } catch (const Error& e) {
+          ADD_FAILURE() << e.what();
+        }
+        ++runs;
+      }
+  }
+  // The in-repo set alone holds two such cases (mha_causal_hd64_s64 and its large-logits twin).
+  EXPECT_GE(runs, 2 * 2 * 2);
+}
+
+// Format 2 adds documents, windows and softcaps, none of which the family has yet
+// (kernel_support.h): every format-2 case of a head dim and group the family has is refused by
+// the one rule, in one line pointing at the mma.sync family. When the family grows one of them,
+// this test fails for the cases it then allows, which must get a ring run here.
+TEST(EmulatedRingWgmma, Format2VectorsAreRefusedWhileTheFamilyHasNoMasks) {
+  int refused = 0;
+  for (const std::string& file : testing::vector_files_v2()) {
+    const AttentionVectors vec = load_attention_vectors(file);
+    const int group = static_cast<int>(vec.shape.q_heads / vec.shape.kv_heads);
+    const auto has = [](const auto& table, int value) {
+      return std::find(std::begin(table), std::end(table), value) != std::end(table);
+    };
+    if (!has(kSupportedWgmmaHeadDims, static_cast<int>(vec.shape.head_dim)) || !has(kSupportedWgmmaGqaGroups, group))
+      continue;
+    const Problem p = problem_from_vectors(vec, 2, Scheme::kContiguous, Dtype::kBf16);
+    const KernelSpec spec = wgmma_default_for(Dtype::kBf16, static_cast<int>(p.head_dim), p.causal, group);
+    const std::string why = kernel_family_refusal(spec, p);
+    SCOPED_TRACE(testing::vector_case_name(file));
+    EXPECT_NE(why, "") << "the wgmma family now runs this case: give it a ring run here";
+    EXPECT_EQ(why.find('\n'), std::string::npos) << why;
+    EXPECT_NE(why.find("mma.sync"), std::string::npos) << why;
+    ++refused;
+  }
+  EXPECT_GE(refused, 2) << "the in-repo v2 set has two hd64 cases";
+}
+
+}  // namespace
+}  // namespace cpgen

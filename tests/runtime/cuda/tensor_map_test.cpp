@@ -1,0 +1,52 @@
+// The driver's tensor map encoder (runtime/cuda/tensor_map.h): without a driver it reports why in
+// one line instead of throwing (the mma.sync family never needs it); on a GPU it encodes the
+// template's descriptions of a real launch, and a stride TMA cannot take comes back as the
+// driver's refusal.
+#include "runtime/cuda/tensor_map.h"
+
+#include <gtest/gtest.h>
+
+#include "runtime/cuda/cuda_driver.h"
+#include "runtime/cuda/device_buffer.h"
+#include "runtime/cuda/module.h"
+#include "test_util.h"
+
+namespace cpgen {
+namespace {
+
+TmaMapDescription kv_description(const void* data) {
+  RingFwdParams p{};
+  p.k = data;
+  p.batch = 1;
+  p.kv_heads = 2;
+  p.kv_len = 100;
+  p.k_row_stride = 128;
+  p.k_head_stride = 100 * 128;
+  p.k_batch_stride = 2 * 100 * 128;
+  return device::kv_map_description(p, false, true, 128, 64);
+}
+
+TEST(DriverTensorMap, WithoutADriverTheReasonIsOneLine) {
+  if (cu::try_driver()) GTEST_SKIP() << "a CUDA driver is present (see EncodesOnAGpu)";
+  alignas(16) static unsigned char data[16];
+  device::TmaMap map{};
+  const std::string why = cu::encode_driver_tma_map(kv_description(data), &map);
+  EXPECT_FALSE(why.empty());
+  EXPECT_EQ(why.find('\n'), std::string::npos) << why;
+}
+
+TEST(DriverTensorMap, EncodesOnAGpuAndPassesTheDriversRefusalOn) {
+  CPGEN_REQUIRE_GPU();
+  if (!cu::driver().cuTensorMapEncodeTiled) GTEST_SKIP() << "the driver has no cuTensorMapEncodeTiled";
+  use_primary_context(0);
+  DeviceBuffer k(0, 2 * 100 * 128 * 2);
+  device::TmaMap map{};
+  EXPECT_EQ(cu::encode_driver_tma_map(kv_description(k.as<void>()), &map), "");
+  TmaMapDescription bad = kv_description(k.as<void>());
+  bad.strides[0] = 8;  // not a multiple of 16 bytes
+  const std::string why = cu::encode_driver_tma_map(bad, &map);
+  EXPECT_NE(why.find("cuTensorMapEncodeTiled failed"), std::string::npos) << why;
+}
+
+}  // namespace
+}  // namespace cpgen

@@ -1,0 +1,73 @@
+// The one rule of what each forward kernel family runs (runtime/ring/kernel_support.h): the
+// mma.sync family runs every problem, the sm_90a wgmma family no key intervals or softcap yet and
+// no query view, and a refusal is one line naming the kernel, what it lacks and what to use.
+#include "runtime/ring/kernel_support.h"
+
+#include <gtest/gtest.h>
+
+#include "generator/kernel_spec_wgmma.h"
+
+namespace cpgen {
+namespace {
+
+Problem causal_problem() {
+  Problem p;
+  p.q_heads = 2;
+  p.kv_heads = 2;
+  p.head_dim = 64;
+  p.seq_len = 64;
+  p.cp_size = 2;
+  p.dtype = Dtype::kBf16;
+  p.causal = true;
+  return p;
+}
+
+TEST(KernelSupport, TheMmaSyncFamilyRunsEveryMaskAndQueryViews) {
+  const KernelFamilyAbilities a = kernel_family_abilities(KernelKind::kForwardStep);
+  EXPECT_TRUE(a.key_intervals);
+  EXPECT_TRUE(a.softcap);
+  EXPECT_TRUE(a.query_view);
+  Problem p = causal_problem();
+  p.window_left = 8;
+  p.softcap = 30;
+  KernelSpec spec = KernelSpec::default_for(p.dtype, 64, true, 1);
+  spec.key_intervals = spec.softcap = true;
+  EXPECT_EQ(kernel_family_refusal(spec, p), "");
+}
+
+TEST(KernelSupport, TheWgmmaFamilyRefusesMasksItLacksInOneLine) {
+  const KernelFamilyAbilities a = kernel_family_abilities(KernelKind::kForwardWgmma);
+  EXPECT_FALSE(a.query_view) << "the wgmma kernel writes its state at q_len's pitch";
+  const KernelSpec spec = wgmma_default_for(Dtype::kBf16, 64, true, 1);
+  Problem p = causal_problem();
+  EXPECT_EQ(kernel_family_refusal(spec, p), "") << "a causal problem runs";
+
+  p.window_left = 8;
+  std::string why = kernel_family_refusal(spec, p);
+  if (a.key_intervals) {
+    EXPECT_EQ(why, "");
+  } else {
+    EXPECT_NE(why.find(spec.uri()), std::string::npos) << why;
+    EXPECT_NE(why.find("key intervals (_ivl)"), std::string::npos) << why;
+    EXPECT_NE(why.find("window"), std::string::npos) << why;
+    EXPECT_NE(why.find("mma.sync"), std::string::npos) << why;
+    EXPECT_EQ(why.find('\n'), std::string::npos);
+  }
+
+  p.window_left = -1;
+  p.softcap = 30;
+  why = kernel_family_refusal(spec, p);
+  if (a.softcap) {
+    EXPECT_EQ(why, "");
+  } else {
+    EXPECT_NE(why.find("softcap (_cap)"), std::string::npos) << why;
+  }
+
+  p.softcap = 0;
+  p.documents = {32, 32};
+  why = kernel_family_refusal(spec, p);
+  if (!a.key_intervals) EXPECT_NE(why.find("documents"), std::string::npos) << why;
+}
+
+}  // namespace
+}  // namespace cpgen
