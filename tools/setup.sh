@@ -49,12 +49,14 @@ cpgen_build() {
 cpgen_fetch_sass_tools() {
   local dir="$BUILD_DIR/cuda-tools" major
   if command -v cuobjdump >/dev/null 2>&1 || [ -x "$(dirname "$(command -v nvcc)")/cuobjdump" ] ||
-     [ -n "$(find "$dir" -name cuobjdump -type f 2>/dev/null | head -n 1)" ]; then
+     { [ -n "$(find "$dir" -name cuobjdump -type f 2>/dev/null | head -n 1)" ] &&
+       [ -n "$(find "$dir" -name nvdisasm -type f 2>/dev/null | head -n 1)" ]; }; then
     return 0
   fi
   major=$(nvcc --version | sed -n 's/.*release \([0-9]*\)\..*/\1/p')
-  if ! PIP_BREAK_SYSTEM_PACKAGES=1 python3 -m pip install --quiet --disable-pip-version-check --no-deps \
-       --target "$dir" "nvidia-cuda-cuobjdump==${major}.*" "nvidia-cuda-nvdisasm==${major}.*" >/dev/null 2>&1; then
+  # Bounded: an unreachable index must not hold up the build (pip would retry for minutes).
+  if ! PIP_BREAK_SYSTEM_PACKAGES=1 timeout 180 python3 -m pip install --quiet --disable-pip-version-check \
+       --timeout 20 --retries 1 --no-deps --target "$dir" "nvidia-cuda-cuobjdump==${major}.*" "nvidia-cuda-nvdisasm==${major}.*" >/dev/null 2>&1; then
     echo "cpgen: cuobjdump/nvdisasm not found and not fetched from PyPI (nvidia-cuda-cuobjdump, nvidia-cuda-nvdisasm); the SASS test will skip" >&2
   fi
 }
