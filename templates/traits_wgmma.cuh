@@ -51,8 +51,10 @@ CPGEN_HOST_DEVICE constexpr WgmmaFwdLayout wgmma_fwd_layout(int head_dim, int bl
   return l;
 }
 
+// kKeyIntervalsV and kSoftcapV are the mask features of FwdTraits (traits.cuh), with the same
+// meaning: per-query key intervals (q_key_first/q_key_last) and a logit softcap.
 template <typename ElementT, int kHeadDimV, int kBlockMV, int kBlockNV, int kConsumersV, int kStagesV, bool kCausalV,
-          int kGroupV>
+          int kGroupV, bool kKeyIntervalsV = false, bool kSoftcapV = false>
 struct WgmmaFwdTraits {
   using Element = ElementT;
   static constexpr int kHeadDim = kHeadDimV;
@@ -62,7 +64,8 @@ struct WgmmaFwdTraits {
   static constexpr int kStages = kStagesV;  // K/V tiles in the shared ring
   static constexpr bool kCausal = kCausalV;
   static constexpr int kGroup = kGroupV;
-  static constexpr bool kKeyIntervals = false;  // the step_fwd.cuh mask features are not here yet
+  static constexpr bool kKeyIntervals = kKeyIntervalsV;
+  static constexpr bool kSoftcap = kSoftcapV;
   static constexpr WgmmaFwdLayout kLayout = wgmma_fwd_layout(kHeadDim, kBlockM, kBlockN, kConsumers, kStages);
 
   static constexpr int kThreads = kLayout.threads;
