@@ -1,9 +1,12 @@
 // The sm_90a forward step kernel (templates/step_fwd_wgmma.cuh) run on the CPU by the CUDA
 // emulator with its Hopper primitives: TMA loads from tensor maps built from the template's own
 // map descriptions, mbarrier rings, wgmma from descriptors and registers, all checked by the
-// sanitizer. Zigzag rings of 1, 2 and 4 ranks against float64, outputs and state poisoned first.
-// Problems are the smallest that still run several key tiles, wrap the stage ring and leave a
-// partial last tile: each wgmma is emulated element by element.
+// sanitizer. Zigzag, striped and contiguous rings of 1 to 4 ranks against float64, outputs and
+// state poisoned first; the mask contract (key intervals for windows and documents, softcap,
+// unequal shards, bshd strides, query views through state_len) with every launch's TMA reads
+// checked against the key tiles the contract lets a block load. Problems are the smallest that
+// still run several key tiles, wrap the stage ring and leave a partial last tile: each wgmma is
+// emulated element by element, and each kernel instantiation costs seconds of build time.
 #include <gtest/gtest.h>
 
 #include <algorithm>
