@@ -126,6 +126,8 @@ void validate_wgmma(const KernelSpec& s, std::string_view where) {
   }
 }
 
+constexpr int kWgmmaAccumulatorBudget = 160;  // WgmmaFwdTraits::kAccumulatorBudget
+
 // Mirrors templates/traits_wgmma.cuh (wgmma_fwd_layout and WgmmaFwdTraits' static_asserts);
 // tests/generator/kernel_spec_wgmma_test.cpp compares the two.
 Feasibility check_wgmma_feasibility(const KernelSpec& spec, std::string_view arch) {
@@ -143,9 +145,9 @@ Feasibility check_wgmma_feasibility(const KernelSpec& spec, std::string_view arc
   } else if (f.shared_bytes > f.shared_limit) {
     f.reason = "needs " + std::to_string(f.shared_bytes) + " bytes of shared memory; " + std::string(arch) +
                " allows " + std::to_string(f.shared_limit);
-  } else if (accumulators > 128) {
+  } else if (accumulators > kWgmmaAccumulatorBudget) {
     f.reason = "needs " + std::to_string(accumulators) + " fp32 accumulator registers per thread (S and O); the " +
-               "budget is 128";
+               "budget is " + std::to_string(kWgmmaAccumulatorBudget);
   } else if (spec.block_m % spec.gqa_group != 0) {
     f.reason = "block_m " + std::to_string(spec.block_m) + " does not hold whole GQA groups of " +
                std::to_string(spec.gqa_group);
@@ -162,7 +164,9 @@ KernelSpec wgmma_default_for(Dtype dtype, int head_dim, bool causal, int gqa_gro
   s.causal = causal;
   s.gqa_group = gqa_group;
   s.block_m = 128;
-  s.block_n = 128;
+  // Head dim 256: a 128-register O accumulator per consumer thread leaves room for 64-key S tiles
+  // only (32 registers; 128 keys would need 64), and its tiles fill 192 KB of shared at 2 stages.
+  s.block_n = head_dim == 256 ? 64 : 128;
   s.warps = 12;  // one producer and two consumer warpgroups
   s.stages = 2;
   s.validate();

@@ -18,7 +18,8 @@
 
 namespace cpgen {
 
-inline constexpr int kSupportedWgmmaHeadDims[] = {64, 128};
+// Whole 128-byte swizzled column blocks of 64 elements; 96 is not (see step_fwd_wgmma.cuh).
+inline constexpr int kSupportedWgmmaHeadDims[] = {64, 128, 256};
 inline constexpr int kSupportedWgmmaGqaGroups[] = {1, 2, 4, 8};
 inline constexpr int kSupportedWgmmaBlockN[] = {64, 128};
 inline constexpr int kSupportedWgmmaConsumers[] = {1, 2};
@@ -36,7 +37,7 @@ Feasibility check_wgmma_feasibility(const KernelSpec& spec, std::string_view arc
 bool is_wgmma_uri(std::string_view uri);
 
 // The default tile config of a (dtype, head dim, causal, group) combination: 128 query rows over
-// two consumer warpgroups, 128-key tiles, two stages.
+// two consumer warpgroups, 128-key tiles (64 at head dim 256), two stages.
 KernelSpec wgmma_default_for(Dtype dtype, int head_dim, bool causal, int gqa_group);
 // Every supported combination's default.
 std::vector<KernelSpec> wgmma_defaults();

@@ -93,7 +93,8 @@ struct WgmmaFwdTraits {
   static constexpr int kConsumerRegisters = 240;
 
   static_assert(Element::kBytes == 2, "inputs are 16-bit (bf16 or fp16)");
-  static_assert(kHeadDim == 64 || kHeadDim == 128, "the wgmma kernel supports head dims 64 and 128 so far");
+  static_assert(kHeadDim == 64 || kHeadDim == 128 || kHeadDim == 256,
+                "head dim 64, 128 or 256: whole 128-byte (64-element) swizzled column blocks");
   static_assert(kConsumers == 1 || kConsumers == 2, "one or two consumer warpgroups");
   static_assert(kBlockM == 64 * kConsumers, "each consumer warpgroup owns the 64 rows of one wgmma m64");
   static_assert(kBlockN == 64 || kBlockN == 128, "block_n (the wgmma N of S) is 64 or 128");
@@ -101,7 +102,11 @@ struct WgmmaFwdTraits {
   static_assert(kStages >= 1 && kStages <= 4, "1 to 4 K/V stages");
   static_assert(kGroup == 1 || kGroup == 2 || kGroup == 4 || kGroup == 8, "GQA group 1, 2, 4 or 8");
   static_assert(kBlockM % kGroup == 0, "block_m must hold whole GQA groups");
-  static_assert(kScoreRegisters + kOutputRegisters <= 128, "S and O accumulators must fit in registers");
+  // S and O of one 64-row wgmma tile per consumer thread, fp32. 160 admits head dim 256 with
+  // 64-key tiles (32 + 128; FlashAttention-3 runs the same split); beyond it the consumer's 240
+  // registers leave too little for P, the row statistics and addresses.
+  static constexpr int kAccumulatorBudget = 160;
+  static_assert(kScoreRegisters + kOutputRegisters <= kAccumulatorBudget, "S and O accumulators must fit in registers");
 #if defined(__CUDA_ARCH__)
   static_assert(kSharedBytes <= shared_limit_for_arch(__CUDA_ARCH__),
                 "shared memory (Q tile + stages x K/V tiles) exceeds the arch's per-block limit");

@@ -56,7 +56,7 @@ TEST(KernelSpecWgmma, ParseIsTheInverseOfUri) {
             EXPECT_EQ(KernelSpec::parse(s.uri()).uri(), s.uri());
             ++count;
           }
-  EXPECT_EQ(count, 2 * 2 * 2 * 4 * 2 * 2 * 4 * 4);
+  EXPECT_EQ(count, 2 * 3 * 2 * 4 * 2 * 2 * 4 * 4);
   // The mma.sync family's URIs still parse as that family.
   EXPECT_EQ(KernelSpec::parse("ring_fwd_bf16_hd128_causal_gqa4_bm128_bn64_w4_s2").kind, KernelKind::kForwardStep);
 }
@@ -141,6 +141,15 @@ TEST(KernelSpecWgmma, FeasibilityMirrorsTheTraits) {
   EXPECT_NE(deep.reason.find("shared memory"), std::string::npos) << deep.reason;
   EXPECT_TRUE(check_feasibility(KernelSpec::parse("ring_fwd_wgmma_bf16_hd128_causal_gqa1_bm128_bn128_c2_s3"), "sm_90a")
                   .feasible);
+  // Head dim 256: 64-key tiles (32 + 128 accumulators) fit, 128-key tiles (64 + 128) do not.
+  expect_same_shared_bytes<device::WgmmaFwdTraits<Bf16, 256, 128, 64, 2, 2, true, 1>>(
+      "ring_fwd_wgmma_bf16_hd256_causal_gqa1_bm128_bn64_c2_s2");
+  EXPECT_EQ(wgmma_default_for(Dtype::kBf16, 256, true, 1).uri(), "ring_fwd_wgmma_bf16_hd256_causal_gqa1_bm128_bn64_c2_s2");
+  EXPECT_TRUE(check_feasibility(wgmma_default_for(Dtype::kFp16, 256, false, 8), "sm_90a").feasible);
+  const Feasibility wide =
+      check_feasibility(KernelSpec::parse("ring_fwd_wgmma_bf16_hd256_causal_gqa1_bm128_bn128_c2_s1"), "sm_90a");
+  EXPECT_FALSE(wide.feasible);
+  EXPECT_NE(wide.reason.find("192 fp32 accumulator registers"), std::string::npos) << wide.reason;
 }
 
 }  // namespace

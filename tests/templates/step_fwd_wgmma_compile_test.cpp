@@ -1,5 +1,5 @@
 // The sm_90a forward family (templates/step_fwd_wgmma.cuh) compiles with NVRTC for sm_90a from
-// rendered specs: a representative subset of the defaults (both dtypes, head dims 64 and 128,
+// rendered specs: a representative subset of the defaults (both dtypes, head dims 64, 128, 256,
 // causal and full, GQA 1 and > 1, one and two consumer warpgroups) and of the mask variants
 // (_ivl, _cap, both) with 0 spill bytes and 0 stack, the feasibility model's shared bytes equal
 // to the traits' (the kernel asks for kSharedBytes of dynamic memory and has no static), no
@@ -43,13 +43,13 @@ const std::vector<std::pair<KernelSpec, CompiledKernel>>& compiled() {
           wgmma_default_for(Dtype::kBf16, 64, true, 4), wgmma_default_for(Dtype::kFp16, 128, false, 8),
           // one consumer warpgroup: 256 threads, more registers per thread at entry
           KernelSpec::parse("ring_fwd_wgmma_fp16_hd128_causal_gqa1_bm64_bn128_c1_s3"),
-          // the mask features: key intervals and softcap on the head dim 128 default, each alone,
-          // and both with GQA 4 at head dim 64 and with one consumer warpgroup
+          // the mask features (both, the heaviest in registers) on the head dim 128 default and
+          // with one consumer warpgroup
           KernelSpec::parse("ring_fwd_wgmma_bf16_hd128_causal_ivl_cap_gqa1_bm128_bn128_c2_s2"),
-          KernelSpec::parse("ring_fwd_wgmma_fp16_hd128_full_ivl_gqa1_bm128_bn128_c2_s2"),
-          KernelSpec::parse("ring_fwd_wgmma_bf16_hd128_causal_cap_gqa8_bm128_bn128_c2_s2"),
-          KernelSpec::parse("ring_fwd_wgmma_bf16_hd64_causal_ivl_cap_gqa4_bm128_bn128_c2_s2"),
-          KernelSpec::parse("ring_fwd_wgmma_fp16_hd128_causal_ivl_cap_gqa1_bm64_bn128_c1_s3")})
+          KernelSpec::parse("ring_fwd_wgmma_fp16_hd128_causal_ivl_cap_gqa1_bm64_bn128_c1_s3"),
+          // head dim 256: the default (64-key tiles) and its masked variant
+          wgmma_default_for(Dtype::kBf16, 256, true, 1),
+          KernelSpec::parse("ring_fwd_wgmma_fp16_hd256_full_ivl_cap_gqa2_bm128_bn64_c2_s2")})
       out.emplace_back(s, compile_kernel(s, "sm_90a", nullptr));
     return out;
   }();

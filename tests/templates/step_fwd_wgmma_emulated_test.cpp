@@ -426,6 +426,13 @@ TEST(StepFwdWgmmaEmulated, Bf16Hd64CausalGqa4ZigzagRing) {
   check_random<Traits>(1, 2, 2 * 2 * 40, 6, 2);
 }
 
+// Head dim 256: four column blocks per row, O of 128 registers per consumer thread, 64-key
+// tiles (the default); 80 keys per chunk leave a partial second tile.
+TEST(StepFwdWgmmaEmulated, Bf16Hd256CausalDefaultZigzagRingOfTwo) {
+  using Traits = WgmmaFwdTraits<Bf16, 256, 128, 64, 2, 2, true, 1>;
+  check_random<Traits>(1, 1, 2 * 2 * 40, 9, 2);
+}
+
 // ---- The mask contract, state_len and strides -------------------------------------------------
 
 // A launch over a view of the queries (the zigzag query-half step) writes its rows of the rank's
