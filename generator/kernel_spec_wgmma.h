@@ -18,8 +18,9 @@
 
 namespace cpgen {
 
-// Whole 128-byte swizzled column blocks of 64 elements; 96 is not (see step_fwd_wgmma.cuh).
-inline constexpr int kSupportedWgmmaHeadDims[] = {64, 128, 256};
+// Whole swizzled column blocks: 128-byte lines of 64 elements, or at head dim 96 three 64-byte
+// lines of 32 (templates/params_wgmma.cuh, wgmma_swizzle_bytes).
+inline constexpr int kSupportedWgmmaHeadDims[] = {64, 96, 128, 256};
 inline constexpr int kSupportedWgmmaGqaGroups[] = {1, 2, 4, 8};
 inline constexpr int kSupportedWgmmaBlockN[] = {64, 128};
 inline constexpr int kSupportedWgmmaConsumers[] = {1, 2};

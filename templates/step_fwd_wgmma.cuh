@@ -56,8 +56,9 @@ struct WgmmaFwdShared {
   CPGEN_DEVICE u32 empty(int stage) const { return base + Traits::kBarrierOffset + 8 * (1 + Traits::kStages + stage); }
 };
 
-// Producer: one thread issues every copy. A K or V tile is kColumnBlocks boxes of (64 columns,
-// kBlockN keys), column block b at b * kBlockN * 128 bytes; Q likewise with kBlockM rows.
+// Producer: one thread issues every copy. A K or V tile is kColumnBlocks boxes of (C columns,
+// kBlockN keys), column block b at b * kBlockN * W bytes; Q likewise with kBlockM rows
+// (traits_wgmma.cuh: W the swizzle line, C its elements).
 // Tiles first_tile .. first_tile + tiles - 1 of the chunk go through the stage ring in that order:
 // run r uses stage r % kStages, the order the consumers wait in.
 template <typename Traits>
@@ -67,8 +68,8 @@ CPGEN_DEVICE void wgmma_fwd_produce(const RingFwdWgmmaParams& params, const Wgmm
   mbarrier_arrive_expect_tx(smem.q_full(), Traits::kQTileBytes);
 #pragma unroll
   for (int b = 0; b < Traits::kColumnBlocks; ++b) {
-    const int coords[4] = {b * kWgmmaColumnBlock, kv_head * kGroup, first_packed / kGroup, batch};
-    tma_load<4>(smem.q_tile() + b * Traits::kBlockM * 128, params.q_map, coords, smem.q_full());
+    const int coords[4] = {b * Traits::kColumnElements, kv_head * kGroup, first_packed / kGroup, batch};
+    tma_load<4>(smem.q_tile() + b * Traits::kBlockM * Traits::kSwizzleBytes, params.q_map, coords, smem.q_full());
   }
   for (int run = 0; run < tiles; ++run) {
     const int stage = run % Traits::kStages, round = run / Traits::kStages;
@@ -77,9 +78,10 @@ CPGEN_DEVICE void wgmma_fwd_produce(const RingFwdWgmmaParams& params, const Wgmm
     mbarrier_arrive_expect_tx(smem.full(stage), 2 * Traits::kKvTileBytes);
 #pragma unroll
     for (int b = 0; b < Traits::kColumnBlocks; ++b) {
-      const int coords[4] = {b * kWgmmaColumnBlock, (first_tile + run) * Traits::kBlockN, kv_head, batch};
-      tma_load<4>(smem.k_tile(stage) + b * Traits::kBlockN * 128, params.k_map, coords, smem.full(stage));
-      tma_load<4>(smem.v_tile(stage) + b * Traits::kBlockN * 128, params.v_map, coords, smem.full(stage));
+      const int coords[4] = {b * Traits::kColumnElements, (first_tile + run) * Traits::kBlockN, kv_head, batch};
+      const u32 block_offset = b * Traits::kBlockN * Traits::kSwizzleBytes;
+      tma_load<4>(smem.k_tile(stage) + block_offset, params.k_map, coords, smem.full(stage));
+      tma_load<4>(smem.v_tile(stage) + block_offset, params.v_map, coords, smem.full(stage));
     }
   }
 }
@@ -167,18 +169,19 @@ CPGEN_DEVICE void wgmma_fwd_merge(const RingFwdParams& params, int batch, int kv
 }
 
 // S = Q K^T of one K tile as one committed wgmma group (not waited for). Q and K are K-major in
-// the 128-byte swizzle: 8-row atoms 1024 bytes apart (SBO), k stepping 32 bytes (16 elements)
-// inside the 128-byte line, the next 64-column block every 4 k-steps (tile rows x 128 bytes on).
+// the W-byte swizzle: 8-row atoms 8 W bytes apart (SBO), k stepping 32 bytes (16 elements)
+// inside the W-byte line, the next column block every W / 32 k-steps (tile rows x W bytes on).
 template <typename Traits>
 CPGEN_DEVICE void wgmma_fwd_issue_scores(float (&s)[Traits::kScoreRegisters], u32 q_rows, u32 k_tile) {
   using T = typename Traits::Element;
   wgmma_fence();
 #pragma unroll
   for (int kk = 0; kk < Traits::kQkSteps; ++kk) {
-    const u32 q_at = q_rows + (kk / 4) * Traits::kBlockM * 128 + (kk % 4) * 32;
-    const u32 k_at = k_tile + (kk / 4) * Traits::kBlockN * 128 + (kk % 4) * 32;
-    wgmma_ss<T, Traits::kBlockN>(s, wgmma_descriptor(q_at, 16, 1024, kWgmmaSwizzle128B),
-                                 wgmma_descriptor(k_at, 16, 1024, kWgmmaSwizzle128B), kk > 0);
+    constexpr int kSteps = Traits::kKStepsPerBlock, kW = Traits::kSwizzleBytes;
+    const u32 q_at = q_rows + (kk / kSteps) * Traits::kBlockM * kW + (kk % kSteps) * 32;
+    const u32 k_at = k_tile + (kk / kSteps) * Traits::kBlockN * kW + (kk % kSteps) * 32;
+    wgmma_ss<T, Traits::kBlockN>(s, wgmma_descriptor(q_at, 16, 8 * kW, Traits::kDescriptorSwizzle),
+                                 wgmma_descriptor(k_at, 16, 8 * kW, Traits::kDescriptorSwizzle), kk > 0);
   }
   wgmma_commit();
 }
@@ -258,8 +261,8 @@ CPGEN_DEVICE void wgmma_fwd_pack(const float (&s)[Traits::kScoreRegisters], u32 
     for (int r = 0; r < 4; ++r) p[kk][r] = pack2<T>(s[8 * kk + 2 * r], s[8 * kk + 2 * r + 1]);
 }
 
-// O += P V as one committed wgmma group: V is MN-major, 8 keys per 1024-byte atom (SBO), the
-// output's 64-column blocks kBlockN x 128 bytes apart (LBO).
+// O += P V as one committed wgmma group: V is MN-major, 8 keys per 8 W-byte atom (SBO), the
+// output's column blocks kBlockN x W bytes apart (LBO); k-step kk starts 16 keys (16 W bytes) on.
 template <typename Traits>
 CPGEN_DEVICE void wgmma_fwd_issue_pv(float (&o)[Traits::kOutputRegisters], const u32 (&p)[Traits::kPvSteps][4],
                                      u32 v_tile) {
@@ -268,7 +271,10 @@ CPGEN_DEVICE void wgmma_fwd_issue_pv(float (&o)[Traits::kOutputRegisters], const
 #pragma unroll
   for (int kk = 0; kk < Traits::kPvSteps; ++kk)
     wgmma_rs<T, Traits::kHeadDim, true>(
-        o, p[kk], wgmma_descriptor(v_tile + kk * 2048, Traits::kBlockN * 128, 1024, kWgmmaSwizzle128B), true);
+        o, p[kk],
+        wgmma_descriptor(v_tile + kk * 16 * Traits::kSwizzleBytes, Traits::kBlockN * Traits::kSwizzleBytes,
+                         8 * Traits::kSwizzleBytes, Traits::kDescriptorSwizzle),
+        true);
   wgmma_commit();
 }
 
@@ -329,8 +335,8 @@ CPGEN_DEVICE void ring_fwd_step_wgmma(const RingFwdWgmmaParams& wparams) {
   float row_max[2] = {-positive_infinity(), -positive_infinity()};
   float row_sum[2] = {0.0f, 0.0f};
 
-  // This warpgroup's 64 rows of the Q tile (8 atoms of 1024 bytes in each column block).
-  const u32 q_rows = smem.q_tile() + 64 * consumer * 128;
+  // This warpgroup's 64 rows of the Q tile (8 atoms of 8 W bytes in each column block).
+  const u32 q_rows = smem.q_tile() + 64 * consumer * Traits::kSwizzleBytes;
 
   // Software pipeline inside the warpgroup: while the MMAs of O += P_t V_t run, the scores of
   // tile t + 1 are computed and their softmax runs on the CUDA cores; only then does the thread

@@ -56,15 +56,15 @@ TEST(KernelSpecWgmma, ParseIsTheInverseOfUri) {
             EXPECT_EQ(KernelSpec::parse(s.uri()).uri(), s.uri());
             ++count;
           }
-  EXPECT_EQ(count, 2 * 3 * 2 * 4 * 2 * 2 * 4 * 4);
+  EXPECT_EQ(count, 2 * 4 * 2 * 4 * 2 * 2 * 4 * 4);
   // The mma.sync family's URIs still parse as that family.
   EXPECT_EQ(KernelSpec::parse("ring_fwd_bf16_hd128_causal_gqa4_bm128_bn64_w4_s2").kind, KernelKind::kForwardStep);
 }
 
 TEST(KernelSpecWgmma, BadUrisGetOneLineSayingWhatIsAllowed) {
   for (const auto& [uri, want] : std::vector<std::pair<std::string, std::string>>{
-           {"ring_fwd_wgmma_bf16_hd96_causal_gqa1_bm128_bn128_c2_s2",
-            "head_dim 96 is not supported by the wgmma family"},
+           {"ring_fwd_wgmma_bf16_hd80_causal_gqa1_bm128_bn128_c2_s2",
+            "head_dim 80 is not supported by the wgmma family"},
            {"ring_fwd_wgmma_bf16_hd128_causal_gqa1_bm64_bn128_c2_s2", "block_m 64 in"},
            {"ring_fwd_wgmma_bf16_hd128_causal_gqa1_bm128_bn128_c3_s2", "consumers 3 is not supported"},
            {"ring_fwd_wgmma_bf16_hd128_causal_gqa16_bm128_bn128_c2_s2", "allowed: 1, 2, 4, 8"},
@@ -141,6 +141,9 @@ TEST(KernelSpecWgmma, FeasibilityMirrorsTheTraits) {
   EXPECT_NE(deep.reason.find("shared memory"), std::string::npos) << deep.reason;
   EXPECT_TRUE(check_feasibility(KernelSpec::parse("ring_fwd_wgmma_bf16_hd128_causal_gqa1_bm128_bn128_c2_s3"), "sm_90a")
                   .feasible);
+  // Head dim 96: three 64-byte column blocks, the same bytes as any other head dim.
+  expect_same_shared_bytes<device::WgmmaFwdTraits<Fp16, 96, 128, 128, 2, 2, false, 2>>(
+      "ring_fwd_wgmma_fp16_hd96_full_gqa2_bm128_bn128_c2_s2");
   // Head dim 256: 64-key tiles (32 + 128 accumulators) fit, 128-key tiles (64 + 128) do not.
   expect_same_shared_bytes<device::WgmmaFwdTraits<Bf16, 256, 128, 64, 2, 2, true, 1>>(
       "ring_fwd_wgmma_bf16_hd256_causal_gqa1_bm128_bn64_c2_s2");

@@ -433,6 +433,13 @@ TEST(StepFwdWgmmaEmulated, Bf16Hd256CausalDefaultZigzagRingOfTwo) {
   check_random<Traits>(1, 1, 2 * 2 * 40, 9, 2);
 }
 
+// Head dim 96: three 64-byte swizzled column blocks (TMA boxes of 32 columns, wgmma descriptors
+// in the 64-byte swizzle, O += P V with N = 96); GQA 2; 144 keys per rank: a full and a partial tile.
+TEST(StepFwdWgmmaEmulated, Fp16Hd96CausalGqa2ZigzagRingOfTwo) {
+  using Traits = WgmmaFwdTraits<Fp16, 96, 128, 128, 2, 2, true, 2>;
+  check_random<Traits>(1, 1, 2 * 2 * 72, 10, 2);
+}
+
 // ---- The mask contract, state_len and strides -------------------------------------------------
 
 // A launch over a view of the queries (the zigzag query-half step) writes its rows of the rank's
