@@ -568,7 +568,8 @@ TEST(StepFwdWgmmaEmulated, ReferenceVectorsOverAZigzagRingOfTwo) {
                          try_vector_case<WgmmaFwdTraits<Fp16, 128, 64, 64, 1, 2, false, 1>>(p, expected, name) ||
                          try_vector_case<WgmmaFwdTraits<Fp16, 64, 64, 64, 1, 3, true, 1>>(p, expected, name) ||
                          try_vector_case<WgmmaFwdTraits<Bf16, 64, 128, 64, 2, 2, false, 1>>(p, expected, name) ||
-                         try_vector_case<WgmmaFwdTraits<Bf16, 64, 128, 64, 2, 2, true, 4>>(p, expected, name);
+                         try_vector_case<WgmmaFwdTraits<Bf16, 64, 128, 64, 2, 2, true, 4>>(p, expected, name) ||
+                         try_vector_case<WgmmaFwdTraits<Fp16, 96, 128, 128, 2, 2, true, 2>>(p, expected, name);
     if (!matched) {
       skipped += " " + name;
       continue;
@@ -577,8 +578,9 @@ TEST(StepFwdWgmmaEmulated, ReferenceVectorsOverAZigzagRingOfTwo) {
     if (name.rfind("repo_", 0) == 0) ++repo_ran;
   }
   std::printf("wgmma kernel ran %d vector cases; no matching kernel here for:%s\n", ran, skipped.c_str());
-  // gqa4_causal_hd64_s32, mha_causal_hd64_s64 (and its large-logits twin), mha_full_hd64_s32_b2.
-  EXPECT_GE(repo_ran, 4);
+  // gqa4_causal_hd64_s32, mha_causal_hd64_s64 (and its large-logits twin), mha_full_hd64_s32_b2,
+  // mqa_causal_hd96_s48.
+  EXPECT_GE(repo_ran, 5);
 }
 
 }  // namespace
