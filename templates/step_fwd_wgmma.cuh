@@ -7,7 +7,8 @@
 //                        full[s] counts the tile's bytes in (expect_tx), empty[s] the
 //                        consumers' releases out
 //   consumer warpgroup c rows 64c..64c+63 of the block; per key tile:
-//                        S = Q K^T        wgmma, Q and K from shared (K-major, 128B swizzle)
+//                        S = Q K^T        wgmma, Q and K from shared (K-major, 128B swizzle;
+//                                         64B at head dim 96)
 //                        softcap          (kSoftcap) s = c tanh(scale q.k / c), before the mask
 //                        mask             only tiles outside the mask-free run
 //                        online softmax   log2 domain, in registers (softmax.cuh)
