@@ -46,7 +46,6 @@ std::string encode(const TmaMapDescription& d, device::TmaMap* map) {
 // the steps launch.
 struct RingSetup {
   AttentionShape shape;                  // heads, head dim, scale and the mask (causal, window, documents, softcap)
-  int seq_len = 0;
   std::vector<std::vector<int>> ranks;   // each rank's global positions, increasing
   bool bshd = false;                     // tensors [batch, rows, heads, dim] (flash-attn's layout), else bhsd
   // > 0: every step launches twice, over the local queries [0, split) and [split, q_len), each a
@@ -364,7 +363,6 @@ void check(const AttentionProblem& p, const AttentionOutput& expected, int cp_si
   SCOPED_TRACE(what + ", " + std::to_string(cp_size) + " ranks");
   RingSetup setup;
   setup.shape = shape_of(p);
-  setup.seq_len = p.seq_len;
   // striped: rank r holds r, r + N, r + 2N, ...: every causal tile straddles the diagonal.
   setup.ranks = partition(split == Split::kStriped ? Scheme::kStriped : Scheme::kZigzag, p.seq_len, cp_size);
   check_setup<Traits>(p, expected, setup);
@@ -444,7 +442,6 @@ TEST(StepFwdWgmmaEmulated, QueryViewsWriteTheRankStateThroughStateLen) {
   const AttentionProblem p = testing::random_problem(2, 8, 2, 64, 2 * 2 * 40, true, 21);
   RingSetup setup;
   setup.shape = shape_of(p);
-  setup.seq_len = p.seq_len;
   setup.ranks = partition(Scheme::kZigzag, p.seq_len, 2);
   setup.query_split = 24;
   setup.count_reads = true;
@@ -473,7 +470,6 @@ TEST(StepFwdWgmmaEmulated, MaskedDocumentsWindowSoftcapZigzagRingOfThree) {
   setup.shape.softcap = 2.0;
   const std::vector<int64_t> documents = {130, 1, 0, 169};
   setup.shape.cu_seqlens = cu_seqlens_of(documents);
-  setup.seq_len = p.seq_len;
   setup.ranks = partition(Scheme::kZigzag, p.seq_len, 3, documents);
   setup.count_reads = true;
   SkipCounts skips;
@@ -492,7 +488,6 @@ TEST(StepFwdWgmmaEmulated, MaskedBshdQueryViewsContiguousWindowRingOfThree) {
   setup.shape = shape_of(p);
   setup.shape.window_left = 20;
   setup.shape.softcap = 3.0;
-  setup.seq_len = p.seq_len;
   setup.ranks = partition(Scheme::kContiguous, p.seq_len, 3);
   setup.bshd = true;
   setup.query_split = 37;
@@ -519,7 +514,6 @@ TEST(StepFwdWgmmaEmulated, Fp16Hd96IntervalsTwoSidedWindowAndCausal) {
   setup.shape.window_right = 16;
   const std::vector<int64_t> documents = {150, 170, 80};
   setup.shape.cu_seqlens = cu_seqlens_of(documents);
-  setup.seq_len = p.seq_len;
   setup.ranks = partition(Scheme::kContiguous, p.seq_len, 2, documents);
   setup.count_reads = true;
   SkipCounts skips;
