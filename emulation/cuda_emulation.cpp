@@ -393,8 +393,8 @@ void cp_async_16(uint32_t shared_dst, const void* global_src, bool valid) {
   if (valid) {
     memcpy(copy.bytes, global_src, 16);
     const GlobalBuffer* b = buffer_holding(global_src, 16);
-    if (b && b->cp_async_reads)
-      ++b->cp_async_reads[(static_cast<const unsigned char*>(global_src) - static_cast<const unsigned char*>(b->data)) / 16];
+    if (b && b->async_reads)
+      ++b->async_reads[(static_cast<const unsigned char*>(global_src) - static_cast<const unsigned char*>(b->data)) / 16];
   }
   g_cta->fibers[g_cta->current].open_group.push_back(copy);
 }

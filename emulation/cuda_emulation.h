@@ -90,9 +90,11 @@ struct GlobalBuffer {
   const void* data;
   size_t bytes;
   // Optional (tests): one counter per 16-byte chunk of the buffer, ceil(bytes / 16) of them, that
-  // every cp.async reading the chunk increments (a 16-byte cp.async source is 16-byte aligned, so
-  // it reads exactly one chunk). Plain loads are not counted: only cp.async goes through here.
-  uint32_t* cp_async_reads = nullptr;
+  // every asynchronous copy reading the chunk increments: a 16-byte cp.async (its source is
+  // 16-byte aligned, so it reads exactly one chunk) and each box row of a TMA load (every chunk
+  // its in-bounds bytes touch, once per row; out-of-bounds elements read nothing). Plain loads
+  // are not counted: only the copies go through here.
+  uint32_t* async_reads = nullptr;
 };
 // The global buffers of the following launches on this host thread; none (the default): global
 // addresses are not checked.

@@ -14,11 +14,11 @@ extern "C" {
 
 // A global buffer the launch may touch; the sanitizer reports cp.async reads and red.add writes
 // outside every one of them, and names the nearest one when a plain access faults. With
-// read_counts, the cp.async reads of each 16-byte chunk are counted there (GlobalBuffer).
+// read_counts, the cp.async and TMA reads of each 16-byte chunk are counted there (GlobalBuffer).
 struct CpgenEmulatedBuffer {
   const void* data;
   size_t bytes;
-  unsigned* read_counts;  // null, or one cp.async read counter per 16-byte chunk (tests)
+  unsigned* read_counts;  // null, or one async-copy read counter per 16-byte chunk (tests)
 };
 
 struct CpgenEmulatedLaunch {

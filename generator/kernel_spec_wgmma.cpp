@@ -9,7 +9,8 @@
 namespace cpgen {
 namespace {
 
-constexpr const char* kWgmmaForm = "ring_fwd_wgmma_<bf16|fp16>_hd<N>_<causal|full>_gqa<N>_bm<N>_bn<N>_c<N>_s<N>";
+constexpr const char* kWgmmaForm =
+    "ring_fwd_wgmma_<bf16|fp16>_hd<N>_<causal|full>[_ivl][_cap]_gqa<N>_bm<N>_bn<N>_c<N>_s<N>";
 
 std::string join(std::span<const int> values) {
   std::string out;
@@ -57,18 +58,30 @@ bool is_wgmma_uri(std::string_view uri) { return uri.substr(0, 15) == "ring_fwd_
 
 std::string wgmma_uri(const KernelSpec& s) {
   return "ring_fwd_wgmma_" + std::string(dtype_name(s.dtype)) + "_hd" + std::to_string(s.head_dim) +
-         (s.causal ? "_causal" : "_full") + "_gqa" + std::to_string(s.gqa_group) + "_bm" + std::to_string(s.block_m) +
+         (s.causal ? "_causal" : "_full") + (s.key_intervals ? "_ivl" : "") + (s.softcap ? "_cap" : "") + "_gqa" +
+         std::to_string(s.gqa_group) + "_bm" + std::to_string(s.block_m) +
          "_bn" + std::to_string(s.block_n) + "_c" + std::to_string(wgmma_consumers(s)) + "_s" +
          std::to_string(s.stages);
 }
 
 KernelSpec parse_wgmma_uri(std::string_view uri) {
   const std::string u(uri);
-  const std::vector<std::string_view> parts = split(uri);
-  if (parts.size() != 11 || parts[0] != "ring" || parts[1] != "fwd" || parts[2] != "wgmma")
-    throw_bad_input("kernel URI '" + u + "' is malformed; expected " + kWgmmaForm);
+  std::vector<std::string_view> parts = split(uri);
   KernelSpec s;
   s.kind = KernelKind::kForwardWgmma;
+  // The optional mask tokens follow causal/full in the mma.sync family's order (kernel_spec.cpp):
+  // _ivl (per-query key intervals), then _cap (logit softcap). Taking them out leaves 11 fields.
+  constexpr size_t kMaskTokens = 6;
+  if (parts.size() > kMaskTokens && parts[kMaskTokens] == "ivl") {
+    s.key_intervals = true;
+    parts.erase(parts.begin() + kMaskTokens);
+  }
+  if (parts.size() > kMaskTokens && parts[kMaskTokens] == "cap") {
+    s.softcap = true;
+    parts.erase(parts.begin() + kMaskTokens);
+  }
+  if (parts.size() != 11 || parts[0] != "ring" || parts[1] != "fwd" || parts[2] != "wgmma")
+    throw_bad_input("kernel URI '" + u + "' is malformed; expected " + kWgmmaForm);
   if (parts[3] == "bf16") {
     s.dtype = Dtype::kBf16;
   } else if (parts[3] == "fp16") {
@@ -111,11 +124,9 @@ void validate_wgmma(const KernelSpec& s, std::string_view where) {
                     std::to_string(wgmma_consumers(s)) + " consumers = " + std::to_string(64 * wgmma_consumers(s)) +
                     " (each consumer warpgroup owns 64 rows)");
   }
-  if (s.key_intervals || s.softcap) {
-    throw_bad_input("the wgmma family in '" + std::string(where) +
-                    "' has no key intervals or softcap yet; allowed: causal or full only");
-  }
 }
+
+constexpr int kWgmmaAccumulatorBudget = 160;  // WgmmaFwdTraits::kAccumulatorBudget
 
 // Mirrors templates/traits_wgmma.cuh (wgmma_fwd_layout and WgmmaFwdTraits' static_asserts);
 // tests/generator/kernel_spec_wgmma_test.cpp compares the two.
@@ -134,9 +145,9 @@ Feasibility check_wgmma_feasibility(const KernelSpec& spec, std::string_view arc
   } else if (f.shared_bytes > f.shared_limit) {
     f.reason = "needs " + std::to_string(f.shared_bytes) + " bytes of shared memory; " + std::string(arch) +
                " allows " + std::to_string(f.shared_limit);
-  } else if (accumulators > 128) {
+  } else if (accumulators > kWgmmaAccumulatorBudget) {
     f.reason = "needs " + std::to_string(accumulators) + " fp32 accumulator registers per thread (S and O); the " +
-               "budget is 128";
+               "budget is " + std::to_string(kWgmmaAccumulatorBudget);
   } else if (spec.block_m % spec.gqa_group != 0) {
     f.reason = "block_m " + std::to_string(spec.block_m) + " does not hold whole GQA groups of " +
                std::to_string(spec.gqa_group);
@@ -153,7 +164,9 @@ KernelSpec wgmma_default_for(Dtype dtype, int head_dim, bool causal, int gqa_gro
   s.causal = causal;
   s.gqa_group = gqa_group;
   s.block_m = 128;
-  s.block_n = 128;
+  // Head dim 256: a 128-register O accumulator per consumer thread leaves room for 64-key S tiles
+  // only (32 registers; 128 keys would need 64), and its tiles fill 192 KB of shared at 2 stages.
+  s.block_n = head_dim == 256 ? 64 : 128;
   s.warps = 12;  // one producer and two consumer warpgroups
   s.stages = 2;
   s.validate();

@@ -2,7 +2,10 @@
 // validation and feasibility model, kept apart from the mma.sync family's code paths.
 //
 //   ring_fwd_wgmma_bf16_hd128_causal_gqa1_bm128_bn128_c2_s2
+//   ring_fwd_wgmma_bf16_hd128_causal_ivl_cap_gqa1_bm128_bn128_c2_s2   (mask features)
 //
+// The mask tokens _ivl (key intervals) and _cap (softcap) mean what they mean in the mma.sync
+// family (KernelSpec::key_intervals, softcap) and follow causal/full in the same order.
 // c is the number of consumer warpgroups (each owns 64 query rows, so block_m = 64 c); the CTA
 // adds one producer warpgroup, so KernelSpec::warps holds 4 (1 + c) and threads() is right.
 #pragma once
@@ -15,7 +18,9 @@
 
 namespace cpgen {
 
-inline constexpr int kSupportedWgmmaHeadDims[] = {64, 128};
+// Whole swizzled column blocks: 128-byte lines of 64 elements, or at head dim 96 three 64-byte
+// lines of 32 (templates/params_wgmma.cuh, wgmma_swizzle_bytes).
+inline constexpr int kSupportedWgmmaHeadDims[] = {64, 96, 128, 256};
 inline constexpr int kSupportedWgmmaGqaGroups[] = {1, 2, 4, 8};
 inline constexpr int kSupportedWgmmaBlockN[] = {64, 128};
 inline constexpr int kSupportedWgmmaConsumers[] = {1, 2};
@@ -33,7 +38,7 @@ Feasibility check_wgmma_feasibility(const KernelSpec& spec, std::string_view arc
 bool is_wgmma_uri(std::string_view uri);
 
 // The default tile config of a (dtype, head dim, causal, group) combination: 128 query rows over
-// two consumer warpgroups, 128-key tiles, two stages.
+// two consumer warpgroups, 128-key tiles (64 at head dim 256), two stages.
 KernelSpec wgmma_default_for(Dtype dtype, int head_dim, bool causal, int gqa_group);
 // Every supported combination's default.
 std::vector<KernelSpec> wgmma_defaults();

@@ -83,8 +83,10 @@ std::string render_wgmma(const KernelSpec& spec) {
   src += constant("int", "kBlockN", std::to_string(spec.block_n));
   src += constant("int", "kConsumers", std::to_string(wgmma_consumers(spec)));
   src += constant("int", "kStages", std::to_string(spec.stages));
+  src += constant("bool", "kKeyIntervals", spec.key_intervals ? "true" : "false");
+  src += constant("bool", "kSoftcap", spec.softcap ? "true" : "false");
   src += "using Traits = cpgen::device::WgmmaFwdTraits<Element, kHeadDim, kBlockM, kBlockN, kConsumers, kStages, "
-         "kCausal, kGqaGroup>;\n";
+         "kCausal, kGqaGroup, kKeyIntervals, kSoftcap>;\n";
   src += "}  // namespace\n\n";
   return src + "extern \"C\" __global__ void __launch_bounds__(" + std::to_string(spec.threads()) + ", 1) " +
          spec.uri() + "(const __grid_constant__ cpgen::RingFwdWgmmaParams params) {\n" +

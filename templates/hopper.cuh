@@ -272,6 +272,7 @@ CPGEN_DEVICE void wgmma_fence_operand(float (&d)[kRegs]) {
 #define CPGEN_WG_REGS_16 CPGEN_WG_R8_0
 #define CPGEN_WG_REGS_32 CPGEN_WG_R8_0 ", " CPGEN_WG_R8_1
 #define CPGEN_WG_REGS_64 CPGEN_WG_REGS_32 ", " CPGEN_WG_R8_2 ", " CPGEN_WG_R8_3
+#define CPGEN_WG_REGS_96 CPGEN_WG_REGS_64 ", " CPGEN_WG_R8_4 ", " CPGEN_WG_R8_5
 #define CPGEN_WG_REGS_128 CPGEN_WG_REGS_64 ", " CPGEN_WG_R8_4 ", " CPGEN_WG_R8_5 ", " CPGEN_WG_R8_6 ", " CPGEN_WG_R8_7
 #define CPGEN_WG_REGS_256                                                                                         \
   CPGEN_WG_REGS_128 ", " CPGEN_WG_R8_8 ", " CPGEN_WG_R8_9 ", " CPGEN_WG_R8_10 ", " CPGEN_WG_R8_11 ", " CPGEN_WG_R8_12 \
@@ -284,6 +285,7 @@ CPGEN_DEVICE void wgmma_fence_operand(float (&d)[kRegs]) {
 #define CPGEN_WG_OUT_16 CPGEN_WG_D16(0)
 #define CPGEN_WG_OUT_32 CPGEN_WG_D16(0), CPGEN_WG_D16(16)
 #define CPGEN_WG_OUT_64 CPGEN_WG_OUT_32, CPGEN_WG_D16(32), CPGEN_WG_D16(48)
+#define CPGEN_WG_OUT_48 CPGEN_WG_OUT_32, CPGEN_WG_D16(32)
 #define CPGEN_WG_OUT_128 CPGEN_WG_OUT_64, CPGEN_WG_D16(64), CPGEN_WG_D16(80), CPGEN_WG_D16(96), CPGEN_WG_D16(112)
 #define CPGEN_WG_SS_TEXT(N, T, REGS, a, b, s, sa, sb, ta, tb)                                                  \
   "{\n.reg .pred p;\nsetp.ne.b32 p, %" #s ", 0;\nwgmma.mma_async.sync.aligned.m64n" #N "k16.f32." T "." T " {" REGS \
@@ -327,6 +329,7 @@ CPGEN_WG_DEFINE(8, 4, 4, 5, 6, 7, 8, 9, 10, 11, 12)
 CPGEN_WG_DEFINE(16, 8, 8, 9, 10, 11, 12, 13, 14, 15, 16)
 CPGEN_WG_DEFINE(32, 16, 16, 17, 18, 19, 20, 21, 22, 23, 24)
 CPGEN_WG_DEFINE(64, 32, 32, 33, 34, 35, 36, 37, 38, 39, 40)
+CPGEN_WG_DEFINE(96, 48, 48, 49, 50, 51, 52, 53, 54, 55, 56)  // O += P V at head dim 96
 CPGEN_WG_DEFINE(128, 64, 64, 65, 66, 67, 68, 69, 70, 71, 72)
 CPGEN_WG_DEFINE(256, 128, 128, 129, 130, 131, 132, 133, 134, 135, 136)
 #endif  // !CPGEN_EMULATION

@@ -36,12 +36,21 @@ namespace device {
 
 constexpr unsigned kTmaDataBf16 = 9;
 constexpr unsigned kTmaDataFp16 = 6;
+constexpr unsigned kTmaSwizzle64B = 2;
 constexpr unsigned kTmaSwizzle128B = 3;
+
+// The tiles are cut along the head dim into column blocks of one swizzle line each: 128 bytes
+// (64 elements) when the head dim is a multiple of 64, else 64 bytes (32 elements; head dim 96 is
+// three such blocks). Each block is one TMA box row, and the swizzle both TMA and wgmma apply.
+CPGEN_HOST_DEVICE constexpr int wgmma_swizzle_bytes(int head_dim) { return head_dim % 64 == 0 ? 128 : 64; }
+CPGEN_HOST_DEVICE constexpr unsigned wgmma_tma_swizzle(int head_dim) {
+  return wgmma_swizzle_bytes(head_dim) == 128 ? kTmaSwizzle128B : kTmaSwizzle64B;
+}
 
 // Q as (head_dim, query head, query, batch). Packed row p of a block is query head
 // kv_head * G + p % G at query p / G (layout.cuh), i.e. heads vary fastest; a box of
-// (64 columns, G heads, block_m / G queries) lands in shared memory with the heads inside the
-// queries, which is exactly packed-row order: one TMA copy per 64-column block loads the whole
+// (one column block, G heads, block_m / G queries) lands in shared memory with the heads inside the
+// queries, which is exactly packed-row order: one TMA copy per column block loads the whole
 // packed tile, and queries past q_len are zero-filled by the bounds check. The dims need not be
 // in memory order (each has its own stride), which is what makes the interleave expressible.
 CPGEN_HOST_DEVICE TmaMapDescription q_map_description(const RingFwdParams& p, bool bf16, int head_dim, int group,
@@ -57,15 +66,15 @@ CPGEN_HOST_DEVICE TmaMapDescription q_map_description(const RingFwdParams& p, bo
   d.strides[0] = static_cast<uint64_t>(p.q_head_stride) * 2;
   d.strides[1] = static_cast<uint64_t>(p.q_row_stride) * 2;
   d.strides[2] = static_cast<uint64_t>(p.q_batch_stride) * 2;
-  d.box[0] = 64;
+  d.box[0] = static_cast<unsigned>(wgmma_swizzle_bytes(head_dim) / 2);
   d.box[1] = static_cast<unsigned>(group);
   d.box[2] = static_cast<unsigned>(block_m / group);
   d.box[3] = 1;
-  d.swizzle = kTmaSwizzle128B;
+  d.swizzle = wgmma_tma_swizzle(head_dim);
   return d;
 }
 
-// K or V as (head_dim, key, kv head, batch), boxes of (64 columns, block_n keys); keys past
+// K or V as (head_dim, key, kv head, batch), boxes of (one column block, block_n keys); keys past
 // kv_len (the partial last tile) are zero-filled.
 CPGEN_HOST_DEVICE TmaMapDescription kv_map_description(const RingFwdParams& p, bool is_v, bool bf16, int head_dim,
                                                        int block_n) {
@@ -80,11 +89,11 @@ CPGEN_HOST_DEVICE TmaMapDescription kv_map_description(const RingFwdParams& p, b
   d.strides[0] = static_cast<uint64_t>(is_v ? p.v_row_stride : p.k_row_stride) * 2;
   d.strides[1] = static_cast<uint64_t>(is_v ? p.v_head_stride : p.k_head_stride) * 2;
   d.strides[2] = static_cast<uint64_t>(is_v ? p.v_batch_stride : p.k_batch_stride) * 2;
-  d.box[0] = 64;
+  d.box[0] = static_cast<unsigned>(wgmma_swizzle_bytes(head_dim) / 2);
   d.box[1] = static_cast<unsigned>(block_n);
   d.box[2] = 1;
   d.box[3] = 1;
-  d.swizzle = kTmaSwizzle128B;
+  d.swizzle = wgmma_tma_swizzle(head_dim);
   return d;
 }
 

@@ -1,13 +1,16 @@
 // The sm_90a forward ring step: the contract of step_fwd.cuh (RingFwdParams, the running fp32
-// state and its merge, first/last step, causal skip by global positions, packed GQA rows), with
-// the tiles moved by TMA and multiplied by wgmma in a warp-specialized CTA (traits_wgmma.cuh):
+// state and its merge with its state_len row pitch, first/last step, causal skip by global
+// positions, packed GQA rows, key intervals and softcap), with the tiles moved by TMA and
+// multiplied by wgmma in a warp-specialized CTA (traits_wgmma.cuh):
 //
 //   producer warpgroup   thread 0: the Q tile once, then K/V tiles into a kStages ring;
 //                        full[s] counts the tile's bytes in (expect_tx), empty[s] the
 //                        consumers' releases out
 //   consumer warpgroup c rows 64c..64c+63 of the block; per key tile:
-//                        S = Q K^T        wgmma, Q and K from shared (K-major, 128B swizzle)
-//                        mask             only tiles past the mask-free prefix
+//                        S = Q K^T        wgmma, Q and K from shared (K-major, 128B swizzle;
+//                                         64B at head dim 96)
+//                        softcap          (kSoftcap) s = c tanh(scale q.k / c), before the mask
+//                        mask             only tiles outside the mask-free run
 //                        online softmax   log2 domain, in registers (softmax.cuh)
 //                        O = O rescale + P V   wgmma, P from registers, V from shared (MN-major)
 //                        release the stage, then merge into the running state
@@ -16,6 +19,11 @@
 // O += P_t V_t are issued back to back, and the softmax of S_(t+1) runs while P_t V_t is still in
 // flight. Ping-pong between the two consumer warpgroups (named barriers ordering their MMAs) and
 // an epilogue through shared memory are the next refinements; neither changes the contract.
+//
+// The key tiles a query block runs are step_fwd.cuh's (block_key_tiles, the same function): the
+// producer loads exactly those, in the order the consumers take them, so stage phases match. A
+// block that sees no key of the chunk loads nothing, not even Q: a middle step returns, the first
+// writes the empty state and the last finalizes the state it has.
 //
 // Launch: grid as step_fwd.cuh (blocks of kBlockM packed rows, (batch, kv head) pairs folded
 // over y and z), block = Traits::kThreads, dynamic shared memory = Traits::kSharedBytes, and the
@@ -30,6 +38,7 @@
 #include "cpgen/mask.cuh"
 #include "cpgen/params_wgmma.cuh"
 #include "cpgen/softmax.cuh"
+#include "cpgen/step_fwd.cuh"  // block_key_tiles: both families run the same key tiles
 #include "cpgen/traits_wgmma.cuh"
 
 namespace cpgen {
@@ -48,28 +57,32 @@ struct WgmmaFwdShared {
   CPGEN_DEVICE u32 empty(int stage) const { return base + Traits::kBarrierOffset + 8 * (1 + Traits::kStages + stage); }
 };
 
-// Producer: one thread issues every copy. A K or V tile is kColumnBlocks boxes of (64 columns,
-// kBlockN keys), column block b at b * kBlockN * 128 bytes; Q likewise with kBlockM rows.
+// Producer: one thread issues every copy. A K or V tile is kColumnBlocks boxes of (C columns,
+// kBlockN keys), column block b at b * kBlockN * W bytes; Q likewise with kBlockM rows
+// (traits_wgmma.cuh: W the swizzle line, C its elements).
+// Tiles first_tile .. first_tile + tiles - 1 of the chunk go through the stage ring in that order:
+// run r uses stage r % kStages, the order the consumers wait in.
 template <typename Traits>
 CPGEN_DEVICE void wgmma_fwd_produce(const RingFwdWgmmaParams& params, const WgmmaFwdShared<Traits>& smem, int batch,
-                                    int kv_head, int first_packed, int tiles) {
+                                    int kv_head, int first_packed, int first_tile, int tiles) {
   constexpr int kGroup = Traits::kGroup;
   mbarrier_arrive_expect_tx(smem.q_full(), Traits::kQTileBytes);
 #pragma unroll
   for (int b = 0; b < Traits::kColumnBlocks; ++b) {
-    const int coords[4] = {b * kWgmmaColumnBlock, kv_head * kGroup, first_packed / kGroup, batch};
-    tma_load<4>(smem.q_tile() + b * Traits::kBlockM * 128, params.q_map, coords, smem.q_full());
+    const int coords[4] = {b * Traits::kColumnElements, kv_head * kGroup, first_packed / kGroup, batch};
+    tma_load<4>(smem.q_tile() + b * Traits::kBlockM * Traits::kSwizzleBytes, params.q_map, coords, smem.q_full());
   }
-  for (int tile = 0; tile < tiles; ++tile) {
-    const int stage = tile % Traits::kStages, round = tile / Traits::kStages;
+  for (int run = 0; run < tiles; ++run) {
+    const int stage = run % Traits::kStages, round = run / Traits::kStages;
     // Round r of a stage reuses it after the consumers released round r - 1 (phase r - 1).
     if (round > 0) mbarrier_wait_parity(smem.empty(stage), (round - 1) & 1);
     mbarrier_arrive_expect_tx(smem.full(stage), 2 * Traits::kKvTileBytes);
 #pragma unroll
     for (int b = 0; b < Traits::kColumnBlocks; ++b) {
-      const int coords[4] = {b * kWgmmaColumnBlock, tile * Traits::kBlockN, kv_head, batch};
-      tma_load<4>(smem.k_tile(stage) + b * Traits::kBlockN * 128, params.k_map, coords, smem.full(stage));
-      tma_load<4>(smem.v_tile(stage) + b * Traits::kBlockN * 128, params.v_map, coords, smem.full(stage));
+      const int coords[4] = {b * Traits::kColumnElements, (first_tile + run) * Traits::kBlockN, kv_head, batch};
+      const u32 block_offset = b * Traits::kBlockN * Traits::kSwizzleBytes;
+      tma_load<4>(smem.k_tile(stage) + block_offset, params.k_map, coords, smem.full(stage));
+      tma_load<4>(smem.v_tile(stage) + block_offset, params.v_map, coords, smem.full(stage));
     }
   }
 }
@@ -84,6 +97,8 @@ CPGEN_DEVICE void wgmma_fwd_merge(const RingFwdParams& params, int batch, int kv
   constexpr int kGroup = Traits::kGroup;
   constexpr int kHeadDim = Traits::kHeadDim;
   const int packed_rows = params.q_len * kGroup;
+  // The state's row pitch: a launch over a view of the queries writes into the rank's full state.
+  const long long state_len = params.state_len > 0 ? params.state_len : params.q_len;
   const int lane = threadIdx.x % 32;
   const bool quad_leader = lane % 4 == 0;
   // Every lane of a quad reads the row's old state before its leader overwrites it (the order
@@ -99,7 +114,7 @@ CPGEN_DEVICE void wgmma_fwd_merge(const RingFwdParams& params, int batch, int kv
     if (params.is_first_step || packed >= packed_rows) continue;
     const PackedRow pr = unpack_row(packed, kGroup);
     const long long state_row =
-        (static_cast<long long>(batch) * params.q_heads + kv_head * kGroup + pr.head_in_group) * params.q_len +
+        (static_cast<long long>(batch) * params.q_heads + kv_head * kGroup + pr.head_in_group) * state_len +
         pr.query_index;
     // (m, l) = merge((m_state, l_state), (m_local, l_local)); o merges with the same factors.
     const MergeScales ms = merge_scales(params.m_state[state_row], row_max[half]);
@@ -115,7 +130,7 @@ CPGEN_DEVICE void wgmma_fwd_merge(const RingFwdParams& params, int batch, int kv
     if (packed >= packed_rows) continue;
     const PackedRow pr = unpack_row(packed, kGroup);
     const int head = kv_head * kGroup + pr.head_in_group;
-    const long long state_row = (static_cast<long long>(batch) * params.q_heads + head) * params.q_len + pr.query_index;
+    const long long state_row = (static_cast<long long>(batch) * params.q_heads + head) * state_len + pr.query_index;
     float* o_state = params.o_state + state_row * kHeadDim;
     float scale_l = scale_local[half], scale_s = scale_state[half];
     if (params.is_last_step) {
@@ -155,53 +170,75 @@ CPGEN_DEVICE void wgmma_fwd_merge(const RingFwdParams& params, int batch, int kv
 }
 
 // S = Q K^T of one K tile as one committed wgmma group (not waited for). Q and K are K-major in
-// the 128-byte swizzle: 8-row atoms 1024 bytes apart (SBO), k stepping 32 bytes (16 elements)
-// inside the 128-byte line, the next 64-column block every 4 k-steps (tile rows x 128 bytes on).
+// the W-byte swizzle: 8-row atoms 8 W bytes apart (SBO), k stepping 32 bytes (16 elements)
+// inside the W-byte line, the next column block every W / 32 k-steps (tile rows x W bytes on).
 template <typename Traits>
 CPGEN_DEVICE void wgmma_fwd_issue_scores(float (&s)[Traits::kScoreRegisters], u32 q_rows, u32 k_tile) {
   using T = typename Traits::Element;
   wgmma_fence();
 #pragma unroll
   for (int kk = 0; kk < Traits::kQkSteps; ++kk) {
-    const u32 q_at = q_rows + (kk / 4) * Traits::kBlockM * 128 + (kk % 4) * 32;
-    const u32 k_at = k_tile + (kk / 4) * Traits::kBlockN * 128 + (kk % 4) * 32;
-    wgmma_ss<T, Traits::kBlockN>(s, wgmma_descriptor(q_at, 16, 1024, kWgmmaSwizzle128B),
-                                 wgmma_descriptor(k_at, 16, 1024, kWgmmaSwizzle128B), kk > 0);
+    constexpr int kSteps = Traits::kKStepsPerBlock, kW = Traits::kSwizzleBytes;
+    const u32 q_at = q_rows + (kk / kSteps) * Traits::kBlockM * kW + (kk % kSteps) * 32;
+    const u32 k_at = k_tile + (kk / kSteps) * Traits::kBlockN * kW + (kk % kSteps) * 32;
+    wgmma_ss<T, Traits::kBlockN>(s, wgmma_descriptor(q_at, 16, 8 * kW, Traits::kDescriptorSwizzle),
+                                 wgmma_descriptor(k_at, 16, 8 * kW, Traits::kDescriptorSwizzle), kk > 0);
   }
   wgmma_commit();
 }
 
-// Masks the raw scores of key tile `tile` (keys past kv_len; causal: keys after the row's query)
-// and runs the online softmax over them in place: s becomes p = exp2(s scale_log2 - m), row_max
-// and row_sum advance, rescale gets exp2(m_old - m_new) for O. Positions increase along the
-// chunk, so a row's visible keys of a tile are a prefix, found by a binary search over the
-// tile's positions (tiles before full_tiles need none).
+// Softcaps (kSoftcap) and masks the raw scores of key tile `tile`, then runs the online softmax
+// over them in place: s becomes p = exp2(s scale_log2 - m), row_max and row_sum advance, rescale
+// gets exp2(m_old - m_new) for O. The mask (keys past kv_len; causal: keys after the row's query;
+// key intervals: keys outside [q_key_first, q_key_last]) applies only to tiles outside the
+// block's mask-free run [full_begin, full_end). Positions increase along the chunk, so the keys
+// of a tile a row sees are one index run of it, found by binary searches over the tile's
+// positions (mask.cuh), exactly as step_fwd.cuh finds them.
 template <typename Traits>
 CPGEN_DEVICE void wgmma_fwd_softmax(const RingFwdParams& params, float (&s)[Traits::kScoreRegisters], int tile,
-                                    int full_tiles, int row0, float (&row_max)[2], float (&row_sum)[2],
+                                    const KeyTiles& tiles, int row0, float (&row_max)[2], float (&row_sum)[2],
                                     float (&rescale)[2]) {
   constexpr int kBlockN = Traits::kBlockN;
   constexpr int kGroup = Traits::kGroup;
+  constexpr bool kKeyIntervals = Traits::kKeyIntervals;
   const int lane = threadIdx.x % 32;
   const int key0 = tile * kBlockN;
-  if (tile >= full_tiles) {
+  // Softcap first, so that a masked score below still becomes -inf (tanh(-inf) would give -c):
+  // c tanh(scale q.k / c) enters the log2-domain softmax as (c log2 e) tanh(q.k (scale / c)); s
+  // keeps the tanh and the softmax scales by c log2 e in place of scale log2 e. Multiplying by
+  // c log2 e here instead (as step_fwd.cuh does) took the consumers from 183 to 237 registers
+  // at head dim 128 (SASS, ptxas of NVRTC 13.0); folded into the softmax it costs none.
+  if constexpr (Traits::kSoftcap) {
+    const float tanh_scale = params.scale_log2 * 0.6931471805599453f / params.softcap;
+#pragma unroll
+    for (int i = 0; i < Traits::kScoreRegisters; ++i) s[i] = tanh_approx(s[i] * tanh_scale);
+  }
+  if ((kKeyIntervals && tile < tiles.full_begin) || tile >= tiles.full_end) {
     const int keys_here = min(kBlockN, params.kv_len - key0);
-    int row_key_end[2];
+    int row_key_begin[2], row_key_end[2];
 #pragma unroll
     for (int half = 0; half < 2; ++half) {
-      if (Traits::kCausal) {
+      row_key_begin[half] = key0;
+      row_key_end[half] = key0 + keys_here;
+      if (Traits::kCausal || kKeyIntervals) {
         const int packed_rows = params.q_len * kGroup;
         const int packed = row0 + acc_row(lane, 2 * half);
         const int query = unpack_row(packed < packed_rows ? packed : packed_rows - 1, kGroup).query_index;
-        row_key_end[half] = key0 + count_at_or_before(params.kv_positions + key0, keys_here, params.q_positions[query]);
-      } else {
-        row_key_end[half] = key0 + keys_here;
+        const int* tile_positions = params.kv_positions + key0;
+        if constexpr (kKeyIntervals) {
+          row_key_begin[half] += count_before(tile_positions, keys_here, params.q_key_first[query]);
+          row_key_end[half] = key0 + count_at_or_before(tile_positions, keys_here, params.q_key_last[query]);
+        } else {
+          row_key_end[half] = key0 + count_at_or_before(tile_positions, keys_here, params.q_positions[query]);
+        }
       }
     }
 #pragma unroll
     for (int i = 0; i < Traits::kScoreRegisters; ++i) {
       const int key = key0 + 8 * (i / 4) + acc_col(lane, i % 4);
-      if (key >= row_key_end[i % 4 / 2]) s[i] = -positive_infinity();
+      const int half = i % 4 / 2;
+      const bool before = kKeyIntervals && key < row_key_begin[half];
+      if (before || key >= row_key_end[half]) s[i] = -positive_infinity();
     }
   }
   // The accumulator order (8-column blocks of 4 registers, rows g and g + 8) is the mma.sync one
@@ -209,7 +246,9 @@ CPGEN_DEVICE void wgmma_fwd_softmax(const RingFwdParams& params, float (&s)[Trai
   float step_rescale[1][2];
   online_softmax_tile<1, kBlockN / 8>(*reinterpret_cast<float(*)[1][kBlockN / 8][4]>(&s),
                                       *reinterpret_cast<float(*)[1][2]>(&row_max),
-                                      *reinterpret_cast<float(*)[1][2]>(&row_sum), step_rescale, params.scale_log2);
+                                      *reinterpret_cast<float(*)[1][2]>(&row_sum), step_rescale,
+                                      Traits::kSoftcap ? params.softcap * 1.4426950408889634f
+                                                       : params.scale_log2);
   rescale[0] = step_rescale[0][0];
   rescale[1] = step_rescale[0][1];
 }
@@ -225,8 +264,8 @@ CPGEN_DEVICE void wgmma_fwd_pack(const float (&s)[Traits::kScoreRegisters], u32 
     for (int r = 0; r < 4; ++r) p[kk][r] = pack2<T>(s[8 * kk + 2 * r], s[8 * kk + 2 * r + 1]);
 }
 
-// O += P V as one committed wgmma group: V is MN-major, 8 keys per 1024-byte atom (SBO), the
-// output's 64-column blocks kBlockN x 128 bytes apart (LBO).
+// O += P V as one committed wgmma group: V is MN-major, 8 keys per 8 W-byte atom (SBO), the
+// output's column blocks kBlockN x W bytes apart (LBO); k-step kk starts 16 keys (16 W bytes) on.
 template <typename Traits>
 CPGEN_DEVICE void wgmma_fwd_issue_pv(float (&o)[Traits::kOutputRegisters], const u32 (&p)[Traits::kPvSteps][4],
                                      u32 v_tile) {
@@ -235,7 +274,10 @@ CPGEN_DEVICE void wgmma_fwd_issue_pv(float (&o)[Traits::kOutputRegisters], const
 #pragma unroll
   for (int kk = 0; kk < Traits::kPvSteps; ++kk)
     wgmma_rs<T, Traits::kHeadDim, true>(
-        o, p[kk], wgmma_descriptor(v_tile + kk * 2048, Traits::kBlockN * 128, 1024, kWgmmaSwizzle128B), true);
+        o, p[kk],
+        wgmma_descriptor(v_tile + kk * 16 * Traits::kSwizzleBytes, Traits::kBlockN * Traits::kSwizzleBytes,
+                         8 * Traits::kSwizzleBytes, Traits::kDescriptorSwizzle),
+        true);
   wgmma_commit();
 }
 
@@ -247,7 +289,6 @@ CPGEN_DEVICE void ring_fwd_step_wgmma(const RingFwdWgmmaParams& wparams) {
   constexpr int kStages = Traits::kStages;
   constexpr int kGroup = Traits::kGroup;
   constexpr int kHeadDim = Traits::kHeadDim;
-  constexpr bool kCausal = Traits::kCausal;
   const RingFwdParams& params = wparams.base;
 
   extern __shared__ __align__(128) unsigned char shared_storage[];
@@ -258,12 +299,12 @@ CPGEN_DEVICE void ring_fwd_step_wgmma(const RingFwdWgmmaParams& wparams) {
   const int batch = static_cast<int>(pair / params.kv_heads), kv_head = static_cast<int>(pair % params.kv_heads);
   const int first_packed = blockIdx.x * kBlockM;
 
-  int q_first_pos = 0, q_last_pos = 0;
-  if (kCausal) {
-    q_first_pos = params.q_positions[block_first_query(blockIdx.x, kBlockM, kGroup)];
-    q_last_pos = params.q_positions[block_last_query(blockIdx.x, kBlockM, kGroup, params.q_len)];
-  }
-  const TileRange range = key_tile_range(params.kv_positions, params.kv_len, q_first_pos, q_last_pos, kBlockN, kCausal);
+  // Key tiles this query block runs: [begin, end), of which [full_begin, full_end) need no mask.
+  const KeyTiles tiles = block_key_tiles<Traits>(params);
+  const int tile_count = tiles.end - tiles.begin;
+  // A block that sees nothing here has nothing to merge into a middle step's state (every thread
+  // leaves before any barrier exists).
+  if (tile_count <= 0 && !params.is_first_step && !params.is_last_step) return;
 
   const WgmmaFwdShared<Traits> smem{(shared_address(shared_storage) + 1023u) & ~1023u};
   if (threadIdx.x == 0) {
@@ -280,7 +321,8 @@ CPGEN_DEVICE void ring_fwd_step_wgmma(const RingFwdWgmmaParams& wparams) {
   const int warpgroup = threadIdx.x / 128;
   if (warpgroup == 0) {
     setmaxnreg_dec<Traits::kProducerRegisters>();
-    if (threadIdx.x == 0) wgmma_fwd_produce<Traits>(wparams, smem, batch, kv_head, first_packed, range.tiles);
+    if (threadIdx.x == 0 && tile_count > 0)
+      wgmma_fwd_produce<Traits>(wparams, smem, batch, kv_head, first_packed, tiles.begin, tile_count);
     return;
   }
   setmaxnreg_inc<Traits::kConsumerRegisters>();
@@ -296,36 +338,38 @@ CPGEN_DEVICE void ring_fwd_step_wgmma(const RingFwdWgmmaParams& wparams) {
   float row_max[2] = {-positive_infinity(), -positive_infinity()};
   float row_sum[2] = {0.0f, 0.0f};
 
-  // This warpgroup's 64 rows of the Q tile (8 atoms of 1024 bytes in each column block).
-  const u32 q_rows = smem.q_tile() + 64 * consumer * 128;
-  mbarrier_wait_parity(smem.q_full(), 0);
+  // This warpgroup's 64 rows of the Q tile (8 atoms of 8 W bytes in each column block).
+  const u32 q_rows = smem.q_tile() + 64 * consumer * Traits::kSwizzleBytes;
 
   // Software pipeline inside the warpgroup: while the MMAs of O += P_t V_t run, the scores of
   // tile t + 1 are computed and their softmax runs on the CUDA cores; only then does the thread
   // wait for O, rescale it and pack P_(t+1). P_t stays untouched while its wgmma may read it.
+  // Runs are counted from the block's first tile: run r is tile tiles.begin + r in stage
+  // r % kStages, as the producer loads them.
   u32 p[Traits::kPvSteps][4];
-  if (range.tiles > 0) {
+  if (tile_count > 0) {
+    mbarrier_wait_parity(smem.q_full(), 0);  // no Q is loaded for a block without tiles
     mbarrier_wait_parity(smem.full(0), 0);
     float s[Traits::kScoreRegisters];
     wgmma_fwd_issue_scores<Traits>(s, q_rows, smem.k_tile(0));
     wgmma_wait<0>();
     wgmma_fence_operand(s);
     float rescale[2];  // o is still zero: nothing to rescale
-    wgmma_fwd_softmax<Traits>(params, s, 0, range.full_tiles, row0, row_max, row_sum, rescale);
+    wgmma_fwd_softmax<Traits>(params, s, tiles.begin, tiles, row0, row_max, row_sum, rescale);
     wgmma_fwd_pack<Traits>(s, p);
   }
   // The last tile runs outside the loop, so the loop body has no branch around its wgmma groups
   // (ptxas serializes the pipeline when it cannot tell which group a register belongs to).
-  for (int tile = 0; tile + 1 < range.tiles; ++tile) {
-    const int stage = tile % kStages, next_stage = (tile + 1) % kStages;
+  for (int run = 0; run + 1 < tile_count; ++run) {
+    const int stage = run % kStages, next_stage = (run + 1) % kStages;
     float s[Traits::kScoreRegisters];
-    mbarrier_wait_parity(smem.full(next_stage), ((tile + 1) / kStages) & 1);
+    mbarrier_wait_parity(smem.full(next_stage), ((run + 1) / kStages) & 1);
     wgmma_fwd_issue_scores<Traits>(s, q_rows, smem.k_tile(next_stage));
     wgmma_fwd_issue_pv<Traits>(o, p, smem.v_tile(stage));
     wgmma_wait<1>();  // groups retire in order: the scores (older) are in, P V may still run
     wgmma_fence_operand(s);
     float rescale[2];
-    wgmma_fwd_softmax<Traits>(params, s, tile + 1, range.full_tiles, row0, row_max, row_sum, rescale);
+    wgmma_fwd_softmax<Traits>(params, s, tiles.begin + run + 1, tiles, row0, row_max, row_sum, rescale);
     wgmma_wait<0>();
     wgmma_fence_operand(o);
     mbarrier_arrive(smem.empty(stage));  // this thread's MMAs of the stage have retired
@@ -334,8 +378,8 @@ CPGEN_DEVICE void ring_fwd_step_wgmma(const RingFwdWgmmaParams& wparams) {
     for (int i = 0; i < Traits::kOutputRegisters; ++i) o[i] *= rescale[i % 4 / 2];
     wgmma_fwd_pack<Traits>(s, p);
   }
-  if (range.tiles > 0) {
-    const int stage = (range.tiles - 1) % kStages;
+  if (tile_count > 0) {
+    const int stage = (tile_count - 1) % kStages;
     wgmma_fwd_issue_pv<Traits>(o, p, smem.v_tile(stage));
     wgmma_wait<0>();
     wgmma_fence_operand(o);

@@ -7,17 +7,20 @@
 // M of one wgmma m64nNk16), so kBlockM = 64 * kConsumers.
 //
 // Shared memory, from a 1024-byte aligned base (the 128-byte swizzle repeats every 8 lines of 128
-// bytes, and a wgmma descriptor with base offset 0 assumes the pattern starts on that boundary;
-// dynamic shared memory is only guaranteed 16-byte aligned, so kSharedBytes carries 1024 bytes of
-// slack for the kernel to align up):
-//   Q tile                  kHeadDim / 64 column blocks of [kBlockM rows][64 elements]
-//   K tiles, kStages        kHeadDim / 64 column blocks of [kBlockN rows][64 elements] each
+// bytes, the 64-byte one every 8 of 64, and a wgmma descriptor with base offset 0 assumes the
+// pattern starts on that boundary; dynamic shared memory is only guaranteed 16-byte aligned, so
+// kSharedBytes carries 1024 bytes of slack for the kernel to align up). With W the swizzle line
+// (params_wgmma.cuh, wgmma_swizzle_bytes: 128 bytes, or 64 at head dim 96) and C = W / 2 its
+// elements:
+//   Q tile                  kHeadDim / C column blocks of [kBlockM rows][C elements]
+//   K tiles, kStages        kHeadDim / C column blocks of [kBlockN rows][C elements] each
 //   V tiles, kStages        the same
 //   mbarriers               Q full, kStages full, kStages empty (8 bytes each)
-// A column block is one TMA box of 128-byte rows in the 128-byte swizzle, which is both what TMA
+// A column block is one TMA box of W-byte rows in the W-byte swizzle, which is both what TMA
 // writes and the canonical layout wgmma reads (K-major for Q and K, MN-major for V).
 #pragma once
 
+#include "cpgen/params_wgmma.cuh"
 #include "cpgen/traits.cuh"
 
 namespace cpgen {
@@ -26,20 +29,21 @@ namespace device {
 // Plain constexpr arithmetic so the CPU tests can evaluate it for any config.
 struct WgmmaFwdLayout {
   int threads;
-  int column_blocks;  // 64-element (128-byte) column blocks of a head_dim row
+  int swizzle_bytes;  // W: bytes of a column block's row, one swizzle line
+  int column_blocks;  // W-byte column blocks of a head_dim row
   int q_tile_bytes, kv_tile_bytes;
   int q_offset, k_offset, v_offset, barrier_offset;  // from the aligned base
   int shared_bytes;                                  // what the launch asks for, slack included
 };
 
 constexpr int kWgmmaAlignSlack = 1024;
-constexpr int kWgmmaColumnBlock = 64;  // elements of a 128-byte swizzled line at 16 bits
 
 CPGEN_HOST_DEVICE constexpr WgmmaFwdLayout wgmma_fwd_layout(int head_dim, int block_m, int block_n, int consumers,
                                                             int stages) {
   WgmmaFwdLayout l{};
   l.threads = 128 * (1 + consumers);
-  l.column_blocks = head_dim / kWgmmaColumnBlock;
+  l.swizzle_bytes = wgmma_swizzle_bytes(head_dim);
+  l.column_blocks = head_dim * 2 / l.swizzle_bytes;
   l.q_tile_bytes = block_m * head_dim * 2;
   l.kv_tile_bytes = block_n * head_dim * 2;
   l.q_offset = 0;
@@ -51,8 +55,10 @@ CPGEN_HOST_DEVICE constexpr WgmmaFwdLayout wgmma_fwd_layout(int head_dim, int bl
   return l;
 }
 
+// kKeyIntervalsV and kSoftcapV are the mask features of FwdTraits (traits.cuh), with the same
+// meaning: per-query key intervals (q_key_first/q_key_last) and a logit softcap.
 template <typename ElementT, int kHeadDimV, int kBlockMV, int kBlockNV, int kConsumersV, int kStagesV, bool kCausalV,
-          int kGroupV>
+          int kGroupV, bool kKeyIntervalsV = false, bool kSoftcapV = false>
 struct WgmmaFwdTraits {
   using Element = ElementT;
   static constexpr int kHeadDim = kHeadDimV;
@@ -62,11 +68,16 @@ struct WgmmaFwdTraits {
   static constexpr int kStages = kStagesV;  // K/V tiles in the shared ring
   static constexpr bool kCausal = kCausalV;
   static constexpr int kGroup = kGroupV;
-  static constexpr bool kKeyIntervals = false;  // the step_fwd.cuh mask features are not here yet
+  static constexpr bool kKeyIntervals = kKeyIntervalsV;
+  static constexpr bool kSoftcap = kSoftcapV;
   static constexpr WgmmaFwdLayout kLayout = wgmma_fwd_layout(kHeadDim, kBlockM, kBlockN, kConsumers, kStages);
 
   static constexpr int kThreads = kLayout.threads;
   static constexpr int kColumnBlocks = kLayout.column_blocks;
+  static constexpr int kSwizzleBytes = kLayout.swizzle_bytes;      // W
+  static constexpr int kColumnElements = kSwizzleBytes / 2;        // C
+  static constexpr int kKStepsPerBlock = kSwizzleBytes / 32;       // k16 steps (32 bytes) per line
+  static constexpr unsigned kDescriptorSwizzle = kSwizzleBytes == 128 ? kWgmmaSwizzle128B : kWgmmaSwizzle64B;
   static constexpr int kQTileBytes = kLayout.q_tile_bytes;
   static constexpr int kKvTileBytes = kLayout.kv_tile_bytes;
   static constexpr int kQOffset = kLayout.q_offset;
@@ -90,7 +101,8 @@ struct WgmmaFwdTraits {
   static constexpr int kConsumerRegisters = 240;
 
   static_assert(Element::kBytes == 2, "inputs are 16-bit (bf16 or fp16)");
-  static_assert(kHeadDim == 64 || kHeadDim == 128, "the wgmma kernel supports head dims 64 and 128 so far");
+  static_assert(kHeadDim == 64 || kHeadDim == 96 || kHeadDim == 128 || kHeadDim == 256,
+                "head dim 64, 96, 128 or 256: whole swizzled column blocks of 64 (96: 32) elements");
   static_assert(kConsumers == 1 || kConsumers == 2, "one or two consumer warpgroups");
   static_assert(kBlockM == 64 * kConsumers, "each consumer warpgroup owns the 64 rows of one wgmma m64");
   static_assert(kBlockN == 64 || kBlockN == 128, "block_n (the wgmma N of S) is 64 or 128");
@@ -98,7 +110,11 @@ struct WgmmaFwdTraits {
   static_assert(kStages >= 1 && kStages <= 4, "1 to 4 K/V stages");
   static_assert(kGroup == 1 || kGroup == 2 || kGroup == 4 || kGroup == 8, "GQA group 1, 2, 4 or 8");
   static_assert(kBlockM % kGroup == 0, "block_m must hold whole GQA groups");
-  static_assert(kScoreRegisters + kOutputRegisters <= 128, "S and O accumulators must fit in registers");
+  // S and O of one 64-row wgmma tile per consumer thread, fp32. 160 admits head dim 256 with
+  // 64-key tiles (32 + 128; FlashAttention-3 runs the same split); beyond it the consumer's 240
+  // registers leave too little for P, the row statistics and addresses.
+  static constexpr int kAccumulatorBudget = 160;
+  static_assert(kScoreRegisters + kOutputRegisters <= kAccumulatorBudget, "S and O accumulators must fit in registers");
 #if defined(__CUDA_ARCH__)
   static_assert(kSharedBytes <= shared_limit_for_arch(__CUDA_ARCH__),
                 "shared memory (Q tile + stages x K/V tiles) exceeds the arch's per-block limit");

@@ -99,6 +99,36 @@ TEST(Tma, BoxLandsSwizzledWithOutOfBoundsZeros) {
   }
 }
 
+// With a read counter on the buffer, a TMA load counts each 16-byte chunk its in-bounds bytes
+// touch, once per box row; rows and columns outside the tensor read nothing (the chunks a test
+// uses to prove that a kernel skipped a tile). A 2-D box of 16 columns x 8 rows at (32, 16): rows
+// 16-19 are inside (20 rows), columns 32-39 inside (40 columns), so each of those 4 rows reads
+// its one chunk of columns 32-39 (bytes 64-79 of the row); nothing else is counted.
+TEST(Tma, LoadCountsTheChunksItReads) {
+  fill_tensor();
+  const TensorMap map = map_2d(16, 8, emulation::kTensorMapSwizzleNone);
+  static const TensorMap* s_map;
+  s_map = &map;
+  std::vector<uint32_t> reads((sizeof g_tensor + 15) / 16, 0);
+  testing::LaunchBuffers buffers({{g_tensor, sizeof g_tensor, reads.data()}});
+  ASSERT_EQ(emulation::launch(1, 1, 32, 2048,
+                              [] {
+                                if (threadIdx.x == 0) {
+                                  const int32_t coords[2] = {32, 16};
+                                  emulation::mbarrier_init(kBar, 1);
+                                  emulation::mbarrier_arrive_expect_tx(kBar, 16 * 8 * 2);
+                                  emulation::tma_load(kTile, s_map, coords, 2, kBar);
+                                  emulation::mbarrier_wait_parity(kBar, 0);
+                                }
+                              }),
+            "");
+  for (size_t chunk = 0; chunk < reads.size(); ++chunk) {
+    const size_t row = chunk * 16 / (kPitch * 2), byte_in_row = chunk * 16 % (kPitch * 2);
+    const uint32_t want = row >= 16 && row < 20 && byte_in_row == 64 ? 1 : 0;
+    EXPECT_EQ(reads[chunk], want) << "chunk " << chunk << " (row " << row << ", byte " << byte_in_row << ")";
+  }
+}
+
 TEST(Tma, ThreeDimensionalBox) {
   // The 2-D tensor seen as 3-D: 40 columns, 5 rows, 4 planes of 5 rows (the same memory).
   fill_tensor();

@@ -42,38 +42,70 @@ TEST(KernelSpecWgmma, ParseIsTheInverseOfUri) {
   for (const KernelSpec& def : wgmma_defaults())
     for (int consumers : kSupportedWgmmaConsumers)
       for (int bn : kSupportedWgmmaBlockN)
-        for (int stages : kSupportedWgmmaStages) {
-          KernelSpec s = def;
-          s.warps = 4 * (1 + consumers);
-          s.block_m = 64 * consumers;
-          s.block_n = bn;
-          s.stages = stages;
-          s.validate();
-          EXPECT_EQ(KernelSpec::parse(s.uri()), s) << s.uri();
-          EXPECT_EQ(KernelSpec::parse(s.uri()).uri(), s.uri());
-          ++count;
-        }
-  EXPECT_EQ(count, 2 * 2 * 2 * 4 * 2 * 2 * 4);
+        for (int stages : kSupportedWgmmaStages)
+          for (int mask = 0; mask < 4; ++mask) {
+            KernelSpec s = def;
+            s.warps = 4 * (1 + consumers);
+            s.block_m = 64 * consumers;
+            s.block_n = bn;
+            s.stages = stages;
+            s.key_intervals = mask & 1;
+            s.softcap = mask & 2;
+            s.validate();
+            EXPECT_EQ(KernelSpec::parse(s.uri()), s) << s.uri();
+            EXPECT_EQ(KernelSpec::parse(s.uri()).uri(), s.uri());
+            ++count;
+          }
+  EXPECT_EQ(count, 2 * 4 * 2 * 4 * 2 * 2 * 4 * 4);
   // The mma.sync family's URIs still parse as that family.
   EXPECT_EQ(KernelSpec::parse("ring_fwd_bf16_hd128_causal_gqa4_bm128_bn64_w4_s2").kind, KernelKind::kForwardStep);
 }
 
 TEST(KernelSpecWgmma, BadUrisGetOneLineSayingWhatIsAllowed) {
   for (const auto& [uri, want] : std::vector<std::pair<std::string, std::string>>{
-           {"ring_fwd_wgmma_bf16_hd96_causal_gqa1_bm128_bn128_c2_s2",
-            "head_dim 96 is not supported by the wgmma family"},
+           {"ring_fwd_wgmma_bf16_hd80_causal_gqa1_bm128_bn128_c2_s2",
+            "head_dim 80 is not supported by the wgmma family"},
            {"ring_fwd_wgmma_bf16_hd128_causal_gqa1_bm64_bn128_c2_s2", "block_m 64 in"},
            {"ring_fwd_wgmma_bf16_hd128_causal_gqa1_bm128_bn128_c3_s2", "consumers 3 is not supported"},
            {"ring_fwd_wgmma_bf16_hd128_causal_gqa16_bm128_bn128_c2_s2", "allowed: 1, 2, 4, 8"},
            {"ring_fwd_wgmma_bf16_hd128_causal_gqa1_bm128_bn32_c2_s2", "allowed: 64, 128"},
            {"ring_fwd_wgmma_bf16_hd128_causal_gqa1_bm128_bn128_w12_s2", "must read 'c<number>'"},
-           {"ring_fwd_wgmma_bf16_hd128_causal_ivl_gqa1_bm128_bn128_c2_s2", "malformed"},
+           // the mask tokens in the mma.sync family's order only, each once
+           {"ring_fwd_wgmma_bf16_hd128_causal_cap_ivl_gqa1_bm128_bn128_c2_s2", "malformed"},
+           {"ring_fwd_wgmma_bf16_hd128_causal_ivl_ivl_gqa1_bm128_bn128_c2_s2", "malformed"},
+           {"ring_fwd_wgmma_bf16_hd128_ivl_causal_gqa1_bm128_bn128_c2_s2", "malformed"},
            {"ring_fwd_wgmma_fp32_hd128_causal_gqa1_bm128_bn128_c2_s2", "allowed: bf16, fp16"},
            {"ring_fwd_wgmma_bf16_hd128_window_gqa1_bm128_bn128_c2_s2", "allowed: causal, full"}}) {
     const std::string message = bad_input_message(uri);
     EXPECT_NE(message.find(want), std::string::npos) << message;
     EXPECT_EQ(message.find('\n'), std::string::npos) << message;
   }
+}
+
+// Both families spell and read the mask features the same way: the tokens between causal/full
+// and gqa are equal, and each parser sets the same flags from them.
+TEST(KernelSpecWgmma, MaskTokensMeanTheSameInBothFamilies) {
+  for (bool causal : {false, true})
+    for (int mask = 0; mask < 4; ++mask) {
+      KernelSpec mma = KernelSpec::default_for(Dtype::kBf16, 128, causal, 1);
+      KernelSpec wgmma = wgmma_default_for(Dtype::kBf16, 128, causal, 1);
+      for (KernelSpec* s : {&mma, &wgmma}) {
+        s->key_intervals = mask & 1;
+        s->softcap = mask & 2;
+      }
+      auto mask_tokens = [](const std::string& uri) {
+        const size_t hd = uri.find("_hd128_"), gqa = uri.find("_gqa");
+        return uri.substr(hd + 7, gqa - hd - 7);
+      };
+      EXPECT_EQ(mask_tokens(mma.uri()), mask_tokens(wgmma.uri())) << mma.uri() << " vs " << wgmma.uri();
+      for (const KernelSpec& s : {KernelSpec::parse(mma.uri()), KernelSpec::parse(wgmma.uri())}) {
+        EXPECT_EQ(s.causal, causal) << s.uri();
+        EXPECT_EQ(s.key_intervals, bool(mask & 1)) << s.uri();
+        EXPECT_EQ(s.softcap, bool(mask & 2)) << s.uri();
+      }
+    }
+  EXPECT_EQ(KernelSpec::parse("ring_fwd_wgmma_fp16_hd64_full_ivl_cap_gqa4_bm64_bn64_c1_s3").uri(),
+            "ring_fwd_wgmma_fp16_hd64_full_ivl_cap_gqa4_bm64_bn64_c1_s3");
 }
 
 TEST(KernelSpecWgmma, OnlySm90aIsFeasible) {
@@ -109,6 +141,18 @@ TEST(KernelSpecWgmma, FeasibilityMirrorsTheTraits) {
   EXPECT_NE(deep.reason.find("shared memory"), std::string::npos) << deep.reason;
   EXPECT_TRUE(check_feasibility(KernelSpec::parse("ring_fwd_wgmma_bf16_hd128_causal_gqa1_bm128_bn128_c2_s3"), "sm_90a")
                   .feasible);
+  // Head dim 96: three 64-byte column blocks, the same bytes as any other head dim.
+  expect_same_shared_bytes<device::WgmmaFwdTraits<Fp16, 96, 128, 128, 2, 2, false, 2>>(
+      "ring_fwd_wgmma_fp16_hd96_full_gqa2_bm128_bn128_c2_s2");
+  // Head dim 256: 64-key tiles (32 + 128 accumulators) fit, 128-key tiles (64 + 128) do not.
+  expect_same_shared_bytes<device::WgmmaFwdTraits<Bf16, 256, 128, 64, 2, 2, true, 1>>(
+      "ring_fwd_wgmma_bf16_hd256_causal_gqa1_bm128_bn64_c2_s2");
+  EXPECT_EQ(wgmma_default_for(Dtype::kBf16, 256, true, 1).uri(), "ring_fwd_wgmma_bf16_hd256_causal_gqa1_bm128_bn64_c2_s2");
+  EXPECT_TRUE(check_feasibility(wgmma_default_for(Dtype::kFp16, 256, false, 8), "sm_90a").feasible);
+  const Feasibility wide =
+      check_feasibility(KernelSpec::parse("ring_fwd_wgmma_bf16_hd256_causal_gqa1_bm128_bn128_c2_s1"), "sm_90a");
+  EXPECT_FALSE(wide.feasible);
+  EXPECT_NE(wide.reason.find("192 fp32 accumulator registers"), std::string::npos) << wide.reason;
 }
 
 }  // namespace

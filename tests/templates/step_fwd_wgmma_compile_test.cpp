@@ -1,9 +1,10 @@
 // The sm_90a forward family (templates/step_fwd_wgmma.cuh) compiles with NVRTC for sm_90a from
-// rendered specs: a representative subset of the defaults (both dtypes, head dims 64 and 128,
-// causal and full, GQA 1 and > 1, one and two consumer warpgroups) with 0 spill bytes and 0
-// stack, the feasibility model's shared bytes equal to the traits' (the kernel asks for
-// kSharedBytes of dynamic memory and has no static), no serialized wgmma pipeline, and the SASS
-// holds HGMMA and UTMALDG when cuobjdump exists. Needs no GPU.
+// rendered specs: a representative subset of the defaults (both dtypes, head dims 64 to 256,
+// causal and full, GQA 1 and > 1, one and two consumer warpgroups) and of the mask variants
+// (_ivl, _cap, both) with 0 spill bytes and 0 stack, the feasibility model's shared bytes equal
+// to the traits' (the kernel asks for kSharedBytes of dynamic memory and has no static), no
+// serialized wgmma pipeline, and the SASS holds HGMMA and UTMALDG when cuobjdump exists. Needs
+// no GPU.
 #include <gtest/gtest.h>
 
 #include <cstdlib>
@@ -41,7 +42,15 @@ const std::vector<std::pair<KernelSpec, CompiledKernel>>& compiled() {
          {wgmma_default_for(Dtype::kBf16, 128, true, 1), wgmma_default_for(Dtype::kFp16, 64, false, 1),
           wgmma_default_for(Dtype::kBf16, 64, true, 4), wgmma_default_for(Dtype::kFp16, 128, false, 8),
           // one consumer warpgroup: 256 threads, more registers per thread at entry
-          KernelSpec::parse("ring_fwd_wgmma_fp16_hd128_causal_gqa1_bm64_bn128_c1_s3")})
+          KernelSpec::parse("ring_fwd_wgmma_fp16_hd128_causal_gqa1_bm64_bn128_c1_s3"),
+          // the mask features (both, the heaviest in registers) on the head dim 128 default and
+          // with one consumer warpgroup
+          KernelSpec::parse("ring_fwd_wgmma_bf16_hd128_causal_ivl_cap_gqa1_bm128_bn128_c2_s2"),
+          KernelSpec::parse("ring_fwd_wgmma_fp16_hd128_causal_ivl_cap_gqa1_bm64_bn128_c1_s3"),
+          // head dim 96 (64-byte swizzle, wgmma N = 96) and 256 (64-key tiles, masked variant)
+          wgmma_default_for(Dtype::kFp16, 96, true, 4),
+          wgmma_default_for(Dtype::kBf16, 256, true, 1),
+          KernelSpec::parse("ring_fwd_wgmma_fp16_hd256_full_ivl_cap_gqa2_bm128_bn64_c2_s2")})
       out.emplace_back(s, compile_kernel(s, "sm_90a", nullptr));
     return out;
   }();
