@@ -16,15 +16,12 @@ bool kernel_needs_key_intervals(const Problem& p) {
 bool kernel_needs_softcap(const Problem& p) { return p.softcap > 0; }
 
 KernelFamilyAbilities kernel_family_abilities(KernelKind kind) {
-  KernelFamilyAbilities a;
-  if (kind == KernelKind::kForwardWgmma) {
-    // templates/step_fwd_wgmma.cuh compares positions only (no interval tables, no softcap) and
-    // indexes the state by q_len rows.
-    a.key_intervals = false;
-    a.softcap = false;
-    a.query_view = false;
-  }
-  return a;
+  // Both forward families run everything today: templates/step_fwd_wgmma.cuh has the `_ivl` and
+  // `_cap` specializations and writes the state at state_len's pitch, like step_fwd.cuh. A family
+  // that lacks a feature says so here, and the backend, tuner, selection and `verify --spec`
+  // follow.
+  (void)kind;
+  return KernelFamilyAbilities{};
 }
 
 std::string kernel_family_refusal(const KernelSpec& spec, const Problem& p) {

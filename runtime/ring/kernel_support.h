@@ -25,10 +25,9 @@ bool kernel_needs_key_intervals(const Problem& problem);
 // Whether the kernels must apply a logit softcap (KernelSpec softcap).
 bool kernel_needs_softcap(const Problem& problem);
 
-// What each forward kernel family can do (issue 13: the sm_90a wgmma family does not do all the
-// mma.sync family does yet). The one place these limits live: the ring backend, the tuner, the
-// selection and `verify --spec` all ask here, so widening the wgmma family (once its template
-// gains key intervals, the softcap or the state pitch) is a change of one row below.
+// What each forward kernel family can do. The one place such limits live: the ring backend, the
+// tuner, the selection and `verify --spec` all ask here. Today both families (mma.sync and the
+// sm_90a wgmma one) have every ability; a new family starts with the ones its template has.
 struct KernelFamilyAbilities {
   bool key_intervals = true;  // `_ivl` kernels exist: documents and windows
   bool softcap = true;        // `_cap` kernels exist

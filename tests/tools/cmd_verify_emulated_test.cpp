@@ -171,17 +171,19 @@ TEST_F(CmdVerifyEmulated, SpecWithoutTheProblemsMaskFeaturesIsRefused) {
   EXPECT_EQ(std::count(r.err.begin(), r.err.end(), '\n'), 1) << r.err;
 }
 
-// Issue 13: a wgmma kernel on a problem its family cannot run yet (a window needs key intervals)
-// is one line naming the kernel, what it lacks and the mma.sync family; nothing is compiled.
-TEST_F(CmdVerifyEmulated, WgmmaSpecOnAProblemItsFamilyCannotRunIsOneLine) {
-  const auto r = run_cli("verify --vectors " + vectors("mha_window16_hd64_s64.json") +
-                         " --scheme zigzag --ranks 2 --backend emulated --spec ring_fwd_wgmma_bf16_hd64_causal_gqa1_bm64_bn64_c1_s2");
-  EXPECT_EQ(r.exit_code, 2) << r.err;
-  EXPECT_NE(r.err.find("ring_fwd_wgmma_bf16_hd64_causal_gqa1_bm64_bn64_c1_s2: the wgmma family has no key intervals "
-                       "(_ivl) yet, which the problem's window needs; use a ring_fwd_ (mma.sync) kernel"),
-            std::string::npos)
-      << r.err;
-  EXPECT_EQ(std::count(r.err.begin(), r.err.end(), '\n'), 1) << r.err;
+// Issue 13: `--spec wgmma` names the sm_90a family's default tiles of the problem, with its mask's
+// flags: a window problem runs the `_ivl` kernel of the family and passes; a wgmma URI without
+// the flag is refused in one line like any kernel lacking the problem's mask.
+TEST_F(CmdVerifyEmulated, SpecWgmmaRunsTheFamilysDefaultWithTheProblemsMask) {
+  const std::string base = "verify --vectors " + vectors("mha_window16_hd64_s64.json") +
+                           " --scheme zigzag --ranks 2 --backend emulated --dtype bf16 --json --spec ";
+  const auto ok = run_cli(base + "wgmma");
+  ASSERT_EQ(ok.exit_code, 0) << ok.out << ok.err;
+  EXPECT_NE(ok.out.find("ring_fwd_wgmma_bf16_hd64_causal_ivl_gqa1_bm128_bn128_c2_s2"), std::string::npos) << ok.out;
+  const auto refused = run_cli(base + "ring_fwd_wgmma_bf16_hd64_causal_gqa1_bm64_bn64_c1_s2");
+  EXPECT_EQ(refused.exit_code, 2) << refused.err;
+  EXPECT_NE(refused.err.find("without key intervals (_ivl)"), std::string::npos) << refused.err;
+  EXPECT_EQ(std::count(refused.err.begin(), refused.err.end(), '\n'), 1) << refused.err;
 }
 
 }  // namespace

@@ -33,12 +33,10 @@ TEST(Candidates, MaskedWorkloadSearchesTheSameTilesWithTheMaskFlags) {
     WorkloadKey masked = plain;
     masked.mask.document_len = 1024;
     masked.mask.softcap = true;
-    // The wgmma family has no masked kernels yet (runtime/ring/kernel_support.h), so on sm_90a the
-    // plain workload's wgmma candidates have no masked counterpart; the mma.sync grid must match.
-    CandidateSet a = enumerate_candidates(plain);
+    // Both families have masked kernels (runtime/ring/kernel_support.h): on sm_90a the wgmma
+    // candidates come along with the mask's flags like the mma.sync ones.
+    const CandidateSet a = enumerate_candidates(plain);
     const CandidateSet b = enumerate_candidates(masked);
-    std::erase_if(a.viable, [](const KernelSpec& s) { return s.kind == KernelKind::kForwardWgmma; });
-    std::erase_if(a.pruned, [](const PrunedCandidate& p) { return p.spec.kind == KernelKind::kForwardWgmma; });
     ASSERT_EQ(a.viable.size(), b.viable.size()) << step_type_name(step);
     ASSERT_EQ(a.pruned.size(), b.pruned.size()) << step_type_name(step);
     for (size_t i = 0; i < a.viable.size(); ++i) {
@@ -223,7 +221,7 @@ TEST(Candidates, NoWgmmaCandidatesWhereTheFamilyCannotRunTheWorkload) {
   EXPECT_EQ(count_wgmma(w), 0) << "sm_90 (not sm_90a)";
   w = llama_diagonal();
   w.head_dim = 256;
-  EXPECT_EQ(count_wgmma(w), 0) << "head dim 256";
+  EXPECT_GT(count_wgmma(w), 0) << "head dim 256";
   w = llama_diagonal();
   w.q_heads = 32;
   w.kv_heads = 2;  // group 16
