@@ -8,6 +8,7 @@
 #include <cstdlib>
 #include <filesystem>
 #include <fstream>
+#include <sstream>
 #include <stdexcept>
 
 #include "runtime/cuda/cuda_driver.h"
@@ -136,6 +137,41 @@ CliResult run_cli(const std::string& args) {
 
 bool have_gpu(std::string* why) {
   return cu::try_driver(why) != nullptr;
+}
+
+std::string find_cuda_tool(const std::string& name) {
+  namespace fs = std::filesystem;
+  const char* path = std::getenv("PATH");
+  std::stringstream dirs(path ? path : "");
+  for (std::string dir; std::getline(dirs, dir, ':');)
+    if (!dir.empty() && fs::exists(dir + "/" + name)) return dir + "/" + name;
+  for (const char* dir : {"/usr/local/cuda/bin", "/usr/local/cuda-13.0/bin", "/usr/local/cuda-12/bin"})
+    if (fs::exists(std::string(dir) + "/" + name)) return std::string(dir) + "/" + name;
+  std::error_code ec;
+  const fs::path fetched = fs::path(CPGEN_BINARY_DIR) / "cuda-tools";
+  for (auto it = fs::recursive_directory_iterator(fetched, ec); !ec && it != fs::recursive_directory_iterator();
+       it.increment(ec))
+    if (it->is_regular_file() && it->path().filename() == name) return it->path().string();
+  return "";
+}
+
+std::string disassemble_cubin(const std::string& cubin_path, std::string* skip_reason) {
+  const std::string cuobjdump = find_cuda_tool("cuobjdump"), nvdisasm = find_cuda_tool("nvdisasm");
+  if (cuobjdump.empty() || nvdisasm.empty()) {
+    *skip_reason = std::string("no cuobjdump/nvdisasm on PATH, in the CUDA install or in ") + CPGEN_BINARY_DIR +
+                   "/cuda-tools: pip install --target " + CPGEN_BINARY_DIR +
+                   "/cuda-tools nvidia-cuda-cuobjdump nvidia-cuda-nvdisasm (tools/setup.sh does)";
+    return "";
+  }
+  const std::string sass = cubin_path + ".sass";
+  // cuobjdump hands sm_90a code to nvdisasm, found through NVDISASM_PATH.
+  const std::string command = "NVDISASM_PATH='" + std::filesystem::path(nvdisasm).parent_path().string() + "' '" +
+                              cuobjdump + "' -sass '" + cubin_path + "' > '" + sass + "' 2>&1";
+  const int status = std::system(command.c_str());
+  std::ifstream in(sass);
+  std::string text((std::istreambuf_iterator<char>(in)), std::istreambuf_iterator<char>());
+  if (status != 0) throw std::runtime_error("cuobjdump -sass " + cubin_path + " failed: " + text);
+  return text;
 }
 
 }  // namespace cpgen::testing

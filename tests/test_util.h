@@ -38,6 +38,13 @@ std::vector<std::string> partition_files();
 std::string vector_case_name(const std::string& path);
 nlohmann::json load_json(const std::string& path);
 
+// A CUDA tool (cuobjdump, nvdisasm) on PATH, in the CUDA install, or under the build folder's
+// cuda-tools (tools/setup.sh fetches them from PyPI when the install lacks them); "" if none.
+std::string find_cuda_tool(const std::string& name);
+// The SASS text of a cubin file by `cuobjdump -sass` (nvdisasm found as above). Sets *skip_reason
+// and returns "" when the tools are missing; throws std::runtime_error when cuobjdump fails.
+std::string disassemble_cubin(const std::string& cubin_path, std::string* skip_reason);
+
 struct CliResult {
   int exit_code = -1;
   std::string out;  // stdout
