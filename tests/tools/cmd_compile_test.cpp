@@ -3,11 +3,13 @@
 #include <sys/wait.h>
 
 #include <algorithm>
+#include <cstdlib>
 #include <filesystem>
 #include <fstream>
 #include <set>
 
 #include "generator/kernel_spec.h"
+#include "generator/kernel_spec_wgmma.h"
 #include "generator/render.h"
 #include "runtime/jit/kernel_store.h"
 #include "temp_dir.h"
@@ -186,6 +188,33 @@ TEST(CliCompile, AllWithFilterReportsEveryCandidateAndPrunesInfeasibleOnes) {
   auto again = run_cli("compile --all --filter " + filter + " --arch sm_80 --store " + store.path());
   ASSERT_EQ(again.exit_code, 0) << again.err;
   EXPECT_NE(again.out.find("compiled 0, cached " + std::to_string(ok)), std::string::npos) << again.out;
+}
+
+// On sm_90a `--all` adds the wgmma family's defaults (issue 13: every supported combination
+// compiles for sm_90a without spills); elsewhere it has none. One slice (fp16, head dim 96, full,
+// every group) here; CPGEN_FULL_COMPILE_MATRIX=1 (tools/gpu-check.sh sets it) compiles all.
+TEST(CliCompile, AllOnSm90aCompilesTheWgmmaDefaultsWithoutSpills) {
+  TempDir store("cli");
+  const bool full = std::getenv("CPGEN_FULL_COMPILE_MATRIX") != nullptr;
+  const std::string filter = full ? "ring_fwd_wgmma_" : "ring_fwd_wgmma_fp16_hd96_full_";
+  auto r = run_cli("compile --all --filter " + filter + " --arch sm_90a --json --jobs 2 --store " + store.path());
+  ASSERT_EQ(r.exit_code, 0) << r.err;
+  const nlohmann::json j = nlohmann::json::parse(r.out);
+  std::set<std::string> uris;
+  for (const auto& entry : j["kernels"]) {
+    uris.insert(entry["uri"].get<std::string>());
+    EXPECT_EQ(entry["status"], "ok") << entry.dump();
+    EXPECT_EQ(entry["spill_bytes"], 0) << entry.dump();
+  }
+  std::set<std::string> want;
+  for (const KernelSpec& s : wgmma_defaults())
+    if (s.uri().find(filter) == 0) want.insert(s.uri());
+  EXPECT_EQ(uris, want);
+  EXPECT_EQ(want.size(), full ? 64u : 4u);
+
+  auto none = run_cli("compile --all --filter ring_fwd_wgmma_ --arch sm_90 --store " + store.path());
+  EXPECT_EQ(none.exit_code, 2) << "sm_90 has no wgmma kernels";
+  EXPECT_NE(none.err.find("matches no candidate"), std::string::npos) << none.err;
 }
 
 // `--all` also covers the backward kinds: the step kernel's candidates of every combination and

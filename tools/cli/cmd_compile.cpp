@@ -17,6 +17,7 @@
 #include "cache/environment.h"
 #include "cpgen/error.h"
 #include "generator/kernel_spec.h"
+#include "generator/kernel_spec_wgmma.h"
 #include "generator/render.h"
 #include "runtime/cuda/cuda_driver.h"
 #include "runtime/jit/jit.h"
@@ -174,8 +175,9 @@ struct Job {
 };
 
 // Every candidate of every supported combination, forward and backward (step and preprocessing
-// kernels), each URI once. `--filter bwd` selects the backward kinds, `fwd` the forward ones.
-std::vector<Job> all_jobs(const std::string& filter) {
+// kernels), each URI once, and on sm_90a every default of the wgmma family. `--filter bwd`
+// selects the backward kinds, `fwd` the forward ones, `wgmma` the sm_90a family.
+std::vector<Job> all_jobs(const std::string& filter, const std::string& arch) {
   std::vector<Job> jobs;
   std::set<std::string> seen;
   auto add = [&](const KernelSpec& spec) {
@@ -194,6 +196,8 @@ std::vector<Job> all_jobs(const std::string& filter) {
       add(spec);
   }
   for (const KernelSpec& spec : KernelSpec::backward_defaults()) add(spec);  // with the pre and convert kernels
+  if (arch == kWgmmaArch)
+    for (const KernelSpec& spec : wgmma_defaults()) add(spec);
   return jobs;
 }
 
@@ -225,7 +229,7 @@ void compile_all(const CompileOptions& o, const std::string& arch, KernelStore* 
                  const std::string& store_description) {
   if (!o.emit_source.empty()) throw_bad_input("--emit-source needs --spec (one kernel), not --all");
   if (!o.emit_cubin.empty()) throw_bad_input("--emit-cubin needs --spec (one kernel), not --all");
-  std::vector<Job> jobs = all_jobs(o.filter);
+  std::vector<Job> jobs = all_jobs(o.filter, arch);
   if (jobs.empty()) throw_bad_input("--filter '" + o.filter + "' matches no candidate kernel URI");
   const int workers = std::max(1, std::min<int>(o.jobs > 0 ? o.jobs : static_cast<int>(std::thread::hardware_concurrency()),
                                                 static_cast<int>(jobs.size())));
@@ -329,7 +333,8 @@ const CommandRegistrar registrar("compile", [](CLI::App& root) {
   cmd->add_option("--spec", options->spec,
                   "Kernel URI, e.g. ring_fwd_bf16_hd128_causal_gqa4_bm128_bn64_w4_s2");
   cmd->add_flag("--all", options->all,
-                "Compile every candidate of every supported combination, forward and backward (prunes infeasible ones)");
+                "Compile every candidate of every supported combination, forward and backward, and on sm_90a every "
+                "wgmma default (prunes infeasible ones)");
   cmd->add_option("--arch", options->arch,
                   "Target: sm_80, sm_86, sm_89, sm_90, sm_90a, sm_100 or sm_120 (default: GPU 0's arch, else sm_90a)");
   cmd->add_option("--emit-source", options->emit_source, "Also write the generated CUDA source to FILE (with --spec)");
