@@ -1,6 +1,7 @@
 #include "test_util.h"
 
 #include <sys/wait.h>
+#include <unistd.h>
 
 #include <algorithm>
 #include <cctype>
@@ -119,10 +120,27 @@ static std::string slurp(const std::string& path) {
   return std::string(std::istreambuf_iterator<char>(in), {});
 }
 
+namespace {
+// Where run_cli captures output: one folder per process, made by mkdtemp. A name of the pid alone
+// collided with a stale folder left by an earlier process of the same pid and another owner
+// (pids wrap at 32768; a test child switched to nobody could not write into root's folder).
+std::filesystem::path cli_output_dir() {
+  static pid_t owner = 0;
+  static std::string dir;
+  if (owner != ::getpid()) {  // first call, or a forked child
+    std::string pattern =
+        (std::filesystem::temp_directory_path() / ("cpgen_cli_" + std::to_string(::getpid()) + "_XXXXXX")).string();
+    if (!::mkdtemp(pattern.data())) throw std::runtime_error("run_cli: cannot create a folder like " + pattern);
+    owner = ::getpid();
+    dir = pattern;
+  }
+  return dir;
+}
+}  // namespace
+
 CliResult run_cli(const std::string& args) {
   static int counter = 0;
-  auto dir = std::filesystem::temp_directory_path() / ("cpgen_cli_" + std::to_string(::getpid()));
-  std::filesystem::create_directories(dir);
+  const std::filesystem::path dir = cli_output_dir();
   std::string base = (dir / std::to_string(counter++)).string();
   std::string cmd = std::string(CPGEN_CLI_PATH) + " " + args + " >" + base + ".out 2>" + base + ".err </dev/null";
   int status = std::system(cmd.c_str());
