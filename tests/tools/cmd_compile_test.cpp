@@ -190,6 +190,17 @@ TEST(CliCompile, AllWithFilterReportsEveryCandidateAndPrunesInfeasibleOnes) {
   EXPECT_NE(again.out.find("compiled 0, cached " + std::to_string(ok)), std::string::npos) << again.out;
 }
 
+// The URIs of a `compile --all --json` report, each expected compiled ("ok") without spills.
+std::set<std::string> compiled_without_spills(const nlohmann::json& report) {
+  std::set<std::string> uris;
+  for (const auto& entry : report["kernels"]) {
+    uris.insert(entry["uri"].get<std::string>());
+    EXPECT_EQ(entry["status"], "ok") << entry.dump();
+    EXPECT_EQ(entry["spill_bytes"], 0) << entry.dump();
+  }
+  return uris;
+}
+
 // On sm_90a `--all` adds the wgmma family's defaults (issue 13: every supported combination
 // compiles for sm_90a without spills); elsewhere it has none. One slice (fp16, head dim 96, full,
 // every group) here; CPGEN_FULL_COMPILE_MATRIX=1 (tools/gpu-check.sh sets it) compiles all.
@@ -200,12 +211,7 @@ TEST(CliCompile, AllOnSm90aCompilesTheWgmmaDefaultsWithoutSpills) {
   auto r = run_cli("compile --all --filter " + filter + " --arch sm_90a --json --jobs 2 --store " + store.path());
   ASSERT_EQ(r.exit_code, 0) << r.err;
   const nlohmann::json j = nlohmann::json::parse(r.out);
-  std::set<std::string> uris;
-  for (const auto& entry : j["kernels"]) {
-    uris.insert(entry["uri"].get<std::string>());
-    EXPECT_EQ(entry["status"], "ok") << entry.dump();
-    EXPECT_EQ(entry["spill_bytes"], 0) << entry.dump();
-  }
+  const std::set<std::string> uris = compiled_without_spills(j);
   std::set<std::string> want;
   for (const KernelSpec& s : wgmma_defaults())
     if (s.uri().find(filter) == 0) want.insert(s.uri());
@@ -224,12 +230,7 @@ TEST(CliCompile, AllCoversTheBackwardKinds) {
   auto pre = run_cli("compile --all --filter ring_bwd_pre_ --arch sm_90 --json --jobs 2 --store " + store.path());
   ASSERT_EQ(pre.exit_code, 0) << pre.err;
   auto j = nlohmann::json::parse(pre.out);
-  std::set<std::string> uris;
-  for (const auto& entry : j["kernels"]) {
-    uris.insert(entry["uri"].get<std::string>());
-    EXPECT_EQ(entry["status"], "ok") << entry.dump();
-    EXPECT_EQ(entry["spill_bytes"], 0) << entry.dump();
-  }
+  const std::set<std::string> uris = compiled_without_spills(j);
   std::set<std::string> want;
   for (Dtype dtype : kSupportedDtypes)
     for (int hd : kSupportedHeadDims) want.insert(KernelSpec::backward_pre(dtype, hd).uri());
@@ -238,13 +239,7 @@ TEST(CliCompile, AllCoversTheBackwardKinds) {
   // The final conversion kernels compile under NVRTC too, without spills.
   auto cvt = run_cli("compile --all --filter ring_bwd_cvt_ --arch sm_90 --json --jobs 2 --store " + store.path());
   ASSERT_EQ(cvt.exit_code, 0) << cvt.err;
-  std::set<std::string> cvt_uris;
-  const nlohmann::json cvt_json = nlohmann::json::parse(cvt.out);  // kept alive through the loop
-  for (const auto& entry : cvt_json["kernels"]) {
-    cvt_uris.insert(entry["uri"].get<std::string>());
-    EXPECT_EQ(entry["status"], "ok") << entry.dump();
-    EXPECT_EQ(entry["spill_bytes"], 0) << entry.dump();
-  }
+  const std::set<std::string> cvt_uris = compiled_without_spills(nlohmann::json::parse(cvt.out));
   std::set<std::string> want_cvt;
   for (Dtype dtype : kSupportedDtypes)
     for (int hd : kSupportedHeadDims) want_cvt.insert(KernelSpec::backward_convert(dtype, hd).uri());
