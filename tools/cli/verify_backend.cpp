@@ -79,4 +79,20 @@ VerifyCheck check_tensor(const VerifyRequest& request, const std::string& tensor
   return {tensor, metric, error, limit};
 }
 
+void add_half_precision_checks(const VerifyRequest& request, VerifyResults&& gathered, bool gradients,
+                               VerifyReport* report) {
+  report->checks.push_back(check_tensor(request, "out", kRelativeMetric, gathered.out, kHalfTolerance));
+  report->checks.push_back(check_tensor(request, "lse", kMaxAbsMetric, gathered.lse, kHalfTolerance));
+  if (gradients) {
+    report->checks.push_back(check_tensor(request, "dq", kRelativeMetric, gathered.dq, kHalfTolerance));
+    report->checks.push_back(check_tensor(request, "dk", kRelativeMetric, gathered.dk, kHalfTolerance));
+    report->checks.push_back(check_tensor(request, "dv", kRelativeMetric, gathered.dv, kHalfTolerance));
+  } else {
+    gathered.dq.clear();
+    gathered.dk.clear();
+    gathered.dv.clear();
+  }
+  report->results = std::move(gathered);
+}
+
 }  // namespace cpgen::cli

@@ -76,4 +76,12 @@ inline constexpr const char* kMaxAbsMetric = "max abs";
 VerifyCheck check_tensor(const VerifyRequest& request, const std::string& tensor, const std::string& metric,
                          const std::vector<float>& actual, double limit);
 
+// The bound of a bf16/fp16 kernel ring: relative Frobenius for out and the gradients, absolute for lse.
+inline constexpr double kHalfTolerance = 2e-2;
+
+// A bf16/fp16 ring's gathered tensors as checks within kHalfTolerance (out and lse; dq, dk and dv
+// when `gradients`), appended to report->checks; the tensors then move into report->results.
+void add_half_precision_checks(const VerifyRequest& request, VerifyResults&& gathered, bool gradients,
+                               VerifyReport* report);
+
 }  // namespace cpgen::cli

@@ -20,7 +20,6 @@
 namespace cpgen::cli {
 namespace {
 
-constexpr double kHalfTolerance = 2e-2;  // relative Frobenius for out, absolute for lse
 // Selection and feasibility assume this GPU: the kernels the emulator runs are the ones an H100
 // would get when no database says otherwise.
 constexpr const char* kSelectionArch = "sm_90";
@@ -150,22 +149,13 @@ VerifyReport run_emulated(const VerifyRequest& r) {
   if (run_backward) kernels += " and " + backward.steps.front().second.uri();
   report.precision = kernels + "; emulated on the CPU, " + std::to_string(r.ranks) +
                      (r.ranks == 1 ? " rank" : " ranks on threads");
-  report.checks = {check_tensor(r, "out", kRelativeMetric, ring.out, kHalfTolerance),
-                   check_tensor(r, "lse", kMaxAbsMetric, ring.lse, kHalfTolerance)};
   char timing[160];
   std::snprintf(timing, sizeof timing, "%ld kernel launches emulated in %.0f ms (summed over ranks)", ring.launches,
                 ring.launch_ms);
   report.notes.push_back(timing);
-  if (run_backward) {
-    report.checks.push_back(check_tensor(r, "dq", kRelativeMetric, ring.dq, kHalfTolerance));
-    report.checks.push_back(check_tensor(r, "dk", kRelativeMetric, ring.dk, kHalfTolerance));
-    report.checks.push_back(check_tensor(r, "dv", kRelativeMetric, ring.dv, kHalfTolerance));
-    report.results.dq = std::move(ring.dq);
-    report.results.dk = std::move(ring.dk);
-    report.results.dv = std::move(ring.dv);
-  }
-  report.results.out = std::move(ring.out);
-  report.results.lse = std::move(ring.lse);
+  add_half_precision_checks(r, {std::move(ring.out), std::move(ring.lse), std::move(ring.dq), std::move(ring.dk),
+                                std::move(ring.dv)},
+                            run_backward, &report);
   return report;
 }
 

@@ -18,8 +18,6 @@
 namespace cpgen::cli {
 namespace {
 
-constexpr double kHalfTolerance = 2e-2;  // relative Frobenius for out, absolute for lse
-
 VerifyCheck lse_check(double max_abs) { return {"lse", "max abs", max_abs, kHalfTolerance}; }
 
 // One process per rank; each compares its own shard and reports sums that combine here.
@@ -87,18 +85,9 @@ VerifyReport run_gpu(const VerifyRequest& r) {
   VerifyReport report;
   report.precision = ring.kernel_uri + (backward ? " and " + ring.backward_kernel_uri : std::string()) +
                      ", loopback ring of " + std::to_string(r.ranks) + " virtual ranks";
-  report.checks = {check_tensor(r, "out", kRelativeMetric, ring.out, kHalfTolerance),
-                   check_tensor(r, "lse", kMaxAbsMetric, ring.lse, kHalfTolerance)};
-  if (backward) {
-    report.checks.push_back(check_tensor(r, "dq", kRelativeMetric, ring.dq, kHalfTolerance));
-    report.checks.push_back(check_tensor(r, "dk", kRelativeMetric, ring.dk, kHalfTolerance));
-    report.checks.push_back(check_tensor(r, "dv", kRelativeMetric, ring.dv, kHalfTolerance));
-    report.results.dq = std::move(ring.dq);
-    report.results.dk = std::move(ring.dk);
-    report.results.dv = std::move(ring.dv);
-  }
-  report.results.out = std::move(ring.out);
-  report.results.lse = std::move(ring.lse);
+  add_half_precision_checks(r, {std::move(ring.out), std::move(ring.lse), std::move(ring.dq), std::move(ring.dk),
+                                std::move(ring.dv)},
+                            backward, &report);
   return report;
 }
 
