@@ -202,7 +202,7 @@ void run_bench(const BenchArgs& a) {
   }
 }
 
-const CommandRegistrar kRegistrar("bench", [](CLI::App& root) {
+const CommandRegistrar kBench("bench", [](CLI::App& root) {
   auto args = std::make_shared<BenchArgs>();
   CLI::App* cmd = root.add_subcommand(
       "bench", "Time the forward and backward rings on a GPU against one attention of the same total work");

@@ -326,7 +326,7 @@ void run(const CompileOptions& o) {
   }
 }
 
-const CommandRegistrar registrar("compile", [](CLI::App& root) {
+const CommandRegistrar kCompile("compile", [](CLI::App& root) {
   auto options = std::make_shared<CompileOptions>();
   CLI::App* cmd = root.add_subcommand(
       "compile", "Compile kernels with NVRTC through the kernel store and report ptxas resources");

@@ -161,7 +161,7 @@ void verify_cmd(const DbOptions& o) {
   if (!r.sound()) set_exit_code(1);
 }
 
-CommandRegistrar registrar("db", [](CLI::App& root) {
+const CommandRegistrar kDb("db", [](CLI::App& root) {
   auto* db = root.add_subcommand("db", "inspect, export, import, merge and verify the tuning database");
   db->require_subcommand(1);
   auto opts = std::make_shared<DbOptions>();

@@ -104,7 +104,7 @@ void run(const ExplainOptions& o) {
   }
 }
 
-CommandRegistrar registrar("explain", [](CLI::App& root) {
+const CommandRegistrar kExplain("explain", [](CLI::App& root) {
   auto o = std::make_shared<ExplainOptions>();
   auto* cmd = root.add_subcommand("explain", "say which kernel config is selected for a shape and where it came from");
   cmd->add_option("--shape", o->shape, "one shape as a JSON object, the fields of a shapes file entry");

@@ -148,7 +148,7 @@ void run_rank(const RankArgs& a) {
   if (!out) throw Error(ErrorKind::kIo, "cannot write " + a.result);
 }
 
-const CommandRegistrar kRegistrar("_nccl-rank", [](CLI::App& root) {
+const CommandRegistrar kNcclRank("_nccl-rank", [](CLI::App& root) {
   auto a = std::make_shared<RankArgs>();
   CLI::App* cmd = root.add_subcommand("_nccl-rank", "one rank of an NCCL ring (internal)");
   cmd->group("");  // hidden

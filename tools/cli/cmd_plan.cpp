@@ -187,7 +187,7 @@ void run_plan(const PlanArgs& args) {
   else print_table(plans, rates);
 }
 
-const CommandRegistrar kRegistrar("plan", [](CLI::App& root) {
+const CommandRegistrar kPlan("plan", [](CLI::App& root) {
   auto args = std::make_shared<PlanArgs>();
   CLI::App* cmd = root.add_subcommand(
       "plan", "Compare partition schemes per shape: causal work balance, ring traffic and memory, overlap");

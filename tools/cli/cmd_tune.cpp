@@ -145,7 +145,7 @@ void run(const TuneCliOptions& o) {
   if (!report.notice.empty()) std::cout << "note: " << report.notice << "\n";
 }
 
-CommandRegistrar registrar("tune", [](CLI::App& root) {
+const CommandRegistrar kTune("tune", [](CLI::App& root) {
   auto o = std::make_shared<TuneCliOptions>();
   auto* cmd = root.add_subcommand("tune", "compile, verify and time kernel candidates for the shapes of a file; keep the winners");
   cmd->add_option("--shapes", o->shapes, "shapes file (JSON, see examples/shapes)")->required();
