@@ -124,19 +124,29 @@ namespace {
 // Where run_cli captures output: one folder per process, made by mkdtemp. A name of the pid alone
 // collided with a stale folder left by an earlier process of the same pid and another owner
 // (pids wrap at 32768; a test child switched to nobody could not write into root's folder).
+// The folder is removed when the process that made it exits (each ctest test is a process of its
+// own; a folder per test left behind would fill the temporary directory run after run).
+pid_t g_cli_dir_owner = 0;
+std::string g_cli_dir;
+
 std::filesystem::path cli_output_dir() {
-  static pid_t owner = 0;
-  static std::string dir;
-  if (owner != ::getpid()) {  // first call, or a forked child
+  if (g_cli_dir_owner != ::getpid()) {  // first call, or a forked child
     std::string pattern =
         (std::filesystem::temp_directory_path() / ("cpgen_cli_" + std::to_string(::getpid()) + "_XXXXXX")).string();
     if (!::mkdtemp(pattern.data())) throw std::runtime_error("run_cli: cannot create a folder like " + pattern);
-    owner = ::getpid();
-    dir = pattern;
+    static const bool registered = std::atexit(remove_cli_output_dir) == 0;
+    (void)registered;
+    g_cli_dir_owner = ::getpid();
+    g_cli_dir = pattern;
   }
-  return dir;
+  return g_cli_dir;
 }
 }  // namespace
+
+void remove_cli_output_dir() {
+  std::error_code ec;
+  if (g_cli_dir_owner == ::getpid()) std::filesystem::remove_all(g_cli_dir, ec);
+}
 
 CliResult run_cli(const std::string& args) {
   static int counter = 0;

@@ -52,6 +52,9 @@ struct CliResult {
 };
 // Runs build/cpgen with the given argument string (shell words) and captures its output.
 CliResult run_cli(const std::string& args);
+// Removes this process's capture folder of run_cli. Done at exit; a forked child that leaves by
+// _exit calls it first.
+void remove_cli_output_dir();
 
 // True where a CUDA device is usable; otherwise prints why and the test should GTEST_SKIP.
 bool have_gpu(std::string* why = nullptr);

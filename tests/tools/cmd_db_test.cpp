@@ -244,6 +244,7 @@ TEST_F(CmdDb, ReadOnlyCommandsWorkOnAReadOnlyDatabaseInAReadOnlyFolderAsNonRoot)
     }
     (void)!::write(pipe_fds[1], report.data(), report.size());
     ::close(pipe_fds[1]);
+    remove_cli_output_dir();
     ::_exit(code);
   }
   ::close(pipe_fds[1]);
