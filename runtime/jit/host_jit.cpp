@@ -235,16 +235,31 @@ std::string runtime_store_key(const HostCompiler& compiler) {
   }(), compiler);
 }
 
-[[noreturn]] void throw_compile_failure(const std::string& what, int status, const HostCompiler& compiler,
-                                        const fs::path& dir, const std::vector<std::string>& argv,
-                                        const std::string& log) {
+struct HostCompileOutput {
+  std::string bytes;  // the file the compiler wrote
+  std::string log;
+};
+
+// Runs the host compiler (argv) in `dir`, its output going to `output` and its log to `log_name`.
+// A failure, or an exit 0 that wrote nothing, is one error naming `what`, the command and the log;
+// the folder then stays for the user to read and rerun (a successful compile's is removed by the
+// caller).
+HostCompileOutput run_host_compile(const std::string& what, const HostCompiler& compiler, const fs::path& dir,
+                                   const std::vector<std::string>& argv, const fs::path& output,
+                                   const std::string& log_name) {
+  const int status = run_logged(argv, dir / log_name);
+  HostCompileOutput result;
+  result.log = read_text(dir / log_name);
+  if (status == 0) result.bytes = read_text(output);
+  if (status == 0 && !result.bytes.empty()) return result;
   std::string command;
   for (const std::string& a : argv) command += (command.empty() ? "" : " ") + a;
-  // The folder stays for the user to read and rerun; a successful compile's is removed.
-  throw Error(ErrorKind::kCompile,
-              "the host compiler could not build " + what + " (" +
-                  (status < 0 ? "could not start " + compiler.path : "exit status " + std::to_string(status)) +
-                  "); source kept in " + dir.string() + "; command: " + command + "; log:\n" + log);
+  const std::string outcome = status < 0    ? "could not start " + compiler.path
+                              : status != 0 ? "exit status " + std::to_string(status)
+                                            : "exit status 0 but no " + output.filename().string() + " written";
+  throw Error(ErrorKind::kCompile, "the host compiler could not build " + what + " (" + outcome +
+                                       "); source kept in " + dir.string() + "; command: " + command + "; log:\n" +
+                                       result.log);
 }
 
 // The run-time object's bytes: from this process, the store, or compiled in `dir` (whose include
@@ -269,19 +284,15 @@ std::string emulator_runtime_object(KernelStore* store, const HostCompiler& comp
                                                        "-o", (dir / "runtime.o").string()})
     argv.push_back(a);
   ++g_runtime_compiles;
-  const int status = run_logged(argv, dir / "runtime.log");
-  const std::string log = read_text(dir / "runtime.log");
-  if (status != 0) throw_compile_failure("the emulator run time for emulated kernel " + uri, status, compiler, dir, argv, log);
+  HostCompileOutput compiled = run_host_compile("the emulator run time for emulated kernel " + uri, compiler, dir, argv,
+                                                dir / "runtime.o", "runtime.log");
   CompiledKernel object;
   object.uri = kRuntimeUri;
   object.arch = kEmulatedArch;
   object.key = key;
-  object.cubin = read_text(dir / "runtime.o");
-  object.log = log;
+  object.cubin = std::move(compiled.bytes);
+  object.log = std::move(compiled.log);
   object.stats.cubin_bytes = static_cast<int>(object.cubin.size());
-  if (object.cubin.empty())
-    throw Error(ErrorKind::kCompile, "the host compiler " + compiler.path +
-                                         " exited 0 but wrote no emulator run-time object for " + uri);
   if (store) store->put(object);
   return objects[key] = object.cubin;
 }
@@ -321,21 +332,18 @@ CompiledKernel compile_emulated(const KernelSpec& spec, KernelStore* store, cons
                                                        (dir / "runtime.o").string(), "-o", (dir / "kernel.so").string()})
     argv.push_back(a);
   ++g_host_compiles;
-  const int status = run_logged(argv, dir / "compile.log");
-  const std::string log = read_text(dir / "compile.log");
-  if (status != 0) throw_compile_failure("emulated kernel " + uri, status, compiler, dir, argv, log);
+  HostCompileOutput compiled =
+      run_host_compile("emulated kernel " + uri, compiler, dir, argv, dir / "kernel.so", "compile.log");
   CompiledKernel kernel;
   kernel.uri = uri;
   kernel.arch = kEmulatedArch;
   kernel.key = key;
-  kernel.cubin = read_text(dir / "kernel.so");
-  kernel.log = log;
+  kernel.cubin = std::move(compiled.bytes);
+  kernel.log = std::move(compiled.log);
   kernel.stats.cubin_bytes = static_cast<int>(kernel.cubin.size());
   kernel.stats.compile_ms = ms_since_start();
   std::error_code ec;
   fs::remove_all(dir, ec);
-  if (kernel.cubin.empty())
-    throw Error(ErrorKind::kCompile, "the host compiler " + compiler.path + " exited 0 but wrote no object for " + uri);
   if (store) store->put(kernel);
   return kernel;
 }

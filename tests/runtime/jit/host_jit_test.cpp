@@ -124,16 +124,33 @@ TEST(HostJit, AFailedCompileKeepsTheSourceAndShowsTheLog) {
   EXPECT_NE(message.find("emulated kernel " + spec.uri()), std::string::npos) << message;
   EXPECT_NE(message.find("exit status 3"), std::string::npos) << message;
   EXPECT_NE(message.find("broken on purpose"), std::string::npos) << message;
-  const auto kept_at = message.find("source kept in ");
-  ASSERT_NE(kept_at, std::string::npos) << message;
-  const std::string kept = message.substr(kept_at + 15, message.find(';', kept_at) - kept_at - 15);
+  // The folder an error names after "source kept in ", up to the next ';'.
+  auto kept_folder = [](const std::string& text) {
+    const auto at = text.find("source kept in ");
+    return at == std::string::npos ? std::string() : text.substr(at + 15, text.find(';', at) - at - 15);
+  };
+  const std::string kept = kept_folder(message);
+  ASSERT_FALSE(kept.empty()) << message;
   EXPECT_TRUE(std::filesystem::exists(kept + "/kernel.cpp")) << kept;
   EXPECT_TRUE(std::filesystem::exists(kept + "/include/cpgen/emulation/cuda_emulation.h")) << kept;
   std::filesystem::remove_all(kept);
   EXPECT_TRUE(std::filesystem::is_empty(store_dir.path()));
-  // One that succeeds without writing the object is an error too, not an empty kernel.
+  // One that succeeds without writing the object is an error too, not an empty kernel; its folder
+  // is kept and named the same way.
   std::ofstream(fake) << "#!/bin/sh\nexit 0\n";
-  EXPECT_THROW(compile_emulated(spec, &store, HostCompiler{fake, fake + " | silent"}), Error);
+  message.clear();
+  try {
+    compile_emulated(spec, &store, HostCompiler{fake, fake + " | silent"});
+  } catch (const Error& e) {
+    EXPECT_EQ(e.kind(), ErrorKind::kCompile);
+    message = e.what();
+  }
+  EXPECT_NE(message.find("exit status 0 but no runtime.o written"), std::string::npos) << message;
+  const std::string silent_kept = kept_folder(message);
+  ASSERT_FALSE(silent_kept.empty()) << message;
+  EXPECT_TRUE(std::filesystem::exists(silent_kept + "/runtime.cpp")) << silent_kept;
+  std::filesystem::remove_all(silent_kept);
+  EXPECT_TRUE(std::filesystem::is_empty(store_dir.path()));
 }
 
 }  // namespace
