@@ -131,6 +131,24 @@ size_t row_offset(const TensorStrides& s, int64_t row, Dtype dtype) {
 const void* advance(const void* p, size_t bytes) { return static_cast<const char*>(p) + bytes; }
 void* advance(void* p, size_t bytes) { return static_cast<char*>(p) + bytes; }
 
+// The fields the forward and backward step params share: Q and K/V strides, head counts, and the
+// launch's query rows [q0, len) while the running state keeps the rank's pitch (len rows).
+template <class StepParams>
+void set_step_shape(StepParams& p, const TensorStrides& q, const TensorStrides& kv, const Problem& problem,
+                    int64_t q0, int64_t len) {
+  p.q_batch_stride = q.batch;
+  p.q_head_stride = q.head;
+  p.q_row_stride = q.row;
+  p.k_batch_stride = p.v_batch_stride = kv.batch;
+  p.k_head_stride = p.v_head_stride = kv.head;
+  p.k_row_stride = p.v_row_stride = kv.row;
+  p.batch = static_cast<int>(problem.batch);
+  p.q_heads = static_cast<int>(problem.q_heads);
+  p.kv_heads = static_cast<int>(problem.kv_heads);
+  p.q_len = static_cast<int>(len - q0);
+  p.state_len = static_cast<int>(len);
+}
+
 }  // namespace
 
 void KernelRingBackend::check_strides(const char* name, const TensorStrides& s, int64_t heads) const {
@@ -234,20 +252,10 @@ RingFwdParams KernelRingBackend::step_params(const RingStep& step) const {
   p.q_positions = positions_.rank_positions(rank_) + q0;
   p.kv_positions = positions_.rank_positions(step.kv_rank);
   const TensorStrides kv = chunk_strides(step.kv_rank);
-  p.q_batch_stride = strides_.q.batch;
-  p.q_head_stride = strides_.q.head;
-  p.q_row_stride = strides_.q.row;
+  set_step_shape(p, strides_.q, kv, problem_, q0, len_);
   p.out_batch_stride = strides_.out.batch;
   p.out_head_stride = strides_.out.head;
   p.out_row_stride = strides_.out.row;
-  p.k_batch_stride = p.v_batch_stride = kv.batch;
-  p.k_head_stride = p.v_head_stride = kv.head;
-  p.k_row_stride = p.v_row_stride = kv.row;
-  p.batch = static_cast<int>(problem_.batch);
-  p.q_heads = static_cast<int>(problem_.q_heads);
-  p.kv_heads = static_cast<int>(problem_.kv_heads);
-  p.q_len = static_cast<int>(len_ - q0);
-  p.state_len = static_cast<int>(len_);
   // A zigzag key-half step (the chunk of an earlier rank) sees only the sender's first chunk:
   // its second lies after every local query. The launch covers those keys alone, the shape the
   // tuner timed for this step type (workload_for); they keep their layout and positions. With
@@ -358,20 +366,10 @@ RingBwdParams KernelRingBackend::backward_step_params(const RingStep& step, int 
   // Read only by kernels specialized on the softcap, as the intervals are by those on intervals.
   p.softcap = static_cast<float>(problem_.softcap > 0 ? problem_.softcap : 0.0);
   p.kv_positions = positions_.rank_positions(step.kv_rank) + key0;
-  p.q_batch_stride = strides_.q.batch;
-  p.q_head_stride = strides_.q.head;
-  p.q_row_stride = strides_.q.row;
+  set_step_shape(p, strides_.q, kv, problem_, q0, len_);
   p.dout_batch_stride = strides_.dout.batch;
   p.dout_head_stride = strides_.dout.head;
   p.dout_row_stride = strides_.dout.row;
-  p.k_batch_stride = p.v_batch_stride = kv.batch;
-  p.k_head_stride = p.v_head_stride = kv.head;
-  p.k_row_stride = p.v_row_stride = kv.row;
-  p.batch = static_cast<int>(problem_.batch);
-  p.q_heads = static_cast<int>(problem_.q_heads);
-  p.kv_heads = static_cast<int>(problem_.kv_heads);
-  p.q_len = static_cast<int>(len_ - q0);
-  p.state_len = static_cast<int>(len_);
   p.kv_len = static_cast<int>(key_end - key0);
   p.scale = static_cast<float>(problem_.scale());
   p.scale_log2 = static_cast<float>(problem_.scale() * 1.4426950408889634);  // log2(e)
