@@ -223,8 +223,8 @@ void KernelRingBackend::forward_begin() { stage_own_kv(); }
 // The local queries a step launches over: [query_first, len_). A zigzag query-half step (a chunk
 // of a later rank) is seen by the rank's second chunk only, so it launches over those rows: the
 // shape the tuner timed (workload_for). Not on the last step, which must write out and lse of
-// every row (its first-chunk rows then run with every key tile skipped), nor with a kernel that
-// cannot launch over a view (the wgmma family today).
+// every row (its first-chunk rows then run with every key tile skipped), nor with a kernel whose
+// family cannot launch over a view (none today: kernel_support.h).
 int64_t KernelRingBackend::query_first(const RingStep& step, bool backward) const {
   if (!halves_) return 0;
   const StepType type = step_type_at(problem_, rank_, step.step);

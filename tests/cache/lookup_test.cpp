@@ -206,8 +206,8 @@ TEST_F(LookupTest, AWgmmaRecordIsSelectedLikeAnyOther) {
 }
 
 // A masked workload never tuned with its mask takes the unmasked shape's config with the mask's
-// flags; when that config is a wgmma kernel, whose family has no masked kernels yet
-// (runtime/ring/kernel_support.h), the documented default (mma.sync) stands in, flagged.
+// flags. A wgmma winner keeps its family (it has masked kernels, runtime/ring/kernel_support.h);
+// were the family without them, the documented default (mma.sync) would stand in, flagged.
 TEST_F(LookupTest, AMaskedWorkloadDoesNotInheritAWgmmaWinnerItsFamilyCannotMask) {
   Database db(path("l.db"));
   const WorkloadKey w = test_workload();

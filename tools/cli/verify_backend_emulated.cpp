@@ -65,7 +65,7 @@ std::vector<std::pair<StepType, KernelSpec>> specs_from_options(const Problem& p
                       std::to_string(spec.gqa_group) + ", the problem is " + std::string(dtype_name(p.dtype)) +
                       " hd" + std::to_string(p.head_dim) + (p.causal ? " causal" : " full") + " group " +
                       std::to_string(p.q_heads / p.kv_heads));
-    // A family without a feature the problem needs (the wgmma family's masks: kernel_support.h).
+    // A family without a feature the problem needs (none today: kernel_support.h).
     if (const std::string why = kernel_family_refusal(spec, p); !why.empty())
       throw_bad_input("--spec '" + value + "': " + why);
     // The mask features are part of what a kernel computes: a window or documents need the key

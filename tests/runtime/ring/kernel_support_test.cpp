@@ -1,6 +1,6 @@
-// The one rule of what each forward kernel family runs (runtime/ring/kernel_support.h): the
-// mma.sync family runs every problem, the sm_90a wgmma family no key intervals or softcap yet and
-// no query view, and a refusal is one line naming the kernel, what it lacks and what to use.
+// The one rule of what each forward kernel family runs (runtime/ring/kernel_support.h): today the
+// mma.sync family and the sm_90a wgmma family both run every mask and query views, so neither is
+// refused a valid problem.
 #include "runtime/ring/kernel_support.h"
 
 #include <gtest/gtest.h>
