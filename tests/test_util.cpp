@@ -12,7 +12,9 @@
 #include <sstream>
 #include <stdexcept>
 
+#include "cpgen/error.h"
 #include "runtime/cuda/cuda_driver.h"
+#include "runtime/ring/partition.h"
 
 namespace cpgen::testing {
 
@@ -161,6 +163,15 @@ CliResult run_cli(const std::string& args) {
   std::filesystem::remove(base + ".out");
   std::filesystem::remove(base + ".err");
   return r;
+}
+
+bool partitionable(Scheme scheme, int64_t seq_len, int cp_size) {
+  try {
+    check_partitionable(scheme, seq_len, cp_size);
+    return true;
+  } catch (const Error&) {
+    return false;
+  }
 }
 
 bool have_gpu(std::string* why) {

@@ -3,10 +3,19 @@
 
 #include <nlohmann/json.hpp>
 
+#include <cstdint>
 #include <string>
 #include <vector>
 
+#include "cpgen/types.h"
+
 namespace cpgen::testing {
+
+// Whether `scheme` splits seq_len rows over cp_size ranks (check_partitionable without the throw).
+bool partitionable(Scheme scheme, int64_t seq_len, int cp_size);
+
+// Float64 vectors as the float inputs the rings take.
+inline std::vector<float> as_float(const std::vector<double>& x) { return {x.begin(), x.end()}; }
 
 // The source tree the tests read data from: $CPGEN_TEST_SOURCE_DIR when set (the clone check runs
 // this binary against a fresh clone's files), else the tree this binary was built from.

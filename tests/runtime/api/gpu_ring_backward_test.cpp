@@ -18,22 +18,11 @@ namespace cpgen {
 namespace {
 
 using testing::expect_grads_close;
+using testing::as_float;
+using testing::partitionable;
 
 constexpr Scheme kSchemes[] = {Scheme::kContiguous, Scheme::kZigzag, Scheme::kZigzagToken, Scheme::kStriped};
 constexpr Dtype kDtypes[] = {Dtype::kBf16, Dtype::kFp16};
-
-bool partitionable(Scheme s, int64_t seq_len, int n) {
-  try {
-    check_partitionable(s, seq_len, n);
-    return true;
-  } catch (const Error&) {
-    return false;
-  }
-}
-
-std::vector<float> to_float(const std::vector<double>& values) {
-  return std::vector<float>(values.begin(), values.end());
-}
 
 TEST(GpuRingBackward, LoopbackMatchesVectorGradientsForEveryRingSizeSchemeAndDtype) {
   CPGEN_REQUIRE_GPU();
@@ -41,8 +30,8 @@ TEST(GpuRingBackward, LoopbackMatchesVectorGradientsForEveryRingSizeSchemeAndDty
   for (const std::string& file : testing::vector_files()) {
     AttentionVectors vec = load_attention_vectors(file);
     if (vec.dq.empty()) continue;
-    const std::vector<float> q = to_float(vec.q), k = to_float(vec.k), v = to_float(vec.v);
-    const std::vector<float> dout = to_float(vec.dout);
+    const std::vector<float> q = as_float(vec.q), k = as_float(vec.k), v = as_float(vec.v);
+    const std::vector<float> dout = as_float(vec.dout);
     for (int n : {1, 2, 4, 8})
       for (Scheme scheme : kSchemes) {
         if (!partitionable(scheme, vec.seq_len, n)) continue;
@@ -67,8 +56,8 @@ TEST(GpuRingBackward, LoopbackReproducesFormatTwoVectors) {
   int runs = 0;
   for (const std::string& file : testing::vector_files_v2()) {
     const AttentionVectors vec = load_attention_vectors(file);
-    const std::vector<float> q = to_float(vec.q), k = to_float(vec.k), v = to_float(vec.v);
-    const std::vector<float> dout = to_float(vec.dout);
+    const std::vector<float> q = as_float(vec.q), k = as_float(vec.k), v = as_float(vec.v);
+    const std::vector<float> dout = as_float(vec.dout);
     struct Ring {
       int n;
       Scheme scheme;

@@ -37,15 +37,6 @@ bool family_has(const AttentionVectors& vec) {
          has(kSupportedWgmmaGqaGroups, vec.shape.q_heads / vec.shape.kv_heads);
 }
 
-bool partitionable(Scheme s, int64_t seq_len, int n) {
-  try {
-    check_partitionable(s, seq_len, n);
-    return true;
-  } catch (const Error&) {
-    return false;
-  }
-}
-
 class GpuRingWgmma : public TempDirTest {
  protected:
   // Pins the wgmma default as the winner of every forward workload of `p` (and of its unmasked

@@ -24,7 +24,7 @@ namespace {
 
 constexpr double kFloat32PathTolerance = 1e-5;  // docs/formats.md, float32 path
 
-std::vector<float> to_float(const std::vector<double>& x) { return {x.begin(), x.end()}; }
+using testing::as_float;
 
 // One file per test process (ctest runs each case separately), loaded once per suite.
 const AttentionVectors& vectors_for(const std::string& path) {
@@ -75,7 +75,7 @@ TEST_P(CpuRingVectors, EveryRankMatchesTheVectors) {
     }
     RingLayout layout{s, vec.seq_len, scheme, n};
     const CpuRingResult result =
-        run_cpu_ring(layout, to_float(vec.q), to_float(vec.k), to_float(vec.v), to_float(vec.dout));
+        run_cpu_ring(layout, as_float(vec.q), as_float(vec.k), as_float(vec.v), as_float(vec.dout));
     const std::string where = vec.name + " " + std::string(scheme_name(scheme)) + " N=" +
                               std::to_string(n);
     for (int r = 0; r < n; ++r) {
@@ -145,7 +145,7 @@ TEST(CpuRing, WritesEveryOutputElement) {
   for (int r = 0; r < 3; ++r) {
     RankTensors& t = ranks[r];
     const auto shard = [&](const std::vector<double>& full, int64_t heads) {
-      return to_float(scatter_shard(full, s.batch, heads, vec.seq_len, s.head_dim, Scheme::kZigzag, 3, r));
+      return as_float(scatter_shard(full, s.batch, heads, vec.seq_len, s.head_dim, Scheme::kZigzag, 3, r));
     };
     t.q = shard(vec.q, s.q_heads);
     t.k = shard(vec.k, s.kv_heads);
@@ -178,7 +178,7 @@ TEST(CpuRing, BackwardFromSavedOutputAndLse) {
   std::vector<RankTensors> ranks(n);
   for (int r = 0; r < n; ++r) {
     const auto shard = [&](const std::vector<double>& full, int64_t heads, int64_t dim) {
-      return to_float(scatter_shard(full, s.batch, heads, vec.seq_len, dim, Scheme::kZigzag, n, r));
+      return as_float(scatter_shard(full, s.batch, heads, vec.seq_len, dim, Scheme::kZigzag, n, r));
     };
     RankTensors& t = ranks[r];
     t.q = shard(vec.q, s.q_heads, s.head_dim);
@@ -361,8 +361,8 @@ TEST(CpuRing, PackedDocumentsWindowAndSoftcapOnUnequalShards) {
       for (int n : {1, 2, 3, 5, 8}) {
         const std::string where = std::string(scheme_name(scheme)) + " N=" + std::to_string(n) +
                                   (causal ? " causal" : " full");
-        const CpuRingResult ring = run_cpu_ring(RingLayout{s, seq, scheme, n}, to_float(q), to_float(k),
-                                                to_float(v), to_float(dout));
+        const CpuRingResult ring = run_cpu_ring(RingLayout{s, seq, scheme, n}, as_float(q), as_float(k),
+                                                as_float(v), as_float(dout));
         std::set<size_t> shard_rows;
         for (int r = 0; r < n; ++r) {
           const RankTensors& t = ring.ranks[r];
@@ -397,7 +397,7 @@ TEST_P(CpuRingVectorsV2, EveryRankMatchesTheVectors) {
     const RingLayout layout{s, vec.seq_len, scheme, n};
     const std::vector<int64_t> docs = layout.documents();
     const CpuRingResult result =
-        run_cpu_ring(layout, to_float(vec.q), to_float(vec.k), to_float(vec.v), to_float(vec.dout));
+        run_cpu_ring(layout, as_float(vec.q), as_float(vec.k), as_float(vec.v), as_float(vec.dout));
     const std::string where = vec.name + " " + std::string(scheme_name(scheme)) + " N=" + std::to_string(n);
     for (int r = 0; r < n; ++r) {
       const RankTensors& t = result.ranks[r];

@@ -31,6 +31,7 @@ namespace {
 
 using testing::as_float;
 using testing::emulated_store;
+using testing::partitionable;
 using testing::relative;
 
 constexpr const char* kWgmmaTestArch = "sm_90a";
@@ -47,15 +48,6 @@ bool runs_case(const AttentionVectors& vec) {
   return vec.shape.head_dim == s.head_dim && vec.shape.causal == s.causal &&
          vec.shape.q_heads == vec.shape.kv_heads * s.gqa_group &&
          !kernel_needs_key_intervals(problem_from_vectors(vec, 1, Scheme::kContiguous, Dtype::kBf16));
-}
-
-bool partitionable(Scheme scheme, int64_t seq_len, int n) {
-  try {
-    check_partitionable(scheme, seq_len, n);
-    return true;
-  } catch (const Error&) {
-    return false;
-  }
 }
 
 double lse_max_abs(const std::vector<float>& got, const std::vector<double>& want) {

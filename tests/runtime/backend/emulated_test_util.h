@@ -10,6 +10,7 @@
 #include <vector>
 
 #include "runtime/jit/kernel_store.h"
+#include "test_util.h"
 
 namespace cpgen::testing {
 
@@ -20,8 +21,6 @@ inline KernelStore* emulated_store() {
   static DirectoryKernelStore store(std::string(CPGEN_BINARY_DIR) + "/test-emulated-kernels");
   return &store;
 }
-
-inline std::vector<float> as_float(const std::vector<double>& x) { return {x.begin(), x.end()}; }
 
 // Relative Frobenius error; NaN (an element no kernel wrote) fails every bound. A reference entry
 // of -inf (an lse row that sees no key) must be matched exactly and is left out of the sums.

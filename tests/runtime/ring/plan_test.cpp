@@ -15,9 +15,12 @@
 #include "runtime/core/problem_limits.h"
 #include "runtime/ring/plan_work.h"
 #include "runtime/ring/schedule.h"
+#include "test_util.h"
 
 namespace cpgen {
 namespace {
+
+using testing::partitionable;
 
 Problem make_problem(int64_t seq_len, int64_t cp_size, bool causal, Scheme scheme, int64_t q_heads = 32,
                      int64_t kv_heads = 8, int64_t head_dim = 128) {
@@ -39,15 +42,6 @@ const SchemePlan& scheme_plan(const ShapePlan& shape, Scheme scheme) {
     if (s.scheme == scheme) return s;
   }
   throw std::runtime_error("scheme missing from plan");
-}
-
-bool partitionable(Scheme scheme, int64_t seq_len, int cp_size) {
-  try {
-    check_partitionable(scheme, seq_len, cp_size);
-    return true;
-  } catch (const Error&) {
-    return false;
-  }
 }
 
 TEST(PlanWork, LocalPositionMatchesPartitionPositions) {
