@@ -178,14 +178,18 @@ bool have_gpu(std::string* why) {
   return cu::try_driver(why) != nullptr;
 }
 
+bool full_compile_matrix() {
+  const char* env = std::getenv("CPGEN_FULL_COMPILE_MATRIX");
+  return env && std::string(env) == "1";
+}
+
 std::string find_cuda_tool(const std::string& name) {
   namespace fs = std::filesystem;
   const char* path = std::getenv("PATH");
   std::stringstream dirs(path ? path : "");
   for (std::string dir; std::getline(dirs, dir, ':');)
     if (!dir.empty() && fs::exists(dir + "/" + name)) return dir + "/" + name;
-  for (const char* dir : {"/usr/local/cuda/bin", "/usr/local/cuda-13.0/bin", "/usr/local/cuda-12/bin"})
-    if (fs::exists(std::string(dir) + "/" + name)) return std::string(dir) + "/" + name;
+  if (const fs::path tool = fs::path(CPGEN_CUDA_BIN_DIR) / name; fs::exists(tool)) return tool.string();  // the build's toolkit
   std::error_code ec;
   const fs::path fetched = fs::path(CPGEN_BINARY_DIR) / "cuda-tools";
   for (auto it = fs::recursive_directory_iterator(fetched, ec); !ec && it != fs::recursive_directory_iterator();

@@ -47,8 +47,13 @@ std::vector<std::string> partition_files();
 std::string vector_case_name(const std::string& path);
 nlohmann::json load_json(const std::string& path);
 
-// A CUDA tool (cuobjdump, nvdisasm) on PATH, in the CUDA install, or under the build folder's
-// cuda-tools (tools/setup.sh fetches them from PyPI when the install lacks them); "" if none.
+// CPGEN_FULL_COMPILE_MATRIX=1 (tools/gpu-check.sh sets it): the compile tests compile every
+// default instead of CI's subset.
+bool full_compile_matrix();
+
+// A CUDA tool (cuobjdump, nvdisasm) on PATH, in the bin folder of the CUDA toolkit the build
+// found, or under the build folder's cuda-tools (tools/setup.sh fetches them from PyPI when the
+// install lacks them); "" if none.
 std::string find_cuda_tool(const std::string& name);
 // The SASS text of a cubin file by `cuobjdump -sass` (nvdisasm found as above). Sets *skip_reason
 // and returns "" when the tools are missing; throws std::runtime_error when cuobjdump fails.

@@ -22,6 +22,7 @@
 #include "runtime/jit/jit.h"
 #include "runtime/jit/kernel_store.h"
 #include "temp_dir.h"
+#include "test_util.h"
 
 namespace cpgen {
 namespace {
@@ -68,13 +69,8 @@ void compile_cold(const std::vector<KernelSpec>& specs, std::string_view arch) {
 // representative subset below. An fp16 kernel differs from its bf16 twin only in the MMA and
 // conversion instructions' type, which take the same registers. CPGEN_FULL_COMPILE_MATRIX=1
 // compiles every default of both dtypes on sm_80 and sm_90 (tools/gpu-check.sh sets it).
-bool full_matrix() {
-  const char* env = std::getenv("CPGEN_FULL_COMPILE_MATRIX");
-  return env && std::string(env) == "1";
-}
-
 std::vector<KernelSpec> for_arch(std::vector<KernelSpec> specs, std::string_view arch) {
-  if (full_matrix()) return specs;
+  if (testing::full_compile_matrix()) return specs;
   if (arch != "sm_90") return {};
   std::erase_if(specs, [](const KernelSpec& s) {
     return s.dtype == Dtype::kFp16 && (s.kind == KernelKind::kForwardStep || s.kind == KernelKind::kBackwardStep);
@@ -82,12 +78,19 @@ std::vector<KernelSpec> for_arch(std::vector<KernelSpec> specs, std::string_view
   return specs;
 }
 
+// The defaults `specs` that CI compiles for `arch` (for_arch), cold; a skip naming the full run
+// where CI compiles none of them there.
+void compile_cold_for_arch(const std::vector<KernelSpec>& specs, std::string_view arch) {
+  const std::vector<KernelSpec> chosen = for_arch(specs, arch);
+  if (chosen.empty())
+    GTEST_SKIP() << arch << " gets the representative subset in CI; CPGEN_FULL_COMPILE_MATRIX=1 compiles every default";
+  compile_cold(chosen, arch);
+}
+
 void compile_all_defaults(std::string_view arch) {
   const std::vector<KernelSpec> specs = KernelSpec::all_defaults();
   ASSERT_EQ(specs.size(), 2u * 4u * 2u * 5u);
-  if (for_arch(specs, arch).empty())
-    GTEST_SKIP() << arch << " gets the representative subset in CI; CPGEN_FULL_COMPILE_MATRIX=1 compiles every default";
-  compile_cold(for_arch(specs, arch), arch);
+  compile_cold_for_arch(specs, arch);
 }
 
 // The other targets of the mma.sync kernel get a representative subset, not all 80 defaults
@@ -106,9 +109,7 @@ void compile_representative(std::string_view arch) {
 void compile_backward_defaults(std::string_view arch) {
   const std::vector<KernelSpec> specs = KernelSpec::backward_defaults();
   ASSERT_EQ(specs.size(), 2u * 4u * 2u * 5u + 2u * 4u * 2u);  // steps, then pre and convert kernels
-  if (for_arch(specs, arch).empty())
-    GTEST_SKIP() << arch << " gets the representative subset in CI; CPGEN_FULL_COMPILE_MATRIX=1 compiles every default";
-  compile_cold(for_arch(specs, arch), arch);
+  compile_cold_for_arch(specs, arch);
 }
 
 // The mask features (issue 11) on the forward step: the default at head dims 64 and 128 (bf16,

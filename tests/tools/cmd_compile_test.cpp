@@ -206,7 +206,7 @@ std::set<std::string> compiled_without_spills(const nlohmann::json& report) {
 // every group) here; CPGEN_FULL_COMPILE_MATRIX=1 (tools/gpu-check.sh sets it) compiles all.
 TEST(CliCompile, AllOnSm90aCompilesTheWgmmaDefaultsWithoutSpills) {
   TempDir store("cli");
-  const bool full = std::getenv("CPGEN_FULL_COMPILE_MATRIX") != nullptr;
+  const bool full = testing::full_compile_matrix();
   const std::string filter = full ? "ring_fwd_wgmma_" : "ring_fwd_wgmma_fp16_hd96_full_";
   auto r = run_cli("compile --all --filter " + filter + " --arch sm_90a --json --jobs 2 --store " + store.path());
   ASSERT_EQ(r.exit_code, 0) << r.err;

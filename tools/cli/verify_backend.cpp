@@ -87,10 +87,6 @@ void add_half_precision_checks(const VerifyRequest& request, VerifyResults&& gat
     report->checks.push_back(check_tensor(request, "dq", kRelativeMetric, gathered.dq, kHalfTolerance));
     report->checks.push_back(check_tensor(request, "dk", kRelativeMetric, gathered.dk, kHalfTolerance));
     report->checks.push_back(check_tensor(request, "dv", kRelativeMetric, gathered.dv, kHalfTolerance));
-  } else {
-    gathered.dq.clear();
-    gathered.dk.clear();
-    gathered.dv.clear();
   }
   report->results = std::move(gathered);
 }

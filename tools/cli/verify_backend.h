@@ -80,7 +80,8 @@ VerifyCheck check_tensor(const VerifyRequest& request, const std::string& tensor
 inline constexpr double kHalfTolerance = 2e-2;
 
 // A bf16/fp16 ring's gathered tensors as checks within kHalfTolerance (out and lse; dq, dk and dv
-// when `gradients`), appended to report->checks; the tensors then move into report->results.
+// when `gradients`: the ring ran the backward, else they are empty), appended to report->checks;
+// the tensors then move into report->results.
 void add_half_precision_checks(const VerifyRequest& request, VerifyResults&& gathered, bool gradients,
                                VerifyReport* report);
 
