@@ -317,11 +317,10 @@ def main():
         if args.jsonl:
             with open(args.jsonl, "a") as f:
                 f.write(line + "\n")
-    table = markdown(rows)
-    print(table)
-    if args.markdown:
-        with open(args.markdown, "w") as f:
-            f.write(table + "\n")
+        if args.markdown:  # after every row, so a run stopped by a time limit keeps its table
+            with open(args.markdown, "w") as f:
+                f.write(markdown(rows) + "\n")
+    print(markdown(rows))
     return 0
 
 

@@ -47,7 +47,7 @@ std::vector<std::string> partition_files();
 std::string vector_case_name(const std::string& path);
 nlohmann::json load_json(const std::string& path);
 
-// CPGEN_FULL_COMPILE_MATRIX=1 (tools/gpu-check.sh sets it): the compile tests compile every
+// CPGEN_FULL_COMPILE_MATRIX=1 (tools/gpu-check.sh --full-matrix sets it): the compile tests compile every
 // default instead of CI's subset.
 bool full_compile_matrix();
 

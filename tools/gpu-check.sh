@@ -1,48 +1,94 @@
 #!/usr/bin/env bash
-# One command for a GPU machine: build cpgen in its own build folder, run the whole test suite
-# (the GPU tests run there instead of skipping), run the ring benchmark, and write a report
-# bench/results/<date>-<gpu>-gpu-check.md with every command it ran.
+# The GPU session's driver: builds cpgen in its own build folder and runs the phases of issue 14
+# on the machine's GPU, writing a report bench/results/<date>-<gpu>-gpu-check.md with every
+# command it ran. The report is rewritten after every phase (and copied to $OUT with a tarball
+# of the logs when the device tool runs it), so a call cut off by its time limit still brings
+# back every phase that finished.
 #
-#   tools/gpu-check.sh [--deps DIR] [--build-dir DIR] [--report FILE] [--skip-tests] [--skip-bench]
-#                      [--skip-sanitize]
+#   tools/gpu-check.sh [--only P,P..] [--skip P,P..] [--budget SECONDS] [--deps DIR]
+#                      [--build-dir DIR] [--report FILE] [--kernels-args "..."] [--full-matrix]
 #
-# After the tests, tools/gpu-sanitize.sh runs compute-sanitizer's tools over the kernel tests.
+# Phases, in this order (default: all of them):
+#   build     configure and build (incremental: a warm machine keeps build-gpu/)
+#   tests     the whole test suite except the NCCL tests, the GPU tests live (ctest -j 8)
+#   nccl      the multi-process NCCL tests, alone (they share the GPU and the loopback interface)
+#   sanitize  tools/gpu-sanitize.sh: compute-sanitizer memcheck, racecheck, synccheck, initcheck
+#   kernels   bench/kernels.py: cpgen's selected kernel against SDPA cuDNN and flash
+#   wgmma     bench/kernels.py --pin on the sm_90a wgmma family, joined with the kernels rows
+#   ring      bench/ring_overhead.sh: the loopback ring against one attention of the same work
+#   tune      cpgen tune on examples/shapes/*.json into a fresh database, exported as the cache
+#             <gpu>-examples.json (copied to $OUT)
+# A phase that needs binaries builds first when the build phase did not run in this call.
+#
+# --budget SECONDS: the time this call may take (default 570 under the device tool, which stops
+# a command at 600; no limit elsewhere). A phase that cannot start with enough of it left is
+# skipped and the report says so; a running phase is stopped (timeout) 20 s before the end so
+# the report still gets written. --kernels-args passes options to both kernel benchmarks
+# (default: the issue's whole matrix; e.g. "--head-dims 128 --lengths 8192,16384").
+# --full-matrix sets CPGEN_FULL_COMPILE_MATRIX=1 for the tests: the full NVRTC compile matrix is
+# a CPU check that CPU sessions run, so a device call does not spend its minutes on it by default.
+#
+# Recommended device session (30 minutes of device time, 10 per call; a warm machine is given
+# back 30 s after a call, so send the next call at once or the next one rebuilds):
+#   tools/pack-gpu-deps.sh; mkdir -p .vectors; cp -r ../shared/vectors/. .vectors/   (here)
+#   run(command="tools/gpu-check.sh --only build,tests,nccl", carry=[".gpudeps", ".vectors"])
+#   run(command="tools/gpu-check.sh --only sanitize,kernels,wgmma", carry=[...])
+#   run(command="tools/gpu-check.sh --only ring,tune", carry=[...])
 #
 # The GPU machines have nvcc, CMake, PyTorch and the nvidia-nccl Python package but maybe none of
 # the Debian -dev packages, and no network. Choice: vendor nothing in the repository; use what the
 # machine has, and where a -dev package is missing use a carried prefix made on the dev machine by
 # tools/pack-gpu-deps.sh (.gpudeps/, about 5 MB: nlohmann-json, CLI11, GoogleTest, SQLite header
-# and library). With no GoogleTest anywhere the library, the CLI and the benchmark are still built
-# and run and the report says the tests were skipped; a missing nlohmann-json, CLI11 or SQLite
-# header (neither here nor carried) stops the build, and the report names what is missing.
-# NCCL comes from the nvidia-nccl Python package (cmake/FindNCCL.cmake finds it).
-#
-# From a dev machine through the device tool: run tools/pack-gpu-deps.sh here once, then
-#   run(command="tools/gpu-check.sh", carry=[".gpudeps"])
-# the report and a tarball of every log come back under $OUT. The tests always read the in-repo
-# vectors (tests/data/vectors); an independent set is added from $CPGEN_VECTORS_DIR, else
-# ../shared/vectors, else shared/vectors or .vectors in the checkout (the device tool carries
-# only the checkout: copy one into .vectors and carry it).
+# and library). With no GoogleTest anywhere the library, the CLI and the benchmarks are still
+# built and run and the report says the tests were skipped; a missing nlohmann-json, CLI11 or
+# SQLite header (neither here nor carried) stops the build, and the report names what is missing.
+# NCCL comes from the nvidia-nccl Python package (cmake/FindNCCL.cmake finds it). The tests
+# always read the in-repo vectors (tests/data/vectors); an independent set is added from
+# $CPGEN_VECTORS_DIR, else ../shared/vectors, else shared/vectors or .vectors in the checkout
+# (the device tool carries only the checkout: copy one into .vectors and carry it).
 set -uo pipefail
 ROOT=$(cd "$(dirname "${BASH_SOURCE[0]}")/.." && pwd)
 BUILD=$ROOT/build-gpu
 DEPS=""
 REPORT=""
-RUN_TESTS=1
-RUN_BENCH=1
-RUN_SANITIZE=1
+BUDGET=""
+KERNELS_ARGS=""
+FULL_MATRIX=0
+ALL_PHASES=(build tests nccl sanitize kernels wgmma ring tune)
+ONLY=""
+SKIP=""
+usage_error() { echo "gpu-check: $* (see --help)" >&2; exit 2; }
 while [ $# -gt 0 ]; do
   case "$1" in
-    --deps) DEPS=$(cd "$2" && pwd); shift 2 ;;
-    --build-dir) BUILD=$2; shift 2 ;;
-    --report) REPORT=$2; shift 2 ;;
-    --skip-tests) RUN_TESTS=0; shift ;;
-    --skip-bench) RUN_BENCH=0; shift ;;
-    --skip-sanitize) RUN_SANITIZE=0; shift ;;
-    -h|--help) sed -n 2,16p "$0"; exit 0 ;;
-    *) echo "gpu-check: unknown argument '$1' (see --help)" >&2; exit 2 ;;
+    --only) ONLY=${2:-}; shift 2 ;;
+    --skip) SKIP="$SKIP,${2:-}"; shift 2 ;;
+    --skip-tests) SKIP="$SKIP,tests,nccl"; shift ;;  # the options of the first version
+    --skip-bench) SKIP="$SKIP,ring"; shift ;;
+    --skip-sanitize) SKIP="$SKIP,sanitize"; shift ;;
+    --budget) BUDGET=${2:-}; shift 2 ;;
+    --deps) [ -d "${2:-}" ] || usage_error "--deps '${2:-}' is not a folder"; DEPS=$(cd "$2" && pwd); shift 2 ;;
+    --build-dir) BUILD=${2:-}; shift 2 ;;
+    --report) REPORT=${2:-}; shift 2 ;;
+    --kernels-args) KERNELS_ARGS=${2:-}; shift 2 ;;
+    --full-matrix) FULL_MATRIX=1; shift ;;
+    -h|--help) sed -n 2,37p "$0"; exit 0 ;;
+    *) usage_error "unknown argument '$1'" ;;
   esac
 done
+for p in ${ONLY//,/ } ${SKIP//,/ }; do
+  [[ " ${ALL_PHASES[*]} " == *" $p "* ]] || usage_error "unknown phase '$p': the phases are ${ALL_PHASES[*]}"
+done
+[[ -z "$BUDGET" || "$BUDGET" =~ ^[0-9]+$ ]] || usage_error "--budget '$BUDGET': a whole number of seconds"
+[ -z "$BUDGET" ] && { [ -n "${OUT:-}" ] && BUDGET=570 || BUDGET=0; }
+PHASES=()
+for p in "${ALL_PHASES[@]}"; do
+  if [ -n "$ONLY" ] && [[ ",$ONLY," != *",$p,"* ]]; then continue; fi
+  [[ "$SKIP," == *",$p,"* ]] && continue
+  PHASES+=("$p")
+done
+[ ${#PHASES[@]} -gt 0 ] || usage_error "no phase left to run"
+
+START=$(date +%s)
 [ -z "$DEPS" ] && [ -d "$ROOT/.gpudeps" ] && DEPS=$ROOT/.gpudeps
 if [ -z "${CPGEN_VECTORS_DIR:-}" ]; then
   for d in "$ROOT/../shared/vectors" "$ROOT/shared/vectors" "$ROOT/.vectors"; do
@@ -50,155 +96,313 @@ if [ -z "${CPGEN_VECTORS_DIR:-}" ]; then
   done
 fi
 mkdir -p "$BUILD"
+BUILD=$(cd "$BUILD" && pwd)
+# The logs of earlier calls on a warm machine stay: each phase replaces only its own files, so a
+# session's calls add up to one report.
 LOGS=$BUILD/gpu-check-logs
-rm -rf "$LOGS"
-mkdir -p "$LOGS"
+mkdir -p "$LOGS/phases"
 COMMANDS=$LOGS/commands.txt
-: >"$COMMANDS"
-NOTES=()
-note() { NOTES+=("$*"); echo "gpu-check: $*" >&2; }
+touch "$COMMANDS"
+COMMIT=$(git -C "$ROOT" rev-parse --short HEAD 2>/dev/null || echo unknown)
 
-# run NAME CMD...: runs CMD, output to $LOGS/NAME.log, records the command; returns its status.
+if ! command -v nvcc >/dev/null 2>&1; then
+  for d in /usr/local/cuda/bin /usr/local/cuda-*/bin; do [ -x "$d/nvcc" ] && export PATH="$d:$PATH" && break; done
+fi
+GPU_NAME=$(nvidia-smi --query-gpu=name --format=csv,noheader 2>/dev/null | head -1)
+DRIVER=$(nvidia-smi --query-gpu=driver_version --format=csv,noheader 2>/dev/null | head -1)
+GPU_TAG=$(echo "${GPU_NAME:-nogpu}" | tr ' /' '--')
+CACHE_TAG=$(echo "${GPU_NAME:-nogpu}" | tr 'A-Z' 'a-z' | sed 's/nvidia //; s/[^a-z0-9]\+/-/g; s/-$//')
+REPORT=${REPORT:-$ROOT/bench/results/$(date -u +%Y-%m-%d)-$GPU_TAG-gpu-check.md}
+mkdir -p "$(dirname "$REPORT")"
+
+# ---- phase bookkeeping ----
+# phase_status PHASE TEXT: the one-line result of a phase, with the commit and the seconds it took.
+phase_status() { echo "$2 ($(( $(date +%s) - PHASE_START )) s, commit $COMMIT)" >"$LOGS/phases/$1.status"; }
+# note PHASE TEXT: a line of the phase's section.
+note() { echo "- $2" >>"$LOGS/phases/$1.notes"; echo "gpu-check: $1: $2" >&2; }
+left() { [ "$BUDGET" -eq 0 ] && echo 999999 || echo $(( START + BUDGET - $(date +%s) )); }
+# run NAME CMD...: CMD under the remaining budget (less 20 s for the report), output in
+# $LOGS/NAME.log, the command recorded; returns its status (124: stopped by the budget).
 run() {
   local name=$1
   shift
   printf '%s\n' "$*" >>"$COMMANDS"
   echo "+ $*" >&2
-  "$@" >"$LOGS/$name.log" 2>&1
+  local limit
+  limit=$(( $(left) - 20 ))
+  [ "$limit" -lt 1 ] && limit=1
+  timeout --kill-after=10 "$limit" "$@" >"$LOGS/$name.log" 2>&1
 }
-
-if ! command -v nvcc >/dev/null 2>&1; then
-  for d in /usr/local/cuda/bin /usr/local/cuda-*/bin; do [ -x "$d/nvcc" ] && export PATH="$d:$PATH" && break; done
-fi
-
-# Environment.
-GPU_NAME=$(nvidia-smi --query-gpu=name --format=csv,noheader 2>/dev/null | head -1)
-DRIVER=$(nvidia-smi --query-gpu=driver_version --format=csv,noheader 2>/dev/null | head -1)
-GPU_TAG=$(echo "${GPU_NAME:-nogpu}" | tr ' /' '--')
-REPORT=${REPORT:-$ROOT/bench/results/$(date -u +%Y-%m-%d)-$GPU_TAG-gpu-check.md}
-mkdir -p "$(dirname "$REPORT")"
-NVCC_VERSION=$(nvcc --version 2>/dev/null | grep -o 'release [0-9.]*' || echo "nvcc missing")
-CMAKE_VERSION=$(cmake --version 2>/dev/null | head -1)
-TORCH=$(python3 -c 'import torch; print(torch.__version__, torch.version.cuda)' 2>/dev/null || echo "not importable")
-NCCL_PY=$(python3 -c 'import nvidia.nccl, os; print(os.path.dirname(nvidia.nccl.__file__))' 2>/dev/null || echo "")
-if [ -n "${CPGEN_VECTORS_DIR:-}" ]; then note "reference vectors: tests/data/vectors and $CPGEN_VECTORS_DIR"
-else note "reference vectors: tests/data/vectors only (carry an independent set as .vectors to add it)"; fi
-[ -z "$GPU_NAME" ] && note "nvidia-smi reports no GPU: the GPU tests will skip and the benchmark cannot run"
-
-# Dependencies: the system first, then the carried prefix.
-CMAKE_ARGS=(-DCMAKE_BUILD_TYPE=RelWithDebInfo)
-PREFIXES=()
-find_header() {  # find_header RELPATH -> prints "system", "carried" or nothing
-  local d
-  for d in /usr/include /usr/local/include; do [ -f "$d/$1" ] && { echo system; return; }; done
-  [ -n "$DEPS" ] && [ -f "$DEPS/usr/include/$1" ] && echo carried
-}
-MISSING=()
-for dep in "nlohmann-json:nlohmann/json.hpp" "CLI11:CLI/CLI.hpp" "GoogleTest:gtest/gtest.h" "SQLite:sqlite3.h"; do
-  name=${dep%%:*}
-  where=$(find_header "${dep#*:}")
-  case "$where" in
-    system) note "$name: system" ;;
-    carried) note "$name: carried from $DEPS"; [ ${#PREFIXES[@]} -eq 0 ] && PREFIXES+=("$DEPS/usr") ;;
-    *) note "$name: MISSING (not installed, and not in a carried prefix; run tools/pack-gpu-deps.sh on the dev machine and carry .gpudeps)"; MISSING+=("$name") ;;
-  esac
-  if [ "$name" = SQLite ] && [ "$where" = carried ]; then
-    # Prefer the machine's own libsqlite3 (Python's sqlite3 module uses it) over the carried one.
-    syslib=$(ldconfig -p 2>/dev/null | grep -o '/[^ ]*libsqlite3\.so\.0$' | head -1)
-    lib=${syslib:-$(ls "$DEPS"/usr/lib/*/libsqlite3.so.0 2>/dev/null | head -1)}
-    CMAKE_ARGS+=(-DSQLite3_INCLUDE_DIR="$DEPS/usr/include" -DSQLite3_LIBRARY="$lib")
-    note "SQLite library: $lib"
+# can_start PHASE SECONDS: whether SECONDS of budget are left to start PHASE; notes a skip.
+can_start() {
+  if [ "$(left)" -lt "$2" ]; then
+    echo "skipped: $(left) s of the budget left, the phase needs about $2" >"$LOGS/phases/$1.status"
+    echo "gpu-check: $1 skipped (budget)" >&2
+    return 1
   fi
-done
-[ ${#PREFIXES[@]} -gt 0 ] && CMAKE_ARGS+=(-DCMAKE_PREFIX_PATH="$DEPS/usr;$(ls -d "$DEPS"/usr/lib/*/cmake 2>/dev/null | head -1)")
-TESTS_BUILT=1
-if printf '%s\n' "${MISSING[@]}" | grep -qx GoogleTest; then
-  CMAKE_ARGS+=(-DCPGEN_BUILD_TESTS=OFF)
-  TESTS_BUILT=0
-  note "tests SKIPPED: GoogleTest is missing; the library, CLI and benchmark are still built"
-fi
+  return 0
+}
+begin_phase() {
+  PHASE_START=$(date +%s)
+  rm -f "$LOGS/phases/$1".*
+  echo "gpu-check: phase $1 ($(left) s of budget left)" >&2
+}
+
+# ---- the report, rewritten after every phase ----
+write_report() {
+  local torch nvcc_version cmake_version nccl_py p
+  nvcc_version=$(nvcc --version 2>/dev/null | grep -o 'release [0-9.]*' || echo "nvcc missing")
+  cmake_version=$(cmake --version 2>/dev/null | head -1)
+  torch=$(python3 -c 'import torch; print(torch.__version__, "CUDA", torch.version.cuda, "cuDNN", torch.backends.cudnn.version())' 2>/dev/null || echo "not importable")
+  nccl_py=$(python3 -c 'import nvidia.nccl, os; print(os.path.dirname(nvidia.nccl.__file__))' 2>/dev/null || echo "not found")
+  {
+    echo "# gpu-check on ${GPU_NAME:-no GPU} ($(date -u '+%Y-%m-%d %H:%M UTC'))"
+    echo
+    echo "- GPU: ${GPU_NAME:-none}, driver ${DRIVER:-none}; nvcc $nvcc_version; $cmake_version"
+    echo "- PyTorch: $torch; NCCL package: $nccl_py"
+    echo "- reference vectors: tests/data/vectors${CPGEN_VECTORS_DIR:+ and $CPGEN_VECTORS_DIR}"
+    echo
+    echo "| phase | result |"
+    echo "|---|---|"
+    for p in "${ALL_PHASES[@]}"; do
+      [ -f "$LOGS/phases/$p.status" ] && echo "| $p | $(cat "$LOGS/phases/$p.status") |"
+    done
+    for p in "${ALL_PHASES[@]}"; do
+      [ -f "$LOGS/phases/$p.notes" ] || [ -f "$LOGS/phases/$p.md" ] || continue
+      echo
+      echo "## $p"
+      echo
+      [ -f "$LOGS/phases/$p.notes" ] && cat "$LOGS/phases/$p.notes" && echo
+      [ -f "$LOGS/phases/$p.md" ] && cat "$LOGS/phases/$p.md"
+    done
+    echo
+    echo "## Commands (every call on this machine, in order)"
+    echo
+    sed 's/^/    /' "$COMMANDS"
+  } >"$REPORT"
+  if [ -n "${OUT:-}" ] && [ -d "${OUT:-}" ]; then
+    cp "$REPORT" "$OUT/" 2>/dev/null
+    tar -C "$LOGS" -czf "$OUT/gpu-check-logs.tar.gz" . 2>/dev/null
+  fi
+}
+
+# ---- build ----
 BUILD_OK=0
-if printf '%s\n' "${MISSING[@]}" | grep -qxE 'nlohmann-json|CLI11|SQLite'; then
-  note "build SKIPPED: a required dependency is missing (${MISSING[*]})"
-else
-  if run configure cmake -S "$ROOT" -B "$BUILD" "${CMAKE_ARGS[@]}" &&
-     run build cmake --build "$BUILD" -j "$(nproc)"; then
-    BUILD_OK=1
-  else
-    note "build FAILED (see the log excerpt below)"
-  fi
-fi
-
-TEST_SUMMARY="not run"
-if [ $BUILD_OK = 1 ] && [ $TESTS_BUILT = 1 ] && [ $RUN_TESTS = 1 ]; then
-  # Everything but the multi-process NCCL tests in parallel; those alone, since they share the GPU
-  # and the loopback interface.
-  (cd "$BUILD" && CPGEN_FULL_COMPILE_MATRIX=1 run ctest ctest --output-on-failure -j 8 -E '^Nccl' --timeout 600)
-  (cd "$BUILD" && run ctest_nccl ctest --output-on-failure -R '^Nccl' --timeout 600)
-  TEST_SUMMARY=$(grep -h "tests passed" "$LOGS/ctest.log" "$LOGS/ctest_nccl.log" 2>/dev/null | tr '\n' ';')
-fi
-
-SANITIZE_SUMMARY="not run"
-if [ $BUILD_OK = 1 ] && [ $TESTS_BUILT = 1 ] && [ $RUN_SANITIZE = 1 ] && [ -n "$GPU_NAME" ]; then
-  printf '%s\n' "tools/gpu-sanitize.sh --build-dir $BUILD --logs $LOGS/sanitize" >>"$COMMANDS"
-  if "$ROOT/tools/gpu-sanitize.sh" --build-dir "$BUILD" --logs "$LOGS/sanitize" >"$LOGS/sanitize.log" 2>&1; then
-    SANITIZE_SUMMARY="clean"
-  else
-    SANITIZE_SUMMARY="FINDINGS or failures (below)"
-  fi
-fi
-
-BENCH_VERDICT="not run"
-BENCH_REPORT=$LOGS/ring-overhead.md
-if [ $BUILD_OK = 1 ] && [ $RUN_BENCH = 1 ] && [ -n "$GPU_NAME" ]; then
-  printf '%s\n' "CPGEN=$BUILD/cpgen bench/ring_overhead.sh $BENCH_REPORT" >>"$COMMANDS"
-  if CPGEN=$BUILD/cpgen "$ROOT/bench/ring_overhead.sh" "$BENCH_REPORT" >"$LOGS/bench.log" 2>&1; then :; fi
-  BENCH_VERDICT=$(grep -v '^+' "$LOGS/bench.log" | grep -E 'target|failed' | head -3 | tr '\n' ' ')
-fi
-
-{
-  echo "# gpu-check on ${GPU_NAME:-no GPU} ($(date -u '+%Y-%m-%d %H:%M UTC'))"
-  echo
-  echo "- commit: $(git -C "$ROOT" rev-parse --short HEAD 2>/dev/null || echo unknown)"
-  echo "- GPU: ${GPU_NAME:-none}, driver ${DRIVER:-none}; nvcc $NVCC_VERSION; $CMAKE_VERSION"
-  echo "- PyTorch: $TORCH; NCCL package: ${NCCL_PY:-not found}"
-  echo "- build: $([ $BUILD_OK = 1 ] && echo ok || echo 'FAILED or skipped')"
-  echo "- tests: $TEST_SUMMARY"
-  echo "- compute-sanitizer: $SANITIZE_SUMMARY"
-  echo "- benchmark: $BENCH_VERDICT"
-  echo
-  echo "## Notes"
-  for n in "${NOTES[@]}"; do echo "- $n"; done
-  grep -h "NCCL" "$LOGS/configure.log" 2>/dev/null | sed 's/^/- configure: /'
-  echo
-  echo "## Commands"
-  echo
-  sed 's/^/    /' "$COMMANDS"
-  if [ $BUILD_OK = 0 ] && [ -f "$LOGS/build.log" ]; then
-    echo; echo "## Build errors (first 30) and the log's last 15 lines"; echo
-    grep -E "error|Error|No rule" "$LOGS/build.log" | head -30 | sed 's/^/    /'
-    echo "    ..."
-    tail -15 "$LOGS/build.log" | sed 's/^/    /'
-  fi
-  for t in ctest ctest_nccl; do
-    if [ -f "$LOGS/$t.log" ]; then
-      echo; echo "## $t: failures and skips"; echo
-      # ctest's closing summary: the pass count, then one line per failed or skipped test.
-      grep -E "tests passed|Total Test time|^[[:space:]]+[0-9]+ - " "$LOGS/$t.log" | head -80 | sed 's/^/    /'
+TESTS_BUILT=0
+phase_build() {
+  begin_phase build
+  local args=(-DCMAKE_BUILD_TYPE=RelWithDebInfo) missing=() dep name where syslib lib
+  find_header() {  # RELPATH -> "system", "carried" or nothing
+    local d
+    for d in /usr/include /usr/local/include; do [ -f "$d/$1" ] && { echo system; return; }; done
+    [ -n "$DEPS" ] && [ -f "$DEPS/usr/include/$1" ] && echo carried
+  }
+  local carried=0
+  for dep in "nlohmann-json:nlohmann/json.hpp" "CLI11:CLI/CLI.hpp" "GoogleTest:gtest/gtest.h" "SQLite:sqlite3.h"; do
+    name=${dep%%:*}
+    where=$(find_header "${dep#*:}")
+    case "$where" in
+      system) note build "$name: system" ;;
+      carried) note build "$name: carried from $DEPS"; carried=1 ;;
+      *) note build "$name: MISSING (not installed, and not in a carried prefix; run tools/pack-gpu-deps.sh on the dev machine and carry .gpudeps)"; missing+=("$name") ;;
+    esac
+    if [ "$name" = SQLite ] && [ "$where" = carried ]; then
+      # Prefer the machine's own libsqlite3 (Python's sqlite3 module uses it) over the carried one.
+      syslib=$(ldconfig -p 2>/dev/null | grep -o '/[^ ]*libsqlite3\.so\.0$' | head -1)
+      lib=${syslib:-$(ls "$DEPS"/usr/lib/*/libsqlite3.so.0 2>/dev/null | head -1)}
+      args+=(-DSQLite3_INCLUDE_DIR="$DEPS/usr/include" -DSQLite3_LIBRARY="$lib")
+      note build "SQLite library: $lib"
     fi
   done
-  if [ -f "$LOGS/sanitize.log" ]; then
-    echo; echo "## compute-sanitizer"; echo
-    grep -v '^+' "$LOGS/sanitize.log" | sed 's/^/    /'
+  [ $carried = 1 ] && args+=(-DCMAKE_PREFIX_PATH="$DEPS/usr;$(ls -d "$DEPS"/usr/lib/*/cmake 2>/dev/null | head -1)")
+  TESTS_BUILT=1
+  if printf '%s\n' "${missing[@]}" | grep -qx GoogleTest; then
+    args+=(-DCPGEN_BUILD_TESTS=OFF)
+    TESTS_BUILT=0
+    note build "tests SKIPPED: GoogleTest is missing; the library, CLI and benchmarks are still built"
   fi
-  if [ -f "$BENCH_REPORT" ]; then echo; echo "## Benchmark"; echo; sed 's/^# /### /' "$BENCH_REPORT"; fi
-} >"$REPORT"
+  if printf '%s\n' "${missing[@]}" | grep -qxE 'nlohmann-json|CLI11|SQLite'; then
+    phase_status build "SKIPPED: a required dependency is missing (${missing[*]})"
+    return 1
+  fi
+  if run configure cmake -S "$ROOT" -B "$BUILD" "${args[@]}" && run build cmake --build "$BUILD" -j "$(nproc)"; then
+    BUILD_OK=1
+    phase_status build "ok"
+    grep -h "NCCL" "$LOGS/configure.log" 2>/dev/null | sed 's/^/- configure: /' >>"$LOGS/phases/build.notes"
+    return 0
+  fi
+  phase_status build "FAILED (errors below)"
+  {
+    echo "Build errors (first 30) and the log's last 15 lines:"
+    echo
+    grep -hE "error|Error|No rule" "$LOGS/configure.log" "$LOGS/build.log" 2>/dev/null | head -30 | sed 's/^/    /'
+    echo "    ..."
+    tail -15 "$LOGS/build.log" 2>/dev/null | sed 's/^/    /'
+  } >"$LOGS/phases/build.md"
+  return 1
+}
+need_build() {
+  [ $BUILD_OK = 1 ] && return 0
+  if [[ " ${PHASES[*]} " == *" build "* ]]; then return 1; fi  # it ran in this call and failed
+  PHASES=(build "${PHASES[@]}")  # so that a failure is reported
+  phase_build; local rc=$?
+  write_report
+  return $rc
+}
+
+# ctest_summary LOG: the pass count, the test time, and one line per failed or skipped test.
+ctest_summary() {
+  {
+    grep -E "tests passed|Total Test time|^[[:space:]]+[0-9]+ - " "$1"
+    grep -q "tests passed" "$1" || grep -E '^ *[0-9]+/[0-9]+ Test +#' "$1" | grep -v ' Passed '
+  } | head -80 | sed 's/^/    /'
+}
+ctest_result() {  # LOG RC -> one line
+  local passed
+  passed=$(grep -h "tests passed" "$1" 2>/dev/null | tail -1)
+  if [ "$2" = 124 ] || [ "$2" = 137 ]; then
+    # ctest prints no summary when stopped: count the finished tests' lines instead.
+    echo "STOPPED by the budget after $(grep -cE '^ *[0-9]+/[0-9]+ Test +#' "$1") tests," \
+      "$(grep -E '^ *[0-9]+/[0-9]+ Test +#' "$1" | grep -cv ' Passed ') not passed"
+  elif [ -z "$passed" ]; then echo "FAILED: no ctest summary (see the log)"
+  elif echo "$passed" | grep -qE '(^|[^0-9])0 tests failed'; then echo "$passed"
+  else echo "FAILED: $passed"; fi
+}
+
+phase_tests() {
+  begin_phase tests
+  can_start tests 120 || return 0
+  need_build || { phase_status tests "not run: no build"; return 1; }
+  [ $TESTS_BUILT = 1 ] || { phase_status tests "not run: built without GoogleTest"; return 0; }
+  local env=()
+  [ $FULL_MATRIX = 1 ] && env=(env CPGEN_FULL_COMPILE_MATRIX=1)
+  (cd "$BUILD" && run ctest "${env[@]}" ctest --output-on-failure -j 8 -E '^Nccl' --timeout 600)
+  local rc=$?
+  phase_status tests "$(ctest_result "$LOGS/ctest.log" $rc)"
+  { echo "ctest, failures and skips:"; echo; ctest_summary "$LOGS/ctest.log"; } >"$LOGS/phases/tests.md"
+  grep -q "^FAILED\|^STOPPED" "$LOGS/phases/tests.status" && return 1 || return 0
+}
+
+phase_nccl() {
+  begin_phase nccl
+  can_start nccl 60 || return 0
+  need_build || { phase_status nccl "not run: no build"; return 1; }
+  [ $TESTS_BUILT = 1 ] || { phase_status nccl "not run: built without GoogleTest"; return 0; }
+  (cd "$BUILD" && run ctest_nccl ctest --output-on-failure -R '^Nccl' --timeout 600)
+  local rc=$?
+  phase_status nccl "$(ctest_result "$LOGS/ctest_nccl.log" $rc)"
+  { echo "ctest -R '^Nccl', failures and skips:"; echo; ctest_summary "$LOGS/ctest_nccl.log"; } >"$LOGS/phases/nccl.md"
+  grep -q "^FAILED\|^STOPPED" "$LOGS/phases/nccl.status" && return 1 || return 0
+}
+
+phase_sanitize() {
+  begin_phase sanitize
+  can_start sanitize 120 || return 0
+  [ -n "$GPU_NAME" ] || { phase_status sanitize "not run: no GPU"; return 0; }
+  need_build || { phase_status sanitize "not run: no build"; return 1; }
+  [ $TESTS_BUILT = 1 ] || { phase_status sanitize "not run: built without GoogleTest"; return 0; }
+  run sanitize "$ROOT/tools/gpu-sanitize.sh" --build-dir "$BUILD" --logs "$LOGS/sanitize"
+  local rc=$?
+  if [ $rc = 0 ]; then phase_status sanitize "clean"
+  elif [ $rc = 124 ] || [ $rc = 137 ]; then phase_status sanitize "STOPPED by the budget (the lines below finished)"
+  else phase_status sanitize "FINDINGS or failures (below)"; fi
+  grep -v '^+' "$LOGS/sanitize.log" | sed 's/^/    /' >"$LOGS/phases/sanitize.md"
+  return $rc
+}
+
+# kernel_bench NAME EXTRA_ARGS...: bench/kernels.py into $LOGS/NAME.{jsonl,md}.
+kernel_bench() {
+  local name=$1
+  shift
+  rm -f "$LOGS/$name.jsonl" "$LOGS/$name.md"
+  # shellcheck disable=SC2086 (KERNELS_ARGS is a list of options)
+  run "$name" python3 "$ROOT/bench/kernels.py" --lib "$BUILD/libcpgen.so" "$@" $KERNELS_ARGS \
+    --jsonl "$LOGS/$name.jsonl" --markdown "$LOGS/$name.md"
+}
+kernel_section() {  # NAME RC: the table, and the configurations that failed
+  local name=$1 rc=$2 rows failed
+  rows=$(wc -l <"$LOGS/$name.jsonl" 2>/dev/null || echo 0)
+  failed=$(grep -c '"failed"' "$LOGS/$name.jsonl" 2>/dev/null)
+  {
+    [ -f "$LOGS/$name.md" ] && cat "$LOGS/$name.md" && echo
+    grep -h '"failed"' "$LOGS/$name.jsonl" 2>/dev/null | head -20 | sed 's/^/    /'
+    [ "$rc" = 0 ] || { echo "The log's last 10 lines:"; echo; tail -10 "$LOGS/$name.log" | sed 's/^/    /'; }
+  } >"$LOGS/phases/$name.md"
+  [ -n "${OUT:-}" ] && [ -d "${OUT:-}" ] && cp "$LOGS/$name.jsonl" "$LOGS/$name.md" "$OUT/" 2>/dev/null
+  if [ "$rc" = 124 ] || [ "$rc" = 137 ]; then echo "STOPPED by the budget after $rows configurations, ${failed:-0} failed"
+  elif [ "$rc" != 0 ]; then echo "FAILED (exit $rc): $(tail -1 "$LOGS/$name.log")"
+  else echo "$rows configurations, ${failed:-0} failed"; fi
+}
+phase_kernels() {
+  begin_phase kernels
+  can_start kernels 90 || return 0
+  [ -n "$GPU_NAME" ] || { phase_status kernels "not run: no GPU"; return 0; }
+  need_build || { phase_status kernels "not run: no build"; return 1; }
+  kernel_bench kernels
+  local rc=$?
+  phase_status kernels "$(kernel_section kernels $rc)"
+  return 0
+}
+phase_wgmma() {
+  begin_phase wgmma
+  can_start wgmma 90 || return 0
+  [ -n "$GPU_NAME" ] || { phase_status wgmma "not run: no GPU"; return 0; }
+  need_build || { phase_status wgmma "not run: no build"; return 1; }
+  kernel_bench wgmma --pin 'ring_fwd_wgmma_{dtype}_hd{head_dim}_{mask}_gqa{group}_bm128_bn128_c2_s2'
+  local rc=$?
+  phase_status wgmma "$(kernel_section wgmma $rc)"
+  # The family ratio: wgmma TFLOP/s over the selected kernel's on the same configuration.
+  if [ -f "$LOGS/kernels.jsonl" ] && [ -f "$LOGS/wgmma.jsonl" ]; then
+    python3 "$ROOT/bench/compare_rows.py" "$LOGS/kernels.jsonl" "$LOGS/wgmma.jsonl" >>"$LOGS/phases/wgmma.md" 2>&1
+  fi
+  return 0
+}
+
+phase_ring() {
+  begin_phase ring
+  can_start ring 60 || return 0
+  [ -n "$GPU_NAME" ] || { phase_status ring "not run: no GPU"; return 0; }
+  need_build || { phase_status ring "not run: no build"; return 1; }
+  run ring env CPGEN="$BUILD/cpgen" "$ROOT/bench/ring_overhead.sh" "$LOGS/ring-overhead.md"
+  local rc=$?
+  local verdict
+  verdict=$(grep -v '^+' "$LOGS/ring.log" | grep -E 'target|failed' | head -3 | tr '\n' ' ')
+  phase_status ring "${verdict:-no verdict}$([ $rc = 124 ] || [ $rc = 137 ] && echo '; STOPPED by the budget')"
+  [ -f "$LOGS/ring-overhead.md" ] && sed 's/^# /### /' "$LOGS/ring-overhead.md" >"$LOGS/phases/ring.md"
+  return 0
+}
+
+phase_tune() {
+  begin_phase tune
+  can_start tune 90 || return 0
+  [ -n "$GPU_NAME" ] || { phase_status tune "not run: no GPU"; return 0; }
+  need_build || { phase_status tune "not run: no build"; return 1; }
+  local db=$LOGS/tune.db cache=$LOGS/$CACHE_TAG-examples.json f name t0 rc failed=0
+  rm -f "$db" "$cache"
+  echo "| shapes file | seconds | result |" >"$LOGS/phases/tune.md"
+  echo "|---|---|---|" >>"$LOGS/phases/tune.md"
+  for f in "$ROOT"/examples/shapes/*.json; do
+    name=$(basename "$f" .json)
+    t0=$(date +%s)
+    run "tune-$name" "$BUILD/cpgen" tune --shapes "$f" --db "$db" --require-gpu
+    rc=$?
+    [ $rc = 0 ] || failed=1
+    echo "| $name | $(( $(date +%s) - t0 )) | $([ $rc = 0 ] && echo ok || echo "exit $rc: $(tail -1 "$LOGS/tune-$name.log")") |" \
+      >>"$LOGS/phases/tune.md"
+    { [ $rc = 124 ] || [ $rc = 137 ]; } && break
+  done
+  run tune-export "$BUILD/cpgen" db export --db "$db" -o "$cache"
+  run tune-show "$BUILD/cpgen" db show --db "$db"
+  { echo; echo "Winners (cpgen db show):"; echo; sed 's/^/    /' "$LOGS/tune-show.log" | head -80; } >>"$LOGS/phases/tune.md"
+  [ -n "${OUT:-}" ] && [ -d "${OUT:-}" ] && cp "$cache" "$OUT/" 2>/dev/null
+  phase_status tune "$([ $failed = 0 ] && echo ok || echo 'FAILED or stopped (below)'); cache $(basename "$cache")"
+  return $failed
+}
+
+STATUS=0
+for p in "${PHASES[@]}"; do
+  "phase_$p" || STATUS=1
+  write_report
+done
 echo "gpu-check: wrote $REPORT" >&2
-# The device tool brings back files written under $OUT.
-if [ -n "${OUT:-}" ] && [ -d "${OUT:-}" ]; then
-  cp "$REPORT" "$OUT/" 2>/dev/null
-  tar -C "$LOGS" -czf "$OUT/gpu-check-logs.tar.gz" . 2>/dev/null
-fi
-[ $BUILD_OK = 1 ] || exit 1
-if grep -qhE '(^|[^0-9])[1-9][0-9]* tests failed out of' "$LOGS"/ctest*.log 2>/dev/null; then exit 1; fi
-exit 0
+exit $STATUS

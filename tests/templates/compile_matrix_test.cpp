@@ -68,7 +68,7 @@ void compile_cold(const std::vector<KernelSpec>& specs, std::string_view arch) {
 // the main target, compiles every bf16 default; sm_80 and the fp16 defaults get the
 // representative subset below. An fp16 kernel differs from its bf16 twin only in the MMA and
 // conversion instructions' type, which take the same registers. CPGEN_FULL_COMPILE_MATRIX=1
-// compiles every default of both dtypes on sm_80 and sm_90 (tools/gpu-check.sh sets it).
+// compiles every default of both dtypes on sm_80 and sm_90 (tools/gpu-check.sh --full-matrix sets it).
 std::vector<KernelSpec> for_arch(std::vector<KernelSpec> specs, std::string_view arch) {
   if (testing::full_compile_matrix()) return specs;
   if (arch != "sm_90") return {};

@@ -203,7 +203,7 @@ std::set<std::string> compiled_without_spills(const nlohmann::json& report) {
 
 // On sm_90a `--all` adds the wgmma family's defaults (issue 13: every supported combination
 // compiles for sm_90a without spills); elsewhere it has none. One slice (fp16, head dim 96, full,
-// every group) here; CPGEN_FULL_COMPILE_MATRIX=1 (tools/gpu-check.sh sets it) compiles all.
+// every group) here; CPGEN_FULL_COMPILE_MATRIX=1 (tools/gpu-check.sh --full-matrix sets it) compiles all.
 TEST(CliCompile, AllOnSm90aCompilesTheWgmmaDefaultsWithoutSpills) {
   TempDir store("cli");
   const bool full = testing::full_compile_matrix();

@@ -1,0 +1,97 @@
+// tools/gpu-check.sh, the GPU session's driver, on a machine whose nvidia-smi finds no GPU (a
+// stand-in on PATH makes that so on a GPU machine too, so these tests never start a benchmark):
+// bad options get one line and exit 2; the GPU phases say they did not run; a phase the budget
+// cannot fit is skipped and named; and the report reaches $OUT, as the device tool needs, with a
+// tarball of the logs. The phases themselves run only on a GPU (issue 14).
+#include <gtest/gtest.h>
+
+#include <sys/wait.h>
+
+#include <cstdlib>
+#include <filesystem>
+#include <fstream>
+#include <string>
+
+#include "temp_dir.h"
+
+namespace cpgen {
+namespace {
+
+namespace fs = std::filesystem;
+
+struct ScriptRun {
+  int code = -1;
+  std::string output;
+};
+
+std::string slurp(const std::string& path) {
+  std::ifstream in(path);
+  return {std::istreambuf_iterator<char>(in), std::istreambuf_iterator<char>()};
+}
+
+class GpuCheck : public ::testing::Test {
+ protected:
+  void SetUp() override {
+    fs::create_directories(dir_.path() + "/bin");
+    const std::string smi = dir_.path() + "/bin/nvidia-smi";
+    std::ofstream(smi) << "#!/bin/sh\necho 'No devices were found' >&2\nexit 6\n";
+    fs::permissions(smi, fs::perms::owner_all);
+    fs::create_directories(out());
+  }
+
+  // tools/gpu-check.sh ARGS with the stand-in nvidia-smi first on PATH and $OUT set.
+  ScriptRun check(const std::string& args) {
+    const std::string log = dir_.path() + "/log.txt";
+    const std::string command = "PATH='" + dir_.path() + "/bin':\"$PATH\" OUT='" + out() + "' '" +
+                                std::string(CPGEN_SOURCE_DIR) + "/tools/gpu-check.sh' --build-dir '" + build() +
+                                "' --report '" + report() + "' " + args + " >'" + log + "' 2>&1 </dev/null";
+    const int status = std::system(command.c_str());
+    return {WIFEXITED(status) ? WEXITSTATUS(status) : 128, slurp(log)};
+  }
+  std::string out() const { return dir_.path() + "/out"; }
+  std::string build() const { return dir_.path() + "/build"; }
+  std::string report() const { return dir_.path() + "/report.md"; }
+
+  testing::TempDir dir_{"gpu_check"};
+};
+
+TEST_F(GpuCheck, AnUnknownPhaseIsOneLineNamingThePhases) {
+  const ScriptRun r = check("--only build,benchmarks");
+  EXPECT_EQ(r.code, 2);
+  EXPECT_EQ(r.output,
+            "gpu-check: unknown phase 'benchmarks': the phases are build tests nccl sanitize kernels wgmma ring "
+            "tune (see --help)\n");
+  EXPECT_FALSE(fs::exists(report()));
+}
+
+TEST_F(GpuCheck, ABudgetThatIsNotSecondsIsRefused) {
+  const ScriptRun r = check("--budget 9m");
+  EXPECT_EQ(r.code, 2);
+  EXPECT_NE(r.output.find("--budget '9m': a whole number of seconds"), std::string::npos) << r.output;
+  EXPECT_FALSE(fs::exists(report()));
+}
+
+TEST_F(GpuCheck, WithoutAGpuTheGpuPhasesSayNotRunAndTheReportReachesOut) {
+  const ScriptRun r = check("--skip build,tests,nccl");
+  ASSERT_EQ(r.code, 0) << r.output;
+  const std::string text = slurp(report());
+  for (const char* phase : {"sanitize", "kernels", "wgmma", "ring", "tune"})
+    EXPECT_NE(text.find(std::string("| ") + phase + " | not run: no GPU"), std::string::npos) << phase << "\n" << text;
+  EXPECT_EQ(text.find("| build |"), std::string::npos) << "a skipped phase has no row";
+  EXPECT_EQ(slurp(out() + "/report.md"), text);
+  EXPECT_TRUE(fs::exists(out() + "/gpu-check-logs.tar.gz"));
+  // Nothing was built: a phase that finds no GPU stops before it needs binaries.
+  EXPECT_FALSE(fs::exists(build() + "/CMakeCache.txt"));
+}
+
+TEST_F(GpuCheck, APhaseTheBudgetCannotFitIsSkippedAndNamed) {
+  const ScriptRun r = check("--only tests --budget 5");
+  ASSERT_EQ(r.code, 0) << r.output;
+  const std::string text = slurp(report());
+  EXPECT_NE(text.find("| tests | skipped: "), std::string::npos) << text;
+  EXPECT_NE(text.find("the phase needs about 120"), std::string::npos) << text;
+  EXPECT_FALSE(fs::exists(build() + "/CMakeCache.txt"));
+}
+
+}  // namespace
+}  // namespace cpgen
