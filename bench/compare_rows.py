@@ -13,7 +13,7 @@ import json
 import math
 import sys
 
-KEY = ("dtype", "head_dim", "causal", "seq_len", "q_heads", "kv_heads", "batch")
+KEY = ("dtype", "head_dim", "causal", "seq_len", "q_heads", "kv_heads", "batch", "ranks", "scheme")
 
 
 def load(path):

@@ -6,7 +6,10 @@ process and the same run.
 cpgen runs through its C ABI (libcpgen.so via ctypes) as a loopback ring of one rank, which is one
 launch of the forward step kernel on the whole sequence (first and last step at once): the kernel
 that selection picks for the shape (a tuning database with --db, else the pretuned caches and the
-default). Every configuration:
+default). With --ranks N (N > 1) cpgen instead runs the whole loopback ring of N virtual ranks on
+the one GPU (cpgen_ring_forward_all over the shards of --scheme, gathered before timing), so the
+table compares the ring, with all its steps, merges and K/V exchanges, against SDPA on the full
+sequence: the same useful work. Every configuration:
 
   1. draws fresh normal(0, 1) inputs in [batch, heads, seq, head_dim] layout;
   2. poisons each output with NaN, runs each implementation once and checks it against a float64
@@ -20,6 +23,7 @@ divided into the peer's: above 1.0 cpgen is faster.
   python3 bench/kernels.py --lib build/libcpgen.so                   # the whole matrix
   python3 bench/kernels.py --lib build/libcpgen.so --dtypes bf16 --head-dims 128 --lengths 8192,16384
   python3 bench/kernels.py ... --jsonl $OUT/kernels.jsonl --markdown $OUT/kernels.md
+  python3 bench/kernels.py ... --ranks 8 --scheme zigzag --head-dims 128 --lengths 32768   # a ring
 
 --pin TEMPLATE runs a chosen kernel instead of the selected one, e.g. the sm_90a family:
 
@@ -44,7 +48,7 @@ import sys
 import tempfile
 
 CPGEN_DTYPE = {"bf16": 0, "fp16": 1}
-CPGEN_SCHEME_CONTIGUOUS = 0
+CPGEN_SCHEME = {"contiguous": 0, "zigzag": 1, "zigzag-token": 2, "striped": 3}  # cpgen_scheme
 CPGEN_LAYOUT_BHSD = 0
 
 
@@ -84,6 +88,12 @@ class Cpgen:
         lib.cpgen_ring_create_loopback.argtypes = [
             ctypes.POINTER(CpgenProblem), ctypes.c_int32, ctypes.c_char_p, ctypes.POINTER(ctypes.c_void_p)]
         lib.cpgen_ring_forward.argtypes = [ctypes.c_void_p] * 6 + [ctypes.c_void_p]
+        pointers = ctypes.POINTER(ctypes.c_void_p)
+        lib.cpgen_ring_forward_all.argtypes = [ctypes.c_void_p] + [pointers] * 5 + [ctypes.c_void_p]
+        lib.cpgen_partition_rows.argtypes = [ctypes.POINTER(CpgenProblem), ctypes.c_int32,
+                                             ctypes.POINTER(ctypes.c_int64)]
+        lib.cpgen_partition_positions.argtypes = [ctypes.POINTER(CpgenProblem), ctypes.c_int32,
+                                                  ctypes.POINTER(ctypes.c_int64), ctypes.c_size_t]
         lib.cpgen_ring_synchronize.argtypes = [ctypes.c_void_p]
         lib.cpgen_ring_kernel_uri.argtypes = [ctypes.c_void_p]
         lib.cpgen_ring_kernel_uri.restype = ctypes.c_char_p
@@ -96,13 +106,32 @@ class Cpgen:
         if status != 0:
             raise RuntimeError(f"cpgen {what}: {self.lib.cpgen_last_error().decode()}")
 
-    def ring(self, cfg, database):
+    def problem(self, cfg):
         p = CpgenProblem()
         self.check(self.lib.cpgen_problem_init_sized(ctypes.byref(p), ctypes.sizeof(p)), "problem_init")
         p.batch, p.q_heads, p.kv_heads = cfg["batch"], cfg["q_heads"], cfg["kv_heads"]
-        p.head_dim, p.seq_len, p.cp_size = cfg["head_dim"], cfg["seq_len"], 1
+        p.head_dim, p.seq_len, p.cp_size = cfg["head_dim"], cfg["seq_len"], cfg["ranks"]
         p.dtype, p.causal = CPGEN_DTYPE[cfg["dtype"]], int(cfg["causal"])
-        p.scheme, p.layout = CPGEN_SCHEME_CONTIGUOUS, CPGEN_LAYOUT_BHSD
+        p.scheme = CPGEN_SCHEME["contiguous" if cfg["ranks"] == 1 else cfg["scheme"]]
+        p.layout = CPGEN_LAYOUT_BHSD
+        self.check(self.lib.cpgen_problem_validate(ctypes.byref(p)), "problem_validate")
+        return p
+
+    def positions(self, cfg):
+        """Every rank's global positions, in local order (the rows of its shard)."""
+        p = self.problem(cfg)
+        out = []
+        for rank in range(cfg["ranks"]):
+            rows = ctypes.c_int64()
+            self.check(self.lib.cpgen_partition_rows(ctypes.byref(p), rank, ctypes.byref(rows)), "partition_rows")
+            buf = (ctypes.c_int64 * rows.value)()
+            self.check(self.lib.cpgen_partition_positions(ctypes.byref(p), rank, buf, rows.value),
+                       "partition_positions")
+            out.append(list(buf))
+        return out
+
+    def ring(self, cfg, database):
+        p = self.problem(cfg)
         handle = ctypes.c_void_p()
         db = database.encode() if database else None
         self.check(self.lib.cpgen_ring_create_loopback(ctypes.byref(p), 0, db, ctypes.byref(handle)), "ring_create")
@@ -111,6 +140,12 @@ class Cpgen:
     def forward(self, ring, q, k, v, out, lse, stream):
         self.check(self.lib.cpgen_ring_forward(ring, q.data_ptr(), k.data_ptr(), v.data_ptr(), out.data_ptr(),
                                                lse.data_ptr(), stream), "ring_forward")
+
+    def forward_all(self, ring, shards, stream):
+        """shards: one dict of q, k, v, out, lse tensors per virtual rank."""
+        arrays = [(ctypes.c_void_p * len(shards))(*[s[name].data_ptr() for s in shards])
+                  for name in ("q", "k", "v", "out", "lse")]
+        self.check(self.lib.cpgen_ring_forward_all(ring, *arrays, stream), "ring_forward_all")
 
 
 def useful_flops(cfg):
@@ -194,18 +229,39 @@ def run_config(torch, cpgen, cfg, args):
     row = dict(cfg)
     stream = torch.cuda.current_stream().cuda_stream
 
-    # cpgen
-    out = torch.full_like(q, float("nan"))
-    lse = torch.full((b, hq, s), float("nan"), device="cuda", dtype=torch.float32)
+    # cpgen: one rank on the whole sequence, or the loopback ring over the shards of every rank
+    if cfg["ranks"] == 1:
+        out = torch.full_like(q, float("nan"))
+        lse = torch.full((b, hq, s), float("nan"), device="cuda", dtype=torch.float32)
+
+        def run_cpgen():
+            cpgen.forward(ring, q, k, v, out, lse, stream)
+
+        def gather():
+            return out
+    else:
+        index = [torch.tensor(pos, device="cuda", dtype=torch.long) for pos in cpgen.positions(cfg)]
+        shards = [dict(q=q[:, :, i].contiguous(), k=k[:, :, i].contiguous(), v=v[:, :, i].contiguous(),
+                       out=torch.full((b, hq, len(i), d), float("nan"), device="cuda", dtype=dt),
+                       lse=torch.full((b, hq, len(i)), float("nan"), device="cuda", dtype=torch.float32))
+                  for i in index]
+
+        def run_cpgen():
+            cpgen.forward_all(ring, shards, stream)
+
+        def gather():
+            full = torch.full_like(q, float("nan"))
+            for i, shard in zip(index, shards):
+                full[:, :, i] = shard["out"]
+            return full
     ring = cpgen.ring(cfg, args.db)
     try:
         row["cpgen_uri"] = cpgen.lib.cpgen_ring_kernel_uri(ring).decode()
         row["cpgen_source"] = cpgen.lib.cpgen_ring_config_source(ring).decode()
-        cpgen.forward(ring, q, k, v, out, lse, stream)
+        run_cpgen()
         cpgen.check(cpgen.lib.cpgen_ring_synchronize(ring), "synchronize")
-        row["cpgen_error"] = check(torch, out, ref, rows)
-        row["cpgen_ms"] = time_ms(torch, lambda: cpgen.forward(ring, q, k, v, out, lse, stream), args.warmup,
-                                  args.iters)
+        row["cpgen_error"] = check(torch, gather(), ref, rows)
+        row["cpgen_ms"] = time_ms(torch, run_cpgen, args.warmup, args.iters)
         cpgen.check(cpgen.lib.cpgen_ring_synchronize(ring), "synchronize")
     finally:
         cpgen.lib.cpgen_ring_destroy(ring)
@@ -246,18 +302,22 @@ def fmt(x, spec):
 
 
 def markdown(rows):
-    lines = ["| dtype | hd | causal | seq | gqa | cpgen TFLOP/s | cuDNN TFLOP/s | flash TFLOP/s | vs cuDNN |"
+    lines = ["| dtype | hd | causal | seq | gqa | ring | cpgen TFLOP/s | cuDNN TFLOP/s | flash TFLOP/s | vs cuDNN |"
              " vs flash | cpgen err | kernel |",
-             "|---|---|---|---|---|---|---|---|---|---|---|---|"]
+             "|---|---|---|---|---|---|---|---|---|---|---|---|---|"]
     for r in rows:
         notes = " ".join(n for n in (r.get("cudnn_note"), r.get("flash_note")) if n)
         lines.append(
             f"| {r['dtype']} | {r['head_dim']} | {int(r['causal'])} | {r['seq_len']} | {r['q_heads'] // r['kv_heads']} "
-            f"| {fmt(r.get('cpgen_tflops'), '.0f')} | {fmt(r.get('cudnn_tflops'), '.0f')} "
+            f"| {ring_name(r)} | {fmt(r.get('cpgen_tflops'), '.0f')} | {fmt(r.get('cudnn_tflops'), '.0f')} "
             f"| {fmt(r.get('flash_tflops'), '.0f')} | {fmt(r.get('ratio_cudnn'), '.2f')} "
             f"| {fmt(r.get('ratio_flash'), '.2f')} | {fmt(r.get('cpgen_error'), '.1e')} "
             f"| {r.get('cpgen_uri', r.get('failed', ''))}{' (' + notes + ')' if notes else ''} |")
     return "\n".join(lines)
+
+
+def ring_name(r):
+    return "1" if r.get("ranks", 1) == 1 else f"{r['ranks']} {r['scheme']}"
 
 
 def ints(text):
@@ -273,6 +333,10 @@ def main():
     ap.add_argument("--causal", type=ints, default=[0, 1])
     ap.add_argument("--lengths", type=ints, default=[4096, 8192, 16384, 32768])
     ap.add_argument("--gqa", type=ints, default=[1, 4, 8])
+    ap.add_argument("--ranks", type=ints, default=[1],
+                    help="virtual ranks of a loopback ring on the one GPU (1: one kernel launch)")
+    ap.add_argument("--scheme", default="zigzag", choices=sorted(CPGEN_SCHEME),
+                    help="how a ring of more than one rank splits the sequence")
     ap.add_argument("--q-heads", type=int, default=32)
     ap.add_argument("--tokens", type=int, default=32768,
                     help="batch = max(1, tokens / seq_len), so short sequences still fill the GPU")
@@ -299,9 +363,12 @@ def main():
                     for group in args.gqa:
                         if args.q_heads % group:
                             continue
-                        configs.append(dict(dtype=dtype, head_dim=hd, causal=causal, seq_len=seq,
-                                            batch=max(1, args.tokens // seq), q_heads=args.q_heads,
-                                            kv_heads=args.q_heads // group, seed=len(configs) + 1))
+                        for ranks in args.ranks:
+                            configs.append(dict(dtype=dtype, head_dim=hd, causal=causal, seq_len=seq,
+                                                batch=max(1, args.tokens // seq), q_heads=args.q_heads,
+                                                kv_heads=args.q_heads // group, ranks=ranks,
+                                                scheme="contiguous" if ranks == 1 else args.scheme,
+                                                seed=len(configs) + 1))
     if args.pin:
         args.db = pin_kernels(configs, args.pin, tempfile.mkdtemp(prefix="cpgen_kernels_"))
     rows = []

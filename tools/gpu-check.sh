@@ -15,7 +15,8 @@
 #   sanitize  tools/gpu-sanitize.sh: compute-sanitizer memcheck, racecheck, synccheck, initcheck
 #   kernels   bench/kernels.py: cpgen's selected kernel against SDPA cuDNN and flash
 #   wgmma     bench/kernels.py --pin on the sm_90a wgmma family, joined with the kernels rows
-#   ring      bench/ring_overhead.sh: the loopback ring against one attention of the same work
+#   ring      bench/ring_overhead.sh: the loopback ring against one attention of the same work;
+#             then bench/kernels.py --ranks 1,2,4,8: the ring against SDPA on the full sequence
 #   tune      cpgen tune on examples/shapes/*.json into a fresh database, exported as the cache
 #             <gpu>-examples.json (copied to $OUT)
 # A phase that needs binaries builds first when the build phase did not run in this call.
@@ -71,7 +72,7 @@ while [ $# -gt 0 ]; do
     --report) REPORT=${2:-}; shift 2 ;;
     --kernels-args) KERNELS_ARGS=${2:-}; shift 2 ;;
     --full-matrix) FULL_MATRIX=1; shift ;;
-    -h|--help) sed -n 2,37p "$0"; exit 0 ;;
+    -h|--help) sed -n 2,38p "$0"; exit 0 ;;
     *) usage_error "unknown argument '$1'" ;;
   esac
 done
@@ -315,8 +316,7 @@ kernel_bench() {
   local name=$1
   shift
   rm -f "$LOGS/$name.jsonl" "$LOGS/$name.md"
-  # shellcheck disable=SC2086 (KERNELS_ARGS is a list of options)
-  run "$name" python3 "$ROOT/bench/kernels.py" --lib "$BUILD/libcpgen.so" "$@" $KERNELS_ARGS \
+  run "$name" python3 "$ROOT/bench/kernels.py" --lib "$BUILD/libcpgen.so" "$@" \
     --jsonl "$LOGS/$name.jsonl" --markdown "$LOGS/$name.md"
 }
 kernel_section() {  # NAME RC: the table, and the configurations that failed
@@ -338,7 +338,8 @@ phase_kernels() {
   can_start kernels 90 || return 0
   [ -n "$GPU_NAME" ] || { phase_status kernels "not run: no GPU"; return 0; }
   need_build || { phase_status kernels "not run: no build"; return 1; }
-  kernel_bench kernels
+  # shellcheck disable=SC2086 (KERNELS_ARGS is a list of options)
+  kernel_bench kernels $KERNELS_ARGS
   local rc=$?
   phase_status kernels "$(kernel_section kernels $rc)"
   return 0
@@ -348,7 +349,8 @@ phase_wgmma() {
   can_start wgmma 90 || return 0
   [ -n "$GPU_NAME" ] || { phase_status wgmma "not run: no GPU"; return 0; }
   need_build || { phase_status wgmma "not run: no build"; return 1; }
-  kernel_bench wgmma --pin 'ring_fwd_wgmma_{dtype}_hd{head_dim}_{mask}_gqa{group}_bm128_bn128_c2_s2'
+  # shellcheck disable=SC2086
+  kernel_bench wgmma --pin 'ring_fwd_wgmma_{dtype}_hd{head_dim}_{mask}_gqa{group}_bm128_bn128_c2_s2' $KERNELS_ARGS
   local rc=$?
   phase_status wgmma "$(kernel_section wgmma $rc)"
   # The family ratio: wgmma TFLOP/s over the selected kernel's on the same configuration.
@@ -366,9 +368,19 @@ phase_ring() {
   run ring env CPGEN="$BUILD/cpgen" "$ROOT/bench/ring_overhead.sh" "$LOGS/ring-overhead.md"
   local rc=$?
   local verdict
-  verdict=$(grep -v '^+' "$LOGS/ring.log" | grep -E 'target|failed' | head -3 | tr '\n' ' ')
+  verdict="$(grep -E '^target' "$LOGS/ring.log" | tail -1); $(grep -c '^ring_overhead: row [0-9]* failed' "$LOGS/ring.log") rows failed"
   phase_status ring "${verdict:-no verdict}$([ $rc = 124 ] || [ $rc = 137 ] && echo '; STOPPED by the budget')"
   [ -f "$LOGS/ring-overhead.md" ] && sed 's/^# /### /' "$LOGS/ring-overhead.md" >"$LOGS/phases/ring.md"
+  # The same target shape as a whole loopback ring against SDPA on the full sequence (issue 14,
+  # point 4), N = 1 being one kernel launch.
+  if [ "$(left)" -gt 60 ]; then
+    kernel_bench ring-sdpa --ranks 1,2,4,8 --scheme zigzag --dtypes bf16 --head-dims 128 --causal 1 \
+      --lengths 32768 --gqa 4 --q-heads 32 --tokens 32768
+    rc=$?
+    { echo; echo "### The loopback ring against SDPA on the full sequence ($(kernel_section ring-sdpa $rc))"; echo
+      cat "$LOGS/phases/ring-sdpa.md"; } >>"$LOGS/phases/ring.md"
+    rm -f "$LOGS/phases/ring-sdpa.md"
+  fi
   return 0
 }
 
