@@ -31,10 +31,10 @@
 #
 # Recommended device session (30 minutes of device time, 10 per call; a warm machine is given
 # back 30 s after a call, so send the next call at once or the next one rebuilds):
-#   tools/pack-gpu-deps.sh; mkdir -p .vectors; cp -r ../shared/vectors/. .vectors/   (here)
-#   run(command="tools/gpu-check.sh --only build,tests,nccl", carry=[".gpudeps", ".vectors"])
-#   run(command="tools/gpu-check.sh --only sanitize,kernels,wgmma", carry=[...])
-#   run(command="tools/gpu-check.sh --only ring,tune", carry=[...])
+#   tools/pack-gpu-deps.sh   (here: the -dev packages and ../shared/vectors, compressed)
+#   run(command="tools/gpu-check.sh --only build,tests,nccl", carry=[".gpudeps"])
+#   run(command="tools/gpu-check.sh --only sanitize,kernels,wgmma", carry=[".gpudeps"])
+#   run(command="tools/gpu-check.sh --only ring,tune", carry=[".gpudeps"])
 #
 # The GPU machines have nvcc, CMake, PyTorch and the nvidia-nccl Python package but maybe none of
 # the Debian -dev packages, and no network. Choice: vendor nothing in the repository; use what the
@@ -45,8 +45,8 @@
 # SQLite header (neither here nor carried) stops the build, and the report names what is missing.
 # NCCL comes from the nvidia-nccl Python package (cmake/FindNCCL.cmake finds it). The tests
 # always read the in-repo vectors (tests/data/vectors); an independent set is added from
-# $CPGEN_VECTORS_DIR, else ../shared/vectors, else shared/vectors or .vectors in the checkout
-# (the device tool carries only the checkout: copy one into .vectors and carry it).
+# $CPGEN_VECTORS_DIR, else ../shared/vectors, else shared/vectors or .vectors in the checkout,
+# else the set tools/pack-gpu-deps.sh packed into the carried prefix (unpacked into build-gpu/).
 set -uo pipefail
 ROOT=$(cd "$(dirname "${BASH_SOURCE[0]}")/.." && pwd)
 BUILD=$ROOT/build-gpu
@@ -91,13 +91,16 @@ done
 
 START=$(date +%s)
 [ -z "$DEPS" ] && [ -d "$ROOT/.gpudeps" ] && DEPS=$ROOT/.gpudeps
+mkdir -p "$BUILD"
+BUILD=$(cd "$BUILD" && pwd)
 if [ -z "${CPGEN_VECTORS_DIR:-}" ]; then
-  for d in "$ROOT/../shared/vectors" "$ROOT/shared/vectors" "$ROOT/.vectors"; do
+  if [ -n "$DEPS" ] && [ -f "$DEPS/vectors.tar.xz" ] && [ ! -f "$BUILD/vectors/partitions.json" ]; then
+    mkdir -p "$BUILD/vectors" && tar -C "$BUILD/vectors" -xJf "$DEPS/vectors.tar.xz"
+  fi
+  for d in "$ROOT/../shared/vectors" "$ROOT/shared/vectors" "$ROOT/.vectors" "$BUILD/vectors"; do
     [ -f "$d/partitions.json" ] && export CPGEN_VECTORS_DIR=$(cd "$d" && pwd) && break
   done
 fi
-mkdir -p "$BUILD"
-BUILD=$(cd "$BUILD" && pwd)
 # The logs of earlier calls on a warm machine stay: each phase replaces only its own files, so a
 # session's calls add up to one report.
 LOGS=$BUILD/gpu-check-logs
