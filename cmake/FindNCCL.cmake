@@ -4,8 +4,10 @@
 set(_nccl_hints ${CUDAToolkit_LIBRARY_ROOT} ${CUDAToolkit_TARGET_DIR} $ENV{NCCL_HOME} $ENV{CUDA_HOME})
 find_package(Python3 COMPONENTS Interpreter QUIET)
 if(Python3_Interpreter_FOUND)
+  # The wheel's nvidia/nccl has no __init__.py: a namespace package, whose __file__ is None, so
+  # its folder is read from __path__.
   execute_process(
-    COMMAND ${Python3_EXECUTABLE} -c "import nvidia.nccl, os; print(os.path.dirname(nvidia.nccl.__file__))"
+    COMMAND ${Python3_EXECUTABLE} -c "import nvidia.nccl, os; print(list(nvidia.nccl.__path__)[0])"
     OUTPUT_VARIABLE _nccl_py OUTPUT_STRIP_TRAILING_WHITESPACE ERROR_QUIET)
   if(_nccl_py)
     list(APPEND _nccl_hints ${_nccl_py})

@@ -158,7 +158,7 @@ write_report() {
   nvcc_version=$(nvcc --version 2>/dev/null | grep -o 'release [0-9.]*' || echo "nvcc missing")
   cmake_version=$(cmake --version 2>/dev/null | head -1)
   torch=$(python3 -c 'import torch; print(torch.__version__, "CUDA", torch.version.cuda, "cuDNN", torch.backends.cudnn.version())' 2>/dev/null || echo "not importable")
-  nccl_py=$(python3 -c 'import nvidia.nccl, os; print(os.path.dirname(nvidia.nccl.__file__))' 2>/dev/null || echo "not found")
+  nccl_py=$(python3 -c 'import nvidia.nccl; print(list(nvidia.nccl.__path__)[0])' 2>/dev/null || echo "not found")
   {
     echo "# gpu-check on ${GPU_NAME:-no GPU} ($(date -u '+%Y-%m-%d %H:%M UTC'))"
     echo
