@@ -14,7 +14,8 @@
 #   nccl      the multi-process NCCL tests, alone (they share the GPU and the loopback interface)
 #   sanitize  tools/gpu-sanitize.sh: compute-sanitizer memcheck, racecheck, synccheck, initcheck
 #   kernels   bench/kernels.py: cpgen's selected kernel against SDPA cuDNN and flash
-#   wgmma     bench/kernels.py --pin on the sm_90a wgmma family, joined with the kernels rows
+#   wgmma     bench/kernels.py --pin on the sm_90a wgmma family (GQA 1 unless --kernels-args says
+#             otherwise), joined with the kernels rows for the family ratio
 #   ring      bench/ring_overhead.sh: the loopback ring against one attention of the same work;
 #             then bench/kernels.py --ranks 1,2,4,8: the ring against SDPA on the full sequence
 #   tune      cpgen tune on examples/shapes/*.json into a fresh database, exported as the cache
@@ -33,8 +34,11 @@
 # back 30 s after a call, so send the next call at once or the next one rebuilds):
 #   tools/pack-gpu-deps.sh   (here: the -dev packages and ../shared/vectors, compressed)
 #   run(command="tools/gpu-check.sh --only build,tests,nccl", carry=[".gpudeps"])
-#   run(command="tools/gpu-check.sh --only sanitize,kernels,wgmma", carry=[".gpudeps"])
+#   run(command="tools/gpu-check.sh --only sanitize", carry=[".gpudeps"])
+#   run(command="tools/gpu-check.sh --only kernels,wgmma", carry=[".gpudeps"])
 #   run(command="tools/gpu-check.sh --only ring,tune", carry=[".gpudeps"])
+# Each call's report and logs come back under files_at; commit the last report (it holds every
+# phase of the calls that found the machine warm; a phase from a cold call is in that call's).
 #
 # The GPU machines have nvcc, CMake, PyTorch and the nvidia-nccl Python package but maybe none of
 # the Debian -dev packages, and no network. Choice: vendor nothing in the repository; use what the
@@ -72,7 +76,7 @@ while [ $# -gt 0 ]; do
     --report) REPORT=${2:-}; shift 2 ;;
     --kernels-args) KERNELS_ARGS=${2:-}; shift 2 ;;
     --full-matrix) FULL_MATRIX=1; shift ;;
-    -h|--help) sed -n 2,38p "$0"; exit 0 ;;
+    -h|--help) sed -n '2,/^set -uo/p' "$0" | sed '$d'; exit 0 ;;
     *) usage_error "unknown argument '$1'" ;;
   esac
 done
@@ -353,7 +357,8 @@ phase_wgmma() {
   [ -n "$GPU_NAME" ] || { phase_status wgmma "not run: no GPU"; return 0; }
   need_build || { phase_status wgmma "not run: no build"; return 1; }
   # shellcheck disable=SC2086
-  kernel_bench wgmma --pin 'ring_fwd_wgmma_{dtype}_hd{head_dim}_{mask}_gqa{group}_bm128_bn128_c2_s2' $KERNELS_ARGS
+  kernel_bench wgmma --pin 'ring_fwd_wgmma_{dtype}_hd{head_dim}_{mask}_gqa{group}_bm128_bn128_c2_s2' --gqa 1 \
+    $KERNELS_ARGS
   local rc=$?
   phase_status wgmma "$(kernel_section wgmma $rc)"
   # The family ratio: wgmma TFLOP/s over the selected kernel's on the same configuration.

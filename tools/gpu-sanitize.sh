@@ -8,7 +8,8 @@
 #
 # Exit 0 only when every run printed "ERROR SUMMARY: 0 errors" and its tests passed. The tests
 # themselves are small problems; racecheck multiplies their run time most (shared-memory
-# tracking per access), so it gets the step-kernel tests only unless --filter says otherwise.
+# tracking per access), so it gets the step-kernel tests and the wgmma ring test only unless
+# --filter says otherwise.
 set -uo pipefail
 ROOT=$(cd "$(dirname "${BASH_SOURCE[0]}")/.." && pwd)
 BUILD=$ROOT/build-gpu
@@ -33,12 +34,15 @@ SAN=$(command -v compute-sanitizer || ls /usr/local/cuda/bin/compute-sanitizer /
 [ -n "$SAN" ] || { echo "gpu-sanitize: compute-sanitizer not found (CUDA toolkit's compute-sanitizer/)" >&2; exit 2; }
 
 STEP_TESTS='StepFwdGpu*:StepFwdGpuRandom*:StepBwdGpu*:StepFwdHarness*'
-RING_TESTS='GpuRing.*:GpuRingBackward.*:GpuRingStreams.*'
+RING_TESTS='GpuRing.*:GpuRingBackward.*:GpuRingStreams.*:GpuRingWgmma.*'
+# The sm_90a family's only GPU test runs its kernels (TMA, mbarriers, wgmma) on the format-1
+# vectors; racecheck gets that one too, since its shared-memory ring is where a race would be.
+WGMMA_RACE_TESTS='GpuRingWgmma.LoopbackReproducesTheFormat1Vectors'
 status=0
 IFS=',' read -r -a tool_list <<<"$TOOLS"
 for tool in "${tool_list[@]}"; do
   if [ -n "$FILTER" ]; then filters=("$FILTER")
-  elif [ "$tool" = racecheck ]; then filters=("$STEP_TESTS")
+  elif [ "$tool" = racecheck ]; then filters=("$STEP_TESTS" "$WGMMA_RACE_TESTS")
   else filters=("$STEP_TESTS" "$RING_TESTS"); fi
   for f in "${filters[@]}"; do
     name=$tool-$(echo "$f" | cut -c1-12 | tr -c 'A-Za-z0-9\n' '_')
