@@ -1,0 +1,183 @@
+#!/usr/bin/env python3
+"""A CPU rehearsal of bench/kernels.py (not a test of cpgen, and not part of the suite: it needs
+PyTorch, which the GPU machines have and CI does not). It runs the benchmark's whole flow (inputs,
+NaN poisoning, shards of a loopback ring and their gathering, the float64 row check, timing,
+SDPA's backends, the JSON lines and the table) with PyTorch's CPU tensors, so that a mistake in
+the script shows here instead of costing a GPU session's minutes.
+
+What stands in for what:
+  - tensors the script places on "cuda" are made on the CPU; CUDA events become wall-clock marks;
+  - cpgen's launch (cpgen_ring_forward / _forward_all) becomes a float32 attention computed here,
+    from each shard's global positions, while the problem, its validation and the shards'
+    positions come from the real library (--lib), through the same ctypes calls;
+  - SDPA's cuDNN and flash backends are what PyTorch has on the CPU (a refused backend gives the
+    script's "n/a" note, which the check accepts).
+
+  python3 bench/kernels_smoke.py --lib build/libcpgen.so
+
+Exit 0 when every configuration ran, its cpgen error is below the bf16/fp16 tolerance, and the
+table has one row per configuration; otherwise the first problem, and exit 1.
+"""
+import argparse
+import json
+import math
+import os
+import sys
+import tempfile
+import time
+import types
+
+sys.path.insert(0, os.path.dirname(os.path.abspath(__file__)))
+import kernels  # noqa: E402
+
+
+def patch_torch(torch):
+    """Send the script's "cuda" tensors to the CPU and time with the wall clock."""
+    def on_cpu(fn):
+        def call(*args, **kwargs):
+            if kwargs.get("device") == "cuda":
+                kwargs["device"] = "cpu"
+            return fn(*args, **kwargs)
+        return call
+
+    for name in ("randn", "linspace", "full", "tensor", "arange", "Generator"):
+        setattr(torch, name, on_cpu(getattr(torch, name)))
+
+    class Event:
+        def __init__(self, enable_timing=False):
+            self.at = None
+
+        def record(self):
+            self.at = time.perf_counter()
+
+        def synchronize(self):
+            pass
+
+        def elapsed_time(self, end):
+            return (end.at - self.at) * 1e3
+
+    torch.cuda.Event = Event
+    torch.cuda.synchronize = lambda *a: None
+    torch.cuda.empty_cache = lambda: None
+    torch.cuda.is_available = lambda: True
+    torch.cuda.get_device_name = lambda *a: "CPU stand-in"
+    torch.backends.cudnn.version = lambda: None  # asks the (absent) devices otherwise
+    torch.cuda.current_stream = lambda *a: types.SimpleNamespace(cuda_stream=0)
+
+
+def attend(torch, q, k, v, q_pos, k_pos, causal):
+    """float32 attention of q [b, hq, n, d] over k, v [b, hkv, m, d]: (out, natural-log lse)."""
+    group = q.shape[1] // k.shape[1]
+    kk = k.float().repeat_interleave(group, dim=1)
+    vv = v.float().repeat_interleave(group, dim=1)
+    s = q.float() @ kk.transpose(-1, -2) / math.sqrt(q.shape[-1])
+    if causal:
+        s = s.masked_fill(k_pos[None, :] > q_pos[:, None], float("-inf"))
+    return torch.softmax(s, dim=-1) @ vv, torch.logsumexp(s, dim=-1)
+
+
+class StandIn(kernels.Cpgen):
+    """The real library for problems and partitions; a float32 attention for the launches."""
+
+    def __init__(self, path, torch):
+        super().__init__(path)
+        self.torch = torch
+        real = self.lib
+        rings = {}
+        self.rings = rings
+
+        class Lib:
+            def __getattr__(self, name):
+                return getattr(real, name)
+
+            def cpgen_ring_kernel_uri(self, ring):
+                return b"stand-in"
+
+            def cpgen_ring_config_source(self, ring):
+                return b"stand-in"
+
+            def cpgen_ring_synchronize(self, ring):
+                return 0
+
+            def cpgen_ring_destroy(self, ring):
+                rings.pop(ring, None)
+
+        self.lib = Lib()
+
+    def ring(self, cfg, database):
+        self.problem(cfg)  # the real validation
+        handle = len(self.rings) + 1
+        self.rings[handle] = cfg
+        return handle
+
+    def forward(self, ring, q, k, v, out, lse, stream):
+        torch, cfg = self.torch, self.rings[ring]
+        pos = torch.arange(q.shape[2])
+        o, l = attend(torch, q, k, v, pos, pos, cfg["causal"])
+        out.copy_(o.to(out.dtype))
+        lse.copy_(l)
+
+    def forward_all(self, ring, shards, stream):
+        torch, cfg = self.torch, self.rings[ring]
+        positions = [torch.tensor(p) for p in self.positions(cfg)]
+        b, hkv, d = shards[0]["k"].shape[0], shards[0]["k"].shape[1], shards[0]["k"].shape[3]
+        k = torch.empty(b, hkv, cfg["seq_len"], d, dtype=shards[0]["k"].dtype)
+        v = torch.empty_like(k)
+        for pos, shard in zip(positions, shards):
+            k[:, :, pos] = shard["k"]
+            v[:, :, pos] = shard["v"]
+        every = torch.arange(cfg["seq_len"])
+        for pos, shard in zip(positions, shards):
+            o, l = attend(torch, shard["q"], k, v, pos, every, cfg["causal"])
+            shard["out"].copy_(o.to(shard["out"].dtype))
+            shard["lse"].copy_(l)
+
+
+def main():
+    ap = argparse.ArgumentParser(description=__doc__.splitlines()[0])
+    ap.add_argument("--lib", required=True, help="path of libcpgen.so (its CPU entry points are used)")
+    args = ap.parse_args()
+    import torch
+    patch_torch(torch)
+    kernels.Cpgen = lambda path: StandIn(path, torch)
+
+    folder = tempfile.mkdtemp(prefix="cpgen_kernels_smoke_")
+    runs = [
+        ["--ranks", "1,4", "--scheme", "zigzag"],
+        ["--ranks", "2", "--scheme", "striped", "--pin",
+         "ring_fwd_wgmma_{dtype}_hd{head_dim}_{mask}_gqa{group}_bm128_bn128_c2_s2"],
+    ]
+    for n, extra in enumerate(runs):
+        jsonl, table = os.path.join(folder, f"{n}.jsonl"), os.path.join(folder, f"{n}.md")
+        sys.argv = ["kernels.py", "--lib", args.lib, "--dtypes", "bf16,fp16", "--head-dims", "64", "--causal", "0,1",
+                    "--lengths", "256", "--gqa", "1,4", "--q-heads", "4", "--tokens", "512", "--warmup", "1",
+                    "--iters", "2", "--check-rows", "16", "--jsonl", jsonl, "--markdown", table] + extra
+        code = kernels.main()
+        rows = [json.loads(line) for line in open(jsonl)]
+        ranks = [int(r) for r in extra[1].split(",")]
+        expected = 2 * 2 * 2 * len(ranks)  # dtypes x causal x gqa x ranks
+        problems = []
+        if code != 0:
+            problems.append(f"exit {code}")
+        if len(rows) != expected:
+            problems.append(f"{len(rows)} rows, expected {expected}")
+        for r in rows:
+            if "failed" in r:
+                problems.append(f"failed: {r['failed']}")
+            elif not r["cpgen_error"] < 2e-2:
+                problems.append(f"cpgen error {r['cpgen_error']} on {r}")
+            for peer in ("cudnn", "flash"):
+                if f"{peer}_ms" not in r and not r.get(f"{peer}_note", "").startswith("n/a"):
+                    problems.append(f"{peer}: neither timed nor noted: {r}")
+        table_rows = [line for line in open(table) if line.startswith("| ") and not line.startswith("| dtype")]
+        if len(table_rows) != expected:
+            problems.append(f"table has {len(table_rows)} rows, expected {expected}")
+        if problems:
+            print(f"kernels_smoke: run {n} ({' '.join(extra)}): {problems[0]}", file=sys.stderr)
+            return 1
+        print(f"kernels_smoke: run {n} ({' '.join(extra)}): {len(rows)} configurations ok", file=sys.stderr)
+    return 0
+
+
+if __name__ == "__main__":
+    sys.exit(main())
