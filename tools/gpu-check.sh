@@ -16,6 +16,9 @@
 #   kernels   bench/kernels.py: cpgen's selected kernel against SDPA cuDNN and flash
 #   wgmma     bench/kernels.py --pin on the sm_90a wgmma family (GQA 1 unless --kernels-args says
 #             otherwise), joined with the kernels rows for the family ratio
+#   ncu       Nsight Compute on one forward launch of each family (bf16, head dim 128, causal,
+#             16K): speed of light, occupancy, launch statistics, warp stalls, compute and
+#             memory workload; the text goes in the report, the .ncu-rep files to $OUT
 #   ring      bench/ring_overhead.sh: the loopback ring against one attention of the same work;
 #             then bench/kernels.py --ranks 1,2,4,8: the ring against SDPA on the full sequence
 #   tune      cpgen tune on examples/shapes/*.json into a fresh database, exported as the cache
@@ -35,7 +38,7 @@
 #   tools/pack-gpu-deps.sh   (here: the -dev packages and ../shared/vectors, compressed)
 #   run(command="tools/gpu-check.sh --only build,tests,nccl", carry=[".gpudeps"])
 #   run(command="tools/gpu-check.sh --only sanitize", carry=[".gpudeps"])
-#   run(command="tools/gpu-check.sh --only kernels,wgmma", carry=[".gpudeps"])
+#   run(command="tools/gpu-check.sh --only kernels,wgmma,ncu", carry=[".gpudeps"])
 #   run(command="tools/gpu-check.sh --only ring,tune", carry=[".gpudeps"])
 # Each call's report and logs come back under files_at; commit the last report (it holds every
 # phase of the calls that found the machine warm; a phase from a cold call is in that call's).
@@ -59,7 +62,7 @@ REPORT=""
 BUDGET=""
 KERNELS_ARGS=""
 FULL_MATRIX=0
-ALL_PHASES=(build tests nccl sanitize kernels wgmma ring tune)
+ALL_PHASES=(build tests nccl sanitize kernels wgmma ncu ring tune)
 ONLY=""
 SKIP=""
 usage_error() { echo "gpu-check: $* (see --help)" >&2; exit 2; }
@@ -365,6 +368,37 @@ phase_wgmma() {
   if [ -f "$LOGS/kernels.jsonl" ] && [ -f "$LOGS/wgmma.jsonl" ]; then
     python3 "$ROOT/bench/compare_rows.py" "$LOGS/kernels.jsonl" "$LOGS/wgmma.jsonl" >>"$LOGS/phases/wgmma.md" 2>&1
   fi
+  return 0
+}
+
+phase_ncu() {
+  begin_phase ncu
+  can_start ncu 60 || return 0
+  [ -n "$GPU_NAME" ] || { phase_status ncu "not run: no GPU"; return 0; }
+  local ncu family rc results=""
+  ncu=$(command -v ncu || ls /usr/local/cuda/bin/ncu /opt/nvidia/nsight-compute/*/ncu 2>/dev/null | head -1)
+  [ -n "$ncu" ] || { phase_status ncu "not run: no ncu on PATH, in /usr/local/cuda/bin or /opt/nvidia/nsight-compute"; return 0; }
+  need_build || { phase_status ncu "not run: no build"; return 1; }
+  : >"$LOGS/phases/ncu.md"
+  for family in mma.sync wgmma; do
+    local pin=()
+    [ $family = wgmma ] && pin=(--pin 'ring_fwd_wgmma_{dtype}_hd{head_dim}_{mask}_gqa{group}_bm128_bn128_c2_s2')
+    # The first launch whose name starts ring_fwd (the URI is the kernel's name): kernels.py's
+    # checked run, before any timing. --clock-control none: the clocks the benchmarks ran at.
+    run "ncu-$family" "$ncu" --target-processes all --clock-control none --kernel-name 'regex:^ring_fwd' \
+      --launch-count 1 --section SpeedOfLight --section Occupancy --section LaunchStats \
+      --section WarpStateStats --section ComputeWorkloadAnalysis --section MemoryWorkloadAnalysis \
+      --export "$LOGS/ncu-$family" --force-overwrite \
+      python3 "$ROOT/bench/kernels.py" --lib "$BUILD/libcpgen.so" --dtypes bf16 --head-dims 128 \
+      --lengths 16384 --gqa 1 --causal 1 --warmup 0 --iters 1 --check-rows 8 "${pin[@]}"
+    rc=$?
+    results="$results $family: $([ $rc = 0 ] && echo ok || echo "exit $rc");"
+    { echo "### $family"; echo; grep -vE '^(\{|# |\| |==PROF==)' "$LOGS/ncu-$family.log" | head -160 | sed 's/^/    /'; echo; } \
+      >>"$LOGS/phases/ncu.md"
+    [ -n "${OUT:-}" ] && [ -d "${OUT:-}" ] && cp "$LOGS/ncu-$family.ncu-rep" "$OUT/" 2>/dev/null
+  done
+  results=${results# }
+  phase_status ncu "${results%;}"
   return 0
 }
 

@@ -59,7 +59,7 @@ TEST_F(GpuCheck, AnUnknownPhaseIsOneLineNamingThePhases) {
   const ScriptRun r = check("--only build,benchmarks");
   EXPECT_EQ(r.code, 2);
   EXPECT_EQ(r.output,
-            "gpu-check: unknown phase 'benchmarks': the phases are build tests nccl sanitize kernels wgmma ring "
+            "gpu-check: unknown phase 'benchmarks': the phases are build tests nccl sanitize kernels wgmma ncu ring "
             "tune (see --help)\n");
   EXPECT_FALSE(fs::exists(report()));
 }
@@ -75,7 +75,7 @@ TEST_F(GpuCheck, WithoutAGpuTheGpuPhasesSayNotRunAndTheReportReachesOut) {
   const ScriptRun r = check("--skip build,tests,nccl");
   ASSERT_EQ(r.code, 0) << r.output;
   const std::string text = slurp(report());
-  for (const char* phase : {"sanitize", "kernels", "wgmma", "ring", "tune"})
+  for (const char* phase : {"sanitize", "kernels", "wgmma", "ncu", "ring", "tune"})
     EXPECT_NE(text.find(std::string("| ") + phase + " | not run: no GPU"), std::string::npos) << phase << "\n" << text;
   EXPECT_EQ(text.find("| build |"), std::string::npos) << "a skipped phase has no row";
   EXPECT_EQ(slurp(out() + "/report.md"), text);
