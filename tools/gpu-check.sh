@@ -203,6 +203,9 @@ TESTS_BUILT=0
 phase_build() {
   begin_phase build
   local args=(-DCMAKE_BUILD_TYPE=RelWithDebInfo) missing=() dep name where syslib lib
+  # The python3 on PATH is the one holding PyTorch and the nvidia-nccl wheel on the GPU image;
+  # FindNCCL asks it where the wheel is.
+  command -v python3 >/dev/null && args+=(-DPython3_EXECUTABLE="$(command -v python3)")
   find_header() {  # RELPATH -> "system", "carried" or nothing
     local d
     for d in /usr/include /usr/local/include; do [ -f "$d/$1" ] && { echo system; return; }; done
