@@ -10,8 +10,9 @@
 #
 # Phases, in this order (default: all of them):
 #   build     configure and build (incremental: a warm machine keeps build-gpu/)
-#   tests     the whole test suite except the NCCL tests, the GPU tests live (ctest -j 8)
-#   nccl      the multi-process NCCL tests, alone (they share the GPU and the loopback interface)
+#   tests     the whole test suite except the tests named *Nccl*, the GPU tests live (ctest -j 8)
+#   nccl      the tests named *Nccl* (the multi-process ones among them), one at a time: they
+#             share the GPU and the loopback interface
 #   sanitize  tools/gpu-sanitize.sh: compute-sanitizer memcheck, racecheck, synccheck, initcheck
 #   kernels   bench/kernels.py: cpgen's selected kernel against SDPA cuDNN and flash
 #   wgmma     bench/kernels.py --pin on the sm_90a wgmma family (GQA 1 unless --kernels-args says
@@ -290,7 +291,7 @@ phase_tests() {
   [ $TESTS_BUILT = 1 ] || { phase_status tests "not run: built without GoogleTest"; return 0; }
   local env=()
   [ $FULL_MATRIX = 1 ] && env=(env CPGEN_FULL_COMPILE_MATRIX=1)
-  (cd "$BUILD" && run ctest "${env[@]}" ctest --output-on-failure -j 8 -E '^Nccl' --timeout 600)
+  (cd "$BUILD" && run ctest "${env[@]}" ctest --output-on-failure -j 8 -E 'Nccl' --timeout 600)
   local rc=$?
   phase_status tests "$(ctest_result "$LOGS/ctest.log" $rc)"
   { echo "ctest, failures and skips:"; echo; ctest_summary "$LOGS/ctest.log"; } >"$LOGS/phases/tests.md"
@@ -302,10 +303,10 @@ phase_nccl() {
   can_start nccl 60 || return 0
   need_build || { phase_status nccl "not run: no build"; return 1; }
   [ $TESTS_BUILT = 1 ] || { phase_status nccl "not run: built without GoogleTest"; return 0; }
-  (cd "$BUILD" && run ctest_nccl ctest --output-on-failure -R '^Nccl' --timeout 600)
+  (cd "$BUILD" && run ctest_nccl ctest --output-on-failure -R 'Nccl' --timeout 600)
   local rc=$?
   phase_status nccl "$(ctest_result "$LOGS/ctest_nccl.log" $rc)"
-  { echo "ctest -R '^Nccl', failures and skips:"; echo; ctest_summary "$LOGS/ctest_nccl.log"; } >"$LOGS/phases/nccl.md"
+  { echo "ctest -R 'Nccl', failures and skips:"; echo; ctest_summary "$LOGS/ctest_nccl.log"; } >"$LOGS/phases/nccl.md"
   grep -q "^FAILED\|^STOPPED" "$LOGS/phases/nccl.status" && return 1 || return 0
 }
 
