@@ -161,17 +161,17 @@ begin_phase() {
 }
 
 # ---- the report, rewritten after every phase ----
+NVCC_VERSION=$(nvcc --version 2>/dev/null | grep -o 'release [0-9.]*' || echo "nvcc missing")
+CMAKE_VERSION=$(cmake --version 2>/dev/null | head -1)
+TORCH=$(python3 -c 'import torch; print(torch.__version__, "CUDA", torch.version.cuda, "cuDNN", torch.backends.cudnn.version())' 2>/dev/null || echo "not importable")
+NCCL_PY=$(python3 -c 'import nvidia.nccl; print(list(nvidia.nccl.__path__)[0])' 2>/dev/null || echo "not found")
 write_report() {
-  local torch nvcc_version cmake_version nccl_py p
-  nvcc_version=$(nvcc --version 2>/dev/null | grep -o 'release [0-9.]*' || echo "nvcc missing")
-  cmake_version=$(cmake --version 2>/dev/null | head -1)
-  torch=$(python3 -c 'import torch; print(torch.__version__, "CUDA", torch.version.cuda, "cuDNN", torch.backends.cudnn.version())' 2>/dev/null || echo "not importable")
-  nccl_py=$(python3 -c 'import nvidia.nccl; print(list(nvidia.nccl.__path__)[0])' 2>/dev/null || echo "not found")
+  local p
   {
     echo "# gpu-check on ${GPU_NAME:-no GPU} ($(date -u '+%Y-%m-%d %H:%M UTC'))"
     echo
-    echo "- GPU: ${GPU_NAME:-none}, driver ${DRIVER:-none}; nvcc $nvcc_version; $cmake_version"
-    echo "- PyTorch: $torch; NCCL package: $nccl_py"
+    echo "- GPU: ${GPU_NAME:-none}, driver ${DRIVER:-none}; nvcc $NVCC_VERSION; $CMAKE_VERSION"
+    echo "- PyTorch: $TORCH; NCCL package: $NCCL_PY"
     echo "- reference vectors: tests/data/vectors${CPGEN_VECTORS_DIR:+ and $CPGEN_VECTORS_DIR}"
     echo
     echo "| phase | result |"
@@ -194,7 +194,8 @@ write_report() {
   } >"$REPORT"
   if [ -n "${OUT:-}" ] && [ -d "${OUT:-}" ]; then
     cp "$REPORT" "$OUT/" 2>/dev/null
-    tar -C "$LOGS" -czf "$OUT/gpu-check-logs.tar.gz" . 2>/dev/null
+    # Profiles and the database go to $OUT on their own (ncu, tune), not twice.
+    tar -C "$LOGS" --exclude='*.ncu-rep' --exclude='*.db' -czf "$OUT/gpu-check-logs.tar.gz" . 2>/dev/null
   fi
 }
 
