@@ -7,7 +7,6 @@
 // a data file the tests read counts once it is committed.
 #include <gtest/gtest.h>
 
-#include <sys/wait.h>
 #include <unistd.h>
 
 #include <chrono>
@@ -23,19 +22,8 @@ namespace {
 
 namespace fs = std::filesystem;
 
-struct Shell {
-  int code = -1;
-  std::string output;
-};
-
-Shell shell(const std::string& command, const std::string& log) {
-  const int status = std::system(("(" + command + ") >'" + log + "' 2>&1 </dev/null").c_str());
-  std::ifstream in(log);
-  Shell r;
-  r.output.assign(std::istreambuf_iterator<char>(in), {});
-  r.code = WIFEXITED(status) ? WEXITSTATUS(status) : 128;
-  return r;
-}
+using Shell = testing::ShellResult;
+constexpr auto shell = testing::run_shell;
 
 std::string quoted(const std::string& s) { return "'" + s + "'"; }
 

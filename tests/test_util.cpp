@@ -150,6 +150,14 @@ void remove_cli_output_dir() {
   if (g_cli_dir_owner == ::getpid()) std::filesystem::remove_all(g_cli_dir, ec);
 }
 
+ShellResult run_shell(const std::string& command, const std::string& log) {
+  const int status = std::system(("(" + command + ") >'" + log + "' 2>&1 </dev/null").c_str());
+  ShellResult r;
+  r.code = WIFEXITED(status) ? WEXITSTATUS(status) : 128;
+  r.output = slurp(log);
+  return r;
+}
+
 CliResult run_cli(const std::string& args) {
   static int counter = 0;
   const std::filesystem::path dir = cli_output_dir();

@@ -66,6 +66,14 @@ struct CliResult {
 };
 // Runs build/cpgen with the given argument string (shell words) and captures its output.
 CliResult run_cli(const std::string& args);
+
+struct ShellResult {
+  int code = -1;       // exit status; 128 when the shell did not exit normally
+  std::string output;  // stdout and stderr together
+};
+// Runs `command` with /bin/sh, stdin from /dev/null, stdout and stderr into the file `log`
+// (kept, for a failing test's message), and returns the status and that output.
+ShellResult run_shell(const std::string& command, const std::string& log);
 // Removes this process's capture folder of run_cli. Done at exit; a forked child that leaves by
 // _exit calls it first.
 void remove_cli_output_dir();

@@ -281,35 +281,30 @@ ctest_result() {  # LOG RC -> one line
     echo "STOPPED by the budget after $(grep -cE '^ *[0-9]+/[0-9]+ Test +#' "$1") tests," \
       "$(grep -E '^ *[0-9]+/[0-9]+ Test +#' "$1" | grep -cv ' Passed ') not passed"
   elif [ -z "$passed" ]; then echo "FAILED: no ctest summary (see the log)"
-  elif echo "$passed" | grep -qE '(^|[^0-9])0 tests failed'; then echo "$passed"
-  else echo "FAILED: $passed"; fi
+  elif echo "$passed" | grep -qE '(^|[^0-9])0 tests failed'; then echo "$passed; $(grep -c '(Skipped)$' "$1") skipped"
+  else echo "FAILED: $passed; $(grep -c '(Skipped)$' "$1") skipped"; fi
 }
 
+# ctest_phase PHASE SECONDS LOG CMD...: a phase that runs ctest (CMD) in the build folder.
+ctest_phase() {
+  local phase=$1 need=$2 log=$3
+  shift 3
+  begin_phase "$phase"
+  can_start "$phase" "$need" || return 0
+  need_build || { phase_status "$phase" "not run: no build"; return 1; }
+  [ $TESTS_BUILT = 1 ] || { phase_status "$phase" "not run: built without GoogleTest"; return 0; }
+  (cd "$BUILD" && run "$log" "$@" --output-on-failure --timeout 600)
+  local rc=$?
+  phase_status "$phase" "$(ctest_result "$LOGS/$log.log" $rc)"
+  { echo "$*, failures and skips:"; echo; ctest_summary "$LOGS/$log.log"; } >"$LOGS/phases/$phase.md"
+  grep -q "^FAILED\|^STOPPED" "$LOGS/phases/$phase.status" && return 1 || return 0
+}
 phase_tests() {
-  begin_phase tests
-  can_start tests 120 || return 0
-  need_build || { phase_status tests "not run: no build"; return 1; }
-  [ $TESTS_BUILT = 1 ] || { phase_status tests "not run: built without GoogleTest"; return 0; }
   local env=()
   [ $FULL_MATRIX = 1 ] && env=(env CPGEN_FULL_COMPILE_MATRIX=1)
-  (cd "$BUILD" && run ctest "${env[@]}" ctest --output-on-failure -j 8 -E 'Nccl' --timeout 600)
-  local rc=$?
-  phase_status tests "$(ctest_result "$LOGS/ctest.log" $rc)"
-  { echo "ctest, failures and skips:"; echo; ctest_summary "$LOGS/ctest.log"; } >"$LOGS/phases/tests.md"
-  grep -q "^FAILED\|^STOPPED" "$LOGS/phases/tests.status" && return 1 || return 0
+  ctest_phase tests 120 ctest "${env[@]}" ctest -j 8 -E Nccl
 }
-
-phase_nccl() {
-  begin_phase nccl
-  can_start nccl 60 || return 0
-  need_build || { phase_status nccl "not run: no build"; return 1; }
-  [ $TESTS_BUILT = 1 ] || { phase_status nccl "not run: built without GoogleTest"; return 0; }
-  (cd "$BUILD" && run ctest_nccl ctest --output-on-failure -R 'Nccl' --timeout 600)
-  local rc=$?
-  phase_status nccl "$(ctest_result "$LOGS/ctest_nccl.log" $rc)"
-  { echo "ctest -R 'Nccl', failures and skips:"; echo; ctest_summary "$LOGS/ctest_nccl.log"; } >"$LOGS/phases/nccl.md"
-  grep -q "^FAILED\|^STOPPED" "$LOGS/phases/nccl.status" && return 1 || return 0
-}
+phase_nccl() { ctest_phase nccl 60 ctest_nccl ctest -R Nccl; }
 
 phase_sanitize() {
   begin_phase sanitize

@@ -16,25 +16,14 @@
 #include <string>
 
 #include "cpgen/ring_attention.h"
+#include "test_util.h"
 
 namespace {
 
 namespace fs = std::filesystem;
 
-struct Shell {
-  int code = -1;
-  std::string output;
-};
-
-Shell shell(const std::string& command, const fs::path& log) {
-  std::string full = "(" + command + ") >" + log.string() + " 2>&1 </dev/null";
-  int status = std::system(full.c_str());
-  std::ifstream in(log);
-  Shell r;
-  r.output.assign(std::istreambuf_iterator<char>(in), {});
-  r.code = WIFEXITED(status) ? WEXITSTATUS(status) : 128;
-  return r;
-}
+using Shell = cpgen::testing::ShellResult;
+Shell shell(const std::string& command, const fs::path& log) { return cpgen::testing::run_shell(command, log.string()); }
 
 std::string quoted(const fs::path& p) { return "'" + p.string() + "'"; }
 

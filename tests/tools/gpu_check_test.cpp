@@ -5,24 +5,20 @@
 // tarball of the logs. The phases themselves run only on a GPU (issue 14).
 #include <gtest/gtest.h>
 
-#include <sys/wait.h>
 
-#include <cstdlib>
 #include <filesystem>
 #include <fstream>
 #include <string>
 
 #include "temp_dir.h"
+#include "test_util.h"
 
 namespace cpgen {
 namespace {
 
 namespace fs = std::filesystem;
 
-struct ScriptRun {
-  int code = -1;
-  std::string output;
-};
+using ScriptRun = testing::ShellResult;
 
 std::string slurp(const std::string& path) {
   std::ifstream in(path);
@@ -41,12 +37,10 @@ class GpuCheck : public ::testing::Test {
 
   // tools/gpu-check.sh ARGS with the stand-in nvidia-smi first on PATH and $OUT set.
   ScriptRun check(const std::string& args) {
-    const std::string log = dir_.path() + "/log.txt";
-    const std::string command = "PATH='" + dir_.path() + "/bin':\"$PATH\" OUT='" + out() + "' '" +
-                                std::string(CPGEN_SOURCE_DIR) + "/tools/gpu-check.sh' --build-dir '" + build() +
-                                "' --report '" + report() + "' " + args + " >'" + log + "' 2>&1 </dev/null";
-    const int status = std::system(command.c_str());
-    return {WIFEXITED(status) ? WEXITSTATUS(status) : 128, slurp(log)};
+    return testing::run_shell("PATH='" + dir_.path() + "/bin':\"$PATH\" OUT='" + out() + "' '" +
+                                  std::string(CPGEN_SOURCE_DIR) + "/tools/gpu-check.sh' --build-dir '" + build() +
+                                  "' --report '" + report() + "' " + args,
+                              dir_.path() + "/log.txt");
   }
   std::string out() const { return dir_.path() + "/out"; }
   std::string build() const { return dir_.path() + "/build"; }
