@@ -159,6 +159,18 @@ begin_phase() {
   rm -f "$LOGS/phases/$1".*
   echo "gpu-check: phase $1 ($(left) s of budget left)" >&2
 }
+STATUS=0
+# gpu_phase PHASE SECONDS: begins a phase that needs the GPU and the binaries (building them when
+# this call has not); false, with the reason as the phase's status, when it cannot run. A build
+# that fails fails the call.
+gpu_phase() {
+  begin_phase "$1"
+  can_start "$1" "$2" || return 1
+  [ -n "$GPU_NAME" ] || { phase_status "$1" "not run: no GPU"; return 1; }
+  need_build || { phase_status "$1" "not run: no build"; STATUS=1; return 1; }
+}
+# The sm_90a family's kernel for a benchmark configuration (bench/kernels.py --pin).
+WGMMA_PIN='ring_fwd_wgmma_{dtype}_hd{head_dim}_{mask}_gqa{group}_bm128_bn128_c2_s2'
 
 # ---- the report, rewritten after every phase ----
 NVCC_VERSION=$(nvcc --version 2>/dev/null | grep -o 'release [0-9.]*' || echo "nvcc missing")
@@ -307,10 +319,7 @@ phase_tests() {
 phase_nccl() { ctest_phase nccl 60 ctest_nccl ctest -R Nccl; }
 
 phase_sanitize() {
-  begin_phase sanitize
-  can_start sanitize 120 || return 0
-  [ -n "$GPU_NAME" ] || { phase_status sanitize "not run: no GPU"; return 0; }
-  need_build || { phase_status sanitize "not run: no build"; return 1; }
+  gpu_phase sanitize 120 || return 0
   [ $TESTS_BUILT = 1 ] || { phase_status sanitize "not run: built without GoogleTest"; return 0; }
   run sanitize "$ROOT/tools/gpu-sanitize.sh" --build-dir "$BUILD" --logs "$LOGS/sanitize"
   local rc=$?
@@ -344,10 +353,7 @@ kernel_section() {  # NAME RC: the table, and the configurations that failed
   else echo "$rows configurations, ${failed:-0} failed"; fi
 }
 phase_kernels() {
-  begin_phase kernels
-  can_start kernels 90 || return 0
-  [ -n "$GPU_NAME" ] || { phase_status kernels "not run: no GPU"; return 0; }
-  need_build || { phase_status kernels "not run: no build"; return 1; }
+  gpu_phase kernels 90 || return 0
   # shellcheck disable=SC2086 (KERNELS_ARGS is a list of options)
   kernel_bench kernels $KERNELS_ARGS
   local rc=$?
@@ -355,13 +361,9 @@ phase_kernels() {
   return 0
 }
 phase_wgmma() {
-  begin_phase wgmma
-  can_start wgmma 90 || return 0
-  [ -n "$GPU_NAME" ] || { phase_status wgmma "not run: no GPU"; return 0; }
-  need_build || { phase_status wgmma "not run: no build"; return 1; }
+  gpu_phase wgmma 90 || return 0
   # shellcheck disable=SC2086
-  kernel_bench wgmma --pin 'ring_fwd_wgmma_{dtype}_hd{head_dim}_{mask}_gqa{group}_bm128_bn128_c2_s2' --gqa 1 \
-    $KERNELS_ARGS
+  kernel_bench wgmma --pin "$WGMMA_PIN" --gqa 1 $KERNELS_ARGS
   local rc=$?
   phase_status wgmma "$(kernel_section wgmma $rc)"
   # The family ratio: wgmma TFLOP/s over the selected kernel's on the same configuration.
@@ -372,17 +374,14 @@ phase_wgmma() {
 }
 
 phase_ncu() {
-  begin_phase ncu
-  can_start ncu 60 || return 0
-  [ -n "$GPU_NAME" ] || { phase_status ncu "not run: no GPU"; return 0; }
+  gpu_phase ncu 60 || return 0
   local ncu family rc results=""
   ncu=$(command -v ncu || ls /usr/local/cuda/bin/ncu /opt/nvidia/nsight-compute/*/ncu 2>/dev/null | head -1)
   [ -n "$ncu" ] || { phase_status ncu "not run: no ncu on PATH, in /usr/local/cuda/bin or /opt/nvidia/nsight-compute"; return 0; }
-  need_build || { phase_status ncu "not run: no build"; return 1; }
   : >"$LOGS/phases/ncu.md"
   for family in mma.sync wgmma; do
     local pin=()
-    [ $family = wgmma ] && pin=(--pin 'ring_fwd_wgmma_{dtype}_hd{head_dim}_{mask}_gqa{group}_bm128_bn128_c2_s2')
+    [ $family = wgmma ] && pin=(--pin "$WGMMA_PIN")
     # The first launch whose name starts ring_fwd (the URI is the kernel's name): kernels.py's
     # checked run, before any timing. --clock-control none: the clocks the benchmarks ran at.
     run "ncu-$family" "$ncu" --target-processes all --clock-control none --kernel-name 'regex:^ring_fwd' \
@@ -403,10 +402,7 @@ phase_ncu() {
 }
 
 phase_ring() {
-  begin_phase ring
-  can_start ring 60 || return 0
-  [ -n "$GPU_NAME" ] || { phase_status ring "not run: no GPU"; return 0; }
-  need_build || { phase_status ring "not run: no build"; return 1; }
+  gpu_phase ring 60 || return 0
   run ring env CPGEN="$BUILD/cpgen" "$ROOT/bench/ring_overhead.sh" "$LOGS/ring-overhead.md"
   local rc=$?
   local verdict
@@ -427,10 +423,7 @@ phase_ring() {
 }
 
 phase_tune() {
-  begin_phase tune
-  can_start tune 90 || return 0
-  [ -n "$GPU_NAME" ] || { phase_status tune "not run: no GPU"; return 0; }
-  need_build || { phase_status tune "not run: no build"; return 1; }
+  gpu_phase tune 90 || return 0
   local db=$LOGS/tune.db cache=$LOGS/$CACHE_TAG-examples.json f name t0 rc failed=0
   rm -f "$db" "$cache"
   echo "| shapes file | seconds | result |" >"$LOGS/phases/tune.md"
@@ -453,7 +446,6 @@ phase_tune() {
   return $failed
 }
 
-STATUS=0
 for p in "${PHASES[@]}"; do
   "phase_$p" || STATUS=1
   write_report
