@@ -1,8 +1,12 @@
 // tools/vectors/make_vectors.py: the committed tests/data/vectors are exactly what the generator
 // writes. Regenerates into a temporary folder with python3 + numpy (skips, saying why, where
 // numpy is missing) and compares every file: metadata and bf16 inputs exactly, float64 outputs
-// within 1e-12 relative (BLAS builds may sum in another order; the files keep 13 digits). And the
-// generator against independent vector sets, where one is present.
+// within 1e-11 of each tensor's largest magnitude (the files keep 13 digits). Another BLAS sums
+// in another order, and the rounding that leaves scales with the terms summed, not with the
+// result: with pip's numpy 2.4 (OpenBLAS, as on the GPU image) gradients near zero differed from
+// the committed ones by up to 1.75 times their own size, and every output by at most 3.1e-13 of
+// its tensor's largest value. A change to the generator's math moves outputs by far more.
+// And the generator against independent vector sets, where one is present.
 #include <gtest/gtest.h>
 
 #include <sys/wait.h>
@@ -55,8 +59,10 @@ void expect_same_case(const nlohmann::json& committed, const nlohmann::json& fre
     const auto a = committed[key].get<std::vector<double>>();
     const auto b = value.get<std::vector<double>>();
     ASSERT_EQ(a.size(), b.size()) << file << " " << key;
+    double scale = 0;
+    for (double x : a) scale = std::max(scale, std::abs(x));
     for (size_t i = 0; i < a.size(); ++i) {
-      const double bound = 1e-12 * std::max(std::abs(a[i]), std::abs(b[i]));
+      const double bound = 1e-11 * std::max(scale, std::abs(b[i]));
       ASSERT_LE(std::abs(a[i] - b[i]), bound)
           << file << " " << key << "[" << i << "]: committed " << a[i] << ", generator " << b[i];
     }
