@@ -48,7 +48,7 @@ done
 python3 - "$TMP" "$i" "$REPORT" "$GPU" <<'PY'
 import json, os, sys, datetime
 tmp, n, report, gpu = sys.argv[1], int(sys.argv[2]), sys.argv[3], sys.argv[4]
-lines = [f"# Ring overhead on {gpu or 'unknown GPU'} ({datetime.datetime.utcnow():%Y-%m-%d %H:%M} UTC)", "",
+lines = [f"# Ring overhead on {gpu or 'unknown GPU'} ({datetime.datetime.now(datetime.timezone.utc):%Y-%m-%d %H:%M} UTC)", "",
          "Loopback ring of N virtual ranks on one GPU against one attention of the same total work",
          "(cpgen's own kernel, cp_size 1). Useful FLOPs count 4 x head_dim per visible (query, key) pair.",
          "Target: overhead < 5% at seq 32K, N=8, causal zigzag, bf16, hd 128.", "",
