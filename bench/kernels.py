@@ -369,8 +369,10 @@ def main():
                                                 kv_heads=args.q_heads // group, ranks=ranks,
                                                 scheme="contiguous" if ranks == 1 else args.scheme,
                                                 seed=len(configs) + 1))
-    if args.pin:
-        args.db = pin_kernels(configs, args.pin, tempfile.mkdtemp(prefix="cpgen_kernels_"))
+    # The pinned cache folder lives until the process ends (TemporaryDirectory removes it then).
+    pin_dir = tempfile.TemporaryDirectory(prefix="cpgen_kernels_") if args.pin else None
+    if pin_dir:
+        args.db = pin_kernels(configs, args.pin, pin_dir.name)
     rows = []
     for cfg in configs:
         try:

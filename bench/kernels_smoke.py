@@ -141,7 +141,8 @@ def main():
     patch_torch(torch)
     kernels.Cpgen = lambda path: StandIn(path, torch)
 
-    folder = tempfile.mkdtemp(prefix="cpgen_kernels_smoke_")
+    keep = tempfile.TemporaryDirectory(prefix="cpgen_kernels_smoke_")  # removed at exit
+    folder = keep.name
     runs = [
         ["--ranks", "1,4", "--scheme", "zigzag"],
         ["--ranks", "2", "--scheme", "striped", "--pin",
