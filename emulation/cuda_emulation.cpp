@@ -65,10 +65,29 @@ struct WarpSlot {
   uint32_t words[32][8];
 };
 
+// One of the CTA's sixteen hardware barriers (PTX barrier{.cta}, bar.sync / bar.arrive). A phase
+// takes the thread count of its first arrival; the ISA counts whole warps, so every lane of a warp
+// must reach the same barrier instruction (.aligned), which `warp_lanes` checks when the phase
+// completes. The phase completes when `arrived` reaches `expected`: the waiting threads go on and
+// the barrier is ready for its next phase at once.
+struct NamedBarrier {
+  int expected = 0;     // threads of the current phase; set by its first arrival
+  int arrived = 0;      // 0: no phase under way
+  bool any_arrive = false;  // a barrier.arrive counted in this phase (arrive does not wait)
+  unsigned generation = 0;  // phases completed
+  std::vector<int> warp_lanes;  // lane arrivals of each warp in the current phase
+};
+constexpr int kNamedBarriers = 16;
+
 struct Cta {
   std::vector<Fiber> fibers;
   std::vector<WarpSlot> warps;
-  Barrier block_barrier;
+  NamedBarrier named[kNamedBarriers];  // id 0 is also __syncthreads'
+  // CTA-wide barrier phases completed in which every thread of the CTA waited (barrier.sync with
+  // no count or the CTA's thread count, no arrive): the shared shadow's epoch. A phase with fewer
+  // threads, or with arrivals that do not wait, orders only some threads, which the shadow does
+  // not model: a race detector over it reports accesses ordered only by such a barrier.
+  unsigned cta_epoch = 0;
   FiberContext scheduler;
   Dim3 block;
   Dim3 grid;
@@ -181,7 +200,7 @@ void report(int thread, const std::string& what, const Site* site = nullptr) {
 }
 
 SyncEpoch epoch_of(int thread) {
-  return {g_cta->block_barrier.generation, g_cta->warps[static_cast<size_t>(thread / 32)].syncwarp_epoch};
+  return {g_cta->cta_epoch, g_cta->warps[static_cast<size_t>(thread / 32)].syncwarp_epoch};
 }
 
 // Whether [offset, offset + count) lies in the launch's dynamic shared memory; reports if not.
@@ -226,7 +245,82 @@ const Dim3& thread_idx() { return g_cta->fibers[g_cta->current].thread; }
 const Dim3& block_idx() { return g_cta->block; }
 const Dim3& grid_dim() { return g_cta->grid; }
 
-void syncthreads() { wait_at(g_cta->block_barrier, g_cta->threads); }
+namespace {
+
+// The barrier{.cta} operation on barrier `id` with `count` threads (0: all of the CTA), which
+// waits (sync) or only counts (arrive). Undefined uses are findings and the operation is dropped
+// (a waiting thread then usually ends in a reported deadlock, which names the finding).
+void named_barrier(int id, int count, bool wait) {
+  const char* op = wait ? "barrier.sync" : "barrier.arrive";
+  if (id < 0 || id >= kNamedBarriers) {
+    report(g_cta->current, std::string(op) + " on barrier " + std::to_string(id) + "; a CTA has barriers 0 to 15");
+    return;
+  }
+  if (count == 0 && !wait) {
+    report(g_cta->current, "barrier.arrive on barrier " + std::to_string(id) + " with no thread count; arrive needs one");
+    return;
+  }
+  if (count < 0 || count % 32 != 0 || count > g_cta->threads) {
+    report(g_cta->current, std::string(op) + " on barrier " + std::to_string(id) + " with a thread count of " +
+                               std::to_string(count) + "; it must be a multiple of 32 up to the CTA's " +
+                               std::to_string(g_cta->threads) + " threads");
+    return;
+  }
+  const int expected = count == 0 ? g_cta->threads : count;
+  NamedBarrier& b = g_cta->named[id];
+  if (b.arrived == 0) {
+    b.expected = expected;
+    b.any_arrive = false;
+    b.warp_lanes.assign(static_cast<size_t>(g_cta->threads / 32), 0);
+  } else if (b.expected != expected) {
+    report(g_cta->current, std::string(op) + " on barrier " + std::to_string(id) + " counts " +
+                               std::to_string(expected) + " threads, but its current phase began with " +
+                               std::to_string(b.expected));
+  }
+  ++b.arrived;
+  ++b.warp_lanes[static_cast<size_t>(g_cta->current / 32)];
+  b.any_arrive = b.any_arrive || !wait;
+  if (b.arrived == b.expected) {
+    for (size_t w = 0; w < b.warp_lanes.size(); ++w) {
+      const int lanes = b.warp_lanes[w];
+      if (lanes == 0 || lanes == 32) continue;
+      report(g_cta->current,
+             "barrier " + std::to_string(id) + " completed a phase " +
+                 (lanes < 32 ? "with " + std::to_string(lanes) + " of warp " + std::to_string(w) +
+                                   "'s 32 lanes (the barrier counts whole warps: every lane must execute it)"
+                             : "in which warp " + std::to_string(w) + " arrived more than once (" +
+                                   std::to_string(lanes) + " lane arrivals; once per phase)"));
+      break;
+    }
+    if (!b.any_arrive && b.expected == g_cta->threads) ++g_cta->cta_epoch;
+    b.arrived = 0;
+    ++b.generation;
+    ++g_cta->progress;
+    return;
+  }
+  if (!wait) return;
+  const unsigned generation = b.generation;
+  while (b.generation == generation) yield();
+}
+
+// The barriers left with arrivals of a phase that never completed, as "barrier 1 (128 of 256
+// threads)", comma separated; empty when none.
+std::string open_barriers_text() {
+  std::string text;
+  for (int id = 0; id < kNamedBarriers; ++id) {
+    const NamedBarrier& b = g_cta->named[id];
+    if (b.arrived == 0) continue;
+    text += (text.empty() ? "" : ", ") + std::string("barrier ") + std::to_string(id) + " (" + std::to_string(b.arrived) +
+            " of " + std::to_string(b.expected) + " threads)";
+  }
+  return text;
+}
+
+}  // namespace
+
+void syncthreads() { named_barrier(0, 0, true); }
+void barrier_sync(int id, int count) { named_barrier(id, count, true); }
+void barrier_arrive(int id, int count) { named_barrier(id, count, false); }
 void syncwarp() {
   WarpSlot& w = warp_slot();
   wait_at(w.barrier, 32);
@@ -480,7 +574,8 @@ std::string run_grid(Cta& cta) {
       cta.shadow.reset(shared_bytes);
       cta.block = {bx, by, bz};
       cta.warps.assign(threads / 32, WarpSlot{});
-      cta.block_barrier = Barrier{};
+      for (NamedBarrier& b : cta.named) b = NamedBarrier{};
+      cta.cta_epoch = 0;
       hopper_cta_begin(cta.threads);
       for (unsigned t = 0; t < threads; ++t) {
         Fiber& f = cta.fibers[t];
@@ -505,11 +600,16 @@ std::string run_grid(Cta& cta) {
         if (finished < cta.threads && cta.progress == before) {
           // A whole round without any barrier opening or thread finishing: stuck for good. The
           // fibers' stacks are dropped with the CTA; nothing on them owns resources.
+          const std::string open = open_barriers_text();
           return "deadlock in block (" + std::to_string(bx) + ", " + std::to_string(by) + ", " +
-                 std::to_string(bz) + "): threads wait at different barriers, or on mbarrier phases that never complete";
+                 std::to_string(bz) + "): threads wait at different barriers, or on mbarrier phases that never complete" +
+                 (open.empty() ? std::string() : "; incomplete: " + open);
         }
       }
       hopper_cta_end();
+      // Arrivals no phase completed: barrier.arrive and barrier.sync that do not pair up.
+      if (const std::string open = open_barriers_text(); !open.empty())
+        report(-1, "the CTA ends with arrivals of barrier phases that never completed: " + open);
       for (int i = 0; i < kSharedGuard; ++i)
         if (device::shared_storage[shared_bytes + i] != kGuardByte) {
           report(-1, "a store to shared byte " + hex(static_cast<uint64_t>(shared_bytes + i)) + " past the launch's " +

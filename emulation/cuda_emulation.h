@@ -55,8 +55,20 @@ const Dim3& thread_idx();
 const Dim3& block_idx();
 const Dim3& grid_dim();
 
-void syncthreads();
+void syncthreads();  // barrier.sync 0 with every thread of the CTA
 void syncwarp();
+// PTX barrier{.cta}.sync / barrier{.cta}.arrive (bar.sync, bar.arrive): barrier `id` (0 to 15) of
+// the CTA, `count` threads taking part (a multiple of 32 up to the CTA's threads; 0: all of them,
+// which sync allows and arrive does not). sync counts this thread and waits until the phase's
+// count of threads have arrived; arrive counts it and goes on. A completed phase releases its
+// waiters and leaves the barrier ready for the next one. Findings: an id or count outside those
+// ranges, a count other than the one the phase began with, a phase completed by part of a warp
+// (the hardware counts whole warps), and a CTA that ends with arrivals no phase completed. A
+// phase in which every thread of the CTA waited orders shared memory like __syncthreads for the
+// sanitizer; other phases order nothing there (the templates use them to schedule, not to hand
+// data over), so data passed only through them reads as a race.
+void barrier_sync(int id, int count);
+void barrier_arrive(int id, int count);
 uint32_t shfl_xor(uint32_t value, int lane_mask);
 bool any(bool predicate);
 

@@ -1,25 +1,26 @@
 // templates/hopper.cuh compiles with NVRTC for sm_90a: a tiny kernel that calls every wrapper
 // (mbarrier init/arrive/expect_tx/complete_tx/try_wait, TMA loads of every rank, wgmma with A from
 // shared memory and from registers at every N that has inline PTX, both transposes, fences,
-// commit/wait, fence.proxy.async, setmaxnreg). When cuobjdump is on this machine, its SASS must
-// hold the Hopper instructions (HGMMA, UTMALDG, SYNCS for the mbarrier); otherwise that part is
-// skipped with a message. Needs no GPU.
+// commit/wait, fence.proxy.async, setmaxnreg) and the CTA barriers by id of named_barrier.cuh.
+// When cuobjdump is found (testing::disassemble_cubin), its SASS must hold the Hopper instructions
+// (HGMMA, UTMALDG, SYNCS for the mbarrier) and the barriers; otherwise that part is skipped with
+// a message. Needs no GPU.
 #include <gtest/gtest.h>
 
-#include <cstdlib>
-#include <filesystem>
 #include <fstream>
 #include <string>
 
 #include "cpgen/error.h"
 #include "runtime/jit/jit.h"
 #include "temp_dir.h"
+#include "test_util.h"
 
 namespace cpgen {
 namespace {
 
 const char* kProbe = R"(
 #include "cpgen/hopper.cuh"
+#include "cpgen/named_barrier.cuh"
 using namespace cpgen::device;
 
 struct ProbeParams {
@@ -70,6 +71,8 @@ extern "C" __global__ void __launch_bounds__(256) hopper_probe(const __grid_cons
   }
   mbarrier_wait_parity(bar, 0);
   fence_proxy_async();
+  named_barrier_sync(1 + (p.mode & 1), 128);
+  named_barrier_arrive(3, 256);
   const u64 a = wgmma_descriptor(tile, 16, 1024, kWgmmaSwizzle128B);
   const u64 b = wgmma_descriptor(tile + 8192, 16, 1024, kWgmmaSwizzle128B);
   const u32 regs[4] = {threadIdx.x, threadIdx.x + 1, threadIdx.x + 2, threadIdx.x + 3};
@@ -84,23 +87,6 @@ extern "C" __global__ void __launch_bounds__(256) hopper_probe(const __grid_cons
   mbarrier_arrive(bar);
 }
 )";
-
-// cuobjdump from PATH or the CUDA toolkit's bin, or "" when there is none.
-std::string find_cuobjdump() {
-  for (const char* candidate : {"/usr/local/cuda/bin/cuobjdump"})
-    if (std::filesystem::exists(candidate)) return candidate;
-  if (const char* path = std::getenv("PATH")) {
-    std::string rest = path;
-    for (size_t start = 0; start <= rest.size();) {
-      const size_t end = rest.find(':', start);
-      const std::string dir = rest.substr(start, end == std::string::npos ? std::string::npos : end - start);
-      if (!dir.empty() && std::filesystem::exists(dir + "/cuobjdump")) return dir + "/cuobjdump";
-      if (end == std::string::npos) break;
-      start = end + 1;
-    }
-  }
-  return "";
-}
 
 // The probe's compile, once per process (both tests read it).
 const CompiledKernel& probe() {
@@ -120,9 +106,6 @@ TEST(HopperCompile, EveryWrapperCompilesForSm90a) {
 }
 
 TEST(HopperCompile, SassHoldsHopperInstructions) {
-  const std::string cuobjdump = find_cuobjdump();
-  if (cuobjdump.empty())
-    GTEST_SKIP() << "no cuobjdump on this machine: the SASS of the probe (HGMMA, UTMALDG, SYNCS) is not checked";
   std::string bytes;
   try {
     bytes = probe().cubin;
@@ -130,12 +113,13 @@ TEST(HopperCompile, SassHoldsHopperInstructions) {
     FAIL() << e.what();
   }
   testing::TempDir dir("hopper_compile");
-  const std::string cubin = dir.path() + "/probe.cubin", sass = dir.path() + "/probe.sass";
+  const std::string cubin = dir.path() + "/probe.cubin";
   std::ofstream(cubin, std::ios::binary) << bytes;
-  ASSERT_EQ(std::system((cuobjdump + " -sass " + cubin + " > " + sass).c_str()), 0);
-  std::ifstream in(sass);
-  const std::string text((std::istreambuf_iterator<char>(in)), std::istreambuf_iterator<char>());
-  for (const char* instruction : {"HGMMA", "UTMALDG", "SYNCS"})
+  std::string skip;
+  const std::string text = testing::disassemble_cubin(cubin, &skip);
+  if (!skip.empty()) GTEST_SKIP() << skip;
+  // SYNCS: the mbarrier operations; BAR.SYNC / BAR.ARV: the CTA barriers by id.
+  for (const char* instruction : {"HGMMA", "UTMALDG", "SYNCS", "BAR.SYNC", "BAR.ARV"})
     EXPECT_NE(text.find(instruction), std::string::npos) << instruction << " missing from the SASS";
 }
 
