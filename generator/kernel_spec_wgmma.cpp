@@ -142,12 +142,13 @@ Feasibility check_wgmma_feasibility(const KernelSpec& spec, std::string_view arc
   if (arch != kWgmmaArch) {
     f.reason = "the wgmma family runs on " + std::string(kWgmmaArch) + " only (wgmma, TMA, setmaxnreg); got " +
                std::string(arch);
+  } else if (accumulators > kWgmmaAccumulatorBudget) {
+    // First: no stage count or shared memory size can make up for it.
+    f.reason = "needs " + std::to_string(accumulators) + " fp32 accumulator registers per thread (S and O); the " +
+               "budget is " + std::to_string(kWgmmaAccumulatorBudget);
   } else if (f.shared_bytes > f.shared_limit) {
     f.reason = "needs " + std::to_string(f.shared_bytes) + " bytes of shared memory; " + std::string(arch) +
                " allows " + std::to_string(f.shared_limit);
-  } else if (accumulators > kWgmmaAccumulatorBudget) {
-    f.reason = "needs " + std::to_string(accumulators) + " fp32 accumulator registers per thread (S and O); the " +
-               "budget is " + std::to_string(kWgmmaAccumulatorBudget);
   } else if (spec.block_m % spec.gqa_group != 0) {
     f.reason = "block_m " + std::to_string(spec.block_m) + " does not hold whole GQA groups of " +
                std::to_string(spec.gqa_group);

@@ -24,7 +24,9 @@ inline constexpr int kSupportedWgmmaHeadDims[] = {64, 96, 128, 256};
 inline constexpr int kSupportedWgmmaGqaGroups[] = {1, 2, 4, 8};
 inline constexpr int kSupportedWgmmaBlockN[] = {64, 128};
 inline constexpr int kSupportedWgmmaConsumers[] = {1, 2};
-inline constexpr int kSupportedWgmmaStages[] = {1, 2, 3, 4};
+// At least two: a consumer issues the S of tile t + 1 (waiting for its stage to fill) before it
+// releases the stage of tile t, so one stage would wait on itself.
+inline constexpr int kSupportedWgmmaStages[] = {2, 3, 4};
 // The only target with wgmma, TMA and setmaxnreg.
 inline constexpr std::string_view kWgmmaArch = "sm_90a";
 

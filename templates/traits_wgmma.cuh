@@ -107,7 +107,8 @@ struct WgmmaFwdTraits {
   static_assert(kBlockM == 64 * kConsumers, "each consumer warpgroup owns the 64 rows of one wgmma m64");
   static_assert(kBlockN == 64 || kBlockN == 128, "block_n (the wgmma N of S) is 64 or 128");
   static_assert(kBlockN <= 256 && kBlockN / kGroup <= 256, "a TMA box dimension is at most 256");
-  static_assert(kStages >= 1 && kStages <= 4, "1 to 4 K/V stages");
+  // The S of tile t + 1 waits for its stage to fill before the stage of tile t is released.
+  static_assert(kStages >= 2 && kStages <= 4, "2 to 4 K/V stages");
   static_assert(kGroup == 1 || kGroup == 2 || kGroup == 4 || kGroup == 8, "GQA group 1, 2, 4 or 8");
   static_assert(kBlockM % kGroup == 0, "block_m must hold whole GQA groups");
   // S and O of one 64-row wgmma tile per consumer thread, fp32. 160 admits head dim 256 with

@@ -56,7 +56,7 @@ TEST(KernelSpecWgmma, ParseIsTheInverseOfUri) {
             EXPECT_EQ(KernelSpec::parse(s.uri()).uri(), s.uri());
             ++count;
           }
-  EXPECT_EQ(count, 2 * 4 * 2 * 4 * 2 * 2 * 4 * 4);
+  EXPECT_EQ(count, 2 * 4 * 2 * 4 * 2 * 2 * 3 * 4);
   // The mma.sync family's URIs still parse as that family.
   EXPECT_EQ(KernelSpec::parse("ring_fwd_bf16_hd128_causal_gqa4_bm128_bn64_w4_s2").kind, KernelKind::kForwardStep);
 }
@@ -75,7 +75,9 @@ TEST(KernelSpecWgmma, BadUrisGetOneLineSayingWhatIsAllowed) {
            {"ring_fwd_wgmma_bf16_hd128_causal_ivl_ivl_gqa1_bm128_bn128_c2_s2", "malformed"},
            {"ring_fwd_wgmma_bf16_hd128_ivl_causal_gqa1_bm128_bn128_c2_s2", "malformed"},
            {"ring_fwd_wgmma_fp32_hd128_causal_gqa1_bm128_bn128_c2_s2", "allowed: bf16, fp16"},
-           {"ring_fwd_wgmma_bf16_hd128_window_gqa1_bm128_bn128_c2_s2", "allowed: causal, full"}}) {
+           {"ring_fwd_wgmma_bf16_hd128_window_gqa1_bm128_bn128_c2_s2", "allowed: causal, full"},
+           // the S of a tile is issued before the P V of the one before retires: two stages at least
+           {"ring_fwd_wgmma_bf16_hd128_causal_gqa1_bm128_bn128_c2_s1", "stages 1 is not supported by the wgmma family"}}) {
     const std::string message = bad_input_message(uri);
     EXPECT_NE(message.find(want), std::string::npos) << message;
     EXPECT_EQ(message.find('\n'), std::string::npos) << message;
@@ -150,7 +152,7 @@ TEST(KernelSpecWgmma, FeasibilityMirrorsTheTraits) {
   EXPECT_EQ(wgmma_default_for(Dtype::kBf16, 256, true, 1).uri(), "ring_fwd_wgmma_bf16_hd256_causal_gqa1_bm128_bn64_c2_s2");
   EXPECT_TRUE(check_feasibility(wgmma_default_for(Dtype::kFp16, 256, false, 8), "sm_90a").feasible);
   const Feasibility wide =
-      check_feasibility(KernelSpec::parse("ring_fwd_wgmma_bf16_hd256_causal_gqa1_bm128_bn128_c2_s1"), "sm_90a");
+      check_feasibility(KernelSpec::parse("ring_fwd_wgmma_bf16_hd256_causal_gqa1_bm128_bn128_c2_s2"), "sm_90a");
   EXPECT_FALSE(wide.feasible);
   EXPECT_NE(wide.reason.find("192 fp32 accumulator registers"), std::string::npos) << wide.reason;
 }
