@@ -58,6 +58,11 @@ void validate_backward_step(const KernelSpec& s, std::string_view where) {
 
 void validate_fields(const KernelSpec& s, std::string_view where) {
   if (s.kind == KernelKind::kForwardWgmma) return validate_wgmma(s, where);
+  if (s.pingpong) {
+    std::string msg = "pingpong is a scheduling of the wgmma family's two consumer warpgroups";
+    where_suffix(msg, where);
+    throw_bad_input(msg + "; it must be false for this kernel kind");
+  }
   if (s.kind == KernelKind::kBackwardPre || s.kind == KernelKind::kBackwardConvert)
     return validate_backward_rows(s, where);
   if (s.kind == KernelKind::kBackwardStep) return validate_backward_step(s, where);

@@ -60,6 +60,10 @@ struct KernelSpec {
   int block_n = 64;    // keys per K/V tile
   int warps = 4;
   int stages = 2;      // cp.async pipeline depth for K/V tiles (backward: Q/dO tiles)
+  // The wgmma family with two consumer warpgroups only (generator/kernel_spec_wgmma.h): the two
+  // take turns issuing their MMAs, so one's softmax runs while the other's MMAs do ("_pingpong").
+  // false for every other kind.
+  bool pingpong = false;
 
   // e.g. ring_fwd_bf16_hd128_causal_gqa4_bm128_bn64_w4_s2 (non-causal: "full"; mask features
   // add "_ivl" and "_cap" after the causal/full token)

@@ -10,7 +10,7 @@ namespace cpgen {
 namespace {
 
 constexpr const char* kWgmmaForm =
-    "ring_fwd_wgmma_<bf16|fp16>_hd<N>_<causal|full>[_ivl][_cap]_gqa<N>_bm<N>_bn<N>_c<N>_s<N>";
+    "ring_fwd_wgmma_<bf16|fp16>_hd<N>_<causal|full>[_ivl][_cap]_gqa<N>_bm<N>_bn<N>_c<N>_s<N>[_pingpong]";
 
 std::string join(std::span<const int> values) {
   std::string out;
@@ -61,7 +61,7 @@ std::string wgmma_uri(const KernelSpec& s) {
          (s.causal ? "_causal" : "_full") + (s.key_intervals ? "_ivl" : "") + (s.softcap ? "_cap" : "") + "_gqa" +
          std::to_string(s.gqa_group) + "_bm" + std::to_string(s.block_m) +
          "_bn" + std::to_string(s.block_n) + "_c" + std::to_string(wgmma_consumers(s)) + "_s" +
-         std::to_string(s.stages);
+         std::to_string(s.stages) + (s.pingpong ? "_pingpong" : "");
 }
 
 KernelSpec parse_wgmma_uri(std::string_view uri) {
@@ -79,6 +79,10 @@ KernelSpec parse_wgmma_uri(std::string_view uri) {
   if (parts.size() > kMaskTokens && parts[kMaskTokens] == "cap") {
     s.softcap = true;
     parts.erase(parts.begin() + kMaskTokens);
+  }
+  if (parts.size() == 12 && parts.back() == "pingpong") {
+    s.pingpong = true;
+    parts.pop_back();
   }
   if (parts.size() != 11 || parts[0] != "ring" || parts[1] != "fwd" || parts[2] != "wgmma")
     throw_bad_input("kernel URI '" + u + "' is malformed; expected " + kWgmmaForm);
@@ -119,6 +123,10 @@ void validate_wgmma(const KernelSpec& s, std::string_view where) {
                     "' is not whole warpgroups; the wgmma family has 4 (1 + consumers) warps");
   }
   check_value("consumers", wgmma_consumers(s), kSupportedWgmmaConsumers, where);
+  if (s.pingpong && wgmma_consumers(s) != 2) {
+    throw_bad_input("pingpong in '" + std::string(where) + "' needs 2 consumer warpgroups (it alternates their MMAs); got " +
+                    std::to_string(wgmma_consumers(s)));
+  }
   if (s.block_m != 64 * wgmma_consumers(s)) {
     throw_bad_input("block_m " + std::to_string(s.block_m) + " in '" + std::string(where) + "' must be 64 x " +
                     std::to_string(wgmma_consumers(s)) + " consumers = " + std::to_string(64 * wgmma_consumers(s)) +

@@ -85,8 +85,9 @@ std::string render_wgmma(const KernelSpec& spec) {
   src += constant("int", "kStages", std::to_string(spec.stages));
   src += constant("bool", "kKeyIntervals", spec.key_intervals ? "true" : "false");
   src += constant("bool", "kSoftcap", spec.softcap ? "true" : "false");
+  src += constant("bool", "kPingPong", spec.pingpong ? "true" : "false");
   src += "using Traits = cpgen::device::WgmmaFwdTraits<Element, kHeadDim, kBlockM, kBlockN, kConsumers, kStages, "
-         "kCausal, kGqaGroup, kKeyIntervals, kSoftcap>;\n";
+         "kCausal, kGqaGroup, kKeyIntervals, kSoftcap, kPingPong>;\n";
   src += "}  // namespace\n\n";
   return src + "extern \"C\" __global__ void __launch_bounds__(" + std::to_string(spec.threads()) + ", 1) " +
          spec.uri() + "(const __grid_constant__ cpgen::RingFwdWgmmaParams params) {\n" +

@@ -17,8 +17,9 @@
 //
 // Inside a consumer warpgroup the MMAs of one tile overlap the softmax of the next: S_(t+1) and
 // O += P_t V_t are issued back to back, and the softmax of S_(t+1) runs while P_t V_t is still in
-// flight. Ping-pong between the two consumer warpgroups (named barriers ordering their MMAs) and
-// an epilogue through shared memory are the next refinements; neither changes the contract.
+// flight. With kPingPong the two consumer warpgroups also take turns issuing those MMAs (CTA
+// barriers 1 and 2), so one warpgroup's softmax runs while the tensor cores work on the other's
+// tile. An epilogue through shared memory is the next refinement; none changes the contract.
 //
 // The key tiles a query block runs are step_fwd.cuh's (block_key_tiles, the same function): the
 // producer loads exactly those, in the order the consumers take them, so stage phases match. A
@@ -36,6 +37,7 @@
 #include "cpgen/hopper.cuh"
 #include "cpgen/layout.cuh"
 #include "cpgen/mask.cuh"
+#include "cpgen/named_barrier.cuh"
 #include "cpgen/params_wgmma.cuh"
 #include "cpgen/softmax.cuh"
 #include "cpgen/step_fwd.cuh"  // block_key_tiles: both families run the same key tiles
@@ -281,6 +283,22 @@ CPGEN_DEVICE void wgmma_fwd_issue_pv(float (&o)[Traits::kOutputRegisters], const
   wgmma_commit();
 }
 
+// Ping-pong turns (kPingPong; no-ops otherwise). Consumer c issues the MMAs of an issue point
+// (the first S, each loop iteration's S and P V, the last P V) only in its turn, which opens when
+// the other consumer arrives at barrier kTurnBarrier + c, and hands the turn over as soon as they
+// are issued. The tensor cores then take the two warpgroups' MMAs in alternation, and each
+// warpgroup's softmax runs while the other's MMAs do. Both consumers run the same tiles, so each
+// has tile_count + 1 turns; consumer 1 opens consumer 0's first turn and leaves out its own last
+// hand-over, so every barrier phase pairs 128 syncs with 128 arrivals and none is left open.
+template <typename Traits>
+CPGEN_DEVICE void wgmma_fwd_take_turn(int consumer) {
+  if constexpr (Traits::kPingPong) named_barrier_sync(Traits::kTurnBarrier + consumer, Traits::kTurnThreads);
+}
+template <typename Traits>
+CPGEN_DEVICE void wgmma_fwd_pass_turn(int consumer) {
+  if constexpr (Traits::kPingPong) named_barrier_arrive(Traits::kTurnBarrier + 1 - consumer, Traits::kTurnThreads);
+}
+
 template <typename Traits>
 CPGEN_DEVICE void ring_fwd_step_wgmma(const RingFwdWgmmaParams& wparams) {
   using T = typename Traits::Element;
@@ -348,10 +366,13 @@ CPGEN_DEVICE void ring_fwd_step_wgmma(const RingFwdWgmmaParams& wparams) {
   // r % kStages, as the producer loads them.
   u32 p[Traits::kPvSteps][4];
   if (tile_count > 0) {
+    if (consumer == 1) wgmma_fwd_pass_turn<Traits>(consumer);  // consumer 0 goes first
     mbarrier_wait_parity(smem.q_full(), 0);  // no Q is loaded for a block without tiles
     mbarrier_wait_parity(smem.full(0), 0);
     float s[Traits::kScoreRegisters];
+    wgmma_fwd_take_turn<Traits>(consumer);
     wgmma_fwd_issue_scores<Traits>(s, q_rows, smem.k_tile(0));
+    wgmma_fwd_pass_turn<Traits>(consumer);
     wgmma_wait<0>();
     wgmma_fence_operand(s);
     float rescale[2];  // o is still zero: nothing to rescale
@@ -364,8 +385,10 @@ CPGEN_DEVICE void ring_fwd_step_wgmma(const RingFwdWgmmaParams& wparams) {
     const int stage = run % kStages, next_stage = (run + 1) % kStages;
     float s[Traits::kScoreRegisters];
     mbarrier_wait_parity(smem.full(next_stage), ((run + 1) / kStages) & 1);
+    wgmma_fwd_take_turn<Traits>(consumer);
     wgmma_fwd_issue_scores<Traits>(s, q_rows, smem.k_tile(next_stage));
     wgmma_fwd_issue_pv<Traits>(o, p, smem.v_tile(stage));
+    wgmma_fwd_pass_turn<Traits>(consumer);
     wgmma_wait<1>();  // groups retire in order: the scores (older) are in, P V may still run
     wgmma_fence_operand(s);
     float rescale[2];
@@ -380,7 +403,9 @@ CPGEN_DEVICE void ring_fwd_step_wgmma(const RingFwdWgmmaParams& wparams) {
   }
   if (tile_count > 0) {
     const int stage = (tile_count - 1) % kStages;
+    wgmma_fwd_take_turn<Traits>(consumer);
     wgmma_fwd_issue_pv<Traits>(o, p, smem.v_tile(stage));
+    if (consumer == 0) wgmma_fwd_pass_turn<Traits>(consumer);  // consumer 1's last turn is the last
     wgmma_wait<0>();
     wgmma_fence_operand(o);
     mbarrier_arrive(smem.empty(stage));

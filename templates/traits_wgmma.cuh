@@ -56,9 +56,10 @@ CPGEN_HOST_DEVICE constexpr WgmmaFwdLayout wgmma_fwd_layout(int head_dim, int bl
 }
 
 // kKeyIntervalsV and kSoftcapV are the mask features of FwdTraits (traits.cuh), with the same
-// meaning: per-query key intervals (q_key_first/q_key_last) and a logit softcap.
+// meaning: per-query key intervals (q_key_first/q_key_last) and a logit softcap. kPingPongV: the
+// two consumer warpgroups take turns issuing their MMAs (step_fwd_wgmma.cuh).
 template <typename ElementT, int kHeadDimV, int kBlockMV, int kBlockNV, int kConsumersV, int kStagesV, bool kCausalV,
-          int kGroupV, bool kKeyIntervalsV = false, bool kSoftcapV = false>
+          int kGroupV, bool kKeyIntervalsV = false, bool kSoftcapV = false, bool kPingPongV = false>
 struct WgmmaFwdTraits {
   using Element = ElementT;
   static constexpr int kHeadDim = kHeadDimV;
@@ -70,6 +71,11 @@ struct WgmmaFwdTraits {
   static constexpr int kGroup = kGroupV;
   static constexpr bool kKeyIntervals = kKeyIntervalsV;
   static constexpr bool kSoftcap = kSoftcapV;
+  static constexpr bool kPingPong = kPingPongV;
+  // The CTA barriers of the ping-pong turns: consumer c waits for its turn at kTurnBarrier + c (0
+  // is __syncthreads'), and each phase counts both consumer warpgroups.
+  static constexpr int kTurnBarrier = 1;
+  static constexpr int kTurnThreads = 256;
   static constexpr WgmmaFwdLayout kLayout = wgmma_fwd_layout(kHeadDim, kBlockM, kBlockN, kConsumers, kStages);
 
   static constexpr int kThreads = kLayout.threads;
@@ -104,6 +110,7 @@ struct WgmmaFwdTraits {
   static_assert(kHeadDim == 64 || kHeadDim == 96 || kHeadDim == 128 || kHeadDim == 256,
                 "head dim 64, 96, 128 or 256: whole swizzled column blocks of 64 (96: 32) elements");
   static_assert(kConsumers == 1 || kConsumers == 2, "one or two consumer warpgroups");
+  static_assert(!kPingPong || kConsumers == 2, "ping-pong alternates two consumer warpgroups");
   static_assert(kBlockM == 64 * kConsumers, "each consumer warpgroup owns the 64 rows of one wgmma m64");
   static_assert(kBlockN == 64 || kBlockN == 128, "block_n (the wgmma N of S) is 64 or 128");
   static_assert(kBlockN <= 256 && kBlockN / kGroup <= 256, "a TMA box dimension is at most 256");

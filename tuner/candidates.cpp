@@ -30,7 +30,8 @@ std::vector<KernelSpec> forward_space(const KernelSpec& base) {
 
 bool supported_by(int value, const auto& table) { return std::find(std::begin(table), std::end(table), value) != std::end(table); }
 
-// The wgmma candidates of a forward workload, or none where the family cannot run it as the tuner
+// The wgmma candidates of a forward workload (the default first, then the tuning axes, each
+// two-consumer config also with ping-pong), or none where the family cannot run it as the tuner
 // times it: another arch, a head dim or group it lacks, a mask feature it lacks, or a zigzag
 // query-half step (timed over half the queries, which the family cannot launch over;
 // KernelFamilyAbilities::query_view).
@@ -55,6 +56,12 @@ std::vector<KernelSpec> wgmma_space(const WorkloadKey& w) {
         s.block_n = bn;
         s.stages = stages;
         if (s != base) all.push_back(s);
+        // Two consumer warpgroups also run in the ping-pong schedule, a candidate like any other
+        // until a GPU has measured it against the plain one.
+        if (consumers == 2) {
+          s.pingpong = true;
+          all.push_back(s);
+        }
       }
   return all;
 }

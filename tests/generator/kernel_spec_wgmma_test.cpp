@@ -43,20 +43,26 @@ TEST(KernelSpecWgmma, ParseIsTheInverseOfUri) {
     for (int consumers : kSupportedWgmmaConsumers)
       for (int bn : kSupportedWgmmaBlockN)
         for (int stages : kSupportedWgmmaStages)
-          for (int mask = 0; mask < 4; ++mask) {
-            KernelSpec s = def;
-            s.warps = 4 * (1 + consumers);
-            s.block_m = 64 * consumers;
-            s.block_n = bn;
-            s.stages = stages;
-            s.key_intervals = mask & 1;
-            s.softcap = mask & 2;
-            s.validate();
-            EXPECT_EQ(KernelSpec::parse(s.uri()), s) << s.uri();
-            EXPECT_EQ(KernelSpec::parse(s.uri()).uri(), s.uri());
-            ++count;
-          }
-  EXPECT_EQ(count, 2 * 4 * 2 * 4 * 2 * 2 * 3 * 4);
+          for (int mask = 0; mask < 4; ++mask)
+            for (bool pingpong : {false, true}) {
+              if (pingpong && consumers != 2) continue;
+              KernelSpec s = def;
+              s.warps = 4 * (1 + consumers);
+              s.block_m = 64 * consumers;
+              s.block_n = bn;
+              s.stages = stages;
+              s.key_intervals = mask & 1;
+              s.softcap = mask & 2;
+              s.pingpong = pingpong;
+              s.validate();
+              EXPECT_EQ(KernelSpec::parse(s.uri()), s) << s.uri();
+              EXPECT_EQ(KernelSpec::parse(s.uri()).uri(), s.uri());
+              EXPECT_EQ(s.uri().ends_with("_pingpong"), pingpong) << s.uri();
+              ++count;
+            }
+  // dtypes x head dims x causal x groups, then (consumers 1 + consumers 2 with and without
+  // ping-pong) x block_n x stages x masks.
+  EXPECT_EQ(count, 2 * 4 * 2 * 4 * (1 + 2) * 2 * 3 * 4);
   // The mma.sync family's URIs still parse as that family.
   EXPECT_EQ(KernelSpec::parse("ring_fwd_bf16_hd128_causal_gqa4_bm128_bn64_w4_s2").kind, KernelKind::kForwardStep);
 }
@@ -77,7 +83,12 @@ TEST(KernelSpecWgmma, BadUrisGetOneLineSayingWhatIsAllowed) {
            {"ring_fwd_wgmma_fp32_hd128_causal_gqa1_bm128_bn128_c2_s2", "allowed: bf16, fp16"},
            {"ring_fwd_wgmma_bf16_hd128_window_gqa1_bm128_bn128_c2_s2", "allowed: causal, full"},
            // the S of a tile is issued before the P V of the one before retires: two stages at least
-           {"ring_fwd_wgmma_bf16_hd128_causal_gqa1_bm128_bn128_c2_s1", "stages 1 is not supported by the wgmma family"}}) {
+           {"ring_fwd_wgmma_bf16_hd128_causal_gqa1_bm128_bn128_c2_s1", "stages 1 is not supported by the wgmma family"},
+           // ping-pong alternates two consumer warpgroups, and is the URI's last token, once
+           {"ring_fwd_wgmma_bf16_hd128_causal_gqa1_bm64_bn128_c1_s2_pingpong", "needs 2 consumer warpgroups"},
+           {"ring_fwd_wgmma_bf16_hd128_causal_gqa1_bm128_bn128_c2_s2_pingpong_pingpong", "malformed"},
+           {"ring_fwd_wgmma_bf16_hd128_causal_gqa1_bm128_bn128_c2_pingpong_s2", "malformed"},
+           {"ring_fwd_wgmma_bf16_hd128_causal_gqa1_bm128_bn128_c2_s2_pp", "malformed"}}) {
     const std::string message = bad_input_message(uri);
     EXPECT_NE(message.find(want), std::string::npos) << message;
     EXPECT_EQ(message.find('\n'), std::string::npos) << message;

@@ -1,10 +1,10 @@
 // The sm_90a forward family (templates/step_fwd_wgmma.cuh) compiles with NVRTC for sm_90a from
 // rendered specs: a representative subset of the defaults (both dtypes, head dims 64 to 256,
-// causal and full, GQA 1 and > 1, one and two consumer warpgroups) and of the mask variants
-// (_ivl, _cap, both) with 0 spill bytes and 0 stack, the feasibility model's shared bytes equal
-// to the traits' (the kernel asks for kSharedBytes of dynamic memory and has no static), no
-// serialized wgmma pipeline, and the SASS holds HGMMA and UTMALDG when cuobjdump exists. Needs
-// no GPU.
+// causal and full, GQA 1 and > 1, one and two consumer warpgroups), of the mask variants (_ivl,
+// _cap, both) and of the ping-pong schedule, with 0 spill bytes and 0 stack, the feasibility
+// model's shared bytes equal to the traits' (the kernel asks for kSharedBytes of dynamic memory
+// and has no static), no serialized wgmma pipeline, and the SASS holds HGMMA and UTMALDG (the
+// ping-pong kernels also their barrier sync and arrive) when cuobjdump exists. Needs no GPU.
 #include <gtest/gtest.h>
 
 #include <cstdlib>
@@ -39,7 +39,10 @@ const std::vector<std::pair<KernelSpec, CompiledKernel>>& compiled() {
           // head dim 96 (64-byte swizzle, wgmma N = 96) and 256 (64-key tiles, masked variant)
           wgmma_default_for(Dtype::kFp16, 96, true, 4),
           wgmma_default_for(Dtype::kBf16, 256, true, 1),
-          KernelSpec::parse("ring_fwd_wgmma_fp16_hd256_full_ivl_cap_gqa2_bm128_bn64_c2_s2")})
+          KernelSpec::parse("ring_fwd_wgmma_fp16_hd256_full_ivl_cap_gqa2_bm128_bn64_c2_s2"),
+          // the ping-pong schedule of the two consumer warpgroups (CTA barriers 1 and 2)
+          KernelSpec::parse("ring_fwd_wgmma_bf16_hd128_causal_gqa1_bm128_bn128_c2_s2_pingpong"),
+          KernelSpec::parse("ring_fwd_wgmma_fp16_hd256_causal_ivl_cap_gqa1_bm128_bn64_c2_s2_pingpong")})
       out.emplace_back(s, compile_kernel(s, "sm_90a", nullptr));
     return out;
   }();
@@ -82,6 +85,11 @@ TEST(StepFwdWgmmaCompile, SassHoldsWgmmaAndTmaInstructions) {
       if (!skip.empty()) GTEST_SKIP() << skip;
       for (const char* instruction : {"HGMMA", "UTMALDG"})
         EXPECT_NE(text.find(instruction), std::string::npos) << instruction << " missing from the SASS";
+      // Ping-pong turns: a barrier sync and an arrive on a barrier id from a register (1 + the
+      // consumer), which only the ping-pong kernels have; every kernel has __syncthreads' BAR.SYNC 0x0.
+      const bool turns = text.find("BAR.SYNC.DEFER_BLOCKING R") != std::string::npos;
+      EXPECT_EQ(turns, spec.pingpong) << "BAR.SYNC on a register barrier id";
+      EXPECT_EQ(text.find("BAR.ARV R") != std::string::npos, spec.pingpong) << "BAR.ARV on a register barrier id";
     }
   } catch (const Error& e) {
     FAIL() << e.what();

@@ -200,8 +200,12 @@ TEST(Candidates, Sm90aForwardWorkloadsAlsoSearchTheWgmmaFamily) {
         const std::string uri = "ring_fwd_wgmma_bf16_hd128_causal_gqa4_bm" + std::to_string(64 * consumers) + "_bn" +
                                 std::to_string(bn) + "_c" + std::to_string(consumers) + "_s" + std::to_string(stages);
         EXPECT_TRUE(listed.count(uri)) << uri;
+        // Two consumer warpgroups: the ping-pong schedule too; one has no partner to alternate with.
+        EXPECT_EQ(listed.count(uri + "_pingpong"), consumers == 2 ? 1u : 0u) << uri << "_pingpong";
       }
   EXPECT_GE(wgmma.size(), 8u);
+  // The default stays the plain schedule until a GPU has measured ping-pong.
+  EXPECT_FALSE(wgmma_default_for(Dtype::kBf16, 128, true, 4).pingpong);
 }
 
 // Where the family cannot run the workload as it is timed, no wgmma candidate appears: another
