@@ -27,9 +27,11 @@ divided into the peer's: above 1.0 cpgen is faster.
 
 --pin TEMPLATE runs a chosen kernel instead of the selected one, e.g. the sm_90a family:
 
-  --pin 'ring_fwd_wgmma_{dtype}_hd{head_dim}_{mask}_gqa{group}_bm128_bn128_c2_s2'
+  --pin 'ring_fwd_wgmma_{dtype}_hd{head_dim}_{mask}_gqa{group}_bm128_bn{block_n}_c2_s2'
 
-The template is filled per configuration ({mask} is causal or full) and handed to cpgen as a
+The template is filled per configuration ({mask} is causal or full; {block_n} is the wgmma
+family's default key tile, 64 at head dim 256 where 128 keys do not fit its registers, else 128)
+and handed to cpgen as a
 pattern entry of a cache file in a temporary $CPGEN_CACHES_DIR (docs/formats.md), with an empty
 temporary database, so selection takes it like any shipped pattern and the table's kernel column
 shows what ran.
@@ -199,7 +201,8 @@ def pin_kernels(configs, template, folder):
             continue
         seen.add(key)
         uri = template.format(dtype=cfg["dtype"], head_dim=cfg["head_dim"], group=group,
-                              mask="causal" if cfg["causal"] else "full")
+                              mask="causal" if cfg["causal"] else "full",
+                              block_n=64 if cfg["head_dim"] == 256 else 128)
         entries.append({"source": "default-heuristic", "kernel": uri, "disposition": "not-timed",
                         "detail": "pinned by bench/kernels.py",
                         "workload": {"dtype": cfg["dtype"], "head_dim": cfg["head_dim"], "causal": bool(cfg["causal"]),

@@ -146,7 +146,7 @@ def main():
     runs = [
         ["--ranks", "1,4", "--scheme", "zigzag"],
         ["--ranks", "2", "--scheme", "striped", "--pin",
-         "ring_fwd_wgmma_{dtype}_hd{head_dim}_{mask}_gqa{group}_bm128_bn128_c2_s2"],
+         "ring_fwd_wgmma_{dtype}_hd{head_dim}_{mask}_gqa{group}_bm128_bn{block_n}_c2_s2_pingpong"],
     ]
     for n, extra in enumerate(runs):
         jsonl, table = os.path.join(folder, f"{n}.jsonl"), os.path.join(folder, f"{n}.md")

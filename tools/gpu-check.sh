@@ -16,7 +16,9 @@
 #   sanitize  tools/gpu-sanitize.sh: compute-sanitizer memcheck, racecheck, synccheck, initcheck
 #   kernels   bench/kernels.py: cpgen's selected kernel against SDPA cuDNN and flash
 #   wgmma     bench/kernels.py --pin on the sm_90a wgmma family (GQA 1 unless --kernels-args says
-#             otherwise), joined with the kernels rows for the family ratio
+#             otherwise), joined with the kernels rows for the family ratio; then its ping-pong
+#             variant at head dim 128 (unless --kernels-args says otherwise), joined with the
+#             plain family's rows
 #   ncu       Nsight Compute on one forward launch of each family (bf16, head dim 128, causal,
 #             16K): speed of light, occupancy, launch statistics, warp stalls, compute and
 #             memory workload; the text goes in the report, the .ncu-rep files to $OUT
@@ -170,7 +172,10 @@ gpu_phase() {
   need_build || { phase_status "$1" "not run: no build"; STATUS=1; return 1; }
 }
 # The sm_90a family's kernel for a benchmark configuration (bench/kernels.py --pin).
-WGMMA_PIN='ring_fwd_wgmma_{dtype}_hd{head_dim}_{mask}_gqa{group}_bm128_bn128_c2_s2'
+# {block_n}: the family's default key tile (64 at head dim 256, else 128). The ping-pong variant
+# (two consumer warpgroups taking turns) is a tuner candidate, not a default: timed beside it.
+WGMMA_PIN='ring_fwd_wgmma_{dtype}_hd{head_dim}_{mask}_gqa{group}_bm128_bn{block_n}_c2_s2'
+PINGPONG_PIN="${WGMMA_PIN}_pingpong"
 
 # ---- the report, rewritten after every phase ----
 NVCC_VERSION=$(nvcc --version 2>/dev/null | grep -o 'release [0-9.]*' || echo "nvcc missing")
@@ -364,12 +369,33 @@ phase_wgmma() {
   gpu_phase wgmma 90 || return 0
   # shellcheck disable=SC2086
   kernel_bench wgmma --pin "$WGMMA_PIN" --gqa 1 $KERNELS_ARGS
-  local rc=$?
-  phase_status wgmma "$(kernel_section wgmma $rc)"
+  local rc=$? plain pingpong="not run: under 60 s of the budget left"
+  plain=$(kernel_section wgmma $rc)
   # The family ratio: wgmma TFLOP/s over the selected kernel's on the same configuration.
   if [ -f "$LOGS/kernels.jsonl" ] && [ -f "$LOGS/wgmma.jsonl" ]; then
     python3 "$ROOT/bench/compare_rows.py" "$LOGS/kernels.jsonl" "$LOGS/wgmma.jsonl" >>"$LOGS/phases/wgmma.md" 2>&1
   fi
+  # The ping-pong schedule against the plain one (issue 13: whether it becomes the default).
+  # kernel_section writes phases/pingpong.md, which goes into this phase's section.
+  if [ "$(left)" -ge 60 ]; then
+    # shellcheck disable=SC2086
+    kernel_bench pingpong --pin "$PINGPONG_PIN" --gqa 1 --head-dims 128 $KERNELS_ARGS
+    rc=$?
+    pingpong=$(kernel_section pingpong $rc)
+    {
+      echo
+      echo "### The ping-pong variant (\`_pingpong\`): $pingpong"
+      echo
+      cat "$LOGS/phases/pingpong.md"
+      echo
+      echo "Ping-pong (other) against the plain family (base):"
+      echo
+      [ -f "$LOGS/pingpong.jsonl" ] && [ -f "$LOGS/wgmma.jsonl" ] &&
+        python3 "$ROOT/bench/compare_rows.py" "$LOGS/wgmma.jsonl" "$LOGS/pingpong.jsonl" 2>&1
+    } >>"$LOGS/phases/wgmma.md"
+    rm -f "$LOGS/phases/pingpong.md"
+  fi
+  phase_status wgmma "$plain; ping-pong: $pingpong"
   return 0
 }
 
