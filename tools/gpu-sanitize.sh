@@ -35,9 +35,10 @@ SAN=$(command -v compute-sanitizer || ls /usr/local/cuda/bin/compute-sanitizer /
 
 STEP_TESTS='StepFwdGpu*:StepFwdGpuRandom*:StepBwdGpu*:StepFwdHarness*'
 RING_TESTS='GpuRing.*:GpuRingBackward.*:GpuRingStreams.*:GpuRingWgmma.*'
-# The sm_90a family's only GPU test runs its kernels (TMA, mbarriers, wgmma) on the format-1
-# vectors; racecheck gets that one too, since its shared-memory ring is where a race would be.
-WGMMA_RACE_TESTS='GpuRingWgmma.LoopbackReproducesTheFormat1Vectors'
+# The sm_90a family's GPU tests run its kernels (TMA, mbarriers, wgmma; the ping-pong variant
+# also its CTA barriers 1 and 2) on the format-1 vectors; racecheck gets those too, since its
+# shared-memory ring is where a race would be (synccheck covers the barriers with RING_TESTS).
+WGMMA_RACE_TESTS='GpuRingWgmma.LoopbackReproducesTheFormat1Vectors:GpuRingWgmma.PingPongLoopbackReproducesTheFormat1Vectors'
 status=0
 IFS=',' read -r -a tool_list <<<"$TOOLS"
 for tool in "${tool_list[@]}"; do

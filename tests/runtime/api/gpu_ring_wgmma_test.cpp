@@ -3,7 +3,8 @@
 // the maps from cuTensorMapEncodeTiled (runtime/cuda/tensor_map.h). Format-1 vectors of every set
 // the family supports (head dim 64/128, GQA 1-8) over zigzag rings of 2 and 4 in bf16 and fp16;
 // format-2 vectors too, where selection must fall back to the mma.sync family for the masks the
-// wgmma family lacks (runtime/ring/kernel_support.h) and the results must still match. Needs an
+// wgmma family lacks (runtime/ring/kernel_support.h) and the results must still match; and the
+// format-1 vectors through the ping-pong variant of each default. Needs an
 // sm_90a GPU (Hopper); skips elsewhere.
 #include <gtest/gtest.h>
 
@@ -45,8 +46,9 @@ class GpuRingWgmma : public TempDirTest {
     const std::string db_path = path("wgmma-" + std::to_string(++databases_) + ".db");
     const Environment env = current_environment(0);
     const DeviceClass device = device_class_for(kArch, 0);
-    const KernelSpec spec =
+    KernelSpec spec =
         wgmma_default_for(p.dtype, static_cast<int>(p.head_dim), p.causal, static_cast<int>(p.gqa_group()));
+    spec.pingpong = pingpong_;
     Database db(db_path);
     std::vector<WorkloadKey> workloads;
     for (const WorkloadKey& w : workloads_for(p, device)) {
@@ -63,6 +65,9 @@ class GpuRingWgmma : public TempDirTest {
     }
     return db_path;
   }
+
+  // The winners pinned by database_with_wgmma_winners are the defaults' ping-pong variants.
+  void use_pingpong() { pingpong_ = true; }
 
   void run(const std::vector<std::string>& files) {
     CPGEN_REQUIRE_GPU();
@@ -91,6 +96,7 @@ class GpuRingWgmma : public TempDirTest {
                   wgmma_default_for(dtype, static_cast<int>(p.head_dim), p.causal, static_cast<int>(p.gqa_group())), p)
                   .empty();
           EXPECT_EQ(r.kernel_uri.find("wgmma") != std::string::npos, wgmma_can) << what;
+          if (wgmma_can) EXPECT_EQ(r.kernel_uri.ends_with("_pingpong"), pingpong_) << what;
           expect_close_to(r.out, r.lse, vec.out, vec.lse, p.head_dim, what);
           ++runs;
         }
@@ -100,12 +106,20 @@ class GpuRingWgmma : public TempDirTest {
 
  private:
   int databases_ = 0;
+  bool pingpong_ = false;
 };
 
 TEST_F(GpuRingWgmma, LoopbackReproducesTheFormat1Vectors) { run(vector_files()); }
 
 TEST_F(GpuRingWgmma, LoopbackReproducesTheFormat2VectorsFallingBackWhereTheFamilyCannotMask) {
   run(vector_files_v2());
+}
+
+// The ping-pong schedule (two consumer warpgroups taking turns at CTA barriers 1 and 2): the same
+// vectors, before any tuner relies on its timings.
+TEST_F(GpuRingWgmma, PingPongLoopbackReproducesTheFormat1Vectors) {
+  use_pingpong();
+  run(vector_files());
 }
 
 }  // namespace
