@@ -201,8 +201,8 @@ std::set<std::string> compiled_without_spills(const nlohmann::json& report) {
   return uris;
 }
 
-// On sm_90a `--all` adds the wgmma family's defaults (issue 13: every supported combination
-// compiles for sm_90a without spills); elsewhere it has none. One slice (fp16, head dim 96, full,
+// On sm_90a `--all` adds the wgmma family's defaults and their ping-pong variants (issue 13:
+// every supported combination compiles for sm_90a without spills); elsewhere it has none. One slice (fp16, head dim 96, full,
 // every group) here; CPGEN_FULL_COMPILE_MATRIX=1 (tools/gpu-check.sh --full-matrix sets it) compiles all.
 TEST(CliCompile, AllOnSm90aCompilesTheWgmmaDefaultsWithoutSpills) {
   TempDir store("cli");
@@ -213,10 +213,14 @@ TEST(CliCompile, AllOnSm90aCompilesTheWgmmaDefaultsWithoutSpills) {
   const nlohmann::json j = nlohmann::json::parse(r.out);
   const std::set<std::string> uris = compiled_without_spills(j);
   std::set<std::string> want;
-  for (const KernelSpec& s : wgmma_defaults())
-    if (s.uri().find(filter) == 0) want.insert(s.uri());
+  for (KernelSpec s : wgmma_defaults()) {
+    if (s.uri().find(filter) != 0) continue;
+    want.insert(s.uri());
+    s.pingpong = true;
+    want.insert(s.uri());
+  }
   EXPECT_EQ(uris, want);
-  EXPECT_EQ(want.size(), full ? 64u : 4u);
+  EXPECT_EQ(want.size(), full ? 128u : 8u);
 
   auto none = run_cli("compile --all --filter ring_fwd_wgmma_ --arch sm_90 --store " + store.path());
   EXPECT_EQ(none.exit_code, 2) << "sm_90 has no wgmma kernels";

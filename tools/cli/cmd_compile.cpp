@@ -175,7 +175,8 @@ struct Job {
 };
 
 // Every candidate of every supported combination, forward and backward (step and preprocessing
-// kernels), each URI once, and on sm_90a every default of the wgmma family. `--filter bwd`
+// kernels), each URI once, and on sm_90a every default of the wgmma family with its ping-pong
+// variant. `--filter bwd`
 // selects the backward kinds, `fwd` the forward ones, `wgmma` the sm_90a family.
 std::vector<Job> all_jobs(const std::string& filter, const std::string& arch) {
   std::vector<Job> jobs;
@@ -197,7 +198,11 @@ std::vector<Job> all_jobs(const std::string& filter, const std::string& arch) {
   }
   for (const KernelSpec& spec : KernelSpec::backward_defaults()) add(spec);  // with the pre and convert kernels
   if (arch == kWgmmaArch)
-    for (const KernelSpec& spec : wgmma_defaults()) add(spec);
+    for (KernelSpec spec : wgmma_defaults()) {
+      add(spec);
+      spec.pingpong = true;  // the tuner's other schedule of the same tiles
+      add(spec);
+    }
   return jobs;
 }
 
@@ -334,7 +339,7 @@ const CommandRegistrar kCompile("compile", [](CLI::App& root) {
                   "Kernel URI, e.g. ring_fwd_bf16_hd128_causal_gqa4_bm128_bn64_w4_s2");
   cmd->add_flag("--all", options->all,
                 "Compile every candidate of every supported combination, forward and backward, and on sm_90a every "
-                "wgmma default (prunes infeasible ones)");
+                "wgmma default and its ping-pong variant (prunes infeasible ones)");
   cmd->add_option("--arch", options->arch,
                   "Target: sm_80, sm_86, sm_89, sm_90, sm_90a, sm_100 or sm_120 (default: GPU 0's arch, else sm_90a)");
   cmd->add_option("--emit-source", options->emit_source, "Also write the generated CUDA source to FILE (with --spec)");
