@@ -38,15 +38,20 @@ RING_TESTS='GpuRing.*:GpuRingBackward.*:GpuRingStreams.*:GpuRingWgmma.*'
 # The sm_90a family's GPU tests run its kernels (TMA, mbarriers, wgmma; the ping-pong variant
 # also its CTA barriers 1 and 2) on the format-1 vectors; racecheck gets those too, since its
 # shared-memory ring is where a race would be (synccheck covers the barriers with RING_TESTS).
-WGMMA_RACE_TESTS='GpuRingWgmma.LoopbackReproducesTheFormat1Vectors:GpuRingWgmma.PingPongLoopbackReproducesTheFormat1Vectors'
+# Two runs, the plain kernels first: a call stopped by its time budget keeps the finished lines.
+WGMMA_RACE_TESTS='GpuRingWgmma.LoopbackReproducesTheFormat1Vectors'
+PINGPONG_RACE_TESTS='GpuRingWgmma.PingPongLoopbackReproducesTheFormat1Vectors'
 status=0
 IFS=',' read -r -a tool_list <<<"$TOOLS"
 for tool in "${tool_list[@]}"; do
   if [ -n "$FILTER" ]; then filters=("$FILTER")
-  elif [ "$tool" = racecheck ]; then filters=("$STEP_TESTS" "$WGMMA_RACE_TESTS")
+  elif [ "$tool" = racecheck ]; then filters=("$STEP_TESTS" "$WGMMA_RACE_TESTS" "$PINGPONG_RACE_TESTS")
   else filters=("$STEP_TESTS" "$RING_TESTS"); fi
+  run_index=0
   for f in "${filters[@]}"; do
-    name=$tool-$(echo "$f" | cut -c1-12 | tr -c 'A-Za-z0-9\n' '_')
+    # The run's number keeps filters that begin alike (the two wgmma runs) in separate logs.
+    run_index=$((run_index + 1))
+    name=$tool-$run_index-$(echo "$f" | cut -c1-12 | tr -c 'A-Za-z0-9\n' '_')
     log=$LOGS/$name.log
     cmd=("$SAN" --tool "$tool" --error-exitcode 3 --print-limit 20 "$TESTS" --gtest_filter="$f")
     [ "$tool" = racecheck ] && cmd=("$SAN" --tool racecheck --racecheck-report all --error-exitcode 3 --print-limit 20 "$TESTS" --gtest_filter="$f")
