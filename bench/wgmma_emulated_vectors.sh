@@ -13,10 +13,14 @@
 #
 #   bench/wgmma_emulated_vectors.sh                # writes bench/results/<date>-wgmma-emulated-vectors.md
 #   CPGEN=build/cpgen bench/wgmma_emulated_vectors.sh REPORT.md
+#   SPEC=wgmma-pingpong bench/wgmma_emulated_vectors.sh   # the ping-pong schedule of the same tiles
+#                                                          # (<date>-wgmma-pingpong-emulated-vectors.md)
 set -uo pipefail
 ROOT=$(cd "$(dirname "${BASH_SOURCE[0]}")/.." && pwd)
 CPGEN=${CPGEN:-$ROOT/build/cpgen}
-REPORT=${1:-$ROOT/bench/results/$(date -u +%Y-%m-%d)-wgmma-emulated-vectors.md}
+SPEC=${SPEC:-wgmma}
+case "$SPEC" in wgmma|wgmma-pingpong) ;; *) echo "wgmma_emulated_vectors: SPEC is wgmma or wgmma-pingpong, got '$SPEC'" >&2; exit 2 ;; esac
+REPORT=${1:-$ROOT/bench/results/$(date -u +%Y-%m-%d)-$SPEC-emulated-vectors.md}
 [ -x "$CPGEN" ] || { echo "wgmma_emulated_vectors: $CPGEN is not built" >&2; exit 2; }
 files=()
 for dir in "$ROOT/tests/data/vectors" "$ROOT/../shared/vectors"; do
@@ -33,7 +37,7 @@ for f in "${files[@]}"; do
   name=$(realpath --relative-to="$ROOT" "$f")
   for dtype in bf16 fp16; do
     for n in 2 4; do
-      out=$("$CPGEN" verify --vectors "$f" --backend emulated --spec wgmma --dtype "$dtype" --scheme zigzag --ranks "$n" 2>&1)
+      out=$("$CPGEN" verify --vectors "$f" --backend emulated --spec "$SPEC" --dtype "$dtype" --scheme zigzag --ranks "$n" 2>&1)
       rc=$?
       kernel=$(echo "$out" | grep -o 'ring_fwd_wgmma_[a-z0-9_]*' | head -1)
       if [ $rc -eq 0 ]; then
@@ -51,19 +55,20 @@ for f in "${files[@]}"; do
 done
 secs=$(( $(date +%s) - start ))
 {
-  echo "# The wgmma family on the reference vectors, in the CUDA emulator ($(date -u +%Y-%m-%d))"
+  echo "# The wgmma family (--spec $SPEC) on the reference vectors, in the CUDA emulator ($(date -u +%Y-%m-%d))"
   echo
   echo "Issue 13's CPU acceptance: every file of the project's vectors and of ../shared/vectors, formats"
-  echo "1 and 2, through \`cpgen verify --backend emulated --spec wgmma\` (the family's default tiles"
-  echo "with the file's mask flags, sm_90a), zigzag rings of 2 and 4, bf16 and fp16; limit 2e-2."
+  echo "1 and 2, through \`cpgen verify --backend emulated --spec $SPEC\` (the family's default tiles"
+  echo "with the file's mask flags, sm_90a; wgmma-pingpong: in the ping-pong schedule), zigzag rings of"
+  echo "2 and 4, bf16 and fp16; limit 2e-2."
   echo "The emulator's sanitizer is on for every launch (a finding fails the run). dq, dk, dv come from the"
   echo "mma.sync backward kernels (the family is forward only) fed by the wgmma forward's out and lse."
   echo "CPU only: no GPU ran this."
   echo
   echo "- commit: $(git -C "$ROOT" rev-parse --short HEAD)"
   echo "- passed $pass, failed $fail, skipped $skip (zigzag cannot split a format-1 length), $secs s"
-  echo "- command: \`bench/wgmma_emulated_vectors.sh\`; each row is"
-  echo "  \`cpgen verify --vectors FILE --backend emulated --spec wgmma --dtype D --scheme zigzag --ranks N\`"
+  echo "- command: \`SPEC=$SPEC bench/wgmma_emulated_vectors.sh\`; each row is"
+  echo "  \`cpgen verify --vectors FILE --backend emulated --spec $SPEC --dtype D --scheme zigzag --ranks N\`"
   echo
   echo "| file | dtype | N | kernel | verdict | errors |"
   echo "|---|---|---|---|---|---|"

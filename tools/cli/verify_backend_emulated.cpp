@@ -26,8 +26,9 @@ constexpr const char* kSelectionArch = "sm_90";
 
 // --spec values: "URI" for every step type, or "STEP=URI" for one (STEP as `cpgen explain`
 // names step types), or "wgmma" for the sm_90a family's default tiles of the problem with its
-// mask's flags (so one command line serves every vectors file). Checked against the problem: a
-// kernel of another dtype, head dim, mask or group would compute something else.
+// mask's flags, "wgmma-pingpong" for the same tiles in the ping-pong schedule (so one command line
+// serves every vectors file). Checked against the problem: a kernel of another dtype, head dim,
+// mask or group would compute something else.
 std::vector<std::pair<StepType, KernelSpec>> specs_from_options(const Problem& p,
                                                                 const std::vector<std::string>& values) {
   const std::vector<StepType> steps = step_types_for(p);
@@ -45,11 +46,12 @@ std::vector<std::pair<StepType, KernelSpec>> specs_from_options(const Problem& p
     const std::string uri = eq == std::string::npos ? value : value.substr(eq + 1);
     KernelSpec spec;
     try {
-      if (uri == "wgmma") {
+      if (uri == "wgmma" || uri == "wgmma-pingpong") {
         spec = wgmma_default_for(p.dtype, static_cast<int>(p.head_dim), p.causal,
                                  static_cast<int>(p.q_heads / p.kv_heads));
         spec.key_intervals = kernel_needs_key_intervals(p);
         spec.softcap = kernel_needs_softcap(p);
+        spec.pingpong = uri == "wgmma-pingpong";
       } else {
         spec = KernelSpec::parse(uri);
       }
