@@ -11,6 +11,7 @@
 // Last: defines __CUDACC__ and the CUDA keywords.
 #include "emulation/cuda_emulation.h"
 #include "cpgen/named_barrier.cuh"
+#include "shared_rows.h"
 
 namespace cpgen {
 namespace {
@@ -150,18 +151,8 @@ TEST(NamedBarrier, PhaseThatCannotCompleteIsAReportedDeadlock) {
 // the CTA waited in it, as __syncthreads does: warp 0 copies rows in that warp 1 then reads.
 alignas(16) unsigned char g_rows[128];
 
-void copy_rows_in() {
-  if (threadIdx.x < 8) {
-    emulation::cp_async_16(16 * threadIdx.x, g_rows + 16 * threadIdx.x, true);
-    emulation::cp_async_commit();
-    emulation::cp_async_wait(0);
-  }
-}
-
-void load_rows() {
-  uint32_t r[4];
-  emulation::ldmatrix_x4(r, 16 * (threadIdx.x % 8), false);
-}
+void copy_rows_in() { testing::copy_rows_in(g_rows); }
+using testing::load_rows;
 
 TEST(NamedBarrier, OnlyACtaWidePhaseOrdersSharedMemory) {
   EXPECT_EQ(emulation::launch(1, 1, 64, 128, [] {

@@ -11,6 +11,7 @@
 // Last: defines __CUDACC__ and the CUDA keywords.
 #include "emulation/cuda_emulation.h"
 #include "emulation/shared_shadow.h"
+#include "shared_rows.h"
 // The templates' wrappers, which pass their caller's source line to the sanitizer.
 #include "cpgen/mma.cuh"
 
@@ -39,21 +40,8 @@ void expect_finding(const std::string& error, const std::vector<std::string>& pa
 
 alignas(16) unsigned char g_source[256];
 
-// Threads 0-7 each copy one 16-byte row into shared row t, then wait for it.
-void copy_rows_in() {
-  const unsigned t = threadIdx.x;
-  if (t < 8) {
-    emulation::cp_async_16(16 * t, g_source + 16 * t, true);
-    emulation::cp_async_commit();
-    emulation::cp_async_wait(0);
-  }
-}
-
-// Every warp loads the 8x8 matrix of rows 0-7 (all four matrices the same).
-void load_rows() {
-  uint32_t r[4];
-  emulation::ldmatrix_x4(r, 16 * (threadIdx.x % 8), false);
-}
+void copy_rows_in() { testing::copy_rows_in(g_source); }
+using testing::load_rows;
 
 TEST(Sanitizer, GlobalReadOutsideTheLaunchBuffersIsCaught) {
   Buffers buffers({{g_source, 64}});

@@ -103,22 +103,12 @@ AttentionProblem masked_problem(int batch, int kv_heads, int group, int head_dim
   return testing::random_problem(batch, kv_heads * group, kv_heads, head_dim, seq_len, true, seed);
 }
 
-// Packed documents (one of a single token, one empty) that no ring size divides, under a causal
-// sliding window and a softcap of 2 (logits reach about +-3 here, so the tanh bends them), over a
-// zigzag ring of three: ranks hold 99 to 101 tokens. Tiles of other documents and outside the
-// window are skipped; the read counts match the tile contract launch by launch.
+// Packed documents under a causal sliding window and a softcap over a zigzag ring of three
+// (check_documents_window_softcap_ring): tiles of other documents and outside the window are
+// skipped; the read counts match the tile contract launch by launch.
 TEST(StepFwdWgmmaEmulated, MaskedDocumentsWindowSoftcapZigzagRingOfThree) {
-  const AttentionProblem p = masked_problem(1, 1, 4, 64, 300, 31);
-  RingSetup setup;
-  setup.shape = shape_of(p);
-  setup.shape.window_left = 40;
-  setup.shape.softcap = 2.0;
-  const std::vector<int64_t> documents = {130, 1, 0, 169};
-  setup.shape.cu_seqlens = cu_seqlens_of(documents);
-  setup.ranks = partition(Scheme::kZigzag, p.seq_len, 3, documents);
-  setup.count_reads = true;
   SkipCounts skips;
-  check_setup<MaskedBf16>(p, reference_of(p, setup.shape), setup, &skips);
+  check_documents_window_softcap_ring<MaskedBf16>(masked_problem(1, 1, 4, 64, 300, 31), &skips);
   EXPECT_GT(skips.skipped_tiles, 0);
   EXPECT_GT(skips.empty_blocks, 0);
 }

@@ -49,20 +49,10 @@ TEST(StepFwdWgmmaPingPongEmulated, Fp16FullManyTilesAndRingOfFour) {
   check_random<PingPongFp16>(2, 1, 2 * 4 * 40, 43, 4);
 }
 
-// The mask features under the ping-pong schedule: packed documents under a causal sliding window
-// and a softcap over a zigzag ring of three (unequal shards), with the read counts checked.
+// The mask features under the ping-pong schedule (check_documents_window_softcap_ring).
 TEST(StepFwdWgmmaPingPongEmulated, MaskedDocumentsWindowSoftcapZigzagRingOfThree) {
-  const testing::AttentionProblem p = testing::random_problem(1, 4, 1, 64, 300, true, 44);
-  RingSetup setup;
-  setup.shape = shape_of(p);
-  setup.shape.window_left = 40;
-  setup.shape.softcap = 2.0;
-  const std::vector<int64_t> documents = {130, 1, 0, 169};
-  setup.shape.cu_seqlens = cu_seqlens_of(documents);
-  setup.ranks = partition(Scheme::kZigzag, p.seq_len, 3, documents);
-  setup.count_reads = true;
   SkipCounts skips;
-  check_setup<PingPongMasked>(p, reference_of(p, setup.shape), setup, &skips);
+  check_documents_window_softcap_ring<PingPongMasked>(testing::random_problem(1, 4, 1, 64, 300, true, 44), &skips);
   EXPECT_GT(skips.skipped_tiles, 0);
   EXPECT_GT(skips.empty_blocks, 0);
 }

@@ -373,6 +373,24 @@ void check_random(int batch, int kv_heads, int seq_len, uint32_t seed, int cp_si
   check<Traits>(p, testing::reference_attention(p), cp_size, "random", split);
 }
 
+// Packed documents (one of a single token, one empty) that no ring size divides, under a causal
+// sliding window of 40 and a softcap of 2 (logits reach about +-3 in the random problems, so the
+// tanh bends them), over a zigzag ring of three (ranks hold 99 to 101 of the 300 tokens), with
+// the TMA reads checked against the tile contract. The problem must be causal with 300 tokens.
+template <typename Traits>
+void check_documents_window_softcap_ring(const AttentionProblem& p, SkipCounts* skips) {
+  ASSERT_EQ(p.seq_len, 300);
+  RingSetup setup;
+  setup.shape = shape_of(p);
+  setup.shape.window_left = 40;
+  setup.shape.softcap = 2.0;
+  const std::vector<int64_t> documents = {130, 1, 0, 169};
+  setup.shape.cu_seqlens = cu_seqlens_of(documents);
+  setup.ranks = partition(Scheme::kZigzag, p.seq_len, 3, documents);
+  setup.count_reads = true;
+  check_setup<Traits>(p, reference_of(p, setup.shape), setup, skips);
+}
+
 // One reference vector case over a zigzag ring of 2 when the kernel matches its head dim, mask
 // and group; false (nothing run) otherwise.
 template <typename Traits>
