@@ -75,7 +75,7 @@ struct WgmmaFwdTraits {
   // The CTA barriers of the ping-pong turns: consumer c waits for its turn at kTurnBarrier + c (0
   // is __syncthreads'), and each phase counts both consumer warpgroups.
   static constexpr int kTurnBarrier = 1;
-  static constexpr int kTurnThreads = 256;
+  static constexpr int kTurnThreads = 128 * kConsumers;  // both consumer warpgroups
   static constexpr WgmmaFwdLayout kLayout = wgmma_fwd_layout(kHeadDim, kBlockM, kBlockN, kConsumers, kStages);
 
   static constexpr int kThreads = kLayout.threads;

@@ -8,7 +8,14 @@
 # failure for a look and removed on success. Exit 0 when every step passed.
 set -euo pipefail
 ROOT=$(cd "$(dirname "${BASH_SOURCE[0]}")/.." && pwd)
-WORK=${1:-$(mktemp -d "${TMPDIR:-/tmp}/cpgen-clone-XXXXXX")}
+if [ $# -ge 1 ]; then
+  WORK=$1
+else
+  # mktemp makes the folder 0700; opened to others (like a clone in a home folder or /work) so
+  # the test that runs cpgen as `nobody` (CmdDb...AsNonRoot) runs here instead of skipping.
+  WORK=$(mktemp -d "${TMPDIR:-/tmp}/cpgen-clone-XXXXXX")
+  chmod 755 "$WORK"
+fi
 mkdir -p "$WORK"
 WORK=$(cd "$WORK" && pwd)
 if [ -n "$(ls -A "$WORK")" ]; then
