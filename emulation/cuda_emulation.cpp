@@ -10,6 +10,7 @@
 #include <vector>
 
 #include "fiber_switch.h"
+#include "happens_before.h"
 #include "shared_shadow.h"
 
 namespace cpgen::device {
@@ -58,10 +59,12 @@ struct Barrier {
 };
 
 // Per-warp exchange slot of collective operations: each lane writes its words, all wait, all read,
-// all wait again before the slot can be reused.
+// all wait again before the slot can be reused. __syncwarp's lanes also release into `released`;
+// the last of the 32 hands the joined clock to every lane.
 struct WarpSlot {
   Barrier barrier;
-  uint32_t syncwarp_epoch = 0;  // the barrier's generation after the warp's last __syncwarp
+  int syncwarp_lanes = 0;
+  VectorClock released;
   uint32_t words[32][8];
 };
 
@@ -69,13 +72,15 @@ struct WarpSlot {
 // takes the thread count of its first arrival; the ISA counts whole warps, so every lane of a warp
 // must reach the same barrier instruction (.aligned), which `warp_lanes` checks when the phase
 // completes. The phase completes when `arrived` reaches `expected`: the waiting threads go on and
-// the barrier is ready for its next phase at once.
+// the barrier is ready for its next phase at once. Every arrival releases into the phase; when it
+// completes, the threads that wait in it (sync, not arrive) acquire what all of them released.
 struct NamedBarrier {
   int expected = 0;     // threads of the current phase; set by its first arrival
   int arrived = 0;      // 0: no phase under way
-  bool any_arrive = false;  // a barrier.arrive counted in this phase (arrive does not wait)
   unsigned generation = 0;  // phases completed
   std::vector<int> warp_lanes;  // lane arrivals of each warp in the current phase
+  std::vector<int> waiters;     // the threads that sync in the current phase
+  VectorClock released;         // joined clocks of the current phase's arrivals
 };
 constexpr int kNamedBarriers = 16;
 
@@ -83,11 +88,7 @@ struct Cta {
   std::vector<Fiber> fibers;
   std::vector<WarpSlot> warps;
   NamedBarrier named[kNamedBarriers];  // id 0 is also __syncthreads'
-  // CTA-wide barrier phases completed in which every thread of the CTA waited (barrier.sync with
-  // no count or the CTA's thread count, no arrive): the shared shadow's epoch. A phase with fewer
-  // threads, or with arrivals that do not wait, orders only some threads, which the shadow does
-  // not model: a race detector over it reports accesses ordered only by such a barrier.
-  unsigned cta_epoch = 0;
+  HappensBefore order;                 // the shadow's ordering of accesses (happens_before.h)
   FiberContext scheduler;
   Dim3 block;
   Dim3 grid;
@@ -124,14 +125,12 @@ void yield() { fiber_switch(g_cta->fibers[g_cta->current].context, g_cta->schedu
 void hopper_cta_begin(int threads);
 void hopper_thread_end();
 void hopper_cta_end();
-void hopper_check_read(int thread, uint32_t offset, int count, const char* what);
-void hopper_forget_landing(uint32_t offset, int count);
+std::string hopper_async_writer_text(int actor, uint32_t stamp);
 #else
 void hopper_cta_begin(int) {}
 void hopper_thread_end() {}
 void hopper_cta_end() {}
-void hopper_check_read(int, uint32_t, int, const char*) {}
-void hopper_forget_landing(uint32_t, int) {}
+std::string hopper_async_writer_text(int, uint32_t) { return "an asynchronous copy"; }
 #endif
 
 void wait_at(Barrier& b, int parties) {
@@ -199,9 +198,9 @@ void report(int thread, const std::string& what, const Site* site = nullptr) {
   }
 }
 
-SyncEpoch epoch_of(int thread) {
-  return {g_cta->cta_epoch, g_cta->warps[static_cast<size_t>(thread / 32)].syncwarp_epoch};
-}
+// A read of [offset, offset + count) of shared memory by the current thread through the shadow:
+// reports a read of poison or a race; `what` names the operation ("ldmatrix reads").
+void shadow_read(uint32_t offset, int count, const char* what);
 
 // Whether [offset, offset + count) lies in the launch's dynamic shared memory; reports if not.
 bool shared_in_bounds(uint32_t offset, int count, const char* what) {
@@ -230,9 +229,28 @@ bool global_in_bounds(const void* p, size_t count, const char* what) {
   return false;
 }
 
-void report_race(int thread, int other, uint32_t offset, const char* what, const Site* site = nullptr) {
-  report(thread, std::string(what) + " shared byte " + hex(offset) + " that thread " + std::to_string(other) +
-                     " accessed with no barrier between them (race)", site);
+// `other` accessed the byte before, and neither access happens before the other. An mbarrier's
+// landing is described by the Hopper run time (which barrier, which phase).
+void report_race(int thread, const Access& other, uint32_t offset, const char* what, const Site* site = nullptr) {
+  if (g_cta->order.is_thread(other.actor)) {
+    report(thread, std::string(what) + " shared byte " + hex(offset) + " that thread " + std::to_string(other.actor) +
+                       " accessed with no barrier between them (race)", site);
+  } else {
+    report(thread, std::string(what) + " shared byte " + hex(offset) + " that " +
+                       hopper_async_writer_text(other.actor, other.stamp) +
+                       ", before this thread's wait observed that phase (race)", site);
+  }
+}
+
+void shadow_read(uint32_t offset, int count, const char* what) {
+  const int t = g_cta->current;
+  bool never_written = false;
+  const Access other = g_cta->shadow.read(offset, count, t, g_cta->order.stamp(t), g_cta->order.view(t),
+                                          device::shared_storage, &never_written);
+  if (never_written)
+    report(t, std::string(what) + " shared byte " + hex(offset) + ", never written in this CTA");
+  else if (!other.none())
+    report_race(t, other, offset, what);
 }
 
 }  // namespace
@@ -270,8 +288,9 @@ void named_barrier(int id, int count, bool wait) {
   NamedBarrier& b = g_cta->named[id];
   if (b.arrived == 0) {
     b.expected = expected;
-    b.any_arrive = false;
     b.warp_lanes.assign(static_cast<size_t>(g_cta->threads / 32), 0);
+    b.waiters.clear();
+    b.released.clear();
   } else if (b.expected != expected) {
     report(g_cta->current, std::string(op) + " on barrier " + std::to_string(id) + " counts " +
                                std::to_string(expected) + " threads, but its current phase began with " +
@@ -279,7 +298,8 @@ void named_barrier(int id, int count, bool wait) {
   }
   ++b.arrived;
   ++b.warp_lanes[static_cast<size_t>(g_cta->current / 32)];
-  b.any_arrive = b.any_arrive || !wait;
+  g_cta->order.release(g_cta->current, b.released);
+  if (wait) b.waiters.push_back(g_cta->current);
   if (b.arrived == b.expected) {
     for (size_t w = 0; w < b.warp_lanes.size(); ++w) {
       const int lanes = b.warp_lanes[w];
@@ -292,7 +312,9 @@ void named_barrier(int id, int count, bool wait) {
                                    std::to_string(lanes) + " lane arrivals; once per phase)"));
       break;
     }
-    if (!b.any_arrive && b.expected == g_cta->threads) ++g_cta->cta_epoch;
+    // The waiters acquire now: they do nothing else before they wake, and the barrier may begin
+    // its next phase before they do.
+    for (const int waiter : b.waiters) g_cta->order.acquire(waiter, b.released);
     b.arrived = 0;
     ++b.generation;
     ++g_cta->progress;
@@ -323,9 +345,15 @@ void barrier_sync(int id, int count) { named_barrier(id, count, true); }
 void barrier_arrive(int id, int count) { named_barrier(id, count, false); }
 void syncwarp() {
   WarpSlot& w = warp_slot();
+  const int warp0 = g_cta->current / 32 * 32;
+  g_cta->order.release(g_cta->current, w.released);
+  // The last lane in hands every lane the joined clock before any of them leaves the wait.
+  if (++w.syncwarp_lanes == 32) {
+    for (int l = 0; l < 32; ++l) g_cta->order.acquire(warp0 + l, w.released);
+    w.syncwarp_lanes = 0;
+    w.released.clear();
+  }
   wait_at(w.barrier, 32);
-  // Every lane reads the same generation here: the next opening needs this lane to arrive again.
-  w.syncwarp_epoch = w.barrier.generation;
 }
 
 uint32_t shfl_xor(uint32_t value, int lane_mask) {
@@ -359,14 +387,7 @@ void ldmatrix_x4(uint32_t (&r)[4], uint32_t shared_address, bool trans) {
   auto at = [&all](int row_lane, int column) -> uint32_t {
     if (!all[row_lane][1]) return 0;
     const uint32_t offset = all[row_lane][0] + 2 * column;
-    bool never_written = false;
-    const int other = g_cta->shadow.read(offset, 2, g_cta->current, epoch_of(g_cta->current),
-                                         device::shared_storage, &never_written);
-    if (never_written)
-      report(g_cta->current, "ldmatrix reads shared byte " + hex(offset) + ", never written in this CTA");
-    else if (other != SharedShadow::kNobody)
-      report_race(g_cta->current, other, offset, "ldmatrix reads");
-    hopper_check_read(g_cta->current, offset, 2, "ldmatrix reads");
+    shadow_read(offset, 2, "ldmatrix reads");
     uint16_t v;
     memcpy(&v, device::shared_storage + offset, 2);
     return v;
@@ -503,10 +524,9 @@ void cp_async_wait(int pending) {
     for (const AsyncCopy& copy : f.committed.front()) {
       // The copy may land any time between issue and here; it lands here, so a read of the
       // destination by another thread before this thread's wait and a barrier is a race.
-      const int other = g_cta->shadow.write(copy.shared_dst, 16, g_cta->current, epoch_of(g_cta->current));
-      if (other != SharedShadow::kNobody)
-        report_race(g_cta->current, other, copy.shared_dst, "cp.async lands in", &copy.site);
-      hopper_forget_landing(copy.shared_dst, 16);
+      const int t = g_cta->current;
+      const Access other = g_cta->shadow.write(copy.shared_dst, 16, t, g_cta->order.stamp(t), g_cta->order.view(t));
+      if (!other.none()) report_race(t, other, copy.shared_dst, "cp.async lands in", &copy.site);
       memcpy(device::shared_storage + copy.shared_dst, copy.bytes, 16);
     }
     f.committed.erase(f.committed.begin());
@@ -575,7 +595,7 @@ std::string run_grid(Cta& cta) {
       cta.block = {bx, by, bz};
       cta.warps.assign(threads / 32, WarpSlot{});
       for (NamedBarrier& b : cta.named) b = NamedBarrier{};
-      cta.cta_epoch = 0;
+      cta.order.reset(cta.threads);
       hopper_cta_begin(cta.threads);
       for (unsigned t = 0; t < threads; ++t) {
         Fiber& f = cta.fibers[t];

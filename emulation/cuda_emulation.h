@@ -63,10 +63,10 @@ void syncwarp();
 // count of threads have arrived; arrive counts it and goes on. A completed phase releases its
 // waiters and leaves the barrier ready for the next one. Findings: an id or count outside those
 // ranges, a count other than the one the phase began with, a phase completed by part of a warp
-// (the hardware counts whole warps), and a CTA that ends with arrivals no phase completed. A
-// phase in which every thread of the CTA waited orders shared memory like __syncthreads for the
-// sanitizer; other phases order nothing there (the templates use them to schedule, not to hand
-// data over), so data passed only through them reads as a race.
+// (the hardware counts whole warps), and a CTA that ends with arrivals no phase completed. For
+// the sanitizer's race checks every arrival releases and every sync acquires the phase
+// (happens_before.h): a phase orders shared memory between the threads it counted, from those
+// that arrived or synced to those that synced.
 void barrier_sync(int id, int count);
 void barrier_arrive(int id, int count);
 uint32_t shfl_xor(uint32_t value, int lane_mask);

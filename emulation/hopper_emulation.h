@@ -25,9 +25,12 @@
 // map's box rows are exactly its span, tensor_map.h) with the map's swizzle applied to the
 // absolute shared address (16-byte chunk bits 4.. XOR-ed with bits 7.. of the address: one, two
 // or three bits for 32B, 64B, 128B), and performs complete_tx of the box's bytes on the mbarrier
-// at once. The bytes land in shared memory when that barrier's phase completes, not before; an
-// emulator-performed read (ldmatrix, wgmma) of landed bytes by a thread that has not observed the
-// phase's completion with a try_wait (and with no __syncthreads since the landing) is a finding.
+// at once. The bytes land in shared memory when that barrier's phase completes, not before, as
+// writes of the barrier itself (happens_before.h): an emulator-performed read (ldmatrix, wgmma)
+// of them by a thread that neither observed the phase with a try_wait nor is ordered after a
+// thread that did is a race, and so is a landing over bytes whose earlier accesses do not happen
+// before the copy's issue (a stage released before its last read). Arrivals release into their
+// phase; a try_wait that observes it acquires.
 // Plain C++ reads of shared memory are invisible to the emulator.
 // Copies still waiting for their phase when the CTA ends are findings, and so are a destination
 // that overlaps an initialized mbarrier and a copy landing in bytes that a wgmma not yet retired

@@ -88,14 +88,7 @@ TEST(HopperSanitizer, ReinitializedWhileAPhaseIsPending) {
 alignas(128) uint16_t g_tile[64];
 emulation::TensorMap g_map;
 
-void encode_tile_map(const void* address) {
-  for (int i = 0; i < 64; ++i) g_tile[i] = static_cast<uint16_t>(0x3f80 + i);
-  const uint64_t dims[2] = {8, 8}, strides[1] = {16};
-  const uint32_t box[2] = {8, 8}, ones[2] = {1, 1};
-  ASSERT_EQ(emulation::encode_tensor_map_tiled(&g_map, emulation::kTensorMapBfloat16, 2, address, dims, strides, box,
-                                               ones, 0, 0, 0, 0),
-            "");
-}
+void encode_tile_map(const void* address) { testing::encode_tile_map(g_map, g_tile, address); }
 
 // Thread 0 loads the tile; warp 1 reads it with ldmatrix, after waiting for the phase or not.
 template <bool kWait>

@@ -32,6 +32,18 @@ inline void expect_finding(const std::string& error, const std::vector<std::stri
     EXPECT_NE(error.find(part), std::string::npos) << "want '" << part << "' in: " << error;
 }
 
+// Fills `tile` (an 8 x 8 bf16 tensor: rows of 16 bytes, as ldmatrix reads them) with distinct
+// values and encodes `map` to load the tensor at `address` whole as one box (128 bytes, no
+// swizzle).
+inline void encode_tile_map(emulation::TensorMap& map, uint16_t (&tile)[64], const void* address) {
+  for (int i = 0; i < 64; ++i) tile[i] = static_cast<uint16_t>(0x3f80 + i);
+  const uint64_t dims[2] = {8, 8}, strides[1] = {16};
+  const uint32_t box[2] = {8, 8}, ones[2] = {1, 1};
+  ASSERT_EQ(emulation::encode_tensor_map_tiled(&map, emulation::kTensorMapBfloat16, 2, address, dims, strides, box,
+                                               ones, 0, 0, 0, 0),
+            "");
+}
+
 // The shared byte a swizzled layout puts byte `offset` of a dense pattern at, for a pattern that
 // starts at a multiple of its repeat (8 lines of 128 bytes): the pattern is cut into 128-byte
 // lines and each line into 16-byte chunks; with a span of 32, 64 or 128 bytes, chunk c of line L

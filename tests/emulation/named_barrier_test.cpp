@@ -11,7 +11,6 @@
 // Last: defines __CUDACC__ and the CUDA keywords.
 #include "emulation/cuda_emulation.h"
 #include "cpgen/named_barrier.cuh"
-#include "shared_rows.h"
 
 namespace cpgen {
 namespace {
@@ -145,33 +144,6 @@ TEST(NamedBarrier, PhaseThatCannotCompleteIsAReportedDeadlock) {
     named_barrier_arrive(2 - group, 256);
   });
   EXPECT_EQ(crossed.rfind("deadlock in block (0, 0, 0)", 0), 0u) << crossed;
-}
-
-// For the shared-memory race checks a phase orders what it separates only when every thread of
-// the CTA waited in it, as __syncthreads does: warp 0 copies rows in that warp 1 then reads.
-alignas(16) unsigned char g_rows[128];
-
-void copy_rows_in() { testing::copy_rows_in(g_rows); }
-using testing::load_rows;
-
-TEST(NamedBarrier, OnlyACtaWidePhaseOrdersSharedMemory) {
-  EXPECT_EQ(emulation::launch(1, 1, 64, 128, [] {
-              copy_rows_in();
-              named_barrier_sync(9, 64);
-              load_rows();
-            }),
-            "");
-  // Warp 0 arrives and goes on, warp 1 syncs: ordered on the GPU, but not modelled (documented).
-  expect_finding(emulation::launch(1, 1, 64, 128, [] {
-                   copy_rows_in();
-                   if (threadIdx.x < 32) {
-                     named_barrier_arrive(9, 64);
-                   } else {
-                     named_barrier_sync(9, 64);
-                     load_rows();
-                   }
-                 }),
-                 {"(race)"});
 }
 
 }  // namespace

@@ -196,29 +196,49 @@ TEST(Sanitizer, FindingsNameTheKernelLineThatIssuedThem) {
   expect_finding(error, {"(race)", "sanitizer_test.cpp:"});
 }
 
+// Every thread of `order` releases into one phase, then all acquire it: a __syncthreads.
+void cta_barrier(emulation::HappensBefore& order, int threads) {
+  emulation::VectorClock phase;
+  for (int t = 0; t < threads; ++t) order.release(t, phase);
+  for (int t = 0; t < threads; ++t) order.acquire(t, phase);
+}
+
 // A write must be checked against every thread that read the byte since the last barrier, not
 // only the latest reader: here the latest reader is the writer itself.
 TEST(Sanitizer, WriteRacingAnEarlierReaderIsCaughtWhenTheWriterReadLast) {
   emulation::SharedShadow shadow;
-  shadow.reset(64);
+  emulation::HappensBefore order;
   unsigned char memory[64] = {};
   bool never_written = false;
-  const emulation::SyncEpoch epoch{0, 0};
-  EXPECT_EQ(shadow.write(0, 2, 7, epoch), emulation::SharedShadow::kNobody);
-  const emulation::SyncEpoch after_barrier{1, 0};
-  EXPECT_EQ(shadow.read(0, 2, 32, after_barrier, memory, &never_written), emulation::SharedShadow::kNobody);
-  EXPECT_EQ(shadow.read(0, 2, 0, after_barrier, memory, &never_written), emulation::SharedShadow::kNobody);
-  EXPECT_EQ(shadow.write(0, 2, 0, after_barrier), 32);  // thread 32's read is unordered with it
-  // After another barrier both reads are ordered before the write: clean.
+  auto write = [&](int thread, uint32_t at) {
+    return shadow.write(at, 2, thread, order.stamp(thread), order.view(thread));
+  };
+  auto read = [&](int thread, uint32_t at) {
+    return shadow.read(at, 2, thread, order.stamp(thread), order.view(thread), memory, &never_written);
+  };
   shadow.reset(64);
-  EXPECT_EQ(shadow.write(0, 2, 7, epoch), emulation::SharedShadow::kNobody);
-  shadow.read(0, 2, 32, after_barrier, memory, &never_written);
-  shadow.read(0, 2, 0, after_barrier, memory, &never_written);
-  EXPECT_EQ(shadow.write(0, 2, 0, {2, 0}), emulation::SharedShadow::kNobody);
+  order.reset(64);
+  EXPECT_TRUE(write(7, 0).none());
+  cta_barrier(order, 64);
+  EXPECT_TRUE(read(32, 0).none());
+  EXPECT_TRUE(read(0, 0).none());
+  const emulation::Access other = write(0, 0);  // thread 32's read is unordered with it
+  EXPECT_EQ(other.actor, 32);
+  // After another barrier both reads happen before the write: clean.
+  shadow.reset(64);
+  order.reset(64);
+  write(7, 0);
+  cta_barrier(order, 64);
+  read(32, 0);
+  read(0, 0);
+  cta_barrier(order, 64);
+  EXPECT_TRUE(write(0, 0).none());
   // Many readers, then one of them writes: still caught.
   shadow.reset(64);
-  for (int t = 0; t < 64; ++t) shadow.read(8, 2, t, after_barrier, memory, &never_written);
-  EXPECT_NE(shadow.write(8, 2, 63, after_barrier), emulation::SharedShadow::kNobody);
+  order.reset(64);
+  for (int t = 0; t < 64; ++t) read(t, 8);
+  EXPECT_FALSE(write(63, 8).none());
+  EXPECT_FALSE(never_written);
 }
 
 TEST(Sanitizer, FindingsAreCountedAfterTheFirst) {

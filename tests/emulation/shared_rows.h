@@ -7,10 +7,11 @@
 
 namespace cpgen::testing {
 
-// Threads 0-7 each copy one 16-byte row of `source` into shared row t, then wait for it.
-inline void copy_rows_in(const unsigned char* source) {
-  const unsigned t = threadIdx.x;
-  if (t < 8) {
+// Threads first..first+7 each copy one 16-byte row of `source` into shared row t - first, then
+// wait for it.
+inline void copy_rows_in(const unsigned char* source, unsigned first = 0) {
+  const unsigned t = threadIdx.x - first;
+  if (threadIdx.x >= first && t < 8) {
     emulation::cp_async_16(16 * t, source + 16 * t, true);
     emulation::cp_async_commit();
     emulation::cp_async_wait(0);
