@@ -374,6 +374,20 @@ uint32_t shared_offset(const void* p) {
   return static_cast<uint32_t>(static_cast<const unsigned char*>(p) - device::shared_storage);
 }
 
+bool shared_load(uint32_t offset, int bytes) {
+  if (!shared_in_bounds(offset, bytes, "a shared load reads")) return false;
+  shadow_read(offset, bytes, "a shared load reads");
+  return true;
+}
+
+bool shared_store(uint32_t offset, int bytes) {
+  if (!shared_in_bounds(offset, bytes, "a shared store writes")) return false;
+  const int t = g_cta->current;
+  const Access other = g_cta->shadow.write(offset, bytes, t, g_cta->order.stamp(t), g_cta->order.view(t));
+  if (!other.none()) report_race(t, other, offset, "a shared store writes");
+  return true;
+}
+
 // PTX ldmatrix .m8n8.x4.b16: lanes 8i..8i+7 address the rows of matrix i; lane l receives in
 // register i the elements 2(l%4), 2(l%4)+1 of row l/4 (.trans: element l/4 of rows 2(l%4) and
 // 2(l%4)+1).

@@ -73,6 +73,13 @@ uint32_t shfl_xor(uint32_t value, int lane_mask);
 bool any(bool predicate);
 
 uint32_t shared_offset(const void* p);
+// A plain load or store of `bytes` at shared offset `offset` that the kernel makes through the
+// templates' wrappers (templates/shared_access.cuh): the sanitizer checks it like the emulator's
+// own accesses (in the launch's dynamic shared memory; a load of bytes never written in the CTA
+// that still hold the poison; a race with another thread's access). Returns whether the access
+// lies in bounds; the wrapper skips it otherwise (reported).
+bool shared_load(uint32_t offset, int bytes);
+bool shared_store(uint32_t offset, int bytes);
 void ldmatrix_x4(uint32_t (&r)[4], uint32_t shared_address, bool trans);
 void mma_16816(float (&d)[4], const uint32_t (&a)[4], uint32_t b0, uint32_t b1, bool bf16);
 uint32_t pack_16x2(float lo, float hi, bool bf16);
@@ -89,13 +96,14 @@ void red_add_f32(float* address, float value);
 
 // The sanitizer. Launches check what the emulator performs for the kernel: cp.async (source in
 // one of the launch's global buffers, destination in its dynamic shared memory), red.add (target
-// in a buffer), ldmatrix (rows in shared memory, written in this CTA, not racing a write), and
+// in a buffer), ldmatrix (rows in shared memory, written in this CTA, not racing a write), the
+// plain shared loads and stores of the templates' wrappers (shared_load, shared_store), and
 // after each CTA that no plain store went past the dynamic shared size (a guard region). Plain
 // global loads and stores of kernel code are caught only when they touch an inaccessible page:
 // the emulated device puts a guard page right after (and before) each buffer it allocates, and
 // the fault comes back here through recover_from_fault. Not caught: a plain access that lands
 // inside another buffer, or in memory the emulated device did not allocate; plain shared
-// accesses are seen only as shared_shadow.h says. A finding fails the launch with the thread,
+// accesses that bypass the wrappers are seen only as shared_shadow.h says. A finding fails the launch with the thread,
 // block, address and, for operations the templates' wrappers issue, the kernel source line (a
 // fault of a plain access has none); the first is reported, the rest counted.
 struct GlobalBuffer {

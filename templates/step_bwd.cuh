@@ -47,6 +47,7 @@
 #include "cpgen/mask.cuh"
 #include "cpgen/mma.cuh"
 #include "cpgen/params_bwd.cuh"
+#include "cpgen/shared_access.cuh"
 #include "cpgen/softmax.cuh"
 #include "cpgen/traits_bwd.cuh"
 
@@ -242,19 +243,19 @@ CPGEN_DEVICE void ring_bwd_step(const RingBwdParams& params) {
             (static_cast<long long>(batch) * params.q_heads + kv_head * kGroup + pr.head_in_group) *
                 (params.state_len > 0 ? params.state_len : params.q_len) + pr.query_index;
         const float lse = params.lse[state_row];
-        row_lse_log2[r] = lse == -positive_infinity() ? positive_infinity() : lse * kLog2e;
-        row_delta[r] = params.delta[state_row];
+        store_shared(&row_lse_log2[r], lse == -positive_infinity() ? positive_infinity() : lse * kLog2e);
+        store_shared(&row_delta[r], params.delta[state_row]);
         if constexpr (kKeyIntervals) {
-          row_pos[r] = params.q_key_first[pr.query_index];
-          row_key_last[r] = params.q_key_last[pr.query_index];
+          store_shared(&row_pos[r], params.q_key_first[pr.query_index]);
+          store_shared(&row_key_last[r], params.q_key_last[pr.query_index]);
         } else {
-          row_pos[r] = params.q_positions[pr.query_index];
+          store_shared(&row_pos[r], params.q_positions[pr.query_index]);
         }
       } else {
-        row_lse_log2[r] = positive_infinity();
-        row_delta[r] = 0.0f;
-        row_pos[r] = 0x7fffffff;  // after every key (causal), an empty interval (with row_key_last)
-        if constexpr (kKeyIntervals) row_key_last[r] = 0;
+        store_shared(&row_lse_log2[r], positive_infinity());
+        store_shared(&row_delta[r], 0.0f);
+        store_shared(&row_pos[r], 0x7fffffff);  // after every key (causal), an empty interval (with row_key_last)
+        if constexpr (kKeyIntervals) store_shared(&row_key_last[r], 0);
       }
     }
     __syncthreads();
@@ -310,7 +311,7 @@ CPGEN_DEVICE void ring_bwd_step(const RingBwdParams& params) {
     // run of queries that see every key here.
     bool need_mask = keys_here < kBlockN;
     if constexpr (kCausal) {
-      const int q_first_pos = row_pos[0];
+      const int q_first_pos = load_shared(&row_pos[0]);
       const int q_last_pos = params.q_positions[block_last_query(block, kBlockM, kGroup, params.q_len)];
       need_mask = need_mask ||
                   classify_tile(q_first_pos, q_last_pos, k_first_pos, k_last_pos, kCausal) != TileClass::kFull;
@@ -333,20 +334,21 @@ CPGEN_DEVICE void ring_bwd_step(const RingBwdParams& params) {
             if constexpr (kSoftcap) {
               // tanh(scale q.k / c) = t / c; P = exp(t - lse) = exp2(t log2(e) - lse log2(e)).
               const float capped = tanh_approx(st[mt][j][e] * scale_over_cap);
-              p = exp2f(fmaf(capped, cap_log2, -row_lse_log2[col]));
+              p = exp2f(fmaf(capped, cap_log2, -load_shared(&row_lse_log2[col])));
               slope = 1.0f - capped * capped;
             } else {
-              p = exp2f(fmaf(st[mt][j][e], params.scale_log2, -row_lse_log2[col]));
+              p = exp2f(fmaf(st[mt][j][e], params.scale_log2, -load_shared(&row_lse_log2[col])));
             }
             bool hidden = !key_valid;
-            if constexpr (kCausal) hidden = hidden || key_pos > row_pos[col];
-            if constexpr (kKeyIntervals) hidden = hidden || !key_in_interval(row_pos[col], row_key_last[col], key_pos);
+            if constexpr (kCausal) hidden = hidden || key_pos > load_shared(&row_pos[col]);
+            if constexpr (kKeyIntervals)
+              hidden = hidden || !key_in_interval(load_shared(&row_pos[col]), load_shared(&row_key_last[col]), key_pos);
             if (need_mask && hidden) p = 0.0f;
             st[mt][j][e] = p;
             if constexpr (kSoftcap) {
-              dpt[mt][j][e] = p * (dpt[mt][j][e] - row_delta[col]) * slope;
+              dpt[mt][j][e] = p * (dpt[mt][j][e] - load_shared(&row_delta[col])) * slope;
             } else {
-              dpt[mt][j][e] = p * (dpt[mt][j][e] - row_delta[col]);
+              dpt[mt][j][e] = p * (dpt[mt][j][e] - load_shared(&row_delta[col]));
             }
           }
       }
@@ -361,9 +363,9 @@ CPGEN_DEVICE void ring_bwd_step(const RingBwdParams& params) {
 #pragma unroll
           for (int j = 0; j < kQueryTiles; ++j) {
             const int col = j * 8 + acc_col(lane, 0);
-            *reinterpret_cast<u32*>(shared_storage + Traits::kDsOffset +
-                                    (key_local * Traits::kDsPitch + col) * 2) =
-                pack2<T>(dpt[mt][j][2 * half], dpt[mt][j][2 * half + 1]);
+            store_shared(reinterpret_cast<u32*>(shared_storage + Traits::kDsOffset +
+                                                (key_local * Traits::kDsPitch + col) * 2),
+                         pack2<T>(dpt[mt][j][2 * half], dpt[mt][j][2 * half + 1]));
           }
         }
     }

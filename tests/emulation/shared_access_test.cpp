@@ -1,0 +1,85 @@
+// The templates' plain shared loads and stores (templates/shared_access.cuh) under the emulator's
+// sanitizer: each a tiny kernel that breaks one rule (a store and a load of another warp with no
+// barrier between, either way round; a load of bytes never written; a store past the dynamic
+// shared memory), next to the same kernel done right, whose values arrive.
+#include <gtest/gtest.h>
+
+#include <string>
+#include <vector>
+
+// First: defines __CUDACC__ and the CUDA keywords.
+#include "emulation/cuda_emulation.h"
+#include "cpgen/shared_access.cuh"
+
+namespace cpgen {
+namespace {
+
+using device::load_shared;
+using device::store_shared;
+
+void expect_finding(const std::string& error, const std::vector<std::string>& parts) {
+  EXPECT_EQ(error.rfind("sanitizer: ", 0), 0u) << error;
+  for (const std::string& part : parts) EXPECT_NE(error.find(part), std::string::npos) << "want '" << part << "' in: " << error;
+}
+
+float* table() { return reinterpret_cast<float*>(device::shared_storage); }
+std::vector<float> g_seen;
+
+// Warp 0 writes a table of 32 floats, warp 1 reads it back reversed: ordered by __syncthreads,
+// or not at all.
+template <bool kBarrier>
+void write_then_read() {
+  const unsigned t = threadIdx.x;
+  if (t < 32) store_shared(&table()[t], 1.5f * static_cast<float>(t));
+  if (kBarrier) __syncthreads();
+  if (t >= 32) g_seen[t - 32] = load_shared(&table()[63 - t]);
+}
+
+TEST(SharedAccess, AStoreAndALoadOfAnotherWarpNeedABarrier) {
+  g_seen.assign(32, -1.0f);
+  ASSERT_EQ(emulation::launch(1, 1, 64, 128, write_then_read<true>), "");
+  for (int i = 0; i < 32; ++i) EXPECT_EQ(g_seen[static_cast<size_t>(i)], 1.5f * static_cast<float>(31 - i));
+  expect_finding(emulation::launch(1, 1, 64, 128, write_then_read<false>),
+                 {"a shared load reads shared byte 0x", "accessed with no barrier between them (race)",
+                  "shared_access_test.cpp:"});
+}
+
+// Warp 1 reads an entry, then warp 0 overwrites it with no barrier between: a write after read.
+template <bool kBarrier>
+void read_then_overwrite() {
+  const unsigned t = threadIdx.x;
+  if (t < 32) store_shared(&table()[t], 1.0f);
+  __syncthreads();
+  if (t >= 32) g_seen[t - 32] = load_shared(&table()[t - 32]);
+  if (kBarrier) __syncthreads();
+  if (t < 32) store_shared(&table()[t], 2.0f);
+}
+
+TEST(SharedAccess, AnOverwriteOfWhatAnotherWarpReadNeedsABarrier) {
+  g_seen.assign(32, -1.0f);
+  ASSERT_EQ(emulation::launch(1, 1, 64, 128, read_then_overwrite<true>), "");
+  for (float v : g_seen) EXPECT_EQ(v, 1.0f);
+  // Warp 0 runs ahead to its store while warp 1 has not read yet; either order is a race.
+  expect_finding(emulation::launch(1, 1, 64, 128, read_then_overwrite<false>),
+                 {"shared byte 0x", "accessed with no barrier between them (race)"});
+}
+
+TEST(SharedAccess, ALoadOfBytesNeverWrittenIsCaught) {
+  g_seen.assign(32, 0.0f);
+  expect_finding(emulation::launch(1, 1, 32, 128, [] { g_seen[threadIdx.x] = load_shared(&table()[threadIdx.x]); }),
+                 {"a shared load reads shared byte 0x", ", never written in this CTA"});
+}
+
+TEST(SharedAccess, AStorePastTheDynamicSharedMemoryIsCaughtAndNotMade) {
+  // Entry 32 is bytes 128-131 of a 128-byte launch; the store is reported and skipped, so the
+  // guard region past the declared size stays intact (no second finding).
+  const std::string error = emulation::launch(1, 1, 32, 128, [] {
+    if (threadIdx.x == 3) store_shared(&table()[32], 7.0f);
+  });
+  expect_finding(error, {"thread 3 of block (0, 0, 0): a shared store writes shared bytes [0x80, 0x84) past the "
+                         "launch's 128 dynamic shared bytes"});
+  EXPECT_EQ(error.find("more findings"), std::string::npos) << error;
+}
+
+}  // namespace
+}  // namespace cpgen
