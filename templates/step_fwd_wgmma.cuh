@@ -396,7 +396,7 @@ CPGEN_DEVICE void ring_fwd_step_wgmma(const RingFwdWgmmaParams& wparams) {
     wgmma_wait<0>();
     wgmma_fence_operand(o);
     mbarrier_arrive(smem.empty(stage));  // this thread's MMAs of the stage have retired
-                                         // O = O exp2(m_t - m_(t+1)) before P_(t+1) V_(t+1) adds to it.
+    // O = O exp2(m_t - m_(t+1)) before P_(t+1) V_(t+1) adds to it.
 #pragma unroll
     for (int i = 0; i < Traits::kOutputRegisters; ++i) o[i] *= rescale[i % 4 / 2];
     wgmma_fwd_pack<Traits>(s, p);
