@@ -445,7 +445,8 @@ CPGEN_DEVICE void ring_bwd_step(const RingBwdParams& params) {
         }
       }
     }
-    __syncthreads();  // the next tile rewrites the row table and dS^T
+    // No barrier here: the next tile writes the row table and dS^T only after its own barrier at
+    // the top of the loop, which every warp reaches after this tile's last read of them.
   }
   cp_async_wait<0>();  // no group may outlive the CTA (only empty ones can be pending here)
 
