@@ -126,11 +126,13 @@ void hopper_cta_begin(int threads);
 void hopper_thread_end();
 void hopper_cta_end();
 std::string hopper_async_writer_text(int actor, uint32_t stamp);
+void hopper_check_write(uint32_t offset, int count, const char* what);
 #else
 void hopper_cta_begin(int) {}
 void hopper_thread_end() {}
 void hopper_cta_end() {}
 std::string hopper_async_writer_text(int, uint32_t) { return "an asynchronous copy"; }
+void hopper_check_write(uint32_t, int, const char*) {}
 #endif
 
 void wait_at(Barrier& b, int parties) {
@@ -385,6 +387,7 @@ bool shared_store(uint32_t offset, int bytes) {
   const int t = g_cta->current;
   const Access other = g_cta->shadow.write(offset, bytes, t, g_cta->order.stamp(t), g_cta->order.view(t));
   if (!other.none()) report_race(t, other, offset, "a shared store writes");
+  hopper_check_write(offset, bytes, "a shared store writes");
   return true;
 }
 
@@ -541,6 +544,7 @@ void cp_async_wait(int pending) {
       const int t = g_cta->current;
       const Access other = g_cta->shadow.write(copy.shared_dst, 16, t, g_cta->order.stamp(t), g_cta->order.view(t));
       if (!other.none()) report_race(t, other, copy.shared_dst, "cp.async lands in", &copy.site);
+      hopper_check_write(copy.shared_dst, 16, "cp.async lands in");
       memcpy(device::shared_storage + copy.shared_dst, copy.bytes, 16);
     }
     f.committed.erase(f.committed.begin());

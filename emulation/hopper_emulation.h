@@ -31,11 +31,12 @@
 // thread that did is a race, and so is a landing over bytes whose earlier accesses do not happen
 // before the copy's issue (a stage released before its last read). Arrivals release into their
 // phase; a try_wait that observes it acquires.
-// Plain C++ reads of shared memory are invisible to the emulator.
-// Copies still waiting for their phase when the CTA ends are findings, and so are a destination
-// that overlaps an initialized mbarrier and a copy landing in bytes that a wgmma not yet retired
-// by its wait_group has read (the GPU may still be reading them: a stage released to the
-// producer before the consumer's wgmma.wait_group).
+// Plain C++ reads of shared memory are invisible to the emulator (the templates' load_shared is
+// not). Copies still waiting for their phase when the CTA ends are findings, and so are a
+// destination that overlaps an initialized mbarrier and any write (a TMA or cp.async landing, a
+// store_shared) of bytes that a wgmma not yet retired by its wait_group has read (the GPU may
+// still be reading them: a stage released to the producer before the consumer's
+// wgmma.wait_group), whatever synchronization came between.
 //
 // wgmma.mma_async.sync.aligned.m64nNk16.f32.{bf16,f16}: a collective of the 128 threads of a
 // warpgroup (warps 4i..4i+3); N a multiple of 8 up to 256. D (64 x N, f32) is held N/2 registers

@@ -3,14 +3,16 @@
 // already a test of its own: mbarrier misuse (uninitialized, transaction underflow or out of
 // range, re-init of a pending phase), TMA (a read of landed bytes before the wait that observes
 // their phase, a read outside the launch's buffers, copies whose phase never completes, a
-// destination over an mbarrier, a refill of a stage a wgmma still reads), wgmma (no fence,
+// destination over an mbarrier, a refill of a stage a wgmma still reads), a shared store over a
+// wgmma operand before its wait, wgmma (no fence,
 // operations never retired, operands never written, a base offset) and setmaxnreg's range.
 #include <gtest/gtest.h>
 
 #include <string>
 #include <vector>
 
-#include "hopper_test_util.h"
+#include "hopper_test_util.h"  // first: defines __CUDACC__ and the CUDA keywords
+#include "cpgen/shared_access.cuh"
 
 namespace cpgen {
 namespace {
@@ -223,6 +225,32 @@ void one_wgmma() {
   emulation::wgmma_mma_async_ss(d, 8, true, a, b, false, 1, 1, false, false);
   emulation::wgmma_commit_group();
   if (kWait) emulation::wgmma_wait_group(0);
+}
+
+// A plain shared store over operand B of a wgmma that no wait_group has retired yet (every
+// thread of the warpgroup issued and committed it; thread 5 then stores), and the same store once
+// the wait retired it. The ISA forbids changing operands before the wait, whoever changes them.
+template <bool kWaitFirst>
+void store_over_operand() {
+  if (threadIdx.x == 0) memset(cpgen::device::shared_storage, 0, 4096);
+  __syncthreads();
+  const uint64_t a = uint64_t{128 >> 4} << 16 | uint64_t{256 >> 4} << 32;
+  const uint64_t b = a | (2048 >> 4);
+  float d[4] = {};
+  emulation::wgmma_fence();
+  emulation::wgmma_mma_async_ss(d, 8, true, a, b, false, 1, 1, false, false);
+  emulation::wgmma_commit_group();
+  if (kWaitFirst) emulation::wgmma_wait_group(0);
+  __syncthreads();
+  if (threadIdx.x == 5) device::store_shared(reinterpret_cast<uint32_t*>(cpgen::device::shared_storage + 2048), 1u);
+  if (!kWaitFirst) emulation::wgmma_wait_group(0);
+}
+
+TEST(HopperSanitizer, AStoreOverAWgmmaOperandBeforeItsWait) {
+  expect_finding(emulation::launch(1, 1, 128, 4096, store_over_operand<false>),
+                 {"thread 5 of block (0, 0, 0): a shared store writes shared bytes [0x800, 0x804) that thread ",
+                  "'s wgmma.mma_async still reads (no wgmma.wait_group retired it)"});
+  EXPECT_EQ(emulation::launch(1, 1, 128, 4096, store_over_operand<true>), "");
 }
 
 TEST(HopperSanitizer, WgmmaWithoutAFence) {
