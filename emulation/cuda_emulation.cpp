@@ -79,6 +79,8 @@ struct NamedBarrier {
   int arrived = 0;      // 0: no phase under way
   unsigned generation = 0;  // phases completed
   std::vector<int> warp_lanes;  // lane arrivals of each warp in the current phase
+  std::vector<Site> warp_site;  // the barrier instruction each warp's first lane arrived from
+  std::vector<char> thread_in;  // whether each thread arrived in the current phase
   std::vector<int> waiters;     // the threads that sync in the current phase
   VectorClock released;         // joined clocks of the current phase's arrivals
 };
@@ -233,6 +235,12 @@ bool global_in_bounds(const void* p, size_t count, const char* what) {
 
 // `other` accessed the byte before, and neither access happens before the other. An mbarrier's
 // landing is described by the Hopper run time (which barrier, which phase).
+// Whether two sites are the same source line; unknown sites (no file) match anything.
+bool same_site(const Site& a, const Site& b) {
+  if (!a.file || !b.file) return true;
+  return a.line == b.line && strcmp(a.file, b.file) == 0;
+}
+
 void report_race(int thread, const Access& other, uint32_t offset, const char* what, const Site* site = nullptr) {
   if (g_cta->order.is_thread(other.actor)) {
     report(thread, std::string(what) + " shared byte " + hex(offset) + " that thread " + std::to_string(other.actor) +
@@ -291,6 +299,8 @@ void named_barrier(int id, int count, bool wait) {
   if (b.arrived == 0) {
     b.expected = expected;
     b.warp_lanes.assign(static_cast<size_t>(g_cta->threads / 32), 0);
+    b.warp_site.assign(static_cast<size_t>(g_cta->threads / 32), Site{});
+    b.thread_in.assign(static_cast<size_t>(g_cta->threads), 0);
     b.waiters.clear();
     b.released.clear();
   } else if (b.expected != expected) {
@@ -299,7 +309,18 @@ void named_barrier(int id, int count, bool wait) {
                                std::to_string(b.expected));
   }
   ++b.arrived;
-  ++b.warp_lanes[static_cast<size_t>(g_cta->current / 32)];
+  const size_t warp = static_cast<size_t>(g_cta->current / 32);
+  const Site& here = g_cta->fibers[static_cast<size_t>(g_cta->current)].site;
+  const bool again = b.thread_in[static_cast<size_t>(g_cta->current)];  // reported when the phase completes
+  b.thread_in[static_cast<size_t>(g_cta->current)] = 1;
+  if (b.warp_lanes[warp]++ == 0) {
+    b.warp_site[warp] = here;
+  } else if (!again && !same_site(b.warp_site[warp], here)) {
+    report(g_cta->current, std::string(op) + " on barrier " + std::to_string(id) +
+                               " from another instruction than the first of warp " + std::to_string(warp) +
+                               "'s lanes in this phase (" + site_text(b.warp_site[warp]).substr(4) +
+                               "): every lane of a warp must execute the same barrier instruction (.aligned)");
+  }
   g_cta->order.release(g_cta->current, b.released);
   if (wait) b.waiters.push_back(g_cta->current);
   if (b.arrived == b.expected) {

@@ -63,7 +63,10 @@ void syncwarp();
 // count of threads have arrived; arrive counts it and goes on. A completed phase releases its
 // waiters and leaves the barrier ready for the next one. Findings: an id or count outside those
 // ranges, a count other than the one the phase began with, a phase completed by part of a warp
-// (the hardware counts whole warps), and a CTA that ends with arrivals no phase completed. For
+// (the hardware counts whole warps), lanes of one warp arriving in one phase from different
+// barrier instructions (the .aligned form every lane of a warp must execute together; known when
+// the calls carry their source line, as __syncthreads and the templates' wrappers do), and a CTA
+// that ends with arrivals no phase completed. For
 // the sanitizer's race checks every arrival releases and every sync acquires the phase
 // (happens_before.h): a phase orders shared memory between the threads it counted, from those
 // that arrived or synced to those that synced.
@@ -157,7 +160,12 @@ extern __thread unsigned char shared_storage[];  // the kernel's extern __shared
 #define threadIdx (::cpgen::emulation::thread_idx())
 #define blockIdx (::cpgen::emulation::block_idx())
 #define gridDim (::cpgen::emulation::grid_dim())
-inline void __syncthreads() { ::cpgen::emulation::syncthreads(); }
+// The caller's line goes with the barrier, so that the lanes of a warp can be checked to reach
+// the same one (barrier.sync.aligned) and a finding names it.
+inline void __syncthreads(const char* file = __builtin_FILE(), int line = __builtin_LINE()) {
+  ::cpgen::emulation::at_site(file, line);
+  ::cpgen::emulation::syncthreads();
+}
 inline void __syncwarp(unsigned = 0xffffffffu) { ::cpgen::emulation::syncwarp(); }
 inline float __int_as_float(int i) {
   float f;

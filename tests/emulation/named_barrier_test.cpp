@@ -146,5 +146,34 @@ TEST(NamedBarrier, PhaseThatCannotCompleteIsAReportedDeadlock) {
   EXPECT_EQ(crossed.rfind("deadlock in block (0, 0, 0)", 0), 0u) << crossed;
 }
 
+// __syncthreads (barrier.sync.aligned 0) reached by the lanes of one warp from two different
+// call sites in one phase: a finding naming both lines. Two warps at two different call sites
+// are fine: the phase counts threads, and each warp executes one instruction.
+int g_first_line = 0;
+
+TEST(NamedBarrier, LanesOfAWarpAtDifferentBarrierInstructionsAreAFinding) {
+  const std::string error = emulation::launch(1, 1, 32, 0, [] {
+    if (threadIdx.x < 16) {
+      g_first_line = __LINE__ + 1;
+      __syncthreads();
+    } else {
+      __syncthreads();
+    }
+  });
+  expect_finding(error, {"thread 16 of block (0, 0, 0): barrier.sync on barrier 0 from another instruction than the "
+                         "first of warp 0's lanes in this phase (",
+                         "named_barrier_test.cpp:" + std::to_string(g_first_line) + ")",
+                         "every lane of a warp must execute the same barrier instruction (.aligned) at "});
+  EXPECT_EQ(emulation::launch(1, 1, 64, 0,
+                              [] {
+                                if (threadIdx.x < 32) {
+                                  __syncthreads();
+                                } else {
+                                  __syncthreads();
+                                }
+                              }),
+            "");
+}
+
 }  // namespace
 }  // namespace cpgen
