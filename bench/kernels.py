@@ -25,16 +25,17 @@ divided into the peer's: above 1.0 cpgen is faster.
   python3 bench/kernels.py ... --jsonl $OUT/kernels.jsonl --markdown $OUT/kernels.md
   python3 bench/kernels.py ... --ranks 8 --scheme zigzag --head-dims 128 --lengths 32768   # a ring
 
---pin TEMPLATE runs a chosen kernel instead of the selected one, e.g. the sm_90a family:
+--pin runs a chosen kernel instead of the selected one: a family name, wgmma or wgmma-pingpong
+(the sm_90a family's default tiles for each configuration, as cpgen_family_kernel_uri names them),
+or a URI template filled per configuration ({dtype}, {head_dim}, {group}, {mask}: causal or full):
 
-  --pin 'ring_fwd_wgmma_{dtype}_hd{head_dim}_{mask}_gqa{group}_bm128_bn{block_n}_c2_s2'
+  --pin wgmma
+  --pin 'ring_fwd_wgmma_{dtype}_hd{head_dim}_{mask}_gqa{group}_bm128_bn64_c2_s3'
 
-The template is filled per configuration ({mask} is causal or full; {block_n} is the wgmma
-family's default key tile, 64 at head dim 256 where 128 keys do not fit its registers, else 128)
-and handed to cpgen as a
-pattern entry of a cache file in a temporary $CPGEN_CACHES_DIR (docs/formats.md), with an empty
-temporary database, so selection takes it like any shipped pattern and the table's kernel column
-shows what ran.
+Each configuration's kernel is handed to cpgen as a pattern entry of a cache file in a temporary
+$CPGEN_CACHES_DIR (docs/formats.md), with an empty temporary database, so selection takes it like
+any shipped pattern and the table's kernel column shows what ran. --list-pins prints the kernel
+each configuration would pin and exits (no GPU or PyTorch needed).
 
 The markdown table goes to stdout too. GQA groups are made with --q-heads query heads over
 q_heads / group KV heads; SDPA gets enable_gqa=True (or K/V repeated when a backend refuses it,
@@ -103,6 +104,8 @@ class Cpgen:
         lib.cpgen_ring_config_source.restype = ctypes.c_char_p
         lib.cpgen_ring_destroy.argtypes = [ctypes.c_void_p]
         lib.cpgen_ring_destroy.restype = None
+        lib.cpgen_family_kernel_uri.argtypes = [ctypes.POINTER(CpgenProblem), ctypes.c_char_p, ctypes.c_char_p,
+                                                ctypes.c_size_t]
 
     def check(self, status, what):
         if status != 0:
@@ -118,6 +121,14 @@ class Cpgen:
         p.layout = CPGEN_LAYOUT_BHSD
         self.check(self.lib.cpgen_problem_validate(ctypes.byref(p)), "problem_validate")
         return p
+
+    def family_uri(self, cfg, family):
+        """The URI of the forward kernel `family` (wgmma, wgmma-pingpong) runs by default for cfg."""
+        p = self.problem(cfg)
+        buf = ctypes.create_string_buffer(256)
+        self.check(self.lib.cpgen_family_kernel_uri(ctypes.byref(p), family.encode(), buf, len(buf)),
+                   "family_kernel_uri")
+        return buf.value.decode()
 
     def positions(self, cfg):
         """Every rank's global positions, in local order (the rows of its shard)."""
@@ -189,24 +200,35 @@ def time_ms(torch, fn, warmup, iters):
     return statistics.median(times)
 
 
-def pin_kernels(configs, template, folder):
-    """Writes one cache file whose pattern entries map every configuration to the pinned kernel
-    (cpgen reads its caches once per process, so all of them go in before the first ring) and
-    returns an empty database path, so no tuned record overrides them."""
-    entries, seen = [], set()
+FAMILIES = ("wgmma", "wgmma-pingpong")
+
+
+def pinned_uris(cpgen, configs, pin):
+    """The kernel of each distinct (dtype, head_dim, causal, group) of the configurations, in
+    order: a family's default for it (asked of cpgen), or the URI template filled in."""
+    uris = {}
     for cfg in configs:
         group = cfg["q_heads"] // cfg["kv_heads"]
         key = (cfg["dtype"], cfg["head_dim"], bool(cfg["causal"]), group)
-        if key in seen:
+        if key in uris:
             continue
-        seen.add(key)
-        uri = template.format(dtype=cfg["dtype"], head_dim=cfg["head_dim"], group=group,
-                              mask="causal" if cfg["causal"] else "full",
-                              block_n=64 if cfg["head_dim"] == 256 else 128)
+        if pin in FAMILIES:
+            uris[key] = cpgen.family_uri(cfg, pin)
+        else:
+            uris[key] = pin.format(dtype=cfg["dtype"], head_dim=cfg["head_dim"], group=group,
+                                   mask="causal" if cfg["causal"] else "full")
+    return uris
+
+
+def pin_kernels(uris, folder):
+    """Writes one cache file whose pattern entries map every configuration to its pinned kernel
+    (cpgen reads its caches once per process, so all of them go in before the first ring) and
+    returns an empty database path, so no tuned record overrides them."""
+    entries = []
+    for (dtype, head_dim, causal, group), uri in uris.items():
         entries.append({"source": "default-heuristic", "kernel": uri, "disposition": "not-timed",
                         "detail": "pinned by bench/kernels.py",
-                        "workload": {"dtype": cfg["dtype"], "head_dim": cfg["head_dim"], "causal": bool(cfg["causal"]),
-                                     "gqa_group": group}})
+                        "workload": {"dtype": dtype, "head_dim": head_dim, "causal": causal, "gqa_group": group}})
     caches = os.path.join(folder, "caches")
     os.makedirs(caches, exist_ok=True)
     with open(os.path.join(caches, "0-pinned.json"), "w") as f:
@@ -346,18 +368,17 @@ def main():
     ap.add_argument("--warmup", type=int, default=3)
     ap.add_argument("--iters", type=int, default=10)
     ap.add_argument("--check-rows", type=int, default=64)
-    ap.add_argument("--pin", default=None, help="kernel URI template to run instead of the selected kernel")
+    ap.add_argument("--pin", default=None,
+                    help="run this instead of the selected kernel: wgmma, wgmma-pingpong or a kernel URI template")
+    ap.add_argument("--list-pins", action="store_true",
+                    help="print the kernel --pin gives each configuration and exit (no GPU needed)")
     ap.add_argument("--jsonl", default=None, help="append one JSON object per configuration here")
     ap.add_argument("--markdown", default=None, help="write the table here as well")
     args = ap.parse_args()
-
-    import torch
-    if not torch.cuda.is_available():
-        print("kernels.py: no CUDA device", file=sys.stderr)
+    if args.list_pins and not args.pin:
+        print("kernels.py: --list-pins needs --pin", file=sys.stderr)
         return 2
     cpgen = Cpgen(args.lib)
-    print(f"# {torch.cuda.get_device_name()}, torch {torch.__version__}, cuDNN {torch.backends.cudnn.version()}, "
-          f"cpgen {cpgen.lib.cpgen_version().decode()}", flush=True)
     configs = []
     for dtype in args.dtypes.split(","):
         for hd in args.head_dims:
@@ -372,10 +393,32 @@ def main():
                                                 kv_heads=args.q_heads // group, ranks=ranks,
                                                 scheme="contiguous" if ranks == 1 else args.scheme,
                                                 seed=len(configs) + 1))
+    uris = {}
+    if args.pin:
+        try:
+            uris = pinned_uris(cpgen, configs, args.pin)
+        except KeyError as e:
+            print(f"kernels.py: --pin '{args.pin}': unknown placeholder {{{e.args[0]}}}; allowed: {{dtype}}, "
+                  "{head_dim}, {group}, {mask}, or a family: " + ", ".join(FAMILIES), file=sys.stderr)
+            return 2
+        except (RuntimeError, IndexError, ValueError) as e:
+            print(f"kernels.py: --pin '{args.pin}': {e}", file=sys.stderr)
+            return 2
+    if args.list_pins:
+        for (dtype, head_dim, causal, group), uri in uris.items():
+            print(f"{dtype} hd{head_dim} {'causal' if causal else 'full'} gqa{group}: {uri}")
+        return 0
+
+    import torch
+    if not torch.cuda.is_available():
+        print("kernels.py: no CUDA device", file=sys.stderr)
+        return 2
+    print(f"# {torch.cuda.get_device_name()}, torch {torch.__version__}, cuDNN {torch.backends.cudnn.version()}, "
+          f"cpgen {cpgen.lib.cpgen_version().decode()}", flush=True)
     # The pinned cache folder lives until the process ends (TemporaryDirectory removes it then).
     pin_dir = tempfile.TemporaryDirectory(prefix="cpgen_kernels_") if args.pin else None
     if pin_dir:
-        args.db = pin_kernels(configs, args.pin, pin_dir.name)
+        args.db = pin_kernels(uris, pin_dir.name)
     rows = []
     for cfg in configs:
         try:

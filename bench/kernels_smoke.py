@@ -145,8 +145,8 @@ def main():
     folder = keep.name
     runs = [
         ["--ranks", "1,4", "--scheme", "zigzag"],
-        ["--ranks", "2", "--scheme", "striped", "--pin",
-         "ring_fwd_wgmma_{dtype}_hd{head_dim}_{mask}_gqa{group}_bm128_bn{block_n}_c2_s2_pingpong"],
+        ["--ranks", "2", "--scheme", "striped", "--pin", "wgmma-pingpong"],
+        ["--ranks", "1", "--pin", "ring_fwd_wgmma_{dtype}_hd{head_dim}_{mask}_gqa{group}_bm128_bn64_c2_s3"],
     ]
     for n, extra in enumerate(runs):
         jsonl, table = os.path.join(folder, f"{n}.jsonl"), os.path.join(folder, f"{n}.md")

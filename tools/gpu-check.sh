@@ -171,11 +171,11 @@ gpu_phase() {
   [ -n "$GPU_NAME" ] || { phase_status "$1" "not run: no GPU"; return 1; }
   need_build || { phase_status "$1" "not run: no build"; STATUS=1; return 1; }
 }
-# The sm_90a family's kernel for a benchmark configuration (bench/kernels.py --pin).
-# {block_n}: the family's default key tile (64 at head dim 256, else 128). The ping-pong variant
+# The sm_90a family's kernel for a benchmark configuration (bench/kernels.py --pin): its default
+# tiles for each configuration, which cpgen names (cpgen_family_kernel_uri). The ping-pong variant
 # (two consumer warpgroups taking turns) is a tuner candidate, not a default: timed beside it.
-WGMMA_PIN='ring_fwd_wgmma_{dtype}_hd{head_dim}_{mask}_gqa{group}_bm128_bn{block_n}_c2_s2'
-PINGPONG_PIN="${WGMMA_PIN}_pingpong"
+WGMMA_PIN=wgmma
+PINGPONG_PIN=wgmma-pingpong
 
 # ---- the report, rewritten after every phase ----
 NVCC_VERSION=$(nvcc --version 2>/dev/null | grep -o 'release [0-9.]*' || echo "nvcc missing")

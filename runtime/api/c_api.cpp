@@ -379,6 +379,20 @@ cpgen_status cpgen_ring_synchronize(cpgen_ring* ring) {
   });
 }
 
+cpgen_status cpgen_family_kernel_uri(const cpgen_problem* problem, const char* family, char* uri, size_t size) {
+  return guard([&] {
+    const char* fn = "cpgen_family_kernel_uri";
+    require(family, "family", fn);
+    require(uri, "uri", fn);
+    const cpgen::Problem p = to_problem(problem, fn);
+    const std::string name = cpgen::family_default_spec(p, family, fn).uri();
+    if (name.size() + 1 > size)
+      cpgen::throw_bad_input(std::string(fn) + ": size " + std::to_string(size) + " cannot hold '" + name +
+                             "' and its NUL; allowed: " + std::to_string(name.size() + 1) + " or more");
+    memcpy(uri, name.c_str(), name.size() + 1);
+  });
+}
+
 const char* cpgen_ring_kernel_uri(const cpgen_ring* ring) {
   return ring ? ring->ring.kernel_uri().c_str() : "";
 }

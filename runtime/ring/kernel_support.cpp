@@ -1,5 +1,8 @@
 #include "runtime/ring/kernel_support.h"
 
+#include "cpgen/error.h"
+#include "generator/kernel_spec_wgmma.h"
+
 namespace cpgen {
 
 void check_kernel_ring_problem(const Problem& p, const std::string& what) {
@@ -34,6 +37,17 @@ std::string kernel_family_refusal(const KernelSpec& spec, const Problem& p) {
   if (!a.softcap && kernel_needs_softcap(p))
     return spec.uri() + ": " + family + " has no softcap (_cap) yet, which the problem needs" + fallback;
   return "";
+}
+
+KernelSpec family_default_spec(const Problem& p, const std::string& family, const std::string& where) {
+  if (family != "wgmma" && family != "wgmma-pingpong")
+    throw_bad_input(where + ": family '" + family + "' is not known; allowed: wgmma, wgmma-pingpong");
+  KernelSpec spec = wgmma_default_for(p.dtype, static_cast<int>(p.head_dim), p.causal,
+                                      static_cast<int>(p.q_heads / p.kv_heads));
+  spec.key_intervals = kernel_needs_key_intervals(p);
+  spec.softcap = kernel_needs_softcap(p);
+  spec.pingpong = family == "wgmma-pingpong";
+  return spec;
 }
 
 }  // namespace cpgen

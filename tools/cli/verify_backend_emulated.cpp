@@ -47,11 +47,7 @@ std::vector<std::pair<StepType, KernelSpec>> specs_from_options(const Problem& p
     KernelSpec spec;
     try {
       if (uri == "wgmma" || uri == "wgmma-pingpong") {
-        spec = wgmma_default_for(p.dtype, static_cast<int>(p.head_dim), p.causal,
-                                 static_cast<int>(p.q_heads / p.kv_heads));
-        spec.key_intervals = kernel_needs_key_intervals(p);
-        spec.softcap = kernel_needs_softcap(p);
-        spec.pingpong = uri == "wgmma-pingpong";
+        spec = family_default_spec(p, uri, "--spec");
       } else {
         spec = KernelSpec::parse(uri);
       }

@@ -140,6 +140,39 @@ TEST(CApi, DocumentsAndLayoutReachTheProblem) {
 
 // Layouts and unequal shards are no longer refused by the ring kernels: without a GPU, creating
 // a ring gets as far as looking for the device.
+// A family's default kernel for a problem: the wgmma tiles (128-key tiles, 64 at head dim 256),
+// the problem's group and mask features, the ping-pong variant; bad names and short buffers are
+// one-line errors that leave the buffer alone.
+TEST(CApi, FamilyKernelUriNamesTheFamilyDefaultForTheProblem) {
+  cpgen_problem p = valid_problem();  // bf16, hd 128, causal, 32 q heads over 8 kv heads
+  char uri[128];
+  ASSERT_EQ(cpgen_family_kernel_uri(&p, "wgmma", uri, sizeof uri), CPGEN_OK) << cpgen_last_error();
+  EXPECT_STREQ(uri, "ring_fwd_wgmma_bf16_hd128_causal_gqa4_bm128_bn128_c2_s2");
+  ASSERT_EQ(cpgen_family_kernel_uri(&p, "wgmma-pingpong", uri, sizeof uri), CPGEN_OK) << cpgen_last_error();
+  EXPECT_STREQ(uri, "ring_fwd_wgmma_bf16_hd128_causal_gqa4_bm128_bn128_c2_s2_pingpong");
+  p.head_dim = 256;
+  p.dtype = CPGEN_DTYPE_FP16;
+  p.causal = 0;
+  p.window_left = 64;
+  p.softcap = 30;
+  ASSERT_EQ(cpgen_family_kernel_uri(&p, "wgmma", uri, sizeof uri), CPGEN_OK) << cpgen_last_error();
+  EXPECT_STREQ(uri, "ring_fwd_wgmma_fp16_hd256_full_ivl_cap_gqa4_bm128_bn64_c2_s2");
+
+  std::memset(uri, 'x', sizeof uri);
+  EXPECT_EQ(cpgen_family_kernel_uri(&p, "mma", uri, sizeof uri), CPGEN_ERR_BAD_INPUT);
+  EXPECT_STREQ(cpgen_last_error(),
+               "cpgen_family_kernel_uri: family 'mma' is not known; allowed: wgmma, wgmma-pingpong");
+  EXPECT_EQ(cpgen_family_kernel_uri(&p, "wgmma", uri, 20), CPGEN_ERR_BAD_INPUT);
+  EXPECT_NE(std::string(cpgen_last_error()).find("cpgen_family_kernel_uri: size 20 cannot hold"), std::string::npos)
+      << cpgen_last_error();
+  EXPECT_EQ(uri[0], 'x');  // nothing written
+  p.kv_heads = 2;  // group 16: the wgmma family has groups 1-8
+  EXPECT_EQ(cpgen_family_kernel_uri(&p, "wgmma", uri, sizeof uri), CPGEN_ERR_BAD_INPUT);
+  EXPECT_EQ(std::string(cpgen_last_error()).find('\n'), std::string::npos) << cpgen_last_error();
+  EXPECT_EQ(cpgen_family_kernel_uri(nullptr, "wgmma", uri, sizeof uri), CPGEN_ERR_BAD_INPUT);
+  EXPECT_EQ(cpgen_family_kernel_uri(&p, nullptr, uri, sizeof uri), CPGEN_ERR_BAD_INPUT);
+}
+
 TEST(CApi, LayoutAndUnequalShardsReachTheDevice) {
   std::string why;
   if (cpgen::testing::have_gpu(&why)) GTEST_SKIP() << "a GPU is present; this checks the no-GPU path";

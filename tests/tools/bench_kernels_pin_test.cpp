@@ -1,0 +1,59 @@
+// bench/kernels.py's --pin without a GPU (--list-pins): a family name becomes each configuration's
+// default kernel of that family as the library names it (cpgen_family_kernel_uri), a URI
+// template is filled per configuration, and a bad pin is one line and exit 2. The benchmark
+// itself needs a GPU and PyTorch (bench/kernels_smoke.py rehearses it on the CPU).
+#include <gtest/gtest.h>
+
+#include <string>
+
+#include "temp_dir.h"
+#include "test_util.h"
+
+namespace cpgen {
+namespace {
+
+class BenchKernelsPin : public ::testing::Test {
+ protected:
+  void SetUp() override {
+    if (testing::run_shell("command -v python3", dir_.path() + "/which.txt").code != 0)
+      GTEST_SKIP() << "no python3 on PATH";
+  }
+  testing::ShellResult list(const std::string& args) {
+    return testing::run_shell("python3 '" + std::string(CPGEN_SOURCE_DIR) + "/bench/kernels.py' --lib '" +
+                                  CPGEN_LIBRARY_PATH + "' --list-pins " + args,
+                              dir_.path() + "/log.txt");
+  }
+  testing::TempDir dir_{"bench_kernels_pin"};
+};
+
+TEST_F(BenchKernelsPin, AFamilyPinsItsDefaultTilesPerConfiguration) {
+  const auto r = list("--pin wgmma --dtypes bf16 --head-dims 128,256 --causal 1 --gqa 1,4");
+  ASSERT_EQ(r.code, 0) << r.output;
+  EXPECT_EQ(r.output,
+            "bf16 hd128 causal gqa1: ring_fwd_wgmma_bf16_hd128_causal_gqa1_bm128_bn128_c2_s2\n"
+            "bf16 hd128 causal gqa4: ring_fwd_wgmma_bf16_hd128_causal_gqa4_bm128_bn128_c2_s2\n"
+            "bf16 hd256 causal gqa1: ring_fwd_wgmma_bf16_hd256_causal_gqa1_bm128_bn64_c2_s2\n"
+            "bf16 hd256 causal gqa4: ring_fwd_wgmma_bf16_hd256_causal_gqa4_bm128_bn64_c2_s2\n");
+  const auto pp = list("--pin wgmma-pingpong --dtypes fp16 --head-dims 64 --causal 0 --gqa 8");
+  ASSERT_EQ(pp.code, 0) << pp.output;
+  EXPECT_EQ(pp.output, "fp16 hd64 full gqa8: ring_fwd_wgmma_fp16_hd64_full_gqa8_bm128_bn128_c2_s2_pingpong\n");
+}
+
+TEST_F(BenchKernelsPin, ATemplateIsFilledAndABadPinIsOneLine) {
+  const auto r = list("--pin 'ring_fwd_wgmma_{dtype}_hd{head_dim}_{mask}_gqa{group}_bm128_bn64_c2_s3' "
+                      "--dtypes bf16 --head-dims 96 --causal 0 --gqa 2");
+  ASSERT_EQ(r.code, 0) << r.output;
+  EXPECT_EQ(r.output, "bf16 hd96 full gqa2: ring_fwd_wgmma_bf16_hd96_full_gqa2_bm128_bn64_c2_s3\n");
+  const auto bad = list("--pin 'ring_fwd_{block_n}' --head-dims 64 --gqa 1");
+  EXPECT_EQ(bad.code, 2) << bad.output;
+  EXPECT_EQ(bad.output,
+            "kernels.py: --pin 'ring_fwd_{block_n}': unknown placeholder {block_n}; allowed: {dtype}, {head_dim}, "
+            "{group}, {mask}, or a family: wgmma, wgmma-pingpong\n");
+  const auto group16 = list("--pin wgmma --head-dims 64 --gqa 16 --q-heads 32");
+  EXPECT_EQ(group16.code, 2) << group16.output;
+  EXPECT_NE(group16.output.find("gqa_group 16 is not supported by the wgmma family"), std::string::npos)
+      << group16.output;
+}
+
+}  // namespace
+}  // namespace cpgen
