@@ -1,6 +1,6 @@
 // Helpers of the tests of the emulator's Hopper primitives (emulation/hopper_emulation.h): the
-// launch's global buffers, finding checks, and the reference layouts written from the PTX ISA and
-// the CUDA driver documentation, independently of the emulator's own code.
+// reference layouts written from the PTX ISA and the CUDA driver documentation, independently of
+// the emulator's own code (the launch's buffers and finding checks are in finding_test_util.h).
 #pragma once
 
 #include <gtest/gtest.h>
@@ -11,26 +11,9 @@
 #include <vector>
 
 #include "emulation/cuda_emulation.h"
+#include "finding_test_util.h"
 
 namespace cpgen::testing {
-
-// Registers the launch's global buffers for one test and clears them afterwards.
-class LaunchBuffers {
- public:
-  explicit LaunchBuffers(std::vector<emulation::GlobalBuffer> buffers) : buffers_(std::move(buffers)) {
-    emulation::set_global_buffers(buffers_.data(), static_cast<int>(buffers_.size()));
-  }
-  ~LaunchBuffers() { emulation::set_global_buffers(nullptr, 0); }
-
- private:
-  std::vector<emulation::GlobalBuffer> buffers_;
-};
-
-inline void expect_finding(const std::string& error, const std::vector<std::string>& parts) {
-  EXPECT_EQ(error.rfind("sanitizer: ", 0), 0u) << error;
-  for (const std::string& part : parts)
-    EXPECT_NE(error.find(part), std::string::npos) << "want '" << part << "' in: " << error;
-}
 
 // Fills `tile` (an 8 x 8 bf16 tensor: rows of 16 bytes, as ldmatrix reads them) with distinct
 // values and encodes `map` to load the tensor at `address` whole as one box (128 bytes, no

@@ -11,6 +11,7 @@
 // Last: defines __CUDACC__ and the CUDA keywords.
 #include "emulation/cuda_emulation.h"
 #include "cpgen/named_barrier.cuh"
+#include "finding_test_util.h"
 
 namespace cpgen {
 namespace {
@@ -18,10 +19,7 @@ namespace {
 using device::named_barrier_arrive;
 using device::named_barrier_sync;
 
-void expect_finding(const std::string& error, const std::vector<std::string>& parts) {
-  EXPECT_EQ(error.rfind("sanitizer: ", 0), 0u) << error;
-  for (const std::string& part : parts) EXPECT_NE(error.find(part), std::string::npos) << "want '" << part << "' in: " << error;
-}
+using testing::expect_finding;
 
 // What a warpgroup saw and did, in launch order (the fibers of a CTA run one at a time, so plain
 // host variables are safe here).

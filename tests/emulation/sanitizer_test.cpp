@@ -11,6 +11,7 @@
 // Last: defines __CUDACC__ and the CUDA keywords.
 #include "emulation/cuda_emulation.h"
 #include "emulation/shared_shadow.h"
+#include "finding_test_util.h"
 #include "shared_rows.h"
 // The templates' wrappers, which pass their caller's source line to the sanitizer.
 #include "cpgen/mma.cuh"
@@ -18,25 +19,7 @@
 namespace cpgen {
 namespace {
 
-using emulation::GlobalBuffer;
-
-// Registers the launch's global buffers for the test and clears them afterwards (they are per
-// host thread and would otherwise reach the next test's launches).
-class Buffers {
- public:
-  explicit Buffers(std::vector<GlobalBuffer> buffers) : buffers_(std::move(buffers)) {
-    emulation::set_global_buffers(buffers_.data(), static_cast<int>(buffers_.size()));
-  }
-  ~Buffers() { emulation::set_global_buffers(nullptr, 0); }
-
- private:
-  std::vector<GlobalBuffer> buffers_;
-};
-
-void expect_finding(const std::string& error, const std::vector<std::string>& parts) {
-  EXPECT_EQ(error.rfind("sanitizer: ", 0), 0u) << error;
-  for (const std::string& part : parts) EXPECT_NE(error.find(part), std::string::npos) << "want '" << part << "' in: " << error;
-}
+using testing::expect_finding;
 
 alignas(16) unsigned char g_source[256];
 
@@ -44,7 +27,7 @@ void copy_rows_in() { testing::copy_rows_in(g_source); }
 using testing::load_rows;
 
 TEST(Sanitizer, GlobalReadOutsideTheLaunchBuffersIsCaught) {
-  Buffers buffers({{g_source, 64}});
+  testing::LaunchBuffers buffers({{g_source, 64}});
   // One past the end of the 64-byte buffer.
   std::string error = emulation::launch(1, 1, 32, 64, [] {
     if (threadIdx.x == 3) emulation::cp_async_16(0, g_source + 64, true);
@@ -62,7 +45,7 @@ TEST(Sanitizer, GlobalReadOutsideTheLaunchBuffersIsCaught) {
 
 TEST(Sanitizer, ReductionOutsideTheLaunchBuffersIsCaught) {
   static float sums[8];
-  Buffers buffers({{sums, sizeof(float) * 4}});
+  testing::LaunchBuffers buffers({{sums, sizeof(float) * 4}});
   const std::string error = emulation::launch(1, 2, 32, 0, [] {
     if (threadIdx.x == 0) emulation::red_add_f32(&sums[4 * blockIdx.y], 1.0f);
   });
@@ -169,7 +152,7 @@ TEST(Sanitizer, ReadOfNeverWrittenSharedMemoryIsCaught) {
 }
 
 TEST(Sanitizer, FindingsNameTheKernelLineThatIssuedThem) {
-  Buffers buffers({{g_source, 64}});
+  testing::LaunchBuffers buffers({{g_source, 64}});
   static int line = 0;
   std::string error = emulation::launch(1, 1, 32, 64, [] {
     if (threadIdx.x == 3) {

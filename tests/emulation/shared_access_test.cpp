@@ -7,8 +7,7 @@
 #include <string>
 #include <vector>
 
-// First: defines __CUDACC__ and the CUDA keywords.
-#include "emulation/cuda_emulation.h"
+#include "hopper_test_util.h"  // first: defines __CUDACC__ and the CUDA keywords
 #include "cpgen/shared_access.cuh"
 
 namespace cpgen {
@@ -16,11 +15,7 @@ namespace {
 
 using device::load_shared;
 using device::store_shared;
-
-void expect_finding(const std::string& error, const std::vector<std::string>& parts) {
-  EXPECT_EQ(error.rfind("sanitizer: ", 0), 0u) << error;
-  for (const std::string& part : parts) EXPECT_NE(error.find(part), std::string::npos) << "want '" << part << "' in: " << error;
-}
+using testing::expect_finding;
 
 float* table() { return reinterpret_cast<float*>(device::shared_storage); }
 std::vector<float> g_seen;
