@@ -37,6 +37,10 @@ $CPGEN_CACHES_DIR (docs/formats.md), with an empty temporary database, so select
 any shipped pattern and the table's kernel column shows what ran. --list-pins prints the kernel
 each configuration would pin and exits (no GPU or PyTorch needed).
 
+A configuration that has no result after --stall-seconds (default 120: compiles included) ends
+the run with status 4, its row marked failed ("stalled"): a kernel that never finishes must not
+hold the GPU call until its time limit.
+
 The markdown table goes to stdout too. GQA groups are made with --q-heads query heads over
 q_heads / group KV heads; SDPA gets enable_gqa=True (or K/V repeated when a backend refuses it,
 which the table marks with "rep").
@@ -49,6 +53,8 @@ import os
 import statistics
 import sys
 import tempfile
+import threading
+import time
 
 CPGEN_DTYPE = {"bf16": 0, "fp16": 1}
 CPGEN_SCHEME = {"contiguous": 0, "zigzag": 1, "zigzag-token": 2, "striped": 3}  # cpgen_scheme
@@ -322,6 +328,39 @@ def run_config(torch, cpgen, cfg, args):
     return row
 
 
+class Watchdog:
+    """Ends the process when one configuration runs longer than `seconds`: a kernel that never
+    finishes cannot be interrupted from Python, and would otherwise hold the GPU call until its
+    time limit. Before exiting it appends the configuration as a failed row (jsonl) and names it
+    on stderr, so the rows before it and the culprit both survive."""
+
+    def __init__(self, seconds, jsonl):
+        self.seconds, self.jsonl = seconds, jsonl
+        self.cfg, self.since = None, time.monotonic()
+        self.lock = threading.Lock()
+        if seconds > 0:
+            threading.Thread(target=self.watch, daemon=True).start()
+
+    def start(self, cfg):
+        with self.lock:
+            self.cfg, self.since = cfg, time.monotonic()
+
+    def watch(self):
+        while True:
+            time.sleep(1)
+            with self.lock:
+                if self.cfg is None or time.monotonic() - self.since < self.seconds:
+                    continue
+                row = dict(self.cfg, failed=f"stalled: no result after {self.seconds} s (a kernel that never finishes?)")
+            line = json.dumps(row, sort_keys=True)
+            print(line, flush=True)
+            print(f"kernels.py: configuration {line} {row['failed']}; exiting", file=sys.stderr, flush=True)
+            if self.jsonl:
+                with open(self.jsonl, "a") as f:
+                    f.write(line + "\n")
+            os._exit(4)
+
+
 def fmt(x, spec):
     return "-" if x is None or (isinstance(x, float) and math.isnan(x)) else format(x, spec)
 
@@ -374,6 +413,8 @@ def main():
                     help="print the kernel --pin gives each configuration and exit (no GPU needed)")
     ap.add_argument("--jsonl", default=None, help="append one JSON object per configuration here")
     ap.add_argument("--markdown", default=None, help="write the table here as well")
+    ap.add_argument("--stall-seconds", type=int, default=120,
+                    help="exit (status 4) when one configuration takes longer, naming it (0: never)")
     args = ap.parse_args()
     if args.list_pins and not args.pin:
         print("kernels.py: --list-pins needs --pin", file=sys.stderr)
@@ -420,7 +461,9 @@ def main():
     if pin_dir:
         args.db = pin_kernels(uris, pin_dir.name)
     rows = []
+    watchdog = Watchdog(args.stall_seconds, args.jsonl)
     for cfg in configs:
+        watchdog.start(cfg)
         try:
             row = run_config(torch, cpgen, cfg, args)
         except Exception as e:  # one failed configuration must not lose the others
@@ -435,6 +478,7 @@ def main():
         if args.markdown:  # after every row, so a run stopped by a time limit keeps its table
             with open(args.markdown, "w") as f:
                 f.write(markdown(rows) + "\n")
+    watchdog.start(None)
     print(markdown(rows))
     return 0
 

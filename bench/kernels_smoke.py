@@ -16,14 +16,17 @@ What stands in for what:
   python3 bench/kernels_smoke.py --lib build/libcpgen.so
 
 Exit 0 when every configuration ran, its cpgen error is below the bf16/fp16 tolerance, and the
-table has one row per configuration; otherwise the first problem, and exit 1.
+table has one row per configuration, and when a launch that never returns (in a child process)
+is ended by the benchmark's watchdog as documented; otherwise the first problem, and exit 1.
 """
 import argparse
 import json
 import math
 import os
+import subprocess
 import sys
 import tempfile
+import threading
 import time
 import types
 
@@ -133,10 +136,47 @@ class StandIn(kernels.Cpgen):
             shard["lse"].copy_(l)
 
 
+def stalled_child(lib, jsonl):
+    """The benchmark with a launch that never returns on its second configuration (as a hung
+    kernel's synchronize would not): its watchdog must end the process with status 4."""
+    import torch
+    patch_torch(torch)
+
+    class Hangs(StandIn):
+        def forward(self, ring, q, k, v, out, lse, stream):
+            if q.shape[2] == 256:
+                threading.Event().wait()
+            super().forward(ring, q, k, v, out, lse, stream)
+
+    kernels.Cpgen = lambda path: Hangs(path, torch)
+    sys.argv = ["kernels.py", "--lib", lib, "--dtypes", "bf16", "--head-dims", "64", "--causal", "0", "--lengths",
+                "128,256,512", "--gqa", "1", "--q-heads", "2", "--tokens", "512", "--warmup", "1", "--iters", "1",
+                "--check-rows", "8", "--stall-seconds", "3", "--jsonl", jsonl]
+    return kernels.main()
+
+
+def check_stall(lib, folder):
+    """"" when the watchdog stopped a stalled run as documented, else the problem."""
+    jsonl = os.path.join(folder, "stall.jsonl")
+    child = subprocess.run([sys.executable, os.path.abspath(__file__), "--lib", lib, "--stall-child", jsonl],
+                           capture_output=True, text=True, timeout=300)
+    rows = [json.loads(line) for line in open(jsonl)] if os.path.exists(jsonl) else []
+    if child.returncode != 4:
+        return f"exit {child.returncode}, expected 4: {child.stderr[-300:]}"
+    if len(rows) != 2 or "failed" in rows[0] or not rows[1].get("failed", "").startswith("stalled"):
+        return f"rows {rows}, expected one result and one stalled row"
+    if "stalled" not in child.stderr or '"seq_len": 256' not in child.stderr:
+        return f"stderr does not name the stalled configuration: {child.stderr[-300:]}"
+    return ""
+
+
 def main():
     ap = argparse.ArgumentParser(description=__doc__.splitlines()[0])
     ap.add_argument("--lib", required=True, help="path of libcpgen.so (its CPU entry points are used)")
+    ap.add_argument("--stall-child", default=None, help=argparse.SUPPRESS)
     args = ap.parse_args()
+    if args.stall_child:
+        return stalled_child(args.lib, args.stall_child)
     import torch
     patch_torch(torch)
     kernels.Cpgen = lambda path: StandIn(path, torch)
@@ -177,6 +217,11 @@ def main():
             print(f"kernels_smoke: run {n} ({' '.join(extra)}): {problems[0]}", file=sys.stderr)
             return 1
         print(f"kernels_smoke: run {n} ({' '.join(extra)}): {len(rows)} configurations ok", file=sys.stderr)
+    problem = check_stall(args.lib, folder)
+    if problem:
+        print(f"kernels_smoke: a stalled configuration: {problem}", file=sys.stderr)
+        return 1
+    print("kernels_smoke: a stalled configuration ends the run with status 4 and a stalled row", file=sys.stderr)
     return 0
 
 
