@@ -8,7 +8,7 @@
 #   tools/gpu-check.sh [--only P,P..] [--skip P,P..] [--budget SECONDS] [--deps DIR]
 #                      [--build-dir DIR] [--report FILE] [--kernels-args "..."] [--full-matrix]
 #
-# Phases, in this order (default: all of them):
+# Phases, in this order (default: all of them; --only takes them in the order it names them):
 #   build     configure and build (incremental: a warm machine keeps build-gpu/)
 #   tests     the whole test suite except the tests named *Nccl*, the GPU tests live (ctest -j 8)
 #   nccl      the tests named *Nccl* (the multi-process ones among them), one at a time: they
@@ -36,15 +36,18 @@
 # --full-matrix sets CPGEN_FULL_COMPILE_MATRIX=1 for the tests: the full NVRTC compile matrix is
 # a CPU check that CPU sessions run, so a device call does not spend its minutes on it by default.
 #
-# Recommended device session (30 minutes of device time, 10 per call; a warm machine is given
-# back 30 s after a call, so send the next call at once or the next one rebuilds):
+# Recommended device session. A task lent a GPU has 15 minutes of device time in all, a machine's
+# start (a minute or two) and its idle time counted in, 10 minutes per call, and no machine starts
+# with under 4 minutes left: in practice one full call per session, so the call names its phases
+# in the order they matter and the budget skips (and the report names) what does not fit:
 #   tools/pack-gpu-deps.sh   (here: the -dev packages and ../shared/vectors, compressed)
-#   run(command="tools/gpu-check.sh --only build,tests,nccl", carry=[".gpudeps"])
-#   run(command="tools/gpu-check.sh --only sanitize", carry=[".gpudeps"])
-#   run(command="tools/gpu-check.sh --only kernels,wgmma,ncu", carry=[".gpudeps"])
-#   run(command="tools/gpu-check.sh --only ring,tune", carry=[".gpudeps"])
-# Each call's report and logs come back under files_at; commit the last report (it holds every
-# phase of the calls that found the machine warm; a phase from a cold call is in that call's).
+#   run(command="tools/gpu-check.sh --only build,tests,kernels,wgmma,sanitize,nccl,ncu
+#       --kernels-args '--head-dims 128 --lengths 8192,16384 --gqa 1'",
+#       carry=[".gpudeps"], timeout_s=600)
+#   give_back()
+# The report, the logs' tarball (tables and jsonl inside), the ncu profiles and the exported
+# cache come back under files_at. A later session takes what the committed reports do not hold
+# yet: ring and tune, the kernel matrix beyond head dim 128 (--kernels-args), the phases skipped.
 #
 # The GPU machines have nvcc, CMake, PyTorch and the nvidia-nccl Python package but maybe none of
 # the Debian -dev packages, and no network. Choice: vendor nothing in the repository; use what the
@@ -91,11 +94,15 @@ for p in ${ONLY//,/ } ${SKIP//,/ }; do
 done
 [[ -z "$BUDGET" || "$BUDGET" =~ ^[0-9]+$ ]] || usage_error "--budget '$BUDGET': a whole number of seconds"
 [ -z "$BUDGET" ] && { [ -n "${OUT:-}" ] && BUDGET=570 || BUDGET=0; }
+# --only runs its phases in the order it names them (a one-call session puts first what matters
+# most), the build always first; otherwise every phase not skipped runs, in ALL_PHASES order.
+WANTED=("${ALL_PHASES[@]}")
+[ -n "$ONLY" ] && read -r -a WANTED <<<"${ONLY//,/ }"
 PHASES=()
-for p in "${ALL_PHASES[@]}"; do
-  if [ -n "$ONLY" ] && [[ ",$ONLY," != *",$p,"* ]]; then continue; fi
-  [[ "$SKIP," == *",$p,"* ]] && continue
-  PHASES+=("$p")
+for p in "${WANTED[@]}"; do
+  [[ ",$SKIP," == *",$p,"* || " ${PHASES[*]} " == *" $p "* ]] && continue
+  # The build, when asked for, comes first wherever it is named: the other phases need it.
+  if [ "$p" = build ]; then PHASES=(build "${PHASES[@]}"); else PHASES+=("$p"); fi
 done
 [ ${#PHASES[@]} -gt 0 ] || usage_error "no phase left to run"
 
@@ -211,7 +218,8 @@ write_report() {
   } >"$REPORT"
   if [ -n "${OUT:-}" ] && [ -d "${OUT:-}" ]; then
     cp "$REPORT" "$OUT/" 2>/dev/null
-    # Profiles and the database go to $OUT on their own (ncu, tune), not twice.
+    # The device tool brings back at most 8 files from $OUT: the report, this tarball (every log,
+    # table and jsonl), and on their own the two ncu profiles and the exported cache.
     tar -C "$LOGS" --exclude='*.ncu-rep' --exclude='*.db' -czf "$OUT/gpu-check-logs.tar.gz" . 2>/dev/null
   fi
 }
@@ -221,7 +229,9 @@ BUILD_OK=0
 TESTS_BUILT=0
 phase_build() {
   begin_phase build
-  local args=(-DCMAKE_BUILD_TYPE=RelWithDebInfo) missing=() dep name where syslib lib
+  # Each test's limit (tests/CMakeLists.txt) down from 600 s: the slowest test takes under a
+  # minute, and a kernel that never finishes must cost minutes of this call, not all of it.
+  local args=(-DCMAKE_BUILD_TYPE=RelWithDebInfo -DCPGEN_TEST_TIMEOUT=180) missing=() dep name where syslib lib
   # The python3 on PATH is the one holding PyTorch and the nvidia-nccl wheel on the GPU image;
   # FindNCCL asks it where the wheel is.
   command -v python3 >/dev/null && args+=(-DPython3_EXECUTABLE="$(command -v python3)")
@@ -310,7 +320,7 @@ ctest_phase() {
   can_start "$phase" "$need" || return 0
   need_build || { phase_status "$phase" "not run: no build"; return 1; }
   [ $TESTS_BUILT = 1 ] || { phase_status "$phase" "not run: built without GoogleTest"; return 0; }
-  (cd "$BUILD" && run "$log" "$@" --output-on-failure --timeout 600)
+  (cd "$BUILD" && run "$log" "$@" --output-on-failure)
   local rc=$?
   phase_status "$phase" "$(ctest_result "$LOGS/$log.log" $rc)"
   { echo "$*, failures and skips:"; echo; ctest_summary "$LOGS/$log.log"; } >"$LOGS/phases/$phase.md"
@@ -345,14 +355,13 @@ kernel_bench() {
 }
 kernel_section() {  # NAME RC: the table, and the configurations that failed
   local name=$1 rc=$2 rows failed
-  rows=$(wc -l <"$LOGS/$name.jsonl" 2>/dev/null || echo 0)
+  rows=$(cat "$LOGS/$name.jsonl" 2>/dev/null | wc -l)
   failed=$(grep -c '"failed"' "$LOGS/$name.jsonl" 2>/dev/null)
   {
     [ -f "$LOGS/$name.md" ] && cat "$LOGS/$name.md" && echo
     grep -h '"failed"' "$LOGS/$name.jsonl" 2>/dev/null | head -20 | sed 's/^/    /'
     [ "$rc" = 0 ] || { echo "The log's last 10 lines:"; echo; tail -10 "$LOGS/$name.log" | sed 's/^/    /'; }
   } >"$LOGS/phases/$name.md"
-  [ -n "${OUT:-}" ] && [ -d "${OUT:-}" ] && cp "$LOGS/$name.jsonl" "$LOGS/$name.md" "$OUT/" 2>/dev/null
   if [ "$rc" = 124 ] || [ "$rc" = 137 ]; then echo "STOPPED by the budget after $rows configurations, ${failed:-0} failed"
   elif [ "$rc" != 0 ]; then echo "FAILED (exit $rc): $(tail -1 "$LOGS/$name.log")"
   else echo "$rows configurations, ${failed:-0} failed"; fi
@@ -377,7 +386,10 @@ phase_wgmma() {
   fi
   # The ping-pong schedule against the plain one (issue 13: whether it becomes the default).
   # kernel_section writes phases/pingpong.md, which goes into this phase's section.
-  if [ "$(left)" -ge 60 ]; then
+  # A plain run that stalled (exit 4: a kernel that never finished) leaves the ping-pong one out:
+  # it would most likely stall too, and the rest of the call needs the minutes more.
+  [ $rc = 4 ] && pingpong="not run: the plain family's run stalled"
+  if [ $rc != 4 ] && [ "$(left)" -ge 60 ]; then
     # shellcheck disable=SC2086
     kernel_bench pingpong --pin "$PINGPONG_PIN" --gqa 1 --head-dims 128 $KERNELS_ARGS
     rc=$?

@@ -5,27 +5,32 @@
 # makes build-gpu/); writes one summary line per tool and filter, and the whole output to LOGDIR.
 #
 #   tools/gpu-sanitize.sh [--build-dir DIR] [--logs DIR] [--tools memcheck,racecheck,...] [--filter F]
+#                         [--run-limit SECONDS]
 #
 # Exit 0 only when every run printed "ERROR SUMMARY: 0 errors" and its tests passed. The tests
 # themselves are small problems; racecheck multiplies their run time most (shared-memory
 # tracking per access), so it gets the step-kernel tests and the wgmma ring test only unless
-# --filter says otherwise.
+# --filter says otherwise. Each run is stopped after --run-limit seconds (default 300; 0: never),
+# so a kernel that never finishes under a tool costs one run, not the whole device call.
 set -uo pipefail
 ROOT=$(cd "$(dirname "${BASH_SOURCE[0]}")/.." && pwd)
 BUILD=$ROOT/build-gpu
 LOGS=""
 TOOLS="memcheck,racecheck,synccheck,initcheck"
 FILTER=""
+RUN_LIMIT=300
 while [ $# -gt 0 ]; do
   case "$1" in
     --build-dir) BUILD=$2; shift 2 ;;
     --logs) LOGS=$2; shift 2 ;;
     --tools) TOOLS=$2; shift 2 ;;
     --filter) FILTER=$2; shift 2 ;;
-    -h|--help) sed -n 2,12p "$0"; exit 0 ;;
+    --run-limit) RUN_LIMIT=$2; shift 2 ;;
+    -h|--help) sed -n 2,15p "$0"; exit 0 ;;
     *) echo "gpu-sanitize: unknown argument '$1' (see --help)" >&2; exit 2 ;;
   esac
 done
+[[ "$RUN_LIMIT" =~ ^[0-9]+$ ]] || { echo "gpu-sanitize: --run-limit '$RUN_LIMIT': a whole number of seconds" >&2; exit 2; }
 LOGS=${LOGS:-$BUILD/sanitize-logs}
 mkdir -p "$LOGS"
 TESTS=$BUILD/tests/cpgen_tests
@@ -57,10 +62,12 @@ for tool in "${tool_list[@]}"; do
     [ "$tool" = racecheck ] && cmd=("$SAN" --tool racecheck --racecheck-report all --error-exitcode 3 --print-limit 20 "$TESTS" --gtest_filter="$f")
     echo "+ ${cmd[*]}" >&2
     start=$(date +%s)
-    "${cmd[@]}" >"$log" 2>&1
+    if [ "$RUN_LIMIT" -gt 0 ]; then timeout --kill-after=10 "$RUN_LIMIT" "${cmd[@]}" >"$log" 2>&1
+    else "${cmd[@]}" >"$log" 2>&1; fi
     rc=$?
     secs=$(( $(date +%s) - start ))
     summary=$(grep -h "ERROR SUMMARY\|RACECHECK SUMMARY" "$log" | tail -1)
+    { [ $rc = 124 ] || [ $rc = 137 ]; } && summary="STOPPED after ${RUN_LIMIT} s (--run-limit)${summary:+; $summary}"
     tests=$(grep -hE "^\[  (PASSED|FAILED|SKIPPED) " "$log" | tr '\n' ' ')
     echo "$tool  $f  rc=$rc  ${secs}s  ${summary:-no summary}  $tests"
     if [ $rc -ne 0 ] || ! echo "$summary" | grep -qE "(^|[^0-9])0 (errors|hazards)"; then status=1; fi

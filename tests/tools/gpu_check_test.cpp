@@ -87,5 +87,44 @@ TEST_F(GpuCheck, APhaseTheBudgetCannotFitIsSkippedAndNamed) {
   EXPECT_FALSE(fs::exists(build() + "/CMakeCache.txt"));
 }
 
+TEST_F(GpuCheck, OnlyRunsItsPhasesInTheOrderItNamesThem) {
+  const ScriptRun r = check("--only tune,sanitize,tune");
+  ASSERT_EQ(r.code, 0) << r.output;
+  const size_t tune = r.output.find("gpu-check: phase tune");
+  const size_t sanitize = r.output.find("gpu-check: phase sanitize");
+  ASSERT_NE(tune, std::string::npos) << r.output;
+  ASSERT_NE(sanitize, std::string::npos) << r.output;
+  EXPECT_LT(tune, sanitize) << r.output;
+  EXPECT_EQ(r.output.find("gpu-check: phase tune", tune + 1), std::string::npos) << "a phase named twice runs once";
+}
+
+// tools/gpu-sanitize.sh with a stand-in compute-sanitizer: a run that outlasts --run-limit is
+// stopped and named, the others still run, and the script fails.
+TEST_F(GpuCheck, TheSanitizerStopsARunPastItsLimitAndGoesOn) {
+  const std::string bin = dir_.path() + "/bin";
+  std::ofstream(bin + "/compute-sanitizer")
+      << "#!/bin/sh\ncase \"$*\" in *racecheck*) exec sleep 30 ;; esac\n"
+         "echo '[  PASSED  ] 1 test.'\necho '========= ERROR SUMMARY: 0 errors'\n";
+  fs::permissions(bin + "/compute-sanitizer", fs::perms::owner_all);
+  fs::create_directories(build() + "/tests");
+  std::ofstream(build() + "/tests/cpgen_tests") << "#!/bin/sh\n";
+  fs::permissions(build() + "/tests/cpgen_tests", fs::perms::owner_all);
+  const ScriptRun r = testing::run_shell(
+      "PATH='" + bin + "':\"$PATH\" '" + std::string(CPGEN_SOURCE_DIR) + "/tools/gpu-sanitize.sh' --build-dir '" +
+          build() + "' --tools racecheck,memcheck --filter 'Some.*' --run-limit 1 2>/dev/null",
+      dir_.path() + "/sanitize.txt");
+  EXPECT_EQ(r.code, 1) << r.output;
+  EXPECT_NE(r.output.find("racecheck  Some.*  rc=124"), std::string::npos) << r.output;
+  EXPECT_NE(r.output.find("STOPPED after 1 s (--run-limit)"), std::string::npos) << r.output;
+  EXPECT_NE(r.output.find("memcheck  Some.*  rc=0"), std::string::npos) << r.output;
+  EXPECT_NE(r.output.find("ERROR SUMMARY: 0 errors"), std::string::npos) << r.output;
+
+  const ScriptRun bad = testing::run_shell(
+      "'" + std::string(CPGEN_SOURCE_DIR) + "/tools/gpu-sanitize.sh' --build-dir '" + build() + "' --run-limit 5m",
+      dir_.path() + "/bad.txt");
+  EXPECT_EQ(bad.code, 2);
+  EXPECT_EQ(bad.output, "gpu-sanitize: --run-limit '5m': a whole number of seconds\n");
+}
+
 }  // namespace
 }  // namespace cpgen
