@@ -406,7 +406,7 @@ bool shared_load(uint32_t offset, int bytes) {
 bool shared_store(uint32_t offset, int bytes) {
   if (!shared_in_bounds(offset, bytes, "a shared store writes")) return false;
   const int t = g_cta->current;
-  const Access other = g_cta->shadow.write(offset, bytes, t, g_cta->order.stamp(t), g_cta->order.view(t));
+  const Access other = g_cta->shadow.write(offset, bytes, t, g_cta->order.stamp(t), g_cta->order.view(t), true);
   if (!other.none()) report_race(t, other, offset, "a shared store writes");
   hopper_check_write(offset, bytes, "a shared store writes");
   return true;
@@ -563,7 +563,10 @@ void cp_async_wait(int pending) {
       // The copy may land any time between issue and here; it lands here, so a read of the
       // destination by another thread before this thread's wait and a barrier is a race.
       const int t = g_cta->current;
-      const Access other = g_cta->shadow.write(copy.shared_dst, 16, t, g_cta->order.stamp(t), g_cta->order.view(t));
+      // cp.async (not bulk) writes through the generic proxy (PTX ISA: only cp.async.bulk runs in
+      // the async proxy).
+      const Access other =
+          g_cta->shadow.write(copy.shared_dst, 16, t, g_cta->order.stamp(t), g_cta->order.view(t), true);
       if (!other.none()) report_race(t, other, copy.shared_dst, "cp.async lands in", &copy.site);
       hopper_check_write(copy.shared_dst, 16, "cp.async lands in");
       memcpy(device::shared_storage + copy.shared_dst, copy.bytes, 16);

@@ -65,6 +65,9 @@ class HappensBefore {
     join(sync, c);
     ++c[static_cast<size_t>(thread)];
   }
+  // `thread`'s later accesses get a new stamp, with no release: an event between them (a proxy
+  // fence) can then tell the accesses before it from those after.
+  void tick(int thread) { ++clocks_[static_cast<size_t>(thread)][static_cast<size_t>(thread)]; }
   // Everything `sync` collected happens before `thread`'s next access.
   void acquire(int thread, const VectorClock& sync) { join(clocks_[static_cast<size_t>(thread)], sync); }
 

@@ -55,7 +55,10 @@
 // descriptor base offset (not modelled), operand bytes outside the dynamic shared memory or never
 // written, and a thread that ends with operations not retired by a wait_group.
 //
-// fence.proxy.async is accepted and counted (async_proxy_fence_count); setmaxnreg is accepted
+// fence.proxy.async is counted (async_proxy_fence_count) and orders the proxies: a wgmma operand
+// byte last written through the generic proxy (a shared store through the templates' wrappers, a
+// cp.async landing) is a finding unless some fence.proxy.async happens after that write and
+// before the read (TMA landings are async-proxy writes and need none). setmaxnreg is accepted
 // with no effect once its count is checked (24 to 256, a multiple of 8).
 #pragma once
 

@@ -14,6 +14,10 @@
 // race; and a read of a byte no thread of the CTA has written reads garbage (the CTA's shared
 // memory starts undefined).
 //
+// Each byte also keeps whether its last write went through the generic proxy, for the check that
+// such bytes reach the async proxy (wgmma operands) only past a fence.proxy.async
+// (hopper_emulation.inc).
+//
 // Only accesses the emulator performs are seen: cp.async landings (writes, at wait_group), TMA
 // landings (writes, when their mbarrier phase completes), ldmatrix and wgmma operands (reads).
 // Plain loads and stores of shared memory in kernel code are ordinary C++ and invisible here; so
@@ -44,23 +48,31 @@ class SharedShadow {
   void reset(int bytes) {
     size_ = bytes;
     written_.assign(static_cast<size_t>(bytes), 0);
+    generic_.assign(static_cast<size_t>(bytes), 0);
     writer_.assign(static_cast<size_t>(bytes), Access{});
     reader_.assign(static_cast<size_t>(bytes), Access{});
     earlier_reader_.assign(static_cast<size_t>(bytes), Access{});
   }
   int size() const { return size_; }
 
+  // The last write of byte `offset` when it went through the generic proxy, else none.
+  Access generic_writer(uint32_t offset) const {
+    return generic_[offset] ? writer_[offset] : Access{};
+  }
+
   // A write of [offset, offset + count) by `actor` stamped `stamp`, by a party whose clock is
-  // `view` (for an asynchronous write, the clock of the thread that issued it, when it did).
-  // Returns the first earlier access of one of the bytes that does not happen before it (a race),
-  // else none. `offset` must be in range.
-  Access write(uint32_t offset, int count, int actor, uint32_t stamp, const VectorClock& view) {
+  // `view` (for an asynchronous write, the clock of the thread that issued it, when it did);
+  // `generic`: through the generic proxy (a thread's store, a cp.async landing), not the async
+  // proxy (a TMA landing). Returns the first earlier access of one of the bytes that does not
+  // happen before it (a race), else none. `offset` must be in range.
+  Access write(uint32_t offset, int count, int actor, uint32_t stamp, const VectorClock& view, bool generic) {
     Access conflict;
     for (int i = 0; i < count; ++i) {
       const size_t b = offset + static_cast<size_t>(i);
       for (const Access* a : {&writer_[b], &reader_[b], &earlier_reader_[b]})
         if (conflict.none() && unordered(*a, view)) conflict = *a;
       written_[b] = 1;
+      generic_[b] = generic ? 1 : 0;
       writer_[b] = {static_cast<int16_t>(actor), stamp};
       reader_[b] = earlier_reader_[b] = Access{};  // each happens before this write, or was reported
     }
@@ -98,7 +110,7 @@ class SharedShadow {
   }
 
   int size_ = 0;
-  std::vector<unsigned char> written_;
+  std::vector<unsigned char> written_, generic_;
   std::vector<Access> writer_, reader_, earlier_reader_;
 };
 

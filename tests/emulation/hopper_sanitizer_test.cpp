@@ -5,7 +5,8 @@
 // their phase, a read outside the launch's buffers, copies whose phase never completes, a
 // destination over an mbarrier, a refill of a stage a wgmma still reads), a shared store over a
 // wgmma operand before its wait, wgmma (no fence,
-// operations never retired, operands never written, a base offset) and setmaxnreg's range.
+// operations never retired, operands never written, a base offset) and setmaxnreg's range. The
+// cross-proxy fence has its own file (proxy_fence_test.cpp).
 #include <gtest/gtest.h>
 
 #include <string>
@@ -212,18 +213,14 @@ TEST(HopperSanitizer, TmaRefillsAStageAWgmmaStillReads) {
   EXPECT_EQ(emulation::launch(1, 1, 256, 4096, refill_stage<true>), "");
 }
 
-// wgmma m64n8k16 with both operands K-major, unswizzled, A at 0 and B at 2048; `zero_operands`
-// writes them first (with plain stores, as kernel code would).
+// testing::issue_small_wgmma; `zero_operands` writes its operands first (with plain stores, which
+// the emulator does not see).
 template <bool kFence, bool kWait, bool kZeroOperands, uint32_t kBaseOffset = 0>
 void one_wgmma() {
   if (kZeroOperands && threadIdx.x == 0) memset(cpgen::device::shared_storage, 0, 4096);
   __syncthreads();
-  const uint64_t a = uint64_t{128 >> 4} << 16 | uint64_t{256 >> 4} << 32 | uint64_t{kBaseOffset} << 49;
-  const uint64_t b = a | (2048 >> 4);
   float d[4] = {};
-  if (kFence) emulation::wgmma_fence();
-  emulation::wgmma_mma_async_ss(d, 8, true, a, b, false, 1, 1, false, false);
-  emulation::wgmma_commit_group();
+  testing::issue_small_wgmma(d, kFence, kBaseOffset);
   if (kWait) emulation::wgmma_wait_group(0);
 }
 
@@ -234,12 +231,8 @@ template <bool kWaitFirst>
 void store_over_operand() {
   if (threadIdx.x == 0) memset(cpgen::device::shared_storage, 0, 4096);
   __syncthreads();
-  const uint64_t a = uint64_t{128 >> 4} << 16 | uint64_t{256 >> 4} << 32;
-  const uint64_t b = a | (2048 >> 4);
   float d[4] = {};
-  emulation::wgmma_fence();
-  emulation::wgmma_mma_async_ss(d, 8, true, a, b, false, 1, 1, false, false);
-  emulation::wgmma_commit_group();
+  testing::issue_small_wgmma(d);
   if (kWaitFirst) emulation::wgmma_wait_group(0);
   __syncthreads();
   if (threadIdx.x == 5) device::store_shared(reinterpret_cast<uint32_t*>(cpgen::device::shared_storage + 2048), 1u);

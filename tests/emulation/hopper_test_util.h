@@ -15,6 +15,18 @@
 
 namespace cpgen::testing {
 
+// Issues and commits one m64n8k16 bf16 wgmma of the calling warpgroup (a wgmma.fence first when
+// `fence`) over K-major unswizzled operands: A (64 x 16) at shared byte 0 (leading byte offset
+// 128, stride 256), B (8 x 16) at 2048; `base_offset` goes in both descriptors. The sanitizer
+// tests' smallest wgmma: its operands lie in the first 4096 shared bytes.
+inline void issue_small_wgmma(float (&d)[4], bool fence = true, uint32_t base_offset = 0) {
+  const uint64_t a = uint64_t{128 >> 4} << 16 | uint64_t{256 >> 4} << 32 | uint64_t{base_offset} << 49;
+  const uint64_t b = a | (2048 >> 4);
+  if (fence) emulation::wgmma_fence();
+  emulation::wgmma_mma_async_ss(d, 8, true, a, b, false, 1, 1, false, false);
+  emulation::wgmma_commit_group();
+}
+
 // Fills `tile` (an 8 x 8 bf16 tensor: rows of 16 bytes, as ldmatrix reads them) with distinct
 // values and encodes `map` to load the tensor at `address` whole as one box (128 bytes, no
 // swizzle).

@@ -194,7 +194,7 @@ TEST(Sanitizer, WriteRacingAnEarlierReaderIsCaughtWhenTheWriterReadLast) {
   unsigned char memory[64] = {};
   bool never_written = false;
   auto write = [&](int thread, uint32_t at) {
-    return shadow.write(at, 2, thread, order.stamp(thread), order.view(thread));
+    return shadow.write(at, 2, thread, order.stamp(thread), order.view(thread), true);
   };
   auto read = [&](int thread, uint32_t at) {
     return shadow.read(at, 2, thread, order.stamp(thread), order.view(thread), memory, &never_written);
