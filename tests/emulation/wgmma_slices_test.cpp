@@ -1,0 +1,102 @@
+// wgmma over K slices of one wide 128-byte-swizzled tile, the way a kernel walks the head dim:
+// the tile (64 K columns, 128 bytes a row) is laid out once, and each k16 slice is addressed only by
+// moving the descriptors' start 32 bytes on, inside the swizzle atom. The PTX ISA applies the
+// swizzle to the address bits, so a start off the 1024-byte pattern boundary still finds the
+// slice's elements; its leading byte offset is not used by K-major swizzled layouts ("assumed to
+// be 1"), so a nonsense value must change nothing. Two commit groups show wgmma.wait_group N: it
+// retires the older group and leaves the newest N pending.
+#include <gtest/gtest.h>
+
+#include <stdint.h>
+
+#include <string>
+#include <vector>
+
+#include "hopper_test_util.h"
+
+namespace cpgen {
+namespace {
+
+constexpr int kN = 8, kK = 64;                 // B: 8 rows of N; 64 K columns (4 slices of 16)
+constexpr uint32_t kRowBytes = 128;            // one row of the tile: 64 bf16, the swizzle span
+constexpr uint32_t kBStart = 64 * kRowBytes;   // A: 64 rows at 0; B after it (1024-aligned)
+constexpr uint32_t kSharedBytes = kBStart + kN * kRowBytes;
+constexpr uint32_t kNonsenseLbo = 0x3FF0;      // ignored for K-major swizzled operands
+
+// Small integers: every product and sum is exact in fp32.
+float a_value(int row, int k) { return static_cast<float>((row * 7 + k * 3) % 9 - 4); }
+float b_value(int column, int k) { return static_cast<float>((column * 5 + k) % 7 - 3); }
+
+// The tile's image: element (row, k) of a K-major 128-byte-swizzled tile starting at `start` (a
+// multiple of 1024) is at start + 1024 (row / 8) + swizzled(128 (row % 8) + 2k).
+std::vector<uint16_t> image() {
+  std::vector<uint16_t> bytes(kSharedBytes / 2, 0);
+  for (int r = 0; r < 64; ++r)
+    for (int k = 0; k < kK; ++k) {
+      const uint32_t at = 1024 * (r / 8) + testing::swizzled(kRowBytes * (r % 8) + 2 * k, kRowBytes);
+      bytes[at / 2] = emulation::float_to_16(a_value(r, k), true);
+    }
+  for (int c = 0; c < kN; ++c)
+    for (int k = 0; k < kK; ++k)
+      bytes[(kBStart + testing::swizzled(kRowBytes * c + 2 * k, kRowBytes)) / 2] =
+          emulation::float_to_16(b_value(c, k), true);
+  return bytes;
+}
+
+// K slice `s` (columns 16s .. 16s + 15) of an operand starting at `start`: the start moves 32
+// bytes a slice; SBO 1024 (8 rows of 128 bytes); 128-byte swizzle.
+uint64_t slice_descriptor(uint32_t start, int s) {
+  const uint32_t address = start + 32 * static_cast<uint32_t>(s);
+  return static_cast<uint64_t>((address & 0x3FFFFu) >> 4) | static_cast<uint64_t>(kNonsenseLbo >> 4) << 16 |
+         static_cast<uint64_t>(1024 >> 4) << 32 | static_cast<uint64_t>(emulation::kWgmmaSwizzle128B) << 62;
+}
+
+struct Seen {
+  float first[128][4], second_early[128][4], second[128][4];
+};
+std::vector<uint16_t> g_image;
+Seen g_seen;
+
+// Group 1: slices 0 and 1 into `first`; group 2: slices 2 and 3 into `second`.
+void two_groups() {
+  const int t = static_cast<int>(threadIdx.x);
+  if (t == 0) memcpy(device::shared_storage, g_image.data(), g_image.size() * 2);
+  __syncthreads();
+  float first[4] = {}, second[4] = {};
+  emulation::wgmma_fence();
+  for (int s = 0; s < 2; ++s)
+    emulation::wgmma_mma_async_ss(first, kN, true, slice_descriptor(0, s), slice_descriptor(kBStart, s), s > 0, 1, 1,
+                                  false, false);
+  emulation::wgmma_commit_group();
+  for (int s = 2; s < 4; ++s)
+    emulation::wgmma_mma_async_ss(second, kN, true, slice_descriptor(0, s), slice_descriptor(kBStart, s), s > 2, 1, 1,
+                                  false, false);
+  emulation::wgmma_commit_group();
+  emulation::wgmma_wait_group(1);
+  for (int i = 0; i < 4; ++i) {
+    g_seen.first[t][i] = first[i];
+    g_seen.second_early[t][i] = second[i];
+  }
+  emulation::wgmma_wait_group(0);
+  for (int i = 0; i < 4; ++i) g_seen.second[t][i] = second[i];
+}
+
+TEST(WgmmaSlices, StartsInsideTheSwizzleAtomReadEachSliceAndWaitGroupOneRetiresTheOlderGroup) {
+  g_image = image();
+  ASSERT_EQ(emulation::launch(1, 1, 128, static_cast<int>(kSharedBytes), two_groups), "");
+  for (int t = 0; t < 128; ++t)
+    for (int i = 0; i < 4; ++i) {
+      const testing::Element e = testing::accumulator_element(t, i);
+      float low = 0.0f, high = 0.0f;
+      for (int k = 0; k < 32; ++k) low += a_value(e.row, k) * b_value(e.column, k);
+      for (int k = 32; k < 64; ++k) high += a_value(e.row, k) * b_value(e.column, k);
+      const std::string at = "thread " + std::to_string(t) + " D(" + std::to_string(e.row) + ", " +
+                             std::to_string(e.column) + ")";
+      ASSERT_EQ(g_seen.first[t][i], low) << at << ": slices 0 and 1, retired by wait_group(1)";
+      ASSERT_EQ(g_seen.second_early[t][i], 0.0f) << at << ": the newest group is still pending after wait_group(1)";
+      ASSERT_EQ(g_seen.second[t][i], high) << at << ": slices 2 and 3, retired by wait_group(0)";
+    }
+}
+
+}  // namespace
+}  // namespace cpgen
