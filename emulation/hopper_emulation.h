@@ -13,9 +13,11 @@
 // transaction count restarts at zero. arrive returns a token naming the phase it arrived on.
 // try_wait.parity(p) is true once the phase of parity p has completed, i.e. the current phase's
 // parity is no longer p; a false answer yields to the other threads, so a wait on a phase that
-// never completes ends the launch as a reported deadlock. Findings: any operation on an address
-// that was never initialized, an init while the barrier's current phase has arrivals or
-// transactions under way, and a transaction-count underflow: more bytes completed than the phase
+// never completes ends the launch as a reported deadlock. inval ends the object: the location may
+// then be initialized again (the ISA leaves an init over a valid mbarrier undefined). Findings:
+// any operation on an address that was never initialized or was invalidated, an init over a
+// valid mbarrier (naming its pending phase when it has arrivals or transactions under way), and
+// a transaction-count underflow: more bytes completed than the phase
 // expected, seen once the phase has no arrivals left that could still expect them (the ISA lets
 // the count go negative until then), or a count outside the ISA's range of +-(2^20 - 1).
 //
@@ -69,6 +71,7 @@
 namespace cpgen::emulation {
 
 void mbarrier_init(uint32_t barrier, uint32_t count);
+void mbarrier_inval(uint32_t barrier);
 uint64_t mbarrier_arrive(uint32_t barrier);
 uint64_t mbarrier_arrive_expect_tx(uint32_t barrier, uint32_t bytes);
 void mbarrier_complete_tx(uint32_t barrier, uint32_t bytes);

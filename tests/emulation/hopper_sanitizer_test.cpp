@@ -1,7 +1,7 @@
 // The sanitizer's findings about the sm_90a primitives (emulation/hopper_emulation.h), each
 // triggered by a deliberately broken tiny kernel, next to the kernel done right where that is not
 // already a test of its own: mbarrier misuse (uninitialized, transaction underflow or out of
-// range, re-init of a pending phase), TMA (a read of landed bytes before the wait that observes
+// range, re-init of a pending phase or of any valid barrier without inval), TMA (a read of landed bytes before the wait that observes
 // their phase, a read outside the launch's buffers, copies whose phase never completes, a
 // destination over an mbarrier, a refill of a stage a wgmma still reads), a shared store over a
 // wgmma operand before its wait, wgmma (no fence,
@@ -76,15 +76,37 @@ TEST(HopperSanitizer, ReinitializedWhileAPhaseIsPending) {
     emulation::mbarrier_init(kBar, 1);
   });
   expect_finding(error, {"mbarrier.init of the barrier at 0x0 while its phase 0 is pending (1 arrivals"});
-  // Re-initialized once its phase completed: clean.
+}
+
+// The ISA leaves an init over a valid mbarrier undefined, its phase complete or not: mbarrier.inval
+// first, after which the old object is gone (an arrive on it is a finding) and init is clean.
+TEST(HopperSanitizer, ReinitializedWithoutInvalidating) {
+  expect_finding(emulation::launch(1, 1, 32, 64,
+                                   [] {
+                                     if (threadIdx.x != 0) return;
+                                     emulation::mbarrier_init(kBar, 1);
+                                     emulation::mbarrier_arrive(kBar);
+                                     emulation::mbarrier_init(kBar, 4);
+                                   }),
+                 {"thread 0 of", "mbarrier.init of the barrier at 0x0, which holds a valid mbarrier (mbarrier.inval "
+                                 "it first)"});
   EXPECT_EQ(emulation::launch(1, 1, 32, 64,
                               [] {
                                 if (threadIdx.x != 0) return;
                                 emulation::mbarrier_init(kBar, 1);
                                 emulation::mbarrier_arrive(kBar);
+                                emulation::mbarrier_inval(kBar);
                                 emulation::mbarrier_init(kBar, 4);
                               }),
             "");
+  expect_finding(emulation::launch(1, 1, 32, 64,
+                                   [] {
+                                     if (threadIdx.x != 0) return;
+                                     emulation::mbarrier_init(kBar, 1);
+                                     emulation::mbarrier_inval(kBar);
+                                     emulation::mbarrier_arrive(kBar);
+                                   }),
+                 {"mbarrier.arrive on shared address 0x0, which no mbarrier.init initialized"});
 }
 
 // An 8 x 8 bf16 tensor, loaded whole as one box (128 bytes, no swizzle).
