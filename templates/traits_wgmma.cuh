@@ -38,6 +38,15 @@ struct WgmmaFwdLayout {
 
 constexpr int kWgmmaAlignSlack = 1024;
 
+// Registers per thread after setmaxnreg (see WgmmaFwdTraits): the producer warpgroup drops to the
+// first, the consumers grow to the second. setmaxnreg.inc blocks until the CTA's pool (what ptxas
+// allocated per thread, times the threads) has the registers, so the plan must fit that pool.
+constexpr int kWgmmaProducerRegisters = 24;
+constexpr int kWgmmaConsumerRegisters = 240;
+CPGEN_HOST_DEVICE constexpr int wgmma_register_plan(int consumers) {
+  return 128 * kWgmmaProducerRegisters + 128 * consumers * kWgmmaConsumerRegisters;
+}
+
 CPGEN_HOST_DEVICE constexpr WgmmaFwdLayout wgmma_fwd_layout(int head_dim, int block_m, int block_n, int consumers,
                                                             int stages) {
   WgmmaFwdLayout l{};
@@ -103,8 +112,8 @@ struct WgmmaFwdTraits {
   // 384 x 168 with two consumer warpgroups, 33792 <= 256 x 232 with one), and .inc never asks
   // for fewer registers than a consumer already has (ptxas allocates at most 232 at 256 threads
   // for these kernels; checked by the compile test's register count staying below 240).
-  static constexpr int kProducerRegisters = 24;
-  static constexpr int kConsumerRegisters = 240;
+  static constexpr int kProducerRegisters = kWgmmaProducerRegisters;
+  static constexpr int kConsumerRegisters = kWgmmaConsumerRegisters;
 
   static_assert(Element::kBytes == 2, "inputs are 16-bit (bf16 or fp16)");
   static_assert(kHeadDim == 64 || kHeadDim == 96 || kHeadDim == 128 || kHeadDim == 256,

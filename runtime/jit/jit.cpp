@@ -14,7 +14,9 @@
 #include <memory>
 
 #include "cpgen/error.h"
+#include "cpgen/traits_wgmma.cuh"
 #include "generator/embedded_templates.h"
+#include "generator/kernel_spec_wgmma.h"
 #include "generator/render.h"
 #include "runtime/jit/compile_log.h"
 #include "runtime/jit/nvrtc_check.h"
@@ -330,6 +332,20 @@ CompiledKernel compile_source(const std::string& kernel_name, const std::string&
   return k;
 }
 
+std::string wgmma_register_plan_problem(const KernelSpec& spec, int registers) {
+  if (spec.kind != KernelKind::kForwardWgmma || registers <= 0) return "";  // <= 0: not known
+  const int pool = registers * spec.threads();
+  const int plan = device::wgmma_register_plan(wgmma_consumers(spec));
+  const std::string asked = "ptxas allocated " + std::to_string(registers) + " registers per thread at entry (" +
+                            std::to_string(pool) + " for the CTA); setmaxnreg asks " +
+                            std::to_string(device::kWgmmaProducerRegisters) + " for the producer and " +
+                            std::to_string(device::kWgmmaConsumerRegisters) + " for each consumer thread (" +
+                            std::to_string(plan) + ")";
+  if (pool < plan) return asked + ": the consumers' setmaxnreg.inc would wait forever for registers";
+  if (registers > device::kWgmmaConsumerRegisters) return asked + ": the consumers' setmaxnreg.inc would shrink them";
+  return "";
+}
+
 CompiledKernel compile_kernel(const KernelSpec& spec, std::string_view arch, KernelStore* store) {
   validate_arch(arch);
   Feasibility feasibility = check_feasibility(spec, arch);
@@ -341,6 +357,8 @@ CompiledKernel compile_kernel(const KernelSpec& spec, std::string_view arch, Ker
   const auto start = std::chrono::steady_clock::now();
   CompiledKernel k = compile_source(spec.uri(), render_source(spec), arch, store);
   k.stats.compile_ms = ms_since(start);
+  const std::string registers = wgmma_register_plan_problem(spec, k.stats.registers);
+  if (!registers.empty()) throw Error(ErrorKind::kInfeasible, spec.uri() + " on " + std::string(arch) + ": " + registers);
   return k;
 }
 

@@ -19,10 +19,18 @@
 namespace cpgen {
 
 // Throws Error(kBadInput) for an unsupported spec or arch, Error(kInfeasible) when
-// check_feasibility rejects the spec on `arch` or a static_assert of the traits fails in NVRTC,
+// check_feasibility rejects the spec on `arch`, a static_assert of the traits fails in NVRTC, or
+// ptxas's registers do not fit a wgmma kernel's setmaxnreg plan (wgmma_register_plan_problem),
 // and Error(kCompile) when NVRTC fails otherwise; the compile error's message carries the URI, the
 // options, the path of the saved source, and the NVRTC log.
 // `store` may be nullptr (always compile, store nothing).
+// The wgmma family moves registers between warpgroups with setmaxnreg (traits_wgmma.cuh), and
+// setmaxnreg.inc waits until the CTA's pool holds what it asks for (PTX ISA). The pool is what
+// ptxas allocated per thread at entry (`registers`), for every thread. "" when the plan fits and
+// never asks a consumer to shrink; else why not: such a kernel would hang (or be undefined) on
+// its first setmaxnreg, so compile_kernel refuses it as infeasible. "" for other kinds.
+std::string wgmma_register_plan_problem(const KernelSpec& spec, int registers);
+
 CompiledKernel compile_kernel(const KernelSpec& spec, std::string_view arch,
                               KernelStore* store = default_kernel_store());
 

@@ -1,0 +1,48 @@
+// wgmma_register_plan_problem (runtime/jit/jit.h): a wgmma kernel whose setmaxnreg plan (24
+// registers for the producer warpgroup, 240 for each consumer) does not fit what ptxas allocated
+// at entry is refused, because setmaxnreg.inc would wait forever for the CTA's pool, or would be
+// asked to shrink a consumer. The counts below are what-ifs around ptxas's real ones (168 at 384
+// threads, at most 232 at 256); the NVRTC compile tests check the real ones pass.
+#include <gtest/gtest.h>
+
+#include <string>
+
+#include "generator/kernel_spec.h"
+#include "runtime/jit/jit.h"
+
+namespace cpgen {
+namespace {
+
+const KernelSpec kTwoConsumers = KernelSpec::parse("ring_fwd_wgmma_bf16_hd128_causal_gqa1_bm128_bn128_c2_s2");
+const KernelSpec kOneConsumer = KernelSpec::parse("ring_fwd_wgmma_fp16_hd128_causal_gqa1_bm64_bn128_c1_s3");
+
+TEST(RegisterPlan, FitsWhenThePoolHoldsTheProducerAndEveryConsumer) {
+  // 384 x 168 = 64512 = 128 x 24 + 256 x 240: exactly the plan.
+  EXPECT_EQ(wgmma_register_plan_problem(kTwoConsumers, 168), "");
+  EXPECT_EQ(wgmma_register_plan_problem(kOneConsumer, 232), "");
+  EXPECT_EQ(wgmma_register_plan_problem(kOneConsumer, 240), "");
+}
+
+TEST(RegisterPlan, APoolSmallerThanThePlanWouldHangTheConsumers) {
+  const std::string why = wgmma_register_plan_problem(kTwoConsumers, 160);
+  EXPECT_EQ(why,
+            "ptxas allocated 160 registers per thread at entry (61440 for the CTA); setmaxnreg asks 24 for the "
+            "producer and 240 for each consumer thread (64512): the consumers' setmaxnreg.inc would wait forever "
+            "for registers");
+  // One consumer needs 33792: 128 registers at 256 threads would not do (32768), 132 would.
+  EXPECT_NE(wgmma_register_plan_problem(kOneConsumer, 128), "");
+  EXPECT_EQ(wgmma_register_plan_problem(kOneConsumer, 132), "");
+}
+
+TEST(RegisterPlan, AnEntryCountAboveTheConsumersTargetWouldShrinkThem) {
+  const std::string why = wgmma_register_plan_problem(kOneConsumer, 248);
+  EXPECT_NE(why.find("setmaxnreg.inc would shrink them"), std::string::npos) << why;
+}
+
+TEST(RegisterPlan, OtherKindsAndUnknownCountsHaveNoPlan) {
+  EXPECT_EQ(wgmma_register_plan_problem(KernelSpec::parse("ring_fwd_bf16_hd128_causal_gqa4_bm128_bn64_w4_s2"), 10), "");
+  EXPECT_EQ(wgmma_register_plan_problem(kTwoConsumers, 0), "");
+}
+
+}  // namespace
+}  // namespace cpgen
