@@ -60,8 +60,11 @@
 // fence.proxy.async is counted (async_proxy_fence_count) and orders the proxies: a wgmma operand
 // byte last written through the generic proxy (a shared store through the templates' wrappers, a
 // cp.async landing) is a finding unless some fence.proxy.async happens after that write and
-// before the read (TMA landings are async-proxy writes and need none). setmaxnreg is accepted
-// with no effect once its count is checked (24 to 256, a multiple of 8).
+// before the read (TMA landings are async-proxy writes and need none). setmaxnreg has no effect
+// on the emulated registers; its findings: a count outside 24 to 256 or not a multiple of 8, a
+// .dec above or an .inc below the thread's previous setmaxnreg, and warps of one warpgroup that
+// ran different setmaxnreg sequences (checked at the CTA's end). That the plan fits the registers
+// ptxas allocated is checked after NVRTC (runtime/jit/jit.h, wgmma_register_plan_problem).
 #pragma once
 
 #include <stdint.h>

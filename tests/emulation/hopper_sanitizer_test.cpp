@@ -1,12 +1,12 @@
 // The sanitizer's findings about the sm_90a primitives (emulation/hopper_emulation.h), each
 // triggered by a deliberately broken tiny kernel, next to the kernel done right where that is not
 // already a test of its own: mbarrier misuse (uninitialized, transaction underflow or out of
-// range, re-init of a pending phase or of any valid barrier without inval), TMA (a read of landed bytes before the wait that observes
-// their phase, a read outside the launch's buffers, copies whose phase never completes, a
-// destination over an mbarrier, a refill of a stage a wgmma still reads), a shared store over a
-// wgmma operand before its wait, wgmma (no fence,
-// operations never retired, operands never written, a base offset) and setmaxnreg's range. The
-// cross-proxy fence has its own file (proxy_fence_test.cpp).
+// range, re-init of a pending phase or of any valid barrier without inval), TMA (a read of landed
+// bytes before the wait that observes their phase, a read outside the launch's buffers, copies
+// whose phase never completes, a destination over an mbarrier, a refill of a stage a wgmma still
+// reads), a shared store over a wgmma operand before its wait, wgmma (no fence, operations never
+// retired, operands never written, a base offset) and setmaxnreg (its range, its direction, the
+// same sequence across a warpgroup). The cross-proxy fence has its own file (proxy_fence_test.cpp).
 #include <gtest/gtest.h>
 
 #include <string>
@@ -292,8 +292,36 @@ TEST(HopperSanitizer, SetmaxnregOutOfRange) {
   expect_finding(emulation::launch(1, 1, 32, 0, [] { emulation::setmaxnreg(threadIdx.x == 7 ? 20 : 240, true); }),
                  {"thread 7 of", "setmaxnreg.inc 20: must be a multiple of 8 from 24 to 256"});
   expect_finding(emulation::launch(1, 1, 32, 0, [] { emulation::setmaxnreg(100, false); }), {"setmaxnreg.dec 100"});
-  EXPECT_EQ(
-      emulation::launch(1, 1, 32, 0, [] { emulation::setmaxnreg(threadIdx.x < 16 ? 24 : 256, threadIdx.x < 16); }), "");
+}
+
+// The ISA: every warp of a warpgroup runs the same setmaxnreg; .dec lowers and .inc raises the count.
+TEST(HopperSanitizer, SetmaxnregDiffersAcrossAWarpgroupOrGoesTheWrongWay) {
+  // Two warpgroups, each the same throughout: the producer/consumer split of the wgmma kernels.
+  EXPECT_EQ(emulation::launch(1, 1, 256, 0,
+                              [] {
+                                if (threadIdx.x < 128) emulation::setmaxnreg(24, false);
+                                else emulation::setmaxnreg(240, true);
+                              }),
+            "");
+  expect_finding(emulation::launch(1, 1, 128, 0,
+                                   [] {
+                                     emulation::setmaxnreg(24, false);
+                                     if (threadIdx.x >= 32) emulation::setmaxnreg(240, true);
+                                   }),
+                 {"block (0, 0, 0): thread 32 ran setmaxnreg dec 24, inc 240 but thread 0 of its warpgroup ran dec 24; "
+                  "every warp of a warpgroup must run the same setmaxnreg"});
+  expect_finding(emulation::launch(1, 1, 128, 0,
+                                   [] {
+                                     emulation::setmaxnreg(24, false);
+                                     emulation::setmaxnreg(40, false);
+                                   }),
+                 {"thread 0 of", "setmaxnreg.dec 40 after a setmaxnreg to 24: .dec must not raise the count"});
+  expect_finding(emulation::launch(1, 1, 128, 0,
+                                   [] {
+                                     emulation::setmaxnreg(240, true);
+                                     emulation::setmaxnreg(232, true);
+                                   }),
+                 {"setmaxnreg.inc 232 after a setmaxnreg to 240: .inc must not lower the count"});
 }
 
 TEST(HopperSanitizer, FenceProxyAsyncIsCounted) {
