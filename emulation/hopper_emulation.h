@@ -16,7 +16,10 @@
 // never completes ends the launch as a reported deadlock. inval ends the object: the location may
 // then be initialized again (the ISA leaves an init over a valid mbarrier undefined). Findings:
 // any operation on an address that was never initialized or was invalidated, an init over a
-// valid mbarrier (naming its pending phase when it has arrivals or transactions under way), and
+// valid mbarrier (naming its pending phase when it has arrivals or transactions under way), an
+// arrive in a phase whose predecessor no wait has yet observed complete (the ISA asks for one
+// successful test_wait/try_wait per phase before an arrive-on in the next), a TMA copy on a
+// barrier whose init (a generic-proxy write) no fence.proxy.async orders before the copy, and
 // a transaction-count underflow: more bytes completed than the phase
 // expected, seen once the phase has no arrivals left that could still expect them (the ISA lets
 // the count go negative until then), or a count outside the ISA's range of +-(2^20 - 1).

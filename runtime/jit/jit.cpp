@@ -358,7 +358,8 @@ CompiledKernel compile_kernel(const KernelSpec& spec, std::string_view arch, Ker
   CompiledKernel k = compile_source(spec.uri(), render_source(spec), arch, store);
   k.stats.compile_ms = ms_since(start);
   const std::string registers = wgmma_register_plan_problem(spec, k.stats.registers);
-  if (!registers.empty()) throw Error(ErrorKind::kInfeasible, spec.uri() + " on " + std::string(arch) + ": " + registers);
+  if (!registers.empty())
+    throw Error(ErrorKind::kInfeasible, spec.uri() + " on " + std::string(arch) + ": " + registers);
   return k;
 }
 

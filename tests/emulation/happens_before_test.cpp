@@ -157,7 +157,10 @@ constexpr uint32_t kFull = 512, kEmpty = 520, kTile = 1024;
 template <bool kWriteFirst>
 void write_arrive_wait_read() {
   const int warp = threadIdx.x / 32;
-  if (threadIdx.x == 0) emulation::mbarrier_init(kFull, 32);
+  if (threadIdx.x == 0) {
+    emulation::mbarrier_init(kFull, 32);
+    emulation::fence_proxy_async();  // the async proxy sees the initialized barrier
+  }
   __syncthreads();
   if (warp == 0) {
     if (kWriteFirst) testing::copy_rows_in(g_rows);
@@ -189,7 +192,10 @@ void load_tile(uint32_t barrier) {
 template <bool kObserved>
 void land_sync_read() {
   const int warp = threadIdx.x / 32;
-  if (threadIdx.x == 0) emulation::mbarrier_init(kFull, 1);
+  if (threadIdx.x == 0) {
+    emulation::mbarrier_init(kFull, 1);
+    emulation::fence_proxy_async();
+  }
   __syncthreads();
   if (threadIdx.x == 0) load_tile(kFull);
   if (kObserved && warp == 1) emulation::mbarrier_wait_parity(kFull, 0);
@@ -219,6 +225,7 @@ void refill_after_release() {
   if (threadIdx.x == 0) {
     emulation::mbarrier_init(kFull, 1);
     emulation::mbarrier_init(kEmpty, 32);
+    emulation::fence_proxy_async();
   }
   __syncthreads();
   if (threadIdx.x == 0) {

@@ -1,12 +1,14 @@
 // The sanitizer's findings about the sm_90a primitives (emulation/hopper_emulation.h), each
 // triggered by a deliberately broken tiny kernel, next to the kernel done right where that is not
 // already a test of its own: mbarrier misuse (uninitialized, transaction underflow or out of
-// range, re-init of a pending phase or of any valid barrier without inval), TMA (a read of landed
-// bytes before the wait that observes their phase, a read outside the launch's buffers, copies
-// whose phase never completes, a destination over an mbarrier, a refill of a stage a wgmma still
-// reads), a shared store over a wgmma operand before its wait, wgmma (no fence, operations never
-// retired, operands never written, a base offset) and setmaxnreg (its range, its direction, the
-// same sequence across a warpgroup). The cross-proxy fence has its own file (proxy_fence_test.cpp).
+// range, re-init of a pending phase or of any valid barrier without inval, an arrive in the next
+// phase before any wait observed the last), TMA (on a barrier whose init no proxy fence orders
+// before it, a read of landed bytes before the wait that observes their phase, a read outside the
+// launch's buffers, copies whose phase never completes, a destination over an mbarrier, a refill
+// of a stage a wgmma still reads), a shared store over a wgmma operand before its wait, wgmma (no
+// fence, operations never retired, operands never written, a base offset) and setmaxnreg (its
+// range, its direction, the same sequence across a warpgroup). The cross-proxy fence of operands
+// has its own file (proxy_fence_test.cpp).
 #include <gtest/gtest.h>
 
 #include <string>
@@ -46,6 +48,7 @@ TEST(HopperSanitizer, TransactionCountUnderflow) {
                                 emulation::mbarrier_init(kBar, 1);
                                 emulation::mbarrier_arrive_expect_tx(kBar, 64);
                                 emulation::mbarrier_complete_tx(kBar, 64);
+                                emulation::mbarrier_wait_parity(kBar, 0);
                                 emulation::mbarrier_arrive_expect_tx(kBar, 32);
                                 emulation::mbarrier_complete_tx(kBar, 32);
                               }),
@@ -119,7 +122,10 @@ void encode_tile_map(const void* address) { testing::encode_tile_map(g_map, g_ti
 template <bool kWait>
 void load_then_read() {
   const unsigned t = threadIdx.x;
-  if (t == 0) emulation::mbarrier_init(kBar, 1);
+  if (t == 0) {
+    emulation::mbarrier_init(kBar, 1);
+    emulation::fence_proxy_async();  // the async proxy sees the initialized barrier
+  }
   __syncthreads();
   if (t == 0) {
     const int32_t origin[2] = {0, 0};
@@ -144,6 +150,55 @@ TEST(HopperSanitizer, ReadOfTmaDataBeforeTheWaitThatObservesIt) {
   EXPECT_EQ(emulation::launch(1, 1, 64, 2048, load_then_read<true>), "");
 }
 
+// mbarrier.init writes the barrier through the generic proxy; the copy's complete_tx reaches it
+// through the async proxy. Thread 0 initializes, fences (before the init, after it, or not at
+// all), and after the barrier thread 32 issues the copy.
+enum class InitFence { kNone, kBeforeInit, kAfterInit };
+template <InitFence kFence>
+void init_then_copy() {
+  const unsigned t = threadIdx.x;
+  if (t == 0) {
+    if (kFence == InitFence::kBeforeInit) emulation::fence_proxy_async();
+    emulation::mbarrier_init(kBar, 1);
+    if (kFence == InitFence::kAfterInit) emulation::fence_proxy_async();
+  }
+  __syncthreads();
+  if (t == 32) {
+    const int32_t origin[2] = {0, 0};
+    emulation::mbarrier_arrive_expect_tx(kBar, 128);
+    emulation::tma_load(kTile, &g_map, origin, 2, kBar);
+  }
+  emulation::mbarrier_wait_parity(kBar, 0);
+}
+
+TEST(HopperSanitizer, TmaOnABarrierWhoseInitNoProxyFenceOrders) {
+  encode_tile_map(g_tile);
+  testing::LaunchBuffers buffers({{g_tile, sizeof g_tile}});
+  for (const std::string& error : {emulation::launch(1, 1, 64, 2048, init_then_copy<InitFence::kNone>),
+                                   emulation::launch(1, 1, 64, 2048, init_then_copy<InitFence::kBeforeInit>)})
+    expect_finding(error, {"thread 32 of block (0, 0, 0): cp.async.bulk.tensor completes on the mbarrier at 0x0, "
+                           "whose mbarrier.init by thread 0 no fence.proxy.async orders before this copy"});
+  EXPECT_EQ(emulation::launch(1, 1, 64, 2048, init_then_copy<InitFence::kAfterInit>), "");
+}
+
+// PTX ISA: every phase needs a wait that returns true before an arrive-on in the next phase.
+template <bool kWait>
+void arrive_twice() {
+  if (threadIdx.x != 0) return;
+  emulation::mbarrier_init(kBar, 1);
+  emulation::mbarrier_arrive(kBar);  // completes phase 0
+  if (kWait) emulation::mbarrier_wait_parity(kBar, 0);
+  emulation::mbarrier_arrive(kBar);
+  emulation::mbarrier_wait_parity(kBar, 1);
+}
+
+TEST(HopperSanitizer, ArriveInTheNextPhaseBeforeAnyWaitObservedThePhase) {
+  expect_finding(emulation::launch(1, 1, 32, 64, arrive_twice<false>),
+                 {"thread 0 of", "mbarrier.arrive on the barrier at 0x0 in its phase 1 before any wait observed "
+                                 "phase 0 complete"});
+  EXPECT_EQ(emulation::launch(1, 1, 32, 64, arrive_twice<true>), "");
+}
+
 TEST(HopperSanitizer, TmaReadOutsideTheLaunchBuffers) {
   encode_tile_map(g_tile);
   // Only the first half of the tensor is a buffer of the launch: rows 4-7 lie outside.
@@ -161,6 +216,7 @@ TEST(HopperSanitizer, TmaDestinationOverAnMbarrier) {
     if (threadIdx.x != 0) return;
     const int32_t origin[2] = {0, 0};
     emulation::mbarrier_init(kTile + 0x40, 1);
+    emulation::fence_proxy_async();
     emulation::mbarrier_arrive_expect_tx(kTile + 0x40, 128);
     emulation::tma_load(kTile, &g_map, origin, 2, kTile + 0x40);
     emulation::mbarrier_wait_parity(kTile + 0x40, 0);
@@ -177,6 +233,7 @@ TEST(HopperSanitizer, TmaCopyWhosePhaseNeverCompletes) {
     if (threadIdx.x != 0) return;
     const int32_t origin[2] = {0, 0};
     emulation::mbarrier_init(kBar, 1);
+    emulation::fence_proxy_async();
     emulation::mbarrier_arrive_expect_tx(kBar, 256);
     emulation::tma_load(kTile, &g_map, origin, 2, kBar);
   });
@@ -198,6 +255,7 @@ void refill_stage() {
   if (t == 0) {
     emulation::mbarrier_init(kFull, 1);
     emulation::mbarrier_init(kEmpty, 128);
+    emulation::fence_proxy_async();
   }
   __syncthreads();
   const int32_t origin[2] = {0, 0};

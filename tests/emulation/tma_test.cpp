@@ -57,6 +57,7 @@ std::vector<uint16_t> load_box(const TensorMap& map, int c0, int c1) {
   const std::string error = emulation::launch(1, 1, 32, static_cast<int>(kTile + bytes), [] {
     if (threadIdx.x == 0) {
       emulation::mbarrier_init(kBar, 1);
+      emulation::fence_proxy_async();
       emulation::mbarrier_arrive_expect_tx(kBar, s_bytes);
       emulation::tma_load(kTile, s_map, s_coords, 2, kBar);
     }
@@ -116,6 +117,7 @@ TEST(Tma, LoadCountsTheChunksItReads) {
                                 if (threadIdx.x == 0) {
                                   const int32_t coords[2] = {32, 16};
                                   emulation::mbarrier_init(kBar, 1);
+                                  emulation::fence_proxy_async();
                                   emulation::mbarrier_arrive_expect_tx(kBar, 16 * 8 * 2);
                                   emulation::tma_load(kTile, s_map, coords, 2, kBar);
                                   emulation::mbarrier_wait_parity(kBar, 0);
@@ -148,6 +150,7 @@ TEST(Tma, ThreeDimensionalBox) {
                                 if (threadIdx.x == 0) {
                                   const int32_t coords[3] = {36, 3, 2};  // columns 36-43, rows 3-6, planes 2-3
                                   emulation::mbarrier_init(kBar, 1);
+                                  emulation::fence_proxy_async();
                                   emulation::mbarrier_arrive_expect_tx(kBar, 128);
                                   emulation::tma_load(kTile, s_map, coords, 3, kBar);
                                   emulation::mbarrier_wait_parity(kBar, 0);

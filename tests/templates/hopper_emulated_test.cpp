@@ -59,11 +59,13 @@ void producer_consumer() {
   auto empty = [base](int s) { return base + 64 + 8 * s; };
   auto stage = [base](int s) { return base + 1024 + 128 * s; };
   const int t = static_cast<int>(threadIdx.x);
-  if (t == 0)
+  if (t == 0) {
     for (int s = 0; s < kStages; ++s) {
       mbarrier_init(full(s), 1);
       mbarrier_init(empty(s), 32);
     }
+    fence_proxy_async();  // the async proxy (TMA's complete_tx) sees the initialized barriers
+  }
   __syncthreads();
   if (t < 32) {
     if (t != 0) return;
@@ -128,7 +130,10 @@ void tile_product() {
   using namespace device;
   const u32 base = shared_address(shared_storage), full = base, a_tile = base + 1024, b_tile = base + 1024 + 8192;
   const int t = static_cast<int>(threadIdx.x);
-  if (t == 0) mbarrier_init(full, 1);
+  if (t == 0) {
+    mbarrier_init(full, 1);
+    fence_proxy_async();
+  }
   __syncthreads();
   if (t < 128) {
     setmaxnreg_dec<40>();
