@@ -1,7 +1,7 @@
 // The driver's tensor map encoder (runtime/cuda/tensor_map.h): without a driver it reports why in
 // one line instead of throwing (the mma.sync family never needs it); on a GPU it encodes the
-// template's descriptions of a real launch, and a stride TMA cannot take comes back as the
-// driver's refusal.
+// template's descriptions of a real launch (K, and Q with its strides that do not nest), and a
+// stride TMA cannot take comes back as the driver's refusal.
 #include "runtime/cuda/tensor_map.h"
 
 #include <gtest/gtest.h>
@@ -26,6 +26,21 @@ TmaMapDescription kv_description(const void* data) {
   return device::kv_map_description(p, false, true, 128, 64);
 }
 
+// Q in [batch, head, row, dim] as the kernels map it: dims (head_dim, heads, rows, batch), so the
+// head stride (rows x 128) exceeds the row stride (128): strides that do not nest, as the
+// driver's comment describes them. Packed GQA: boxes of 4 heads x 32 rows.
+TmaMapDescription q_description(const void* data) {
+  RingFwdParams p{};
+  p.q = data;
+  p.batch = 1;
+  p.q_heads = 8;
+  p.q_len = 100;
+  p.q_row_stride = 128;
+  p.q_head_stride = 100 * 128;
+  p.q_batch_stride = 8 * 100 * 128;
+  return device::q_map_description(p, true, 128, 4, 128);
+}
+
 TEST(DriverTensorMap, WithoutADriverTheReasonIsOneLine) {
   if (cu::try_driver()) GTEST_SKIP() << "a CUDA driver is present (see EncodesOnAGpu)";
   alignas(16) static unsigned char data[16];
@@ -42,6 +57,9 @@ TEST(DriverTensorMap, EncodesOnAGpuAndPassesTheDriversRefusalOn) {
   DeviceBuffer k(0, 2 * 100 * 128 * 2);
   device::TmaMap map{};
   EXPECT_EQ(cu::encode_driver_tma_map(kv_description(k.as<void>()), &map), "");
+  DeviceBuffer q(0, 8 * 100 * 128 * 2);
+  EXPECT_EQ(cu::encode_driver_tma_map(q_description(q.as<void>()), &map), "")
+      << "the driver refuses the Q map's strides that do not nest (head stride above row stride)";
   TmaMapDescription bad = kv_description(k.as<void>());
   bad.strides[0] = 8;  // not a multiple of 16 bytes
   const std::string why = cu::encode_driver_tma_map(bad, &map);
