@@ -14,31 +14,32 @@
 namespace cpgen {
 namespace {
 
-TmaMapDescription kv_description(const void* data) {
+// One batch of [head, row, dim] tensors, 100 rows of head dim 128: Q with 8 heads at `q`, K with
+// 2 at `k`.
+RingFwdParams bhsd_params(const void* q, const void* k) {
   RingFwdParams p{};
-  p.k = data;
-  p.batch = 1;
-  p.kv_heads = 2;
-  p.kv_len = 100;
-  p.k_row_stride = 128;
-  p.k_head_stride = 100 * 128;
-  p.k_batch_stride = 2 * 100 * 128;
-  return device::kv_map_description(p, false, true, 128, 64);
-}
-
-// Q in [batch, head, row, dim] as the kernels map it: dims (head_dim, heads, rows, batch), so the
-// head stride (rows x 128) exceeds the row stride (128): strides that do not nest, as the
-// driver's comment describes them. Packed GQA: boxes of 4 heads x 32 rows.
-TmaMapDescription q_description(const void* data) {
-  RingFwdParams p{};
-  p.q = data;
+  p.q = q;
+  p.k = k;
   p.batch = 1;
   p.q_heads = 8;
-  p.q_len = 100;
-  p.q_row_stride = 128;
-  p.q_head_stride = 100 * 128;
+  p.kv_heads = 2;
+  p.q_len = p.kv_len = 100;
+  p.q_row_stride = p.k_row_stride = 128;
+  p.q_head_stride = p.k_head_stride = 100 * 128;
   p.q_batch_stride = 8 * 100 * 128;
-  return device::q_map_description(p, true, 128, 4, 128);
+  p.k_batch_stride = 2 * 100 * 128;
+  return p;
+}
+
+TmaMapDescription kv_description(const void* data) {
+  return device::kv_map_description(bhsd_params(nullptr, data), false, true, 128, 64);
+}
+
+// Q as the kernels map it: dims (head_dim, heads, rows, batch), so the head stride (rows x 128)
+// exceeds the row stride (128): strides that do not nest, as the driver's comment describes
+// them. Packed GQA: boxes of 4 heads x 32 rows.
+TmaMapDescription q_description(const void* data) {
+  return device::q_map_description(bhsd_params(data, nullptr), true, 128, 4, 128);
 }
 
 TEST(DriverTensorMap, WithoutADriverTheReasonIsOneLine) {
