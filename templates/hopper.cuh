@@ -68,8 +68,9 @@ struct IsBf16<Bf16> {
 
 // ---- mbarrier (a 64-bit object in shared memory, addressed by its shared-window address) ----
 
-CPGEN_DEVICE void mbarrier_init(u32 barrier, u32 count) {
+CPGEN_DEVICE void mbarrier_init(u32 barrier, u32 count CPGEN_SITE) {
 #if defined(CPGEN_EMULATION)
+  CPGEN_AT_SITE();
   emulation::mbarrier_init(barrier, count);
 #else
   asm volatile("mbarrier.init.shared::cta.b64 [%0], %1;\n" ::"r"(barrier), "r"(count) : "memory");
@@ -77,8 +78,9 @@ CPGEN_DEVICE void mbarrier_init(u32 barrier, u32 count) {
 }
 
 // Returns the state token of the phase this arrival counted in.
-CPGEN_DEVICE u64 mbarrier_arrive(u32 barrier) {
+CPGEN_DEVICE u64 mbarrier_arrive(u32 barrier CPGEN_SITE) {
 #if defined(CPGEN_EMULATION)
+  CPGEN_AT_SITE();
   return emulation::mbarrier_arrive(barrier);
 #else
   u64 state;
@@ -88,8 +90,9 @@ CPGEN_DEVICE u64 mbarrier_arrive(u32 barrier) {
 }
 
 // Raises the phase's transaction count by `bytes`, then arrives.
-CPGEN_DEVICE u64 mbarrier_arrive_expect_tx(u32 barrier, u32 bytes) {
+CPGEN_DEVICE u64 mbarrier_arrive_expect_tx(u32 barrier, u32 bytes CPGEN_SITE) {
 #if defined(CPGEN_EMULATION)
+  CPGEN_AT_SITE();
   return emulation::mbarrier_arrive_expect_tx(barrier, bytes);
 #else
   u64 state;
@@ -102,8 +105,9 @@ CPGEN_DEVICE u64 mbarrier_arrive_expect_tx(u32 barrier, u32 bytes) {
 }
 
 // Lowers the transaction count by `bytes` (what a TMA copy does when it lands).
-CPGEN_DEVICE void mbarrier_complete_tx(u32 barrier, u32 bytes) {
+CPGEN_DEVICE void mbarrier_complete_tx(u32 barrier, u32 bytes CPGEN_SITE) {
 #if defined(CPGEN_EMULATION)
+  CPGEN_AT_SITE();
   emulation::mbarrier_complete_tx(barrier, bytes);
 #else
   asm volatile("mbarrier.complete_tx.shared::cta.b64 [%0], %1;\n" ::"r"(barrier), "r"(bytes) : "memory");
@@ -112,8 +116,9 @@ CPGEN_DEVICE void mbarrier_complete_tx(u32 barrier, u32 bytes) {
 
 // Whether the phase of parity `parity` has completed (the hardware may also give up after a
 // time limit and answer false; callers loop).
-CPGEN_DEVICE bool mbarrier_try_wait_parity(u32 barrier, u32 parity) {
+CPGEN_DEVICE bool mbarrier_try_wait_parity(u32 barrier, u32 parity CPGEN_SITE) {
 #if defined(CPGEN_EMULATION)
+  CPGEN_AT_SITE();
   return emulation::mbarrier_try_wait_parity(barrier, parity);
 #else
   u32 done;
@@ -126,9 +131,14 @@ CPGEN_DEVICE bool mbarrier_try_wait_parity(u32 barrier, u32 parity) {
 #endif
 }
 
-CPGEN_DEVICE void mbarrier_wait_parity(u32 barrier, u32 parity) {
+CPGEN_DEVICE void mbarrier_wait_parity(u32 barrier, u32 parity CPGEN_SITE) {
+#if defined(CPGEN_EMULATION)
+  while (!mbarrier_try_wait_parity(barrier, parity, cpgen_site_file, cpgen_site_line)) {
+  }
+#else
   while (!mbarrier_try_wait_parity(barrier, parity)) {
   }
+#endif
 }
 
 // ---- TMA ----
@@ -137,9 +147,10 @@ CPGEN_DEVICE void mbarrier_wait_parity(u32 barrier, u32 parity) {
 // tensor: those elements read as zero) into shared memory at `shared_dst`, completing its bytes
 // on the mbarrier at `barrier`.
 template <int kRank>
-CPGEN_DEVICE void tma_load(u32 shared_dst, const TmaMap& map, const int (&coords)[kRank], u32 barrier) {
+CPGEN_DEVICE void tma_load(u32 shared_dst, const TmaMap& map, const int (&coords)[kRank], u32 barrier CPGEN_SITE) {
   static_assert(kRank >= 1 && kRank <= 5, "cp.async.bulk.tensor has ranks 1 to 5");
 #if defined(CPGEN_EMULATION)
+  CPGEN_AT_SITE();
   emulation::tma_load(shared_dst, &map, coords, kRank, barrier);
 #else
   const u64 m = reinterpret_cast<u64>(&map);
@@ -179,8 +190,9 @@ CPGEN_DEVICE void tma_load(u32 shared_dst, const TmaMap& map, const int (&coords
 
 // Orders this thread's generic-proxy shared-memory writes before later async-proxy accesses
 // (wgmma reading a tile the threads wrote, TMA stores).
-CPGEN_DEVICE void fence_proxy_async() {
+CPGEN_DEVICE void fence_proxy_async(CPGEN_SITE_ONLY) {
 #if defined(CPGEN_EMULATION)
+  CPGEN_AT_SITE();
   emulation::fence_proxy_async();
 #else
   asm volatile("fence.proxy.async.shared::cta;\n" ::: "memory");
@@ -190,18 +202,20 @@ CPGEN_DEVICE void fence_proxy_async() {
 // ---- register budget of a warpgroup (producer warps give registers to consumers) ----
 
 template <int kRegisters>
-CPGEN_DEVICE void setmaxnreg_inc() {
+CPGEN_DEVICE void setmaxnreg_inc(CPGEN_SITE_ONLY) {
   static_assert(kRegisters >= 24 && kRegisters <= 256 && kRegisters % 8 == 0, "setmaxnreg: 24..256, a multiple of 8");
 #if defined(CPGEN_EMULATION)
+  CPGEN_AT_SITE();
   emulation::setmaxnreg(kRegisters, true);
 #else
   asm volatile("setmaxnreg.inc.sync.aligned.u32 %0;\n" ::"n"(kRegisters));
 #endif
 }
 template <int kRegisters>
-CPGEN_DEVICE void setmaxnreg_dec() {
+CPGEN_DEVICE void setmaxnreg_dec(CPGEN_SITE_ONLY) {
   static_assert(kRegisters >= 24 && kRegisters <= 256 && kRegisters % 8 == 0, "setmaxnreg: 24..256, a multiple of 8");
 #if defined(CPGEN_EMULATION)
+  CPGEN_AT_SITE();
   emulation::setmaxnreg(kRegisters, false);
 #else
   asm volatile("setmaxnreg.dec.sync.aligned.u32 %0;\n" ::"n"(kRegisters));
@@ -212,15 +226,17 @@ CPGEN_DEVICE void setmaxnreg_dec() {
 
 // Before the first wgmma.mma_async of a batch: orders the warpgroup's earlier register accesses
 // (accumulators, A fragments) before the asynchronous MMA reads them.
-CPGEN_DEVICE void wgmma_fence() {
+CPGEN_DEVICE void wgmma_fence(CPGEN_SITE_ONLY) {
 #if defined(CPGEN_EMULATION)
+  CPGEN_AT_SITE();
   emulation::wgmma_fence();
 #else
   asm volatile("wgmma.fence.sync.aligned;\n" ::: "memory");
 #endif
 }
-CPGEN_DEVICE void wgmma_commit() {
+CPGEN_DEVICE void wgmma_commit(CPGEN_SITE_ONLY) {
 #if defined(CPGEN_EMULATION)
+  CPGEN_AT_SITE();
   emulation::wgmma_commit_group();
 #else
   asm volatile("wgmma.commit_group.sync.aligned;\n" ::: "memory");
@@ -229,8 +245,9 @@ CPGEN_DEVICE void wgmma_commit() {
 // Waits until at most kPending of this thread's committed wgmma groups are in flight; only then
 // may their accumulators be read.
 template <int kPending>
-CPGEN_DEVICE void wgmma_wait() {
+CPGEN_DEVICE void wgmma_wait(CPGEN_SITE_ONLY) {
 #if defined(CPGEN_EMULATION)
+  CPGEN_AT_SITE();
   emulation::wgmma_wait_group(kPending);
 #else
   asm volatile("wgmma.wait_group.sync.aligned %0;\n" ::"n"(kPending) : "memory");
@@ -339,9 +356,10 @@ CPGEN_WG_DEFINE(256, 128, 128, 129, 130, 131, 132, 133, 134, 135, 136)
 // The result is in d only after the wgmma_wait that retires the group. Inline PTX exists for
 // N = 8, 16, 32, 64, 128, 256; the emulator takes any multiple of 8 up to 256.
 template <typename T, int N, bool kTransA = false, bool kTransB = false>
-CPGEN_DEVICE void wgmma_ss(float (&d)[N / 2], u64 desc_a, u64 desc_b, bool accumulate) {
+CPGEN_DEVICE void wgmma_ss(float (&d)[N / 2], u64 desc_a, u64 desc_b, bool accumulate CPGEN_SITE) {
   static_assert(N >= 8 && N <= 256 && N % 8 == 0, "wgmma m64nNk16: N is a multiple of 8 from 8 to 256");
 #if defined(CPGEN_EMULATION)
+  CPGEN_AT_SITE();
   emulation::wgmma_mma_async_ss(d, N, IsBf16<T>::value, desc_a, desc_b, accumulate, 1, 1, kTransA, kTransB);
 #else
   WgmmaAsm<N>::template ss<IsBf16<T>::value, kTransA ? 1 : 0, kTransB ? 1 : 0>(d, desc_a, desc_b, accumulate ? 1u : 0u);
@@ -352,9 +370,10 @@ CPGEN_DEVICE void wgmma_ss(float (&d)[N / 2], u64 desc_a, u64 desc_b, bool accum
 // 2t+8..2t+9), a[3] (row g+8, k 2t+8..), rows relative to 16 x the warp's index in the warpgroup,
 // g = lane / 4, t = lane % 4 (the mma.m16n8k16 A fragment; pack2 builds the registers).
 template <typename T, int N, bool kTransB = false>
-CPGEN_DEVICE void wgmma_rs(float (&d)[N / 2], const u32 (&a)[4], u64 desc_b, bool accumulate) {
+CPGEN_DEVICE void wgmma_rs(float (&d)[N / 2], const u32 (&a)[4], u64 desc_b, bool accumulate CPGEN_SITE) {
   static_assert(N >= 8 && N <= 256 && N % 8 == 0, "wgmma m64nNk16: N is a multiple of 8 from 8 to 256");
 #if defined(CPGEN_EMULATION)
+  CPGEN_AT_SITE();
   emulation::wgmma_mma_async_rs(d, N, IsBf16<T>::value, a, desc_b, accumulate, 1, 1, kTransB);
 #else
   WgmmaAsm<N>::template rs<IsBf16<T>::value, kTransB ? 1 : 0>(d, a, desc_b, accumulate ? 1u : 0u);
