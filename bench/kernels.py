@@ -328,6 +328,16 @@ def run_config(torch, cpgen, cfg, args):
     return row
 
 
+def emit_row(row, jsonl):
+    """One configuration's result: a JSON line on stdout, appended to `jsonl` when given."""
+    line = json.dumps(row, sort_keys=True)
+    print(line, flush=True)
+    if jsonl:
+        with open(jsonl, "a") as f:
+            f.write(line + "\n")
+    return line
+
+
 class Watchdog:
     """Ends the process when one configuration runs longer than `seconds`: a kernel that never
     finishes cannot be interrupted from Python, and would otherwise hold the GPU call until its
@@ -352,12 +362,8 @@ class Watchdog:
                 if self.cfg is None or time.monotonic() - self.since < self.seconds:
                     continue
                 row = dict(self.cfg, failed=f"stalled: no result after {self.seconds} s (a kernel that never finishes?)")
-            line = json.dumps(row, sort_keys=True)
-            print(line, flush=True)
+            line = emit_row(row, self.jsonl)
             print(f"kernels.py: configuration {line} {row['failed']}; exiting", file=sys.stderr, flush=True)
-            if self.jsonl:
-                with open(self.jsonl, "a") as f:
-                    f.write(line + "\n")
             os._exit(4)
 
 
@@ -470,11 +476,7 @@ def main():
             row = dict(cfg, failed=f"{type(e).__name__}: {str(e).splitlines()[0][:120]}")
         rows.append(row)
         torch.cuda.empty_cache()
-        line = json.dumps(row, sort_keys=True)
-        print(line, flush=True)
-        if args.jsonl:
-            with open(args.jsonl, "a") as f:
-                f.write(line + "\n")
+        emit_row(row, args.jsonl)
         if args.markdown:  # after every row, so a run stopped by a time limit keeps its table
             with open(args.markdown, "w") as f:
                 f.write(markdown(rows) + "\n")

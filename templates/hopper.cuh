@@ -132,13 +132,8 @@ CPGEN_DEVICE bool mbarrier_try_wait_parity(u32 barrier, u32 parity CPGEN_SITE) {
 }
 
 CPGEN_DEVICE void mbarrier_wait_parity(u32 barrier, u32 parity CPGEN_SITE) {
-#if defined(CPGEN_EMULATION)
-  while (!mbarrier_try_wait_parity(barrier, parity, cpgen_site_file, cpgen_site_line)) {
+  while (!mbarrier_try_wait_parity(barrier, parity CPGEN_PASS_SITE)) {
   }
-#else
-  while (!mbarrier_try_wait_parity(barrier, parity)) {
-  }
-#endif
 }
 
 // ---- TMA ----

@@ -68,16 +68,18 @@ CPGEN_HOST_DEVICE float tanh_approx(float x) {
 // Source lines for the emulator's sanitizer: under the emulator, a wrapper declared with
 // CPGEN_SITE takes its caller's file and line as defaulted parameters and hands them over with
 // CPGEN_AT_SITE() before the emulated operation, so a finding names the kernel line that issued
-// it (CPGEN_SITE_ONLY: the same for a wrapper with no other parameter). On the GPU all expand to
-// nothing.
+// it (CPGEN_SITE_ONLY: the same for a wrapper with no other parameter; CPGEN_PASS_SITE, after
+// the last argument, hands a wrapper's own site on to another). On the GPU all expand to nothing.
 #if defined(CPGEN_EMULATION)
 #define CPGEN_SITE_ONLY const char *cpgen_site_file = __builtin_FILE(), int cpgen_site_line = __builtin_LINE()
 #define CPGEN_SITE , CPGEN_SITE_ONLY
 #define CPGEN_AT_SITE() ::cpgen::emulation::at_site(cpgen_site_file, cpgen_site_line)
+#define CPGEN_PASS_SITE , cpgen_site_file, cpgen_site_line
 #else
 #define CPGEN_SITE_ONLY
 #define CPGEN_SITE
 #define CPGEN_AT_SITE()
+#define CPGEN_PASS_SITE
 #endif
 
 namespace cpgen {

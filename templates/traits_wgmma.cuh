@@ -110,8 +110,8 @@ struct WgmmaFwdTraits {
   // 232 at 256 (measured). The producer keeps what a loop of TMA issues needs and the consumers
   // grow to 240; the sum stays within the CTA's allocation (128 x 24 + 256 x 240 = 64512 =
   // 384 x 168 with two consumer warpgroups, 33792 <= 256 x 232 with one), and .inc never asks
-  // for fewer registers than a consumer already has (ptxas allocates at most 232 at 256 threads
-  // for these kernels; checked by the compile test's register count staying below 240).
+  // for fewer registers than a consumer already has. compile_kernel refuses a kernel for which
+  // either fails (wgmma_register_plan_problem, runtime/jit/jit.h).
   static constexpr int kProducerRegisters = kWgmmaProducerRegisters;
   static constexpr int kConsumerRegisters = kWgmmaConsumerRegisters;
 

@@ -15,13 +15,23 @@
 
 namespace cpgen::testing {
 
+// A wgmma matrix descriptor as the ISA's "Matrix Descriptor Format" lays it out, written here
+// apart from the templates' and the emulator's: (x & 0x3FFFF) >> 4 of the start address, LBO and
+// SBO in bits 0, 16 and 32, the base offset in bits 49-51, the swizzle mode in bits 62-63.
+inline uint64_t isa_descriptor(uint32_t start, uint32_t lbo, uint32_t sbo, uint32_t swizzle,
+                               uint32_t base_offset = 0) {
+  auto encode = [](uint32_t x) { return static_cast<uint64_t>((x & 0x3FFFFu) >> 4); };
+  return encode(start) | encode(lbo) << 16 | encode(sbo) << 32 | static_cast<uint64_t>(base_offset & 7u) << 49 |
+         static_cast<uint64_t>(swizzle) << 62;
+}
+
 // Issues and commits one m64n8k16 bf16 wgmma of the calling warpgroup (a wgmma.fence first when
 // `fence`) over K-major unswizzled operands: A (64 x 16) at shared byte 0 (leading byte offset
 // 128, stride 256), B (8 x 16) at 2048; `base_offset` goes in both descriptors. The sanitizer
 // tests' smallest wgmma: its operands lie in the first 4096 shared bytes.
 inline void issue_small_wgmma(float (&d)[4], bool fence = true, uint32_t base_offset = 0) {
-  const uint64_t a = uint64_t{128 >> 4} << 16 | uint64_t{256 >> 4} << 32 | uint64_t{base_offset} << 49;
-  const uint64_t b = a | (2048 >> 4);
+  const uint64_t a = isa_descriptor(0, 128, 256, emulation::kWgmmaSwizzleNone, base_offset);
+  const uint64_t b = isa_descriptor(2048, 128, 256, emulation::kWgmmaSwizzleNone, base_offset);
   if (fence) emulation::wgmma_fence();
   emulation::wgmma_mma_async_ss(d, 8, true, a, b, false, 1, 1, false, false);
   emulation::wgmma_commit_group();

@@ -46,9 +46,8 @@ std::vector<uint16_t> image() {
 // K slice `s` (columns 16s .. 16s + 15) of an operand starting at `start`: the start moves 32
 // bytes a slice; SBO 1024 (8 rows of 128 bytes); 128-byte swizzle.
 uint64_t slice_descriptor(uint32_t start, int s) {
-  const uint32_t address = start + 32 * static_cast<uint32_t>(s);
-  return static_cast<uint64_t>((address & 0x3FFFFu) >> 4) | static_cast<uint64_t>(kNonsenseLbo >> 4) << 16 |
-         static_cast<uint64_t>(1024 >> 4) << 32 | static_cast<uint64_t>(emulation::kWgmmaSwizzle128B) << 62;
+  return testing::isa_descriptor(start + 32 * static_cast<uint32_t>(s), kNonsenseLbo, 1024,
+                                 emulation::kWgmmaSwizzle128B);
 }
 
 struct Seen {

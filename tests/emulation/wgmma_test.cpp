@@ -63,12 +63,8 @@ uint32_t canonical_offset(const Layout& l, int mn, int k) {
   return (mn / per_row) * l.lbo + (k / 8) * l.sbo + testing::swizzled((k % 8) * l.span + 2 * (mn % per_row), l.span);
 }
 
-// The ISA's matrix descriptor: (x & 0x3FFFF) >> 4 of the start address, LBO and SBO in bits 0,
-// 16 and 32; base offset 0; the swizzle mode in bits 62-63.
 uint64_t device_descriptor(uint32_t start, const Layout& l) {
-  auto encode = [](uint32_t x) { return static_cast<uint64_t>((x & 0x3FFFFu) >> 4); };
-  return encode(start) | encode(l.lbo) << 16 | encode(l.sbo) << 32 |
-         static_cast<uint64_t>(descriptor_swizzle(l.span)) << 62;
+  return testing::isa_descriptor(start, l.lbo, l.sbo, descriptor_swizzle(l.span));
 }
 
 uint32_t round_up(uint32_t x, uint32_t to) { return (x + to - 1) / to * to; }
