@@ -1,11 +1,9 @@
 // The sanitizer's view of one CTA's shared memory (emulation/cuda_emulation.cpp): per byte,
-// whether it was written in this CTA, its last write, and two of its reads since (the latest, and
-// an earlier one that does not happen before it), each as an access: the actor (a thread, or an
-// mbarrier's asynchronous writes, happens_before.h) and its stamp. A read that happens before a
-// newer read can be forgotten: whatever the newer one happens before, the older does too, and
-// what races with the older one while not with the newer is ordered after the newer and so
-// after the older. Two slots keep that exact while at most two reads since the write are
-// unordered with each other; a third such read forgets one (a race with it alone is then missed).
+// whether it was written in this CTA, its last write, and every thread's latest read of it since
+// (reader_sets.h), each as an access: the actor (a thread, or an mbarrier's asynchronous writes,
+// happens_before.h) and its stamp. A write is checked against all of those reads: a tile read by
+// many warps and overwritten by a producer that waited for only some of them is a race whichever
+// warp read last.
 //
 // Semantics (CUDA programming guide, memory consistency; PTX ISA, memory consistency model):
 // shared memory written by one thread is visible to another only when the write happens before
@@ -29,19 +27,13 @@
 #include <stdint.h>
 #include <string.h>
 
+#include <algorithm>
 #include <vector>
 
 #include "happens_before.h"
+#include "reader_sets.h"
 
 namespace cpgen::emulation {
-
-// One access of a byte: who, and the stamp of their clock then.
-struct Access {
-  static constexpr int16_t kNobody = -1;
-  int16_t actor = kNobody;
-  uint32_t stamp = 0;
-  bool none() const { return actor == kNobody; }
-};
 
 class SharedShadow {
  public:
@@ -50,8 +42,9 @@ class SharedShadow {
     written_.assign(static_cast<size_t>(bytes), 0);
     generic_.assign(static_cast<size_t>(bytes), 0);
     writer_.assign(static_cast<size_t>(bytes), Access{});
-    reader_.assign(static_cast<size_t>(bytes), Access{});
-    earlier_reader_.assign(static_cast<size_t>(bytes), Access{});
+    readers_.assign(static_cast<size_t>(bytes), ReaderSets::kEmpty);
+    reader_sets_.clear();
+    compact_at_ = kCompactEntries;
   }
   int size() const { return size_; }
 
@@ -67,14 +60,20 @@ class SharedShadow {
   // happen before it (a race), else none. `offset` must be in range.
   Access write(uint32_t offset, int count, int actor, uint32_t stamp, const VectorClock& view, bool generic) {
     Access conflict;
+    uint32_t checked = ReaderSets::kEmpty;  // the bytes of one write mostly share their readers
     for (int i = 0; i < count; ++i) {
       const size_t b = offset + static_cast<size_t>(i);
-      for (const Access* a : {&writer_[b], &reader_[b], &earlier_reader_[b]})
-        if (conflict.none() && unordered(*a, view)) conflict = *a;
+      if (conflict.none() && unordered(writer_[b], view)) conflict = writer_[b];
+      if (conflict.none() && readers_[b] != checked) {
+        const std::vector<Access>& reads = reader_sets_.members(readers_[b]);
+        for (auto r = reads.rbegin(); r != reads.rend() && conflict.none(); ++r)  // the latest first
+          if (unordered(*r, view)) conflict = *r;
+        checked = readers_[b];
+      }
       written_[b] = 1;
       generic_[b] = generic ? 1 : 0;
       writer_[b] = {static_cast<int16_t>(actor), stamp};
-      reader_[b] = earlier_reader_[b] = Access{};  // each happens before this write, or was reported
+      readers_[b] = ReaderSets::kEmpty;  // each happens before this write, or was reported
     }
     return conflict;
   }
@@ -87,31 +86,36 @@ class SharedShadow {
               const unsigned char* memory, bool* never_written) {
     Access conflict;
     bool poisoned = true;
+    if (reader_sets_.entries() > compact_at_) {
+      reader_sets_.compact(readers_);
+      compact_at_ = std::max(kCompactEntries, 2 * reader_sets_.entries());  // no compaction per read
+    }
     const Access mine{static_cast<int16_t>(thread), stamp};
     for (int i = 0; i < count; ++i) {
       const size_t b = offset + static_cast<size_t>(i);
       poisoned = poisoned && !written_[b] && memory[b] == 0xFF;
       if (conflict.none() && unordered(writer_[b], view)) conflict = writer_[b];
-      Access& latest = reader_[b];
-      Access& earlier = earlier_reader_[b];
-      if (!latest.none() && !happens_before(latest.actor, latest.stamp, view) &&
-          (earlier.none() || happens_before(earlier.actor, earlier.stamp, view)))
-        earlier = latest;  // still unordered with this read: kept
-      if (!earlier.none() && happens_before(earlier.actor, earlier.stamp, view)) earlier = Access{};
-      latest = mine;
+      readers_[b] = reader_sets_.add(readers_[b], mine);
     }
     if (poisoned) *never_written = true;
     return conflict;
   }
 
  private:
+  // Sets no byte names are dropped once this many entries are held (8 bytes each), or twice what
+  // the last compaction kept.
+  static constexpr size_t kCompactEntries = size_t{1} << 22;
+
   static bool unordered(const Access& a, const VectorClock& view) {
     return !a.none() && !happens_before(a.actor, a.stamp, view);
   }
 
   int size_ = 0;
   std::vector<unsigned char> written_, generic_;
-  std::vector<Access> writer_, reader_, earlier_reader_;
+  std::vector<Access> writer_;
+  std::vector<uint32_t> readers_;  // per byte, its set in reader_sets_
+  ReaderSets reader_sets_;
+  size_t compact_at_ = kCompactEntries;
 };
 
 }  // namespace cpgen::emulation

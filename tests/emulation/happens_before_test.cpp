@@ -147,6 +147,32 @@ TEST(HappensBefore, OrderIsTransitiveAcrossBarriersAndStopsAtTheirParticipants) 
   expect_row_race(emulation::launch(1, 1, 96, 128, chain_then_read<false>), 64, 0);
 }
 
+// Regression: four warps read the rows, then warp 4 overwrites them after a barrier that only
+// warps 0 and 3 join. The shadow used to keep two reads per byte (here the first and the latest,
+// warps 0 and 3), so the race with warps 1 and 2 went unseen; every reader counts now. With all
+// four readers in the barrier (160 threads) the overwrite is clean.
+template <int kBarrierThreads>
+void overwrite_after_some_readers() {
+  const int warp = threadIdx.x / 32;
+  testing::copy_rows_in(g_rows, 128);
+  __syncthreads();
+  if (warp < 4) load_rows();
+  if (kBarrierThreads == 160 || warp == 0 || warp >= 3) named_barrier_sync(5, kBarrierThreads);
+  if (warp == 4) testing::copy_rows_in(g_rows, 128);
+}
+
+TEST(HappensBefore, AnOverwriteIsOrderedAfterEveryReaderNotOnlyTheFirstAndLatest) {
+  const std::string error = emulation::launch(1, 1, 160, 128, overwrite_after_some_readers<96>);
+  std::smatch m;
+  const std::regex finding(
+      "^sanitizer: thread (1[2-3][0-9]) of block \\(0, 0, 0\\): cp.async lands in shared byte 0x[0-9a-f]+ that "
+      "thread ([0-9]+) accessed with no barrier between them \\(race\\)");
+  ASSERT_TRUE(std::regex_search(error, m, finding)) << error;
+  const int reader = std::stoi(m[2].str());
+  EXPECT_TRUE(reader >= 32 && reader < 96) << error;  // warp 1 or 2
+  EXPECT_EQ(emulation::launch(1, 1, 160, 128, overwrite_after_some_readers<160>), "");
+}
+
 // ---- mbarriers ----
 
 // Shared layout of these kernels: the rows at 0-127, the barriers, the TMA tile.
