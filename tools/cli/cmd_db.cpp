@@ -162,34 +162,34 @@ void verify_cmd(const DbOptions& o) {
 }
 
 const CommandRegistrar kDb("db", [](CLI::App& root) {
-  auto* db = root.add_subcommand("db", "inspect, export, import, merge and verify the tuning database");
+  auto* db = root.add_subcommand("db", "Inspect, export, import, merge and verify the tuning database");
   db->require_subcommand(1);
   auto opts = std::make_shared<DbOptions>();
   auto common = [&](CLI::App* sub, bool json_flag) {
     add_db_option(sub, &opts->db);
     if (json_flag) sub->add_flag("--json", opts->json_output, "print JSON");
   };
-  auto* show_cmd = db->add_subcommand("show", "list workloads, their records and winners");
+  auto* show_cmd = db->add_subcommand("show", "List workloads, their records and winners");
   common(show_cmd, true);
   show_cmd->callback([opts] { show(*opts); });
 
-  auto* exp = db->add_subcommand("export", "write the database as a versioned, diffable JSON cache (stdout or -o FILE)");
+  auto* exp = db->add_subcommand("export", "Write the database as a versioned, diffable JSON cache (stdout or -o FILE)");
   common(exp, false);
   exp->add_option("-o,--output", opts->output, "file to write (default: stdout)");
   exp->add_flag("--defaults", opts->defaults, "write the documented default configs as a pattern cache instead");
   exp->callback([opts] { export_cmd(*opts); });
 
-  auto* imp = db->add_subcommand("import", "import a JSON cache, keeping the faster valid record of each kernel");
+  auto* imp = db->add_subcommand("import", "Import a JSON cache, keeping the faster valid record of each kernel");
   common(imp, true);
   imp->add_option("file", opts->input, "JSON cache written by cpgen db export")->required();
   imp->callback([opts] { import_cmd(*opts); });
 
-  auto* merge = db->add_subcommand("merge", "merge another database file, keeping the faster valid record of each kernel");
+  auto* merge = db->add_subcommand("merge", "Merge another database file, keeping the faster valid record of each kernel");
   common(merge, true);
   merge->add_option("other", opts->input, "the database to merge from")->required();
   merge->callback([opts] { merge_cmd(*opts); });
 
-  auto* ver = db->add_subcommand("verify", "PRAGMA integrity_check, and count rows of other environments");
+  auto* ver = db->add_subcommand("verify", "Run PRAGMA integrity_check and count rows of other environments");
   common(ver, true);
   ver->callback([opts] { verify_cmd(*opts); });
 });

@@ -106,7 +106,7 @@ void run(const ExplainOptions& o) {
 
 const CommandRegistrar kExplain("explain", [](CLI::App& root) {
   auto o = std::make_shared<ExplainOptions>();
-  auto* cmd = root.add_subcommand("explain", "say which kernel config is selected for a shape and where it came from");
+  auto* cmd = root.add_subcommand("explain", "Say which kernel config is selected for a shape and where it came from");
   cmd->add_option("--shape", o->shape, "one shape as a JSON object, the fields of a shapes file entry");
   cmd->add_option("--shapes", o->shapes_file, "a shapes file");
   add_db_option(cmd, &o->db);

@@ -150,7 +150,7 @@ void run_rank(const RankArgs& a) {
 
 const CommandRegistrar kNcclRank("_nccl-rank", [](CLI::App& root) {
   auto a = std::make_shared<RankArgs>();
-  CLI::App* cmd = root.add_subcommand("_nccl-rank", "one rank of an NCCL ring (internal)");
+  CLI::App* cmd = root.add_subcommand("_nccl-rank", "One rank of an NCCL ring (internal)");
   cmd->group("");  // hidden
   cmd->add_option("--task", a->task)->required();
   cmd->add_option("--vectors", a->vectors);

@@ -147,7 +147,7 @@ void run(const TuneCliOptions& o) {
 
 const CommandRegistrar kTune("tune", [](CLI::App& root) {
   auto o = std::make_shared<TuneCliOptions>();
-  auto* cmd = root.add_subcommand("tune", "compile, verify and time kernel candidates for the shapes of a file; keep the winners");
+  auto* cmd = root.add_subcommand("tune", "Compile, verify and time kernel candidates for the shapes of a file; keep the winners");
   cmd->add_option("--shapes", o->shapes, "shapes file (JSON, see examples/shapes)")->required();
   cmd->add_option("--only", o->only, "tune only one direction: fwd (the forward step types) or bwd (the backward ones); default both");
   add_db_option(cmd, &o->db);
