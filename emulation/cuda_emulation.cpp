@@ -215,6 +215,18 @@ bool shared_in_bounds(uint32_t offset, int count, const char* what) {
   return false;
 }
 
+// PTX ISA, "Addresses as Operands": an address must be naturally aligned to the access size, or
+// the behavior is undefined (the instruction may fault: compute-sanitizer's "misaligned address").
+// `address` is a shared offset or a global address; the CTA's dynamic shared memory starts at a
+// 128-byte boundary here and at least a 16-byte one on the GPU, so an offset's alignment is the
+// address's.
+bool aligned(uint64_t address, int alignment, const char* what, const char* space) {
+  if (address % static_cast<uint64_t>(alignment) == 0) return true;
+  report(g_cta->current, std::string(what) + " " + space + " address " + hex(address) + ", not aligned to " +
+                             std::to_string(alignment) + " bytes (misaligned address)");
+  return false;
+}
+
 // The buffer of the launch that holds all of [p, p + count), or null.
 const GlobalBuffer* buffer_holding(const void* p, size_t count) {
   const auto* begin = static_cast<const unsigned char*>(p);
@@ -397,13 +409,15 @@ uint32_t shared_offset(const void* p) {
   return static_cast<uint32_t>(static_cast<const unsigned char*>(p) - device::shared_storage);
 }
 
-bool shared_load(uint32_t offset, int bytes) {
+bool shared_load(uint32_t offset, int bytes, int alignment) {
+  if (!aligned(offset, alignment, "a shared load reads at", "shared")) return false;
   if (!shared_in_bounds(offset, bytes, "a shared load reads")) return false;
   shadow_read(offset, bytes, "a shared load reads");
   return true;
 }
 
-bool shared_store(uint32_t offset, int bytes) {
+bool shared_store(uint32_t offset, int bytes, int alignment) {
+  if (!aligned(offset, alignment, "a shared store writes at", "shared")) return false;
   if (!shared_in_bounds(offset, bytes, "a shared store writes")) return false;
   const int t = g_cta->current;
   const Access other = g_cta->shadow.write(offset, bytes, t, g_cta->order.stamp(t), g_cta->order.view(t), true);
@@ -416,8 +430,11 @@ bool shared_store(uint32_t offset, int bytes) {
 // register i the elements 2(l%4), 2(l%4)+1 of row l/4 (.trans: element l/4 of rows 2(l%4) and
 // 2(l%4)+1).
 void ldmatrix_x4(uint32_t (&r)[4], uint32_t shared_address, bool trans) {
-  // Each lane's row address is checked by that lane; a row outside reads as zeros.
-  const bool in_bounds = shared_in_bounds(shared_address, 16, "ldmatrix reads");
+  // Each lane's row address is checked by that lane; a row outside, or not at a 16-byte boundary
+  // (ISA, ldmatrix: four lanes read a row's 16 bytes, so row addresses are naturally aligned to
+  // 16), reads as zeros.
+  const bool in_bounds = aligned(shared_address, 16, "ldmatrix reads a row at", "shared") &&
+                         shared_in_bounds(shared_address, 16, "ldmatrix reads");
   uint32_t mine[2] = {shared_address, in_bounds ? 1u : 0u}, all[32][2];
   warp_gather<2>(mine, all);
   const int l = lane();
@@ -540,7 +557,10 @@ uint32_t pack_16x2(float lo, float hi, bool bf16) {
 // when the group retires.
 // Copies whose source or destination is out of bounds are reported and dropped.
 void cp_async_16(uint32_t shared_dst, const void* global_src, bool valid) {
+  // The access size is cp-size (16) on both sides; the source only counts when it is read.
+  if (!aligned(shared_dst, 16, "cp.async writes to", "shared")) return;
   if (!shared_in_bounds(shared_dst, 16, "cp.async writes")) return;
+  if (valid && !aligned(reinterpret_cast<uintptr_t>(global_src), 16, "cp.async reads from", "global")) return;
   if (valid && !global_in_bounds(global_src, 16, "cp.async reads")) return;
   AsyncCopy copy{shared_dst, {}, g_cta->fibers[g_cta->current].site};
   if (valid) {
@@ -580,6 +600,7 @@ float flush_subnormal(float x) { return std::fpclassify(x) == FP_SUBNORMAL ? std
 }  // namespace
 
 void red_add_f32(float* address, float value) {
+  if (!aligned(reinterpret_cast<uintptr_t>(address), 4, "red.add writes to", "global")) return;
   if (!global_in_bounds(address, 4, "red.add writes")) return;
   // The host's float addition rounds to nearest even (the default rounding mode).
   *address = flush_subnormal(flush_subnormal(*address) + flush_subnormal(value));

@@ -80,9 +80,10 @@ uint32_t shared_offset(const void* p);
 // templates' wrappers (templates/shared_access.cuh): the sanitizer checks it like the emulator's
 // own accesses (in the launch's dynamic shared memory; a load of bytes never written in the CTA
 // that still hold the poison; a race with another thread's access). Returns whether the access
-// lies in bounds; the wrapper skips it otherwise (reported).
-bool shared_load(uint32_t offset, int bytes);
-bool shared_store(uint32_t offset, int bytes);
+// lies in bounds and at a multiple of `alignment` (the type's, which sets the width of the GPU's
+// access); the wrapper skips it otherwise (reported).
+bool shared_load(uint32_t offset, int bytes, int alignment);
+bool shared_store(uint32_t offset, int bytes, int alignment);
 void ldmatrix_x4(uint32_t (&r)[4], uint32_t shared_address, bool trans);
 void mma_16816(float (&d)[4], const uint32_t (&a)[4], uint32_t b0, uint32_t b1, bool bf16);
 uint32_t pack_16x2(float lo, float hi, bool bf16);
@@ -99,7 +100,9 @@ void red_add_f32(float* address, float value);
 
 // The sanitizer. Launches check what the emulator performs for the kernel: cp.async (source in
 // one of the launch's global buffers, destination in its dynamic shared memory), red.add (target
-// in a buffer), ldmatrix (rows in shared memory, written in this CTA, not racing a write), the
+// in a buffer), ldmatrix (rows in shared memory, written in this CTA, not racing a write), each
+// address naturally aligned to its access (cp.async 16 bytes both sides, ldmatrix rows 16, red.add
+// 4, plain shared accesses their type's alignment), the
 // plain shared loads and stores of the templates' wrappers (shared_load, shared_store), and
 // after each CTA that no plain store went past the dynamic shared size (a guard region). Plain
 // global loads and stores of kernel code are caught only when they touch an inaccessible page:

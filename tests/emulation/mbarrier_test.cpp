@@ -123,5 +123,16 @@ TEST(Mbarrier, AWaitThatCanNeverEndIsADeadlock) {
   EXPECT_NE(error.find("mbarrier phases that never complete"), std::string::npos) << error;
 }
 
+// An mbarrier is an 8-byte object at an 8-byte boundary of shared memory (PTX ISA, "Size and
+// alignment of mbarrier object"); one at offset 4 is refused before it is used.
+TEST(Mbarrier, ABarrierOffItsEightByteBoundaryIsCaught) {
+  const std::string error = emulation::launch(1, 1, 32, 64, [] {
+    if (threadIdx.x == 0) emulation::mbarrier_init(4, 1);
+  });
+  EXPECT_NE(error.find("thread 0 of block (0, 0, 0): mbarrier.init on shared address 0x4, not aligned to 8 bytes"),
+            std::string::npos)
+      << error;
+}
+
 }  // namespace
 }  // namespace cpgen

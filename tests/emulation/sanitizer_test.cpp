@@ -57,11 +57,11 @@ TEST(Sanitizer, ReductionOutsideTheLaunchBuffersIsCaught) {
 
 TEST(Sanitizer, SharedAccessBeyondTheDeclaredSizeIsCaught) {
   // A cp.async whose 16 bytes end past the 256 declared bytes.
-  expect_finding(emulation::launch(1, 1, 32, 256, [] {
-                   if (threadIdx.x == 1) emulation::cp_async_16(248, g_source, true);
+  expect_finding(emulation::launch(1, 1, 32, 248, [] {
+                   if (threadIdx.x == 1) emulation::cp_async_16(240, g_source, true);
                  }),
-                 {"thread 1 of block (0, 0, 0)", "cp.async writes shared bytes [0xf8, 0x108)",
-                  "past the launch's 256 dynamic shared bytes"});
+                 {"thread 1 of block (0, 0, 0)", "cp.async writes shared bytes [0xf0, 0x100)",
+                  "past the launch's 248 dynamic shared bytes"});
   // An ldmatrix row address inside the emulator's buffer but outside the declaration.
   expect_finding(emulation::launch(1, 1, 32, 128, [] {
                    uint32_t r[4];
@@ -73,6 +73,42 @@ TEST(Sanitizer, SharedAccessBeyondTheDeclaredSizeIsCaught) {
                    if (threadIdx.x == 0) device::shared_storage[300] = 1;
                  }),
                  {"block (0, 0, 0): a store to shared byte 0x12c past the launch's 256 dynamic shared bytes"});
+}
+
+// PTX ISA, "Addresses as Operands": an address must be naturally aligned to the access size
+// (ldmatrix: to the 16 bytes four lanes read of a row), or the GPU may fault with a misaligned
+// address, as compute-sanitizer reports it. Each access below is one element off, next to the
+// same access aligned, which is clean.
+TEST(Sanitizer, MisalignedAccessesAreCaught) {
+  static float sums[8];
+  testing::LaunchBuffers buffers({{g_source, sizeof g_source}, {sums, sizeof sums}});
+  expect_finding(emulation::launch(1, 1, 32, 256, [] {
+                   if (threadIdx.x == 2) emulation::cp_async_16(8, g_source, true);
+                 }),
+                 {"thread 2 of block (0, 0, 0)", "cp.async writes to shared address 0x8, not aligned to 16 bytes"});
+  expect_finding(emulation::launch(1, 1, 32, 256, [] {
+                   if (threadIdx.x == 2) emulation::cp_async_16(16, g_source + 8, true);
+                 }),
+                 {"thread 2 of block (0, 0, 0)", "cp.async reads from global address 0x", "not aligned to 16 bytes"});
+  expect_finding(emulation::launch(1, 1, 32, 256, [] {
+                   uint32_t r[4];
+                   emulation::ldmatrix_x4(r, 16 * (threadIdx.x % 8) + (threadIdx.x == 5 ? 2 : 0), false);
+                 }),
+                 {"thread 5 of block (0, 0, 0)", "ldmatrix reads a row at shared address 0x52, not aligned to 16 bytes"});
+  expect_finding(emulation::launch(1, 1, 32, 0, [] {
+                   if (threadIdx.x == 0)
+                     emulation::red_add_f32(reinterpret_cast<float*>(reinterpret_cast<unsigned char*>(sums) + 2), 1.0f);
+                 }),
+                 {"thread 0 of block (0, 0, 0)", "red.add writes to global address 0x", "not aligned to 4 bytes"});
+  // Aligned, the same accesses are clean (the rows the ldmatrix reads were written first).
+  EXPECT_EQ(emulation::launch(1, 1, 32, 256, [] {
+              copy_rows_in();
+              __syncwarp();
+              uint32_t r[4];
+              emulation::ldmatrix_x4(r, 16 * (threadIdx.x % 8), false);
+              if (threadIdx.x == 0) emulation::red_add_f32(&sums[1], 1.0f);
+            }),
+            "");
 }
 
 TEST(Sanitizer, SharedRaceWithoutABarrierIsCaught) {

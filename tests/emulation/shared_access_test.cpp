@@ -59,6 +59,29 @@ TEST(SharedAccess, AnOverwriteOfWhatAnotherWarpReadNeedsABarrier) {
                  {"shared byte 0x", "accessed with no barrier between them (race)"});
 }
 
+// An 8-byte pair of floats at a 4-byte offset: the GPU loads it with one 8-byte access, which
+// must be 8-byte aligned (PTX ISA, "Addresses as Operands"); at offset 8 it is clean.
+struct alignas(8) FloatPair {
+  float x, y;
+};
+
+template <int kOffset>
+void pair_at_offset() {
+  auto* pair = reinterpret_cast<FloatPair*>(device::shared_storage + kOffset);
+  if (threadIdx.x == 0) store_shared(pair, FloatPair{1.0f, 2.0f});
+  __syncthreads();
+  if (threadIdx.x == 1) g_seen[0] = load_shared(pair).y;
+}
+
+TEST(SharedAccess, AnAccessOffItsTypesAlignmentIsCaught) {
+  g_seen.assign(1, -1.0f);
+  ASSERT_EQ(emulation::launch(1, 1, 32, 64, pair_at_offset<8>), "");
+  EXPECT_EQ(g_seen[0], 2.0f);
+  expect_finding(emulation::launch(1, 1, 32, 64, pair_at_offset<4>),
+                 {"thread 0 of block (0, 0, 0): a shared store writes at shared address 0x4, not aligned to 8 bytes",
+                  "shared_access_test.cpp:"});
+}
+
 TEST(SharedAccess, ALoadOfBytesNeverWrittenIsCaught) {
   g_seen.assign(32, 0.0f);
   expect_finding(emulation::launch(1, 1, 32, 128, [] { g_seen[threadIdx.x] = load_shared(&table()[threadIdx.x]); }),
