@@ -64,7 +64,7 @@ struct Barrier {
 struct WarpSlot {
   Barrier barrier;
   int syncwarp_lanes = 0;
-  VectorClock released;
+  SyncClock released;
   uint32_t words[32][8];
 };
 
@@ -82,7 +82,7 @@ struct NamedBarrier {
   std::vector<Site> warp_site;  // the barrier instruction each warp's first lane arrived from
   std::vector<char> thread_in;  // whether each thread arrived in the current phase
   std::vector<int> waiters;     // the threads that sync in the current phase
-  VectorClock released;         // joined clocks of the current phase's arrivals
+  SyncClock released;           // joined clocks of the current phase's arrivals
 };
 constexpr int kNamedBarriers = 16;
 

@@ -14,6 +14,13 @@
 // try_wait that observes a completed phase acquires it, together with the asynchronous writes
 // whose complete_tx the phase counted.
 //
+// The cross-proxy check (fence.proxy.async between a generic-proxy write and an async-proxy read
+// of the same bytes) rides on the same releases and acquires: each thread also holds the join of
+// the clocks that the fence.proxy.async executions it is ordered after had when they ran (its
+// `fenced` clock), and a synchronization object carries both. A write stamped s by thread w is
+// fenced for a reader exactly when the reader's fenced clock has component w >= s: some fence ran
+// after the write and before the read. No list of fences is kept, so none is ever forgotten.
+//
 // Header of the emulator only: standard headers, no project includes.
 #pragma once
 
@@ -25,6 +32,17 @@
 namespace cpgen::emulation {
 
 using VectorClock = std::vector<uint32_t>;
+
+// What a synchronization object (a barrier phase, an mbarrier phase, a warp's __syncwarp) hands
+// from the threads that release into it to those that acquire it.
+struct SyncClock {
+  VectorClock order;   // happens-before
+  VectorClock fenced;  // the fences' clocks (above)
+  void clear() {
+    order.clear();
+    fenced.clear();
+  }
+};
 
 // into = max(into, from), element-wise; a missing component counts as 0.
 inline void join(VectorClock& into, const VectorClock& from) {
@@ -44,6 +62,7 @@ class HappensBefore {
     threads_ = threads;
     actors_ = threads;
     clocks_.resize(static_cast<size_t>(threads));
+    fenced_.assign(static_cast<size_t>(threads), VectorClock{});
     for (int t = 0; t < threads; ++t) {
       VectorClock& c = clocks_[static_cast<size_t>(t)];
       c.assign(static_cast<size_t>(threads), 0);
@@ -58,27 +77,43 @@ class HappensBefore {
   // The stamp of `thread`'s accesses from now until its next release.
   uint32_t stamp(int thread) const { return clocks_[static_cast<size_t>(thread)][static_cast<size_t>(thread)]; }
   const VectorClock& view(int thread) const { return clocks_[static_cast<size_t>(thread)]; }
+  // The join of the clocks of the fence.proxy.async executions ordered before `thread`'s next
+  // access (its own included).
+  const VectorClock& fenced_view(int thread) const { return fenced_[static_cast<size_t>(thread)]; }
 
   // `thread`'s accesses so far join `sync`; its later ones get a new stamp.
-  void release(int thread, VectorClock& sync) {
+  void release(int thread, SyncClock& sync) {
     VectorClock& c = clocks_[static_cast<size_t>(thread)];
-    join(sync, c);
+    join(sync.order, c);
+    join(sync.fenced, fenced_[static_cast<size_t>(thread)]);
     ++c[static_cast<size_t>(thread)];
   }
-  // `thread`'s later accesses get a new stamp, with no release: an event between them (a proxy
-  // fence) can then tell the accesses before it from those after.
-  void tick(int thread) { ++clocks_[static_cast<size_t>(thread)][static_cast<size_t>(thread)]; }
+  // A fence.proxy.async by `thread`: its accesses so far are fenced for whoever it is ordered
+  // before; its later ones get a new stamp, so the fence tells those before it from those after.
+  void fence(int thread) {
+    VectorClock& c = clocks_[static_cast<size_t>(thread)];
+    join(fenced_[static_cast<size_t>(thread)], c);
+    ++c[static_cast<size_t>(thread)];
+  }
   // Everything `sync` collected happens before `thread`'s next access.
-  void acquire(int thread, const VectorClock& sync) { join(clocks_[static_cast<size_t>(thread)], sync); }
+  void acquire(int thread, const SyncClock& sync) {
+    join(clocks_[static_cast<size_t>(thread)], sync.order);
+    join(fenced_[static_cast<size_t>(thread)], sync.fenced);
+  }
 
  private:
   int threads_ = 0;
   int actors_ = 0;
   std::vector<VectorClock> clocks_;
+  std::vector<VectorClock> fenced_;
 };
 
 // Whether an access by `actor` stamped `stamp` happens before the access of the party whose clock
 // is `view` (the same thread's earlier accesses always do).
 inline bool happens_before(int actor, uint32_t stamp, const VectorClock& view) { return component(view, actor) >= stamp; }
+
+// Whether a fence.proxy.async ran after the access by `actor` stamped `stamp` and before the
+// access of the party whose fenced clock is `fenced` (HappensBefore::fenced_view).
+inline bool fenced_before(int actor, uint32_t stamp, const VectorClock& fenced) { return component(fenced, actor) >= stamp; }
 
 }  // namespace cpgen::emulation

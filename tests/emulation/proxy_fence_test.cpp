@@ -65,6 +65,22 @@ TEST(ProxyFence, AFenceByTheWriterBeforeItsBarrierOrByTheReadersAfterTheirsIsEno
   EXPECT_EQ(run(stores_then_wgmma<Fence::kReadersAfterBarrier>), "");
 }
 
+// Regression: the emulator kept the CTA's latest 1024 fences, so a writer's fence followed by
+// many others (here 1100 by thread 201, which writes nothing) was forgotten and its stores read as
+// unfenced. Fences now travel with the order itself and none is dropped.
+void fenced_stores_then_many_fences() {
+  if (threadIdx.x == kWriter) {
+    store_operands();
+    emulation::fence_proxy_async();
+  }
+  if (threadIdx.x == kWriter + 1)
+    for (int i = 0; i < 1100; ++i) emulation::fence_proxy_async();
+  __syncthreads();
+  if (threadIdx.x < 128) one_wgmma();
+}
+
+TEST(ProxyFence, AWritersFenceStaysInForceAfterManyOtherFences) { EXPECT_EQ(run(fenced_stores_then_many_fences), ""); }
+
 // The fence exists but is not between the write and the read: after the barrier on the writer's
 // side (nothing orders it before the readers), or before the writes it should cover.
 TEST(ProxyFence, AFenceNotOrderedBetweenTheWriteAndTheReadIsAFinding) {

@@ -217,7 +217,7 @@ TEST(Sanitizer, FindingsNameTheKernelLineThatIssuedThem) {
 
 // Every thread of `order` releases into one phase, then all acquire it: a __syncthreads.
 void cta_barrier(emulation::HappensBefore& order, int threads) {
-  emulation::VectorClock phase;
+  emulation::SyncClock phase;
   for (int t = 0; t < threads; ++t) order.release(t, phase);
   for (int t = 0; t < threads; ++t) order.acquire(t, phase);
 }
@@ -275,7 +275,7 @@ TEST(Sanitizer, WriteOrderedAfterSomeReadersOnlyRacesWithTheMiddleOne) {
   for (int t = 0; t < 4; ++t)
     EXPECT_TRUE(shadow.read(0, 4, t, order.stamp(t), order.view(t), memory, &never_written).none());
   // Thread 4 waits for threads 0 and 3 only (an mbarrier whose count was one warp short).
-  emulation::VectorClock phase;
+  emulation::SyncClock phase;
   order.release(0, phase);
   order.release(3, phase);
   order.acquire(4, phase);
@@ -288,7 +288,7 @@ TEST(Sanitizer, WriteOrderedAfterSomeReadersOnlyRacesWithTheMiddleOne) {
   shadow.write(0, 4, 4, order.stamp(4), order.view(4), true);
   cta_barrier(order, 5);
   for (int t = 0; t < 4; ++t) shadow.read(0, 4, t, order.stamp(t), order.view(t), memory, &never_written);
-  emulation::VectorClock all;
+  emulation::SyncClock all;
   for (int t = 0; t < 4; ++t) order.release(t, all);
   order.acquire(4, all);
   EXPECT_TRUE(shadow.write(0, 4, 4, order.stamp(4), order.view(4), true).none());
@@ -308,7 +308,7 @@ TEST(Sanitizer, ReaderSetsKeepEachThreadsLatestReadPerByte) {
   shadow.reset(64);
   order.reset(3);
   read(0, 0, 16);
-  emulation::VectorClock first;
+  emulation::SyncClock first;
   order.release(0, first);  // thread 0's first read is published ...
   read(0, 0, 16);           // ... its second is not
   read(1, 8, 8);            // bytes 8-15 have a second reader
