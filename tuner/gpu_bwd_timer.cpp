@@ -245,8 +245,6 @@ TimingOutcome GpuBackwardTimer::run_checked(const KernelSpec& spec, const Compil
   set.dk_acc.poison();
   set.dv_acc.poison();
   try {
-    // The fills run on the legacy stream, which the harness's non-blocking stream does not wait for.
-    CPGEN_CU_CHECK(api.cuCtxSynchronize());
     launch(spec, kernel, params_for(set, /*accumulate_dkv=*/false));
     CPGEN_CU_CHECK(api.cuStreamSynchronize(stream_->get()));
   } catch (const Error& e) {

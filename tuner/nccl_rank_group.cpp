@@ -53,8 +53,6 @@ std::string NcclRankGroup::broadcast_from_root(const std::string& bytes) {
   DeviceBuffer length_buffer(device_, sizeof(int64_t));
   int64_t length = rank_ == 0 ? static_cast<int64_t>(bytes.size()) : 0;
   length_buffer.upload(&length, sizeof length);
-  // The upload ran on the legacy stream, which a non-blocking stream does not wait for.
-  CPGEN_CU_CHECK(api.cuCtxSynchronize());
   CPGEN_NCCL_CHECK(ncclBroadcast(length_buffer.as<void>(), length_buffer.as<void>(), 1, ncclInt64, 0, comm_,
                                  reinterpret_cast<cudaStream_t>(stream_->get())));
   CPGEN_CU_CHECK(api.cuStreamSynchronize(stream_->get()));

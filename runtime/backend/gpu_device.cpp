@@ -5,6 +5,7 @@
 #include "cpgen/error.h"
 #include "runtime/cuda/cuda_driver.h"
 #include "runtime/cuda/device_buffer.h"
+#include "runtime/cuda/gpu_stream.h"
 #include "runtime/ring/kernel_support.h"
 
 namespace cpgen::gpu {
@@ -20,6 +21,7 @@ DeviceAllocation GpuDevice::allocate(size_t bytes) {
 
 void GpuDevice::upload(void* dst, const void* host, size_t bytes) {
   CPGEN_CU_CHECK(cu::driver().cuMemcpyHtoD(reinterpret_cast<CUdeviceptr>(dst), host, bytes));
+  gpu::finish_legacy_stream();  // landed before any kernel on a non-blocking stream reads it
 }
 
 void GpuDevice::copy(void* dst, const void* src, size_t bytes) {

@@ -5,6 +5,7 @@
 
 #include "cpgen/error.h"
 #include "runtime/cuda/cuda_driver.h"
+#include "runtime/cuda/gpu_stream.h"
 #include "runtime/cuda/module.h"
 
 namespace cpgen {
@@ -58,6 +59,7 @@ void DeviceBuffer::upload(const void* host, size_t bytes) {
   if (bytes == 0) return;
   use_primary_context(device_);
   CPGEN_CU_CHECK(cu::driver().cuMemcpyHtoD(address_, host, bytes));
+  gpu::finish_legacy_stream();  // the DMA from the staging copy may still be under way
 }
 
 void DeviceBuffer::download(void* host, size_t bytes) const {
@@ -71,6 +73,7 @@ void DeviceBuffer::fill_bytes(uint8_t value) {
   if (bytes_ == 0) return;
   use_primary_context(device_);
   CPGEN_CU_CHECK(cu::driver().cuMemsetD8(address_, value, bytes_));
+  gpu::finish_legacy_stream();  // a device memset returns before it is done
 }
 
 }  // namespace cpgen

@@ -34,6 +34,9 @@ class DeviceBuffer {
   int device() const { return device_; }
 
   // Synchronous copies of `bytes` from the start of the buffer; throw kInternal past its end.
+  // upload and fill_bytes return once their bytes are in place (they wait for the legacy stream
+  // they run on), so work on any stream enqueued after them sees the bytes. download does not wait
+  // for other streams: synchronize the work that wrote the buffer first.
   void upload(const void* host, size_t bytes);
   void download(void* host, size_t bytes) const;
   void fill_bytes(uint8_t value);

@@ -28,4 +28,6 @@ bool is_capturing(CUstream stream) {
   return status != CU_STREAM_CAPTURE_STATUS_NONE;
 }
 
+void finish_legacy_stream() { CPGEN_CU_CHECK(cu::driver().cuStreamSynchronize(CU_STREAM_LEGACY)); }
+
 }  // namespace cpgen::gpu

@@ -35,4 +35,10 @@ class Event {
 // such work must not allocate, create events or synchronize with the host.
 bool is_capturing(CUstream stream);
 
+// Waits until the work on the legacy default stream is done. cuMemsetD8 and a pageable
+// cuMemcpyHtoD run there and may return before their bytes land (CUDA driver API, "API
+// synchronization behavior"), and cpgen's streams are non-blocking, so they do not wait for that
+// stream: without this, a kernel on one of them could read a buffer before its upload or poison.
+void finish_legacy_stream();
+
 }  // namespace cpgen::gpu
