@@ -17,6 +17,7 @@
 #include "runtime/ring/partition.h"
 #include "runtime/ring/reference.h"
 #include "runtime/ring/vectors.h"
+#include "tuner/event_timing.h"
 
 namespace cpgen::gpu {
 namespace {
@@ -34,24 +35,13 @@ double median(std::vector<double> values) {
   return values[values.size() / 2];
 }
 
-// Times `body` (which enqueues on `stream`) with events: the median of `iterations` runs.
+// Times `body` (which enqueues on `stream`) with events: the median of `iterations` runs enqueued
+// back to back (tuner/event_timing.h). Waiting for each run before enqueueing the next would leave
+// the GPU idle while the host enqueues, and time that too: for a ring of N virtual ranks that is
+// hundreds of driver calls per run, which at small shapes outweighs the kernels.
 template <typename Body>
 double time_ms(CUstream stream, int warmup, int iterations, Body&& body) {
-  const cu::DriverApi& api = cu::driver();
-  for (int i = 0; i < warmup; ++i) body();
-  CPGEN_CU_CHECK(api.cuStreamSynchronize(stream));
-  Event start(true), stop(true);
-  std::vector<double> samples;
-  for (int i = 0; i < iterations; ++i) {
-    start.record(stream);
-    body();
-    stop.record(stream);
-    CPGEN_CU_CHECK(api.cuEventSynchronize(stop.get()));
-    float ms = 0;
-    CPGEN_CU_CHECK(api.cuEventElapsedTime(&ms, start.get(), stop.get()));
-    samples.push_back(ms);
-  }
-  return median(samples);
+  return median(time_launches_ms(stream, warmup, iterations, [&](int) { body(); }));
 }
 
 std::vector<int64_t> iota_positions(int64_t n) {
