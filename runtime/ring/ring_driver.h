@@ -136,4 +136,15 @@ inline int kv_exchange_id(int step) { return 2 * step; }
 // A dK/dV part past the first gets ids far above any step's (cp_size stays far below 2^19).
 inline int dkv_exchange_id(int step, int part = 0) { return 2 * step + 1 + part * (1 << 20); }
 
+// The inverse of kv_exchange_id and dkv_exchange_id, for messages that name an exchange.
+struct ExchangeName {
+  bool dkv = false;  // dK/dV (backward), else K/V
+  int step = 0;
+  int part = 0;  // the dK/dV part (0 for K/V)
+};
+inline ExchangeName exchange_name(int id) {
+  const int part = id >> 20, in_part = id & ((1 << 20) - 1);
+  return {in_part % 2 == 1, in_part / 2, part};
+}
+
 }  // namespace cpgen

@@ -71,9 +71,10 @@ Event& NcclTransport::event_for(std::map<int, std::unique_ptr<Event>>& events, i
 std::string NcclTransport::describe_stall(int id) const {
   const int prev = (rank_ - 1 + size_) % size_;
   const int next = (rank_ + 1) % size_;
-  // The driver's ids: 2s is the K/V exchange of step s, 2s+1 the dK/dV exchange of step s.
-  const std::string what = (id % 2 == 0 ? "K/V" : "dK/dV") + std::string(" exchange of ring step ") +
-                           std::to_string(id / 2);
+  const ExchangeName name = exchange_name(id);  // the driver's ids (ring_driver.h)
+  const std::string what = std::string(name.dkv ? "dK/dV" : "K/V") + " exchange" +
+                           (name.part > 0 ? " (part " + std::to_string(name.part + 1) + ")" : "") +
+                           " of ring step " + std::to_string(name.step);
   return "NCCL ring stalled on rank " + std::to_string(rank_) + " at " + what + ": receiving from rank " +
          std::to_string(prev) + " and sending to rank " + std::to_string(next) +
          " did not complete within " + std::to_string(watchdog_seconds_) +
@@ -113,10 +114,21 @@ void NcclTransport::start(std::span<const RingExchange> exchanges, int id) {
     // Connection setup for a new peer happens inside the first group and may block until the
     // peer joins; the watchdog aborts the communicator if it never does, which makes this return.
     CPGEN_NCCL_CHECK(ncclGroupStart());
+    // A send or receive that fails must still end the group: the group depth is per thread, and
+    // while it is open every later NCCL call of this thread (the caller's own collectives too) is
+    // only queued, never issued (NCCL user guide, "Group Calls").
+    bool group_open = true;
+    struct GroupCloser {
+      const bool& open;
+      ~GroupCloser() {
+        if (open) ncclGroupEnd();  // unwinding already: its own error has nowhere to go
+      }
+    } closer{group_open};
     for (const RingExchange& e : exchanges) {
       CPGEN_NCCL_CHECK(ncclSend(e.send, e.bytes, ncclUint8, next, comm_, comm_stream_.get()));
       CPGEN_NCCL_CHECK(ncclRecv(e.recv, e.bytes, ncclUint8, prev, comm_, comm_stream_.get()));
     }
+    group_open = false;  // ncclGroupEnd closes the group whether or not it succeeds
     CPGEN_NCCL_CHECK(ncclGroupEnd());
   } catch (const Error&) {
     check();  // the watchdog's message names the stalled peer; prefer it

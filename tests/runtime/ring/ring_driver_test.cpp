@@ -162,6 +162,23 @@ TEST(RingDriver, BackwardPartsTravelAsTheirOwnExchanges) {
   EXPECT_EQ(dkv_exchange_id(1, 1), 3 + p1);
 }
 
+// Messages name an exchange by decoding its id: every K/V and dK/dV id of the driver decodes back
+// to its kind, step and part (the NCCL watchdog once printed step 524288 + s for a second part).
+TEST(RingDriver, ExchangeIdsDecodeToTheirKindStepAndPart) {
+  for (int step = 0; step < 4096; step += 7) {
+    const ExchangeName kv = exchange_name(kv_exchange_id(step));
+    EXPECT_FALSE(kv.dkv);
+    EXPECT_EQ(kv.step, step);
+    EXPECT_EQ(kv.part, 0);
+    for (int part = 0; part < 3; ++part) {
+      const ExchangeName dkv = exchange_name(dkv_exchange_id(step, part));
+      EXPECT_TRUE(dkv.dkv);
+      EXPECT_EQ(dkv.step, step);
+      EXPECT_EQ(dkv.part, part);
+    }
+  }
+}
+
 // A rank's calls through a log shared by every rank, prefixed "rR " so the interleaving shows.
 class RankTransport final : public Transport {
  public:
