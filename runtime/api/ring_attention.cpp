@@ -223,11 +223,13 @@ struct RingAttention::Impl {
       error = std::current_exception();
     }
     // Join every rank's stream back into the caller's, also after a failure, so that nothing
-    // queued keeps running unseen.
+    // queued keeps running unseen: after a failure also the communication streams, whose copies
+    // for exchanges nobody finished no rank stream waits for (a failed capture is discarded).
     for (int r = 0; r < n; ++r) {
       join_events[r]->record(rank_streams[r]->get());
       CPGEN_CU_CHECK(api.cuStreamWaitEvent(stream, join_events[r]->get(), 0));
     }
+    if (error && !capturing) loopback->order_after_copies(stream);
     record_done(stream, capturing);
     if (error) std::rethrow_exception(error);
     if (backward && !capturing) backward_ran = true;

@@ -58,6 +58,7 @@ LoopbackRing::LoopbackRing(int size, double timeout_seconds)
   for (int r = 0; r < size; ++r) {
     endpoints_.push_back(std::make_unique<Endpoint>(*this, r));
     comm_streams_.push_back(std::make_unique<Stream>());
+    comm_marks_.push_back(std::make_unique<Event>());
   }
 }
 
@@ -79,6 +80,13 @@ void LoopbackRing::abort(const std::string& why) {
 size_t LoopbackRing::spare_exchanges() const {
   std::lock_guard lock(mutex_);
   return spare_.size();
+}
+
+void LoopbackRing::order_after_copies(CUstream stream) {
+  for (int r = 0; r < size_; ++r) {
+    comm_marks_[r]->record(comm_streams_[r]->get());
+    CPGEN_CU_CHECK(cu::driver().cuStreamWaitEvent(stream, comm_marks_[r]->get(), 0));
+  }
 }
 
 void LoopbackRing::reset() {

@@ -57,6 +57,10 @@ class LoopbackRing {
   void reset();
   // Exchanges ready for reuse without creating events (a captured run must not create any).
   size_t spare_exchanges() const;
+  // Makes `stream` wait for everything enqueued so far on the communication streams. A run that
+  // fails leaves the copies of exchanges no rank finished there, which no compute stream waits
+  // for; the caller orders its stream after them so that they cannot outlive its wait.
+  void order_after_copies(CUstream stream);
 
  private:
   class Endpoint;
@@ -71,6 +75,7 @@ class LoopbackRing {
   double timeout_seconds_;
   std::vector<std::unique_ptr<Endpoint>> endpoints_;
   std::vector<std::unique_ptr<Stream>> comm_streams_;  // one per receiving rank
+  std::vector<std::unique_ptr<Event>> comm_marks_;     // order_after_copies' events, one per stream
   std::vector<CUstream> compute_streams_;
   mutable std::mutex mutex_;
   std::condition_variable posted_;
