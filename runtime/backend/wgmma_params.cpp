@@ -1,5 +1,6 @@
 #include "runtime/backend/wgmma_params.h"
 
+#include <algorithm>
 #include <cstdint>
 #include <utility>
 
@@ -22,6 +23,22 @@ std::string check_tensor(const char* name, const void* base, int64_t batch_strid
 }
 
 }  // namespace
+
+void nest_unused_strides(TmaMapDescription& d, bool never_read) {
+  // A dim of extent 1 is never stepped along, and a map the kernel never reads (an empty chunk's
+  // K/V, whose layout has zero head and batch strides) is stepped along nowhere, so those strides
+  // are free. A zero one (also a caller's size-1 dim with stride 0, which check_tensor_strides
+  // accepts) becomes the bytes the inner dims span (the largest stride times extent among them),
+  // as for a dense tensor and as the driver's documentation pictures strides, a multiple of 16
+  // bytes as each stride is. Whether cuTensorMapEncodeTiled would take a 0 there is not
+  // documented either way.
+  uint64_t span = (d.dims[0] * 2 + 15) / 16 * 16;  // 16-bit elements: the row in whole 16 bytes
+  for (unsigned i = 1; i < d.rank; ++i) {
+    uint64_t& stride = d.strides[i - 1];
+    if (stride == 0 && (never_read || d.dims[i] == 1)) stride = span;
+    span = std::max(span, stride * d.dims[i]);
+  }
+}
 
 std::string encode_emulated_tma_map(const TmaMapDescription& d, device::TmaMap* map) {
   static_assert(sizeof(device::TmaMap) == sizeof(emulation::TensorMap), "both maps are the CUtensorMap's 128 bytes");
@@ -52,8 +69,12 @@ RingFwdWgmmaParams wgmma_params(const KernelSpec& spec, const RingFwdParams& par
   TmaMapDescription v = device::kv_map_description(params, true, bf16, spec.head_dim, spec.block_n);
   // A launch over no keys (a last step on an empty chunk) loads no K/V tile, but a map still needs
   // extents of at least one; the kernel never reads through it.
+  const bool no_keys = k.dims[1] == 0;
   for (TmaMapDescription* kv : {&k, &v})
     if (kv->dims[1] == 0) kv->dims[1] = 1;
+  nest_unused_strides(q, false);
+  nest_unused_strides(k, no_keys);
+  nest_unused_strides(v, no_keys);
   struct Named {
     const char* name;
     const TmaMapDescription* description;

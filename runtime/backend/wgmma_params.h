@@ -25,6 +25,10 @@ std::string encode_emulated_tma_map(const TmaMapDescription& description, device
 // value and what is allowed.
 std::string wgmma_tma_requirements(const RingFwdParams& params);
 
+// Replaces the zero strides of `d` that no load can step along (dims of extent 1; every dim when
+// `never_read`) by the bytes the inner dims span (wgmma_params does this for every map).
+void nest_unused_strides(TmaMapDescription& d, bool never_read);
+
 // The kernel's parameter for a launch of `spec` (kind kForwardWgmma) with `params`. Throws
 // Error(kBadInput) naming the URI when a tensor breaks TMA's requirements, and Error(kCuda) naming
 // the URI and the map when `encode` refuses one.

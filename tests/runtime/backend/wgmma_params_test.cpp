@@ -88,6 +88,31 @@ TEST(WgmmaParams, AnEmptyChunkStillGetsMapsOfOneKey) {
   EXPECT_EQ(w.base.kv_len, 0) << "the kernel still sees no keys";
 }
 
+// Regression: an empty chunk's layout has zero head and batch strides (no rows), and a caller may
+// give a size-1 dim stride 0; the driver's documentation does not say it takes a zero stride, so
+// those become the bytes the inner dims span, as in a dense tensor. Strides a load steps along are
+// left as they are.
+TEST(WgmmaParams, StridesNoLoadStepsAlongAreNestedNotZero) {
+  auto launch = std::make_unique<Launch>();
+  launch->params.kv_len = 0;
+  launch->params.k_head_stride = launch->params.v_head_stride = 0;
+  launch->params.k_batch_stride = launch->params.v_batch_stride = 0;
+  launch->params.batch = 1;
+  launch->params.q_batch_stride = 0;  // batch 1: never stepped along
+  const RingFwdWgmmaParams w = wgmma_params(spec_group4(), launch->params, &encode_emulated_tma_map);
+  for (const device::TmaMap* map : {&w.k_map, &w.v_map}) {
+    const emulation::TensorMap& kv = as_map(*map);
+    // (64, 1 key, 2 heads, 1 batch): rows of 128 bytes, heads 128 apart, the batch 256.
+    EXPECT_EQ(kv.strides[1], 64u * 2);
+    EXPECT_EQ(kv.strides[2], 64u * 2);
+    EXPECT_EQ(kv.strides[3], 2u * 64 * 2);
+  }
+  const emulation::TensorMap& q = as_map(w.q_map);
+  EXPECT_EQ(q.strides[1], 40u * 64 * 2) << "the head stride is used: unchanged";
+  EXPECT_EQ(q.strides[3], 8u * 40 * 64 * 2) << "batch of one: the 8 heads' span, as if dense";
+  EXPECT_EQ(w.base.k_head_stride, 0) << "the kernel's own params are not touched";
+}
+
 void expect_refused(const RingFwdParams& params, ErrorKind kind, const std::string& needle,
                     TmaMapEncoder encode = &encode_emulated_tma_map) {
   const KernelSpec spec = spec_group4();
