@@ -5,6 +5,7 @@
 // same checks in the StepFwdEmulated/StepBwdEmulated tests and the emulated backend's tests.
 #include <gtest/gtest.h>
 
+#include <initializer_list>
 #include <string>
 #include <vector>
 
@@ -260,10 +261,10 @@ TEST(Sanitizer, WriteRacingAnEarlierReaderIsCaughtWhenTheWriterReadLast) {
   EXPECT_FALSE(never_written);
 }
 
-// Regression: the shadow kept two of a byte's reads since its write (the latest and one earlier),
-// so with three unordered readers a write ordered after the first and the last raced with the
-// middle one unseen. Every reader's latest read counts now, wherever it came in the order.
-TEST(Sanitizer, WriteOrderedAfterSomeReadersOnlyRacesWithTheMiddleOne) {
+// Thread 4 writes bytes 0-3, all five threads meet at a barrier, threads 0-3 read the bytes, then
+// thread 4 acquires what `releasers` released and writes them again: the access that second write
+// races with, or none.
+emulation::Access overwrite_after_reads(std::initializer_list<int> releasers) {
   emulation::SharedShadow shadow;
   emulation::HappensBefore order;
   unsigned char memory[64] = {};
@@ -274,25 +275,23 @@ TEST(Sanitizer, WriteOrderedAfterSomeReadersOnlyRacesWithTheMiddleOne) {
   cta_barrier(order, 5);
   for (int t = 0; t < 4; ++t)
     EXPECT_TRUE(shadow.read(0, 4, t, order.stamp(t), order.view(t), memory, &never_written).none());
-  // Thread 4 waits for threads 0 and 3 only (an mbarrier whose count was one warp short).
+  EXPECT_FALSE(never_written);
   emulation::SyncClock phase;
-  order.release(0, phase);
-  order.release(3, phase);
+  for (int t : releasers) order.release(t, phase);
   order.acquire(4, phase);
-  const emulation::Access other = shadow.write(0, 4, 4, order.stamp(4), order.view(4), true);
+  return shadow.write(0, 4, 4, order.stamp(4), order.view(4), true);
+}
+
+// Regression: the shadow kept two of a byte's reads since its write (the latest and one earlier),
+// so with three unordered readers a write ordered after the first and the last raced with the
+// middle ones unseen. Every reader's latest read counts now, wherever it came in the order.
+TEST(Sanitizer, WriteOrderedAfterSomeReadersOnlyRacesWithTheMiddleOne) {
+  // Thread 4 waits for threads 0 and 3 only (an mbarrier whose count was two threads short).
+  const emulation::Access other = overwrite_after_reads({0, 3});
   ASSERT_FALSE(other.none());
   EXPECT_TRUE(other.actor == 1 || other.actor == 2) << other.actor;
   // Once 1 and 2 release too, the same write is clean.
-  shadow.reset(64);
-  order.reset(5);
-  shadow.write(0, 4, 4, order.stamp(4), order.view(4), true);
-  cta_barrier(order, 5);
-  for (int t = 0; t < 4; ++t) shadow.read(0, 4, t, order.stamp(t), order.view(t), memory, &never_written);
-  emulation::SyncClock all;
-  for (int t = 0; t < 4; ++t) order.release(t, all);
-  order.acquire(4, all);
-  EXPECT_TRUE(shadow.write(0, 4, 4, order.stamp(4), order.view(4), true).none());
-  EXPECT_FALSE(never_written);
+  EXPECT_TRUE(overwrite_after_reads({0, 1, 2, 3}).none());
 }
 
 // A thread's reads count by their latest stamp: an old read the writer is ordered after does not
