@@ -42,10 +42,12 @@ def table(base, other):
             continue
         joined += 1
         bt, ot = b.get("cpgen_tflops"), o.get("cpgen_tflops")
-        ratio = ot / bt if bt and ot else None
+        # A kernel whose output failed kernels.py's check has no ratio worth reading.
+        wrong = "FAILED" in (b.get("cpgen_check"), o.get("cpgen_check"))
+        ratio = "wrong" if wrong else fmt(ot / bt if bt and ot else None, ".2f")
         lines.append(
             f"| {o['dtype']} | {o['head_dim']} | {int(o['causal'])} | {o['seq_len']} | {o['q_heads'] // o['kv_heads']} "
-            f"| {fmt(bt, '.0f')} | {fmt(ot, '.0f')} | {fmt(ratio, '.2f')} | {fmt(b.get('ratio_cudnn'), '.2f')} "
+            f"| {fmt(bt, '.0f')} | {fmt(ot, '.0f')} | {ratio} | {fmt(b.get('ratio_cudnn'), '.2f')} "
             f"| {fmt(o.get('ratio_cudnn'), '.2f')} | {b.get('cpgen_uri', b.get('failed', ''))} "
             f"| {o.get('cpgen_uri', o.get('failed', ''))} |")
     return lines, joined

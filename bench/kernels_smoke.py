@@ -16,8 +16,10 @@ What stands in for what:
   python3 bench/kernels_smoke.py --lib build/libcpgen.so
 
 Exit 0 when every configuration ran, its cpgen error is below the bf16/fp16 tolerance, and the
-table has one row per configuration, and when a launch that never returns (in a child process)
-is ended by the benchmark's watchdog as documented; otherwise the first problem, and exit 1.
+table has one row per configuration, when a launch that never returns (in a child process) is
+ended by the benchmark's watchdog as documented, and when the failures the benchmark checks for
+(a wrong output, a pin selection did not honour, a sticky CUDA error; each in a child process)
+come out as documented; otherwise the first problem, and exit 1.
 """
 import argparse
 import json
@@ -88,13 +90,17 @@ class StandIn(kernels.Cpgen):
         real = self.lib
         rings = {}
         self.rings = rings
+        stand_in = self
 
         class Lib:
             def __getattr__(self, name):
                 return getattr(real, name)
 
             def cpgen_ring_kernel_uri(self, ring):
-                return b"stand-in"
+                return stand_in.kernel_uri(rings[ring]).encode()
+
+            def cpgen_ring_config_reason(self, ring):
+                return b"stand-in selection"
 
             def cpgen_ring_config_source(self, ring):
                 return b"stand-in"
@@ -106,6 +112,20 @@ class StandIn(kernels.Cpgen):
                 rings.pop(ring, None)
 
         self.lib = Lib()
+
+    def kernel_uri(self, cfg):
+        """What selection would run: the pinned cache entry of cfg when kernels.py wrote one (as
+        cpgen's lookup takes it), else "stand-in"."""
+        folder = os.environ.get("CPGEN_CACHES_DIR")
+        path = os.path.join(folder, "0-pinned.json") if folder else None
+        if path and os.path.exists(path):
+            group = cfg["q_heads"] // cfg["kv_heads"]
+            for e in json.load(open(path))["entries"]:
+                w = e["workload"]
+                if (w["dtype"], w["head_dim"], w["causal"], w["gqa_group"]) == (
+                        cfg["dtype"], cfg["head_dim"], bool(cfg["causal"]), group):
+                    return e["kernel"]
+        return "stand-in"
 
     def ring(self, cfg, database):
         self.problem(cfg)  # the real validation
@@ -155,6 +175,66 @@ def stalled_child(lib, jsonl):
     return kernels.main()
 
 
+def faulty_child(lib, jsonl, fault):
+    """The benchmark with one of the failures its checks exist for, on its second configuration:
+    "wrong" (an output off by a little, and an LSE never written), "unpinned" (selection runs
+    another kernel than the pinned one), "fault" (a launch fails with a sticky CUDA error, after
+    which the context is unusable)."""
+    import torch
+    patch_torch(torch)
+    broken = {"context": False}
+
+    class Faulty(StandIn):
+        def forward(self, ring, q, k, v, out, lse, stream):
+            super().forward(ring, q, k, v, out, lse, stream)
+            if q.shape[2] != 256:
+                return
+            if fault == "wrong":
+                out.add_(0.1)
+                lse.fill_(float("nan"))
+            if fault == "fault":
+                broken["context"] = True
+                raise RuntimeError("cpgen ring_forward: CUDA_ERROR_ILLEGAL_ADDRESS: an illegal memory access")
+
+        def kernel_uri(self, cfg):
+            return "not-the-pin" if fault == "unpinned" and cfg["seq_len"] == 256 else super().kernel_uri(cfg)
+
+    def synchronize(*a):
+        if broken["context"]:
+            raise RuntimeError("CUDA error: an illegal memory access was encountered")
+
+    torch.cuda.synchronize = synchronize
+    kernels.Cpgen = lambda path: Faulty(path, torch)
+    sys.argv = ["kernels.py", "--lib", lib, "--dtypes", "bf16", "--head-dims", "64", "--causal", "1", "--lengths",
+                "128,256,512", "--gqa", "1", "--q-heads", "2", "--tokens", "512", "--warmup", "1", "--iters", "1",
+                "--check-rows", "8", "--jsonl", jsonl, "--pin", "wgmma"]
+    return kernels.main()
+
+
+def check_faults(lib, folder):
+    """"" when each fault of faulty_child is reported as documented, else the problem."""
+    for fault, code, count in (("wrong", 0, 3), ("unpinned", 0, 3), ("fault", 5, 2)):
+        jsonl = os.path.join(folder, f"{fault}.jsonl")
+        child = subprocess.run([sys.executable, os.path.abspath(__file__), "--lib", lib, "--fault-child", fault,
+                                jsonl], capture_output=True, text=True, timeout=300)
+        rows = [json.loads(line) for line in open(jsonl)] if os.path.exists(jsonl) else []
+        if child.returncode != code or len(rows) != count:
+            return f"{fault}: exit {child.returncode} with {len(rows)} rows, expected {code} and {count}: " \
+                   f"{child.stderr[-300:]}"
+        first, second = rows[0], rows[1]
+        if "failed" in first or first.get("cpgen_check") != "ok":
+            return f"{fault}: the healthy first row is not ok: {first}"
+        if fault == "wrong":
+            if second.get("cpgen_check") != "FAILED" or "CHECK FAILED" not in child.stdout or "wrong" not in child.stdout:
+                return f"wrong: a wrong output was not marked: {second}"
+        elif fault == "unpinned":
+            if "pin not honoured" not in second.get("failed", "") or "cudnn_note" not in second:
+                return f"unpinned: an unhonoured pin was not a failure with the peers still run: {second}"
+        elif "ILLEGAL_ADDRESS" not in second.get("failed", "") or "context is unusable" not in child.stderr:
+            return f"fault: the faulting row or the reason is missing: {second} {child.stderr[-300:]}"
+    return ""
+
+
 def check_stall(lib, folder):
     """"" when the watchdog stopped a stalled run as documented, else the problem."""
     jsonl = os.path.join(folder, "stall.jsonl")
@@ -174,9 +254,12 @@ def main():
     ap = argparse.ArgumentParser(description=__doc__.splitlines()[0])
     ap.add_argument("--lib", required=True, help="path of libcpgen.so (its CPU entry points are used)")
     ap.add_argument("--stall-child", default=None, help=argparse.SUPPRESS)
+    ap.add_argument("--fault-child", nargs=2, default=None, help=argparse.SUPPRESS)
     args = ap.parse_args()
     if args.stall_child:
         return stalled_child(args.lib, args.stall_child)
+    if args.fault_child:
+        return faulty_child(args.lib, args.fault_child[1], args.fault_child[0])
     import torch
     patch_torch(torch)
     kernels.Cpgen = lambda path: StandIn(path, torch)
@@ -205,8 +288,10 @@ def main():
         for r in rows:
             if "failed" in r:
                 problems.append(f"failed: {r['failed']}")
-            elif not r["cpgen_error"] < 2e-2:
-                problems.append(f"cpgen error {r['cpgen_error']} on {r}")
+            elif not r["cpgen_error"] < 2e-2 or r.get("cpgen_check") != "ok":
+                problems.append(f"cpgen error {r['cpgen_error']} (lse {r.get('cpgen_lse_error')}) on {r}")
+            elif not r["cpgen_min_ms"] <= r["cpgen_ms"] <= r["cpgen_max_ms"]:
+                problems.append(f"timing spread out of order on {r}")
             for peer in ("cudnn", "flash"):
                 if f"{peer}_ms" not in r and not r.get(f"{peer}_note", "").startswith("n/a"):
                     problems.append(f"{peer}: neither timed nor noted: {r}")
@@ -222,6 +307,12 @@ def main():
         print(f"kernels_smoke: a stalled configuration: {problem}", file=sys.stderr)
         return 1
     print("kernels_smoke: a stalled configuration ends the run with status 4 and a stalled row", file=sys.stderr)
+    problem = check_faults(args.lib, folder)
+    if problem:
+        print(f"kernels_smoke: a faulty configuration: {problem}", file=sys.stderr)
+        return 1
+    print("kernels_smoke: a wrong output is CHECK FAILED, an unhonoured pin a failed row with its peers timed, "
+          "a sticky CUDA error ends the run with status 5 after its row", file=sys.stderr)
     return 0
 
 

@@ -345,26 +345,34 @@ phase_sanitize() {
   return $rc
 }
 
-# kernel_bench NAME EXTRA_ARGS...: bench/kernels.py into $LOGS/NAME.{jsonl,md}.
+# kernel_bench NAME EXTRA_ARGS...: bench/kernels.py into $LOGS/NAME.{jsonl,md}. A configuration
+# gets 45 s (a few seconds is normal, compiles included): a kernel that never finishes then costs
+# 45 s of the call, not kernels.py's default 120 (EXTRA_ARGS may say otherwise).
 kernel_bench() {
   local name=$1
   shift
   rm -f "$LOGS/$name.jsonl" "$LOGS/$name.md"
-  run "$name" python3 "$ROOT/bench/kernels.py" --lib "$BUILD/libcpgen.so" "$@" \
+  run "$name" python3 "$ROOT/bench/kernels.py" --lib "$BUILD/libcpgen.so" --stall-seconds 45 "$@" \
     --jsonl "$LOGS/$name.jsonl" --markdown "$LOGS/$name.md"
 }
-kernel_section() {  # NAME RC: the table, and the configurations that failed
-  local name=$1 rc=$2 rows failed
+kernel_section() {  # NAME RC: the table, and the configurations that failed or computed wrong
+  local name=$1 rc=$2 rows failed wrong counts
   rows=$(cat "$LOGS/$name.jsonl" 2>/dev/null | wc -l)
   failed=$(grep -c '"failed"' "$LOGS/$name.jsonl" 2>/dev/null)
+  wrong=$(grep -c '"cpgen_check": "FAILED"' "$LOGS/$name.jsonl" 2>/dev/null)
+  counts="${failed:-0} failed$([ "${wrong:-0}" != 0 ] && echo ", $wrong WRONG RESULTS (CHECK FAILED)")"
   {
     [ -f "$LOGS/$name.md" ] && cat "$LOGS/$name.md" && echo
-    grep -h '"failed"' "$LOGS/$name.jsonl" 2>/dev/null | head -20 | sed 's/^/    /'
+    grep -h '"failed"\|"cpgen_check": "FAILED"' "$LOGS/$name.jsonl" 2>/dev/null | head -20 | sed 's/^/    /'
     [ "$rc" = 0 ] || { echo "The log's last 10 lines:"; echo; tail -10 "$LOGS/$name.log" | sed 's/^/    /'; }
   } >"$LOGS/phases/$name.md"
-  if [ "$rc" = 124 ] || [ "$rc" = 137 ]; then echo "STOPPED by the budget after $rows configurations, ${failed:-0} failed"
-  elif [ "$rc" != 0 ]; then echo "FAILED (exit $rc): $(tail -1 "$LOGS/$name.log")"
-  else echo "$rows configurations, ${failed:-0} failed"; fi
+  case $rc in
+    0) echo "$rows configurations, $counts" ;;
+    124 | 137) echo "STOPPED by the budget after $rows configurations, $counts" ;;
+    4) echo "STALLED (exit 4) after $rows configurations, $counts: $(tail -1 "$LOGS/$name.log")" ;;
+    5) echo "CUDA FAULT (exit 5) after $rows configurations, $counts: $(grep -m1 'context is unusable' "$LOGS/$name.log")" ;;
+    *) echo "FAILED (exit $rc): $(tail -1 "$LOGS/$name.log")" ;;
+  esac
 }
 phase_kernels() {
   gpu_phase kernels 90 || return 0
@@ -386,10 +394,12 @@ phase_wgmma() {
   fi
   # The ping-pong schedule against the plain one (issue 13: whether it becomes the default).
   # kernel_section writes phases/pingpong.md, which goes into this phase's section.
-  # A plain run that stalled (exit 4: a kernel that never finished) leaves the ping-pong one out:
-  # it would most likely stall too, and the rest of the call needs the minutes more.
+  # A plain run that stalled (exit 4: a kernel that never finished) or faulted (exit 5: a CUDA
+  # error left the context unusable) leaves the ping-pong one out: it would most likely do the
+  # same, and the rest of the call needs the minutes more.
   [ $rc = 4 ] && pingpong="not run: the plain family's run stalled"
-  if [ $rc != 4 ] && [ "$(left)" -ge 60 ]; then
+  [ $rc = 5 ] && pingpong="not run: the plain family's run hit a CUDA fault"
+  if [ $rc != 4 ] && [ $rc != 5 ] && [ "$(left)" -ge 60 ]; then
     # shellcheck disable=SC2086
     kernel_bench pingpong --pin "$PINGPONG_PIN" --gqa 1 --head-dims 128 $KERNELS_ARGS
     rc=$?
