@@ -112,12 +112,18 @@ SliceErrors check_slice(const Problem& p, const BenchInputs& in, const std::vect
   }
   SliceErrors e;
   if (rows.empty()) return e;
-  for (int64_t head : {int64_t{0}, p.q_heads - 1}) {
-    const int64_t kv_head = head / p.gqa_group();
-    std::vector<double> qs, ks(in.k.begin() + kv_head * s * hd, in.k.begin() + (kv_head + 1) * s * hd),
-        vs(in.v.begin() + kv_head * s * hd, in.v.begin() + (kv_head + 1) * s * hd);
+  // The first and the last batch (a batch stride gone wrong shows in the last), the first and the
+  // last query head of each.
+  std::vector<std::pair<int64_t, int64_t>> slices;  // (batch, head)
+  for (int64_t batch : {int64_t{0}, p.batch - 1})
+    for (int64_t head : {int64_t{0}, p.q_heads - 1})
+      if (std::find(slices.begin(), slices.end(), std::pair{batch, head}) == slices.end()) slices.push_back({batch, head});
+  for (const auto& [batch, head] : slices) {
+    const int64_t kv_slice = batch * p.kv_heads + head / p.gqa_group(), q_slice = batch * p.q_heads + head;
+    std::vector<double> qs, ks(in.k.begin() + kv_slice * s * hd, in.k.begin() + (kv_slice + 1) * s * hd),
+        vs(in.v.begin() + kv_slice * s * hd, in.v.begin() + (kv_slice + 1) * s * hd);
     for (int64_t row : rows)
-      qs.insert(qs.end(), in.q.begin() + (head * s + row) * hd, in.q.begin() + (head * s + row + 1) * hd);
+      qs.insert(qs.end(), in.q.begin() + (q_slice * s + row) * hd, in.q.begin() + (q_slice * s + row + 1) * hd);
     AttentionShape shape;  // one (batch, head) slice of the problem
     shape.batch = shape.q_heads = shape.kv_heads = 1;
     shape.head_dim = hd;
@@ -126,7 +132,7 @@ SliceErrors check_slice(const Problem& p, const BenchInputs& in, const std::vect
     ReferenceForward ref = reference_forward(shape, qs, ks, vs, rows, iota_positions(s));
     for (size_t i = 0; i < rows.size(); ++i) {
       const std::vector<float>& out = outs.at(owners[i].rank);
-      const size_t at = static_cast<size_t>(head * local + owners[i].local_index);  // batch 0
+      const size_t at = static_cast<size_t>(q_slice * local + owners[i].local_index);
       for (int64_t d = 0; d < hd; ++d) {
         const double diff = out.at(at * hd + d) - ref.out[i * hd + d];
         e.sq_diff += diff * diff;

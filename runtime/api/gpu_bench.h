@@ -64,7 +64,7 @@ inline constexpr double kBackwardFlopsFactor = 2.5;
 // including the first and the last.
 std::vector<int64_t> check_positions(int64_t seq_len, int count);
 
-// Errors of the checked rows (query heads 0 and q_heads - 1, batch 0) that rank `rank` holds
+// Errors of the checked rows (query heads 0 and q_heads - 1 of batches 0 and batch - 1) that rank `rank` holds
 // (rank -1: every rank; outs/lses then hold every rank's shard, else only outs[rank] is read).
 struct SliceErrors {
   double sq_diff = 0, sq_ref = 0;  // sums of squares: relative error = sqrt(sq_diff / sq_ref)

@@ -1,0 +1,75 @@
+// The benchmark's own output check (runtime/api/gpu_bench.h, check_slice), on the CPU: outputs
+// from the float64 reference pass it, and a wrong value in any checked slice fails it, the last
+// batch's included (the check once read batch 0 only, so a kernel that got the batch stride wrong
+// passed the benchmark's check).
+#include "runtime/api/gpu_bench.h"
+
+#include <gtest/gtest.h>
+
+#include <cmath>
+#include <vector>
+
+#include "runtime/core/attention_shape.h"
+#include "runtime/ring/reference.h"
+
+namespace cpgen::gpu {
+namespace {
+
+Problem small_problem() {
+  Problem p;
+  p.batch = 2;
+  p.q_heads = 2;
+  p.kv_heads = 1;
+  p.head_dim = 64;
+  p.seq_len = 64;
+  p.cp_size = 1;
+  p.causal = true;
+  p.scheme = Scheme::kContiguous;
+  return p;
+}
+
+// The whole problem's outputs by the float64 reference, as one rank's float shard.
+void reference_outputs(const Problem& p, const BenchInputs& in, std::vector<std::vector<float>>& outs,
+                       std::vector<std::vector<float>>& lses) {
+  AttentionShape shape;
+  shape.batch = p.batch;
+  shape.q_heads = p.q_heads;
+  shape.kv_heads = p.kv_heads;
+  shape.head_dim = p.head_dim;
+  shape.scale = p.scale();
+  shape.causal = p.causal;
+  std::vector<int64_t> positions(static_cast<size_t>(p.seq_len));
+  for (size_t i = 0; i < positions.size(); ++i) positions[i] = static_cast<int64_t>(i);
+  const ReferenceForward ref = reference_forward(shape, std::vector<double>(in.q.begin(), in.q.end()),
+                                                 std::vector<double>(in.k.begin(), in.k.end()),
+                                                 std::vector<double>(in.v.begin(), in.v.end()), positions, positions);
+  outs = {std::vector<float>(ref.out.begin(), ref.out.end())};
+  lses = {std::vector<float>(ref.lse.begin(), ref.lse.end())};
+}
+
+TEST(BenchCheck, ReferenceOutputsPassAndAWrongValueInTheLastBatchFails) {
+  const Problem p = small_problem();
+  const BenchInputs in = bench_inputs(p, 7);
+  std::vector<std::vector<float>> outs, lses;
+  reference_outputs(p, in, outs, lses);
+  const std::vector<int64_t> rows = check_positions(p.seq_len, 8);
+  const SliceErrors clean = check_slice(p, in, outs, lses, -1, rows);
+  EXPECT_TRUE(clean.passed()) << clean.relative() << " " << clean.lse_max;
+  EXPECT_EQ(clean.rows, static_cast<int>(rows.size()) * 4) << "two batches, two heads";
+  // The last batch's last head, at the last checked row: output and lse each off by 0.5.
+  const size_t at = static_cast<size_t>((1 * p.q_heads + 1) * p.seq_len + rows.back());
+  std::vector<std::vector<float>> bad_out = outs, bad_lse = lses;
+  for (int64_t d = 0; d < p.head_dim; ++d) bad_out[0][at * p.head_dim + d] += 0.5f;
+  EXPECT_FALSE(check_slice(p, in, bad_out, lses, -1, rows).passed());
+  bad_lse[0][at] += 0.5f;
+  const SliceErrors lse_off = check_slice(p, in, outs, bad_lse, -1, rows);
+  EXPECT_FALSE(lse_off.passed());
+  EXPECT_NEAR(lse_off.lse_max, 0.5, 1e-3);
+  // An unwritten (NaN) output in the last batch fails too.
+  bad_out = outs;
+  bad_out[0][at * p.head_dim] = NAN;
+  EXPECT_FALSE(check_slice(p, in, bad_out, lses, -1, rows).passed());
+}
+
+}  // namespace
+}  // namespace cpgen::gpu
