@@ -36,6 +36,11 @@
 // synchronization) for the previous call to complete. Calls are not thread-safe: one host thread
 // at a time per ring object.
 //
+// Devices: the ring works in its device's primary context (the one the CUDA runtime and PyTorch
+// use), and every call, the constructors and the destructor included, leaves the calling thread's
+// current context (so the runtime's current device) as it found it; a thread that had none is
+// left with the ring's.
+//
 // CUDA graph capture: both paths may be captured, from their second call on (a call on a
 // capturing stream allocates nothing, creates no CUDA event and never synchronizes with the host):
 // - nccl: forward. The first forward must run uncaptured (NCCL connects the peers, allocating

@@ -261,10 +261,19 @@ struct RingAttention::Impl {
 
 RingAttention::RingAttention(std::unique_ptr<Impl> impl) : impl_(std::move(impl)) {}
 RingAttention::RingAttention(RingAttention&&) noexcept = default;
-RingAttention& RingAttention::operator=(RingAttention&&) noexcept = default;
-RingAttention::~RingAttention() = default;
+RingAttention& RingAttention::operator=(RingAttention&& other) noexcept {
+  const CallerContextGuard keep;  // freeing the old ring's buffers sets its device's context
+  impl_ = std::move(other.impl_);
+  return *this;
+}
+RingAttention::~RingAttention() {
+  if (!impl_) return;  // moved from
+  const CallerContextGuard keep;
+  impl_.reset();
+}
 
 RingAttention RingAttention::loopback(const Problem& problem, const RingOptions& options) {
+  const CallerContextGuard keep;  // the caller's current context, back on return
   problem.validate();
   check_kernel_ring_problem(problem);  // what the kernels run today, before the device
   auto impl = std::make_unique<Impl>();
@@ -283,6 +292,7 @@ RingAttention RingAttention::loopback(const Problem& problem, const RingOptions&
 }
 
 RingAttention RingAttention::nccl(const Problem& problem, void* nccl_comm, const RingOptions& options) {
+  const CallerContextGuard keep;
   problem.validate();
   check_kernel_ring_problem(problem);  // what the kernels run today, before the device
 #ifdef CPGEN_HAVE_NCCL
@@ -310,6 +320,7 @@ RingAttention RingAttention::nccl(const Problem& problem, void* nccl_comm, const
 
 void RingAttention::forward(const void* q, const void* k, const void* v, void* out, float* lse,
                             void* stream, const ShardStrides* strides) {
+  const CallerContextGuard keep;
   Impl& m = *impl_;
   auto cu_stream = static_cast<CUstream>(stream);
   if (m.loopback) {
@@ -337,6 +348,7 @@ void RingAttention::forward(const void* q, const void* k, const void* v, void* o
 }
 
 void RingAttention::forward_all(std::span<const ShardPointers> ranks, void* stream) {
+  const CallerContextGuard keep;
   if (!impl_->loopback)
     throw_bad_input("RingAttention::forward_all is for loopback rings; an NCCL rank calls forward "
                     "with its own shard");
@@ -346,6 +358,7 @@ void RingAttention::forward_all(std::span<const ShardPointers> ranks, void* stre
 void RingAttention::backward(const void* q, const void* k, const void* v, const void* out, const float* lse,
                              const void* dout, void* dq, void* dk, void* dv, void* stream,
                              const ShardStrides* strides) {
+  const CallerContextGuard keep;
   Impl& m = *impl_;
   auto cu_stream = static_cast<CUstream>(stream);
   const BackwardShardPointers shard{q, k, v, out, lse, dout, dq, dk, dv, strides};
@@ -375,6 +388,7 @@ void RingAttention::backward(const void* q, const void* k, const void* v, const 
 }
 
 void RingAttention::backward_all(std::span<const BackwardShardPointers> ranks, void* stream) {
+  const CallerContextGuard keep;
   if (!impl_->loopback)
     throw_bad_input("RingAttention::backward_all is for loopback rings; an NCCL rank calls backward "
                     "with its own shard");
@@ -382,6 +396,7 @@ void RingAttention::backward_all(std::span<const BackwardShardPointers> ranks, v
 }
 
 void RingAttention::synchronize() {
+  const CallerContextGuard keep;
   Impl& m = *impl_;
   if (!m.pending) return;
   use_primary_context(m.device);

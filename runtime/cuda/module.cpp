@@ -54,6 +54,17 @@ CUcontext use_primary_context(int device) {
   return context;
 }
 
+CallerContextGuard::CallerContextGuard() noexcept {
+  const cu::DriverApi* api = cu::try_driver();
+  if (api && api->cuCtxGetCurrent(&saved_) != CUDA_SUCCESS) saved_ = nullptr;
+}
+
+CallerContextGuard::~CallerContextGuard() {
+  if (!saved_) return;
+  // A destructor has nowhere to report a failure; the next cpgen call sets its own context anyway.
+  if (const cu::DriverApi* api = cu::try_driver()) api->cuCtxSetCurrent(saved_);
+}
+
 std::string device_arch(int device) {
   int major = device_attribute(CU_DEVICE_ATTRIBUTE_COMPUTE_CAPABILITY_MAJOR, device);
   int minor = device_attribute(CU_DEVICE_ATTRIBUTE_COMPUTE_CAPABILITY_MINOR, device);

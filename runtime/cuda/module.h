@@ -29,6 +29,22 @@ struct LaunchShape {
   CUstream stream = nullptr;  // nullptr: the legacy default stream
 };
 
+// Puts the calling thread's current context back when it goes out of scope; RingAttention's
+// public calls hold one. They make their device's primary context current for their own driver
+// calls, while a caller (PyTorch, another library) takes its current device from the thread's
+// context, so a ring on device 1 called from a thread working on device 0 must leave it on 0. A
+// thread that had no current context, or a process with no driver, is left as it is.
+class CallerContextGuard {
+ public:
+  CallerContextGuard() noexcept;
+  ~CallerContextGuard();
+  CallerContextGuard(const CallerContextGuard&) = delete;
+  CallerContextGuard& operator=(const CallerContextGuard&) = delete;
+
+ private:
+  CUcontext saved_ = nullptr;
+};
+
 class LoadedKernel {
  public:
   LoadedKernel(std::string uri, int device, CUmodule module, CUfunction function);
