@@ -55,8 +55,9 @@ TEST(CliVerifyGpu, LoopbackAndNcclRingsPass) {
   EXPECT_EQ(r.exit_code, 0) << r.out << r.err;
 }
 
-// The vectors have gradients, so both transports check the backward ring's dq, dk and dv too.
-TEST(CliVerifyGpu, GradientsAreCheckedOnBothTransports) {
+// The vectors have gradients, so both transports check the backward ring's dq, dk and dv too. The
+// name holds "Nccl": gpu-check runs such tests one at a time (they share the GPU and loopback).
+TEST(CliVerifyGpu, GradientsAreCheckedOnLoopbackAndNccl) {
   CPGEN_REQUIRE_GPU();
   for (const char* transport : {"loopback", "nccl"}) {
     auto r = run_cli("verify --vectors " + vectors("gqa4_causal_hd64_s32.json") +

@@ -29,7 +29,7 @@ TEST(Cli, NoDoubledCpgenPrefix) {
   EXPECT_EQ(unknown.err.find("cpgen: cpgen"), std::string::npos) << unknown.err;
   // The GPU backend's errors began with "cpgen verify", printed after "cpgen: ". Without a GPU
   // (or without NCCL) the backend answers with one of them.
-  const std::string vectors = vectors_dir() + "/mqa_causal_hd96_s96.json";
+  const std::string vectors = vectors_dir() + "/mqa_causal_hd96_s48.json";
   if (!std::filesystem::exists(vectors)) GTEST_SKIP() << "no vectors file at " << vectors;
   for (const char* extra : {"", " --transport nccl"}) {
     CliResult r = run_cli("verify --vectors " + vectors + " --scheme zigzag --ranks 2 --backend gpu" + extra);

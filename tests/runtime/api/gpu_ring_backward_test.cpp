@@ -8,6 +8,7 @@
 #include "runtime/cuda/gpu_stream.h"
 #include "cpgen/ring_attention.h"
 #include "runtime/api/gpu_ring_run.h"
+#include "runtime/core/attention_shape.h"
 #include "runtime/ring/partition.h"
 #include "runtime/ring/reference.h"
 #include "runtime/ring/vectors.h"
@@ -94,7 +95,7 @@ TEST(GpuRingBackward, LoopbackMatchesReferenceForGqaAndHeadDims) {
         const std::vector<float> k = testing::random_bf16_exact(kn, seed++);
         const std::vector<float> v = testing::random_bf16_exact(kn, seed++);
         const std::vector<float> dout = testing::random_bf16_exact(qn, seed++);
-        AttentionShape shape{p.batch, p.q_heads, p.kv_heads, p.head_dim, p.scale(), causal, 0};
+        const AttentionShape shape = attention_shape_of(p);  // p.causal is causal; no window
         std::vector<int64_t> positions(p.seq_len);
         for (int64_t i = 0; i < p.seq_len; ++i) positions[i] = i;
         const ReferenceForward fwd = reference_forward(shape, testing::to_double(q), testing::to_double(k),
@@ -179,7 +180,7 @@ TEST(GpuRingBackward, LoopbackBackwardCapturedIntoAGraphReplay) {
   const size_t qn = p.q_heads * p.seq_len * 64, kn = p.kv_heads * p.seq_len * 64;
   const std::vector<float> q = testing::random_bf16_exact(qn, 31), k = testing::random_bf16_exact(kn, 32),
                            v = testing::random_bf16_exact(kn, 33), dout = testing::random_bf16_exact(qn, 34);
-  AttentionShape shape{p.batch, p.q_heads, p.kv_heads, p.head_dim, p.scale(), p.causal, 0};
+  const AttentionShape shape = attention_shape_of(p);
   std::vector<int64_t> positions(p.seq_len);
   for (int64_t i = 0; i < p.seq_len; ++i) positions[i] = i;
   const ReferenceForward fwd = reference_forward(shape, testing::to_double(q), testing::to_double(k),

@@ -80,8 +80,9 @@ class GpuRingWgmma : public TempDirTest {
           v(vec.v.begin(), vec.v.end());
       for (int n : {2, 4})
         for (Dtype dtype : {Dtype::kBf16, Dtype::kFp16}) {
-          const Scheme scheme = partitionable(Scheme::kZigzag, vec.seq_len, n) ? Scheme::kZigzag : Scheme::kContiguous;
-          if (!partitionable(scheme, vec.seq_len, n)) continue;
+          // Zigzag whether or not the length divides: ranks then hold different counts (the in-repo
+          // format-2 files, lengths 27, 43 and 29, all do), as the emulated twin runs them.
+          const Scheme scheme = Scheme::kZigzag;
           const Problem p = problem_from_vectors(vec, n, scheme, dtype);
           RingOptions options;
           options.database_path = database_with_wgmma_winners(p);
