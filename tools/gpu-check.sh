@@ -10,8 +10,10 @@
 #
 # Phases, in this order (default: all of them; --only takes them in the order it names them):
 #   build     configure and build (incremental: a warm machine keeps build-gpu/)
-#   tests     the whole test suite except the tests named *Nccl*, the GPU tests live (ctest -j 8)
-#   nccl      the tests named *Nccl* (the multi-process ones among them), one at a time: they
+#   tests     the whole test suite except the tests named *Nccl* or *OnGpu*, the GPU tests live
+#             (ctest -j 8)
+#   nccl      the tests named *Nccl* (the multi-process ones among them) and *OnGpu* (tuning,
+#             whose time limit is the target), one at a time: they
 #             share the GPU and the loopback interface
 #   sanitize  tools/gpu-sanitize.sh: compute-sanitizer memcheck, racecheck, synccheck, initcheck
 #   kernels   bench/kernels.py: cpgen's selected kernel against SDPA cuDNN and flash
@@ -329,9 +331,9 @@ ctest_phase() {
 phase_tests() {
   local env=()
   [ $FULL_MATRIX = 1 ] && env=(env CPGEN_FULL_COMPILE_MATRIX=1)
-  ctest_phase tests 120 ctest "${env[@]}" ctest -j 8 -E Nccl
+  ctest_phase tests 120 ctest "${env[@]}" ctest -j 8 -E 'Nccl|OnGpu'
 }
-phase_nccl() { ctest_phase nccl 60 ctest_nccl ctest -R Nccl; }
+phase_nccl() { ctest_phase nccl 60 ctest_nccl ctest -R 'Nccl|OnGpu'; }
 
 phase_sanitize() {
   gpu_phase sanitize 120 || return 0
