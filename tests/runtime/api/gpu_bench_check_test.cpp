@@ -15,29 +15,16 @@
 namespace cpgen::gpu {
 namespace {
 
+// Two batches, two query heads over one kv head, one rank: every slice check_slice reads.
 Problem small_problem() {
-  Problem p;
-  p.batch = 2;
-  p.q_heads = 2;
-  p.kv_heads = 1;
-  p.head_dim = 64;
-  p.seq_len = 64;
-  p.cp_size = 1;
-  p.causal = true;
-  p.scheme = Scheme::kContiguous;
-  return p;
+  return Problem{.batch = 2, .q_heads = 2, .kv_heads = 1, .head_dim = 64, .seq_len = 64, .cp_size = 1,
+                 .causal = true, .scheme = Scheme::kContiguous};
 }
 
 // The whole problem's outputs by the float64 reference, as one rank's float shard.
 void reference_outputs(const Problem& p, const BenchInputs& in, std::vector<std::vector<float>>& outs,
                        std::vector<std::vector<float>>& lses) {
-  AttentionShape shape;
-  shape.batch = p.batch;
-  shape.q_heads = p.q_heads;
-  shape.kv_heads = p.kv_heads;
-  shape.head_dim = p.head_dim;
-  shape.scale = p.scale();
-  shape.causal = p.causal;
+  const AttentionShape shape = attention_shape_of(p);
   std::vector<int64_t> positions(static_cast<size_t>(p.seq_len));
   for (size_t i = 0; i < positions.size(); ++i) positions[i] = static_cast<int64_t>(i);
   const ReferenceForward ref = reference_forward(shape, std::vector<double>(in.q.begin(), in.q.end()),

@@ -267,32 +267,35 @@ TEST(NcclRingWorker, Run) {
   }
 }
 
+// One vectors file through a ring of `nranks` worker processes in `mode` (check: the forward;
+// backward: the gradients too), `job` numbering its bootstrap and result files in `dir`: every
+// rank exits 0 and writes "ok".
+void expect_vectors_job(const testing::TempDir& dir, const std::string& mode, int job, int nranks,
+                        const std::string& file, const char* scheme, const char* dtype) {
+  const std::string tag = file + " " + mode + " N=" + std::to_string(nranks) + " " + scheme + " " + dtype;
+  const std::string result = dir.path() + "/result" + std::to_string(job);
+  std::vector<int> codes = run_children(
+      nranks,
+      {"CPGEN_NCCL_WORKER_MODE=" + mode, "CPGEN_NCCL_WORKER_RESULT=" + result,
+       "CPGEN_NCCL_WORKER_ID_FILE=" + dir.path() + "/id" + std::to_string(job),
+       "CPGEN_NCCL_WORKER_JOB=" + mode + std::to_string(job),
+       "CPGEN_NCCL_WORKER_VECTORS=" + testing::vectors_dir() + "/" + file,
+       std::string("CPGEN_NCCL_WORKER_SCHEME=") + scheme, std::string("CPGEN_NCCL_WORKER_DTYPE=") + dtype},
+      kChildSeconds);
+  for (int r = 0; r < nranks; ++r) {
+    EXPECT_EQ(codes[r], 0) << tag << ": rank " << r << " exited with " << codes[r];
+    EXPECT_EQ(slurp(result + "." + std::to_string(r)), "ok\n") << tag << ": rank " << r;
+  }
+}
+
 // The vectors through rings of `nranks` processes: each file, zigzag and striped, in `dtypes`.
 void processes_match_vectors(int nranks, std::initializer_list<const char*> dtypes) {
   CPGEN_REQUIRE_GPU();
   testing::TempDir dir("nccl_ring");
-  const std::string files[] = {"gqa4_causal_hd64_s32.json", "gqa2_causal_hd128_s32.json",
-                               "mha_full_hd64_s32_b2.json"};
   int job = 0;
-  for (const std::string& file : files)
+  for (const char* file : {"gqa4_causal_hd64_s32.json", "gqa2_causal_hd128_s32.json", "mha_full_hd64_s32_b2.json"})
     for (const char* scheme : {"zigzag", "striped"})
-      for (const char* dtype : dtypes) {
-        const std::string tag = file + " N=" + std::to_string(nranks) + " " + scheme + " " + dtype;
-        const std::string result = dir.path() + "/result" + std::to_string(job);
-        std::vector<int> codes = run_children(
-            nranks,
-            {"CPGEN_NCCL_WORKER_MODE=check", "CPGEN_NCCL_WORKER_RESULT=" + result,
-             "CPGEN_NCCL_WORKER_ID_FILE=" + dir.path() + "/id" + std::to_string(job),
-             "CPGEN_NCCL_WORKER_JOB=job" + std::to_string(job),
-             "CPGEN_NCCL_WORKER_VECTORS=" + testing::vectors_dir() + "/" + file,
-             std::string("CPGEN_NCCL_WORKER_SCHEME=") + scheme, std::string("CPGEN_NCCL_WORKER_DTYPE=") + dtype},
-            kChildSeconds);
-        for (int r = 0; r < nranks; ++r) {
-          EXPECT_EQ(codes[r], 0) << tag << ": rank " << r << " exited with " << codes[r];
-          EXPECT_EQ(slurp(result + "." + std::to_string(r)), "ok\n") << tag << ": rank " << r;
-        }
-        ++job;
-      }
+      for (const char* dtype : dtypes) expect_vectors_job(dir, "check", job++, nranks, file, scheme, dtype);
 }
 
 // Two tests, not one: their 12 and 6 socket jobs each fit the per-test limit (CPGEN_TEST_TIMEOUT,
@@ -303,27 +306,10 @@ TEST(NcclRing, FourProcessesOnOneGpuMatchVectors) { processes_match_vectors(4, {
 TEST(NcclRing, TwoProcessesBackwardMatchesVectorGradients) {
   CPGEN_REQUIRE_GPU();
   testing::TempDir dir("nccl_ring_backward");
-  const std::string files[] = {"gqa4_causal_hd64_s32.json", "mha_full_hd64_s32_b2.json"};
   int job = 0;
-  for (const std::string& file : files)
+  for (const char* file : {"gqa4_causal_hd64_s32.json", "mha_full_hd64_s32_b2.json"})
     for (const char* scheme : {"zigzag", "contiguous"})
-      for (const char* dtype : {"bf16", "fp16"}) {
-        const std::string tag = file + " backward N=2 " + scheme + " " + dtype;
-        const std::string result = dir.path() + "/result" + std::to_string(job);
-        std::vector<int> codes = run_children(
-            2,
-            {"CPGEN_NCCL_WORKER_MODE=backward", "CPGEN_NCCL_WORKER_RESULT=" + result,
-             "CPGEN_NCCL_WORKER_ID_FILE=" + dir.path() + "/id" + std::to_string(job),
-             "CPGEN_NCCL_WORKER_JOB=bwd" + std::to_string(job),
-             "CPGEN_NCCL_WORKER_VECTORS=" + testing::vectors_dir() + "/" + file,
-             std::string("CPGEN_NCCL_WORKER_SCHEME=") + scheme, std::string("CPGEN_NCCL_WORKER_DTYPE=") + dtype},
-            kChildSeconds);
-        for (int r = 0; r < 2; ++r) {
-          EXPECT_EQ(codes[r], 0) << tag << ": rank " << r << " exited with " << codes[r];
-          EXPECT_EQ(slurp(result + "." + std::to_string(r)), "ok\n") << tag << ": rank " << r;
-        }
-        ++job;
-      }
+      for (const char* dtype : {"bf16", "fp16"}) expect_vectors_job(dir, "backward", job++, 2, file, scheme, dtype);
 }
 
 TEST(NcclRing, WatchdogNamesTheRankThatNeverSends) {
