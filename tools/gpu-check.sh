@@ -13,8 +13,8 @@
 #   tests     the whole test suite except the tests named *Nccl* or *OnGpu*, the GPU tests live
 #             (ctest -j 8)
 #   nccl      the tests named *Nccl* (the multi-process ones among them) and *OnGpu* (tuning,
-#             whose time limit is the target), one at a time: they
-#             share the GPU and the loopback interface
+#             whose time limit is the target), one at a time: they share the GPU and
+#             the loopback interface
 #   sanitize  tools/gpu-sanitize.sh: compute-sanitizer memcheck, racecheck, synccheck, initcheck
 #   kernels   bench/kernels.py: cpgen's selected kernel against SDPA cuDNN and flash
 #   wgmma     bench/kernels.py --pin on the sm_90a wgmma family (GQA 1 unless --kernels-args says
