@@ -10,8 +10,11 @@ measurements, so the table also gives each run's ratio to cuDNN, which shows how
 runs' conditions agree. Ratios above 1.0 mean the second run's kernel is faster.
 """
 import json
-import math
+import os
 import sys
+
+sys.path.insert(0, os.path.dirname(os.path.abspath(__file__)))
+from kernels import fmt  # noqa: E402  (the table cells of kernels.py; it imports torch only when run)
 
 KEY = ("dtype", "head_dim", "causal", "seq_len", "q_heads", "kv_heads", "batch", "ranks", "scheme")
 
@@ -25,10 +28,6 @@ def load(path):
                 row = json.loads(line)
                 rows[tuple(row.get(k) for k in KEY)] = row
     return rows
-
-
-def fmt(x, spec):
-    return "-" if x is None or (isinstance(x, float) and math.isnan(x)) else format(x, spec)
 
 
 def table(base, other):

@@ -246,6 +246,7 @@ def timed(row, prefix, torch, fn, args):
 
 
 FAMILIES = ("wgmma", "wgmma-pingpong")
+PEERS = ("cudnn", "flash")  # the SDPA backends timed beside cpgen, by their row prefix
 
 
 def pinned_uris(cpgen, configs, pin):
@@ -352,7 +353,7 @@ def run_config(torch, cpgen, cfg, args):
         row["failed"] = "cpgen: " + str(e).splitlines()[0][:160]
 
     # SDPA backends on the same tensors
-    for name, backend in (("cudnn", SDPBackend.CUDNN_ATTENTION), ("flash", SDPBackend.FLASH_ATTENTION)):
+    for name, backend in zip(PEERS, (SDPBackend.CUDNN_ATTENTION, SDPBackend.FLASH_ATTENTION)):
         row[f"{name}_note"] = ""
         with warnings.catch_warnings(record=True) as caught:
             warnings.simplefilter("always")  # a refusal's reasons are warnings, shown once otherwise
@@ -447,9 +448,8 @@ def markdown(rows):
              " vs flash | cpgen err | kernel |",
              "|---|---|---|---|---|---|---|---|---|---|---|---|---|"]
     for r in rows:
-        notes = "; ".join(f"{peer}: {r[peer + '_note']}" for peer in ("cudnn", "flash") if r.get(f"{peer}_note"))
-        notes += "".join(f"; {peer} CHECK FAILED" for peer in ("cudnn", "flash") if r.get(f"{peer}_check") == "FAILED")
-        notes = notes.lstrip("; ")
+        notes = "; ".join([f"{peer}: {r[peer + '_note']}" for peer in PEERS if r.get(f"{peer}_note")] +
+                          [f"{peer} CHECK FAILED" for peer in PEERS if r.get(f"{peer}_check") == "FAILED"])
         kernel = " ".join(x for x in (r.get("cpgen_uri", ""), r.get("failed", "")) if x)
         if r.get("cpgen_check") == "FAILED":
             kernel += f" CHECK FAILED (lse error {fmt(r.get('cpgen_lse_error'), '.1e')})"
@@ -517,10 +517,9 @@ def main():
                                                 scheme="contiguous" if ranks == 1 else args.scheme,
                                                 seed=len(configs) + 1))
     uris = {}
-    args.pinned = uris  # run_config fails a row whose ring did not select its pinned kernel
     if args.pin:
         try:
-            uris.update(pinned_uris(cpgen, configs, args.pin))
+            uris = pinned_uris(cpgen, configs, args.pin)
         except KeyError as e:
             print(f"kernels.py: --pin '{args.pin}': unknown placeholder {{{e.args[0]}}}; allowed: {{dtype}}, "
                   "{head_dim}, {group}, {mask}, or a family: " + ", ".join(FAMILIES), file=sys.stderr)
@@ -528,6 +527,7 @@ def main():
         except (RuntimeError, IndexError, ValueError) as e:
             print(f"kernels.py: --pin '{args.pin}': {e}", file=sys.stderr)
             return 2
+    args.pinned = uris  # run_config fails a row whose ring did not select its pinned kernel
     if args.list_pins:
         for (dtype, head_dim, causal, group), uri in uris.items():
             print(f"{dtype} hd{head_dim} {'causal' if causal else 'full'} gqa{group}: {uri}")

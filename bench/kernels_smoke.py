@@ -156,27 +156,9 @@ class StandIn(kernels.Cpgen):
             shard["lse"].copy_(l)
 
 
-def stalled_child(lib, jsonl):
-    """The benchmark with a launch that never returns on its second configuration (as a hung
-    kernel's synchronize would not): its watchdog must end the process with status 4."""
-    import torch
-    patch_torch(torch)
-
-    class Hangs(StandIn):
-        def forward(self, ring, q, k, v, out, lse, stream):
-            if q.shape[2] == 256:
-                threading.Event().wait()
-            super().forward(ring, q, k, v, out, lse, stream)
-
-    kernels.Cpgen = lambda path: Hangs(path, torch)
-    sys.argv = ["kernels.py", "--lib", lib, "--dtypes", "bf16", "--head-dims", "64", "--causal", "0", "--lengths",
-                "128,256,512", "--gqa", "1", "--q-heads", "2", "--tokens", "512", "--warmup", "1", "--iters", "1",
-                "--check-rows", "8", "--stall-seconds", "3", "--jsonl", jsonl]
-    return kernels.main()
-
-
 def faulty_child(lib, jsonl, fault):
-    """The benchmark with one of the failures its checks exist for, on its second configuration:
+    """The benchmark with one of the failures its checks exist for, on its second configuration
+    (of three): "stall" (a launch that never returns, as a hung kernel's synchronize would not),
     "wrong" (an output off by a little, and an LSE never written), "unpinned" (selection runs
     another kernel than the pinned one), "fault" (a launch fails with a sticky CUDA error, after
     which the context is unusable)."""
@@ -186,6 +168,8 @@ def faulty_child(lib, jsonl, fault):
 
     class Faulty(StandIn):
         def forward(self, ring, q, k, v, out, lse, stream):
+            if q.shape[2] == 256 and fault == "stall":
+                threading.Event().wait()
             super().forward(ring, q, k, v, out, lse, stream)
             if q.shape[2] != 256:
                 return
@@ -207,24 +191,34 @@ def faulty_child(lib, jsonl, fault):
     kernels.Cpgen = lambda path: Faulty(path, torch)
     sys.argv = ["kernels.py", "--lib", lib, "--dtypes", "bf16", "--head-dims", "64", "--causal", "1", "--lengths",
                 "128,256,512", "--gqa", "1", "--q-heads", "2", "--tokens", "512", "--warmup", "1", "--iters", "1",
-                "--check-rows", "8", "--jsonl", jsonl, "--pin", "wgmma"]
+                "--check-rows", "8", "--jsonl", jsonl, "--pin", "wgmma", "--stall-seconds",
+                "3" if fault == "stall" else "60"]
     return kernels.main()
+
+
+def run_faulty(lib, folder, fault):
+    """faulty_child in a process of its own: (the finished process, its JSON rows)."""
+    jsonl = os.path.join(folder, f"{fault}.jsonl")
+    child = subprocess.run([sys.executable, os.path.abspath(__file__), "--lib", lib, "--fault-child", fault, jsonl],
+                           capture_output=True, text=True, timeout=300)
+    return child, [json.loads(line) for line in open(jsonl)] if os.path.exists(jsonl) else []
 
 
 def check_faults(lib, folder):
     """"" when each fault of faulty_child is reported as documented, else the problem."""
-    for fault, code, count in (("wrong", 0, 3), ("unpinned", 0, 3), ("fault", 5, 2)):
-        jsonl = os.path.join(folder, f"{fault}.jsonl")
-        child = subprocess.run([sys.executable, os.path.abspath(__file__), "--lib", lib, "--fault-child", fault,
-                                jsonl], capture_output=True, text=True, timeout=300)
-        rows = [json.loads(line) for line in open(jsonl)] if os.path.exists(jsonl) else []
+    for fault, code, count in (("stall", 4, 2), ("wrong", 0, 3), ("unpinned", 0, 3), ("fault", 5, 2)):
+        child, rows = run_faulty(lib, folder, fault)
         if child.returncode != code or len(rows) != count:
             return f"{fault}: exit {child.returncode} with {len(rows)} rows, expected {code} and {count}: " \
                    f"{child.stderr[-300:]}"
         first, second = rows[0], rows[1]
         if "failed" in first or first.get("cpgen_check") != "ok":
             return f"{fault}: the healthy first row is not ok: {first}"
-        if fault == "wrong":
+        if fault == "stall":
+            if (not second.get("failed", "").startswith("stalled") or "stalled" not in child.stderr
+                    or '"seq_len": 256' not in child.stderr):
+                return f"stall: no stalled row naming the configuration: {second} {child.stderr[-300:]}"
+        elif fault == "wrong":
             if second.get("cpgen_check") != "FAILED" or "CHECK FAILED" not in child.stdout or "wrong" not in child.stdout:
                 return f"wrong: a wrong output was not marked: {second}"
         elif fault == "unpinned":
@@ -235,29 +229,11 @@ def check_faults(lib, folder):
     return ""
 
 
-def check_stall(lib, folder):
-    """"" when the watchdog stopped a stalled run as documented, else the problem."""
-    jsonl = os.path.join(folder, "stall.jsonl")
-    child = subprocess.run([sys.executable, os.path.abspath(__file__), "--lib", lib, "--stall-child", jsonl],
-                           capture_output=True, text=True, timeout=300)
-    rows = [json.loads(line) for line in open(jsonl)] if os.path.exists(jsonl) else []
-    if child.returncode != 4:
-        return f"exit {child.returncode}, expected 4: {child.stderr[-300:]}"
-    if len(rows) != 2 or "failed" in rows[0] or not rows[1].get("failed", "").startswith("stalled"):
-        return f"rows {rows}, expected one result and one stalled row"
-    if "stalled" not in child.stderr or '"seq_len": 256' not in child.stderr:
-        return f"stderr does not name the stalled configuration: {child.stderr[-300:]}"
-    return ""
-
-
 def main():
     ap = argparse.ArgumentParser(description=__doc__.splitlines()[0])
     ap.add_argument("--lib", required=True, help="path of libcpgen.so (its CPU entry points are used)")
-    ap.add_argument("--stall-child", default=None, help=argparse.SUPPRESS)
     ap.add_argument("--fault-child", nargs=2, default=None, help=argparse.SUPPRESS)
     args = ap.parse_args()
-    if args.stall_child:
-        return stalled_child(args.lib, args.stall_child)
     if args.fault_child:
         return faulty_child(args.lib, args.fault_child[1], args.fault_child[0])
     import torch
@@ -302,17 +278,13 @@ def main():
             print(f"kernels_smoke: run {n} ({' '.join(extra)}): {problems[0]}", file=sys.stderr)
             return 1
         print(f"kernels_smoke: run {n} ({' '.join(extra)}): {len(rows)} configurations ok", file=sys.stderr)
-    problem = check_stall(args.lib, folder)
-    if problem:
-        print(f"kernels_smoke: a stalled configuration: {problem}", file=sys.stderr)
-        return 1
-    print("kernels_smoke: a stalled configuration ends the run with status 4 and a stalled row", file=sys.stderr)
     problem = check_faults(args.lib, folder)
     if problem:
         print(f"kernels_smoke: a faulty configuration: {problem}", file=sys.stderr)
         return 1
-    print("kernels_smoke: a wrong output is CHECK FAILED, an unhonoured pin a failed row with its peers timed, "
-          "a sticky CUDA error ends the run with status 5 after its row", file=sys.stderr)
+    print("kernels_smoke: a stalled configuration ends the run with status 4 and a stalled row, a wrong output "
+          "is CHECK FAILED, an unhonoured pin a failed row with its peers timed, a sticky CUDA error ends the "
+          "run with status 5 after its row", file=sys.stderr)
     return 0
 
 

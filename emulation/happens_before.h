@@ -109,11 +109,9 @@ class HappensBefore {
 };
 
 // Whether an access by `actor` stamped `stamp` happens before the access of the party whose clock
-// is `view` (the same thread's earlier accesses always do).
+// is `view` (the same thread's earlier accesses always do). Given a fenced clock as `view`
+// (HappensBefore::fenced_view): whether a fence.proxy.async ran after the access and before that
+// party's.
 inline bool happens_before(int actor, uint32_t stamp, const VectorClock& view) { return component(view, actor) >= stamp; }
-
-// Whether a fence.proxy.async ran after the access by `actor` stamped `stamp` and before the
-// access of the party whose fenced clock is `fenced` (HappensBefore::fenced_view).
-inline bool fenced_before(int actor, uint32_t stamp, const VectorClock& fenced) { return component(fenced, actor) >= stamp; }
 
 }  // namespace cpgen::emulation

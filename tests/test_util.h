@@ -4,7 +4,10 @@
 #include <nlohmann/json.hpp>
 
 #include <cstdint>
+#include <cstdlib>
+#include <optional>
 #include <string>
+#include <utility>
 #include <vector>
 
 #include "cpgen/types.h"
@@ -77,6 +80,37 @@ ShellResult run_shell(const std::string& command, const std::string& log);
 // Removes this process's capture folder of run_cli. Done at exit; a forked child that leaves by
 // _exit calls it first.
 void remove_cli_output_dir();
+
+// Sets environment variables for one scope (a child run_cli starts inherits them) and puts the
+// old values back when the scope ends, the latest change undone first; a null value unsets.
+class ScopedEnv {
+ public:
+  ScopedEnv() = default;
+  ScopedEnv(const char* name, const char* value) { set(name, value); }
+  ScopedEnv(const ScopedEnv&) = delete;
+  ScopedEnv& operator=(const ScopedEnv&) = delete;
+  void set(const char* name, const char* value) {
+    const char* old = std::getenv(name);
+    saved_.push_back({name, old ? std::optional<std::string>(old) : std::nullopt});
+    if (value) ::setenv(name, value, 1); else ::unsetenv(name);
+  }
+  ~ScopedEnv() {
+    for (auto it = saved_.rbegin(); it != saved_.rend(); ++it)
+      if (it->second) ::setenv(it->first.c_str(), it->second->c_str(), 1); else ::unsetenv(it->first.c_str());
+  }
+
+ private:
+  std::vector<std::pair<std::string, std::optional<std::string>>> saved_;
+};
+
+// The environment of an NCCL rank process in the tests, which runs ranks on one GPU as separate
+// hosts (distinct NCCL_HOSTID values): sockets over loopback only (the GPU machine's other
+// interfaces reach nothing), no InfiniBand, shared memory or peer-to-peer paths.
+inline const std::vector<std::pair<const char*, const char*>>& nccl_rank_test_env() {
+  static const std::vector<std::pair<const char*, const char*>> env = {
+      {"NCCL_SOCKET_IFNAME", "lo"}, {"NCCL_IB_DISABLE", "1"}, {"NCCL_SHM_DISABLE", "1"}, {"NCCL_P2P_DISABLE", "1"}};
+  return env;
+}
 
 // True where a CUDA device is usable; otherwise prints why and the test should GTEST_SKIP.
 bool have_gpu(std::string* why = nullptr);

@@ -134,7 +134,8 @@ void ring_backward_all(std::span<RingBackend* const> backends, std::span<Transpo
 // Exchange ids the driver uses, so every rank agrees (K/V of step s, dK/dV of step s).
 inline int kv_exchange_id(int step) { return 2 * step; }
 // A dK/dV part past the first gets ids far above any step's (cp_size stays far below 2^19).
-inline int dkv_exchange_id(int step, int part = 0) { return 2 * step + 1 + part * (1 << 20); }
+inline constexpr int kExchangePartShift = 20;
+inline int dkv_exchange_id(int step, int part = 0) { return 2 * step + 1 + (part << kExchangePartShift); }
 
 // The inverse of kv_exchange_id and dkv_exchange_id, for messages that name an exchange.
 struct ExchangeName {
@@ -143,7 +144,7 @@ struct ExchangeName {
   int part = 0;  // the dK/dV part (0 for K/V)
 };
 inline ExchangeName exchange_name(int id) {
-  const int part = id >> 20, in_part = id & ((1 << 20) - 1);
+  const int part = id >> kExchangePartShift, in_part = id & ((1 << kExchangePartShift) - 1);
   return {in_part % 2 == 1, in_part / 2, part};
 }
 

@@ -9,6 +9,7 @@
 #include "cache/sqlite_check.h"
 #include "cache_fixtures.h"
 #include "cpgen/error.h"
+#include "test_util.h"
 
 namespace cpgen::testing {
 namespace {
@@ -16,20 +17,6 @@ namespace {
 namespace fs = std::filesystem;
 
 class DatabaseTest : public TempDirTest {};
-
-// Restores an environment variable when the test ends.
-class ScopedEnv {
- public:
-  ScopedEnv(const char* name, const char* value) : name_(name) {
-    if (const char* old = std::getenv(name)) old_ = old;
-    value ? setenv(name, value, 1) : unsetenv(name);
-  }
-  ~ScopedEnv() { old_.empty() ? unsetenv(name_) : setenv(name_, old_.c_str(), 1); }
-
- private:
-  const char* name_;
-  std::string old_;
-};
 
 std::string pragma_text(Database& db, const char* pragma) {
   Statement s = db.prepare(std::string("PRAGMA ") + pragma);

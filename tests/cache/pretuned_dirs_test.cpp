@@ -14,31 +14,15 @@
 namespace cpgen {
 namespace {
 
-// Sets an environment variable for one scope and puts the old value back.
-class ScopedEnv {
- public:
-  ScopedEnv(const char* name, const char* value) : name_(name) {
-    if (const char* old = std::getenv(name)) old_ = old;
-    if (value) ::setenv(name, value, 1); else ::unsetenv(name);
-  }
-  ~ScopedEnv() {
-    if (old_) ::setenv(name_, old_->c_str(), 1); else ::unsetenv(name_);
-  }
-
- private:
-  const char* name_;
-  std::optional<std::string> old_;
-};
-
 const std::string kSourceCaches = std::string(CPGEN_SOURCE_DIR) + "/caches";
 
 TEST(PretunedDirs, BuildTreeUsesTheSourceCachesOnly) {
-  ScopedEnv env("CPGEN_CACHES_DIR", nullptr);
+  testing::ScopedEnv env("CPGEN_CACHES_DIR", nullptr);
   EXPECT_EQ(default_cache_dirs(), std::vector<std::string>{kSourceCaches});
 }
 
 TEST(PretunedDirs, EnvironmentFoldersComeFirstInOrder) {
-  ScopedEnv env("CPGEN_CACHES_DIR", "/site/a::/site/b");
+  testing::ScopedEnv env("CPGEN_CACHES_DIR", "/site/a::/site/b");
   EXPECT_EQ(default_cache_dirs(), (std::vector<std::string>{"/site/a", "/site/b", kSourceCaches}));
 }
 

@@ -63,29 +63,29 @@ TEST(HappensBefore, FencedClocksFollowTheOrderAndForgetNoFence) {
   emulation::HappensBefore order;
   order.reset(3);
   const uint32_t write = order.stamp(0);  // thread 0 writes ...
-  EXPECT_FALSE(emulation::fenced_before(0, write, order.fenced_view(0)));
+  EXPECT_FALSE(emulation::happens_before(0, write, order.fenced_view(0)));
   order.fence(0);  // ... and fences
-  EXPECT_TRUE(emulation::fenced_before(0, write, order.fenced_view(0)));
+  EXPECT_TRUE(emulation::happens_before(0, write, order.fenced_view(0)));
   const uint32_t after = order.stamp(0);  // a write after the fence is not covered by it
-  EXPECT_FALSE(emulation::fenced_before(0, after, order.fenced_view(0)));
-  EXPECT_FALSE(emulation::fenced_before(0, write, order.fenced_view(1)));  // not yet ordered before 1
+  EXPECT_FALSE(emulation::happens_before(0, after, order.fenced_view(0)));
+  EXPECT_FALSE(emulation::happens_before(0, write, order.fenced_view(1)));  // not yet ordered before 1
   emulation::SyncClock phase;
   order.release(0, phase);
   order.acquire(1, phase);
-  EXPECT_TRUE(emulation::fenced_before(0, write, order.fenced_view(1)));
-  EXPECT_FALSE(emulation::fenced_before(0, after, order.fenced_view(1)));
-  EXPECT_FALSE(emulation::fenced_before(0, write, order.fenced_view(2)));
+  EXPECT_TRUE(emulation::happens_before(0, write, order.fenced_view(1)));
+  EXPECT_FALSE(emulation::happens_before(0, after, order.fenced_view(1)));
+  EXPECT_FALSE(emulation::happens_before(0, write, order.fenced_view(2)));
   // A fence by the reader after it acquired covers what it acquired, too.
   const uint32_t late = order.stamp(0);
   emulation::SyncClock second;
   order.release(0, second);
   order.acquire(2, second);
-  EXPECT_FALSE(emulation::fenced_before(0, late, order.fenced_view(2)));
+  EXPECT_FALSE(emulation::happens_before(0, late, order.fenced_view(2)));
   order.fence(2);
-  EXPECT_TRUE(emulation::fenced_before(0, late, order.fenced_view(2)));
+  EXPECT_TRUE(emulation::happens_before(0, late, order.fenced_view(2)));
   // Thousands of fences by another thread afterwards leave thread 0's fenced write fenced for 1.
   for (int i = 0; i < 5000; ++i) order.fence(2);
-  EXPECT_TRUE(emulation::fenced_before(0, write, order.fenced_view(1)));
+  EXPECT_TRUE(emulation::happens_before(0, write, order.fenced_view(1)));
 }
 
 alignas(16) unsigned char g_rows[128];

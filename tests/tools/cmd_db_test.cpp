@@ -41,24 +41,6 @@ class CmdDb : public TempDirTest {
   }
 };
 
-// Sets an environment variable for one scope (run_cli's child inherits it).
-class ScopedEnv {
- public:
-  ScopedEnv(const char* name, const std::string& value) : name_(name) {
-    if (const char* old = std::getenv(name)) old_ = old, had_ = true;
-    ::setenv(name, value.c_str(), 1);
-  }
-  ~ScopedEnv() {
-    if (had_) ::setenv(name_, old_.c_str(), 1);
-    else ::unsetenv(name_);
-  }
-
- private:
-  const char* name_;
-  std::string old_;
-  bool had_ = false;
-};
-
 TEST_F(CmdDb, JsonOrTextFileInPlaceOfADatabaseIsRefusedByEveryCommand) {
   make_db(path("real.db"));
   std::ofstream(path("cache.json")) << R"({"format": "cpgen-tuning-cache", "version": 1, "entries": []})" << "\n";
@@ -86,7 +68,7 @@ TEST_F(CmdDb, JsonOrTextFileInPlaceOfADatabaseIsRefusedByEveryCommand) {
       EXPECT_EQ(folder_snapshot(dir_.string()), before) << command << ": the folder changed";
     }
     // $CPGEN_DB names the file just as --db does.
-    ScopedEnv env("CPGEN_DB", file);
+    ScopedEnv env("CPGEN_DB", file.c_str());
     const auto before = folder_snapshot(dir_.string());
     for (const char* command : {"db show", "db import "}) {
       CliResult r = run_cli(std::string(command) + (std::string(command) == "db import " ? path("cache.json") : ""));

@@ -65,16 +65,13 @@ TEST_F(CmdExplain, ShapeThatIsNotJsonQuotesOnlyWhatTheUserWrote) {
 
 TEST_F(CmdExplain, JsonNamesTheDefaultDatabasePath) {
   // No --db and no $CPGEN_DB: the default under $XDG_CACHE_HOME, where no file exists.
-  const char* old_db = std::getenv("CPGEN_DB");
-  const char* old_xdg = std::getenv("XDG_CACHE_HOME");
-  const std::string saved_db = old_db ? old_db : "", saved_xdg = old_xdg ? old_xdg : "";
-  ::unsetenv("CPGEN_DB");
-  ::setenv("XDG_CACHE_HOME", path("xdg").c_str(), 1);
-  CliResult r = run_cli("explain --json --shape " + std::string(kShape));
-  CliResult text = run_cli("explain --shape " + std::string(kShape));
-  if (old_db) ::setenv("CPGEN_DB", saved_db.c_str(), 1);
-  if (old_xdg) ::setenv("XDG_CACHE_HOME", saved_xdg.c_str(), 1);
-  else ::unsetenv("XDG_CACHE_HOME");
+  CliResult r, text;
+  {
+    ScopedEnv env("CPGEN_DB", nullptr);
+    env.set("XDG_CACHE_HOME", path("xdg").c_str());
+    r = run_cli("explain --json --shape " + std::string(kShape));
+    text = run_cli("explain --shape " + std::string(kShape));
+  }
   ASSERT_EQ(r.exit_code, 0) << r.err;
   const std::string default_path = path("xdg") + "/cpgen/cpgen.db";
   const nlohmann::json j = nlohmann::json::parse(r.out);

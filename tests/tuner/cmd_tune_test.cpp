@@ -4,7 +4,6 @@
 
 #include <algorithm>
 #include <chrono>
-#include <cstdlib>
 #include <filesystem>
 #include <fstream>
 
@@ -209,13 +208,11 @@ TEST_F(CmdTuneTest, TuneOnGpu) {
   // Warm the kernel store first: the 30 s target is for tuning, compiles are cached by then. The
   // warm-up sees no GPU (CUDA_VISIBLE_DEVICES empty), so it compiles every candidate for this
   // device's arch and times nothing: one GPU tune, not two, inside the per-test limit.
-  const char* visible = std::getenv("CUDA_VISIBLE_DEVICES");
-  const std::string saved = visible ? visible : "";
-  setenv("CUDA_VISIBLE_DEVICES", "", 1);  // for the child only: this process's CUDA is set up already
-  const int warm = run_cli("tune --only fwd --arch " + device_arch(0) + " --shapes " + path("one.json") + " --db " +
-                           path("warm.db") + " --store " + path("store") + " -q").exit_code;
-  if (visible) setenv("CUDA_VISIBLE_DEVICES", saved.c_str(), 1); else unsetenv("CUDA_VISIBLE_DEVICES");
-  ASSERT_EQ(warm, 0);
+  {
+    const ScopedEnv no_gpu("CUDA_VISIBLE_DEVICES", "");  // for the child: this process's CUDA is set up
+    ASSERT_EQ(run_cli("tune --only fwd --arch " + device_arch(0) + " --shapes " + path("one.json") + " --db " +
+                      path("warm.db") + " --store " + path("store") + " -q").exit_code, 0);
+  }
   const auto start = std::chrono::steady_clock::now();
   CliResult r = run_cli("tune --only fwd --json --require-gpu --shapes " + path("one.json") + common());
   const double seconds = std::chrono::duration<double>(std::chrono::steady_clock::now() - start).count();

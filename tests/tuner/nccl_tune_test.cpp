@@ -27,12 +27,7 @@ TEST_F(NcclTuneTest, RanksAgreeOnEveryWinner) {
     ASSERT_GE(pid, 0);
     if (pid == 0) {
       setenv("NCCL_HOSTID", ("cpgen-tune-test-" + std::to_string(rank)).c_str(), 1);
-      // As the NCCL ring tests' ranks: sockets over loopback only (the GPU machine's other
-      // interfaces reach nothing), no InfiniBand, shared memory or peer-to-peer paths.
-      setenv("NCCL_SOCKET_IFNAME", "lo", 1);
-      setenv("NCCL_IB_DISABLE", "1", 1);
-      setenv("NCCL_SHM_DISABLE", "1", 1);
-      setenv("NCCL_P2P_DISABLE", "1", 1);
+      for (const auto& [name, value] : nccl_rank_test_env()) setenv(name, value, 1);
       const std::string cmd = std::string(CPGEN_CLI_PATH) + " tune --json -q --max-candidates 4 --shapes " + path("one.json") +
                               " --rank " + std::to_string(rank) + " --world-size 2 --nccl-id-file " + path("nccl.id") +
                               " --db " + path("rank" + std::to_string(rank) + ".db") + " --store " + path("store") + " > " +

@@ -59,10 +59,7 @@ std::vector<int> run_children(int nranks, const std::vector<std::string>& extra_
     env.push_back("CPGEN_NCCL_WORKER_NRANKS=" + std::to_string(nranks));
     env.push_back("CPGEN_NCCL_WORKER_PARENT=" + std::to_string(getpid()));
     env.push_back("NCCL_HOSTID=cpgen-test-host-" + std::to_string(r));
-    env.push_back("NCCL_SOCKET_IFNAME=lo");
-    env.push_back("NCCL_IB_DISABLE=1");
-    env.push_back("NCCL_SHM_DISABLE=1");
-    env.push_back("NCCL_P2P_DISABLE=1");
+    for (const auto& [name, value] : testing::nccl_rank_test_env()) env.push_back(std::string(name) + "=" + value);
     for (const auto& e : extra_env) env.push_back(e);
     std::vector<char*> envp;
     for (auto& e : env) envp.push_back(e.data());

@@ -14,6 +14,7 @@
 #include "cpgen/error.h"
 #include "runtime/jit/kernel_store.h"
 #include "temp_dir.h"
+#include "test_util.h"
 
 namespace cpgen {
 namespace {
@@ -157,26 +158,8 @@ TEST(KernelStore, PutIntoAnUnwritableLocationThrowsIo) {
   }
 }
 
-// Sets environment variables for one scope and restores them.
-class ScopedEnv {
- public:
-  void set(const char* name, const char* value) {
-    const char* old = std::getenv(name);
-    saved_.push_back({name, old ? std::optional<std::string>(old) : std::nullopt});
-    if (value) ::setenv(name, value, 1); else ::unsetenv(name);
-  }
-  ~ScopedEnv() {
-    for (auto it = saved_.rbegin(); it != saved_.rend(); ++it) {
-      if (it->second) ::setenv(it->first.c_str(), it->second->c_str(), 1); else ::unsetenv(it->first.c_str());
-    }
-  }
-
- private:
-  std::vector<std::pair<std::string, std::optional<std::string>>> saved_;
-};
-
 TEST(KernelStore, DefaultDirectoryFollowsEnvironmentPrecedence) {
-  ScopedEnv env;
+  testing::ScopedEnv env;
   env.set("CPGEN_KERNEL_DIR", "/tmp/explicit");
   env.set("XDG_CACHE_HOME", "/tmp/xdg");
   env.set("HOME", "/tmp/home");
