@@ -154,7 +154,22 @@ std::vector<std::string> compile_options(std::string_view arch) {
       // No -I: the templates need no toolkit or standard header, so nothing outside the
       // embedded headers is read and the key does not depend on where CUDA is installed.
   };
+  // NVRTC 12.9 and later keep their own cache of ptxas results, which a machine with a driver
+  // uses: a second compile of the same program, in any process, skips ptxas and its log holds no
+  // resource lines, so the kernel's registers, spills and shared memory could not be read (seen
+  // on the first H100, 2026-11-26: most GPU tests failed "the program has no kernel named").
+  // cpgen's kernel store is the cache; NVRTC's is turned off wherever it exists.
+  if (nvrtc_has_own_cache()) options.push_back("--no-cache");
   return options;
+}
+
+bool nvrtc_has_own_cache() {
+  static const bool has = [] {
+    int major = 0, minor = 0;
+    CPGEN_NVRTC_CHECK(nvrtcVersion(&major, &minor));
+    return major > 12 || (major == 12 && minor >= 9);
+  }();
+  return has;
 }
 
 std::string nvrtc_version() {

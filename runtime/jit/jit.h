@@ -41,6 +41,9 @@ CompiledKernel compile_source(const std::string& kernel_name, const std::string&
 
 // The NVRTC options used for `arch` (validated; throws kBadInput).
 std::vector<std::string> compile_options(std::string_view arch);
+// Whether the loaded NVRTC keeps a cache of its own (12.9 and later), which compile_options
+// turns off with --no-cache so that every compile's log carries the ptxas resource lines.
+bool nvrtc_has_own_cache();
 // NVRTC's major.minor, e.g. "13.0".
 std::string nvrtc_version();
 // What identifies the compiler in store keys: the version plus the size of the loaded libnvrtc,
