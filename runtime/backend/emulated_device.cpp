@@ -148,6 +148,9 @@ void EmulatedDevice::run(const Loaded& k, EmulatedGrid grid, const void* params)
 
 DeviceAllocation EmulatedDevice::allocate(size_t bytes) {
   const GuardedMapping m = map_guarded(bytes);
+  // cuMemAlloc leaves memory as it was; fresh pages here would read as zeros, which hide a read of
+  // memory nothing wrote. All ones instead: a NaN in every dtype, so such a read spoils a result.
+  std::memset(m.data, 0xFF, bytes);
   {
     std::lock_guard<std::mutex> lock(allocations_mutex_);
     allocations_[m.data] = bytes;  // the requested size: the rounding is not the caller's to use
@@ -184,6 +187,8 @@ std::vector<unsigned> EmulatedDevice::take_reads(const void* data) {
 void EmulatedDevice::upload(void* dst, const void* host, size_t bytes) { std::memcpy(dst, host, bytes); }
 
 void EmulatedDevice::copy(void* dst, const void* src, size_t bytes) { std::memmove(dst, src, bytes); }
+
+void EmulatedDevice::zero(void* dst, size_t bytes) { std::memset(dst, 0, bytes); }
 
 void EmulatedDevice::launch_forward(StepType step, const RingFwdParams& params) {
   if (is_backward(step))

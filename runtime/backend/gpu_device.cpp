@@ -29,6 +29,10 @@ void GpuDevice::copy(void* dst, const void* src, size_t bytes) {
                                                 reinterpret_cast<CUdeviceptr>(src), bytes, stream_));
 }
 
+void GpuDevice::zero(void* dst, size_t bytes) {
+  CPGEN_CU_CHECK(cu::driver().cuMemsetD8Async(reinterpret_cast<CUdeviceptr>(dst), 0, bytes, stream_));
+}
+
 void GpuDevice::launch_forward(StepType step, const RingFwdParams& params) {
   kernel_.launch(params, step, stream_);
 }

@@ -27,6 +27,7 @@ class GpuDevice final : public KernelDevice {
   DeviceAllocation allocate(size_t bytes) override;
   void upload(void* dst, const void* host, size_t bytes) override;
   void copy(void* dst, const void* src, size_t bytes) override;
+  void zero(void* dst, size_t bytes) override;
   void launch_forward(StepType step, const RingFwdParams& params) override;
   void launch_backward_pre(const RingBwdPreParams& params) override;
   void launch_backward(StepType step, const RingBwdParams& params) override;

@@ -45,6 +45,8 @@ class KernelDevice {
   virtual void upload(void* dst, const void* host, size_t bytes) = 0;
   // Device-to-device copy, ordered like a launch.
   virtual void copy(void* dst, const void* src, size_t bytes) = 0;
+  // Sets `bytes` bytes at `dst` to zero, ordered like a launch.
+  virtual void zero(void* dst, size_t bytes) = 0;
 
   // Launches of the generated kernels. Each step type runs the spec selected for it (forward:
   // StepType::kDiagonal..kZigzagQHalf; backward: kBwd*). Throws Error naming the kernel's URI

@@ -69,6 +69,7 @@ KernelRingBackend::KernelRingBackend(const Problem& problem, int rank, KernelDev
   check_kernel_ring_problem(problem);
   len_ = positions.rank_len(rank);
   max_len_ = positions.max_rank_len();
+  for (int r = 0; r < problem.cp_size; ++r) unequal_shards_ = unequal_shards_ || positions.rank_len(r) < max_len_;
   const size_t b = static_cast<size_t>(problem.batch), hd = static_cast<size_t>(problem.head_dim);
   const size_t qh = static_cast<size_t>(problem.q_heads), kvh = static_cast<size_t>(problem.kv_heads);
   // A slot holds any rank's chunk in that rank's layout: a dense tensor of its rows, at most
@@ -213,9 +214,15 @@ void KernelRingBackend::stage_own_kv() {
   // Step 0 computes on the caller's K/V in place; only a rank holding fewer rows than the largest
   // chunk copies them into slot 0, so that the first exchange has slot_bytes_ to send. Slot 0 is
   // first received into at step 1 (the chunk of step 2), so the caller's K/V are never written.
-  if (own_kv_in_place() || own_kv_bytes_ == 0) return;
-  device_.copy(k_slots_[0].data(), tensors_.k, own_kv_bytes_);
-  device_.copy(v_slots_[0].data(), tensors_.v, own_kv_bytes_);
+  if (own_kv_in_place()) return;
+  for (auto [slot, own] : {std::pair{&k_slots_[0], tensors_.k}, std::pair{&v_slots_[0], tensors_.v}}) {
+    auto* bytes = static_cast<unsigned char*>(slot->data());
+    if (own_kv_bytes_ > 0) device_.copy(bytes, own, own_kv_bytes_);
+    // The slot's rows past this rank's own travel too, unread: they are zeroed so that no
+    // exchange copies memory nothing wrote (compute-sanitizer's initcheck reported each such
+    // copy on the first H100).
+    device_.zero(bytes + own_kv_bytes_, slot_bytes_ - own_kv_bytes_);
+  }
 }
 
 void KernelRingBackend::forward_begin() { stage_own_kv(); }
@@ -305,6 +312,13 @@ void KernelRingBackend::allocate_dkv() {
     for (int part = 0; part < parts_; ++part) {
       dk_slots_[s][part] = device_.allocate(part_bytes(part));
       dv_slots_[s][part] = device_.allocate(part_bytes(part));
+      // A part holds the keys of the largest chunk; a smaller chunk's gradients leave its last
+      // rows unwritten, and the exchange moves them all. Zeroed once: afterwards each row holds
+      // the gradient of some earlier chunk, written, unread.
+      if (unequal_shards_) {
+        device_.zero(dk_slots_[s][part].data(), part_bytes(part));
+        device_.zero(dv_slots_[s][part].data(), part_bytes(part));
+      }
     }
 }
 

@@ -151,6 +151,7 @@ class KernelRingBackend final : public RingBackend {
   KernelDevice& device_;
   const RingPositions& positions_;
   int64_t len_ = 0, max_len_ = 0;  // this rank's rows; the largest rank's
+  bool unequal_shards_ = false;     // some rank holds fewer rows than max_len_
   bool halves_ = false;            // causal zigzag without documents: half-size steps apply
   size_t slot_bytes_ = 0;          // one of K or V of the largest chunk: what every exchange moves
   size_t own_kv_bytes_ = 0;        // one of this rank's K or V

@@ -26,6 +26,7 @@ class RecordingDevice final : public KernelDevice {
   }
   void upload(void* dst, const void* host, size_t bytes) override { std::memcpy(dst, host, bytes); }
   void copy(void* dst, const void* src, size_t bytes) override { std::memmove(dst, src, bytes); }
+  void zero(void* dst, size_t bytes) override { std::memset(dst, 0, bytes); }
   void launch_forward(StepType, const RingFwdParams& params) override { launches.push_back(params); }
   void launch_backward_pre(const RingBwdPreParams&) override {}
   void launch_backward(StepType, const RingBwdParams&) override {}

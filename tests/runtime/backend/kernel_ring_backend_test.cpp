@@ -7,6 +7,7 @@
 
 #include <gtest/gtest.h>
 
+#include <algorithm>
 #include <cmath>
 #include <cstring>
 #include <limits>
@@ -47,6 +48,13 @@ class CopyTransport final : public Transport {
   int rank() const override { return rank_; }
   int size() const override { return ring_.size; }
   void start(std::span<const RingExchange> exchanges, int id) override {
+    // Every byte a rank sends was written (compute-sanitizer's initcheck reports a copy of any
+    // other, as it did of the slot tails of unequal shards on the first H100).
+    for (size_t i = 0; i < exchanges.size(); ++i) {
+      const size_t at = test::first_unwritten_word(exchanges[i].send, exchanges[i].bytes);
+      EXPECT_EQ(at, exchanges[i].bytes) << "rank " << rank_ << " exchange " << id << " buffer " << i << " sends "
+                                        << exchanges[i].bytes << " bytes, unwritten from byte " << at;
+    }
     ring_.posted[rank_][id].assign(exchanges.begin(), exchanges.end());
   }
   void finish(int id) override {
@@ -418,6 +426,9 @@ struct OneRank {
     shard.dq = memory->allocate(q);
     shard.dk = memory->allocate(kv);
     shard.dv = memory->allocate(kv);
+    // Inputs hold data (any bytes that are not the allocation's poison); outputs stay poisoned.
+    for (DeviceAllocation* in : {&shard.q, &shard.k, &shard.v, &shard.out, &shard.lse, &shard.dout})
+      std::memset(in->data(), 0x11, in->bytes());
   }
 };
 
@@ -646,6 +657,13 @@ TEST(KernelRingBackendForward, FirstExchangeSendsTheCallersKvWhenTheyFillASlot) 
   EXPECT_EQ(send[0].bytes, static_cast<size_t>(34 * 2 * 64 * 2)) << "a slot holds the largest chunk";
   EXPECT_EQ(one.device->copies(), 2);
   EXPECT_EQ(std::memcmp(send[0].data, one.shard.k.data(), one.shard.k.bytes()), 0);
+  // The rest of the slot, past the caller's rows, is written too (zeros): compute-sanitizer's
+  // initcheck reports a copy of memory nothing wrote, as it did on the first H100.
+  for (const BufferView& b : send) {
+    EXPECT_EQ(test::first_unwritten_word(b.data, b.bytes), b.bytes);
+    const auto* bytes = static_cast<const unsigned char*>(b.data);
+    EXPECT_EQ(std::count(bytes + one.shard.k.bytes(), bytes + b.bytes, 0), static_cast<long>(b.bytes - one.shard.k.bytes()));
+  }
   // Step 1 holds rank 2's chunk (34 rows, bshd row pitch 2 kv heads x 64) in slot 1.
   RingStep step;
   step.step = 1;

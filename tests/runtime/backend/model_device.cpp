@@ -15,6 +15,9 @@ DeviceAllocation ModelMemory::allocate(size_t bytes) {
   const size_t rounded = (bytes + 255) / 256 * 256;
   char* p = static_cast<char*>(std::aligned_alloc(256, rounded == 0 ? 256 : rounded));
   if (!p) throw Error(ErrorKind::kInternal, "ModelMemory: out of memory");
+  // Fresh device memory holds whatever was there; here every byte is kPoisonByte, so a read of
+  // memory nothing wrote shows (a NaN in every dtype) instead of passing as zeros.
+  std::memset(p, kPoisonByte, rounded == 0 ? 256 : rounded);
   {
     std::lock_guard<std::mutex> lock(mutex_);
     blocks_[p] = bytes;
@@ -38,6 +41,13 @@ bool ModelMemory::contains(const void* p, size_t bytes) const {
   return c >= it->first && c + bytes <= it->first + it->second;
 }
 
+size_t first_unwritten_word(const void* p, size_t bytes) {
+  const auto* c = static_cast<const unsigned char*>(p);
+  for (size_t i = 0; i + 4 <= bytes; i += 4)
+    if (c[i] == kPoisonByte && c[i + 1] == kPoisonByte && c[i + 2] == kPoisonByte && c[i + 3] == kPoisonByte) return i;
+  return bytes;
+}
+
 void ModelDevice::require(const void* p, size_t bytes, const std::string& what) const {
   if (!memory_->contains(p, bytes))
     throw Error(ErrorKind::kInternal, "ModelDevice: " + what + " (" + std::to_string(bytes) +
@@ -54,6 +64,11 @@ void ModelDevice::copy(void* dst, const void* src, size_t bytes) {
   require(src, bytes, "copy source");
   std::memcpy(dst, src, bytes);
   ++copies_;
+}
+
+void ModelDevice::zero(void* dst, size_t bytes) {
+  require(dst, bytes, "zero destination");
+  std::memset(dst, 0, bytes);
 }
 
 void ModelDevice::launch_forward(StepType, const RingFwdParams&) {

@@ -18,6 +18,13 @@
 
 namespace cpgen::test {
 
+// Every byte of a fresh ModelMemory allocation (see ModelMemory::allocate).
+constexpr unsigned char kPoisonByte = 0xFF;
+// The offset of the first 4-byte word of [p, p + bytes) that is still all kPoisonByte, or `bytes`
+// when there is none: a word nothing wrote. No value the ring moves is all ones (a NaN in fp32,
+// two NaNs in fp16 and bf16), so a word that is means the memory was never written.
+size_t first_unwritten_word(const void* p, size_t bytes);
+
 // Allocations shared by the devices of one ring (the position table is allocated on one of them
 // and read by every rank's launches). Thread-safe: ring_backward runs ranks on threads.
 class ModelMemory {
@@ -55,6 +62,7 @@ class ModelDevice final : public KernelDevice {
   DeviceAllocation allocate(size_t bytes) override { return memory_->allocate(bytes); }
   void upload(void* dst, const void* host, size_t bytes) override;
   void copy(void* dst, const void* src, size_t bytes) override;
+  void zero(void* dst, size_t bytes) override;
   void launch_forward(StepType step, const RingFwdParams& params) override;
   void launch_backward_pre(const RingBwdPreParams& params) override;
   void launch_backward(StepType step, const RingBwdParams& params) override;
