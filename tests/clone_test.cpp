@@ -46,7 +46,12 @@ TEST(Clone, FreshCloneConfiguresAndHasEveryFileTheTestsRead) {
 
   const char* cmake_env = std::getenv("CPGEN_CMAKE");
   const std::string cmake = cmake_env && *cmake_env ? cmake_env : "cmake";
-  Shell configure = shell(cmake + " -S " + quoted(clone) + " -B " + quoted(clone + "/build"), log);
+  // Where this machine's dependencies are not installed but carried (the GPU machines:
+  // tools/gpu-check.sh), CPGEN_CMAKE_ARGS holds the configure's hints to them, shell-quoted.
+  const char* hints = std::getenv("CPGEN_CMAKE_ARGS");
+  Shell configure = shell(cmake + " -S " + quoted(clone) + " -B " + quoted(clone + "/build") + " " +
+                              (hints ? hints : ""),
+                          log);
   EXPECT_EQ(configure.code, 0) << "configuring the clone failed:\n" << configure.output;
 
   // This binary, reading the clone's data files: the vector sets, the generator check, the

@@ -63,6 +63,9 @@
 # $CPGEN_VECTORS_DIR, else ../shared/vectors, else shared/vectors or .vectors in the checkout,
 # else the set tools/pack-gpu-deps.sh packed into the carried prefix (unpacked into build-gpu/).
 set -uo pipefail
+# A Python process that dies in native code (the first H100 call: "free(): invalid pointer", and
+# nothing else) prints where it was, and what it printed before is not lost in a buffer.
+export PYTHONFAULTHANDLER=1 PYTHONUNBUFFERED=1
 ROOT=$(cd "$(dirname "${BASH_SOURCE[0]}")/.." && pwd)
 BUILD=$ROOT/build-gpu
 DEPS=""
@@ -233,7 +236,7 @@ phase_build() {
   begin_phase build
   # Each test's limit (tests/CMakeLists.txt) down from 600 s: the slowest test takes under a
   # minute, and a kernel that never finishes must cost minutes of this call, not all of it.
-  local args=(-DCMAKE_BUILD_TYPE=RelWithDebInfo -DCPGEN_TEST_TIMEOUT=180) missing=() dep name where syslib lib
+  local args=(-DCMAKE_BUILD_TYPE=RelWithDebInfo -DCPGEN_TEST_TIMEOUT=180) hints=() missing=() dep name where syslib lib
   # The python3 on PATH is the one holding PyTorch and the nvidia-nccl wheel on the GPU image;
   # FindNCCL asks it where the wheel is.
   command -v python3 >/dev/null && args+=(-DPython3_EXECUTABLE="$(command -v python3)")
@@ -255,11 +258,17 @@ phase_build() {
       # Prefer the machine's own libsqlite3 (Python's sqlite3 module uses it) over the carried one.
       syslib=$(ldconfig -p 2>/dev/null | grep -o '/[^ ]*libsqlite3\.so\.0$' | head -1)
       lib=${syslib:-$(ls "$DEPS"/usr/lib/*/libsqlite3.so.0 2>/dev/null | head -1)}
-      args+=(-DSQLite3_INCLUDE_DIR="$DEPS/usr/include" -DSQLite3_LIBRARY="$lib")
+      hints+=(-DSQLite3_INCLUDE_DIR="$DEPS/usr/include" -DSQLite3_LIBRARY="$lib")
       note build "SQLite library: $lib"
     fi
   done
-  [ $carried = 1 ] && args+=(-DCMAKE_PREFIX_PATH="$DEPS/usr;$(ls -d "$DEPS"/usr/lib/*/cmake 2>/dev/null | head -1)")
+  [ $carried = 1 ] && hints+=(-DCMAKE_PREFIX_PATH="$DEPS/usr;$(ls -d "$DEPS"/usr/lib/*/cmake 2>/dev/null | head -1)")
+  args+=("${hints[@]}")
+  # The clone test (tests/clone_test.cpp) configures a fresh clone on this machine: it needs the
+  # same hints to the carried dependencies (the first H100 call failed it for want of them).
+  CPGEN_CMAKE_ARGS=
+  [ ${#hints[@]} -gt 0 ] && CPGEN_CMAKE_ARGS=$(printf '%q ' "${hints[@]}")
+  export CPGEN_CMAKE_ARGS
   TESTS_BUILT=1
   if printf '%s\n' "${missing[@]}" | grep -qx GoogleTest; then
     args+=(-DCPGEN_BUILD_TESTS=OFF)
