@@ -319,7 +319,8 @@ ctest_result() {  # LOG RC -> one line
     echo "STOPPED by the budget after $(grep -cE '^ *[0-9]+/[0-9]+ Test +#' "$1") tests," \
       "$(grep -E '^ *[0-9]+/[0-9]+ Test +#' "$1" | grep -cv ' Passed ') not passed"
   elif [ -z "$passed" ]; then echo "FAILED: no ctest summary (see the log)"
-  elif echo "$passed" | grep -qE '(^|[^0-9])0 tests failed'; then echo "$passed; $(grep -c '(Skipped)$' "$1") skipped"
+  # The exit status decides: CMake 4 prints "100% tests passed out of N", without "0 tests failed".
+  elif [ "$2" = 0 ]; then echo "$passed; $(grep -c '(Skipped)$' "$1") skipped"
   else echo "FAILED: $passed; $(grep -c '(Skipped)$' "$1") skipped"; fi
 }
 

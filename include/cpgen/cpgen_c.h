@@ -9,7 +9,10 @@
  * in the problem's dtype and layout (cpgen_layout; the default bhsd is contiguous row-major);
  * lse [batch, q_heads, rows] contiguous float32 (natural log). rows is the rank's count of local
  * positions (cpgen_partition_rows; seq_len / cp_size when that divides), in the order of the
- * partition scheme (cpgen_partition_positions gives the global position of each local row). */
+ * partition scheme (cpgen_partition_positions gives the global position of each local row).
+ *
+ * Python with PyTorch: import torch before loading libcpgen (ctypes.CDLL). Loading libcpgen first
+ * made PyTorch's import abort ("free(): invalid pointer") on the first GPU machine it ran on. */
 #ifndef CPGEN_CPGEN_C_H_
 #define CPGEN_CPGEN_C_H_
 
