@@ -39,14 +39,19 @@
 # a CPU check that CPU sessions run, so a device call does not spend its minutes on it by default.
 #
 # Recommended device session. A task lent a GPU has 15 minutes of device time in all, a machine's
-# start (a minute or two) and its idle time counted in, 10 minutes per call, and no machine starts
-# with under 4 minutes left: in practice one full call per session, so the call names its phases
-# in the order they matter and the budget skips (and the report names) what does not fit:
+# start and its idle time counted in, 10 minutes per call, and no machine starts with under 4
+# minutes left. Measured on the first H100 (bench/results/2026-11-26-*): a start and the transfers
+# about 30 s, build 80 s, tests 154 s (every GPU test running), sanitize 269 s with most of its
+# tests failing early (the ping-pong racecheck alone 173 s; more now that they pass). So: one
+# call of up to 600 s with the phases in the order they matter (the budget skips, and the report
+# names, what does not fit), given back at once, and a second call of about 4 minutes for what the
+# first found:
 #   tools/pack-gpu-deps.sh   (here: the -dev packages and ../shared/vectors, compressed)
-#   run(command="tools/gpu-check.sh --only build,tests,kernels,wgmma,sanitize,nccl,ncu
+#   run(command="tools/gpu-check.sh --only build,kernels,wgmma,nccl,ncu,sanitize
 #       --kernels-args '--head-dims 128 --lengths 8192,16384 --gqa 1'",
 #       carry=[".gpudeps"], timeout_s=600)
 #   give_back()
+# (add tests first when the kernels or the runtime changed since the last report's passing run).
 # The report, the logs' tarball (tables and jsonl inside), the ncu profiles and the exported
 # cache come back under files_at. A later session takes what the committed reports do not hold
 # yet: ring and tune, the kernel matrix beyond head dim 128 (--kernels-args), the phases skipped.
