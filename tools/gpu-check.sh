@@ -135,6 +135,21 @@ mkdir -p "$LOGS/phases"
 COMMANDS=$LOGS/commands.txt
 touch "$COMMANDS"
 COMMIT=$(git -C "$ROOT" rev-parse --short HEAD 2>/dev/null || echo unknown)
+# The device tool copies the working tree, and its git HEAD can be older (the first H100 calls
+# showed the session's first commit for trees several commits later): when the tree differs from
+# HEAD's, the report names the tree's hash as well, which `git log --format='%h %t'` maps back to
+# the commit on the dev machine.
+tree_of_worktree() {
+  local index
+  index=$(mktemp) || return
+  GIT_INDEX_FILE=$index git -C "$ROOT" read-tree HEAD 2>/dev/null &&
+    GIT_INDEX_FILE=$index git -C "$ROOT" add -A 2>/dev/null &&
+    GIT_INDEX_FILE=$index git -C "$ROOT" write-tree 2>/dev/null | cut -c1-7
+  rm -f "$index"
+}
+TREE=$(tree_of_worktree)
+[ -n "$TREE" ] && [ "$TREE" != "$(git -C "$ROOT" rev-parse --short=7 'HEAD^{tree}' 2>/dev/null)" ] &&
+  COMMIT="$COMMIT with changes: tree $TREE"
 
 if ! command -v nvcc >/dev/null 2>&1; then
   for d in /usr/local/cuda/bin /usr/local/cuda-*/bin; do [ -x "$d/nvcc" ] && export PATH="$d:$PATH" && break; done
