@@ -63,6 +63,12 @@ TEST_F(GpuCheck, ABudgetThatIsNotSecondsIsRefused) {
   EXPECT_EQ(r.code, 2);
   EXPECT_NE(r.output.find("--budget '9m': a whole number of seconds"), std::string::npos) << r.output;
   EXPECT_FALSE(fs::exists(report()));
+  const ScriptRun tune = check("--tune-candidates all");
+  EXPECT_EQ(tune.code, 2);
+  EXPECT_NE(tune.output.find("--tune-candidates 'all': a whole number of candidates per workload (0: all)"),
+            std::string::npos)
+      << tune.output;
+  EXPECT_FALSE(fs::exists(report()));
 }
 
 TEST_F(GpuCheck, WithoutAGpuTheGpuPhasesSayNotRunAndTheReportReachesOut) {
