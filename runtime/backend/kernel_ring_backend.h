@@ -16,7 +16,8 @@
 // Step 0 computes on the caller's own K/V. The first exchange sends them straight from the
 // caller's tensors when they fill a slot (this rank holds the largest chunk, always so when the
 // shards are equal): no copy at all. A rank with fewer rows copies its K/V into slot 0 first,
-// because the exchange reads a whole slot, more than its tensors hold.
+// because the exchange reads a whole slot, more than its tensors hold, and zeroes the slot's
+// remaining rows: no exchange moves memory nothing wrote (nor do the dK/dV parts, zeroed once).
 //
 // Half-size steps (causal zigzag without documents). A key-half step launches over the sender's
 // first chunk of keys only, a query-half step over this rank's second chunk of queries only (a
