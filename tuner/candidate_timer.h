@@ -17,6 +17,15 @@ struct TimingOutcome {
   Disposition disposition = Disposition::kNotTimed;  // kOk, kWrongResult, kLaunchFailed
   std::vector<double> samples_ms;                    // every timed run, in run order
   std::string detail;                                // why not ok (element, expected, actual)
+  bool stopped_early = false;                        // the race ended it (RaceLimit): the probe runs only
+};
+
+// The tuner's race: a candidate whose first `probe_runs` timed launches have a median above
+// `above_ms` is timed no further. probe_runs 0 (or not below the runs asked for): no race.
+struct RaceLimit {
+  int probe_runs = 0;
+  double above_ms = 0;
+  bool applies(int runs) const { return probe_runs > 0 && probe_runs < runs; }
 };
 
 class CandidateTimer {
@@ -28,8 +37,10 @@ class CandidateTimer {
   virtual TimingOutcome begin_workload(const WorkloadKey& w, const KernelSpec& reference_spec,
                                        const CompiledKernel& reference) = 0;
   // Runs the candidate once on poisoned outputs and compares every element with the reference's
-  // output; only if it agrees, warms up and times `runs` launches on rotating inputs.
-  virtual TimingOutcome measure(const KernelSpec& spec, const CompiledKernel& kernel, int warmup, int runs) = 0;
+  // output; only if it agrees, warms up and times `runs` launches on rotating inputs, or fewer
+  // when `race` stops it (TimingOutcome::stopped_early).
+  virtual TimingOutcome measure(const KernelSpec& spec, const CompiledKernel& kernel, int warmup, int runs,
+                                const RaceLimit& race) = 0;
   // The FLOPs of one launch that do useful work (visible query-key pairs), for TFLOP/s.
   virtual double useful_flops() const = 0;
   virtual void end_workload() = 0;

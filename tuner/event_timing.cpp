@@ -1,5 +1,6 @@
 #include "tuner/event_timing.h"
 
+#include <algorithm>
 #include <memory>
 
 #include "runtime/cuda/cuda_driver.h"
@@ -25,6 +26,28 @@ std::vector<double> time_launches_ms(CUstream stream, int warmup, int runs, cons
     CPGEN_CU_CHECK(api.cuEventElapsedTime(&ms, events[2 * i]->get(), events[2 * i + 1]->get()));
     samples.push_back(ms);
   }
+  return samples;
+}
+
+double median_of(std::vector<double> samples) {
+  if (samples.empty()) return 0;
+  std::sort(samples.begin(), samples.end());
+  const size_t n = samples.size();
+  return n % 2 ? samples[n / 2] : 0.5 * (samples[n / 2 - 1] + samples[n / 2]);
+}
+
+std::vector<double> time_launches_ms(CUstream stream, int warmup, int runs, const RaceLimit& race,
+                                     const std::function<void(int)>& launch, bool* stopped_early) {
+  *stopped_early = false;
+  if (!race.applies(runs)) return time_launches_ms(stream, warmup, runs, launch);
+  std::vector<double> samples = time_launches_ms(stream, warmup, race.probe_runs, launch);
+  if (median_of(samples) > race.above_ms) {
+    *stopped_early = true;
+    return samples;
+  }
+  const int done = warmup + race.probe_runs;
+  for (double ms : time_launches_ms(stream, 0, runs - race.probe_runs, [&](int i) { launch(done + i); }))
+    samples.push_back(ms);
   return samples;
 }
 

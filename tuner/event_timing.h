@@ -6,6 +6,8 @@
 #include <functional>
 #include <vector>
 
+#include "tuner/candidate_timer.h"
+
 namespace cpgen {
 
 // Enqueues `warmup` untimed launches, then `runs` launches each between two timing events, on
@@ -13,5 +15,14 @@ namespace cpgen {
 // caller can rotate input sets by i. Returns the timed launches' milliseconds in run order.
 // Throws Error(kCuda) as the driver calls do.
 std::vector<double> time_launches_ms(CUstream stream, int warmup, int runs, const std::function<void(int)>& launch);
+
+// The same under the tuner's race: the first race.probe_runs launches are timed and, when their
+// median is above race.above_ms, returned alone with *stopped_early set; else the rest follow
+// (launch numbers continue) and all `runs` samples are returned.
+std::vector<double> time_launches_ms(CUstream stream, int warmup, int runs, const RaceLimit& race,
+                                     const std::function<void(int)>& launch, bool* stopped_early);
+
+// The median of `samples` (the mean of the middle two for an even count); 0 for none.
+double median_of(std::vector<double> samples);
 
 }  // namespace cpgen

@@ -257,7 +257,8 @@ TimingOutcome GpuBackwardTimer::run_checked(const KernelSpec& spec, const Compil
   return {Disposition::kOk, {}, ""};
 }
 
-TimingOutcome GpuBackwardTimer::measure(const KernelSpec& spec, const CompiledKernel& kernel, int warmup, int runs) {
+TimingOutcome GpuBackwardTimer::measure(const KernelSpec& spec, const CompiledKernel& kernel, int warmup, int runs,
+                                        const RaceLimit& race) {
   use_primary_context(device_);
   const WorkloadKey& w = workload_;
   Gradients got;
@@ -288,9 +289,9 @@ TimingOutcome GpuBackwardTimer::measure(const KernelSpec& spec, const CompiledKe
   const bool accumulate = w.step != StepType::kBwdDiagonal;
   TimingOutcome result{Disposition::kOk, {}, ""};
   try {
-    result.samples_ms = time_launches_ms(stream_->get(), warmup, runs, [&](int i) {
+    result.samples_ms = time_launches_ms(stream_->get(), warmup, runs, race, [&](int i) {
       launch(spec, kernel, params_for(sets_[static_cast<size_t>(i) % sets_.size()], accumulate));
-    });
+    }, &result.stopped_early);
   } catch (const Error& e) {
     if (e.kind() != ErrorKind::kCuda) throw;
     result = {Disposition::kLaunchFailed, {}, std::string(e.what()).substr(0, 400)};

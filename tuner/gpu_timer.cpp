@@ -250,8 +250,9 @@ TimingOutcome GpuTimer::run_checked(const KernelSpec& spec, const CompiledKernel
   return {Disposition::kOk, {}, ""};
 }
 
-TimingOutcome GpuTimer::measure(const KernelSpec& spec, const CompiledKernel& kernel, int warmup, int runs) {
-  if (backward_active_) return backward_->measure(spec, kernel, warmup, runs);
+TimingOutcome GpuTimer::measure(const KernelSpec& spec, const CompiledKernel& kernel, int warmup, int runs,
+                                const RaceLimit& race) {
+  if (backward_active_) return backward_->measure(spec, kernel, warmup, runs, race);
   use_primary_context(device_);
   const WorkloadKey& w = workload_;
   std::vector<uint16_t> out;
@@ -305,9 +306,9 @@ TimingOutcome GpuTimer::measure(const KernelSpec& spec, const CompiledKernel& ke
     if (!first) {
       for (const InputSet& set : sets_) launch(spec, kernel, params_for(set, true, false));
     }
-    result.samples_ms = time_launches_ms(stream_->get(), warmup, runs, [&](int i) {
+    result.samples_ms = time_launches_ms(stream_->get(), warmup, runs, race, [&](int i) {
       launch(spec, kernel, params_for(sets_[static_cast<size_t>(i) % sets_.size()], first, false));
-    });
+    }, &result.stopped_early);
   } catch (const Error& e) {
     if (e.kind() != ErrorKind::kCuda) throw;
     result = {Disposition::kLaunchFailed, {}, std::string(e.what()).substr(0, 400)};

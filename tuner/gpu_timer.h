@@ -25,7 +25,8 @@ class GpuTimer : public CandidateTimer {
   explicit GpuTimer(int device = 0);
   ~GpuTimer() override;
   TimingOutcome begin_workload(const WorkloadKey& w, const KernelSpec& reference_spec, const CompiledKernel& reference) override;
-  TimingOutcome measure(const KernelSpec& spec, const CompiledKernel& kernel, int warmup, int runs) override;
+  TimingOutcome measure(const KernelSpec& spec, const CompiledKernel& kernel, int warmup, int runs,
+                        const RaceLimit& race) override;
   double useful_flops() const override { return backward_active_ ? backward_->useful_flops() : useful_flops_; }
   void end_workload() override;
 

@@ -2,6 +2,7 @@
 
 #include <algorithm>
 #include <chrono>
+#include <cstdio>
 
 #include "cache/exchange.h"
 #include "cpgen/error.h"
@@ -222,21 +223,35 @@ WorkloadResult Tuner::tune_workload(const WorkloadKey& w, double started_s) {
       progress.advance("budget spent");
       continue;
     }
-    TimingOutcome t = timer_->measure(o->spec, *o->kernel, options_.warmup, options_.runs);
+    RaceLimit race;
+    if (options_.race_margin > 0 && result.winner && o != reference)
+      race = {options_.race_runs, options_.race_margin * *result.winner->median_ms};
+    TimingOutcome t = timer_->measure(o->spec, *o->kernel, options_.warmup, options_.runs, race);
     Record r = base_record(w, o->spec);
     r.disposition = t.disposition;
     r.detail = t.detail;
     r.registers = o->kernel->stats.registers;
     r.spill_bytes = o->kernel->stats.spill_bytes;
     if (t.disposition == Disposition::kOk) {
-      if (t.samples_ms.size() < 20) throw Error(ErrorKind::kInternal, "timer returned fewer than 20 samples for " + o->spec.uri());
+      const size_t expected = t.stopped_early ? static_cast<size_t>(race.probe_runs) : static_cast<size_t>(options_.runs);
+      if (t.samples_ms.size() != expected)
+        throw Error(ErrorKind::kInternal, "timer returned " + std::to_string(t.samples_ms.size()) + " samples for " +
+                                              o->spec.uri() + ", not " + std::to_string(expected));
       auto [median, iqr] = median_and_iqr(t.samples_ms);
       r.median_ms = median;
       r.spread_ms = iqr;
       r.samples_ms = t.samples_ms;
       r.tflops = timer_->useful_flops() / (median * 1e-3) / 1e12;
       ++result.timed;
-      if (!result.winner || median < *result.winner->median_ms) result.winner = r;
+      if (t.stopped_early) {
+        ++result.stopped_early;
+        char why[160];
+        std::snprintf(why, sizeof why, "timed no further after %zu runs: their median is above %.3g x the best so far, %.4g ms",
+                      t.samples_ms.size(), options_.race_margin, *result.winner->median_ms);
+        r.detail = why;
+      } else if (!result.winner || median < *result.winner->median_ms) {
+        result.winner = r;
+      }
     } else {
       ++result.rejected;
     }

@@ -28,6 +28,11 @@ struct TuneOptions {
   double budget_s = 0;       // 0: no limit; otherwise stop timing new candidates after this long
   int warmup = 5;
   int runs = 20;             // timed launches per candidate (the median is recorded)
+  // The race: once a workload has a fully timed best, a candidate whose first race_runs timed
+  // launches have a median above race_margin times the best's is timed no further (its record
+  // keeps those runs and says so). 0: every candidate gets all its runs.
+  double race_margin = 1.25;
+  int race_runs = 5;
   bool quiet = false;        // no progress on stderr
   bool forward = true;       // tune the forward step types (diagonal, full, zigzag halves)
   bool backward = true;      // tune the backward step types (bwd-diagonal, ...)
@@ -47,6 +52,7 @@ struct WorkloadResult {
   int compiled = 0;
   int compile_failed = 0;    // compile errors and spills
   int timed = 0;             // records with disposition ok
+  int stopped_early = 0;     // of them, timed no further by the race (TuneOptions::race_margin)
   int rejected = 0;          // wrong result or launch failure
   int not_timed = 0;
   std::optional<Record> winner;

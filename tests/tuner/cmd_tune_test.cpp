@@ -194,6 +194,10 @@ TEST_F(CmdTuneTest, BadInputExitsTwoWithOneLine) {
   CliResult arch = run_cli("tune --shapes " + shapes_file() + common() + " --arch sm_75");
   EXPECT_EQ(arch.exit_code, 2);
   EXPECT_NE(arch.err.find("sm_75"), std::string::npos) << arch.err;
+  CliResult race = run_cli("tune --shapes " + shapes_file() + common() + " --race-margin 0.5");
+  EXPECT_EQ(race.exit_code, 2);
+  EXPECT_NE(race.err.find("--race-margin 0.5 is not allowed; allowed: 0 (no race) or >= 1"), std::string::npos) << race.err;
+  EXPECT_EQ(std::count(race.err.begin(), race.err.end(), '\n'), 1) << race.err;
   CliResult runs = run_cli("tune --shapes " + shapes_file() + common() + " --runs 5");
   EXPECT_EQ(runs.exit_code, 2);
   EXPECT_NE(runs.err.find("at least 20"), std::string::npos) << runs.err;

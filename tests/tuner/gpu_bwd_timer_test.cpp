@@ -48,11 +48,11 @@ TEST(GpuBackwardTimer, VerifiesThenTimesAndCatchesAWrongKernel) {
       TimingOutcome ref = timer.begin_workload(w, reference, compile_kernel(reference, arch, nullptr));
       ASSERT_EQ(ref.disposition, Disposition::kOk) << ref.detail;
       EXPECT_GT(timer.useful_flops(), 0);
-      TimingOutcome t = timer.measure(other, compile_kernel(other, arch, nullptr), 2, 20);
+      TimingOutcome t = timer.measure(other, compile_kernel(other, arch, nullptr), 2, 20, RaceLimit{});
       ASSERT_EQ(t.disposition, Disposition::kOk) << t.detail;
       ASSERT_EQ(t.samples_ms.size(), 20u);
       for (double ms : t.samples_ms) EXPECT_GT(ms, 0);
-      TimingOutcome wrong = timer.measure(unmasked, compile_kernel(unmasked, arch, nullptr), 2, 20);
+      TimingOutcome wrong = timer.measure(unmasked, compile_kernel(unmasked, arch, nullptr), 2, 20, RaceLimit{});
       if (step == StepType::kBwdDiagonal) {
         EXPECT_EQ(wrong.disposition, Disposition::kWrongResult) << "an unmasked backward kernel passed the diagonal check";
         EXPECT_TRUE(wrong.samples_ms.empty());
@@ -73,7 +73,7 @@ TEST(GpuBackwardTimer, VerifiesThenTimesAndCatchesAWrongKernel) {
   const KernelSpec fwd = KernelSpec::default_for(Dtype::kBf16, 64, true, 4);
   TimingOutcome ref = timer.begin_workload(forward, fwd, compile_kernel(fwd, arch, nullptr));
   ASSERT_EQ(ref.disposition, Disposition::kOk) << ref.detail;
-  TimingOutcome t = timer.measure(fwd, compile_kernel(fwd, arch, nullptr), 2, 20);
+  TimingOutcome t = timer.measure(fwd, compile_kernel(fwd, arch, nullptr), 2, 20, RaceLimit{});
   EXPECT_EQ(t.disposition, Disposition::kOk) << t.detail;
   timer.end_workload();
 }

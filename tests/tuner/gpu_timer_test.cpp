@@ -45,11 +45,21 @@ TEST(GpuTimer, VerifiesThenTimesAndCatchesAWrongKernel) {
       TimingOutcome ref = timer.begin_workload(w, reference, compile_kernel(reference, arch, nullptr));
       ASSERT_EQ(ref.disposition, Disposition::kOk) << ref.detail;
       EXPECT_GT(timer.useful_flops(), 0);
-      TimingOutcome t = timer.measure(other, compile_kernel(other, arch, nullptr), 2, 20);
+      TimingOutcome t = timer.measure(other, compile_kernel(other, arch, nullptr), 2, 20, RaceLimit{});
       ASSERT_EQ(t.disposition, Disposition::kOk) << t.detail;
       ASSERT_EQ(t.samples_ms.size(), 20u);
+      EXPECT_FALSE(t.stopped_early);
       for (double ms : t.samples_ms) EXPECT_GT(ms, 0);
-      TimingOutcome wrong = timer.measure(unmasked, compile_kernel(unmasked, arch, nullptr), 2, 20);
+      // The race: a bar no launch can pass stops the timing after the probe runs, one no launch
+      // can miss lets all the runs through.
+      const CompiledKernel other_kernel = compile_kernel(other, arch, nullptr);
+      const TimingOutcome raced = timer.measure(other, other_kernel, 2, 20, RaceLimit{5, 0.0});
+      EXPECT_TRUE(raced.stopped_early);
+      EXPECT_EQ(raced.samples_ms.size(), 5u);
+      const TimingOutcome through = timer.measure(other, other_kernel, 2, 20, RaceLimit{5, 1e9});
+      EXPECT_FALSE(through.stopped_early);
+      EXPECT_EQ(through.samples_ms.size(), 20u);
+      TimingOutcome wrong = timer.measure(unmasked, compile_kernel(unmasked, arch, nullptr), 2, 20, RaceLimit{});
       if (step == StepType::kDiagonal) {
         EXPECT_EQ(wrong.disposition, Disposition::kWrongResult) << "an unmasked kernel passed the diagonal check";
         EXPECT_TRUE(wrong.samples_ms.empty());
@@ -80,13 +90,13 @@ TEST(GpuTimer, TimesWgmmaCandidatesAgainstTheMmaSyncReference) {
     for (const char* tile : {"bm128_bn128_c2_s2", "bm64_bn64_c1_s3"}) {
       const KernelSpec wgmma = KernelSpec::parse(std::string("ring_fwd_wgmma_") + std::string(dtype_name(dtype)) +
                                                  "_hd64_causal_gqa4_" + tile);
-      const TimingOutcome t = timer.measure(wgmma, compile_kernel(wgmma, arch, nullptr), 2, 20);
+      const TimingOutcome t = timer.measure(wgmma, compile_kernel(wgmma, arch, nullptr), 2, 20, RaceLimit{});
       ASSERT_EQ(t.disposition, Disposition::kOk) << wgmma.uri() << ": " << t.detail;
       ASSERT_EQ(t.samples_ms.size(), 20u);
       for (double ms : t.samples_ms) EXPECT_GT(ms, 0);
     }
     KernelSpec unmasked = wgmma_default_for(dtype, 64, false, 4);
-    const TimingOutcome wrong = timer.measure(unmasked, compile_kernel(unmasked, arch, nullptr), 2, 20);
+    const TimingOutcome wrong = timer.measure(unmasked, compile_kernel(unmasked, arch, nullptr), 2, 20, RaceLimit{});
     EXPECT_EQ(wrong.disposition, Disposition::kWrongResult) << "an unmasked wgmma kernel passed the diagonal check";
     timer.end_workload();
   }

@@ -12,6 +12,7 @@
 #include "cpgen/error.h"
 #include "tuner/candidate_timer.h"
 #include "tuner/compile_pool.h"
+#include "tuner/event_timing.h"
 
 namespace cpgen::testing {
 
@@ -53,11 +54,20 @@ class FakeTimer : public CandidateTimer {
     if (reference_broken) return {Disposition::kWrongResult, {}, "out[b0 h0 row 0 d0] = 7, float64 reference 0.5"};
     return {Disposition::kOk, {}, ""};
   }
-  TimingOutcome measure(const KernelSpec& spec, const CompiledKernel&, int, int runs) override {
+  std::vector<RaceLimit> races;       // the race each measure call got, in the same order
+  TimingOutcome measure(const KernelSpec& spec, const CompiledKernel&, int, int runs, const RaceLimit& race) override {
     measured.push_back(spec.uri());
+    races.push_back(race);
     if (wrong.count(spec.uri())) return {Disposition::kWrongResult, {}, spec.uri() + " out[b0 h1 row 3 d5] = 1, reference config 0.25"};
     TimingOutcome t{Disposition::kOk, {}, ""};
-    for (int i = 0; i < runs; ++i) t.samples_ms.push_back(ms_of(spec) * (1.0 + 0.001 * ((i * 7) % 5)));
+    for (int i = 0; i < runs; ++i) {
+      t.samples_ms.push_back(ms_of(spec) * (1.0 + 0.001 * ((i * 7) % 5)));
+      // The race as the GPU timers run it (tuner/event_timing.h): the probe's median decides.
+      if (race.applies(runs) && i + 1 == race.probe_runs && median_of(t.samples_ms) > race.above_ms) {
+        t.stopped_early = true;
+        break;
+      }
+    }
     return t;
   }
   double useful_flops() const override { return 1e12; }

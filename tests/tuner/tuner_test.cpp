@@ -109,13 +109,15 @@ TEST_F(TunerTest, FastestVerifiedCandidateWinsAndIsSelected) {
   ASSERT_TRUE(diag.winner);
   EXPECT_NE(diag.winner->kernel_uri, fastest.uri());
   EXPECT_EQ(timer.measured.front(), KernelSpec::default_for(Dtype::kBf16, 128, true, 4).uri()) << "the reference is timed first";
-  // The winner is the minimum over the valid records, with >= 20 samples and its median.
+  // The winner is the minimum over the valid records, with 20 samples (5 when the race stopped
+  // it, which says so) and its median.
   double best = 1e9;
   std::string best_uri;
   for (const Record& r : records_for(db, diag.workload)) {
     if (r.kernel_uri == fastest.uri()) EXPECT_EQ(r.disposition, Disposition::kWrongResult);
     if (!r.valid()) continue;
-    EXPECT_GE(r.samples_ms.size(), 20u);
+    if (r.detail.find("timed no further") == std::string::npos) EXPECT_EQ(r.samples_ms.size(), 20u);
+    else EXPECT_EQ(r.samples_ms.size(), 5u) << r.detail;
     EXPECT_TRUE(r.tflops.has_value());
     if (*r.median_ms < best) best = *r.median_ms, best_uri = r.kernel_uri;
   }
@@ -126,6 +128,55 @@ TEST_F(TunerTest, FastestVerifiedCandidateWinsAndIsSelected) {
   Selection s = select_config(diag.workload, &db, test_env(), PretunedCaches{});
   EXPECT_EQ(s.source, ConfigSource::kDatabaseExact);
   EXPECT_EQ(s.spec.uri(), best_uri);
+}
+
+// The race: once the reference is timed, a candidate whose first 5 runs' median is above 1.25x the
+// best so far stops there, recorded as timed with those runs and why; one within the margin gets
+// all 20. It never takes the win, and race_margin 0 times everything fully.
+TEST_F(TunerTest, TheRaceStopsClearlySlowerCandidatesAfterTheirProbeRuns) {
+  const KernelSpec reference = KernelSpec::default_for(Dtype::kBf16, 128, true, 4);
+  for (double margin : {1.25, 0.0}) {
+    Database db(path("race" + std::to_string(margin) + ".db"));
+    FakeCompiler compiler;
+    FakeTimer timer;
+    // The reference takes 1 ms, candidates with 8 warps 2 ms (stopped), the others 1.2 ms (kept).
+    timer.ms_of = [&](const KernelSpec& s) { return s == reference ? 1.0 : s.warps == 8 ? 2.0 : 1.2; };
+    TuneOptions options = quiet_options();
+    options.race_margin = margin;
+    options.forward = true;
+    options.backward = false;
+    Tuner tuner(db, options, compiler.fn(), &timer, nullptr, test_env());
+    TuneReport report = tuner.tune({small_problem(4096, Scheme::kContiguous)}, kH200);
+    const WorkloadResult& diag = report.workloads.at(0);
+    ASSERT_EQ(diag.workload.step, StepType::kDiagonal);
+    ASSERT_TRUE(diag.winner);
+    EXPECT_EQ(diag.winner->kernel_uri, reference.uri()) << "the slower candidates never win";
+    int slow = 0, kept = 0;
+    for (const Record& r : records_for(db, diag.workload)) {
+      if (r.disposition != Disposition::kOk) continue;
+      const KernelSpec spec = KernelSpec::parse(r.kernel_uri);
+      if (margin > 0 && spec.warps == 8 && !(spec == reference)) {
+        ++slow;
+        EXPECT_EQ(r.samples_ms.size(), 5u) << r.kernel_uri;
+        EXPECT_NE(r.detail.find("timed no further after 5 runs: their median is above 1.25 x the best so far, 1.00"),
+                  std::string::npos) << r.detail;
+        EXPECT_NEAR(*r.median_ms, 2.0, 0.01);
+      } else {
+        ++kept;
+        EXPECT_EQ(r.samples_ms.size(), 20u) << r.kernel_uri;
+        EXPECT_EQ(r.detail.find("timed no further"), std::string::npos) << r.detail;
+      }
+    }
+    EXPECT_EQ(diag.stopped_early, slow);
+    EXPECT_EQ(diag.timed, slow + kept);
+    if (margin > 0) {
+      EXPECT_GT(slow, 0) << "no 8-warp candidate in the workload";
+      EXPECT_GT(kept, 1);
+    }
+    // The reference itself runs without a race.
+    ASSERT_FALSE(timer.races.empty());
+    EXPECT_EQ(timer.races.front().probe_runs, 0);
+  }
 }
 
 // Issue 13: on sm_90a the wgmma candidates go through the same steps as the mma.sync ones: without
@@ -319,9 +370,10 @@ namespace {
 // A FakeTimer that takes a little while per candidate, so a tune is still running when killed.
 class SlowTimer : public FakeTimer {
  public:
-  TimingOutcome measure(const KernelSpec& spec, const CompiledKernel& kernel, int warmup, int runs) override {
+  TimingOutcome measure(const KernelSpec& spec, const CompiledKernel& kernel, int warmup, int runs,
+                        const RaceLimit& race) override {
     std::this_thread::sleep_for(std::chrono::milliseconds(20));
-    return FakeTimer::measure(spec, kernel, warmup, runs);
+    return FakeTimer::measure(spec, kernel, warmup, runs, race);
   }
 };
 

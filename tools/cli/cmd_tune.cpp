@@ -38,6 +38,7 @@ struct TuneCliOptions {
   int jobs = 0;
   int runs = 20;
   int warmup = 5;
+  double race_margin = 1.25;
   std::string store_dir;
   bool no_store = false;
   bool kernels_in_db = false;
@@ -72,6 +73,11 @@ void run(const TuneCliOptions& o) {
   if (!o.arch.empty()) validate_arch(o.arch);
   if (o.budget_s < 0) throw_bad_input("tune: --budget-s must be >= 0 (0: no limit)");
   if (o.max_candidates < 0) throw_bad_input("tune: --max-candidates must be >= 0 (0: all)");
+  if (!(o.race_margin == 0 || o.race_margin >= 1)) {
+    char value[32];
+    std::snprintf(value, sizeof value, "%g", o.race_margin);
+    throw_bad_input(std::string("tune: --race-margin ") + value + " is not allowed; allowed: 0 (no race) or >= 1");
+  }
   if (o.rank >= o.world_size) {
     throw_bad_input("tune: --rank " + std::to_string(o.rank) + " must lie in [0, --world-size " + std::to_string(o.world_size) + ")");
   }
@@ -116,6 +122,7 @@ void run(const TuneCliOptions& o) {
   options.budget_s = o.budget_s;
   options.runs = o.runs;
   options.warmup = o.warmup;
+  options.race_margin = o.race_margin;
   // Progress goes to stderr in both modes, so --json keeps stdout clean and still shows life.
   options.quiet = o.quiet;
   CompileFn compile = [store](const KernelSpec& spec, std::string_view arch) { return compile_kernel(spec, arch, store); };
@@ -126,7 +133,7 @@ void run(const TuneCliOptions& o) {
     json workloads = json::array();
     for (const WorkloadResult& r : report.workloads) {
       workloads.push_back({{"direction", direction_name(r.workload)}, {"workload", r.workload.to_json()},
-                           {"pruned", r.pruned}, {"compiled", r.compiled}, {"compile_failed", r.compile_failed}, {"timed", r.timed}, {"rejected", r.rejected},
+                           {"pruned", r.pruned}, {"compiled", r.compiled}, {"compile_failed", r.compile_failed}, {"timed", r.timed}, {"stopped_early", r.stopped_early}, {"rejected", r.rejected},
                            {"not_timed", r.not_timed}, {"winner", r.winner ? json(r.winner->kernel_uri) : json(nullptr)},
                            {"winner_median_ms", r.winner ? json(*r.winner->median_ms) : json(nullptr)}, {"note", r.note}});
     }
@@ -138,7 +145,8 @@ void run(const TuneCliOptions& o) {
             << device_class.gpu_name << " (" << device_class.arch << ") into " << db->path() << " in " << report.seconds << " s\n";
   for (const WorkloadResult& r : report.workloads) {
     std::cout << "  " << direction_name(r.workload) << ": " << r.workload.describe() << "\n    " << r.pruned
-              << " pruned by the model, " << r.compiled << " compiled, " << r.compile_failed << " failed to compile or spilled, " << r.timed << " timed, " << r.rejected
+              << " pruned by the model, " << r.compiled << " compiled, " << r.compile_failed << " failed to compile or spilled, " << r.timed << " timed ("
+              << r.stopped_early << " stopped early by the race), " << r.rejected
               << " rejected (wrong result or launch failure), " << r.not_timed << " not timed\n";
     if (r.winner) std::cout << "    winner: " << r.winner->kernel_uri << " (" << ms_text(*r.winner->median_ms) << " median)\n";
   }
@@ -159,6 +167,9 @@ const CommandRegistrar kTune("tune", [](CLI::App& root) {
   cmd->add_option("-j,--jobs", o->jobs, "parallel compiles (default: CPU count)")->check(int_range(0, 1024, " (0: one per CPU)"));
   cmd->add_option("--runs", o->runs, "timed launches per candidate, at least 20 (the median is kept)");
   cmd->add_option("--warmup", o->warmup, "untimed launches before timing");
+  cmd->add_option("--race-margin", o->race_margin,
+                  "time a candidate no further when its first 5 runs' median is above this many times the best "
+                  "so far (default 1.25; 0: time every candidate fully)");
   cmd->add_option("--store", o->store_dir, "compiled-kernel store directory (default: $CPGEN_KERNEL_DIR, $XDG_CACHE_HOME/cpgen/kernels or ~/.cache/cpgen/kernels)");
   cmd->add_flag("--no-store", o->no_store, "always run NVRTC and store no compiled kernels");
   cmd->add_flag("--kernels-in-db", o->kernels_in_db, "keep compiled kernels in the database's kernels table instead of a directory");
