@@ -3,7 +3,6 @@
 // that library, never from another installation.
 #include <gtest/gtest.h>
 
-#include <cstdlib>
 #include <filesystem>
 #include <fstream>
 #include <string>
@@ -36,11 +35,11 @@ class FindNccl : public ::testing::Test {
         << "set(CMAKE_FIND_LIBRARY_SUFFIXES .so)\n"
         << "set(CPGEN_NCCL_WHEEL_DIR \"" << wheel << "\")\n"
         << "include(" << CPGEN_SOURCE_DIR << "/cmake/FindNCCL.cmake)\n";
-    const char* cmake_env = std::getenv("CPGEN_CMAKE");
-    const std::string cmake = cmake_env && *cmake_env ? cmake_env : "cmake";
+    // The CMake that configured this build, by its path: the search runs with an empty
+    // environment, and on the GPU machines cmake lives outside /usr/bin.
     const testing::ShellResult r = testing::run_shell(
-        "env -i PATH=/usr/bin:/bin " + (nccl_home.empty() ? "" : "NCCL_HOME='" + nccl_home + "' ") + cmake +
-            " -P '" + at("driver.cmake") + "'",
+        "env -i PATH=/usr/bin:/bin " + (nccl_home.empty() ? "" : "NCCL_HOME='" + nccl_home + "' ") + "'" +
+            CPGEN_CMAKE_COMMAND + "' -P '" + at("driver.cmake") + "'",
         at("log.txt"));
     EXPECT_EQ(r.code, 0) << r.output;
     return r.output;
