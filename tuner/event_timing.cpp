@@ -1,10 +1,10 @@
 #include "tuner/event_timing.h"
 
-#include <algorithm>
 #include <memory>
 
 #include "runtime/cuda/cuda_driver.h"
 #include "runtime/cuda/gpu_stream.h"
+#include "tuner/sample_stats.h"
 
 namespace cpgen {
 
@@ -27,13 +27,6 @@ std::vector<double> time_launches_ms(CUstream stream, int warmup, int runs, cons
     samples.push_back(ms);
   }
   return samples;
-}
-
-double median_of(std::vector<double> samples) {
-  if (samples.empty()) return 0;
-  std::sort(samples.begin(), samples.end());
-  const size_t n = samples.size();
-  return n % 2 ? samples[n / 2] : 0.5 * (samples[n / 2 - 1] + samples[n / 2]);
 }
 
 std::vector<double> time_launches_ms(CUstream stream, int warmup, int runs, const RaceLimit& race,

@@ -22,7 +22,4 @@ std::vector<double> time_launches_ms(CUstream stream, int warmup, int runs, cons
 std::vector<double> time_launches_ms(CUstream stream, int warmup, int runs, const RaceLimit& race,
                                      const std::function<void(int)>& launch, bool* stopped_early);
 
-// The median of `samples` (the mean of the middle two for an even count); 0 for none.
-double median_of(std::vector<double> samples);
-
 }  // namespace cpgen

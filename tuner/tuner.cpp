@@ -9,24 +9,13 @@
 #include "runtime/jit/jit.h"
 #include "tuner/candidates.h"
 #include "tuner/progress.h"
+#include "tuner/sample_stats.h"
 
 namespace cpgen {
 namespace {
 
 double now_s() {
   return std::chrono::duration<double>(std::chrono::steady_clock::now().time_since_epoch()).count();
-}
-
-// Median and interquartile range of the samples (sorted copy).
-std::pair<double, double> median_and_iqr(std::vector<double> samples) {
-  std::sort(samples.begin(), samples.end());
-  auto quantile = [&](double q) {
-    const double pos = q * (samples.size() - 1);
-    const size_t lo = static_cast<size_t>(pos);
-    const size_t hi = std::min(lo + 1, samples.size() - 1);
-    return samples[lo] + (pos - lo) * (samples[hi] - samples[lo]);
-  };
-  return {quantile(0.5), quantile(0.75) - quantile(0.25)};
 }
 
 }  // namespace

@@ -69,7 +69,6 @@ KernelRingBackend::KernelRingBackend(const Problem& problem, int rank, KernelDev
   check_kernel_ring_problem(problem);
   len_ = positions.rank_len(rank);
   max_len_ = positions.max_rank_len();
-  for (int r = 0; r < problem.cp_size; ++r) unequal_shards_ = unequal_shards_ || positions.rank_len(r) < max_len_;
   const size_t b = static_cast<size_t>(problem.batch), hd = static_cast<size_t>(problem.head_dim);
   const size_t qh = static_cast<size_t>(problem.q_heads), kvh = static_cast<size_t>(problem.kv_heads);
   // A slot holds any rank's chunk in that rank's layout: a dense tensor of its rows, at most
@@ -308,14 +307,15 @@ size_t KernelRingBackend::part_bytes(int part) const {
 
 void KernelRingBackend::allocate_dkv() {
   if (dk_slots_[0][0].data()) return;
+  // A part holds the keys of the largest chunk; a smaller chunk's gradients leave its last rows
+  // unwritten, and the exchange moves them all. Zeroed once: afterwards each row holds the
+  // gradient of some earlier chunk, written, unread.
+  const bool zero_tails = !positions_.equal_shards();
   for (int s = 0; s < 2; ++s)
     for (int part = 0; part < parts_; ++part) {
       dk_slots_[s][part] = device_.allocate(part_bytes(part));
       dv_slots_[s][part] = device_.allocate(part_bytes(part));
-      // A part holds the keys of the largest chunk; a smaller chunk's gradients leave its last
-      // rows unwritten, and the exchange moves them all. Zeroed once: afterwards each row holds
-      // the gradient of some earlier chunk, written, unread.
-      if (unequal_shards_) {
+      if (zero_tails) {
         device_.zero(dk_slots_[s][part].data(), part_bytes(part));
         device_.zero(dv_slots_[s][part].data(), part_bytes(part));
       }

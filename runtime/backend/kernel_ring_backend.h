@@ -53,6 +53,7 @@
 // partial buffer and no fp32 add kernel.
 #pragma once
 
+#include <algorithm>
 #include <vector>
 
 #include "cpgen/problem.h"
@@ -75,6 +76,10 @@ class RingPositions {
   const int* rank_key_last(int rank) const;
   int64_t rank_len(int rank) const { return lengths_[static_cast<size_t>(rank)]; }
   int64_t max_rank_len() const { return max_len_; }
+  // Whether every rank holds max_rank_len() rows.
+  bool equal_shards() const {
+    return std::all_of(lengths_.begin(), lengths_.end(), [&](int64_t len) { return len == max_len_; });
+  }
   // Whether some local query of q_rank sees some key of the chunk kv_rank holds (host side): a
   // step whose chunk no local query sees needs no compute.
   bool chunk_visible(int q_rank, int kv_rank) const {
@@ -152,7 +157,6 @@ class KernelRingBackend final : public RingBackend {
   KernelDevice& device_;
   const RingPositions& positions_;
   int64_t len_ = 0, max_len_ = 0;  // this rank's rows; the largest rank's
-  bool unequal_shards_ = false;     // some rank holds fewer rows than max_len_
   bool halves_ = false;            // causal zigzag without documents: half-size steps apply
   size_t slot_bytes_ = 0;          // one of K or V of the largest chunk: what every exchange moves
   size_t own_kv_bytes_ = 0;        // one of this rank's K or V

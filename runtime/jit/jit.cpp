@@ -11,6 +11,7 @@
 #include <future>
 #include <map>
 #include <mutex>
+#include <utility>
 #include <memory>
 
 #include "cpgen/error.h"
@@ -163,18 +164,24 @@ std::vector<std::string> compile_options(std::string_view arch) {
   return options;
 }
 
-bool nvrtc_has_own_cache() {
-  static const bool has = [] {
+namespace {
+
+// The loaded NVRTC's {major, minor}, asked once.
+std::pair<int, int> nvrtc_version_numbers() {
+  static const std::pair<int, int> version = [] {
     int major = 0, minor = 0;
     CPGEN_NVRTC_CHECK(nvrtcVersion(&major, &minor));
-    return major > 12 || (major == 12 && minor >= 9);
+    return std::pair{major, minor};
   }();
-  return has;
+  return version;
 }
 
+}  // namespace
+
+bool nvrtc_has_own_cache() { return nvrtc_version_numbers() >= std::pair{12, 9}; }
+
 std::string nvrtc_version() {
-  int major = 0, minor = 0;
-  CPGEN_NVRTC_CHECK(nvrtcVersion(&major, &minor));
+  const auto [major, minor] = nvrtc_version_numbers();
   return std::to_string(major) + "." + std::to_string(minor);
 }
 

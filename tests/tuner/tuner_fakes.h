@@ -12,7 +12,7 @@
 #include "cpgen/error.h"
 #include "tuner/candidate_timer.h"
 #include "tuner/compile_pool.h"
-#include "tuner/event_timing.h"
+#include "tuner/sample_stats.h"
 
 namespace cpgen::testing {
 
@@ -62,7 +62,7 @@ class FakeTimer : public CandidateTimer {
     TimingOutcome t{Disposition::kOk, {}, ""};
     for (int i = 0; i < runs; ++i) {
       t.samples_ms.push_back(ms_of(spec) * (1.0 + 0.001 * ((i * 7) % 5)));
-      // The race as the GPU timers run it (tuner/event_timing.h): the probe's median decides.
+      // The race as the GPU timers run it (tuner/event_timing.cpp): the probe's median decides.
       if (race.applies(runs) && i + 1 == race.probe_runs && median_of(t.samples_ms) > race.above_ms) {
         t.stopped_early = true;
         break;
