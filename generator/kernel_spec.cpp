@@ -374,7 +374,9 @@ int shared_memory_limit(std::string_view arch) {
 // accumulator budget, so that every spec this accepts compiles and every spec it rejects would
 // fail a static_assert. tests/templates/traits_test.cpp compares the two.
 namespace {
-constexpr int kAccumulatorBudget = 160;  // FwdTraits::kAccumulatorBudget
+constexpr int kAccumulatorBudget = 192;         // FwdTraits' kAccumulatorBudget (whole tiles)
+constexpr int kSubTileAccumulatorBudget = 160;  // kSubTileAccumulatorBudget
+constexpr int kMaxSubKeys = 64;                 // kMaxSubKeys
 // Registers ptxas uses beyond the fp32 accumulators (fragments, addresses, softmax state), as
 // measured on the defaults: 53-81 on sm_80 and sm_90.
 constexpr int kRegisterOverhead = 72;
@@ -446,22 +448,26 @@ Feasibility check_feasibility(const KernelSpec& spec, std::string_view arch) {
   // Q tile once, K and V tiles per pipeline stage (FwdTraits::kSharedBytes).
   f.shared_bytes = spec.block_m * spec.head_dim * elem + spec.stages * 2 * spec.block_n * spec.head_dim * elem;
   // fp32 accumulators per thread: output (16-row MMA tiles per warp x head_dim / 8 n8 tiles x 4)
-  // and scores of one key sub-tile (block_n, else 32, else 16 keys: FwdTraits::kSubKeys).
+  // and scores of one key sub-tile: the whole tile within the larger budget, else block_n up to
+  // 64, 32 or 16 keys within the sub-tile budget (FwdTraits::kSubKeys).
   const int m_tiles = spec.block_m / spec.warps / 16;
   auto accumulators = [&](int keys) { return m_tiles * (spec.head_dim / 8 + keys / 8) * 4; };
-  int sub_keys = spec.block_n;
-  if (accumulators(sub_keys) > kAccumulatorBudget) sub_keys = 32;
-  if (accumulators(sub_keys) > kAccumulatorBudget) sub_keys = 16;
+  const bool whole = !spec.softcap && spec.block_n <= kMaxSubKeys &&
+                     accumulators(spec.block_n) <= kAccumulatorBudget;
+  const int budget = whole ? kAccumulatorBudget : kSubTileAccumulatorBudget;
+  int sub_keys = std::min(spec.block_n, kMaxSubKeys);
+  if (accumulators(sub_keys) > budget) sub_keys = 32;
+  if (accumulators(sub_keys) > budget) sub_keys = 16;
   const int acc = accumulators(sub_keys);
   f.register_estimate = std::min(255, acc + kRegisterOverhead);
   if (f.shared_bytes > f.shared_limit) {
     f.reason = "needs " + std::to_string(f.shared_bytes) + " bytes of shared memory; " +
                std::string(arch) + " allows " + std::to_string(f.shared_limit);
-  } else if (acc > kAccumulatorBudget) {
+  } else if (acc > budget) {
     f.register_estimate = acc + kRegisterOverhead;
     f.reason = "needs " + std::to_string(acc) + " fp32 accumulator registers per thread (" +
                std::to_string(spec.block_m / spec.warps) + " rows per warp x head_dim " +
-               std::to_string(spec.head_dim) + "); the budget is " + std::to_string(kAccumulatorBudget) +
+               std::to_string(spec.head_dim) + "); the budget is " + std::to_string(budget) +
                " of 255 registers";
   } else if (spec.block_m % spec.gqa_group != 0) {
     f.reason = "block_m " + std::to_string(spec.block_m) + " does not hold whole GQA groups of " +

@@ -25,12 +25,26 @@ constexpr int shared_limit_for_arch(int arch) {
 }
 
 // fp32 accumulators per thread are the dominant register cost: per 16-row MMA tile of a warp,
-// 4 per n8 tile of the output (head_dim / 8) and of the scores (keys / 8). A K/V tile's keys are
-// scored in sub-tiles of sub_keys, the largest of block_n, 32, 16 whose accumulators stay within
-// kAccumulatorBudget: at 160 (e.g. 32 rows per warp, head dim 128, 32 keys: 2 x (16 + 4) x 4)
-// ptxas fits the kernel in 255 registers without spills at every default; with 192 (64 keys) it
-// spilled 4-52 bytes depending on small changes of the code.
-constexpr int kAccumulatorBudget = 160;
+// 4 per n8 tile of the output (head_dim / 8) and of the scores (keys / 8). A K/V tile whose keys
+// all fit the whole-tile budget (kAccumulatorBudget, at most kMaxSubKeys keys) is scored at once;
+// otherwise in sub-tiles of the largest of min(block_n, 64), 32, 16 keys that fit the smaller
+// kSubTileAccumulatorBudget, which leaves the sub-tile loop its registers.
+//
+// At 32 rows per warp and head dim 128 (the default) a 64-key tile is scored whole
+// (2 x (16 + 8) x 4 = 192), as FlashAttention-2 runs the same tile: scoring it as two 32-key
+// halves reads the warp's Q fragments from shared memory twice per tile, 20% more shared-memory
+// traffic (96 ldmatrix.x4 per warp and tile against 80), which bounds this kernel on Hopper.
+// The limits come from ptxas (NVRTC 13.0, every candidate of compile --all on sm_80, sm_86,
+// sm_90a and sm_120): at 192
+// - 128 keys at once (head dim 64, 128-key tiles) spilled 104 bytes on sm_80: whole tiles stop
+//   at 64 keys;
+// - two 64-key sub-tiles (head dim 128, 128-key tiles) spilled 20 bytes on sm_80: sub-tiles get
+//   160;
+// - the softcap variant (its tanh constants) spilled 88-140 bytes on sm_80 and sm_90: it gets
+//   160 throughout (32-key halves at head dim 128).
+constexpr int kAccumulatorBudget = 192;
+constexpr int kSubTileAccumulatorBudget = 160;
+constexpr int kMaxSubKeys = 64;
 
 // Every derived size of a forward step config, as plain constexpr arithmetic so that the CPU
 // tests can evaluate it for any config (FwdTraits below adds the static_asserts).
@@ -40,6 +54,7 @@ struct FwdLayout {
   int m_tiles;              // 16-row MMA tiles per warp
   int sub_keys;             // keys scored at once
   int accumulator_registers;
+  int accumulator_budget;   // the budget sub_keys was chosen within
   int chunks_per_row;       // 16-byte chunks per tile row
   int q_tile_bytes, kv_tile_bytes;
   int q_offset, k_offset, v_offset;  // of the Q tile and the first K and V stages
@@ -52,13 +67,18 @@ CPGEN_HOST_DEVICE constexpr int fwd_accumulators(int m_tiles, int head_dim, int 
 }
 
 CPGEN_HOST_DEVICE constexpr FwdLayout fwd_layout(int element_bytes, int head_dim, int block_m,
-                                                 int block_n, int warps, int stages) {
+                                                 int block_n, int warps, int stages,
+                                                 bool softcap = false) {
   FwdLayout l{};
   l.threads = warps * 32;
   l.rows_per_warp = block_m / warps;
   l.m_tiles = l.rows_per_warp / 16;
-  l.sub_keys = fwd_accumulators(l.m_tiles, head_dim, block_n) <= kAccumulatorBudget ? block_n
-               : fwd_accumulators(l.m_tiles, head_dim, 32) <= kAccumulatorBudget && block_n >= 32
+  const int widest = block_n < kMaxSubKeys ? block_n : kMaxSubKeys;
+  const bool whole = !softcap && widest == block_n &&
+                     fwd_accumulators(l.m_tiles, head_dim, block_n) <= kAccumulatorBudget;
+  l.accumulator_budget = whole ? kAccumulatorBudget : kSubTileAccumulatorBudget;
+  l.sub_keys = whole || fwd_accumulators(l.m_tiles, head_dim, widest) <= l.accumulator_budget ? widest
+               : fwd_accumulators(l.m_tiles, head_dim, 32) <= l.accumulator_budget && block_n >= 32
                    ? 32
                    : 16;
   l.accumulator_registers = fwd_accumulators(l.m_tiles, head_dim, l.sub_keys);
@@ -84,14 +104,14 @@ struct FwdTraits {
   static constexpr int kWarps = kWarpsV;
   static constexpr int kStages = kStagesV;  // K/V tiles in flight (cp.async pipeline depth)
   static constexpr bool kCausal = kCausalV;
-  static constexpr int kGroup = kGroupV;
+  static constexpr int kGroup = kGroupV;  // query heads per kv head, packed into the rows
   // Mask features (generator/kernel_spec.h): per-query key intervals from params.q_key_first /
   // q_key_last (causal, windows and documents alike), and the logit softcap params.softcap.
   static constexpr bool kKeyIntervals = kKeyIntervalsV;
-  static constexpr bool kSoftcap = kSoftcapV;    // query heads per kv head, packed into the rows
+  static constexpr bool kSoftcap = kSoftcapV;
   static constexpr int kElementBytes = Element::kBytes;
   static constexpr FwdLayout kLayout =
-      fwd_layout(kElementBytes, kHeadDim, kBlockM, kBlockN, kWarps, kStages);
+      fwd_layout(kElementBytes, kHeadDim, kBlockM, kBlockN, kWarps, kStages, kSoftcap);
 
   static constexpr int kThreads = kLayout.threads;
   // Each warp owns kRowsPerWarp consecutive packed rows = kMTiles MMA tiles of 16 rows, and
@@ -128,7 +148,7 @@ struct FwdTraits {
   static_assert(kBlockM % kGroup == 0, "block_m must hold whole GQA groups");
   static_assert(kStages >= 1 && kStages <= 4, "1 to 4 pipeline stages");
   static_assert(kThreads <= 1024, "at most 1024 threads per CTA");
-  static_assert(kAccumulatorRegisters <= kAccumulatorBudget,
+  static_assert(kAccumulatorRegisters <= kLayout.accumulator_budget,
                 "the fp32 output accumulator (rows per warp x head_dim / 32) does not fit in registers");
 #if defined(__CUDA_ARCH__)
   static_assert(kSharedBytes <= shared_limit_for_arch(__CUDA_ARCH__),

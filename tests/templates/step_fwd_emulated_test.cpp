@@ -113,11 +113,21 @@ using device::Bf16;
 using device::Fp16;
 using device::FwdTraits;
 
-// The default of head dim 128: 32 rows per warp, 64-key tiles scored as two 32-key sub-tiles.
+// The default of head dim 128: 32 rows per warp, 64-key tiles scored whole.
 TEST(StepFwdEmulated, Bf16Hd128CausalGqa4DefaultOverAZigzagRing) {
   using Traits = FwdTraits<Bf16, 128, 128, 64, 4, 2, true, 4>;
-  static_assert(Traits::kSubKeys == 32);
+  static_assert(Traits::kSubKeys == 64 && Traits::kSubTiles == 1);
   check_random<Traits>(1, 1, 2 * 2 * 45, 1, 2);
+}
+
+// 128-key tiles scored as two 64-key sub-tiles. With 90 keys per chunk (2 ranks of 180 rows) the
+// second sub-tile is partial (keys 64-89); with 60 it starts past the chunk's end and is skipped.
+// Causal tiles straddling the diagonal mask each sub-tile by its own keys.
+TEST(StepFwdEmulated, Fp16Hd64Causal128KeyTilesInTwoSubTiles) {
+  using Traits = FwdTraits<Fp16, 64, 128, 128, 4, 2, true, 2>;
+  static_assert(Traits::kSubKeys == 64 && Traits::kSubTiles == 2);
+  check_random<Traits>(1, 1, 2 * 2 * 45, 12, 2);
+  check_random<Traits>(1, 1, 2 * 2 * 30, 13, 2);
 }
 
 TEST(StepFwdEmulated, Bf16Hd128CausalGqa2MatchesTheVectors) {

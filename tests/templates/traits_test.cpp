@@ -12,7 +12,7 @@ namespace cpgen {
 namespace {
 
 bool traits_accept(const device::FwdLayout& l, const KernelSpec& s, int arch) {
-  return l.accumulator_registers <= device::kAccumulatorBudget &&
+  return l.accumulator_registers <= l.accumulator_budget &&
          l.shared_bytes <= device::shared_limit_for_arch(arch) && s.block_m % s.gqa_group == 0 &&
          s.block_n % l.sub_keys == 0;
 }
@@ -23,40 +23,64 @@ TEST(Traits, FeasibilityModelMatchesTheTraitsForEveryTileConfig) {
     for (int bm : kSupportedBlockM)
       for (int bn : kSupportedBlockN)
         for (int w : kSupportedWarps)
-          for (int st : kSupportedStages) {
-            if (bm % (16 * w) != 0) continue;  // rejected by validate()
-            KernelSpec s = KernelSpec::default_for(Dtype::kBf16, hd, true, 4);
-            s.block_m = bm;
-            s.block_n = bn;
-            s.warps = w;
-            s.stages = st;
-            const device::FwdLayout l = device::fwd_layout(2, hd, bm, bn, w, st);
-            for (auto [arch, arch_number] : {std::pair{"sm_80", 800}, {"sm_86", 860}, {"sm_89", 890},
-                                             {"sm_90", 900}, {"sm_100", 1000}, {"sm_120", 1200}}) {
-              Feasibility f = check_feasibility(s, arch);
-              EXPECT_EQ(f.shared_bytes, l.shared_bytes) << s.uri();
-              EXPECT_EQ(f.feasible, traits_accept(l, s, arch_number)) << s.uri() << " on " << arch
-                                                                      << ": " << f.reason;
-              if (f.feasible) EXPECT_LE(f.register_estimate, 255) << s.uri();
-              feasible += f.feasible;
-              ++checked;
+          for (int st : kSupportedStages)
+            for (bool softcap : {false, true}) {
+              if (bm % (16 * w) != 0) continue;  // rejected by validate()
+              KernelSpec s = KernelSpec::default_for(Dtype::kBf16, hd, true, 4);
+              s.block_m = bm;
+              s.block_n = bn;
+              s.warps = w;
+              s.stages = st;
+              s.softcap = softcap;
+              const device::FwdLayout l = device::fwd_layout(2, hd, bm, bn, w, st, softcap);
+              for (auto [arch, arch_number] : {std::pair{"sm_80", 800}, {"sm_86", 860}, {"sm_89", 890},
+                                               {"sm_90", 900}, {"sm_100", 1000}, {"sm_120", 1200}}) {
+                Feasibility f = check_feasibility(s, arch);
+                EXPECT_EQ(f.shared_bytes, l.shared_bytes) << s.uri();
+                EXPECT_EQ(f.feasible, traits_accept(l, s, arch_number)) << s.uri() << " on " << arch
+                                                                        << ": " << f.reason;
+                if (f.feasible) EXPECT_LE(f.register_estimate, 255) << s.uri();
+                feasible += f.feasible;
+                ++checked;
+              }
             }
-          }
-  EXPECT_GT(checked, 1500);
-  EXPECT_GT(feasible, 100);
+  EXPECT_GT(checked, 3000);
+  EXPECT_GT(feasible, 200);
 }
 
-TEST(Traits, DefaultAt32RowsPerWarpScoresHalfTiles) {
-  // ring_fwd_bf16_hd128_causal_gqa4_bm128_bn64_w4_s2: 2 m-tiles per warp; 64 keys at once would
-  // need 192 accumulators, so keys are scored 32 at a time (160).
+TEST(Traits, DefaultAt32RowsPerWarpScoresWholeTiles) {
+  // ring_fwd_bf16_hd128_causal_gqa4_bm128_bn64_w4_s2: 2 m-tiles per warp score all 64 keys of a
+  // tile at once: 2 x (16 + 8) x 4 = 192 accumulators, the budget.
   device::FwdLayout l = device::fwd_layout(2, 128, 128, 64, 4, 2);
   EXPECT_EQ(l.m_tiles, 2);
-  EXPECT_EQ(l.sub_keys, 32);
-  EXPECT_EQ(l.accumulator_registers, 160);
+  EXPECT_EQ(l.sub_keys, 64);
+  EXPECT_EQ(l.accumulator_registers, 192);
+  EXPECT_EQ(l.accumulator_registers, device::kAccumulatorBudget);
   EXPECT_EQ(l.shared_bytes, 128 * 128 * 2 + 2 * 2 * 64 * 128 * 2);
   EXPECT_EQ(l.kv_loads_per_thread, 8);
   // Head dim 256 at 16 rows per warp keeps whole 64-key tiles.
   EXPECT_EQ(device::fwd_layout(2, 256, 64, 64, 4, 2).sub_keys, 64);
+}
+
+TEST(Traits, SubTilesAreAtMost64KeysWithinTheSmallerBudget) {
+  // 128-key tiles are scored in 64-key halves even where 128 at once would fit the whole-tile
+  // budget (head dim 64: 2 x (8 + 16) x 4 = 192), which spilled on sm_80.
+  const device::FwdLayout hd64 = device::fwd_layout(2, 64, 128, 128, 4, 2);
+  EXPECT_EQ(hd64.sub_keys, 64);
+  EXPECT_EQ(hd64.accumulator_budget, device::kSubTileAccumulatorBudget);
+  // Head dim 128: two 64-key sub-tiles would need 192, beyond the sub-tile budget (they spilled on
+  // sm_80): four 32-key ones.
+  EXPECT_EQ(device::fwd_layout(2, 128, 128, 128, 4, 2).sub_keys, 32);
+  // Four m-tiles per warp at head dim 64: a whole 64-key tile would need 4 x (8 + 8) x 4 = 256,
+  // 32 keys 192 > 160, 16 keys 160.
+  EXPECT_EQ(device::fwd_layout(2, 64, 128, 64, 2, 2).sub_keys, 16);
+  // Short tiles are scored whole.
+  EXPECT_EQ(device::fwd_layout(2, 128, 128, 32, 4, 2).sub_keys, 32);
+  // The softcap variant keeps the smaller budget: 32-key halves at the head dim 128 default.
+  const device::FwdLayout capped = device::fwd_layout(2, 128, 128, 64, 4, 2, true);
+  EXPECT_EQ(capped.accumulator_budget, device::kSubTileAccumulatorBudget);
+  EXPECT_EQ(capped.sub_keys, 32);
+  EXPECT_EQ(capped.accumulator_registers, 160);
 }
 
 // The per-block opt-in shared memory of each target (CUDA C++ Programming Guide), in the model and
