@@ -502,9 +502,9 @@ def main():
         print("kernels.py: --list-pins needs --pin", file=sys.stderr)
         return 2
     if not args.list_pins:
-        # PyTorch before libcpgen: its CUDA libraries (NCCL, NVRTC) are then the ones loaded, as in
-        # a training program that imports torch first. The other order died on the first H100
-        # (2026-11-26) with "free(): invalid pointer" before the first row.
+        # PyTorch before libcpgen, as in a training program that imports torch first. The other
+        # order died on the first H100 (2026-11-26) with "free(): invalid pointer" while libcpgen
+        # still linked its own NCCL; it loads the process's NCCL on first use now.
         import torch  # noqa: F401
     cpgen = Cpgen(args.lib)
     configs = []

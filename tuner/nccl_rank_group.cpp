@@ -16,8 +16,8 @@
 namespace cpgen {
 
 NcclRankGroup::NcclRankGroup(ncclComm_t comm, int device) : comm_(comm), device_(device) {
-  CPGEN_NCCL_CHECK(ncclCommUserRank(comm_, &rank_));
-  CPGEN_NCCL_CHECK(ncclCommCount(comm_, &size_));
+  CPGEN_NCCL_CHECK(nccl::api().ncclCommUserRank(comm_, &rank_));
+  CPGEN_NCCL_CHECK(nccl::api().ncclCommCount(comm_, &size_));
   use_primary_context(device_);
   stream_ = std::make_unique<gpu::Stream>();
 }
@@ -43,7 +43,7 @@ std::unique_ptr<NcclRankGroup> NcclRankGroup::create(int rank, int world_size, i
 NcclRankGroup::~NcclRankGroup() {
   use_primary_context(device_);
   stream_.reset();
-  if (owns_comm_) ncclCommDestroy(comm_);
+  if (owns_comm_) nccl::api().ncclCommDestroy(comm_);
 }
 
 std::string NcclRankGroup::broadcast_from_root(const std::string& bytes) {
@@ -53,7 +53,7 @@ std::string NcclRankGroup::broadcast_from_root(const std::string& bytes) {
   DeviceBuffer length_buffer(device_, sizeof(int64_t));
   int64_t length = rank_ == 0 ? static_cast<int64_t>(bytes.size()) : 0;
   length_buffer.upload(&length, sizeof length);
-  CPGEN_NCCL_CHECK(ncclBroadcast(length_buffer.as<void>(), length_buffer.as<void>(), 1, ncclInt64, 0, comm_,
+  CPGEN_NCCL_CHECK(nccl::api().ncclBroadcast(length_buffer.as<void>(), length_buffer.as<void>(), 1, ncclInt64, 0, comm_,
                                  reinterpret_cast<cudaStream_t>(stream_->get())));
   CPGEN_CU_CHECK(api.cuStreamSynchronize(stream_->get()));
   length_buffer.download(&length, sizeof length);
@@ -61,7 +61,7 @@ std::string NcclRankGroup::broadcast_from_root(const std::string& bytes) {
   DeviceBuffer payload(device_, static_cast<size_t>(length));
   if (rank_ == 0) payload.upload(bytes.data(), bytes.size());
   CPGEN_CU_CHECK(api.cuCtxSynchronize());
-  CPGEN_NCCL_CHECK(ncclBroadcast(payload.as<void>(), payload.as<void>(), static_cast<size_t>(length), ncclChar, 0, comm_,
+  CPGEN_NCCL_CHECK(nccl::api().ncclBroadcast(payload.as<void>(), payload.as<void>(), static_cast<size_t>(length), ncclChar, 0, comm_,
                                  reinterpret_cast<cudaStream_t>(stream_->get())));
   CPGEN_CU_CHECK(api.cuStreamSynchronize(stream_->get()));
   std::string out(static_cast<size_t>(length), '\0');

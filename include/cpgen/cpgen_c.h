@@ -11,8 +11,9 @@
  * positions (cpgen_partition_rows; seq_len / cp_size when that divides), in the order of the
  * partition scheme (cpgen_partition_positions gives the global position of each local row).
  *
- * Python with PyTorch: import torch before loading libcpgen (ctypes.CDLL). Loading libcpgen first
- * made PyTorch's import abort ("free(): invalid pointer") on the first GPU machine it ran on. */
+ * Python with PyTorch: either order of import torch and ctypes.CDLL(libcpgen) works. libcpgen does
+ * not link NCCL; it loads one on first use and prefers the NCCL the process already has
+ * (cpgen_nccl_library below). Before, loading libcpgen first made PyTorch's import fail. */
 #ifndef CPGEN_CPGEN_C_H_
 #define CPGEN_CPGEN_C_H_
 
@@ -129,6 +130,12 @@ CPGEN_API cpgen_status cpgen_nccl_comm_from_file(const char* path, int32_t rank,
                                                  const char* job_key, void** comm);
 /* Destroys a communicator made by cpgen_nccl_comm_from_file (NULL is allowed). */
 CPGEN_API cpgen_status cpgen_nccl_comm_destroy(void* comm);
+/* The NCCL library cpgen runs on, loaded by this call if no NCCL function ran yet (libcpgen does
+ * not link NCCL; the order it looks in is in cpgen/nccl_bootstrap.h: CPGEN_NCCL_LIBRARY, then an
+ * NCCL already in the process). *version as ncclGetVersion (22809 for 2.28.9); *path the file,
+ * valid for the life of the process. Either may be NULL. CPGEN_ERR_NCCL naming why none can be
+ * used. */
+CPGEN_API cpgen_status cpgen_nccl_library(int32_t* version, const char** path);
 
 /* A ring attention object for one problem; see cpgen/ring_attention.h. */
 typedef struct cpgen_ring cpgen_ring;

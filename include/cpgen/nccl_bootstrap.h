@@ -19,6 +19,18 @@ using NcclUniqueId = std::array<char, kNcclUniqueIdBytes>;
 
 bool nccl_available();  // cpgen was built with NCCL
 
+// The NCCL library cpgen runs on. libcpgen does not link NCCL: it loads it when one of its NCCL
+// functions first runs, taking, in this order, the file CPGEN_NCCL_LIBRARY names, an NCCL the
+// process has already loaded (a framework's: communicators passed in are that NCCL's), the one
+// cpgen was built with, and libnccl.so.2 on the library search path. Loading libcpgen and then
+// PyTorch therefore works; an NCCL loaded by cpgen first becomes the process's NCCL for whatever
+// loads later. Throws Error(kNccl) naming why none could be used (none found, older than 2.18).
+struct NcclLibrary {
+  int version = 0;   // as ncclGetVersion reports it: 22809 for 2.28.9
+  std::string path;  // the library file
+};
+NcclLibrary nccl_library();
+
 // A fresh unique id (rank 0 creates it, every rank passes the same bytes to nccl_comm_init).
 NcclUniqueId nccl_unique_id();
 // ncclCommInitRank on CUDA device `device`; returns the ncclComm_t.

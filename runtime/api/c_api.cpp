@@ -268,6 +268,15 @@ cpgen_status cpgen_nccl_comm_destroy(void* comm) {
   return guard([&] { cpgen::nccl_comm_destroy(comm); });
 }
 
+cpgen_status cpgen_nccl_library(int32_t* version, const char** path) {
+  return guard([&] {
+    // Loaded once per process and never replaced: the first answer stays true.
+    static const cpgen::NcclLibrary library = cpgen::nccl_library();
+    if (version) *version = library.version;
+    if (path) *path = library.path.c_str();
+  });
+}
+
 cpgen_status cpgen_ring_create_loopback(const cpgen_problem* problem, int32_t device,
                                         const char* database_path, cpgen_ring** ring) {
   return guard([&] {

@@ -109,9 +109,14 @@ NcclUniqueId wait_for_id_file(const NcclFileBootstrap& o) {
 
 bool nccl_available() { return true; }
 
+NcclLibrary nccl_library() {
+  const nccl::NcclApi& api = nccl::api();
+  return {api.version, api.path};
+}
+
 NcclUniqueId nccl_unique_id() {
   ncclUniqueId raw;
-  CPGEN_NCCL_CHECK(ncclGetUniqueId(&raw));
+  CPGEN_NCCL_CHECK(nccl::api().ncclGetUniqueId(&raw));
   NcclUniqueId id;
   static_assert(sizeof(raw.internal) == kNcclUniqueIdBytes);
   std::memcpy(id.data(), raw.internal, id.size());
@@ -128,12 +133,12 @@ void* nccl_comm_init(const NcclUniqueId& id, int rank, int nranks, int device) {
   ncclUniqueId raw;
   std::memcpy(raw.internal, id.data(), id.size());
   ncclComm_t comm = nullptr;
-  CPGEN_NCCL_CHECK(ncclCommInitRank(&comm, nranks, raw, rank));
+  CPGEN_NCCL_CHECK(nccl::api().ncclCommInitRank(&comm, nranks, raw, rank));
   return comm;
 }
 
 void nccl_comm_destroy(void* comm) {
-  if (comm) CPGEN_NCCL_CHECK(ncclCommDestroy(static_cast<ncclComm_t>(comm)));
+  if (comm) CPGEN_NCCL_CHECK(nccl::api().ncclCommDestroy(static_cast<ncclComm_t>(comm)));
 }
 
 void* nccl_comm_from_file(const NcclFileBootstrap& o) {

@@ -8,8 +8,8 @@ namespace cpgen::nccl {
 
 void raise(ncclResult_t status, const char* call, const char* file, int line, ncclComm_t comm) {
   std::string message = std::string(call) + " failed at " + file + ":" + std::to_string(line) +
-                        ": " + ncclGetErrorString(status);
-  const char* last = ncclGetLastError(comm);
+                        ": " + api().ncclGetErrorString(status);
+  const char* last = api().ncclGetLastError(comm);
   if (last && *last) message += " (" + std::string(last) + ")";
   throw Error(ErrorKind::kNccl, message);
 }

@@ -1,10 +1,11 @@
 // The NCCL check macro, the same shape as CPGEN_CU_CHECK: a failed call throws Error(kNccl) with
-// the call text, file:line, NCCL's name for the status and its last error message. Only compiled
+// the call text, file:line, NCCL's name for the status and its last error message. Calls go through
+// api() (nccl_library.h): CPGEN_NCCL_CHECK(nccl::api().ncclSend(...)). Only compiled
 // where NCCL is built in (CPGEN_HAVE_NCCL): include it only from runtime/nccl_*.cpp (left out
 // of builds without NCCL) or from code inside #ifdef CPGEN_HAVE_NCCL (tuner/nccl_rank_group.cpp).
 #pragma once
 
-#include <nccl.h>
+#include "runtime/transport/nccl_library.h"
 
 namespace cpgen::nccl {
 

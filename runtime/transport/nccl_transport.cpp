@@ -15,21 +15,21 @@ constexpr auto kPollInterval = std::chrono::milliseconds(5);
 
 int NcclTransport::device_of(ncclComm_t comm) {
   int device = 0;
-  CPGEN_NCCL_CHECK(ncclCommCuDevice(comm, &device));
+  CPGEN_NCCL_CHECK(nccl::api().ncclCommCuDevice(comm, &device));
   return device;
 }
 
 NcclTransport::NcclTransport(ncclComm_t caller_comm, CUcontext context, double watchdog_seconds)
     : comm_(nullptr), context_(context), watchdog_seconds_(watchdog_seconds) {
   int caller_rank = 0;
-  CPGEN_NCCL_CHECK(ncclCommUserRank(caller_comm, &caller_rank));
+  CPGEN_NCCL_CHECK(nccl::api().ncclCommUserRank(caller_comm, &caller_rank));
   ncclConfig_t config = NCCL_CONFIG_INITIALIZER;
   config.blocking = 1;    // start() relies on ncclGroupEnd returning with the group enqueued
   config.splitShare = 0;  // own resources: aborting this communicator leaves the parent's alone
-  CPGEN_NCCL_CHECK(ncclCommSplit(caller_comm, /*color=*/0, /*key=*/caller_rank, &comm_, &config));
+  CPGEN_NCCL_CHECK(nccl::api().ncclCommSplit(caller_comm, /*color=*/0, /*key=*/caller_rank, &comm_, &config));
   try {
-    CPGEN_NCCL_CHECK(ncclCommUserRank(comm_, &rank_));
-    CPGEN_NCCL_CHECK(ncclCommCount(comm_, &size_));
+    CPGEN_NCCL_CHECK(nccl::api().ncclCommUserRank(comm_, &rank_));
+    CPGEN_NCCL_CHECK(nccl::api().ncclCommCount(comm_, &size_));
     // Every event the forward ring uses, now: a captured forward must not create any.
     for (int s = 0; s + 1 < size_; ++s) {
       ready_events_[kv_exchange_id(s)] = std::make_unique<Event>();
@@ -37,7 +37,7 @@ NcclTransport::NcclTransport(ncclComm_t caller_comm, CUcontext context, double w
     }
     watches_.reserve(static_cast<size_t>(2 * size_));
   } catch (...) {
-    ncclCommDestroy(comm_);
+    nccl::api().ncclCommDestroy(comm_);
     throw;
   }
   watchdog_ = std::thread([this] { watchdog_loop(); });
@@ -52,7 +52,7 @@ NcclTransport::~NcclTransport() {
   watchdog_.join();
   // An aborted communicator is already freed; otherwise the owner (RingAttention) waited for the
   // ring's last work before destroying this object.
-  if (!aborted_) ncclCommDestroy(comm_);
+  if (!aborted_) nccl::api().ncclCommDestroy(comm_);
 }
 
 Event& NcclTransport::event_for(std::map<int, std::unique_ptr<Event>>& events, int id, bool capturing) {
@@ -113,7 +113,7 @@ void NcclTransport::start(std::span<const RingExchange> exchanges, int id) {
   try {
     // Connection setup for a new peer happens inside the first group and may block until the
     // peer joins; the watchdog aborts the communicator if it never does, which makes this return.
-    CPGEN_NCCL_CHECK(ncclGroupStart());
+    CPGEN_NCCL_CHECK(nccl::api().ncclGroupStart());
     // A send or receive that fails must still end the group: the group depth is per thread, and
     // while it is open every later NCCL call of this thread (the caller's own collectives too) is
     // only queued, never issued (NCCL user guide, "Group Calls").
@@ -121,15 +121,15 @@ void NcclTransport::start(std::span<const RingExchange> exchanges, int id) {
     struct GroupCloser {
       const bool& open;
       ~GroupCloser() {
-        if (open) ncclGroupEnd();  // unwinding already: its own error has nowhere to go
+        if (open) nccl::api().ncclGroupEnd();  // unwinding already: its own error has nowhere to go
       }
     } closer{group_open};
     for (const RingExchange& e : exchanges) {
-      CPGEN_NCCL_CHECK(ncclSend(e.send, e.bytes, ncclUint8, next, comm_, comm_stream_.get()));
-      CPGEN_NCCL_CHECK(ncclRecv(e.recv, e.bytes, ncclUint8, prev, comm_, comm_stream_.get()));
+      CPGEN_NCCL_CHECK(nccl::api().ncclSend(e.send, e.bytes, ncclUint8, next, comm_, comm_stream_.get()));
+      CPGEN_NCCL_CHECK(nccl::api().ncclRecv(e.recv, e.bytes, ncclUint8, prev, comm_, comm_stream_.get()));
     }
     group_open = false;  // ncclGroupEnd closes the group whether or not it succeeds
-    CPGEN_NCCL_CHECK(ncclGroupEnd());
+    CPGEN_NCCL_CHECK(nccl::api().ncclGroupEnd());
   } catch (const Error&) {
     check();  // the watchdog's message names the stalled peer; prefer it
     throw;
@@ -172,7 +172,7 @@ void NcclTransport::fire(const std::string& why) {
   aborted_ = true;
   // Unblocks any NCCL call in progress on the owning thread and ends the ring's kernels; the
   // communicator is unusable afterwards, as the error says.
-  ncclCommAbort(comm_);
+  nccl::api().ncclCommAbort(comm_);
   wake_.notify_all();
 }
 
@@ -184,11 +184,11 @@ void NcclTransport::watchdog_loop() {
     wake_.wait_for(lock, kPollInterval);
     if (stopping_ || !error_.empty()) continue;
     ncclResult_t async = ncclSuccess;
-    if (ncclCommGetAsyncError(comm_, &async) == ncclSuccess && async != ncclSuccess &&
+    if (nccl::api().ncclCommGetAsyncError(comm_, &async) == ncclSuccess && async != ncclSuccess &&
         async != ncclInProgress) {
       std::string why = "NCCL ring failed on rank " + std::to_string(rank_) + ": " +
-                        ncclGetErrorString(async);
-      const char* last = ncclGetLastError(comm_);
+                        nccl::api().ncclGetErrorString(async);
+      const char* last = nccl::api().ncclGetLastError(comm_);
       if (last && *last) why += " (" + std::string(last) + ")";
       lock.unlock();
       fire(why);
