@@ -54,7 +54,10 @@
 #       --kernels-args '--head-dims 128 --lengths 8192,16384 --gqa 1'",
 #       carry=[".gpudeps"], timeout_s=600)
 #   give_back()
-# (add tests first when the kernels or the runtime changed since the last report's passing run).
+# (add tests first when the kernels or the runtime changed since the last report's passing run:
+# they have since 2026-11-26's, which ran tree 2d39a2f: the mma.sync default scores whole 64-key
+# tiles, and NCCL is loaded at run time; the kernels phase then says whether the default moved
+# from 0.83x SDPA flash at bf16, head dim 128, causal, 16K).
 # The report, the logs' tarball (tables and jsonl inside), the ncu profiles and the exported
 # cache come back under files_at. A later session takes what the committed reports do not hold
 # yet: ring and tune, the kernel matrix beyond head dim 128 (--kernels-args), the phases skipped.
