@@ -57,7 +57,10 @@
 # (add tests first when the kernels or the runtime changed since the last report's passing run:
 # they have since 2026-11-26's, which ran tree 2d39a2f: the mma.sync default scores whole 64-key
 # tiles, and NCCL is loaded at run time; the kernels phase then says whether the default moved
-# from 0.83x SDPA flash at bf16, head dim 128, causal, 16K).
+# from 0.83x SDPA flash at bf16, head dim 128, causal, 16K. The old default's shared-memory
+# traffic, 32 keys scored at a time, is what 32-key tiles have; the same-run comparison is
+#   python3 bench/kernels.py --lib build-gpu/libcpgen.so --dtypes bf16 --causal 1 --head-dims 128
+#     --lengths 16384 --gqa 1 --pin 'ring_fwd_{dtype}_hd{head_dim}_{mask}_gqa{group}_bm128_bn32_w4_s2').
 # The report, the logs' tarball (tables and jsonl inside), the ncu profiles and the exported
 # cache come back under files_at. A later session takes what the committed reports do not hold
 # yet: ring and tune, the kernel matrix beyond head dim 128 (--kernels-args), the phases skipped.
