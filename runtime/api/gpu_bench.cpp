@@ -18,6 +18,7 @@
 #include "runtime/ring/reference.h"
 #include "runtime/ring/vectors.h"
 #include "tuner/event_timing.h"
+#include "tuner/sample_stats.h"
 
 namespace cpgen::gpu {
 namespace {
@@ -30,18 +31,14 @@ std::vector<float> random_inputs(size_t count, uint32_t seed) {
   return values;
 }
 
-double median(std::vector<double> values) {
-  std::sort(values.begin(), values.end());
-  return values[values.size() / 2];
-}
-
 // Times `body` (which enqueues on `stream`) with events: the median of `iterations` runs enqueued
-// back to back (tuner/event_timing.h). Waiting for each run before enqueueing the next would leave
+// back to back (tuner/event_timing.h), as the tuner takes it (tuner/sample_stats.h: the mean of the
+// middle two of an even count). Waiting for each run before enqueueing the next would leave
 // the GPU idle while the host enqueues, and time that too: for a ring of N virtual ranks that is
 // hundreds of driver calls per run, which at small shapes outweighs the kernels.
 template <typename Body>
 double time_ms(CUstream stream, int warmup, int iterations, Body&& body) {
-  return median(time_launches_ms(stream, warmup, iterations, [&](int) { body(); }));
+  return median_of(time_launches_ms(stream, warmup, iterations, [&](int) { body(); }));
 }
 
 std::vector<int64_t> iota_positions(int64_t n) {
