@@ -89,7 +89,7 @@ CPGEN_DEVICE void online_softmax_tile(float (&s)[kMTiles][kNTiles][4], float (&r
       for (int j = 0; j < kNTiles; ++j) {
 #pragma unroll
         for (int e = 2 * half; e < 2 * half + 2; ++e) {
-          const float p = exp2f(fmaf(s[mt][j][e], scale_log2, -step.offset));
+          const float p = exp2_approx(fmaf(s[mt][j][e], scale_log2, -step.offset));
           s[mt][j][e] = p;
           tile_sum += p;
         }

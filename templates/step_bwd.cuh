@@ -334,10 +334,10 @@ CPGEN_DEVICE void ring_bwd_step(const RingBwdParams& params) {
             if constexpr (kSoftcap) {
               // tanh(scale q.k / c) = t / c; P = exp(t - lse) = exp2(t log2(e) - lse log2(e)).
               const float capped = tanh_approx(st[mt][j][e] * scale_over_cap);
-              p = exp2f(fmaf(capped, cap_log2, -load_shared(&row_lse_log2[col])));
+              p = exp2_approx(fmaf(capped, cap_log2, -load_shared(&row_lse_log2[col])));
               slope = 1.0f - capped * capped;
             } else {
-              p = exp2f(fmaf(st[mt][j][e], params.scale_log2, -load_shared(&row_lse_log2[col])));
+              p = exp2_approx(fmaf(st[mt][j][e], params.scale_log2, -load_shared(&row_lse_log2[col])));
             }
             bool hidden = !key_valid;
             if constexpr (kCausal) hidden = hidden || key_pos > load_shared(&row_pos[col]);

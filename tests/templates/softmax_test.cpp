@@ -43,6 +43,28 @@ RowState merge(RowState a, RowState b) {
   return {ms.m, ms.scale_a * a.l + ms.scale_b * b.l, ms.scale_a * a.o + ms.scale_b * b.o};
 }
 
+// exp2_approx is ex2.approx.ftz.f32 as the PTX ISA defines it: a subnormal input reads as zero,
+// a subnormal result is written as +0, and elsewhere the relative error is at most 2^-22. The
+// host and emulator branch must say the same, or the emulated kernels would test another function.
+TEST(Softmax, Exp2ApproxFollowsTheFlushToZeroSemanticsOfEx2) {
+  const float denorm = std::numeric_limits<float>::denorm_min();
+  EXPECT_EQ(exp2_approx(kNegInf), 0.0f);
+  EXPECT_FALSE(std::signbit(exp2_approx(kNegInf)));
+  EXPECT_EQ(exp2_approx(-126.0f), std::ldexp(1.0f, -126));  // the smallest normal result stays
+  EXPECT_EQ(exp2_approx(-126.5f), 0.0f);                     // a subnormal result is flushed
+  EXPECT_FALSE(std::signbit(exp2_approx(-126.5f)));
+  EXPECT_EQ(exp2_approx(-149.0f), 0.0f);
+  EXPECT_EQ(exp2_approx(denorm), 1.0f);  // a subnormal input is zero
+  EXPECT_EQ(exp2_approx(-denorm), 1.0f);
+  EXPECT_EQ(exp2_approx(10.0f), 1024.0f);
+  EXPECT_TRUE(std::isinf(exp2_approx(128.0f)));
+  EXPECT_TRUE(std::isnan(exp2_approx(std::numeric_limits<float>::quiet_NaN())));
+  for (float x = -125.9f; x < 127.9f; x += 0.37f) {
+    const double want = std::exp2(static_cast<double>(x));
+    EXPECT_LE(std::abs(exp2_approx(x) - want) / want, std::ldexp(1.0, -22)) << x;
+  }
+}
+
 TEST(Softmax, EmptyMergedWithEmptyStaysEmptyWithoutNaN) {
   MergeScales ms = merge_scales(kNegInf, kNegInf);
   EXPECT_FALSE(std::isnan(ms.scale_a));

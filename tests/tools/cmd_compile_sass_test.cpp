@@ -8,6 +8,7 @@
 
 #include <string>
 
+#include "generator/kernel_spec.h"
 #include "generator/kernel_spec_wgmma.h"
 #include "temp_dir.h"
 #include "test_util.h"
@@ -30,6 +31,28 @@ TEST(CmdCompileSass, WgmmaCubinsHoldHgmmaAndUtmaldg) {
     EXPECT_NE(text.find(spec.uri()), std::string::npos) << "the cubin's function is the URI";
     for (const char* instruction : {"HGMMA", "UTMALDG"})
       EXPECT_NE(text.find(instruction), std::string::npos) << instruction << " missing from the SASS of " << spec.uri();
+  }
+}
+
+// The softmax's exponentials are ex2.approx.ftz (templates/platform.cuh exp2_approx): a bare
+// MUFU.EX2 each. exp2f would compile to ex2.approx without ftz, and ptxas would wrap each MUFU.EX2
+// in a compare against -126 and two predicated multiplies (76 of each in the forward default
+// before). Checked on the three families' head dim 128 defaults.
+TEST(CmdCompileSass, SoftmaxExponentialsAreBareMufuEx2) {
+  testing::TempDir dir("ex2_sass");
+  for (const KernelSpec& spec :
+       {KernelSpec::default_for(Dtype::kBf16, 128, true, 1), KernelSpec::backward_default_for(Dtype::kBf16, 128, true, 4),
+        wgmma_default_for(Dtype::kBf16, 128, true, 1)}) {
+    SCOPED_TRACE(spec.uri());
+    const std::string cubin = dir.path() + "/" + spec.uri() + ".cubin";
+    const testing::CliResult r =
+        testing::run_cli("compile --spec " + spec.uri() + " --arch sm_90a --emit-cubin " + cubin);
+    ASSERT_EQ(r.exit_code, 0) << r.out << r.err;
+    std::string skip;
+    const std::string text = testing::disassemble_cubin(cubin, &skip);
+    if (!skip.empty()) GTEST_SKIP() << skip;
+    EXPECT_NE(text.find("MUFU.EX2"), std::string::npos);
+    EXPECT_EQ(text.find(", -126, PT"), std::string::npos) << "an exponential kept the subnormal fix-up";
   }
 }
 
