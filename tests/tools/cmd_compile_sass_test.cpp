@@ -16,17 +16,22 @@
 namespace cpgen {
 namespace {
 
+// The sm_90a SASS of `spec` as a user gets it: compile --emit-cubin, then cuobjdump -sass. Sets
+// *skip when the disassembler is missing.
+std::string sm90a_sass(const testing::TempDir& dir, const KernelSpec& spec, std::string* skip) {
+  const std::string cubin = dir.path() + "/" + spec.uri() + ".cubin";
+  const testing::CliResult r = testing::run_cli("compile --spec " + spec.uri() + " --arch sm_90a --emit-cubin " + cubin);
+  EXPECT_EQ(r.exit_code, 0) << r.out << r.err;
+  return r.exit_code == 0 ? testing::disassemble_cubin(cubin, skip) : "";
+}
+
 TEST(CmdCompileSass, WgmmaCubinsHoldHgmmaAndUtmaldg) {
   testing::TempDir dir("wgmma_sass");
   for (const KernelSpec& spec :
        {wgmma_default_for(Dtype::kBf16, 128, true, 1), wgmma_default_for(Dtype::kFp16, 64, false, 4)}) {
     SCOPED_TRACE(spec.uri());
-    const std::string cubin = dir.path() + "/" + spec.uri() + ".cubin";
-    const testing::CliResult r =
-        testing::run_cli("compile --spec " + spec.uri() + " --arch sm_90a --emit-cubin " + cubin);
-    ASSERT_EQ(r.exit_code, 0) << r.out << r.err;
     std::string skip;
-    const std::string text = testing::disassemble_cubin(cubin, &skip);
+    const std::string text = sm90a_sass(dir, spec, &skip);
     if (!skip.empty()) GTEST_SKIP() << skip;
     EXPECT_NE(text.find(spec.uri()), std::string::npos) << "the cubin's function is the URI";
     for (const char* instruction : {"HGMMA", "UTMALDG"})
@@ -44,12 +49,8 @@ TEST(CmdCompileSass, SoftmaxExponentialsAreBareMufuEx2) {
        {KernelSpec::default_for(Dtype::kBf16, 128, true, 1), KernelSpec::backward_default_for(Dtype::kBf16, 128, true, 4),
         wgmma_default_for(Dtype::kBf16, 128, true, 1)}) {
     SCOPED_TRACE(spec.uri());
-    const std::string cubin = dir.path() + "/" + spec.uri() + ".cubin";
-    const testing::CliResult r =
-        testing::run_cli("compile --spec " + spec.uri() + " --arch sm_90a --emit-cubin " + cubin);
-    ASSERT_EQ(r.exit_code, 0) << r.out << r.err;
     std::string skip;
-    const std::string text = testing::disassemble_cubin(cubin, &skip);
+    const std::string text = sm90a_sass(dir, spec, &skip);
     if (!skip.empty()) GTEST_SKIP() << skip;
     EXPECT_NE(text.find("MUFU.EX2"), std::string::npos);
     EXPECT_EQ(text.find(", -126, PT"), std::string::npos) << "an exponential kept the subnormal fix-up";
