@@ -29,7 +29,7 @@ struct NcclLibrary {
   int version = 0;   // as ncclGetVersion reports it: 22809 for 2.28.9
   std::string path;  // the library file
 };
-NcclLibrary nccl_library();
+const NcclLibrary& nccl_library();  // loaded once; the reference is valid for the process's life
 
 // A fresh unique id (rank 0 creates it, every rank passes the same bytes to nccl_comm_init).
 NcclUniqueId nccl_unique_id();

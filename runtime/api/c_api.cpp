@@ -270,8 +270,7 @@ cpgen_status cpgen_nccl_comm_destroy(void* comm) {
 
 cpgen_status cpgen_nccl_library(int32_t* version, const char** path) {
   return guard([&] {
-    // Loaded once per process and never replaced: the first answer stays true.
-    static const cpgen::NcclLibrary library = cpgen::nccl_library();
+    const cpgen::NcclLibrary& library = cpgen::nccl_library();  // loaded once, lives as long as the process
     if (version) *version = library.version;
     if (path) *path = library.path.c_str();
   });

@@ -109,10 +109,7 @@ NcclUniqueId wait_for_id_file(const NcclFileBootstrap& o) {
 
 bool nccl_available() { return true; }
 
-NcclLibrary nccl_library() {
-  const nccl::NcclApi& api = nccl::api();
-  return {api.version, api.path};
-}
+const NcclLibrary& nccl_library() { return nccl::api().library; }
 
 NcclUniqueId nccl_unique_id() {
   ncclUniqueId raw;

@@ -56,24 +56,25 @@ Loaded load() {
   void* handle = open_library(&out.why);
   if (!handle) return out;
   const link_map* map = nullptr;
-  if (dlinfo(handle, RTLD_DI_LINKMAP, &map) == 0 && map && map->l_name) out.api.path = map->l_name;
+  if (dlinfo(handle, RTLD_DI_LINKMAP, &map) == 0 && map && map->l_name) out.api.library.path = map->l_name;
+  // api() throws out.why from then on; what out.api holds is never read.
   auto fail = [&](std::string why) {
     out.why = std::move(why);
-    out.api = NcclApi{};
     dlclose(handle);
     return out;
   };
-  const std::string where = "the NCCL at " + out.api.path;
+  const int& version = out.api.library.version;
+  const std::string where = "the NCCL at " + out.api.library.path;
   // The version first: an old NCCL is named as such rather than by the first function it lacks.
   out.api.ncclGetVersion = reinterpret_cast<decltype(out.api.ncclGetVersion)>(dlsym(handle, "ncclGetVersion"));
-  if (!out.api.ncclGetVersion || out.api.ncclGetVersion(&out.api.version) != ncclSuccess)
+  if (!out.api.ncclGetVersion || out.api.ncclGetVersion(&out.api.library.version) != ncclSuccess)
     return fail(where + " does not report its version (ncclGetVersion); is it NCCL?");
-  if (out.api.version < kMinNcclVersion)
-    return fail(where + " is version " + version_text(out.api.version) + "; cpgen needs " +
+  if (version < kMinNcclVersion)
+    return fail(where + " is version " + version_text(version) + "; cpgen needs " +
                 version_text(kMinNcclVersion) + " or newer (ncclCommSplit)");
 #define CPGEN_NCCL_FN(name)                                                                  \
   out.api.name = reinterpret_cast<decltype(out.api.name)>(dlsym(handle, CPGEN_NCCL_STR(name))); \
-  if (!out.api.name) return fail(where + " (version " + version_text(out.api.version) +      \
+  if (!out.api.name) return fail(where + " (version " + version_text(version) +               \
                                  ") lacks " CPGEN_NCCL_STR(name));
 #include "runtime/transport/nccl_fns.inc"
 #undef CPGEN_NCCL_FN

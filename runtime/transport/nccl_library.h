@@ -13,6 +13,8 @@
 
 #include <string>
 
+#include "cpgen/nccl_bootstrap.h"
+
 namespace cpgen::nccl {
 
 // 2.18.0: ncclCommSplit, the newest function of nccl_fns.inc.
@@ -23,8 +25,7 @@ struct NcclApi {
 #define CPGEN_NCCL_FN(name) decltype(&::name) name = nullptr;
 #include "runtime/transport/nccl_fns.inc"
 #undef CPGEN_NCCL_FN
-  int version = 0;   // ncclGetVersion: major * 10000 + minor * 100 + patch
-  std::string path;  // the file the functions were resolved from
+  NcclLibrary library;  // ncclGetVersion's code and the file the functions were resolved from
 };
 
 // Loads NCCL on first use and returns it; throws Error(kNccl) naming why not (no library found,

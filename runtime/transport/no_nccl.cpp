@@ -16,7 +16,7 @@ namespace {
 }  // namespace
 
 bool nccl_available() { return false; }
-NcclLibrary nccl_library() { no_nccl("nccl_library"); }
+const NcclLibrary& nccl_library() { no_nccl("nccl_library"); }
 NcclUniqueId nccl_unique_id() { no_nccl("nccl_unique_id"); }
 void* nccl_comm_init(const NcclUniqueId&, int, int, int) { no_nccl("nccl_comm_init"); }
 void nccl_comm_destroy(void* comm) {
