@@ -100,6 +100,17 @@ CPGEN_HOST_DEVICE int block_last_query(int m_block, int block_m, int group, int 
   return last < q_len - 1 ? last : q_len - 1;
 }
 
+// ---- Query blocks in launch order --------------------------------------------------------------
+// The forward kernels run query block heavy_first_block(blockIdx.x, gridDim.x), the last first.
+// Under a causal mask a block's key tiles grow with its queries' positions, which increase along
+// every chunk of every scheme. The block scheduler starts CTAs in increasing blockIdx.x (what GPUs
+// do, though CUDA does not promise it), so in grid order the longest blocks start first and the
+// grid's last wave is made of the shortest: the SMs run out of work nearly together, where in
+// plain order the longest block of the last (batch, kv head) pair started last and ran on alone.
+// Without a mask every block runs the same tiles, and under a window about the same, so there the
+// order changes little.
+CPGEN_HOST_DEVICE int heavy_first_block(int block_x, int blocks) { return blocks - 1 - block_x; }
+
 // ---- (batch, kv head) pairs in the grid ------------------------------------------------------
 // grid.y and grid.z are limited to 65535 blocks each, and a training job's batch * kv_heads can
 // exceed that (e.g. 8192 sequences x 16 kv heads). The pairs are folded over y and z: block

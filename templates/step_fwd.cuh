@@ -37,19 +37,25 @@ struct alignas(8) FloatPair {
   float x, y;
 };
 
-// Where a CTA works: grid.x enumerates blocks of kBlockM packed rows, (grid.y, grid.z) the
-// (batch, kv head) pairs, folded (layout.cuh); pair = batch * kv_heads + kv head.
+// Where a CTA works: grid.x enumerates blocks of kBlockM packed rows (query_block: the last one
+// first), (grid.y, grid.z) the (batch, kv head) pairs, folded (layout.cuh); pair = batch *
+// kv_heads + kv head.
 struct BlockCoord {
   int batch;
   int kv_head;
   int first_packed;  // first packed query row of the block
 };
-CPGEN_DEVICE BlockCoord block_coord(int block_x, int pair, int kv_heads, int block_m) {
-  return {pair / kv_heads, pair % kv_heads, block_x * block_m};
+CPGEN_DEVICE BlockCoord block_coord(int m_block, int pair, int kv_heads, int block_m) {
+  return {pair / kv_heads, pair % kv_heads, m_block * block_m};
 }
 // This CTA's (batch, kv head) pair. Problem validation keeps batch * kv_heads below 2^31.
 CPGEN_DEVICE int block_pair() {
   return static_cast<int>(unfold_pair(blockIdx.y, blockIdx.z, gridDim.y));
+}
+// This CTA's query block, the longest first (layout.cuh, heavy_first_block). Both forward
+// families take it from here.
+CPGEN_DEVICE int query_block() {
+  return heavy_first_block(static_cast<int>(blockIdx.x), static_cast<int>(gridDim.x));
 }
 
 // Issues this thread's cp.async chunks of one K or V tile (kBlockN rows of head_dim, keys from
@@ -130,8 +136,8 @@ struct KeyTiles {
 // are non-decreasing along the queries); otherwise the causal range of mask.cuh, from tile 0.
 template <typename Traits>
 CPGEN_DEVICE KeyTiles block_key_tiles(const RingFwdParams& params) {
-  const int first_query = block_first_query(blockIdx.x, Traits::kBlockM, Traits::kGroup);
-  const int last_query = block_last_query(blockIdx.x, Traits::kBlockM, Traits::kGroup, params.q_len);
+  const int first_query = block_first_query(query_block(), Traits::kBlockM, Traits::kGroup);
+  const int last_query = block_last_query(query_block(), Traits::kBlockM, Traits::kGroup, params.q_len);
   if constexpr (Traits::kKeyIntervals) {
     const IntervalTiles t = interval_key_tiles(
         params.kv_positions, params.kv_len, params.q_key_first[first_query], params.q_key_last[first_query],
@@ -181,7 +187,7 @@ CPGEN_DEVICE void ring_fwd_step(const RingFwdParams& params) {
   // ---- Q tile (once) and the first kStages - 1 K/V tiles --------------------------------------
   const u32 shared_start = shared_address(shared_storage);
   if (tile_count > 0) {
-    load_q_tile_async<Traits>(params, block_coord(blockIdx.x, block_pair(), params.kv_heads, kBlockM),
+    load_q_tile_async<Traits>(params, block_coord(query_block(), block_pair(), params.kv_heads, kBlockM),
                               shared_start + Traits::kQOffset, threadIdx.x);
   }
   cp_async_commit();
@@ -323,7 +329,7 @@ CPGEN_DEVICE void ring_fwd_step(const RingFwdParams& params) {
             row_key_end[mt][half] = key0 + keys_here;
             if (kCausal || kKeyIntervals) {
               const int packed_rows = params.q_len * kGroup;
-              const int packed = opaque(static_cast<int>(blockIdx.x)) * kBlockM + warp_row0 +
+              const int packed = opaque(query_block()) * kBlockM + warp_row0 +
                                  mt * 16 + acc_row(lane, 2 * half);
               const int query =
                   unpack_row(packed < packed_rows ? packed : packed_rows - 1, kGroup).query_index;
@@ -397,7 +403,7 @@ CPGEN_DEVICE void ring_fwd_step(const RingFwdParams& params) {
   cp_async_wait<0>();  // no group may outlive the CTA (only empty ones can be pending here)
 
   // ---- Merge with the running state; on the last step, write out and lse ----------------------
-  const BlockCoord at = block_coord(blockIdx.x, block_pair(), params.kv_heads, kBlockM);
+  const BlockCoord at = block_coord(query_block(), block_pair(), params.kv_heads, kBlockM);
   const int packed_rows = params.q_len * kGroup;
   const int lane = threadIdx.x % 32;
   const int warp_row0 = (threadIdx.x / 32) * Traits::kRowsPerWarp;

@@ -315,7 +315,7 @@ CPGEN_DEVICE void ring_fwd_step_wgmma(const RingFwdWgmmaParams& wparams) {
   const long long pair = unfold_pair(blockIdx.y, blockIdx.z, gridDim.y);
   if (pair >= static_cast<long long>(params.batch) * params.kv_heads) return;
   const int batch = static_cast<int>(pair / params.kv_heads), kv_head = static_cast<int>(pair % params.kv_heads);
-  const int first_packed = blockIdx.x * kBlockM;
+  const int first_packed = query_block() * kBlockM;
 
   // Key tiles this query block runs: [begin, end), of which [full_begin, full_end) need no mask.
   const KeyTiles tiles = block_key_tiles<Traits>(params);

@@ -2,6 +2,8 @@
 // positions a rank really holds (contiguous and zigzag splits of a sequence).
 #include "cpgen/mask.cuh"
 
+#include "cpgen/layout.cuh"
+
 #include <gtest/gtest.h>
 
 #include <vector>
@@ -15,6 +17,13 @@ std::vector<int> zigzag_positions(int seq_len, int cp_size, int rank) {
   std::vector<int> out;
   for (int c : {rank, 2 * cp_size - 1 - rank})
     for (int i = 0; i < chunk; ++i) out.push_back(c * chunk + i);
+  return out;
+}
+
+// Striped: rank r holds positions r, r + N, r + 2N, ...
+std::vector<int> striped_positions(int seq_len, int cp_size, int rank) {
+  std::vector<int> out;
+  for (int p = rank; p < seq_len; p += cp_size) out.push_back(p);
   return out;
 }
 
@@ -90,6 +99,39 @@ TEST(Mask, TileRangesAgreeWithBruteForceOverRingSteps) {
                            group, bm, bn, true);
               check_ranges(zigzag_positions(96, cp, q_rank), zigzag_positions(96, cp, k_rank), group, bm,
                            bn, false);
+            }
+}
+
+// The forward kernels take their query blocks in heavy_first_block order (layout.cuh): every block
+// exactly once, and under a causal mask never a block with more key tiles after one with fewer,
+// for every (query rank, key rank) step of every scheme. With the plain order (block x runs block
+// x) the last check fails on every causal diagonal.
+TEST(Mask, QueryBlocksLaunchLongestFirstUnderACausalMask) {
+  using Positions = std::vector<int> (*)(int, int, int);
+  const Positions schemes[] = {contiguous_positions, zigzag_positions, striped_positions};
+  for (Positions positions : schemes)
+    for (int cp : {1, 2, 4})
+      for (int q_rank = 0; q_rank < cp; ++q_rank)
+        for (int k_rank = 0; k_rank < cp; ++k_rank)
+          for (int group : {1, 4})
+            for (int bm : {64, 128}) {
+              const std::vector<int> q_pos = positions(1024, cp, q_rank), k_pos = positions(1000, cp, k_rank);
+              const int q_len = static_cast<int>(q_pos.size()), kv_len = static_cast<int>(k_pos.size());
+              const int blocks = (q_len * group + bm - 1) / bm;
+              std::vector<int> runs(blocks, 0);
+              int previous_tiles = kv_len;  // no block runs more tiles than the chunk has
+              for (int x = 0; x < blocks; ++x) {
+                const int b = heavy_first_block(x, blocks);
+                ASSERT_GE(b, 0);
+                ASSERT_LT(b, blocks);
+                ++runs[b];
+                const int qf = block_first_query(b, bm, group), ql = block_last_query(b, bm, group, q_len);
+                const int tiles = key_tile_range(k_pos.data(), kv_len, q_pos[qf], q_pos[ql], 64, true).tiles;
+                EXPECT_LE(tiles, previous_tiles) << "launch " << x << " (block " << b << ") of " << blocks
+                                                 << ", ranks " << q_rank << "/" << k_rank << " of " << cp;
+                previous_tiles = tiles;
+              }
+              for (int b = 0; b < blocks; ++b) ASSERT_EQ(runs[b], 1) << "block " << b;
             }
 }
 
