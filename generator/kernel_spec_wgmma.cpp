@@ -5,6 +5,7 @@
 #include <span>
 
 #include "cpgen/error.h"
+#include "cpgen/traits_wgmma.cuh"
 
 namespace cpgen {
 namespace {
@@ -134,26 +135,24 @@ void validate_wgmma(const KernelSpec& s, std::string_view where) {
   }
 }
 
-constexpr int kWgmmaAccumulatorBudget = 160;  // WgmmaFwdTraits::kAccumulatorBudget
-
-// Mirrors templates/traits_wgmma.cuh (wgmma_fwd_layout and WgmmaFwdTraits' static_asserts);
-// tests/generator/kernel_spec_wgmma_test.cpp compares the two.
+// The layout and budget are templates/traits_wgmma.cuh's own (constexpr, host and device), so
+// a spec judged feasible here asks for exactly the shared memory its kernel will.
 Feasibility check_wgmma_feasibility(const KernelSpec& spec, std::string_view arch) {
   Feasibility f;
   f.shared_limit = shared_memory_limit(arch);
-  const int tile_bytes = (spec.block_m + 2 * spec.stages * spec.block_n) * spec.head_dim * 2;
-  const int barrier_bytes = (8 * (1 + 2 * spec.stages) + 127) / 128 * 128;
-  f.shared_bytes = 1024 + tile_bytes + barrier_bytes;  // 1024: slack to align the tiles up
+  f.shared_bytes = device::wgmma_fwd_layout(spec.head_dim, spec.block_m, spec.block_n, wgmma_consumers(spec),
+                                            spec.stages)
+                       .shared_bytes;
   // A consumer thread holds S (block_n / 2) and O (head_dim / 2) in fp32, plus about 60 more.
   const int accumulators = spec.block_n / 2 + spec.head_dim / 2;
   f.register_estimate = std::min(255, accumulators + 60);
   if (arch != kWgmmaArch) {
     f.reason = "the wgmma family runs on " + std::string(kWgmmaArch) + " only (wgmma, TMA, setmaxnreg); got " +
                std::string(arch);
-  } else if (accumulators > kWgmmaAccumulatorBudget) {
+  } else if (accumulators > device::kWgmmaAccumulatorBudget) {
     // First: no stage count or shared memory size can make up for it.
     f.reason = "needs " + std::to_string(accumulators) + " fp32 accumulator registers per thread (S and O); the " +
-               "budget is " + std::to_string(kWgmmaAccumulatorBudget);
+               "budget is " + std::to_string(device::kWgmmaAccumulatorBudget);
   } else if (f.shared_bytes > f.shared_limit) {
     f.reason = "needs " + std::to_string(f.shared_bytes) + " bytes of shared memory; " + std::string(arch) +
                " allows " + std::to_string(f.shared_limit);

@@ -3,9 +3,9 @@
 // positions, packed GQA rows, key intervals and softcap), with the tiles moved by TMA and
 // multiplied by wgmma in a warp-specialized CTA (traits_wgmma.cuh):
 //
-//   producer warpgroup   thread 0: the Q tile once, then K/V tiles into a kStages ring;
-//                        full[s] counts the tile's bytes in (expect_tx), empty[s] the
-//                        consumers' releases out
+//   producer warpgroup   thread 0: the Q tile once, then K/V tiles into a kStages ring; K and
+//                        V of a stage each have a full barrier (the tile's bytes in, expect_tx)
+//                        and an empty one (the consumers' releases out)
 //   consumer warpgroup c rows 64c..64c+63 of the block; per key tile:
 //                        S = Q K^T        wgmma, Q and K from shared (K-major, 128B swizzle;
 //                                         64B at head dim 96)
@@ -13,7 +13,8 @@
 //                        mask             only tiles outside the mask-free run
 //                        online softmax   log2 domain, in registers (softmax.cuh)
 //                        O = O rescale + P V   wgmma, P from registers, V from shared (MN-major)
-//                        release the stage, then merge into the running state
+//                        K released once S has retired, V once P V has; at the end, merge
+//                        into the running state
 //
 // Inside a consumer warpgroup the MMAs of one tile overlap the softmax of the next: S_(t+1) and
 // O += P_t V_t are issued back to back, and the softmax of S_(t+1) runs while P_t V_t is still in
@@ -55,15 +56,48 @@ struct WgmmaFwdShared {
   CPGEN_DEVICE u32 k_tile(int stage) const { return base + Traits::kKOffset + stage * Traits::kKvTileBytes; }
   CPGEN_DEVICE u32 v_tile(int stage) const { return base + Traits::kVOffset + stage * Traits::kKvTileBytes; }
   CPGEN_DEVICE u32 q_full() const { return base + Traits::kBarrierOffset; }
-  CPGEN_DEVICE u32 full(int stage) const { return base + Traits::kBarrierOffset + 8 * (1 + stage); }
-  CPGEN_DEVICE u32 empty(int stage) const { return base + Traits::kBarrierOffset + 8 * (1 + Traits::kStages + stage); }
+  CPGEN_DEVICE u32 k_full(int stage) const { return barrier(0, stage); }
+  CPGEN_DEVICE u32 v_full(int stage) const { return barrier(1, stage); }
+  CPGEN_DEVICE u32 k_empty(int stage) const { return barrier(2, stage); }
+  CPGEN_DEVICE u32 v_empty(int stage) const { return barrier(3, stage); }
+  // After Q full: four arrays of kStages barriers, in the order above.
+  CPGEN_DEVICE u32 barrier(int array, int stage) const {
+    return base + Traits::kBarrierOffset + 8 * (1 + array * Traits::kStages + stage);
+  }
 };
+
+// One thread initializes every barrier; a __syncthreads must follow before any other uses them.
+template <typename Traits>
+CPGEN_DEVICE void wgmma_fwd_init_barriers(const WgmmaFwdShared<Traits>& smem) {
+  mbarrier_init(smem.q_full(), 1);
+#pragma unroll
+  for (int s = 0; s < Traits::kStages; ++s) {
+    mbarrier_init(smem.k_full(s), 1);
+    mbarrier_init(smem.v_full(s), 1);
+    mbarrier_init(smem.k_empty(s), 128 * Traits::kConsumers);  // every consumer thread releases
+    mbarrier_init(smem.v_empty(s), 128 * Traits::kConsumers);
+  }
+  fence_proxy_async();  // the initialized barriers are visible to the TMA unit's complete_tx
+}
+
+// One K or V tile (keys key0 .. key0 + kBlockN - 1) into `tile`, its bytes counted on `full`.
+template <typename Traits>
+CPGEN_DEVICE void wgmma_fwd_load_tile(const TmaMap& map, u32 tile, u32 full, int key0, int kv_head, int batch) {
+  mbarrier_arrive_expect_tx(full, Traits::kKvTileBytes);
+#pragma unroll
+  for (int b = 0; b < Traits::kColumnBlocks; ++b) {
+    const int coords[4] = {b * Traits::kColumnElements, key0, kv_head, batch};
+    tma_load<4>(tile + b * Traits::kBlockN * Traits::kSwizzleBytes, map, coords, full);
+  }
+}
 
 // Producer: one thread issues every copy. A K or V tile is kColumnBlocks boxes of (C columns,
 // kBlockN keys), column block b at b * kBlockN * W bytes; Q likewise with kBlockM rows
 // (traits_wgmma.cuh: W the swizzle line, C its elements).
 // Tiles first_tile .. first_tile + tiles - 1 of the chunk go through the stage ring in that order:
-// run r uses stage r % kStages, the order the consumers wait in.
+// run r uses stage r % kStages, the order the consumers wait in. K of run r waits only for the
+// release of K of run r - kStages (its S retired), so with 2 stages K_(t+2) loads while P_t V_t
+// still runs; V of run r waits for V of run r - kStages (its P V retired).
 template <typename Traits>
 CPGEN_DEVICE void wgmma_fwd_produce(const RingFwdWgmmaParams& params, const WgmmaFwdShared<Traits>& smem, int batch,
                                     int kv_head, int first_packed, int first_tile, int tiles) {
@@ -76,16 +110,12 @@ CPGEN_DEVICE void wgmma_fwd_produce(const RingFwdWgmmaParams& params, const Wgmm
   }
   for (int run = 0; run < tiles; ++run) {
     const int stage = run % Traits::kStages, round = run / Traits::kStages;
+    const int key0 = (first_tile + run) * Traits::kBlockN;
     // Round r of a stage reuses it after the consumers released round r - 1 (phase r - 1).
-    if (round > 0) mbarrier_wait_parity(smem.empty(stage), (round - 1) & 1);
-    mbarrier_arrive_expect_tx(smem.full(stage), 2 * Traits::kKvTileBytes);
-#pragma unroll
-    for (int b = 0; b < Traits::kColumnBlocks; ++b) {
-      const int coords[4] = {b * Traits::kColumnElements, (first_tile + run) * Traits::kBlockN, kv_head, batch};
-      const u32 block_offset = b * Traits::kBlockN * Traits::kSwizzleBytes;
-      tma_load<4>(smem.k_tile(stage) + block_offset, params.k_map, coords, smem.full(stage));
-      tma_load<4>(smem.v_tile(stage) + block_offset, params.v_map, coords, smem.full(stage));
-    }
+    if (round > 0) mbarrier_wait_parity(smem.k_empty(stage), (round - 1) & 1);
+    wgmma_fwd_load_tile<Traits>(params.k_map, smem.k_tile(stage), smem.k_full(stage), key0, kv_head, batch);
+    if (round > 0) mbarrier_wait_parity(smem.v_empty(stage), (round - 1) & 1);
+    wgmma_fwd_load_tile<Traits>(params.v_map, smem.v_tile(stage), smem.v_full(stage), key0, kv_head, batch);
   }
 }
 
@@ -325,15 +355,7 @@ CPGEN_DEVICE void ring_fwd_step_wgmma(const RingFwdWgmmaParams& wparams) {
   if (tile_count <= 0 && !params.is_first_step && !params.is_last_step) return;
 
   const WgmmaFwdShared<Traits> smem{(shared_address(shared_storage) + 1023u) & ~1023u};
-  if (threadIdx.x == 0) {
-    mbarrier_init(smem.q_full(), 1);
-#pragma unroll
-    for (int s = 0; s < kStages; ++s) {
-      mbarrier_init(smem.full(s), 1);
-      mbarrier_init(smem.empty(s), 128 * Traits::kConsumers);  // every consumer thread releases
-    }
-    fence_proxy_async();  // the initialized barriers are visible to the TMA unit's complete_tx
-  }
+  if (threadIdx.x == 0) wgmma_fwd_init_barriers<Traits>(smem);
   __syncthreads();
 
   const int warpgroup = threadIdx.x / 128;
@@ -368,13 +390,14 @@ CPGEN_DEVICE void ring_fwd_step_wgmma(const RingFwdWgmmaParams& wparams) {
   if (tile_count > 0) {
     if (consumer == 1) wgmma_fwd_pass_turn<Traits>(consumer);  // consumer 0 goes first
     mbarrier_wait_parity(smem.q_full(), 0);  // no Q is loaded for a block without tiles
-    mbarrier_wait_parity(smem.full(0), 0);
+    mbarrier_wait_parity(smem.k_full(0), 0);
     float s[Traits::kScoreRegisters];
     wgmma_fwd_take_turn<Traits>(consumer);
     wgmma_fwd_issue_scores<Traits>(s, q_rows, smem.k_tile(0));
     wgmma_fwd_pass_turn<Traits>(consumer);
     wgmma_wait<0>();
     wgmma_fence_operand(s);
+    mbarrier_arrive(smem.k_empty(0));  // this thread's S of K_0 has retired
     float rescale[2];  // o is still zero: nothing to rescale
     wgmma_fwd_softmax<Traits>(params, s, tiles.begin, tiles, row0, row_max, row_sum, rescale);
     wgmma_fwd_pack<Traits>(s, p);
@@ -384,18 +407,20 @@ CPGEN_DEVICE void ring_fwd_step_wgmma(const RingFwdWgmmaParams& wparams) {
   for (int run = 0; run + 1 < tile_count; ++run) {
     const int stage = run % kStages, next_stage = (run + 1) % kStages;
     float s[Traits::kScoreRegisters];
-    mbarrier_wait_parity(smem.full(next_stage), ((run + 1) / kStages) & 1);
+    mbarrier_wait_parity(smem.k_full(next_stage), ((run + 1) / kStages) & 1);
+    mbarrier_wait_parity(smem.v_full(stage), (run / kStages) & 1);  // in long ago, but not waited for
     wgmma_fwd_take_turn<Traits>(consumer);
     wgmma_fwd_issue_scores<Traits>(s, q_rows, smem.k_tile(next_stage));
     wgmma_fwd_issue_pv<Traits>(o, p, smem.v_tile(stage));
     wgmma_fwd_pass_turn<Traits>(consumer);
     wgmma_wait<1>();  // groups retire in order: the scores (older) are in, P V may still run
     wgmma_fence_operand(s);
+    mbarrier_arrive(smem.k_empty(next_stage));  // K_(t+1) is read: its stage may take K_(t+1+kStages)
     float rescale[2];
     wgmma_fwd_softmax<Traits>(params, s, tiles.begin + run + 1, tiles, row0, row_max, row_sum, rescale);
     wgmma_wait<0>();
     wgmma_fence_operand(o);
-    mbarrier_arrive(smem.empty(stage));  // this thread's MMAs of the stage have retired
+    mbarrier_arrive(smem.v_empty(stage));  // this thread's P V of the stage has retired
     // O = O exp2(m_t - m_(t+1)) before P_(t+1) V_(t+1) adds to it.
 #pragma unroll
     for (int i = 0; i < Traits::kOutputRegisters; ++i) o[i] *= rescale[i % 4 / 2];
@@ -403,12 +428,13 @@ CPGEN_DEVICE void ring_fwd_step_wgmma(const RingFwdWgmmaParams& wparams) {
   }
   if (tile_count > 0) {
     const int stage = (tile_count - 1) % kStages;
+    mbarrier_wait_parity(smem.v_full(stage), ((tile_count - 1) / kStages) & 1);
     wgmma_fwd_take_turn<Traits>(consumer);
     wgmma_fwd_issue_pv<Traits>(o, p, smem.v_tile(stage));
     if (consumer == 0) wgmma_fwd_pass_turn<Traits>(consumer);  // consumer 1's last turn is the last
     wgmma_wait<0>();
     wgmma_fence_operand(o);
-    mbarrier_arrive(smem.empty(stage));
+    mbarrier_arrive(smem.v_empty(stage));
   }
 
   wgmma_fwd_merge<Traits>(params, batch, kv_head, row0, o, row_max, row_sum);

@@ -1,6 +1,6 @@
 // Every constant of the sm_90a forward step kernel (step_fwd_wgmma.cuh), derived from the spec's
-// parameters in one place and checked with static_assert. generator/kernel_spec_wgmma.cpp mirrors
-// kSharedBytes; tests/generator/kernel_spec_wgmma_test.cpp compares the two.
+// parameters in one place and checked with static_assert. generator/kernel_spec_wgmma.cpp judges
+// a spec's feasibility with the same wgmma_fwd_layout and budget.
 //
 // CTA shape: one producer warpgroup (one thread of it issues every TMA load; the others only give
 // their registers away) and kConsumers consumer warpgroups, each owning 64 packed query rows (the
@@ -15,9 +15,14 @@
 //   Q tile                  kHeadDim / C column blocks of [kBlockM rows][C elements]
 //   K tiles, kStages        kHeadDim / C column blocks of [kBlockN rows][C elements] each
 //   V tiles, kStages        the same
-//   mbarriers               Q full, kStages full, kStages empty (8 bytes each)
+//   mbarriers               Q full; per stage K full, V full, K empty, V empty (8 bytes each)
 // A column block is one TMA box of W-byte rows in the W-byte swizzle, which is both what TMA
 // writes and the canonical layout wgmma reads (K-major for Q and K, MN-major for V).
+//
+// K and V of a stage fill and drain through barriers of their own. A consumer is done with K_t
+// once the S of tile t has retired, a whole P V earlier than with V_t; with one barrier pair per
+// stage the producer could load neither K nor V of tile t + kStages before P_t V_t retired, and at
+// 2 stages every tile's S then waited for a load issued the moment the tile before it finished.
 #pragma once
 
 #include "cpgen/params_wgmma.cuh"
@@ -47,6 +52,12 @@ CPGEN_HOST_DEVICE constexpr int wgmma_register_plan(int consumers) {
   return 128 * kWgmmaProducerRegisters + 128 * consumers * kWgmmaConsumerRegisters;
 }
 
+// S and O of one 64-row wgmma tile per consumer thread, fp32. 160 admits head dim 256 with 64-key
+// tiles (32 + 128; FlashAttention-3 runs the same split); beyond it the consumer's 240 registers
+// leave too little for P, the row statistics and addresses. The generator's feasibility check
+// (generator/kernel_spec_wgmma.cpp) reads this and wgmma_fwd_layout, so the two cannot drift.
+constexpr int kWgmmaAccumulatorBudget = 160;
+
 CPGEN_HOST_DEVICE constexpr WgmmaFwdLayout wgmma_fwd_layout(int head_dim, int block_m, int block_n, int consumers,
                                                             int stages) {
   WgmmaFwdLayout l{};
@@ -59,7 +70,7 @@ CPGEN_HOST_DEVICE constexpr WgmmaFwdLayout wgmma_fwd_layout(int head_dim, int bl
   l.k_offset = l.q_offset + l.q_tile_bytes;
   l.v_offset = l.k_offset + stages * l.kv_tile_bytes;
   l.barrier_offset = l.v_offset + stages * l.kv_tile_bytes;
-  const int barrier_bytes = 8 * (1 + 2 * stages);
+  const int barrier_bytes = 8 * (1 + 4 * stages);
   l.shared_bytes = kWgmmaAlignSlack + l.barrier_offset + (barrier_bytes + 127) / 128 * 128;
   return l;
 }
@@ -127,10 +138,7 @@ struct WgmmaFwdTraits {
   static_assert(kStages >= 2 && kStages <= 4, "2 to 4 K/V stages");
   static_assert(kGroup == 1 || kGroup == 2 || kGroup == 4 || kGroup == 8, "GQA group 1, 2, 4 or 8");
   static_assert(kBlockM % kGroup == 0, "block_m must hold whole GQA groups");
-  // S and O of one 64-row wgmma tile per consumer thread, fp32. 160 admits head dim 256 with
-  // 64-key tiles (32 + 128; FlashAttention-3 runs the same split); beyond it the consumer's 240
-  // registers leave too little for P, the row statistics and addresses.
-  static constexpr int kAccumulatorBudget = 160;
+  static constexpr int kAccumulatorBudget = kWgmmaAccumulatorBudget;
   static_assert(kScoreRegisters + kOutputRegisters <= kAccumulatorBudget, "S and O accumulators must fit in registers");
 #if defined(__CUDA_ARCH__)
   static_assert(kSharedBytes <= shared_limit_for_arch(__CUDA_ARCH__),
