@@ -5,6 +5,8 @@
 #include <span>
 
 #include "cpgen/error.h"
+#include "cpgen/traits.cuh"
+#include "cpgen/traits_bwd.cuh"
 #include "generator/kernel_spec_wgmma.h"
 
 namespace cpgen {
@@ -359,24 +361,16 @@ void validate_arch(std::string_view arch) {
 int shared_memory_limit(std::string_view arch) {
   validate_arch(arch);
   // Per-block opt-in maximum of dynamic shared memory (cudaDevAttrMaxSharedMemoryPerBlockOptin),
-  // from the CUDA C++ Programming Guide's table per compute capability; the SM itself holds 1 KB
-  // more, reserved by the system per block. templates/traits.cuh holds the same numbers.
-  //   sm_80 (A100)                     164 KB per SM, 163 KB per block
-  //   sm_86, sm_89 (RTX 30/40, A40, L40) 100 KB per SM,  99 KB per block
-  //   sm_90, sm_100 (H100/H200, B200)  228 KB per SM, 227 KB per block
-  //   sm_120 (RTX 50, RTX PRO 6000)    128 KB per SM,  99 KB per block
-  if (arch == "sm_80") return 166912;
-  if (arch == "sm_86" || arch == "sm_89" || arch == "sm_120") return 101376;
-  return 232448;
+  // from the CUDA C++ Programming Guide's table per compute capability, which
+  // templates/traits.cuh holds once (shared_limit_for_arch, keyed by __CUDA_ARCH__): "sm_90a" is
+  // 900, "sm_120" 1200.
+  int number = 0;
+  const std::string_view digits = arch.substr(3);
+  std::from_chars(digits.data(), digits.data() + digits.size(), number);
+  return device::shared_limit_for_arch(number * 10);
 }
 
-// Mirrors templates/traits.cuh (FwdTraits): the same byte counts, the same sub-tile choice and
-// accumulator budget, so that every spec this accepts compiles and every spec it rejects would
-// fail a static_assert. tests/templates/traits_test.cpp compares the two.
 namespace {
-constexpr int kAccumulatorBudget = 192;         // FwdTraits' kAccumulatorBudget (whole tiles)
-constexpr int kSubTileAccumulatorBudget = 160;  // kSubTileAccumulatorBudget
-constexpr int kMaxSubKeys = 64;                 // kMaxSubKeys
 // Registers ptxas uses beyond the fp32 accumulators (fragments, addresses, softmax state), as
 // measured on the defaults: 53-81 on sm_80 and sm_90.
 constexpr int kRegisterOverhead = 72;
@@ -384,26 +378,20 @@ constexpr int kRegisterOverhead = 72;
 
 namespace {
 
-// Mirrors templates/traits_bwd.cuh (bwd_layout and BwdTraits' static_asserts);
-// tests/templates/traits_test.cpp compares the two.
-constexpr int kBwdAccumulatorBudget = 160;  // BwdTraits' kBwdAccumulatorBudget
+// The backward's layout and budget are templates/traits_bwd.cuh's own (bwd_layout,
+// kBwdAccumulatorBudget), so the verdict here is the one BwdTraits' static_asserts give.
 // Registers ptxas uses beyond the fp32 accumulators, as measured on the backward defaults.
 constexpr int kBwdRegisterOverhead = 72;
 
 Feasibility check_backward_step(const KernelSpec& spec, std::string_view arch) {
   Feasibility f;
   f.shared_limit = shared_memory_limit(arch);
-  const int elem = dtype_bytes(spec.dtype);
-  const int key_groups = std::min(spec.warps, spec.block_n / 16);
-  const int dim_splits = spec.warps / key_groups;
-  const int key_m_tiles = spec.block_n / key_groups / 16;
-  const int dim_tiles = spec.head_dim / dim_splits / 8;
-  const int acc = key_m_tiles * (2 * (spec.block_m / 8) + 2 * dim_tiles) * 4;
-  // K and V once, Q and dO per stage, the 16-bit dS^T tile (rows padded by 8 elements) and
-  // per-query-row lse, delta and position (with key intervals: first and last visible key).
-  f.shared_bytes = 2 * spec.block_n * spec.head_dim * elem +
-                   spec.stages * 2 * spec.block_m * spec.head_dim * elem +
-                   spec.block_n * (spec.block_m + 8) * elem + spec.block_m * (spec.key_intervals ? 16 : 12);
+  const device::BwdLayout l = device::bwd_layout(dtype_bytes(spec.dtype), spec.head_dim, spec.block_m, spec.block_n,
+                                                 spec.warps, spec.stages, spec.key_intervals);
+  const int key_groups = l.key_groups, dim_splits = l.dim_splits;
+  const int acc = l.accumulator_registers;
+  // K and V once, Q and dO per stage, the 16-bit dS^T tile and the per-query-row table.
+  f.shared_bytes = l.shared_bytes;
   f.register_estimate = std::min(255, acc + kBwdRegisterOverhead);
   if (spec.warps % key_groups != 0 || (spec.block_n / 16) % key_groups != 0) {
     f.reason = std::to_string(spec.warps) + " warps do not split " + std::to_string(spec.block_n) +
@@ -415,12 +403,12 @@ Feasibility check_backward_step(const KernelSpec& spec, std::string_view arch) {
   } else if (f.shared_bytes > f.shared_limit) {
     f.reason = "needs " + std::to_string(f.shared_bytes) + " bytes of shared memory; " +
                std::string(arch) + " allows " + std::to_string(f.shared_limit);
-  } else if (acc > kBwdAccumulatorBudget) {
+  } else if (acc > device::kBwdAccumulatorBudget) {
     f.register_estimate = acc + kBwdRegisterOverhead;
     f.reason = "needs " + std::to_string(acc) + " fp32 accumulator registers per thread (S, dP of " +
                std::to_string(spec.block_m) + " queries and dK, dV of " +
                std::to_string(spec.head_dim / dim_splits) + " columns); the budget is " +
-               std::to_string(kBwdAccumulatorBudget);
+               std::to_string(device::kBwdAccumulatorBudget);
   } else if (spec.block_m % spec.gqa_group != 0) {
     f.reason = "block_m " + std::to_string(spec.block_m) + " does not hold whole GQA groups of " +
                std::to_string(spec.gqa_group);
@@ -444,21 +432,12 @@ Feasibility check_feasibility(const KernelSpec& spec, std::string_view arch) {
   if (spec.kind == KernelKind::kBackwardStep) return check_backward_step(spec, arch);
   Feasibility f;
   f.shared_limit = shared_memory_limit(arch);
-  const int elem = dtype_bytes(spec.dtype);
-  // Q tile once, K and V tiles per pipeline stage (FwdTraits::kSharedBytes).
-  f.shared_bytes = spec.block_m * spec.head_dim * elem + spec.stages * 2 * spec.block_n * spec.head_dim * elem;
-  // fp32 accumulators per thread: output (16-row MMA tiles per warp x head_dim / 8 n8 tiles x 4)
-  // and scores of one key sub-tile: the whole tile within the larger budget, else block_n up to
-  // 64, 32 or 16 keys within the sub-tile budget (FwdTraits::kSubKeys).
-  const int m_tiles = spec.block_m / spec.warps / 16;
-  auto accumulators = [&](int keys) { return m_tiles * (spec.head_dim / 8 + keys / 8) * 4; };
-  const bool whole = !spec.softcap && spec.block_n <= kMaxSubKeys &&
-                     accumulators(spec.block_n) <= kAccumulatorBudget;
-  const int budget = whole ? kAccumulatorBudget : kSubTileAccumulatorBudget;
-  int sub_keys = std::min(spec.block_n, kMaxSubKeys);
-  if (accumulators(sub_keys) > budget) sub_keys = 32;
-  if (accumulators(sub_keys) > budget) sub_keys = 16;
-  const int acc = accumulators(sub_keys);
+  // The layout, sub-tile choice and budget are templates/traits.cuh's own (fwd_layout), so the
+  // verdict here is the one FwdTraits' static_asserts give.
+  const device::FwdLayout l = device::fwd_layout(dtype_bytes(spec.dtype), spec.head_dim, spec.block_m, spec.block_n,
+                                                 spec.warps, spec.stages, spec.softcap);
+  f.shared_bytes = l.shared_bytes;
+  const int acc = l.accumulator_registers, budget = l.accumulator_budget;
   f.register_estimate = std::min(255, acc + kRegisterOverhead);
   if (f.shared_bytes > f.shared_limit) {
     f.reason = "needs " + std::to_string(f.shared_bytes) + " bytes of shared memory; " +

@@ -112,8 +112,9 @@ struct Feasibility {
   int register_estimate = 0;   // per thread
 };
 
-// The model mirrors the template's traits (templates/traits.cuh): the same byte counts and
-// divisibility rules, checked before compiling so the tuner never spends NVRTC time on them.
+// The model evaluates the templates' own layouts (fwd_layout, bwd_layout, wgmma_fwd_layout in
+// templates/traits*.cuh): the same byte counts, budgets and divisibility rules, checked before
+// compiling so the tuner never spends NVRTC time on a spec that cannot compile.
 Feasibility check_feasibility(const KernelSpec& spec, std::string_view arch);
 int shared_memory_limit(std::string_view arch);  // throws kBadInput for an unsupported arch
 void validate_arch(std::string_view arch);

@@ -1,7 +1,7 @@
 // Every constant of the forward step kernel, derived from the spec's parameters in one place and
 // checked with static_assert, so that an infeasible config fails to compile (and the tuner records
-// it as such) instead of running wrong. generator/kernel_spec.cpp's check_feasibility mirrors
-// kSharedBytes; the CPU tests compare the two.
+// it as such) instead of running wrong. generator/kernel_spec.cpp's check_feasibility judges a
+// spec with the same fwd_layout, so the two cannot disagree.
 #pragma once
 
 #include "cpgen/platform.cuh"
@@ -18,7 +18,7 @@ struct Fp16 {
 };
 
 // Per-block opt-in dynamic shared memory by __CUDA_ARCH__ (generator/kernel_spec.cpp
-// shared_memory_limit holds the same table): 163 KB on sm_80 (and sm_87), 99 KB on sm_86, sm_89
+// shared_memory_limit reads it for an arch name): 163 KB on sm_80 (and sm_87), 99 KB on sm_86, sm_89
 // and sm_120, 227 KB on sm_90 and sm_100.
 constexpr int shared_limit_for_arch(int arch) {
   return arch >= 1200 ? 101376 : arch >= 900 ? 232448 : (arch == 800 || arch == 870) ? 166912 : 101376;

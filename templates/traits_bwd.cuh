@@ -1,6 +1,6 @@
 // Every constant of the backward step kernel (step_bwd.cuh), derived from the spec's parameters in
-// one place and checked with static_assert. generator/kernel_spec.cpp's check_feasibility mirrors
-// bwd_layout; tests/templates/traits_test.cpp compares the two.
+// one place and checked with static_assert. generator/kernel_spec.cpp's check_feasibility judges
+// a spec with the same bwd_layout and budget.
 #pragma once
 
 #include "cpgen/traits.cuh"
