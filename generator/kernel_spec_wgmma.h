@@ -24,7 +24,9 @@ namespace cpgen {
 // lines of 32 (templates/params_wgmma.cuh, wgmma_swizzle_bytes).
 inline constexpr int kSupportedWgmmaHeadDims[] = {64, 96, 128, 256};
 inline constexpr int kSupportedWgmmaGqaGroups[] = {1, 2, 4, 8};
-inline constexpr int kSupportedWgmmaBlockN[] = {64, 128};
+// Keys per tile, the N of S = Q K^T: 176 (head dims up to 128) is FlashAttention-3's tile for
+// unmasked head dim 128.
+inline constexpr int kSupportedWgmmaBlockN[] = {64, 128, 176};
 inline constexpr int kSupportedWgmmaConsumers[] = {1, 2};
 // At least two: a consumer issues the S of tile t + 1 (waiting for its stage to fill) before it
 // releases the stage of tile t, so one stage would wait on itself.

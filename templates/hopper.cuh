@@ -286,6 +286,7 @@ CPGEN_DEVICE void wgmma_fence_operand(float (&d)[kRegs]) {
 #define CPGEN_WG_REGS_64 CPGEN_WG_REGS_32 ", " CPGEN_WG_R8_2 ", " CPGEN_WG_R8_3
 #define CPGEN_WG_REGS_96 CPGEN_WG_REGS_64 ", " CPGEN_WG_R8_4 ", " CPGEN_WG_R8_5
 #define CPGEN_WG_REGS_128 CPGEN_WG_REGS_64 ", " CPGEN_WG_R8_4 ", " CPGEN_WG_R8_5 ", " CPGEN_WG_R8_6 ", " CPGEN_WG_R8_7
+#define CPGEN_WG_REGS_176 CPGEN_WG_REGS_128 ", " CPGEN_WG_R8_8 ", " CPGEN_WG_R8_9 ", " CPGEN_WG_R8_10
 #define CPGEN_WG_REGS_256                                                                                         \
   CPGEN_WG_REGS_128 ", " CPGEN_WG_R8_8 ", " CPGEN_WG_R8_9 ", " CPGEN_WG_R8_10 ", " CPGEN_WG_R8_11 ", " CPGEN_WG_R8_12 \
                     ", " CPGEN_WG_R8_13 ", " CPGEN_WG_R8_14 ", " CPGEN_WG_R8_15
@@ -298,6 +299,7 @@ CPGEN_DEVICE void wgmma_fence_operand(float (&d)[kRegs]) {
 #define CPGEN_WG_OUT_32 CPGEN_WG_D16(0), CPGEN_WG_D16(16)
 #define CPGEN_WG_OUT_64 CPGEN_WG_OUT_32, CPGEN_WG_D16(32), CPGEN_WG_D16(48)
 #define CPGEN_WG_OUT_48 CPGEN_WG_OUT_32, CPGEN_WG_D16(32)
+#define CPGEN_WG_OUT_88 CPGEN_WG_OUT_64, CPGEN_WG_D16(64), CPGEN_WG_D4(80), CPGEN_WG_D4(84)
 #define CPGEN_WG_OUT_128 CPGEN_WG_OUT_64, CPGEN_WG_D16(64), CPGEN_WG_D16(80), CPGEN_WG_D16(96), CPGEN_WG_D16(112)
 #define CPGEN_WG_SS_TEXT(N, T, REGS, a, b, s, sa, sb, ta, tb)                                                  \
   "{\n.reg .pred p;\nsetp.ne.b32 p, %" #s ", 0;\nwgmma.mma_async.sync.aligned.m64n" #N "k16.f32." T "." T " {" REGS \
@@ -343,13 +345,14 @@ CPGEN_WG_DEFINE(32, 16, 16, 17, 18, 19, 20, 21, 22, 23, 24)
 CPGEN_WG_DEFINE(64, 32, 32, 33, 34, 35, 36, 37, 38, 39, 40)
 CPGEN_WG_DEFINE(96, 48, 48, 49, 50, 51, 52, 53, 54, 55, 56)  // O += P V at head dim 96
 CPGEN_WG_DEFINE(128, 64, 64, 65, 66, 67, 68, 69, 70, 71, 72)
+CPGEN_WG_DEFINE(176, 88, 88, 89, 90, 91, 92, 93, 94, 95, 96)  // S of 176-key tiles
 CPGEN_WG_DEFINE(256, 128, 128, 129, 130, 131, 132, 133, 134, 135, 136)
 #endif  // !CPGEN_EMULATION
 
 // d (64 x N, this thread's N/2 registers) = A * B, plus d when `accumulate`; A (64 x 16) and B
 // (16 x N) in shared memory through descriptors, K-major, or MN-major when kTransA / kTransB.
 // The result is in d only after the wgmma_wait that retires the group. Inline PTX exists for
-// N = 8, 16, 32, 64, 128, 256; the emulator takes any multiple of 8 up to 256.
+// N = 8, 16, 32, 64, 96, 128, 176, 256; the emulator takes any multiple of 8 up to 256.
 template <typename T, int N, bool kTransA = false, bool kTransB = false>
 CPGEN_DEVICE void wgmma_ss(float (&d)[N / 2], u64 desc_a, u64 desc_b, bool accumulate CPGEN_SITE) {
   static_assert(N >= 8 && N <= 256 && N % 8 == 0, "wgmma m64nNk16: N is a multiple of 8 from 8 to 256");

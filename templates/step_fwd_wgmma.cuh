@@ -333,10 +333,7 @@ template <typename Traits>
 CPGEN_DEVICE void ring_fwd_step_wgmma(const RingFwdWgmmaParams& wparams) {
   using T = typename Traits::Element;
   constexpr int kBlockM = Traits::kBlockM;
-  constexpr int kBlockN = Traits::kBlockN;
   constexpr int kStages = Traits::kStages;
-  constexpr int kGroup = Traits::kGroup;
-  constexpr int kHeadDim = Traits::kHeadDim;
   const RingFwdParams& params = wparams.base;
 
   extern __shared__ __align__(128) unsigned char shared_storage[];

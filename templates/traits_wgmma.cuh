@@ -132,8 +132,17 @@ struct WgmmaFwdTraits {
   static_assert(kConsumers == 1 || kConsumers == 2, "one or two consumer warpgroups");
   static_assert(!kPingPong || kConsumers == 2, "ping-pong alternates two consumer warpgroups");
   static_assert(kBlockM == 64 * kConsumers, "each consumer warpgroup owns the 64 rows of one wgmma m64");
-  static_assert(kBlockN == 64 || kBlockN == 128, "block_n (the wgmma N of S) is 64 or 128");
+  // 176 is the widest S that leaves O of head dim 128 inside the budget (88 + 64 registers): a
+  // third fewer softmax rounds and barrier waits per key than 128, for the unmasked steps that
+  // make up most of a ring. Each N needs its inline PTX (hopper.cuh, CPGEN_WG_DEFINE).
+  static_assert(kBlockN == 64 || kBlockN == 128 || kBlockN == 176, "block_n (the wgmma N of S) is 64, 128 or 176");
   static_assert(kBlockN <= 256 && kBlockN / kGroup <= 256, "a TMA box dimension is at most 256");
+  // Every column block starts on a whole swizzle atom (8 lines of W bytes), where both TMA's
+  // writes and wgmma's descriptors (base offset 0) put the pattern's origin.
+  static_assert(kQTileBytes % (8 * kSwizzleBytes) == 0 && kKvTileBytes % (8 * kSwizzleBytes) == 0 &&
+                    (kBlockN * kSwizzleBytes) % (8 * kSwizzleBytes) == 0 &&
+                    (kBlockM * kSwizzleBytes) % (8 * kSwizzleBytes) == 0,
+                "column blocks must start on whole swizzle atoms");
   // The S of tile t + 1 waits for its stage to fill before the stage of tile t is released.
   static_assert(kStages >= 2 && kStages <= 4, "2 to 4 K/V stages");
   static_assert(kGroup == 1 || kGroup == 2 || kGroup == 4 || kGroup == 8, "GQA group 1, 2, 4 or 8");

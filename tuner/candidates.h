@@ -26,7 +26,7 @@ inline constexpr int kTuneStages[] = {1, 2, 3};
 // The sm_90a wgmma family's axes (generator/kernel_spec_wgmma.h): key tile, consumer warpgroups
 // (block_m = 64 per consumer) and stages. Searched on sm_90a only, next to the mma.sync grid, for
 // the workloads the family can run in the shape they are timed in (runtime/ring/kernel_support.h).
-inline constexpr int kTuneWgmmaBlockN[] = {64, 128};
+inline constexpr int kTuneWgmmaBlockN[] = {64, 128, 176};
 inline constexpr int kTuneWgmmaConsumers[] = {1, 2};
 inline constexpr int kTuneWgmmaStages[] = {2, 3, 4};
 

@@ -62,7 +62,7 @@ TEST(KernelSpecWgmma, ParseIsTheInverseOfUri) {
             }
   // dtypes x head dims x causal x groups, then (consumers 1 + consumers 2 with and without
   // ping-pong) x block_n x stages x masks.
-  EXPECT_EQ(count, 2 * 4 * 2 * 4 * (1 + 2) * 2 * 3 * 4);
+  EXPECT_EQ(count, 2 * 4 * 2 * 4 * (1 + 2) * 3 * 3 * 4);
   // The mma.sync family's URIs still parse as that family.
   EXPECT_EQ(KernelSpec::parse("ring_fwd_bf16_hd128_causal_gqa4_bm128_bn64_w4_s2").kind, KernelKind::kForwardStep);
 }
@@ -74,7 +74,8 @@ TEST(KernelSpecWgmma, BadUrisGetOneLineSayingWhatIsAllowed) {
            {"ring_fwd_wgmma_bf16_hd128_causal_gqa1_bm64_bn128_c2_s2", "block_m 64 in"},
            {"ring_fwd_wgmma_bf16_hd128_causal_gqa1_bm128_bn128_c3_s2", "consumers 3 is not supported"},
            {"ring_fwd_wgmma_bf16_hd128_causal_gqa16_bm128_bn128_c2_s2", "allowed: 1, 2, 4, 8"},
-           {"ring_fwd_wgmma_bf16_hd128_causal_gqa1_bm128_bn32_c2_s2", "allowed: 64, 128"},
+           {"ring_fwd_wgmma_bf16_hd128_causal_gqa1_bm128_bn32_c2_s2", "allowed: 64, 128, 176"},
+           {"ring_fwd_wgmma_bf16_hd128_causal_gqa1_bm128_bn192_c2_s2", "block_n 192 is not supported"},
            {"ring_fwd_wgmma_bf16_hd128_causal_gqa1_bm128_bn128_w12_s2", "must read 'c<number>'"},
            // the mask tokens in the mma.sync family's order only, each once
            {"ring_fwd_wgmma_bf16_hd128_causal_cap_ivl_gqa1_bm128_bn128_c2_s2", "malformed"},
@@ -168,6 +169,24 @@ TEST(KernelSpecWgmma, FeasibilityAsksForTheTraitsSharedBytes) {
       check_feasibility(KernelSpec::parse("ring_fwd_wgmma_bf16_hd256_causal_gqa1_bm128_bn128_c2_s2"), "sm_90a");
   EXPECT_FALSE(wide.feasible);
   EXPECT_NE(wide.reason.find("192 fp32 accumulator registers"), std::string::npos) << wide.reason;
+  // 176-key tiles: S 88 + O 64 registers at head dim 128 fit two stages (1024 + 32 KB of Q + 2 x
+  // 2 x 44 KB + 256), not three; at head dim 256 (88 + 128) no stage count helps.
+  expect_same_shared_bytes<device::WgmmaFwdTraits<Bf16, 128, 128, 176, 2, 2, false, 1>>(
+      "ring_fwd_wgmma_bf16_hd128_full_gqa1_bm128_bn176_c2_s2");
+  expect_same_shared_bytes<device::WgmmaFwdTraits<Fp16, 64, 64, 176, 1, 4, true, 2>>(
+      "ring_fwd_wgmma_fp16_hd64_causal_gqa2_bm64_bn176_c1_s4");
+  const Feasibility tile176 =
+      check_feasibility(KernelSpec::parse("ring_fwd_wgmma_bf16_hd128_full_gqa1_bm128_bn176_c2_s2"), "sm_90a");
+  EXPECT_TRUE(tile176.feasible) << tile176.reason;
+  EXPECT_EQ(tile176.shared_bytes, 1024 + 32768 + 2 * 2 * 45056 + 128);
+  const Feasibility deep176 =
+      check_feasibility(KernelSpec::parse("ring_fwd_wgmma_bf16_hd128_full_gqa1_bm128_bn176_c2_s3"), "sm_90a");
+  EXPECT_FALSE(deep176.feasible);
+  EXPECT_NE(deep176.reason.find("shared memory"), std::string::npos) << deep176.reason;
+  const Feasibility wide176 =
+      check_feasibility(KernelSpec::parse("ring_fwd_wgmma_bf16_hd256_full_gqa1_bm128_bn176_c2_s2"), "sm_90a");
+  EXPECT_FALSE(wide176.feasible);
+  EXPECT_NE(wide176.reason.find("216 fp32 accumulator registers"), std::string::npos) << wide176.reason;
 }
 
 }  // namespace

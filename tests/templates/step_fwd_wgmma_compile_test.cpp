@@ -1,7 +1,7 @@
 // The sm_90a forward family (templates/step_fwd_wgmma.cuh) compiles with NVRTC for sm_90a from
 // rendered specs: a representative subset of the defaults (both dtypes, head dims 64 to 256,
 // causal and full, GQA 1 and > 1, one and two consumer warpgroups), of the mask variants (_ivl,
-// _cap, both) and of the ping-pong schedule, with 0 spill bytes and 0 stack, a setmaxnreg plan
+// _cap, both), of 176-key tiles and of the ping-pong schedule, with 0 spill bytes and 0 stack, a setmaxnreg plan
 // that fits the registers ptxas allocated at entry, the feasibility model's shared bytes equal to
 // the traits' (the kernel asks for kSharedBytes of dynamic memory and has no static), no
 // serialized wgmma pipeline, and the SASS holds HGMMA and UTMALDG (the ping-pong kernels also
@@ -41,6 +41,9 @@ const std::vector<std::pair<KernelSpec, CompiledKernel>>& compiled() {
           wgmma_default_for(Dtype::kFp16, 96, true, 4),
           wgmma_default_for(Dtype::kBf16, 256, true, 1),
           KernelSpec::parse("ring_fwd_wgmma_fp16_hd256_full_ivl_cap_gqa2_bm128_bn64_c2_s2"),
+          // 176-key tiles (wgmma N = 176; S 88 + O 64 registers), plain and in the heaviest variant
+          KernelSpec::parse("ring_fwd_wgmma_bf16_hd128_full_gqa1_bm128_bn176_c2_s2"),
+          KernelSpec::parse("ring_fwd_wgmma_fp16_hd128_causal_ivl_cap_gqa1_bm128_bn176_c2_s2_pingpong"),
           // the ping-pong schedule of the two consumer warpgroups (CTA barriers 1 and 2)
           KernelSpec::parse("ring_fwd_wgmma_bf16_hd128_causal_gqa1_bm128_bn128_c2_s2_pingpong"),
           KernelSpec::parse("ring_fwd_wgmma_fp16_hd256_causal_ivl_cap_gqa1_bm128_bn64_c2_s2_pingpong")})

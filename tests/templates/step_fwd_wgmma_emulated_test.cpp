@@ -76,6 +76,18 @@ TEST(StepFwdWgmmaEmulated, Bf16Hd256CausalDefaultZigzagRingOfTwo) {
   check_random<Traits>(1, 1, 2 * 2 * 40, 9, 2);
 }
 
+// 176-key tiles (wgmma N = 176, eleven k-steps of P V): 400 keys are two whole tiles and a
+// partial one, so the two-stage ring wraps; unmasked, the default-sized query block.
+TEST(StepFwdWgmmaEmulated, Bf16Hd128Full176KeyTilesOneStep) {
+  check_random<WgmmaFwdTraits<Bf16, 128, 128, 176, 2, 2, false, 1>>(1, 1, 400, 10, 1);
+}
+
+// 176-key tiles under a causal mask and GQA 2 over a zigzag ring of two: each 200-key chunk is a
+// whole tile and a 24-key partial one, the diagonal inside the first.
+TEST(StepFwdWgmmaEmulated, Fp16Hd64Causal176KeyTilesGqa2ZigzagRing) {
+  check_random<WgmmaFwdTraits<Fp16, 64, 64, 176, 1, 3, true, 2>>(1, 1, 2 * 2 * 100, 11, 2);
+}
+
 // ---- The mask contract, state_len and strides -------------------------------------------------
 
 // A launch over a view of the queries (the zigzag query-half step) writes its rows of the rank's
