@@ -135,10 +135,19 @@ TEST(KernelSpecWgmma, OnlySm90aIsFeasible) {
 // The model's shared bytes are the traits' (what the kernel asks for), and a ring too deep for
 // 227 KB is refused before compiling: head dim 128, 128-key tiles, four stages = 1024 + 32 KB of
 // Q + 4 x 64 KB of K/V + 256 of barriers.
+Feasibility on_sm90a(const char* uri) { return check_feasibility(KernelSpec::parse(uri), "sm_90a"); }
+
 template <typename Traits>
 void expect_same_shared_bytes(const char* uri) {
-  const Feasibility f = check_feasibility(KernelSpec::parse(uri), "sm_90a");
-  EXPECT_EQ(f.shared_bytes, Traits::kSharedBytes) << uri;
+  EXPECT_EQ(on_sm90a(uri).shared_bytes, Traits::kSharedBytes) << uri;
+}
+
+// Refused before compiling, with `why` in the reason; returns the verdict for further checks.
+Feasibility expect_refused(const char* uri, const char* why) {
+  const Feasibility f = on_sm90a(uri);
+  EXPECT_FALSE(f.feasible) << uri;
+  EXPECT_NE(f.reason.find(why), std::string::npos) << f.reason;
+  return f;
 }
 
 TEST(KernelSpecWgmma, FeasibilityAsksForTheTraitsSharedBytes) {
@@ -148,15 +157,11 @@ TEST(KernelSpecWgmma, FeasibilityAsksForTheTraitsSharedBytes) {
       "ring_fwd_wgmma_bf16_hd128_causal_gqa1_bm128_bn128_c2_s2");
   expect_same_shared_bytes<device::WgmmaFwdTraits<Fp16, 64, 64, 64, 1, 3, false, 4>>(
       "ring_fwd_wgmma_fp16_hd64_full_gqa4_bm64_bn64_c1_s3");
-  const Feasibility deep =
-      check_feasibility(KernelSpec::parse("ring_fwd_wgmma_bf16_hd128_causal_gqa1_bm128_bn128_c2_s4"), "sm_90a");
-  EXPECT_FALSE(deep.feasible);
   // Slack, Q, four stages of K and V, and 17 barriers (Q full; K and V full and empty per stage)
   // in 136 bytes rounded up to 256.
-  EXPECT_EQ(deep.shared_bytes, 1024 + 32768 + 4 * 65536 + 256);
-  EXPECT_NE(deep.reason.find("shared memory"), std::string::npos) << deep.reason;
-  EXPECT_TRUE(check_feasibility(KernelSpec::parse("ring_fwd_wgmma_bf16_hd128_causal_gqa1_bm128_bn128_c2_s3"), "sm_90a")
-                  .feasible);
+  EXPECT_EQ(expect_refused("ring_fwd_wgmma_bf16_hd128_causal_gqa1_bm128_bn128_c2_s4", "shared memory").shared_bytes,
+            1024 + 32768 + 4 * 65536 + 256);
+  EXPECT_TRUE(on_sm90a("ring_fwd_wgmma_bf16_hd128_causal_gqa1_bm128_bn128_c2_s3").feasible);
   // Head dim 96: three 64-byte column blocks, the same bytes as any other head dim.
   expect_same_shared_bytes<device::WgmmaFwdTraits<Fp16, 96, 128, 128, 2, 2, false, 2>>(
       "ring_fwd_wgmma_fp16_hd96_full_gqa2_bm128_bn128_c2_s2");
@@ -165,28 +170,18 @@ TEST(KernelSpecWgmma, FeasibilityAsksForTheTraitsSharedBytes) {
       "ring_fwd_wgmma_bf16_hd256_causal_gqa1_bm128_bn64_c2_s2");
   EXPECT_EQ(wgmma_default_for(Dtype::kBf16, 256, true, 1).uri(), "ring_fwd_wgmma_bf16_hd256_causal_gqa1_bm128_bn64_c2_s2");
   EXPECT_TRUE(check_feasibility(wgmma_default_for(Dtype::kFp16, 256, false, 8), "sm_90a").feasible);
-  const Feasibility wide =
-      check_feasibility(KernelSpec::parse("ring_fwd_wgmma_bf16_hd256_causal_gqa1_bm128_bn128_c2_s2"), "sm_90a");
-  EXPECT_FALSE(wide.feasible);
-  EXPECT_NE(wide.reason.find("192 fp32 accumulator registers"), std::string::npos) << wide.reason;
+  expect_refused("ring_fwd_wgmma_bf16_hd256_causal_gqa1_bm128_bn128_c2_s2", "192 fp32 accumulator registers");
   // 176-key tiles: S 88 + O 64 registers at head dim 128 fit two stages (1024 + 32 KB of Q + 2 x
   // 2 x 44 KB + 256), not three; at head dim 256 (88 + 128) no stage count helps.
   expect_same_shared_bytes<device::WgmmaFwdTraits<Bf16, 128, 128, 176, 2, 2, false, 1>>(
       "ring_fwd_wgmma_bf16_hd128_full_gqa1_bm128_bn176_c2_s2");
   expect_same_shared_bytes<device::WgmmaFwdTraits<Fp16, 64, 64, 176, 1, 4, true, 2>>(
       "ring_fwd_wgmma_fp16_hd64_causal_gqa2_bm64_bn176_c1_s4");
-  const Feasibility tile176 =
-      check_feasibility(KernelSpec::parse("ring_fwd_wgmma_bf16_hd128_full_gqa1_bm128_bn176_c2_s2"), "sm_90a");
+  const Feasibility tile176 = on_sm90a("ring_fwd_wgmma_bf16_hd128_full_gqa1_bm128_bn176_c2_s2");
   EXPECT_TRUE(tile176.feasible) << tile176.reason;
   EXPECT_EQ(tile176.shared_bytes, 1024 + 32768 + 2 * 2 * 45056 + 128);
-  const Feasibility deep176 =
-      check_feasibility(KernelSpec::parse("ring_fwd_wgmma_bf16_hd128_full_gqa1_bm128_bn176_c2_s3"), "sm_90a");
-  EXPECT_FALSE(deep176.feasible);
-  EXPECT_NE(deep176.reason.find("shared memory"), std::string::npos) << deep176.reason;
-  const Feasibility wide176 =
-      check_feasibility(KernelSpec::parse("ring_fwd_wgmma_bf16_hd256_full_gqa1_bm128_bn176_c2_s2"), "sm_90a");
-  EXPECT_FALSE(wide176.feasible);
-  EXPECT_NE(wide176.reason.find("216 fp32 accumulator registers"), std::string::npos) << wide176.reason;
+  expect_refused("ring_fwd_wgmma_bf16_hd128_full_gqa1_bm128_bn176_c2_s3", "shared memory");
+  expect_refused("ring_fwd_wgmma_bf16_hd256_full_gqa1_bm128_bn176_c2_s2", "216 fp32 accumulator registers");
 }
 
 }  // namespace
