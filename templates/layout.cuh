@@ -135,5 +135,26 @@ CPGEN_HOST_DEVICE long long unfold_pair(unsigned block_y, unsigned block_z, unsi
   return static_cast<long long>(block_z) * grid_y + block_y;
 }
 
+// The launchers' (y, z): y = kv heads and z = batch where both fit (every realistic shape), the
+// fold of fold_pairs otherwise. Either way block (y, z) serves pair z * grid.y + y.
+CPGEN_HOST_DEVICE FoldedPairs pair_grid(long long batch, long long kv_heads, unsigned max_y = kMaxGridYZ) {
+  if (batch <= max_y && kv_heads <= max_y) return {static_cast<unsigned>(kv_heads), static_cast<unsigned>(batch)};
+  return fold_pairs(batch * kv_heads, max_y);
+}
+
+// The (batch, kv head) of block (block_y, block_z), for a block inside the pairs. Where grid_y is
+// kv_heads (pair_grid's usual grid, or a fold that happens to give it), pair z * kv_heads + y is
+// batch z and head y: no division, which in a kernel that takes its pair per tile (to keep it out
+// of registers) is a dozen and a half instructions a tile. Otherwise the pair is divided.
+struct BatchHead {
+  int batch;
+  int kv_head;
+};
+CPGEN_HOST_DEVICE BatchHead unfold_batch_head(unsigned block_y, unsigned block_z, unsigned grid_y, int kv_heads) {
+  if (grid_y == static_cast<unsigned>(kv_heads)) return {static_cast<int>(block_z), static_cast<int>(block_y)};
+  const long long pair = unfold_pair(block_y, block_z, grid_y);
+  return {static_cast<int>(pair / kv_heads), static_cast<int>(pair % kv_heads)};
+}
+
 }  // namespace device
 }  // namespace cpgen

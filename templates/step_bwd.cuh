@@ -89,10 +89,9 @@ CPGEN_DEVICE void load_bwd_tile_async(u32 dst, const char* base, long long group
 // The Q and dO tiles of query tile `block` into pipeline stage `stage`.
 template <typename Traits>
 CPGEN_DEVICE void load_q_do_async(const RingBwdParams& params, u32 shared_base, int stage, int block) {
-  const int pair = opaque(static_cast<int>(blockIdx.z)) * opaque(static_cast<int>(gridDim.y)) +
-                   opaque(static_cast<int>(blockIdx.y));
-  const int batch = pair / params.kv_heads;
-  const int kv_head = pair % params.kv_heads;
+  const BatchHead at = unfold_batch_head(opaque(static_cast<int>(blockIdx.y)), opaque(static_cast<int>(blockIdx.z)),
+                                         opaque(static_cast<int>(gridDim.y)), params.kv_heads);
+  const int batch = at.batch, kv_head = at.kv_head;
   const long long first_head = static_cast<long long>(kv_head) * Traits::kGroup;
   const char* q_base = static_cast<const char*>(params.q) +
                        (batch * params.q_batch_stride + first_head * params.q_head_stride) * 2;
@@ -137,8 +136,8 @@ CPGEN_DEVICE void ring_bwd_step(const RingBwdParams& params) {
   // before any barrier, as a whole CTA. Problem validation keeps batch * kv_heads below 2^31.
   const long long pair = unfold_pair(blockIdx.y, blockIdx.z, gridDim.y);
   if (pair >= static_cast<long long>(params.batch) * params.kv_heads) return;
-  const int batch = static_cast<int>(pair) / params.kv_heads;
-  const int kv_head = static_cast<int>(pair) % params.kv_heads;
+  const BatchHead at = unfold_batch_head(blockIdx.y, blockIdx.z, gridDim.y, params.kv_heads);
+  const int batch = at.batch, kv_head = at.kv_head;
   const int key0 = blockIdx.x * kBlockN;
   const int keys_here = min(kBlockN, params.kv_len - key0);
   const int packed_rows = params.q_len * kGroup;

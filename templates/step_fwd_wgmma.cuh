@@ -341,7 +341,8 @@ CPGEN_DEVICE void ring_fwd_step_wgmma(const RingFwdWgmmaParams& wparams) {
   // The fold of the pairs over (y, z) leaves up to z - 1 blocks past the last pair.
   const long long pair = unfold_pair(blockIdx.y, blockIdx.z, gridDim.y);
   if (pair >= static_cast<long long>(params.batch) * params.kv_heads) return;
-  const int batch = static_cast<int>(pair / params.kv_heads), kv_head = static_cast<int>(pair % params.kv_heads);
+  const BatchHead at = unfold_batch_head(blockIdx.y, blockIdx.z, gridDim.y, params.kv_heads);
+  const int batch = at.batch, kv_head = at.kv_head;
   const int first_packed = query_block() * kBlockM;
 
   // Key tiles this query block runs: [begin, end), of which [full_begin, full_end) need no mask.

@@ -13,8 +13,7 @@ StepGrid step_grid(const KernelSpec& spec, const RingFwdParams& params) {
   StepGrid grid;
   grid.x = static_cast<unsigned>((packed_rows + spec.block_m - 1) / spec.block_m);
   // The kernel unfolds the same (y, z) back into a pair with device::unfold_pair.
-  const device::FoldedPairs pairs =
-      device::fold_pairs(static_cast<long long>(params.batch) * params.kv_heads);
+  const device::FoldedPairs pairs = device::pair_grid(params.batch, params.kv_heads);
   grid.y = pairs.y;
   grid.z = pairs.z;
   return grid;
@@ -23,8 +22,7 @@ StepGrid step_grid(const KernelSpec& spec, const RingFwdParams& params) {
 StepGrid step_bwd_grid(const KernelSpec& spec, const RingBwdParams& params) {
   StepGrid grid;
   grid.x = static_cast<unsigned>((static_cast<int64_t>(params.kv_len) + spec.block_n - 1) / spec.block_n);
-  const device::FoldedPairs pairs =
-      device::fold_pairs(static_cast<long long>(params.batch) * params.kv_heads);
+  const device::FoldedPairs pairs = device::pair_grid(params.batch, params.kv_heads);
   grid.y = pairs.y;
   grid.z = pairs.z;
   return grid;

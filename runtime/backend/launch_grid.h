@@ -11,8 +11,9 @@
 namespace cpgen::gpu {
 
 // Grid of a forward step launch (templates/step_fwd.cuh): x enumerates blocks of block_m packed
-// query rows (q_len * G rows per kv head with GQA group G), y and z the (batch, kv head) pairs,
-// folded by device::fold_pairs (templates/layout.cuh) so that neither passes 65535.
+// query rows (q_len * G rows per kv head with GQA group G), y and z the (batch, kv head) pairs:
+// y the kv head and z the batch entry, or where either passes 65535 the pairs folded by
+// device::fold_pairs (device::pair_grid, templates/layout.cuh).
 struct StepGrid {
   unsigned x = 1, y = 1, z = 1;
 };

@@ -248,5 +248,44 @@ TEST(FoldPairs, RealGridLimits) {
   EXPECT_EQ(unfold_pair(big.y - 1, big.z - 1, big.y), static_cast<long long>(big.y) * big.z - 1);
 }
 
+// The launchers' grid: (kv heads, batch) where both fit, so every block is one pair and decodes
+// without a division; past the limit, the fold. Either way unfold_batch_head of every block inside
+// the pairs gives the pair's (batch, kv head), also where a fold happens to make grid.y the head
+// count (its shortcut then still holds) and where it does not (it divides).
+TEST(PairGrid, EveryBlockDecodesToItsBatchAndHead) {
+  int shortcut_folds = 0;
+  for (unsigned max_y : {2u, 3u, 5u, 64u})
+    for (int batch = 1; batch <= 12; ++batch)
+      for (int kv_heads = 1; kv_heads <= 12; ++kv_heads) {
+        const FoldedPairs g = pair_grid(batch, kv_heads, max_y);
+        const long long pairs = static_cast<long long>(batch) * kv_heads;
+        ASSERT_LE(g.y, max_y);
+        ASSERT_GE(static_cast<long long>(g.y) * g.z, pairs);
+        if (static_cast<unsigned>(batch) <= max_y && static_cast<unsigned>(kv_heads) <= max_y) {
+          EXPECT_EQ(g.y, static_cast<unsigned>(kv_heads));
+          EXPECT_EQ(g.z, static_cast<unsigned>(batch));
+        } else {
+          shortcut_folds += g.y == static_cast<unsigned>(kv_heads);
+        }
+        std::vector<int> served(static_cast<size_t>(pairs), 0);
+        for (unsigned z = 0; z < g.z; ++z)
+          for (unsigned y = 0; y < g.y; ++y) {
+            const long long pair = unfold_pair(y, z, g.y);
+            if (pair >= pairs) continue;  // the kernels return before decoding
+            const BatchHead at = unfold_batch_head(y, z, g.y, kv_heads);
+            ASSERT_EQ(at.batch, pair / kv_heads) << batch << " x " << kv_heads << ", block " << y << ", " << z;
+            ASSERT_EQ(at.kv_head, pair % kv_heads) << batch << " x " << kv_heads << ", block " << y << ", " << z;
+            ++served[static_cast<size_t>(pair)];
+          }
+        for (int n : served) ASSERT_EQ(n, 1);
+      }
+  EXPECT_GT(shortcut_folds, 0) << "no fold gave grid.y == kv_heads: the shortcut's other case went unchecked";
+  // The real limits: 8192 sequences x 16 kv heads is (16, 8192); a batch past 65535 folds.
+  EXPECT_EQ(pair_grid(8192, 16).y, 16u);
+  EXPECT_EQ(pair_grid(8192, 16).z, 8192u);
+  EXPECT_LE(pair_grid(70000, 2).z, kMaxGridYZ);
+  EXPECT_LE(pair_grid(70000, 2).y, kMaxGridYZ);
+}
+
 }  // namespace
 }  // namespace cpgen::device

@@ -6,8 +6,12 @@
 // without them the test skips naming the packages. Needs no GPU.
 #include <gtest/gtest.h>
 
+#include <regex>
+#include <sstream>
 #include <string>
+#include <vector>
 
+#include "cpgen/traits.cuh"
 #include "generator/kernel_spec.h"
 #include "generator/kernel_spec_wgmma.h"
 #include "temp_dir.h"
@@ -54,6 +58,73 @@ TEST(CmdCompileSass, SoftmaxExponentialsAreBareMufuEx2) {
     if (!skip.empty()) GTEST_SKIP() << skip;
     EXPECT_NE(text.find("MUFU.EX2"), std::string::npos);
     EXPECT_EQ(text.find(", -126, PT"), std::string::npos) << "an exponential kept the subnormal fix-up";
+  }
+}
+
+// One SASS instruction: its address and text (predicate included, no trailing ';').
+struct SassLine {
+  long address;
+  std::string text;
+};
+
+std::vector<SassLine> sass_lines(const std::string& sass) {
+  static const std::regex line(R"(^\s+/\*([0-9a-f]{4,})\*/\s+(.*?)\s*;)");
+  std::vector<SassLine> out;
+  std::istringstream in(sass);
+  std::smatch m;
+  for (std::string l; std::getline(in, l);)
+    if (std::regex_search(l, m, line)) out.push_back({std::stol(m[1].str(), nullptr, 16), m[2].str()});
+  return out;
+}
+
+// The instructions of the outermost loop that runs MMAs: the backward branch with the longest
+// body holding an HMMA (the forward kernel's key-tile loop).
+std::vector<SassLine> tile_loop(const std::vector<SassLine>& all) {
+  static const std::regex branch(R"(BRA (0x[0-9a-f]+))");
+  std::vector<SassLine> best;
+  std::smatch m;
+  for (const SassLine& l : all) {
+    if (!std::regex_search(l.text, m, branch)) continue;
+    const long target = std::stol(m[1].str(), nullptr, 16);
+    if (target >= l.address) continue;
+    std::vector<SassLine> body;
+    bool mma = false;
+    for (const SassLine& b : all)
+      if (b.address >= target && b.address <= l.address) {
+        body.push_back(b);
+        mma = mma || b.text.find("HMMA") != std::string::npos;
+      }
+    if (mma && body.size() > best.size()) best = body;
+  }
+  return best;
+}
+
+// The forward's K/V copy of a whole tile (every tile but a chunk's last) is one base address per
+// thread stepped by a fixed number of rows: its cp.async run unpredicated (no row bound), and the
+// tile loop does no integer division on the launchers' grid (the (batch, kv head) pair's division
+// was redone per tile, with 64-bit stride products per row: about 370 of the loop's instructions
+// per tile at head dim 128 before, about 125 after, NVRTC 13.0; the division is still there for a
+// folded grid, behind a branch, as an unsigned I2F.U32.RP). Head dims 64, 128 and 256 (one chunk
+// column per thread: 16, 8 and 4 rows per pass); head dim 96 keeps the general copy.
+TEST(CmdCompileSass, ForwardTileLoopCopiesWholeTilesWithoutPerRowWork) {
+  testing::TempDir dir("copy_sass");
+  for (int hd : {64, 128, 256}) {
+    const KernelSpec spec = KernelSpec::default_for(Dtype::kBf16, hd, true, 1);
+    SCOPED_TRACE(spec.uri());
+    std::string skip;
+    const std::string text = sm90a_sass(dir, spec, &skip);
+    if (!skip.empty()) GTEST_SKIP() << skip;
+    const std::vector<SassLine> loop = tile_loop(sass_lines(text));
+    ASSERT_FALSE(loop.empty()) << "no loop with HMMA in the SASS";
+    int unpredicated_copies = 0;
+    for (const SassLine& l : loop) {
+      // The signed division of the old pair decode; the fold's unsigned one (I2F.U32.RP) is skipped.
+      EXPECT_EQ(l.text.find("I2F.RP"), std::string::npos) << "a signed division in the tile loop: " << l.text;
+      if (l.text.find("LDGSTS") != std::string::npos && l.text.back() == ']') ++unpredicated_copies;
+    }
+    const device::FwdLayout layout =
+        device::fwd_layout(2, hd, spec.block_m, spec.block_n, spec.warps, spec.stages, spec.softcap);
+    EXPECT_EQ(unpredicated_copies, 2 * layout.kv_loads_per_thread) << "K and V of a whole tile, no row bound";
   }
 }
 

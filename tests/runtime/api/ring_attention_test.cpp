@@ -63,8 +63,8 @@ TEST(StepGrid, PacksGqaRowsAndCoversEveryRow) {
   p.q_len = 100;  // 400 packed rows per kv head -> 4 blocks of 128 (the last partial)
   gpu::StepGrid g = gpu::step_grid(spec, p);
   EXPECT_EQ(g.x, 4u);
-  EXPECT_EQ(g.y, 6u);
-  EXPECT_EQ(g.z, 1u);
+  EXPECT_EQ(g.y, 2u);  // kv heads on y and batch on z: no division to find a block's pair
+  EXPECT_EQ(g.z, 3u);
   p.q_len = 96;  // exactly 3 blocks
   EXPECT_EQ(gpu::step_grid(spec, p).x, 3u);
   spec = KernelSpec::default_for(Dtype::kFp16, 256, false, 1);  // block_m 64
@@ -73,7 +73,8 @@ TEST(StepGrid, PacksGqaRowsAndCoversEveryRow) {
 }
 
 // Regression for batch * kv_heads above 65535, which used to be launched as grid.y alone (a launch
-// the driver refuses): the pairs fold into grid.z, and every pair has exactly one block.
+// the driver refuses): y and z each stay within the limit (here kv heads and batch), and every pair
+// has exactly one block.
 TEST(StepGrid, BatchTimesKvHeadsAbove65535FoldsIntoZ) {
   KernelSpec spec = KernelSpec::default_for(Dtype::kBf16, 128, true, 4);
   RingFwdParams p{};

@@ -19,8 +19,8 @@ TEST(StepBwdGrid, OneBlockPerBlockNKeysAndPerPair) {
   p.kv_len = spec.block_n * 5 + 1;  // a partial last key block
   gpu::StepGrid g = gpu::step_bwd_grid(spec, p);
   EXPECT_EQ(g.x, 6u);
-  EXPECT_EQ(g.y, 6u);
-  EXPECT_EQ(g.z, 1u);
+  EXPECT_EQ(g.y, 2u);  // kv heads on y and batch on z: no division to find a block's pair
+  EXPECT_EQ(g.z, 3u);
   p.kv_len = spec.block_n * 5;
   EXPECT_EQ(gpu::step_bwd_grid(spec, p).x, 5u);
   p.kv_len = 1;
