@@ -70,6 +70,27 @@ CPGEN_DEVICE void load_bwd_tile_async(u32 dst, const char* base, long long group
   constexpr int kChunks = kRows * kChunksPerRow;
   constexpr int kLoads = (kChunks + Traits::kThreads - 1) / Traits::kThreads;
   const int tid = opaque(static_cast<int>(threadIdx.x));
+  // A whole tile where a pass of the CTA covers whole rows and whole row groups: a thread's rows
+  // r0, r0 + P, ... share their place in the group, so its source steps by P / kRowGroup rows and
+  // needs no bound (as step_fwd.cuh's K/V copy; the Q/dO tiles are copied once per query tile).
+  constexpr int kRowsPerPass = Traits::kThreads / kChunksPerRow;
+  if constexpr (Traits::kThreads % kChunksPerRow == 0 && kRowsPerPass % kRowGroup == 0) {
+    if (first_row + kRows <= total_rows) {
+      const unsigned utid = static_cast<unsigned>(tid);
+      const int row0 = static_cast<int>(utid / kChunksPerRow), chunk = static_cast<int>(utid % kChunksPerRow);
+      const int p0 = first_row + row0;
+      const char* src = base + (p0 % kRowGroup) * group_stride +
+                        static_cast<long long>(p0 / kRowGroup) * row_stride + chunk * 16;
+#pragma unroll
+      for (int i = 0; i < kLoads; ++i) {
+        const int row = row0 + i * kRowsPerPass;
+        if (kChunks % Traits::kThreads == 0 || row < kRows)
+          cp_async_16(dst + swizzled_offset(row, chunk * 8, Traits::kHeadDim) * 2, src, true);
+        src += (kRowsPerPass / kRowGroup) * row_stride;
+      }
+      return;
+    }
+  }
 #pragma unroll
   for (int i = 0; i < kLoads; ++i) {
     const int chunk_id = tid + i * Traits::kThreads;
