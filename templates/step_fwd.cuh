@@ -119,7 +119,7 @@ CPGEN_DEVICE void load_kv_tile_async(const RingFwdParams& params, u32 k_dst, u32
       // Rows past the chunk read (nothing from) the tile's first row, an address inside it.
       const char* k_first = k_src + key0 * k_row_bytes + chunk * 16;
       const char* v_first = v_src + key0 * v_row_bytes + chunk * 16;
-#pragma unroll
+#pragma unroll 1
       for (int i = 0; i < Traits::kKvLoadsPerThread; ++i) {
         const int row = row0 + i * kRowsPerPass;
         if (kChunks % Traits::kThreads == 0 || row < Traits::kBlockN) {
@@ -302,9 +302,9 @@ CPGEN_DEVICE void ring_fwd_step(const RingFwdParams& params) {
     // Per-lane ldmatrix offsets at step 0 (layout.cuh): Q rows of this warp, K rows as the [n][k]
     // B operand, V rows as the [k][n] B operand read transposed. Recomputed per tile from an
     // opaque thread index (a handful of integer instructions) rather than held across the loop.
-    const unsigned tid = static_cast<unsigned>(opaque(static_cast<int>(threadIdx.x)));
-    const int lane = static_cast<int>(tid % 32);  // unsigned: no sign fix-ups in the index math
-    const int warp_row0 = static_cast<int>(tid / 32) * Traits::kRowsPerWarp;
+    const int tid = opaque(static_cast<int>(threadIdx.x));
+    const int lane = tid % 32;
+    const int warp_row0 = (tid / 32) * Traits::kRowsPerWarp;
     const int q_row = warp_row0 + ldmatrix_a_row(lane);
     const int q_chunk = lane_chunk_bytes(q_row, ldmatrix_a_col(lane), kHeadDim);
     const int q_lane = swizzled_offset(q_row, ldmatrix_a_col(lane), kHeadDim) * 2;
