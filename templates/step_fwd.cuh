@@ -86,6 +86,31 @@ CPGEN_DEVICE KvSource kv_source(const RingFwdParams& params) {
           static_cast<const char*>(params.v) + (at.batch * params.v_batch_stride + at.kv_head * params.v_head_stride) * 2};
 }
 
+// This thread's rows row0, row0 + P, ... of a K/V tile, one chunk column: the sources start at
+// row0's and step by P rows. kBounded (a chunk's last tile): rows from keys_left on are zero-filled
+// and read (nothing from) the tile's first row, which lies inside the chunk; a whole tile takes no
+// bound.
+template <typename Traits, bool kBounded>
+CPGEN_DEVICE void copy_kv_rows(u32 k_dst, u32 v_dst, const char* k_first, const char* v_first, long long k_row_bytes,
+                               long long v_row_bytes, int row0, int chunk, int keys_left) {
+  constexpr int kRowsPerPass = Traits::kThreads / Traits::kChunksPerRow;
+  constexpr bool kWholePasses = Traits::kBlockN * Traits::kChunksPerRow % Traits::kThreads == 0;
+  const char* k_row = k_first + row0 * k_row_bytes;
+  const char* v_row = v_first + row0 * v_row_bytes;
+#pragma unroll(kBounded ? 1 : Traits::kKvLoadsPerThread)
+  for (int i = 0; i < Traits::kKvLoadsPerThread; ++i) {
+    const int row = row0 + i * kRowsPerPass;
+    if (kWholePasses || row < Traits::kBlockN) {
+      const bool valid = !kBounded || row < keys_left;
+      const u32 dst = swizzled_offset(row, chunk * 8, Traits::kHeadDim) * 2;
+      cp_async_16(k_dst + dst, valid ? k_row : k_first, valid);
+      cp_async_16(v_dst + dst, valid ? v_row : v_first, valid);
+    }
+    k_row += kRowsPerPass * k_row_bytes;
+    v_row += kRowsPerPass * v_row_bytes;
+  }
+}
+
 template <typename Traits>
 CPGEN_DEVICE void load_kv_tile_async(const RingFwdParams& params, u32 k_dst, u32 v_dst, int key0) {
   constexpr int kChunksPerRow = Traits::kChunksPerRow;
@@ -97,41 +122,14 @@ CPGEN_DEVICE void load_kv_tile_async(const RingFwdParams& params, u32 k_dst, u32
   const int keys_left = params.kv_len - key0;
   const unsigned tid = static_cast<unsigned>(opaque(static_cast<int>(threadIdx.x)));
   if constexpr (Traits::kThreads % kChunksPerRow == 0) {
-    constexpr int kRowsPerPass = Traits::kThreads / kChunksPerRow;
     const int row0 = static_cast<int>(tid / kChunksPerRow);
     const int chunk = static_cast<int>(tid % kChunksPerRow);
-    const char* k_row = k_src + (key0 + row0) * k_row_bytes + chunk * 16;
-    const char* v_row = v_src + (key0 + row0) * v_row_bytes + chunk * 16;
-    if (keys_left >= Traits::kBlockN) {
-      // A whole tile (every tile but a chunk's last): no row to bound, pointers step by P rows.
-#pragma unroll
-      for (int i = 0; i < Traits::kKvLoadsPerThread; ++i) {
-        const int row = row0 + i * kRowsPerPass;
-        if (kChunks % Traits::kThreads == 0 || row < Traits::kBlockN) {
-          const u32 dst = swizzled_offset(row, chunk * 8, Traits::kHeadDim) * 2;
-          cp_async_16(k_dst + dst, k_row, true);
-          cp_async_16(v_dst + dst, v_row, true);
-        }
-        k_row += kRowsPerPass * k_row_bytes;
-        v_row += kRowsPerPass * v_row_bytes;
-      }
-    } else {
-      // Rows past the chunk read (nothing from) the tile's first row, an address inside it.
-      const char* k_first = k_src + key0 * k_row_bytes + chunk * 16;
-      const char* v_first = v_src + key0 * v_row_bytes + chunk * 16;
-#pragma unroll 1
-      for (int i = 0; i < Traits::kKvLoadsPerThread; ++i) {
-        const int row = row0 + i * kRowsPerPass;
-        if (kChunks % Traits::kThreads == 0 || row < Traits::kBlockN) {
-          const bool valid = row < keys_left;
-          const u32 dst = swizzled_offset(row, chunk * 8, Traits::kHeadDim) * 2;
-          cp_async_16(k_dst + dst, valid ? k_row : k_first, valid);
-          cp_async_16(v_dst + dst, valid ? v_row : v_first, valid);
-        }
-        k_row += kRowsPerPass * k_row_bytes;
-        v_row += kRowsPerPass * v_row_bytes;
-      }
-    }
+    const char* k_first = k_src + key0 * k_row_bytes + chunk * 16;  // the tile's first row
+    const char* v_first = v_src + key0 * v_row_bytes + chunk * 16;
+    if (keys_left >= Traits::kBlockN)
+      copy_kv_rows<Traits, false>(k_dst, v_dst, k_first, v_first, k_row_bytes, v_row_bytes, row0, chunk, keys_left);
+    else
+      copy_kv_rows<Traits, true>(k_dst, v_dst, k_first, v_first, k_row_bytes, v_row_bytes, row0, chunk, keys_left);
   } else {
 #pragma unroll
     for (int i = 0; i < Traits::kKvLoadsPerThread; ++i) {
