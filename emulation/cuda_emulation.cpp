@@ -606,6 +606,18 @@ void red_add_f32(float* address, float value) {
   *address = flush_subnormal(flush_subnormal(*address) + flush_subnormal(value));
 }
 
+void red_add_v2_f32(float* address, float x, float y) {
+  if (!aligned(reinterpret_cast<uintptr_t>(address), 8, "red.add.v2 writes to", "global")) return;
+  if (!global_in_bounds(address, 8, "red.add.v2 writes")) return;
+  address[0] = flush_subnormal(flush_subnormal(address[0]) + flush_subnormal(x));
+  // Atomic per element only: other threads may run between the two halves, so the emulator lets
+  // them (a kernel that relies on the pair landing together can then be caught). A yield that is
+  // not a wait: this thread resumes with work to do, which is progress for deadlock detection.
+  ++g_cta->progress;
+  yield();
+  address[1] = flush_subnormal(flush_subnormal(address[1]) + flush_subnormal(y));
+}
+
 namespace {
 std::string run_grid_guarded(Cta& cta);
 }  // namespace

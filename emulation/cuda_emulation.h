@@ -97,12 +97,17 @@ void cp_async_wait(int pending);
 // some serial order of whole reductions, which is exactly what the ISA promises and nothing more.
 // (Launches on different host threads must not reduce into the same memory.)
 void red_add_f32(float* address, float value);
+// PTX red.global.add.v2.f32 (sm_90): address[0] += x and address[1] += y with the .f32 add above,
+// each element its own indivisible read-modify-write (the ISA makes the vector forms atomic per
+// element only, so another reduction may land between the two); the address is aligned to the
+// vector's 8 bytes and both words lie in global memory.
+void red_add_v2_f32(float* address, float x, float y);
 
 // The sanitizer. Launches check what the emulator performs for the kernel: cp.async (source in
 // one of the launch's global buffers, destination in its dynamic shared memory), red.add (target
 // in a buffer), ldmatrix (rows in shared memory, written in this CTA, not racing a write), each
 // address naturally aligned to its access (cp.async 16 bytes both sides, ldmatrix rows 16, red.add
-// 4, plain shared accesses their type's alignment), the
+// 4, its v2 form 8, plain shared accesses their type's alignment), the
 // plain shared loads and stores of the templates' wrappers (shared_load, shared_store), and
 // after each CTA that no plain store went past the dynamic shared size (a guard region). Plain
 // global loads and stores of kernel code are caught only when they touch an inaccessible page:

@@ -1,5 +1,6 @@
-// Global-memory float reduction for the backward's dQ: red.global.add.f32 (no return value, so
-// the SM does not wait for it). The CPU emulator implements it from the PTX definition.
+// Global-memory float reductions for the backward's dQ: red.global.add.f32 and, from sm_90, its
+// two-element vector form (no return value, so the SM does not wait for them). The CPU emulator
+// implements both from the PTX definition.
 #pragma once
 
 #include "cpgen/platform.cuh"
@@ -16,6 +17,22 @@ CPGEN_DEVICE void red_add_f32(float* address, float value CPGEN_SITE) {
   emulation::red_add_f32(address, value);
 #else
   asm volatile("red.global.add.f32 [%0], %1;\n" ::"l"(address), "f"(value) : "memory");
+#endif
+}
+
+// address[0] += x and address[1] += y, each atomically on its own (the pair as a whole is not one
+// indivisible access); address 8-byte aligned. From sm_90 one red.global.add.v2.f32: a warp whose
+// lanes hold adjacent column pairs of an MMA accumulator fills each 32-byte sector it touches,
+// where the scalar form touches the same sectors twice, half-used. Before sm_90, two scalar reds.
+CPGEN_DEVICE void red_add_f32x2(float* address, float x, float y CPGEN_SITE) {
+#if defined(CPGEN_EMULATION)
+  CPGEN_AT_SITE();
+  emulation::red_add_v2_f32(address, x, y);
+#elif __CUDA_ARCH__ >= 900
+  asm volatile("red.global.add.v2.f32 [%0], {%1, %2};\n" ::"l"(address), "f"(x), "f"(y) : "memory");
+#else
+  asm volatile("red.global.add.f32 [%0], %1;\n" ::"l"(address), "f"(x) : "memory");
+  asm volatile("red.global.add.f32 [%0], %1;\n" ::"l"(address + 1), "f"(y) : "memory");
 #endif
 }
 

@@ -45,11 +45,18 @@ CPGEN_HOST_DEVICE int swizzled_offset(int row, int col, int head_dim) {
 CPGEN_HOST_DEVICE int lane_chunk_bytes(int row, int col, int head_dim) {
   return swizzle_chunk(row, col / 8, head_dim / 8) * 16;
 }
+// More generally, chunk j + c of the row for any even j (a k-step's 2 s, or c0 / 8 for a column
+// block c0 that is a multiple of 16): the lane's offset for j = 0 with its chunk bits XOR-ed by
+// 16 j, the block's bytes.
+CPGEN_HOST_DEVICE int chunk_xor_offset_bytes(int lane_offset_bytes, int lane_chunk, int xor_bytes,
+                                             int head_dim) {
+  const int pitch = head_dim * 2;
+  if ((pitch & (pitch - 1)) == 0) return lane_offset_bytes ^ xor_bytes;
+  return lane_offset_bytes - lane_chunk + (lane_chunk ^ xor_bytes);
+}
 CPGEN_HOST_DEVICE int step_offset_bytes(int lane_offset_bytes, int lane_chunk, int step,
                                         int head_dim) {
-  const int pitch = head_dim * 2;
-  if ((pitch & (pitch - 1)) == 0) return lane_offset_bytes ^ (step * 32);
-  return lane_offset_bytes - lane_chunk + (lane_chunk ^ (step * 32));
+  return chunk_xor_offset_bytes(lane_offset_bytes, lane_chunk, step * 32, head_dim);
 }
 
 // ---- MMA m16n8k16 fragment ownership ---------------------------------------------------------

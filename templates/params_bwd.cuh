@@ -28,7 +28,7 @@ struct RingBwdPreParams {
 // One backward ring step: this rank's queries against the K/V chunk it holds in this step.
 // With P = exp(q . k * softmax_scale - lse) recomputed from the forward's lse (natural log, -inf
 // for a row that saw no key: such a row gets no gradient), dP = dO V^T and dS = P (dP - delta):
-//   dq_acc += softmax_scale * dS K      fp32, accumulated over all steps (red.global.add.f32)
+//   dq_acc += softmax_scale * dS K      fp32, accumulated over all steps (red.global.add)
 //   dk_acc (+)= softmax_scale * dS^T Q  fp32, the accumulator of the held chunk, which travels the
 //   dv_acc (+)= P^T dO                  ring with it and reaches the chunk's owner after N steps
 // dk_acc and dv_acc are written (accumulate_dkv = 0, the chunk's first step) or added to.

@@ -6,12 +6,13 @@
 // every query tile that can see them (all kGroup query heads of the kv head, packed as in the
 // forward), so dK and dV of its keys stay in registers for the whole step, sum over the group's
 // heads inside the kernel, and are written once; dQ, which every key tile contributes to, is added
-// with red.global.add.f32. Why this and not separate dQ and dK/dV kernels: the separate kernels
-// compute S = Q K^T and dP = dO V^T twice (7 tile GEMMs per tile pair instead of 5, 1.4x the
-// tensor-core work) to avoid the atomics, and FlashAttention-2 and -3 both found the atomics
-// cheaper on A100/H100. The ring adds a reason: dK/dV are what travel, so the kernel that owns
-// them per CTA writes each accumulator element exactly once per step without atomics. (No GPU has
-// timed this kernel yet; the tile configs are the tuner's search space.)
+// with red.global.add (by column pairs from sm_90, atomic.cuh). Why this and not separate dQ and
+// dK/dV kernels: the separate kernels compute S = Q K^T and dP = dO V^T twice (7 tile GEMMs per
+// tile pair instead of 5, 1.4x the tensor-core work) to avoid the atomics, and FlashAttention-2
+// and -3 both found the atomics cheaper on A100/H100. The ring adds a reason: dK/dV are what
+// travel, so the kernel that owns them per CTA writes each accumulator element exactly once per
+// step without atomics. (No GPU has timed this kernel yet; the tile configs are the tuner's
+// search space.)
 //
 // Per query tile of kBlockM packed rows (warp w owns keys of slice w % kKeyGroups and dK/dV head
 // columns of slice w / kKeyGroups, traits_bwd.cuh):
@@ -19,7 +20,7 @@
 //   P^T = exp2(S^T scale_log2 - lse_log2)  recomputed from the forward's lse; masked -> 0
 //   dS^T = P^T (dP^T - delta)
 //   dV += P^T dO, dK += dS^T Q           P^T and dS^T repacked to 16 bits in registers
-//   dS^T -> shared memory; dQ += dS K    per 16 x 32 item, red.global.add.f32 per element
+//   dS^T -> shared memory; dQ += dS K    per 16 x 32 item, red.global.add per column pair
 // Causal: query tiles whose every query precedes the CTA's first key are never loaded (positions
 // are increasing, so they form a prefix); tiles that straddle the diagonal and a partial last key
 // tile take the per-element mask. Key intervals (kKeyIntervals; causal, windows and documents, the
@@ -39,7 +40,7 @@
 // Memory: K and V tiles stay in shared memory; Q and dO tiles arrive through a kStages-deep
 // cp.async pipeline. Launch: grid (ceil(kv_len / kBlockN), fold_pairs(batch * kv_heads)) with the
 // (batch, kv head) pairs folded over grid.y and grid.z as in layout.cuh, block kWarps * 32 threads, dynamic shared memory BwdTraits::kSharedBytes; q, k, v, dout 16-byte aligned with
-// element strides multiples of 8; dk_acc, dv_acc 8-byte aligned.
+// element strides multiples of 8; dq_acc, dk_acc, dv_acc 8-byte aligned.
 #pragma once
 
 #include "cpgen/atomic.cuh"
@@ -299,23 +300,29 @@ CPGEN_DEVICE void ring_bwd_step(const RingBwdParams& params) {
       for (int j = 0; j < kQueryTiles; ++j)
 #pragma unroll
         for (int e = 0; e < 4; ++e) st[mt][j][e] = dpt[mt][j][e] = 0.0f;
+    // Each lane's k-step 0 offsets; step kk XORs their chunk bits (layout.cuh step_offset_bytes),
+    // and the further 16-row tiles are constant offsets, since the swizzle repeats every 16 rows.
+    const int kv_row = key_row0 + ldmatrix_a_row(lane);
+    const int kv_chunk = lane_chunk_bytes(kv_row, ldmatrix_a_col(lane), kHeadDim);
+    const int kv_lane = swizzled_offset(kv_row, ldmatrix_a_col(lane), kHeadDim) * 2;
+    const int qd_chunk = lane_chunk_bytes(ldmatrix_b_row(lane), ldmatrix_b_col(lane), kHeadDim);
+    const int qd_lane = swizzled_offset(ldmatrix_b_row(lane), ldmatrix_b_col(lane), kHeadDim) * 2;
+    constexpr int kRowBytes = kHeadDim * 2;
 #pragma unroll 1
     for (int kk = 0; kk < Traits::kQkSteps; ++kk) {
       u32 k_frag[kKeyMTiles][4], v_frag[kKeyMTiles][4];
+      const int kv_step = step_offset_bytes(kv_lane, kv_chunk, kk, kHeadDim);
 #pragma unroll
       for (int mt = 0; mt < kKeyMTiles; ++mt) {
-        const int a_off = swizzled_offset(key_row0 + mt * 16 + ldmatrix_a_row(lane),
-                                          kk * 16 + ldmatrix_a_col(lane), kHeadDim) * 2;
-        ldmatrix_x4(k_frag[mt], k_tile + a_off);
-        ldmatrix_x4(v_frag[mt], v_tile + a_off);
+        ldmatrix_x4(k_frag[mt], k_tile + kv_step + mt * 16 * kRowBytes);
+        ldmatrix_x4(v_frag[mt], v_tile + kv_step + mt * 16 * kRowBytes);
       }
+      const int qd_step = step_offset_bytes(qd_lane, qd_chunk, kk, kHeadDim);
 #pragma unroll
       for (int jp = 0; jp < kQueryTiles / 2; ++jp) {
-        const int b_off = swizzled_offset(jp * 16 + ldmatrix_b_row(lane), kk * 16 + ldmatrix_b_col(lane),
-                                          kHeadDim) * 2;
         u32 q_frag[4], do_frag[4];
-        ldmatrix_x4(q_frag, q_tile + b_off);
-        ldmatrix_x4(do_frag, do_tile + b_off);
+        ldmatrix_x4(q_frag, q_tile + qd_step + jp * 16 * kRowBytes);
+        ldmatrix_x4(do_frag, do_tile + qd_step + jp * 16 * kRowBytes);
 #pragma unroll
         for (int mt = 0; mt < kKeyMTiles; ++mt) {
           mma_16816<T>(st[mt][2 * jp], k_frag[mt], q_frag[0], q_frag[1]);
@@ -341,37 +348,52 @@ CPGEN_DEVICE void ring_bwd_step(const RingBwdParams& params) {
 #pragma unroll
     for (int mt = 0; mt < kKeyMTiles; ++mt)
 #pragma unroll
-      for (int half = 0; half < 2; ++half) {
-        const int key_local = key_row0 + mt * 16 + acc_row(lane, 2 * half);
-        const bool key_valid = key_local < keys_here;
-        const int key_pos = kMasked && need_mask && key_valid ? params.kv_positions[key0 + key_local] : 0;
+      for (int j = 0; j < kQueryTiles; ++j)
 #pragma unroll
-        for (int j = 0; j < kQueryTiles; ++j)
-#pragma unroll
-          for (int e = 2 * half; e < 2 * half + 2; ++e) {
-            const int col = j * 8 + acc_col(lane, e);
-            float p, slope = 1.0f;
-            if constexpr (kSoftcap) {
-              // tanh(scale q.k / c) = t / c; P = exp(t - lse) = exp2(t log2(e) - lse log2(e)).
-              const float capped = tanh_approx(st[mt][j][e] * scale_over_cap);
-              p = exp2_approx(fmaf(capped, cap_log2, -load_shared(&row_lse_log2[col])));
-              slope = 1.0f - capped * capped;
-            } else {
-              p = exp2_approx(fmaf(st[mt][j][e], params.scale_log2, -load_shared(&row_lse_log2[col])));
-            }
-            bool hidden = !key_valid;
-            if constexpr (kCausal) hidden = hidden || key_pos > load_shared(&row_pos[col]);
-            if constexpr (kKeyIntervals)
-              hidden = hidden || !key_in_interval(load_shared(&row_pos[col]), load_shared(&row_key_last[col]), key_pos);
-            if (need_mask && hidden) p = 0.0f;
-            st[mt][j][e] = p;
-            if constexpr (kSoftcap) {
-              dpt[mt][j][e] = p * (dpt[mt][j][e] - load_shared(&row_delta[col])) * slope;
-            } else {
-              dpt[mt][j][e] = p * (dpt[mt][j][e] - load_shared(&row_delta[col]));
-            }
+        for (int e = 0; e < 4; ++e) {
+          const int col = j * 8 + acc_col(lane, e);
+          float p, slope = 1.0f;
+          if constexpr (kSoftcap) {
+            // tanh(scale q.k / c) = t / c; P = exp(t - lse) = exp2(t log2(e) - lse log2(e)).
+            const float capped = tanh_approx(st[mt][j][e] * scale_over_cap);
+            p = exp2_approx(fmaf(capped, cap_log2, -load_shared(&row_lse_log2[col])));
+            slope = 1.0f - capped * capped;
+          } else {
+            p = exp2_approx(fmaf(st[mt][j][e], params.scale_log2, -load_shared(&row_lse_log2[col])));
           }
-      }
+          st[mt][j][e] = p;
+          if constexpr (kSoftcap) {
+            dpt[mt][j][e] = p * (dpt[mt][j][e] - load_shared(&row_delta[col])) * slope;
+          } else {
+            dpt[mt][j][e] = p * (dpt[mt][j][e] - load_shared(&row_delta[col]));
+          }
+        }
+    // The mask, as a pass of its own over the tiles that need it (as the forward's): a hidden
+    // element gets P = dS = 0 by assignment, so whatever the unmasked formula gave there (a hidden
+    // key may score above the row's lse, even to exp2 overflow) is dropped, not multiplied.
+    if (need_mask) {
+#pragma unroll
+      for (int mt = 0; mt < kKeyMTiles; ++mt)
+#pragma unroll
+        for (int half = 0; half < 2; ++half) {
+          const int key_local = key_row0 + mt * 16 + acc_row(lane, 2 * half);
+          const bool key_valid = key_local < keys_here;
+          const int key_pos = kMasked && key_valid ? params.kv_positions[key0 + key_local] : 0;
+#pragma unroll
+          for (int j = 0; j < kQueryTiles; ++j)
+#pragma unroll
+            for (int e = 2 * half; e < 2 * half + 2; ++e) {
+              const int col = j * 8 + acc_col(lane, e);
+              // Evaluated whole (no short circuit), so the pass is selects rather than branches.
+              bool hidden = !key_valid;
+              if constexpr (kCausal) hidden |= key_pos > load_shared(&row_pos[col]);
+              if constexpr (kKeyIntervals)
+                hidden |= !key_in_interval(load_shared(&row_pos[col]), load_shared(&row_key_last[col]), key_pos);
+              st[mt][j][e] = hidden ? 0.0f : st[mt][j][e];
+              dpt[mt][j][e] = hidden ? 0.0f : dpt[mt][j][e];
+            }
+        }
+    }
 
     // dS^T to shared memory as [key][query] 16-bit pairs (one warp per key slice writes it).
     if (warp < Traits::kKeyGroups) {
@@ -425,11 +447,20 @@ CPGEN_DEVICE void ring_bwd_step(const RingBwdParams& params) {
     __syncthreads();  // dS^T is complete
 
     // dQ += scale * dS K, in items of 16 query rows x kDqCols columns. dS (A, [query][key]) is
-    // read transposed from the [key][query] tile; K (B, [key][d]) transposed from its tile.
+    // read transposed from the [key][query] tile; K (B, [key][d]) transposed from its tile, the
+    // lane at row kk * 16 + ldmatrix_bt_row (the swizzle repeats every 16 rows) and column
+    // col0 + np * 16 + ldmatrix_bt_col, whose chunk is col0 / 8 + 2 np plus the lane's 0 or 1:
+    // the lane's column-0 offset with its chunk bits XOR-ed (layout.cuh chunk_xor_offset_bytes).
+    const int kt_chunk = lane_chunk_bytes(ldmatrix_bt_row(lane), ldmatrix_bt_col(lane), kHeadDim);
+    const int kt_lane = swizzled_offset(ldmatrix_bt_row(lane), ldmatrix_bt_col(lane), kHeadDim) * 2;
 #pragma unroll 1
     for (int item = warp; item < Traits::kDqItems; item += Traits::kWarps) {
       const int q16 = item / (kHeadDim / Traits::kDqCols);
       const int col0 = (item % (kHeadDim / Traits::kDqCols)) * Traits::kDqCols;
+      int kt_col[Traits::kDqCols / 16];
+#pragma unroll
+      for (int np = 0; np < Traits::kDqCols / 16; ++np)
+        kt_col[np] = chunk_xor_offset_bytes(kt_lane, kt_chunk, (col0 + np * 16) * 2, kHeadDim);
       float dq[Traits::kDqCols / 8][4];
 #pragma unroll
       for (int nt = 0; nt < Traits::kDqCols / 8; ++nt)
@@ -443,8 +474,7 @@ CPGEN_DEVICE void ring_bwd_step(const RingBwdParams& params) {
 #pragma unroll
         for (int np = 0; np < Traits::kDqCols / 16; ++np) {
           u32 b[4];
-          ldmatrix_x4_trans(b, k_tile + swizzled_offset(kk * 16 + ldmatrix_bt_row(lane),
-                                                        col0 + np * 16 + ldmatrix_bt_col(lane), kHeadDim) * 2);
+          ldmatrix_x4_trans(b, k_tile + kt_col[np] + kk * 16 * kRowBytes);
           mma_16816<T>(dq[2 * np], a, b[0], b[1]);
           mma_16816<T>(dq[2 * np + 1], a, b[2], b[3]);
         }
@@ -454,15 +484,14 @@ CPGEN_DEVICE void ring_bwd_step(const RingBwdParams& params) {
         const int packed = block * kBlockM + q16 * 16 + acc_row(lane, 2 * half);
         if (packed >= packed_rows) continue;
         const PackedRow pr = unpack_row(packed, kGroup);
-        float* dq_row = params.dq_acc +
-                        ((static_cast<long long>(batch) * params.q_heads + kv_head * kGroup + pr.head_in_group) *
-                             (params.state_len > 0 ? params.state_len : params.q_len) + pr.query_index) * kHeadDim;
+        // This lane's column pair of the item's first n8 tile; the others are constant offsets.
+        float* dq_pair = params.dq_acc +
+                         ((static_cast<long long>(batch) * params.q_heads + kv_head * kGroup + pr.head_in_group) *
+                              (params.state_len > 0 ? params.state_len : params.q_len) + pr.query_index) * kHeadDim +
+                         (col0 + acc_col(lane, 0));
 #pragma unroll
-        for (int nt = 0; nt < Traits::kDqCols / 8; ++nt) {
-          const int col = col0 + nt * 8 + acc_col(lane, 0);
-          red_add_f32(dq_row + col, params.scale * dq[nt][2 * half]);
-          red_add_f32(dq_row + col + 1, params.scale * dq[nt][2 * half + 1]);
-        }
+        for (int nt = 0; nt < Traits::kDqCols / 8; ++nt)
+          red_add_f32x2(dq_pair + nt * 8, params.scale * dq[nt][2 * half], params.scale * dq[nt][2 * half + 1]);
       }
     }
     // No barrier here: the next tile writes the row table and dS^T only after its own barrier at

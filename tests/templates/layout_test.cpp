@@ -174,6 +174,33 @@ TEST(Fragments, VOperandAddressesYieldTheTransposedMmaBFragment) {
   }
 }
 
+// The backward reads dO and Q (for dV and dK) and K (for dQ) transposed at column blocks that are
+// multiples of 16 (a warp's head-dim slice plus 16 dp; a dQ item's col0 plus 16 np, step_bwd.cuh):
+// the lane's column-0 offset with its chunk bits XOR-ed by the block's bytes
+// (chunk_xor_offset_bytes), plus 16 rows per k-step. The same fragment as the V operand above.
+TEST(Fragments, TransposedBOperandAtAnyColumnBlockByChunkXor) {
+  for (int hd : kHeadDims) {
+    SharedTile tile(64, hd);
+    for (int block = 0; block < hd; block += 16)
+      for (int kk = 0; kk < 4; ++kk) {
+        std::array<int, 32> addr{};
+        for (int lane = 0; lane < 32; ++lane) {
+          const int chunk = lane_chunk_bytes(ldmatrix_bt_row(lane), ldmatrix_bt_col(lane), hd);
+          const int lane0 = swizzled_offset(ldmatrix_bt_row(lane), ldmatrix_bt_col(lane), hd) * 2;
+          addr[lane] = chunk_xor_offset_bytes(lane0, chunk, block * 2, hd) + kk * 16 * hd * 2;
+        }
+        Fragment f = ldmatrix_x4(tile, addr, true);
+        for (int lane = 0; lane < 32; ++lane) {
+          const int g = lane / 4, t = lane % 4, key = kk * 16 + 2 * t, dim = block + g;
+          ASSERT_EQ(f[lane][0], column_pair(key, dim)) << "hd " << hd << " block " << block << " lane " << lane;
+          ASSERT_EQ(f[lane][1], column_pair(key + 8, dim)) << "hd " << hd << " block " << block << " lane " << lane;
+          ASSERT_EQ(f[lane][2], column_pair(key, dim + 8)) << "hd " << hd << " block " << block << " lane " << lane;
+          ASSERT_EQ(f[lane][3], column_pair(key + 8, dim + 8)) << "hd " << hd << " block " << block << " lane " << lane;
+        }
+      }
+  }
+}
+
 // P V reuses the S accumulators of key n8-tiles 2kk and 2kk+1 as the A fragment of k-step kk
 // (step_fwd.cuh packs registers (0,1), (2,3) of tile 2kk, then of tile 2kk+1).
 TEST(Fragments, ScoreAccumulatorsAreTheAFragmentOfPV) {

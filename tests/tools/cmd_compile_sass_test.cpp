@@ -6,6 +6,7 @@
 // without them the test skips naming the packages. Needs no GPU.
 #include <gtest/gtest.h>
 
+#include <algorithm>
 #include <regex>
 #include <sstream>
 #include <string>
@@ -20,13 +21,17 @@
 namespace cpgen {
 namespace {
 
-// The sm_90a SASS of `spec` as a user gets it: compile --emit-cubin, then cuobjdump -sass. Sets
-// *skip when the disassembler is missing.
-std::string sm90a_sass(const testing::TempDir& dir, const KernelSpec& spec, std::string* skip) {
-  const std::string cubin = dir.path() + "/" + spec.uri() + ".cubin";
-  const testing::CliResult r = testing::run_cli("compile --spec " + spec.uri() + " --arch sm_90a --emit-cubin " + cubin);
+// The SASS of `spec` for `arch` as a user gets it: compile --emit-cubin, then cuobjdump -sass.
+// Sets *skip when the disassembler is missing.
+std::string arch_sass(const testing::TempDir& dir, const KernelSpec& spec, const std::string& arch, std::string* skip) {
+  const std::string cubin = dir.path() + "/" + spec.uri() + "." + arch + ".cubin";
+  const testing::CliResult r = testing::run_cli("compile --spec " + spec.uri() + " --arch " + arch + " --emit-cubin " + cubin);
   EXPECT_EQ(r.exit_code, 0) << r.out << r.err;
   return r.exit_code == 0 ? testing::disassemble_cubin(cubin, skip) : "";
+}
+
+std::string sm90a_sass(const testing::TempDir& dir, const KernelSpec& spec, std::string* skip) {
+  return arch_sass(dir, spec, "sm_90a", skip);
 }
 
 TEST(CmdCompileSass, WgmmaCubinsHoldHgmmaAndUtmaldg) {
@@ -125,6 +130,49 @@ TEST(CmdCompileSass, ForwardTileLoopCopiesWholeTilesWithoutPerRowWork) {
     const device::FwdLayout layout =
         device::fwd_layout(2, hd, spec.block_m, spec.block_n, spec.warps, spec.stages, spec.softcap);
     EXPECT_EQ(unpredicated_copies, 2 * layout.kv_loads_per_thread) << "K and V of a whole tile, no row bound";
+  }
+}
+
+// The backward adds dQ by column pairs from sm_90: one red.global.add.v2.f32 (REDG.E.ADD.F32x2)
+// per n8 tile and row half of a dQ item, where sm_80 has two scalar reductions; each lane's pairs
+// of an item share one address and step by immediate offsets. And the mask is a pass of its own
+// behind the tiles that need it: the exponentials of P run with no select among them (before,
+// each element's mask test sat between them and ran on every tile). Head dim 128 defaults, causal
+// and full.
+TEST(CmdCompileSass, BackwardAddsDqByColumnPairsAndMasksInAPassOfItsOwn) {
+  testing::TempDir dir("bwd_sass");
+  for (bool causal : {true, false}) {
+    const KernelSpec spec = KernelSpec::backward_default_for(Dtype::kBf16, 128, causal, 4);
+    SCOPED_TRACE(spec.uri());
+    std::string skip;
+    const std::vector<SassLine> sm90 = sass_lines(arch_sass(dir, spec, "sm_90a", &skip));
+    if (!skip.empty()) GTEST_SKIP() << skip;
+    const std::vector<SassLine> sm80 = sass_lines(arch_sass(dir, spec, "sm_80", &skip));
+    auto count = [](const std::vector<SassLine>& lines, const std::regex& what) {
+      int n = 0;
+      for (const SassLine& l : lines) n += std::regex_search(l.text, what) ? 1 : 0;
+      return n;
+    };
+    const std::regex pair(R"(REDG\.E\.ADD\.F32x2\b)"), scalar(R"(REDG?\.E\.ADD\.F32\.)");
+    constexpr int kPerItem = 2 * (32 / 8);  // row halves x n8 tiles of a 16 x 32 item
+    EXPECT_EQ(count(sm90, pair), kPerItem);
+    EXPECT_EQ(count(sm90, scalar), 0);
+    EXPECT_EQ(count(sm80, pair), 0);
+    EXPECT_EQ(count(sm80, scalar), 2 * kPerItem);
+    // Immediate offsets: the later tiles of an item reuse the first one's address register.
+    EXPECT_EQ(count(sm90, std::regex(R"(REDG\.E\.ADD\.F32x2.*\.64\+0x20\])")), 2);
+
+    const std::vector<SassLine> loop = tile_loop(sm90);
+    ASSERT_FALSE(loop.empty()) << "no loop with HMMA in the SASS";
+    size_t first = loop.size(), last = 0;
+    for (size_t i = 0; i < loop.size(); ++i)
+      if (loop[i].text.find("MUFU.EX2") != std::string::npos) {
+        first = std::min(first, i);
+        last = i;
+      }
+    ASSERT_LT(first, last) << "no exponentials in the tile loop";
+    for (size_t i = first; i <= last; ++i)
+      EXPECT_EQ(loop[i].text.find("FSEL"), std::string::npos) << "a select among the exponentials: " << loop[i].text;
   }
 }
 
