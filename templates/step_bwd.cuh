@@ -38,9 +38,11 @@
 // softmax scale as without it.
 //
 // Memory: K and V tiles stay in shared memory; Q and dO tiles arrive through a kStages-deep
-// cp.async pipeline. Launch: grid (ceil(kv_len / kBlockN), fold_pairs(batch * kv_heads)) with the
-// (batch, kv head) pairs folded over grid.y and grid.z as in layout.cuh, block kWarps * 32 threads, dynamic shared memory BwdTraits::kSharedBytes; q, k, v, dout 16-byte aligned with
-// element strides multiples of 8; dq_acc, dk_acc, dv_acc 8-byte aligned.
+// cp.async pipeline. Launch: grid (ceil(kv_len / kBlockN), pair_grid(batch, kv_heads)), i.e. kv
+// heads on y and batch on z, the (batch, kv head) pairs folded over y and z only where those do
+// not fit (layout.cuh); block kWarps * 32 threads, dynamic shared memory BwdTraits::kSharedBytes;
+// q, k, v, dout 16-byte aligned with element strides multiples of 8; dq_acc, dk_acc, dv_acc 8-byte
+// aligned.
 #pragma once
 
 #include "cpgen/atomic.cuh"
@@ -414,6 +416,13 @@ CPGEN_DEVICE void ring_bwd_step(const RingBwdParams& params) {
 
     // dV += P^T dO and dK += dS^T Q over this warp's head-dim columns: the accumulator of query
     // n8-tiles 2kk and 2kk+1 is the A fragment of k-step kk once packed (as P in the forward).
+    // dO and Q (B, [query][d]) are read transposed, the lane at row kk * 16 + ldmatrix_bt_row (the
+    // swizzle repeats every 16 rows) and column c0 + ldmatrix_bt_col for a column block c0 that
+    // is a multiple of 16: chunk c0 / 8 plus the lane's 0 or 1, i.e. the lane's column-0 offset
+    // with its chunk bits XOR-ed by the block's bytes (layout.cuh chunk_xor_offset_bytes). dQ's
+    // K^T below is read the same way.
+    const int bt_chunk = lane_chunk_bytes(ldmatrix_bt_row(lane), ldmatrix_bt_col(lane), kHeadDim);
+    const int bt_lane = swizzled_offset(ldmatrix_bt_row(lane), ldmatrix_bt_col(lane), kHeadDim) * 2;
 #pragma unroll
     for (int kk = 0; kk < Traits::kQuerySteps; ++kk) {
       u32 p_frag[kKeyMTiles][4], ds_frag[kKeyMTiles][4];
@@ -430,8 +439,13 @@ CPGEN_DEVICE void ring_bwd_step(const RingBwdParams& params) {
       }
 #pragma unroll
       for (int dp = 0; dp < kDimTiles / 2; ++dp) {
-        const int bt_off = swizzled_offset(kk * 16 + ldmatrix_bt_row(lane),
-                                           dim_col0 + dp * 16 + ldmatrix_bt_col(lane), kHeadDim) * 2;
+        // Head dim 96 (a 192-byte pitch) keeps the plain swizzle here: the XOR form holds the lane's
+        // chunk apart in another register, which made ptxas spill at 168 registers on sm_80.
+        const int bt_off =
+            (kRowBytes & (kRowBytes - 1)) == 0
+                ? chunk_xor_offset_bytes(bt_lane, bt_chunk, (dim_col0 + dp * 16) * 2, kHeadDim) + kk * 16 * kRowBytes
+                : swizzled_offset(kk * 16 + ldmatrix_bt_row(lane), dim_col0 + dp * 16 + ldmatrix_bt_col(lane),
+                                  kHeadDim) * 2;
         u32 do_frag[4], q_frag[4];
         ldmatrix_x4_trans(do_frag, do_tile + bt_off);
         ldmatrix_x4_trans(q_frag, q_tile + bt_off);
@@ -447,12 +461,8 @@ CPGEN_DEVICE void ring_bwd_step(const RingBwdParams& params) {
     __syncthreads();  // dS^T is complete
 
     // dQ += scale * dS K, in items of 16 query rows x kDqCols columns. dS (A, [query][key]) is
-    // read transposed from the [key][query] tile; K (B, [key][d]) transposed from its tile, the
-    // lane at row kk * 16 + ldmatrix_bt_row (the swizzle repeats every 16 rows) and column
-    // col0 + np * 16 + ldmatrix_bt_col, whose chunk is col0 / 8 + 2 np plus the lane's 0 or 1:
-    // the lane's column-0 offset with its chunk bits XOR-ed (layout.cuh chunk_xor_offset_bytes).
-    const int kt_chunk = lane_chunk_bytes(ldmatrix_bt_row(lane), ldmatrix_bt_col(lane), kHeadDim);
-    const int kt_lane = swizzled_offset(ldmatrix_bt_row(lane), ldmatrix_bt_col(lane), kHeadDim) * 2;
+    // read transposed from the [key][query] tile; K (B, [key][d]) transposed from its tile, at
+    // column blocks col0 + np * 16 as dO and Q above.
 #pragma unroll 1
     for (int item = warp; item < Traits::kDqItems; item += Traits::kWarps) {
       const int q16 = item / (kHeadDim / Traits::kDqCols);
@@ -460,7 +470,7 @@ CPGEN_DEVICE void ring_bwd_step(const RingBwdParams& params) {
       int kt_col[Traits::kDqCols / 16];
 #pragma unroll
       for (int np = 0; np < Traits::kDqCols / 16; ++np)
-        kt_col[np] = chunk_xor_offset_bytes(kt_lane, kt_chunk, (col0 + np * 16) * 2, kHeadDim);
+        kt_col[np] = chunk_xor_offset_bytes(bt_lane, bt_chunk, (col0 + np * 16) * 2, kHeadDim);
       float dq[Traits::kDqCols / 8][4];
 #pragma unroll
       for (int nt = 0; nt < Traits::kDqCols / 8; ++nt)
