@@ -130,6 +130,38 @@ CPGEN_DEVICE void load_q_do_async(const RingBwdParams& params, u32 shared_base, 
       params.dout_head_stride * 2, params.dout_row_stride * 2, block * Traits::kBlockM, packed_rows);
 }
 
+// What the per-row table holds for one packed query row: lse in the log2 domain (+inf for padding
+// and for rows that saw no key, which makes their P exactly 0), delta, and for the mask the query
+// position (causal) or the row's visible key interval [pos, key_last] (key intervals).
+struct BwdRowValues {
+  float lse_log2, delta;
+  int pos, key_last;
+};
+
+// The row values of packed row `packed` of the (batch, kv head) pair, read from global memory.
+template <typename Traits>
+CPGEN_DEVICE BwdRowValues load_row_values(const RingBwdParams& params, int batch, int kv_head, int packed) {
+  constexpr float kLog2e = 1.4426950408889634f;
+  // Padding rows: no gradient, after every key (causal), an empty interval (key intervals).
+  BwdRowValues v = {positive_infinity(), 0.0f, 0x7fffffff, 0};
+  if (packed < params.q_len * Traits::kGroup) {
+    const PackedRow pr = unpack_row(packed, Traits::kGroup);
+    const long long state_row =
+        (static_cast<long long>(batch) * params.q_heads + kv_head * Traits::kGroup + pr.head_in_group) *
+            (params.state_len > 0 ? params.state_len : params.q_len) + pr.query_index;
+    const float lse = params.lse[state_row];
+    v.lse_log2 = lse == -positive_infinity() ? positive_infinity() : lse * kLog2e;
+    v.delta = params.delta[state_row];
+    if constexpr (Traits::kKeyIntervals) {
+      v.pos = params.q_key_first[pr.query_index];
+      v.key_last = params.q_key_last[pr.query_index];
+    } else if constexpr (Traits::kCausal) {
+      v.pos = params.q_positions[pr.query_index];
+    }
+  }
+  return v;
+}
+
 template <typename Traits>
 CPGEN_DEVICE void ring_bwd_step(const RingBwdParams& params) {
   using T = typename Traits::Element;
@@ -235,6 +267,21 @@ CPGEN_DEVICE void ring_bwd_step(const RingBwdParams& params) {
     cap_log2 = params.softcap * kLog2e;
   }
 
+  // The row table's values of the next query tile, loaded from global memory one tile ahead (a
+  // thread per row), so that their latency hides behind a tile's work instead of stalling the
+  // barrier that publishes the table.
+  constexpr int kRowSlots = (kBlockM + Traits::kThreads - 1) / Traits::kThreads;
+  BwdRowValues next_rows[kRowSlots];
+  const auto fetch_rows = [&](int block) {
+#pragma unroll
+    for (int slot = 0; slot < kRowSlots; ++slot) {
+      const int r = static_cast<int>(threadIdx.x) + slot * Traits::kThreads;
+      if (kBlockM % Traits::kThreads == 0 || r < kBlockM)
+        next_rows[slot] = load_row_values<Traits>(params, batch, kv_head, block * kBlockM + r);
+    }
+  };
+  if (blocks > 0) fetch_rows(first_block);
+
   // ---- Main loop over query tiles -------------------------------------------------------------
   for (int it = 0; it < blocks; ++it) {
     const int block = first_block + it;
@@ -256,31 +303,19 @@ CPGEN_DEVICE void ring_bwd_step(const RingBwdParams& params) {
       cp_async_commit();
     }
 
-    // Per-row table of the tile: lse in the log2 domain (+inf for padding and for rows that saw
-    // no key, which makes their P exactly 0), delta, and the query position for the mask.
-    for (int r = threadIdx.x; r < kBlockM; r += Traits::kThreads) {
-      const int packed = block * kBlockM + r;
-      if (packed < packed_rows) {
-        const PackedRow pr = unpack_row(packed, kGroup);
-        const long long state_row =
-            (static_cast<long long>(batch) * params.q_heads + kv_head * kGroup + pr.head_in_group) *
-                (params.state_len > 0 ? params.state_len : params.q_len) + pr.query_index;
-        const float lse = params.lse[state_row];
-        store_shared(&row_lse_log2[r], lse == -positive_infinity() ? positive_infinity() : lse * kLog2e);
-        store_shared(&row_delta[r], params.delta[state_row]);
-        if constexpr (kKeyIntervals) {
-          store_shared(&row_pos[r], params.q_key_first[pr.query_index]);
-          store_shared(&row_key_last[r], params.q_key_last[pr.query_index]);
-        } else {
-          store_shared(&row_pos[r], params.q_positions[pr.query_index]);
-        }
-      } else {
-        store_shared(&row_lse_log2[r], positive_infinity());
-        store_shared(&row_delta[r], 0.0f);
-        store_shared(&row_pos[r], 0x7fffffff);  // after every key (causal), an empty interval (with row_key_last)
-        if constexpr (kKeyIntervals) store_shared(&row_key_last[r], 0);
+    // The tile's row table (BwdRowValues), from the values fetched one tile ago; then the next
+    // tile's fetch, which lands while this tile runs.
+#pragma unroll
+    for (int slot = 0; slot < kRowSlots; ++slot) {
+      const int r = static_cast<int>(threadIdx.x) + slot * Traits::kThreads;
+      if (kBlockM % Traits::kThreads == 0 || r < kBlockM) {
+        store_shared(&row_lse_log2[r], next_rows[slot].lse_log2);
+        store_shared(&row_delta[r], next_rows[slot].delta);
+        if constexpr (kMasked) store_shared(&row_pos[r], next_rows[slot].pos);
+        if constexpr (kKeyIntervals) store_shared(&row_key_last[r], next_rows[slot].key_last);
       }
     }
+    if (it + 1 < blocks) fetch_rows(block + 1);
     __syncthreads();
 
     const int tid = opaque(static_cast<int>(threadIdx.x));
