@@ -130,27 +130,27 @@ CPGEN_DEVICE void load_q_do_async(const RingBwdParams& params, u32 shared_base, 
       params.dout_head_stride * 2, params.dout_row_stride * 2, block * Traits::kBlockM, packed_rows);
 }
 
-// What the per-row table holds for one packed query row: lse in the log2 domain (+inf for padding
-// and for rows that saw no key, which makes their P exactly 0), delta, and for the mask the query
-// position (causal) or the row's visible key interval [pos, key_last] (key intervals).
+// The per-row table's inputs for one packed query row, as loaded: lse (natural log, -inf for
+// padding), delta, and for the mask the query position (causal) or the row's visible key interval
+// [pos, key_last] (key intervals). The table holds lse in the log2 domain, +inf for padding and
+// for rows that saw no key (which makes their P exactly 0): converted when stored, a tile after
+// the load, so that nothing waits for the load in the tile that issues it.
 struct BwdRowValues {
-  float lse_log2, delta;
+  float lse, delta;
   int pos, key_last;
 };
 
 // The row values of packed row `packed` of the (batch, kv head) pair, read from global memory.
 template <typename Traits>
 CPGEN_DEVICE BwdRowValues load_row_values(const RingBwdParams& params, int batch, int kv_head, int packed) {
-  constexpr float kLog2e = 1.4426950408889634f;
   // Padding rows: no gradient, after every key (causal), an empty interval (key intervals).
-  BwdRowValues v = {positive_infinity(), 0.0f, 0x7fffffff, 0};
+  BwdRowValues v = {-positive_infinity(), 0.0f, 0x7fffffff, 0};
   if (packed < params.q_len * Traits::kGroup) {
     const PackedRow pr = unpack_row(packed, Traits::kGroup);
     const long long state_row =
         (static_cast<long long>(batch) * params.q_heads + kv_head * Traits::kGroup + pr.head_in_group) *
             (params.state_len > 0 ? params.state_len : params.q_len) + pr.query_index;
-    const float lse = params.lse[state_row];
-    v.lse_log2 = lse == -positive_infinity() ? positive_infinity() : lse * kLog2e;
+    v.lse = params.lse[state_row];
     v.delta = params.delta[state_row];
     if constexpr (Traits::kKeyIntervals) {
       v.pos = params.q_key_first[pr.query_index];
@@ -309,7 +309,8 @@ CPGEN_DEVICE void ring_bwd_step(const RingBwdParams& params) {
     for (int slot = 0; slot < kRowSlots; ++slot) {
       const int r = static_cast<int>(threadIdx.x) + slot * Traits::kThreads;
       if (kBlockM % Traits::kThreads == 0 || r < kBlockM) {
-        store_shared(&row_lse_log2[r], next_rows[slot].lse_log2);
+        const float lse = next_rows[slot].lse;
+        store_shared(&row_lse_log2[r], lse == -positive_infinity() ? positive_infinity() : lse * kLog2e);
         store_shared(&row_delta[r], next_rows[slot].delta);
         if constexpr (kMasked) store_shared(&row_pos[r], next_rows[slot].pos);
         if constexpr (kKeyIntervals) store_shared(&row_key_last[r], next_rows[slot].key_last);

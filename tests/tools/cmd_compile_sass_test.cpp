@@ -176,5 +176,52 @@ TEST(CmdCompileSass, BackwardAddsDqByColumnPairsAndMasksInAPassOfItsOwn) {
   }
 }
 
+// The backward's per-row table (lse, delta, positions) is loaded from global memory one query
+// tile ahead: no global load of the tile loop, up to the barrier that publishes the table, has its
+// result read before that barrier (before, the table's loads were read by its stores right there,
+// and every query tile waited out a global round trip at the barrier). Head dim 128 defaults,
+// causal and full, sm_90a.
+TEST(CmdCompileSass, BackwardRowTableLoadsAreNotWaitedOnInTheirTile) {
+  testing::TempDir dir("bwd_rows_sass");
+  static const std::regex load(R"(^(@!?P\d+ )?LDG\.E(\.64|\.128)? (R\d+),)"), reg(R"(\bR(\d+)\b)");
+  for (bool causal : {true, false}) {
+    const KernelSpec spec = KernelSpec::backward_default_for(Dtype::kBf16, 128, causal, 4);
+    SCOPED_TRACE(spec.uri());
+    std::string skip;
+    const std::vector<SassLine> loop = tile_loop(sass_lines(sm90a_sass(dir, spec, &skip)));
+    if (!skip.empty()) GTEST_SKIP() << skip;
+    ASSERT_FALSE(loop.empty()) << "no loop with HMMA in the SASS";
+    // Registers written by global loads so far, up to the loop's second barrier.
+    std::vector<int> loaded;
+    int barriers = 0, loads = 0;
+    std::smatch m;
+    for (const SassLine& l : loop) {
+      if (l.text.find("BAR.SYNC") != std::string::npos && ++barriers == 2) break;
+      const bool is_load = std::regex_search(l.text, m, load);
+      // Every register the instruction reads: all but a load's or an ALU result's first operand;
+      // a store reads its first operand too.
+      const size_t space = l.text.find(' ', l.text[0] == '@' ? l.text.find(' ') + 1 : 0);
+      const std::string operands = space == std::string::npos ? "" : l.text.substr(space + 1);
+      const bool store = l.text.find("STS") != std::string::npos || l.text.find("STG") != std::string::npos ||
+                         l.text.find("RED") != std::string::npos;
+      const size_t comma = operands.find(',');
+      const std::string read = store || comma == std::string::npos ? operands : operands.substr(comma + 1);
+      for (std::sregex_iterator it(read.begin(), read.end(), reg), end; it != end; ++it) {
+        const int r = std::stoi((*it)[1].str());
+        EXPECT_EQ(std::count(loaded.begin(), loaded.end(), r), 0)
+            << "a global load's result read before the table's barrier: " << l.text;
+      }
+      if (is_load) {
+        ++loads;
+        const int first = std::stoi(m[3].str().substr(1));
+        const int words = m[2].str() == ".64" ? 2 : m[2].str() == ".128" ? 4 : 1;
+        for (int w = 0; w < words; ++w) loaded.push_back(first + w);
+      }
+    }
+    EXPECT_EQ(barriers, 2) << "the tile loop's second barrier publishes the row table";
+    EXPECT_GE(loads, 2) << "lse and delta of the next tile load before the barrier";
+  }
+}
+
 }  // namespace
 }  // namespace cpgen
