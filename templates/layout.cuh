@@ -97,6 +97,15 @@ CPGEN_HOST_DEVICE int pack_row(int head_in_group, int query_index, int group) {
   return query_index * group + head_in_group;
 }
 
+// ---- Running state rows ----------------------------------------------------------------------
+// The per-row state of the ring (o, m, l in the forward; lse, delta, dq in the backward) is
+// [batch, q_heads, pitch] rows, pitch the rank's local rows (state_len, which a launch over a view
+// of the queries sets; 0 means q_len).
+CPGEN_HOST_DEVICE int state_pitch(int state_len, int q_len) { return state_len > 0 ? state_len : q_len; }
+CPGEN_HOST_DEVICE long long state_row(int batch, int q_heads, int q_head, int pitch, int query_index) {
+  return (static_cast<long long>(batch) * q_heads + q_head) * pitch + query_index;
+}
+
 // Query rows of one CTA's block [first_packed, first_packed + block_m) cover query indices
 // first_packed / group .. (first_packed + block_m - 1) / group, clipped to q_len - 1.
 CPGEN_HOST_DEVICE int block_first_query(int m_block, int block_m, int group) {

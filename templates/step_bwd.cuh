@@ -147,11 +147,10 @@ CPGEN_DEVICE BwdRowValues load_row_values(const RingBwdParams& params, int batch
   BwdRowValues v = {-positive_infinity(), 0.0f, 0x7fffffff, 0};
   if (packed < params.q_len * Traits::kGroup) {
     const PackedRow pr = unpack_row(packed, Traits::kGroup);
-    const long long state_row =
-        (static_cast<long long>(batch) * params.q_heads + kv_head * Traits::kGroup + pr.head_in_group) *
-            (params.state_len > 0 ? params.state_len : params.q_len) + pr.query_index;
-    v.lse = params.lse[state_row];
-    v.delta = params.delta[state_row];
+    const long long row = state_row(batch, params.q_heads, kv_head * Traits::kGroup + pr.head_in_group,
+                                    state_pitch(params.state_len, params.q_len), pr.query_index);
+    v.lse = params.lse[row];
+    v.delta = params.delta[row];
     if constexpr (Traits::kKeyIntervals) {
       v.pos = params.q_key_first[pr.query_index];
       v.key_last = params.q_key_last[pr.query_index];
@@ -532,8 +531,8 @@ CPGEN_DEVICE void ring_bwd_step(const RingBwdParams& params) {
         const PackedRow pr = unpack_row(packed, kGroup);
         // This lane's column pair of the item's first n8 tile; the others are constant offsets.
         float* dq_pair = params.dq_acc +
-                         ((static_cast<long long>(batch) * params.q_heads + kv_head * kGroup + pr.head_in_group) *
-                              (params.state_len > 0 ? params.state_len : params.q_len) + pr.query_index) * kHeadDim +
+                         state_row(batch, params.q_heads, kv_head * kGroup + pr.head_in_group,
+                                   state_pitch(params.state_len, params.q_len), pr.query_index) * kHeadDim +
                          (col0 + acc_col(lane, 0));
 #pragma unroll
         for (int nt = 0; nt < Traits::kDqCols / 8; ++nt)

@@ -479,12 +479,11 @@ CPGEN_DEVICE void ring_fwd_step(const RingFwdParams& params) {
       row_sum[mt][half] = l_local;
       if (params.is_first_step || packed >= packed_rows) continue;
       const PackedRow pr = unpack_row(packed, kGroup);
-      const long long state_row =
-          (static_cast<long long>(at.batch) * params.q_heads + at.kv_head * kGroup + pr.head_in_group) *
-              (params.state_len > 0 ? params.state_len : params.q_len) + pr.query_index;
-      const MergeScales ms = merge_scales(params.m_state[state_row], row_max[mt][half]);
+      const long long row = state_row(at.batch, params.q_heads, at.kv_head * kGroup + pr.head_in_group,
+                                      state_pitch(params.state_len, params.q_len), pr.query_index);
+      const MergeScales ms = merge_scales(params.m_state[row], row_max[mt][half]);
       row_max[mt][half] = ms.m;
-      row_sum[mt][half] = ms.scale_a * params.l_state[state_row] + ms.scale_b * l_local;
+      row_sum[mt][half] = ms.scale_a * params.l_state[row] + ms.scale_b * l_local;
       scale_state[mt][half] = ms.scale_a;
       scale_local[mt][half] = ms.scale_b;
     }
@@ -498,10 +497,9 @@ CPGEN_DEVICE void ring_fwd_step(const RingFwdParams& params) {
       if (packed >= packed_rows) continue;
       const PackedRow pr = unpack_row(packed, kGroup);
       const int head = at.kv_head * kGroup + pr.head_in_group;
-      const long long state_row =
-          (static_cast<long long>(at.batch) * params.q_heads + head) *
-              (params.state_len > 0 ? params.state_len : params.q_len) + pr.query_index;
-      float* o_state = params.o_state + state_row * kHeadDim;
+      const long long row = state_row(at.batch, params.q_heads, head, state_pitch(params.state_len, params.q_len),
+                                      pr.query_index);
+      float* o_state = params.o_state + row * kHeadDim;
       const float m = row_max[mt][half];
       const float l = row_sum[mt][half];
       float scale_l = scale_local[mt][half], scale_s = scale_state[mt][half];
@@ -525,7 +523,7 @@ CPGEN_DEVICE void ring_fwd_step(const RingFwdParams& params) {
           }
           *reinterpret_cast<u32*>(out_row + col * 2) = pack2<T>(o0, o1);
         }
-        if (quad_leader) params.lse[state_row] = lse_natural(m, l);
+        if (quad_leader) params.lse[row] = lse_natural(m, l);
       } else {
 #pragma unroll
         for (int d = 0; d < kOutputTiles; ++d) {
@@ -540,8 +538,8 @@ CPGEN_DEVICE void ring_fwd_step(const RingFwdParams& params) {
           *reinterpret_cast<FloatPair*>(o_state + col) = o;
         }
         if (quad_leader) {
-          params.m_state[state_row] = m;
-          params.l_state[state_row] = l;
+          params.m_state[row] = m;
+          params.l_state[row] = l;
         }
       }
     }

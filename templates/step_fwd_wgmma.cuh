@@ -130,7 +130,7 @@ CPGEN_DEVICE void wgmma_fwd_merge(const RingFwdParams& params, int batch, int kv
   constexpr int kHeadDim = Traits::kHeadDim;
   const int packed_rows = params.q_len * kGroup;
   // The state's row pitch: a launch over a view of the queries writes into the rank's full state.
-  const long long state_len = params.state_len > 0 ? params.state_len : params.q_len;
+  const int pitch = state_pitch(params.state_len, params.q_len);
   const int lane = threadIdx.x % 32;
   const bool quad_leader = lane % 4 == 0;
   // Every lane of a quad reads the row's old state before its leader overwrites it (the order
@@ -145,13 +145,11 @@ CPGEN_DEVICE void wgmma_fwd_merge(const RingFwdParams& params, int batch, int kv
     row_sum[half] = l_local;
     if (params.is_first_step || packed >= packed_rows) continue;
     const PackedRow pr = unpack_row(packed, kGroup);
-    const long long state_row =
-        (static_cast<long long>(batch) * params.q_heads + kv_head * kGroup + pr.head_in_group) * state_len +
-        pr.query_index;
+    const long long row = state_row(batch, params.q_heads, kv_head * kGroup + pr.head_in_group, pitch, pr.query_index);
     // (m, l) = merge((m_state, l_state), (m_local, l_local)); o merges with the same factors.
-    const MergeScales ms = merge_scales(params.m_state[state_row], row_max[half]);
+    const MergeScales ms = merge_scales(params.m_state[row], row_max[half]);
     row_max[half] = ms.m;
-    row_sum[half] = ms.scale_a * params.l_state[state_row] + ms.scale_b * l_local;
+    row_sum[half] = ms.scale_a * params.l_state[row] + ms.scale_b * l_local;
     scale_state[half] = ms.scale_a;
     scale_local[half] = ms.scale_b;
   }
@@ -162,8 +160,8 @@ CPGEN_DEVICE void wgmma_fwd_merge(const RingFwdParams& params, int batch, int kv
     if (packed >= packed_rows) continue;
     const PackedRow pr = unpack_row(packed, kGroup);
     const int head = kv_head * kGroup + pr.head_in_group;
-    const long long state_row = (static_cast<long long>(batch) * params.q_heads + head) * state_len + pr.query_index;
-    float* o_state = params.o_state + state_row * kHeadDim;
+    const long long row = state_row(batch, params.q_heads, head, pitch, pr.query_index);
+    float* o_state = params.o_state + row * kHeadDim;
     float scale_l = scale_local[half], scale_s = scale_state[half];
     if (params.is_last_step) {
       // out = (scale_state o_state + scale_local o_local) / l
@@ -192,10 +190,10 @@ CPGEN_DEVICE void wgmma_fwd_merge(const RingFwdParams& params, int batch, int kv
     }
     if (quad_leader) {
       if (params.is_last_step) {
-        params.lse[state_row] = lse_natural(row_max[half], row_sum[half]);
+        params.lse[row] = lse_natural(row_max[half], row_sum[half]);
       } else {
-        params.m_state[state_row] = row_max[half];
-        params.l_state[state_row] = row_sum[half];
+        params.m_state[row] = row_max[half];
+        params.l_state[row] = row_sum[half];
       }
     }
   }

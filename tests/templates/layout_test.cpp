@@ -215,6 +215,21 @@ TEST(Fragments, ScoreAccumulatorsAreTheAFragmentOfPV) {
       }
 }
 
+// The running state is [batch][q_heads][pitch] rows (the kernels' o, m, l, lse, delta and dq):
+// state_row walks a plain 3-d array in that order; pitch 0 from state_len means q_len.
+TEST(StateRows, IndexABatchHeadPitchArray) {
+  EXPECT_EQ(state_pitch(0, 37), 37);
+  EXPECT_EQ(state_pitch(96, 37), 96);
+  constexpr int kBatch = 3, kHeads = 5, kPitch = 7;
+  int state[kBatch][kHeads][kPitch];
+  for (int b = 0; b < kBatch; ++b)
+    for (int h = 0; h < kHeads; ++h)
+      for (int q = 0; q < kPitch; ++q)
+        EXPECT_EQ(&state[b][h][q] - &state[0][0][0], state_row(b, kHeads, h, kPitch, q));
+  // 64-bit: a state past 2^31 rows.
+  EXPECT_EQ(state_row(40000, 64, 63, 1 << 20, 5), (40000LL * 64 + 63) * (1LL << 20) + 5);
+}
+
 TEST(PackedRows, RoundTripAndBlockBounds) {
   for (int group : {1, 2, 4, 8, 16}) {
     for (int p = 0; p < 1000; ++p) {
