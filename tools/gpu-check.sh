@@ -43,27 +43,23 @@
 #
 # Recommended device session. A task lent a GPU has 15 minutes of device time in all, a machine's
 # start and its idle time counted in, 10 minutes per call, and no machine starts with under 4
-# minutes left. Measured on the first H100 (bench/results/2026-11-26-*): a start and the transfers
-# about 30 s, build 80 s, tests 154 s (every GPU test running), sanitize 269 s with most of its
-# tests failing early (the ping-pong racecheck alone 173 s; more now that they pass). So: one
-# call of up to 600 s with the phases in the order they matter (the budget skips, and the report
-# names, what does not fit), given back at once, and a second call of about 4 minutes for what the
-# first found:
+# minutes left. Measured (bench/results/2026-11-26-* on an H100, 2026-11-27-* on an H200): a start
+# and the transfers 30-40 s, build 80-99 s, tests 154-182 s (every GPU test running; the
+# backward step test alone 81 s), kernels and wgmma a few seconds per configuration, ncu 25 s,
+# memcheck over the step and ring tests 202 s; the whole NCCL phase did not fit (its backward tune
+# ran past 96 s before it was bounded). A warm machine waits 30 s for the next call. So: one call
+# of up to 600 s with the phases in the order they matter (the budget skips, and the report
+# names, what does not fit), given back at once, or followed at once by a prepared second call:
 #   tools/pack-gpu-deps.sh   (here: the -dev packages and ../shared/vectors, compressed)
-#   run(command="tools/gpu-check.sh --only build,kernels,wgmma,nccl,ncu,sanitize
-#       --kernels-args '--head-dims 128 --lengths 8192,16384 --gqa 1'",
+#   run(command="tools/gpu-check.sh --only build,nccl,sanitize,wgmma,kernels,tune
+#       --kernels-args '--dtypes bf16,fp16 --head-dims 64,128,256 --lengths 4096,32768 --gqa 1,4'",
 #       carry=[".gpudeps"], timeout_s=600)
 #   give_back()
-# (add tests first when the kernels or the runtime changed since the last report's passing run:
-# they have since 2026-11-26's, which ran tree 2d39a2f: the mma.sync default scores whole 64-key
-# tiles, and NCCL is loaded at run time; the kernels phase then says whether the default moved
-# from 0.83x SDPA flash at bf16, head dim 128, causal, 16K. The old default's shared-memory
-# traffic, 32 keys scored at a time, is what 32-key tiles have; the same-run comparison is
-#   python3 bench/kernels.py --lib build-gpu/libcpgen.so --dtypes bf16 --causal 1 --head-dims 128
-#     --lengths 16384 --gqa 1 --pin 'ring_fwd_{dtype}_hd{head_dim}_{mask}_gqa{group}_bm128_bn32_w4_s2').
-# The report, the logs' tarball (tables and jsonl inside), the ncu profiles and the exported
-# cache come back under files_at. A later session takes what the committed reports do not hold
-# yet: ring and tune, the kernel matrix beyond head dim 128 (--kernels-args), the phases skipped.
+# (put tests first when the kernels or the runtime changed since the last report's passing run,
+# 2026-11-27's on tree a46379b). The report, the logs' tarball (tables and jsonl inside), the ncu
+# profiles and the exported cache come back under files_at; tools/ncu-metrics.py reads the
+# profiles on a machine without ncu. A later session takes what the committed reports do not
+# hold yet: ring and tune, the kernel matrix beyond what they hold, the phases skipped.
 #
 # The GPU machines have nvcc, CMake, PyTorch and the nvidia-nccl Python package but maybe none of
 # the Debian -dev packages, and no network. Choice: vendor nothing in the repository; use what the
@@ -477,16 +473,23 @@ phase_ncu() {
     [ $family = wgmma ] && pin=(--pin "$WGMMA_PIN")
     # The first launch whose name starts ring_fwd (the URI is the kernel's name): kernels.py's
     # checked run, before any timing. --clock-control none: the clocks the benchmarks ran at.
+    # SourceCounters names the SASS lines the warps stall at: the 2026-11-27 H200 profile of
+    # the wgmma kernel averaged its producer and consumer warps' stalls into one figure.
     run "ncu-$family" "$ncu" --target-processes all --clock-control none --kernel-name 'regex:^ring_fwd' \
       --launch-count 1 --section SpeedOfLight --section Occupancy --section LaunchStats \
       --section WarpStateStats --section ComputeWorkloadAnalysis --section MemoryWorkloadAnalysis \
+      --section SourceCounters --section InstructionStats \
       --export "$LOGS/ncu-$family" --force-overwrite \
       python3 "$ROOT/bench/kernels.py" --lib "$BUILD/libcpgen.so" --dtypes bf16 --head-dims 128 \
       --lengths 16384 --gqa 1 --causal 1 --warmup 0 --iters 1 --check-rows 8 "${pin[@]}"
     rc=$?
     results="$results $family: $([ $rc = 0 ] && echo ok || echo "exit $rc");"
-    { echo "### $family"; echo; grep -vE '^(\{|# |\| |==PROF==)' "$LOGS/ncu-$family.log" | head -160 | sed 's/^/    /'; echo; } \
-      >>"$LOGS/phases/ncu.md"
+    # With --export ncu prints no sections (the 2026-11-27 H200 report had none): the text comes
+    # from reading the report back. tools/ncu-metrics.py reads the same file where ncu is absent.
+    "$ncu" --import "$LOGS/ncu-$family.ncu-rep" --page details >"$LOGS/ncu-$family.txt" 2>&1 ||
+      echo "(ncu --import failed; tools/ncu-metrics.py reads the .ncu-rep)" >>"$LOGS/ncu-$family.txt"
+    { echo "### $family"; echo; grep -vE '^(\{|# |\| |==PROF==)' "$LOGS/ncu-$family.log" | head -20 | sed 's/^/    /'
+      echo; head -200 "$LOGS/ncu-$family.txt" | sed 's/^/    /'; echo; } >>"$LOGS/phases/ncu.md"
     [ -n "${OUT:-}" ] && [ -d "${OUT:-}" ] && cp "$LOGS/ncu-$family.ncu-rep" "$OUT/" 2>/dev/null
   done
   results=${results# }
