@@ -8,6 +8,7 @@
 
 #include "cpgen/error.h"
 #include "generator/kernel_spec.h"
+#include "generator/kernel_spec_wgmma.h"
 
 namespace cpgen {
 namespace {
@@ -262,6 +263,21 @@ json default_heuristic_cache() {
     entry["detail"] = "KernelSpec::default_for; never timed";
     entries.push_back(entry);
   }
+  // The sm_90a defaults of the wgmma family (forward_default_for_arch). They name the arch, so
+  // they sort before the patterns that do not ("arch" < "causal"), and the lookup takes the first
+  // pattern that matches: on sm_90a these, elsewhere the mma.sync entries above.
+  for (const WgmmaDefaultShape& shape : kWgmmaDefaultShapes)
+    for (bool causal : {false, true}) {
+      const KernelSpec s = forward_default_for_arch(shape.dtype, shape.head_dim, causal, shape.gqa_group, kWgmmaArch);
+      json entry;
+      entry["workload"] = {{"arch", kWgmmaArch}, {"dtype", dtype_name(s.dtype)}, {"head_dim", s.head_dim},
+                           {"causal", s.causal}, {"gqa_group", s.gqa_group}};
+      entry["kernel"] = s.uri();
+      entry["disposition"] = "not-timed";
+      entry["source"] = "default-heuristic";
+      entry["detail"] = "forward_default_for_arch on sm_90a (the wgmma family); never timed as an entry";
+      entries.push_back(entry);
+    }
   std::sort(entries.begin(), entries.end(), [](const json& a, const json& b) { return sort_key(a) < sort_key(b); });
   return json{{"format", kCacheFormatName}, {"version", kCacheFormatVersion}, {"entries", entries}};
 }

@@ -7,6 +7,7 @@
 
 #include "cache/records.h"
 #include "cpgen/error.h"
+#include "generator/kernel_spec_wgmma.h"
 #include "runtime/core/enum_names.h"
 #include "runtime/ring/kernel_support.h"
 
@@ -166,9 +167,9 @@ static Selection select_in_order(const WorkloadKey& w, Database* db, const Envir
                           : KernelSpec::backward_default_for(w.dtype, w.head_dim, w.causal, w.gqa_group());
     sel.origin = "KernelSpec::backward_default_for";
   } else {
-    sel.spec = known_arch ? KernelSpec::default_for_arch(w.dtype, w.head_dim, w.causal, w.gqa_group(), w.arch)
+    sel.spec = known_arch ? forward_default_for_arch(w.dtype, w.head_dim, w.causal, w.gqa_group(), w.arch)
                           : KernelSpec::default_for(w.dtype, w.head_dim, w.causal, w.gqa_group());
-    sel.origin = "KernelSpec::default_for";
+    sel.origin = sel.spec.kind == KernelKind::kForwardWgmma ? "forward_default_for_arch" : "KernelSpec::default_for";
   }
   sel.source = ConfigSource::kDefault;
   sel.reason = "no tuned record and no pretuned cache entry; using the documented default" + ignored_note;

@@ -190,4 +190,16 @@ std::vector<KernelSpec> wgmma_defaults() {
   return specs;
 }
 
+bool wgmma_is_default(Dtype dtype, int head_dim, int gqa_group, std::string_view arch) {
+  if (arch != kWgmmaArch) return false;
+  for (const WgmmaDefaultShape& shape : kWgmmaDefaultShapes)
+    if (shape.dtype == dtype && shape.head_dim == head_dim && shape.gqa_group == gqa_group) return true;
+  return false;
+}
+
+KernelSpec forward_default_for_arch(Dtype dtype, int head_dim, bool causal, int gqa_group, std::string_view arch) {
+  if (wgmma_is_default(dtype, head_dim, gqa_group, arch)) return wgmma_default_for(dtype, head_dim, causal, gqa_group);
+  return KernelSpec::default_for_arch(dtype, head_dim, causal, gqa_group, arch);
+}
+
 }  // namespace cpgen

@@ -49,4 +49,22 @@ KernelSpec wgmma_default_for(Dtype dtype, int head_dim, bool causal, int gqa_gro
 // Every supported combination's default.
 std::vector<KernelSpec> wgmma_defaults();
 
+// Where the wgmma family is the documented forward default on sm_90a: the combinations a GPU has
+// run correctly and timed faster than the mma.sync default in one run. Both mask kinds (causal
+// and full) of each. Measured on an H200, 2026-11-27 (bench/results/2026-11-27-NVIDIA-H200-
+// gpu-check.md): bf16, head dim 128, GQA 1, local lengths 8K and 16K, 1.61-1.69 times the
+// mma.sync default's TFLOP/s. A combination joins this table when a device session has timed it.
+struct WgmmaDefaultShape {
+  Dtype dtype;
+  int head_dim;
+  int gqa_group;
+};
+inline constexpr WgmmaDefaultShape kWgmmaDefaultShapes[] = {{Dtype::kBf16, 128, 1}};
+bool wgmma_is_default(Dtype dtype, int head_dim, int gqa_group, std::string_view arch);
+// The documented forward default on `arch`: the wgmma family's default tiles where
+// wgmma_is_default says so, else KernelSpec::default_for_arch (the mma.sync family, fitted to the
+// arch's shared memory). The lookup's last resort (cache/lookup.h) and the sm_90a entries of the
+// shipped default-heuristic cache.
+KernelSpec forward_default_for_arch(Dtype dtype, int head_dim, bool causal, int gqa_group, std::string_view arch);
+
 }  // namespace cpgen

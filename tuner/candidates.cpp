@@ -96,8 +96,17 @@ std::vector<KernelSpec> backward_space(const KernelSpec& base) {
 
 namespace {
 
+// The mma.sync family's default, from which forward_space grows its tiles.
+KernelSpec mma_sync_default(const WorkloadKey& w) {
+  return KernelSpec::default_for(w.dtype, w.head_dim, w.causal, w.gqa_group());
+}
+
 KernelSpec unmasked_default(const WorkloadKey& w) {
-  if (!is_backward(w.step)) return KernelSpec::default_for(w.dtype, w.head_dim, w.causal, w.gqa_group());
+  // Where the wgmma family is the documented default (sm_90a, generator/kernel_spec_wgmma.h), it
+  // is the reference the other candidates are checked against, and the one a short search keeps.
+  if (!is_backward(w.step) && wgmma_is_default(w.dtype, w.head_dim, w.gqa_group(), w.arch))
+    return forward_default_for_arch(w.dtype, w.head_dim, w.causal, w.gqa_group(), w.arch);
+  if (!is_backward(w.step)) return mma_sync_default(w);
   try {
     return KernelSpec::backward_default_for_arch(w.dtype, w.head_dim, w.causal, w.gqa_group(), w.arch);
   } catch (const Error& e) {
@@ -122,8 +131,21 @@ KernelSpec tuning_default(const WorkloadKey& w) {
 CandidateSet enumerate_candidates(const WorkloadKey& w, int max_candidates) {
   CandidateSet set;
   const KernelSpec base = tuning_default(w);
-  std::vector<KernelSpec> all = is_backward(w.step) ? backward_space(base) : forward_space(base);
-  for (const KernelSpec& s : wgmma_space(w)) all.push_back(s);
+  std::vector<KernelSpec> all;
+  if (is_backward(w.step)) {
+    all = backward_space(base);
+  } else if (base.kind == KernelKind::kForwardWgmma) {
+    // The default first, then the mma.sync tiles grown from that family's own default.
+    KernelSpec mma = mma_sync_default(w);
+    mma.key_intervals = base.key_intervals;
+    mma.softcap = base.softcap;
+    all = {base};
+    for (const KernelSpec& s : forward_space(mma)) all.push_back(s);
+  } else {
+    all = forward_space(base);
+  }
+  for (const KernelSpec& s : wgmma_space(w))
+    if (s != base) all.push_back(s);
   const int64_t packed_rows = w.q_len * w.gqa_group();
   for (const KernelSpec& s : all) {
     Feasibility f = check_feasibility(s, w.arch);

@@ -50,7 +50,8 @@ struct CandidateSet {
 };
 
 // The config a workload's candidates are verified against: the forward default
-// (KernelSpec::default_for), or for a backward workload the backward default that fits the arch
+// (KernelSpec::default_for; on sm_90a the wgmma family's where forward_default_for_arch names
+// it), or for a backward workload the backward default that fits the arch
 // (KernelSpec::backward_default_for_arch; backward_default_for where none fits), with the
 // workload mask's kernel flags (key intervals, softcap), which every candidate inherits.
 KernelSpec tuning_default(const WorkloadKey& w);

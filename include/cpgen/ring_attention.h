@@ -109,7 +109,7 @@ struct StepKernelChoice {
   std::string step_type;  // "diagonal", "full", "zigzag-kv-half", "zigzag-q-half"
   std::string kernel_uri;
   ConfigSource source = ConfigSource::kDefault;
-  std::string origin;     // database path, cache file, or "KernelSpec::default_for"
+  std::string origin;     // database path, cache file, "KernelSpec::default_for" or (sm_90a) "forward_default_for_arch"
   std::string reason;     // one line; says why a database was not read when it was not
 };
 

@@ -9,6 +9,7 @@
 #include "cache_fixtures.h"
 #include "cpgen/error.h"
 #include "generator/kernel_spec.h"
+#include "generator/kernel_spec_wgmma.h"
 #include "test_util.h"
 
 namespace cpgen::testing {
@@ -111,7 +112,15 @@ TEST_F(ExchangeTest, ShippedDefaultCacheIsExactlyTheDocumentedDefaults) {
   nlohmann::json shipped = load_json(std::string(CPGEN_SOURCE_DIR) + "/caches/default-heuristic.json");
   EXPECT_EQ(shipped, default_heuristic_cache())
       << "regenerate with: cpgen db export --defaults > caches/default-heuristic.json";
-  EXPECT_EQ(shipped["entries"].size(), KernelSpec::all_defaults().size());
+  // Every combination's mma.sync default, and the sm_90a wgmma defaults (causal and full of each
+  // measured combination), which name the arch and so come first.
+  const size_t sm90a = 2 * std::size(kWgmmaDefaultShapes);
+  ASSERT_EQ(shipped["entries"].size(), KernelSpec::all_defaults().size() + sm90a);
+  for (size_t i = 0; i < shipped["entries"].size(); ++i) {
+    const auto& e = shipped["entries"][i];
+    EXPECT_EQ(e["workload"].contains("arch"), i < sm90a) << e.dump();
+    EXPECT_EQ(is_wgmma_uri(e["kernel"].get<std::string>()), i < sm90a) << e.dump();
+  }
   for (const auto& e : shipped["entries"]) {
     EXPECT_EQ(e["source"], "default-heuristic");
     EXPECT_FALSE(e.contains("median_ms")) << "a default must not pretend to be timed";

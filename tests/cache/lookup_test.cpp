@@ -173,6 +173,42 @@ TEST_F(LookupTest, ABackwardWorkloadSelectsOnlyBackwardKernels) {
 // The sm_90a wgmma family (issue 13): a record naming a ring_fwd_wgmma_ kernel is selected for a
 // forward step like any other, faster record wins across families, and it is never used where
 // it cannot run (off sm_90a, a backward step).
+// The documented forward default on sm_90a is the wgmma family where a GPU has measured it faster
+// (kWgmmaDefaultShapes): the shipped default-heuristic cache's entries naming the arch answer
+// first there, and with no cache at all the lookup's last resort says the same. On sm_90, and for
+// a group not measured, the mma.sync default stays; a mask keeps the family, with its flags.
+TEST_F(LookupTest, TheSm90aDefaultIsTheWgmmaFamilyWhereAGpuMeasuredIt) {
+  const PretunedCaches shipped = load_pretuned_caches({std::string(CPGEN_SOURCE_DIR) + "/caches"});
+  WorkloadKey w = test_workload();
+  w.kv_heads = 32;  // group 1
+  for (bool causal : {false, true}) {
+    w.causal = causal;
+    const KernelSpec wgmma = wgmma_default_for(Dtype::kBf16, 128, causal, 1);
+    const Selection s = select_config(w, nullptr, test_env(), shipped);
+    EXPECT_EQ(s.source, ConfigSource::kPretunedPattern) << s.reason;
+    EXPECT_EQ(s.spec, wgmma) << s.spec.uri();
+    const Selection none = select_config(w, nullptr, test_env(), no_caches);
+    EXPECT_EQ(none.source, ConfigSource::kDefault) << none.reason;
+    EXPECT_EQ(none.spec, wgmma) << none.spec.uri();
+    EXPECT_EQ(none.origin, "forward_default_for_arch");
+
+    WorkloadKey sm90 = w;
+    sm90.arch = "sm_90";
+    EXPECT_EQ(select_config(sm90, nullptr, test_env(), shipped).spec, KernelSpec::default_for(Dtype::kBf16, 128, causal, 1));
+    EXPECT_EQ(select_config(sm90, nullptr, test_env(), no_caches).spec,
+              KernelSpec::default_for_arch(Dtype::kBf16, 128, causal, 1, "sm_90"));
+    WorkloadKey gqa4 = w;
+    gqa4.kv_heads = 8;
+    EXPECT_EQ(select_config(gqa4, nullptr, test_env(), shipped).spec.kind, KernelKind::kForwardStep);
+    EXPECT_EQ(select_config(gqa4, nullptr, test_env(), no_caches).spec.kind, KernelKind::kForwardStep);
+  }
+  WorkloadKey windowed = w;
+  windowed.mask.window_left = 256;
+  const Selection m = select_config(windowed, nullptr, test_env(), shipped);
+  EXPECT_EQ(m.spec.kind, KernelKind::kForwardWgmma) << m.spec.uri();
+  EXPECT_TRUE(m.spec.key_intervals) << m.spec.uri();
+}
+
 TEST_F(LookupTest, AWgmmaRecordIsSelectedLikeAnyOther) {
   Database db(path("l.db"));
   const WorkloadKey w = test_workload();

@@ -21,18 +21,22 @@ const char* kShape =
 class CmdExplain : public TempDirTest {};
 
 // A window and a softcap select the same tile configs, specialized on key intervals and softcap;
-// a causal-only shape keeps the kernels without them.
+// a causal-only shape keeps the kernels without them. On sm_90 (the mma.sync default); on sm_90a,
+// where this combination's default is the wgmma family, its kernel is specialized the same way.
 TEST_F(CmdExplain, MaskedShapeShowsTheSpecializedKernels) {
   const std::string masked =
       R"('{"q_heads": 8, "kv_heads": 8, "head_dim": 128, "seq_len": 4096, "cp_size": 2, "dtype": "bf16", )"
       R"("causal": true, "window": {"left": 256, "right": null}, "softcap": 30}')";
-  CliResult r = run_cli("explain --db " + path("none.db") + " --shape " + masked);
+  CliResult hopper = run_cli("explain --arch sm_90a --db " + path("none.db") + " --shape " + masked);
+  ASSERT_EQ(hopper.exit_code, 0) << hopper.err;
+  EXPECT_NE(hopper.out.find("ring_fwd_wgmma_bf16_hd128_causal_ivl_cap_gqa1_"), std::string::npos) << hopper.out;
+  CliResult r = run_cli("explain --arch sm_90 --db " + path("none.db") + " --shape " + masked);
   ASSERT_EQ(r.exit_code, 0) << r.err;
   EXPECT_NE(r.out.find("ring_fwd_bf16_hd128_causal_ivl_cap_gqa1_"), std::string::npos) << r.out;
   EXPECT_NE(r.out.find("ring_bwd_bf16_hd128_causal_ivl_cap_gqa1_"), std::string::npos) << r.out;
   // Nothing was tuned for the mask: the reason says the unmasked shape's config stands in.
   EXPECT_NE(r.out.find("no record for the masked workload (window=256,-1 softcap)"), std::string::npos) << r.out;
-  CliResult plain = run_cli("explain --db " + path("none.db") + " --shape " + kShape);
+  CliResult plain = run_cli("explain --arch sm_90 --db " + path("none.db") + " --shape " + kShape);
   ASSERT_EQ(plain.exit_code, 0) << plain.err;
   EXPECT_NE(plain.out.find("ring_fwd_bf16_hd128_causal_gqa1_"), std::string::npos) << plain.out;
   EXPECT_EQ(plain.out.find("_ivl"), std::string::npos) << plain.out;

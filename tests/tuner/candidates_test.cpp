@@ -88,7 +88,14 @@ TEST(Candidates, TilesLargerThanTheStepArePrunedButTheDefaultStays) {
   w.step = StepType::kZigzagKvHalf;
   CandidateSet set = enumerate_candidates(w);
   ASSERT_FALSE(set.viable.empty());
-  EXPECT_EQ(set.viable.front(), KernelSpec::default_for(Dtype::kBf16, 128, true, 1));
+  // On sm_90a this combination's default is the wgmma family's (128 x 128 tiles), kept as well.
+  EXPECT_EQ(set.viable.front(), wgmma_default_for(Dtype::kBf16, 128, true, 1));
+  EXPECT_EQ(enumerate_candidates([&] {
+              WorkloadKey sm90 = w;
+              sm90.arch = "sm_90";
+              return sm90;
+            }()).viable.front(),
+            KernelSpec::default_for(Dtype::kBf16, 128, true, 1));
   for (size_t i = 1; i < set.viable.size(); ++i) {
     EXPECT_LE(set.viable[i].block_n, 32) << set.viable[i].uri();
     EXPECT_LE(set.viable[i].block_m, 64) << set.viable[i].uri();
@@ -242,6 +249,47 @@ TEST(Candidates, NoWgmmaCandidatesWhereTheFamilyCannotRunTheWorkload) {
   w.step = StepType::kZigzagKvHalf;
   EXPECT_GT(count_wgmma(w), 0) << "kv-half";
   EXPECT_EQ(count_wgmma(llama_backward_diagonal()), 0) << "backward";
+}
+
+// Where the wgmma family is the documented default (sm_90a, kWgmmaDefaultShapes), its default is
+// the reference and the first candidate, so a short search keeps it; the mma.sync grid follows,
+// grown from that family's own default, and no candidate is listed twice. Elsewhere (sm_90, an
+// unmeasured dtype or group) the mma.sync default leads as before.
+TEST(Candidates, TheWgmmaDefaultLeadsWhereItIsTheDocumentedDefault) {
+  WorkloadKey w = llama_diagonal();
+  w.kv_heads = 32;  // group 1
+  const KernelSpec wgmma = wgmma_default_for(Dtype::kBf16, 128, true, 1);
+  ASSERT_TRUE(wgmma_is_default(Dtype::kBf16, 128, 1, "sm_90a"));
+  EXPECT_EQ(tuning_default(w), wgmma);
+  const CandidateSet set = enumerate_candidates(w);
+  ASSERT_FALSE(set.viable.empty());
+  EXPECT_EQ(set.viable.front(), wgmma);
+  std::set<std::string> uris;
+  for (const KernelSpec& s : set.viable) EXPECT_TRUE(uris.insert(s.uri()).second) << s.uri() << " listed twice";
+  EXPECT_TRUE(uris.count(KernelSpec::default_for(Dtype::kBf16, 128, true, 1).uri()));
+  EXPECT_TRUE(uris.count(wgmma.uri() + "_pingpong") || [&] {
+    for (const PrunedCandidate& p : set.pruned)
+      if (p.spec.uri() == wgmma.uri() + "_pingpong") return true;
+    return false;
+  }()) << "the ping-pong variant of the default tiles is still searched";
+  EXPECT_EQ(enumerate_candidates(w, 24).viable.front(), wgmma);
+  // A masked workload's reference is the same kernel with the mask's flags.
+  WorkloadKey masked = w;
+  masked.mask.window_left = 128;
+  KernelSpec masked_wgmma = wgmma;
+  masked_wgmma.key_intervals = true;
+  EXPECT_EQ(tuning_default(masked), masked_wgmma);
+  EXPECT_EQ(enumerate_candidates(masked).viable.front(), masked_wgmma);
+  // Not sm_90a, not a measured combination, or a backward step: as before.
+  WorkloadKey other = w;
+  other.arch = "sm_90";
+  EXPECT_EQ(enumerate_candidates(other).viable.front(), KernelSpec::default_for(Dtype::kBf16, 128, true, 1));
+  other = w;
+  other.dtype = Dtype::kFp16;
+  EXPECT_EQ(tuning_default(other), KernelSpec::default_for(Dtype::kFp16, 128, true, 1));
+  other = w;
+  other.step = StepType::kBwdDiagonal;
+  EXPECT_EQ(tuning_default(other).kind, KernelKind::kBackwardStep);
 }
 
 }  // namespace
