@@ -19,9 +19,10 @@
 #   sanitize  tools/gpu-sanitize.sh: compute-sanitizer memcheck, racecheck, synccheck, initcheck
 #   kernels   bench/kernels.py: cpgen's selected kernel against SDPA cuDNN and flash
 #   wgmma     bench/kernels.py --pin on the sm_90a wgmma family (GQA 1 unless --kernels-args says
-#             otherwise), joined with the kernels rows for the family ratio; then its ping-pong
-#             variant at head dim 128 (unless --kernels-args says otherwise), joined with the
-#             plain family's rows
+#             otherwise) and on the mma.sync family's default tiles (--pin mma.sync: on sm_90a the
+#             selected kernel is the wgmma one where a GPU measured it faster), joined for the
+#             family ratio; then the ping-pong variant at head dim 128 (unless --kernels-args says
+#             otherwise), joined with the plain family's rows
 #   ncu       Nsight Compute on one forward launch of each family (bf16, head dim 128, causal,
 #             16K): speed of light, occupancy, launch statistics, warp stalls, compute and
 #             memory workload; the text goes in the report, the .ncu-rep files to $OUT
@@ -429,9 +430,25 @@ phase_wgmma() {
   kernel_bench wgmma --pin "$WGMMA_PIN" --gqa 1 $KERNELS_ARGS
   local rc=$? plain pingpong="not run: under 60 s of the budget left"
   plain=$(kernel_section wgmma $rc)
-  # The family ratio: wgmma TFLOP/s over the selected kernel's on the same configuration.
-  if [ -f "$LOGS/kernels.jsonl" ] && [ -f "$LOGS/wgmma.jsonl" ]; then
-    python3 "$ROOT/bench/compare_rows.py" "$LOGS/kernels.jsonl" "$LOGS/wgmma.jsonl" >>"$LOGS/phases/wgmma.md" 2>&1
+  # The family ratio: wgmma TFLOP/s over the mma.sync default's on the same configuration. The
+  # selected kernel (the kernels phase) is no baseline: on sm_90a it is the wgmma one where a GPU
+  # measured it faster (generator/kernel_spec_wgmma.h kWgmmaDefaultShapes).
+  if [ $rc != 4 ] && [ $rc != 5 ] && [ "$(left)" -ge 60 ]; then
+    # shellcheck disable=SC2086
+    kernel_bench mmasync --pin mma.sync --gqa 1 $KERNELS_ARGS
+    local mma_rc=$?
+    {
+      echo
+      echo "### The mma.sync family's default tiles (\`--pin mma.sync\`): $(kernel_section mmasync $mma_rc)"
+      echo
+      cat "$LOGS/phases/mmasync.md"
+      echo
+      echo "wgmma (other) against mma.sync (base):"
+      echo
+      [ -f "$LOGS/mmasync.jsonl" ] && [ -f "$LOGS/wgmma.jsonl" ] &&
+        python3 "$ROOT/bench/compare_rows.py" "$LOGS/mmasync.jsonl" "$LOGS/wgmma.jsonl" 2>&1
+    } >>"$LOGS/phases/wgmma.md"
+    rm -f "$LOGS/phases/mmasync.md"
   fi
   # The ping-pong schedule against the plain one (issue 13: whether it becomes the default).
   # kernel_section writes phases/pingpong.md, which goes into this phase's section.
@@ -471,6 +488,7 @@ phase_ncu() {
   for family in mma.sync wgmma; do
     local pin=()
     [ $family = wgmma ] && pin=(--pin "$WGMMA_PIN")
+    [ $family = mma.sync ] && pin=(--pin mma.sync)
     # The first launch whose name starts ring_fwd (the URI is the kernel's name): kernels.py's
     # checked run, before any timing. --clock-control none: the clocks the benchmarks ran at.
     # SourceCounters names the SASS lines the warps stall at: the 2026-11-27 H200 profile of

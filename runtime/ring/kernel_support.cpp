@@ -40,10 +40,14 @@ std::string kernel_family_refusal(const KernelSpec& spec, const Problem& p) {
 }
 
 KernelSpec family_default_spec(const Problem& p, const std::string& family, const std::string& where) {
-  if (family != "wgmma" && family != "wgmma-pingpong")
-    throw_bad_input(where + ": family '" + family + "' is not known; allowed: wgmma, wgmma-pingpong");
-  KernelSpec spec = wgmma_default_for(p.dtype, static_cast<int>(p.head_dim), p.causal,
-                                      static_cast<int>(p.q_heads / p.kv_heads));
+  if (family != "mma.sync" && family != "wgmma" && family != "wgmma-pingpong")
+    throw_bad_input(where + ": family '" + family + "' is not known; allowed: mma.sync, wgmma, wgmma-pingpong");
+  const int group = static_cast<int>(p.q_heads / p.kv_heads);
+  // mma.sync: the family's documented tiles whatever the arch's default is (on sm_90a the wgmma
+  // family's for some shapes, generator/kernel_spec_wgmma.h), so that a benchmark can set the two
+  // families side by side.
+  KernelSpec spec = family == "mma.sync" ? KernelSpec::default_for(p.dtype, static_cast<int>(p.head_dim), p.causal, group)
+                                         : wgmma_default_for(p.dtype, static_cast<int>(p.head_dim), p.causal, group);
   spec.key_intervals = kernel_needs_key_intervals(p);
   spec.softcap = kernel_needs_softcap(p);
   spec.pingpong = family == "wgmma-pingpong";

@@ -46,7 +46,7 @@ std::vector<std::pair<StepType, KernelSpec>> specs_from_options(const Problem& p
     const std::string uri = eq == std::string::npos ? value : value.substr(eq + 1);
     KernelSpec spec;
     try {
-      if (uri == "wgmma" || uri == "wgmma-pingpong") {
+      if (uri == "mma.sync" || uri == "wgmma" || uri == "wgmma-pingpong") {
         spec = family_default_spec(p, uri, "--spec");
       } else {
         spec = KernelSpec::parse(uri);

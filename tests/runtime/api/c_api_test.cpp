@@ -157,11 +157,13 @@ TEST(CApi, FamilyKernelUriNamesTheFamilyDefaultForTheProblem) {
   p.softcap = 30;
   ASSERT_EQ(cpgen_family_kernel_uri(&p, "wgmma", uri, sizeof uri), CPGEN_OK) << cpgen_last_error();
   EXPECT_STREQ(uri, "ring_fwd_wgmma_fp16_hd256_full_ivl_cap_gqa4_bm128_bn64_c2_s2");
+  ASSERT_EQ(cpgen_family_kernel_uri(&p, "mma.sync", uri, sizeof uri), CPGEN_OK) << cpgen_last_error();
+  EXPECT_STREQ(uri, "ring_fwd_fp16_hd256_full_ivl_cap_gqa4_bm64_bn64_w4_s2");
 
   std::memset(uri, 'x', sizeof uri);
   EXPECT_EQ(cpgen_family_kernel_uri(&p, "mma", uri, sizeof uri), CPGEN_ERR_BAD_INPUT);
   EXPECT_STREQ(cpgen_last_error(),
-               "cpgen_family_kernel_uri: family 'mma' is not known; allowed: wgmma, wgmma-pingpong");
+               "cpgen_family_kernel_uri: family 'mma' is not known; allowed: mma.sync, wgmma, wgmma-pingpong");
   EXPECT_EQ(cpgen_family_kernel_uri(&p, "wgmma", uri, 20), CPGEN_ERR_BAD_INPUT);
   EXPECT_NE(std::string(cpgen_last_error()).find("cpgen_family_kernel_uri: size 20 cannot hold"), std::string::npos)
       << cpgen_last_error();
