@@ -144,8 +144,14 @@ CandidateSet enumerate_candidates(const WorkloadKey& w, int max_candidates) {
   } else {
     all = forward_space(base);
   }
-  for (const KernelSpec& s : wgmma_space(w))
-    if (s != base) all.push_back(s);
+  // The other family's default goes second, so that a short search (--max-candidates) times both
+  // families; the rest of its tiles follow the mma.sync grid.
+  const std::vector<KernelSpec> wgmma = wgmma_space(w);
+  for (size_t i = 0; i < wgmma.size(); ++i) {
+    if (wgmma[i] == base) continue;
+    if (i == 0 && !all.empty()) all.insert(all.begin() + 1, wgmma[i]);
+    else all.push_back(wgmma[i]);
+  }
   const int64_t packed_rows = w.q_len * w.gqa_group();
   for (const KernelSpec& s : all) {
     Feasibility f = check_feasibility(s, w.arch);

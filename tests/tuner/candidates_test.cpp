@@ -173,26 +173,32 @@ TEST(Candidates, MaxCandidatesKeepsTheDefault) {
   EXPECT_EQ(set.viable.front(), KernelSpec::default_for(Dtype::kBf16, 128, true, 4));
 }
 
-// On sm_90a a forward workload searches the wgmma family too: its default and every (block_n,
-// consumers, stages) of the tuning axes, after the mma.sync grid, each named by a ring_fwd_wgmma_
-// URI and feasible on sm_90a; the mma.sync default stays first (the reference every candidate is
-// checked against).
+// On sm_90a a forward workload searches the wgmma family too: its default second (a short
+// --max-candidates search times both families), then every (block_n, consumers, stages) of the
+// tuning axes after the mma.sync grid, each named by a ring_fwd_wgmma_ URI and feasible on
+// sm_90a; the mma.sync default stays first (the reference every candidate is checked against).
 TEST(Candidates, Sm90aForwardWorkloadsAlsoSearchTheWgmmaFamily) {
   const WorkloadKey w = llama_diagonal();
   const CandidateSet set = enumerate_candidates(w);
   EXPECT_EQ(set.viable.front(), KernelSpec::default_for(Dtype::kBf16, 128, true, 4));
   std::set<std::string> wgmma;
+  ASSERT_GE(set.viable.size(), 2u);
+  EXPECT_EQ(set.viable[1], wgmma_default_for(Dtype::kBf16, 128, true, 4));
+  const CandidateSet few = enumerate_candidates(w, 2);
+  ASSERT_EQ(few.viable.size(), 2u);
+  EXPECT_EQ(few.viable[1].kind, KernelKind::kForwardWgmma) << "a short search times both families";
   bool mma_after_wgmma = false;
-  for (const KernelSpec& s : set.viable) {
+  for (size_t i = 0; i < set.viable.size(); ++i) {
+    const KernelSpec& s = set.viable[i];
     if (s.kind != KernelKind::kForwardWgmma) {
-      mma_after_wgmma = mma_after_wgmma || !wgmma.empty();
+      mma_after_wgmma = mma_after_wgmma || wgmma.size() > 1;
       continue;
     }
     EXPECT_EQ(s.uri().rfind("ring_fwd_wgmma_bf16_hd128_causal_gqa4_", 0), 0u) << s.uri();
     EXPECT_TRUE(check_feasibility(s, "sm_90a").feasible) << s.uri();
     wgmma.insert(s.uri());
   }
-  EXPECT_FALSE(mma_after_wgmma) << "the wgmma candidates follow the mma.sync grid";
+  EXPECT_FALSE(mma_after_wgmma) << "the wgmma candidates after its default follow the mma.sync grid";
   EXPECT_TRUE(wgmma.count(wgmma_default_for(Dtype::kBf16, 128, true, 4).uri()));
   // Every axis value is searched, viable or pruned with a reason.
   std::set<std::string> listed = wgmma;
