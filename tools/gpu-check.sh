@@ -424,6 +424,24 @@ phase_kernels() {
   phase_status kernels "$(kernel_section kernels $rc)"
   return 0
 }
+# join_section NAME STATUS TITLE BASE OTHER JOIN: appends to the wgmma phase's section NAME's table
+# (phases/NAME.md, which kernel_section wrote) under "### TITLE: STATUS", then under the line JOIN
+# the rows of OTHER joined with those of BASE (bench/compare_rows.py, OTHER over BASE).
+join_section() {
+  local name=$1 status=$2 title=$3 base=$4 other=$5 join=$6
+  {
+    echo
+    echo "### $title: $status"
+    echo
+    cat "$LOGS/phases/$name.md"
+    echo
+    echo "$join"
+    echo
+    [ -f "$LOGS/$base.jsonl" ] && [ -f "$LOGS/$other.jsonl" ] &&
+      python3 "$ROOT/bench/compare_rows.py" "$LOGS/$base.jsonl" "$LOGS/$other.jsonl" 2>&1
+  } >>"$LOGS/phases/wgmma.md"
+  rm -f "$LOGS/phases/$name.md"
+}
 phase_wgmma() {
   gpu_phase wgmma 90 || return 0
   # shellcheck disable=SC2086
@@ -436,22 +454,12 @@ phase_wgmma() {
   if [ $rc != 4 ] && [ $rc != 5 ] && [ "$(left)" -ge 60 ]; then
     # shellcheck disable=SC2086
     kernel_bench mmasync --pin mma.sync --gqa 1 $KERNELS_ARGS
-    local mma_rc=$?
-    {
-      echo
-      echo "### The mma.sync family's default tiles (\`--pin mma.sync\`): $(kernel_section mmasync $mma_rc)"
-      echo
-      cat "$LOGS/phases/mmasync.md"
-      echo
-      echo "wgmma (other) against mma.sync (base):"
-      echo
-      [ -f "$LOGS/mmasync.jsonl" ] && [ -f "$LOGS/wgmma.jsonl" ] &&
-        python3 "$ROOT/bench/compare_rows.py" "$LOGS/mmasync.jsonl" "$LOGS/wgmma.jsonl" 2>&1
-    } >>"$LOGS/phases/wgmma.md"
-    rm -f "$LOGS/phases/mmasync.md"
+    local mma_rc=$? mma_status
+    mma_status=$(kernel_section mmasync $mma_rc)
+    join_section mmasync "$mma_status" "The mma.sync family's default tiles (\`--pin mma.sync\`)" mmasync wgmma \
+      "wgmma (other) against mma.sync (base):"
   fi
   # The ping-pong schedule against the plain one (issue 13: whether it becomes the default).
-  # kernel_section writes phases/pingpong.md, which goes into this phase's section.
   # A plain run that stalled (exit 4: a kernel that never finished) or faulted (exit 5: a CUDA
   # error left the context unusable) leaves the ping-pong one out: it would most likely do the
   # same, and the rest of the call needs the minutes more.
@@ -462,18 +470,8 @@ phase_wgmma() {
     kernel_bench pingpong --pin "$PINGPONG_PIN" --gqa 1 --head-dims 128 $KERNELS_ARGS
     rc=$?
     pingpong=$(kernel_section pingpong $rc)
-    {
-      echo
-      echo "### The ping-pong variant (\`_pingpong\`): $pingpong"
-      echo
-      cat "$LOGS/phases/pingpong.md"
-      echo
-      echo "Ping-pong (other) against the plain family (base):"
-      echo
-      [ -f "$LOGS/pingpong.jsonl" ] && [ -f "$LOGS/wgmma.jsonl" ] &&
-        python3 "$ROOT/bench/compare_rows.py" "$LOGS/wgmma.jsonl" "$LOGS/pingpong.jsonl" 2>&1
-    } >>"$LOGS/phases/wgmma.md"
-    rm -f "$LOGS/phases/pingpong.md"
+    join_section pingpong "$pingpong" "The ping-pong variant (\`_pingpong\`)" wgmma pingpong \
+      "Ping-pong (other) against the plain family (base):"
   fi
   phase_status wgmma "$plain; ping-pong: $pingpong"
   return 0
