@@ -16,8 +16,11 @@ sequence: the same useful work. Every configuration:
      reference on a sample of query rows of the first and the last batch (relative Frobenius
      error, every element written; cpgen's LSE too, absolute error): above 2e-2 (bf16 and fp16) or
      NaN the row's check says FAILED, the table says CHECK FAILED and gives no ratio;
-  3. times each with CUDA events: warm-up runs, then --iters runs enqueued back to back (the host
-     does not wait between them), their median, with the fastest and slowest in the JSON row.
+  3. times them with CUDA events, interleaved: warm-up runs of each, then --iters rounds, each
+     launching cpgen, cuDNN and flash once in turn, all enqueued back to back (the host does not
+     wait between them); each one's median, with its fastest and slowest in the JSON row. A drift
+     of the clocks during the run (on the first H200, up to 11% between a kernel's fastest and
+     median run of 10 back to back) then falls on all three alike, not on whichever ran last.
 
 A cpgen failure (compile, launch, wrong kernel) marks the row failed and still times cuDNN and
 flash on the shape. A pinned kernel that selection did not run (--pin naming a kernel cpgen cannot
@@ -226,24 +229,50 @@ def verdict(*errors):
     return "ok" if all(e <= TOLERANCE for e in errors) else "FAILED"
 
 
-def time_ms(torch, fn, warmup, iters):
-    """(median, fastest, slowest) milliseconds of `iters` runs enqueued back to back, each between
-    two events, after `warmup` runs: the host does not wait between runs, so its time to enqueue
-    the next is not timed where the GPU is the bottleneck."""
-    for _ in range(warmup):
-        fn()
-    marks = [(torch.cuda.Event(enable_timing=True), torch.cuda.Event(enable_timing=True)) for _ in range(iters)]
-    for start, end in marks:
-        start.record()
-        fn()
-        end.record()
-    torch.cuda.synchronize()  # releases the GIL: the watchdog still runs
-    times = [start.elapsed_time(end) for start, end in marks]
-    return statistics.median(times), min(times), max(times)
+def time_interleaved(torch, fns, warmup, iters):
+    """{name: (median, fastest, slowest) milliseconds} of the callables in `fns` ({name: fn}), each
+    run `iters` times between two events after `warmup` runs, in rounds that run every one once in
+    turn. Everything is enqueued back to back: the host does not wait between runs, so its time to
+    enqueue the next is not timed where the GPU is the bottleneck. A callable that raises
+    RuntimeError leaves the rotation, and its entry is the exception instead; so are the entries
+    of all that ran when the final synchronize raises."""
+    result, live = {}, dict(fns)
+
+    def attempt(name, fn):
+        try:
+            fn()
+            return True
+        except RuntimeError as e:
+            result[name] = e
+            live.pop(name)
+            return False
+
+    for name, fn in list(live.items()):
+        for _ in range(warmup):
+            if not attempt(name, fn):
+                break
+    marks = {name: [] for name in live}
+    for _ in range(iters):
+        for name, fn in list(live.items()):
+            start, end = torch.cuda.Event(enable_timing=True), torch.cuda.Event(enable_timing=True)
+            start.record()
+            if attempt(name, fn):
+                end.record()
+                marks[name].append((start, end))
+    if not live:
+        return result
+    try:
+        torch.cuda.synchronize()  # releases the GIL: the watchdog still runs
+    except RuntimeError as e:  # a launch failed on the GPU: none of the marks can be read
+        return {**result, **{name: e for name in live}}
+    for name in live:
+        times = [start.elapsed_time(end) for start, end in marks[name]]
+        result[name] = (statistics.median(times), min(times), max(times))
+    return result
 
 
-def timed(row, prefix, torch, fn, args):
-    row[f"{prefix}_ms"], row[f"{prefix}_min_ms"], row[f"{prefix}_max_ms"] = time_ms(torch, fn, args.warmup, args.iters)
+def store_times(row, prefix, times):
+    row[f"{prefix}_ms"], row[f"{prefix}_min_ms"], row[f"{prefix}_max_ms"] = times
 
 
 FAMILIES = ("mma.sync", "wgmma", "wgmma-pingpong")
@@ -329,9 +358,14 @@ def run_config(torch, cpgen, cfg, args):
                 full[:, :, i] = shard["out"]
                 full_lse[:, :, i] = shard["lse"]
             return full, full_lse
+
+    # Each implementation runs once and is checked; those that ran are then timed together
+    # (time_interleaved), the ring kept until that is done.
+    timers = {}
+    ring = None
     try:
-        ring = cpgen.ring(cfg, args.db)
         try:
+            ring = cpgen.ring(cfg, args.db)
             row["cpgen_uri"] = cpgen.lib.cpgen_ring_kernel_uri(ring).decode()
             row["cpgen_source"] = cpgen.lib.cpgen_ring_config_source(ring).decode()
             wanted = args.pinned.get((cfg["dtype"], cfg["head_dim"], bool(cfg["causal"]), group))
@@ -344,27 +378,23 @@ def run_config(torch, cpgen, cfg, args):
             row["cpgen_error"] = check(torch, got, refs, rows)
             row["cpgen_lse_error"] = check_lse(torch, got_lse, refs, rows)
             row["cpgen_check"] = verdict(row["cpgen_error"], row["cpgen_lse_error"])
-            timed(row, "cpgen", torch, run_cpgen, args)
-            cpgen.check(cpgen.lib.cpgen_ring_synchronize(ring), "synchronize")
-        finally:
-            cpgen.lib.cpgen_ring_destroy(ring)
-        row["cpgen_tflops"] = flops / row["cpgen_ms"] / 1e9
-    except RuntimeError as e:
-        # The peers still run on this shape; a CUDA context left unusable raises in main's probe.
-        row["failed"] = "cpgen: " + str(e).splitlines()[0][:160]
+            timers["cpgen"] = run_cpgen
+        except RuntimeError as e:
+            # The peers still run on this shape; a CUDA context left unusable raises in main's probe.
+            row["failed"] = "cpgen: " + str(e).splitlines()[0][:160]
 
-    # SDPA backends on the same tensors
-    for name, backend in zip(PEERS, (SDPBackend.CUDNN_ATTENTION, SDPBackend.FLASH_ATTENTION)):
-        row[f"{name}_note"] = ""
-        with warnings.catch_warnings(record=True) as caught:
-            warnings.simplefilter("always")  # a refusal's reasons are warnings, shown once otherwise
-            try:
-                with sdpa_kernel([backend]):
-                    kk, vv, gqa = k, v, group > 1
+        # SDPA backends on the same tensors
+        for name, backend in zip(PEERS, (SDPBackend.CUDNN_ATTENTION, SDPBackend.FLASH_ATTENTION)):
+            row[f"{name}_note"] = ""
+            with warnings.catch_warnings(record=True) as caught:
+                warnings.simplefilter("always")  # a refusal's reasons are warnings, shown once otherwise
+                try:
+                    inputs = {"k": k, "v": v, "gqa": group > 1}
 
-                    def call():
-                        return F.scaled_dot_product_attention(q, kk, vv, is_causal=bool(cfg["causal"]),
-                                                              enable_gqa=gqa)
+                    def call(backend=backend, inputs=inputs):
+                        with sdpa_kernel([backend]):
+                            return F.scaled_dot_product_attention(q, inputs["k"], inputs["v"], enable_gqa=inputs["gqa"],
+                                                                  is_causal=bool(cfg["causal"]))
 
                     try:
                         o = call()
@@ -372,22 +402,45 @@ def run_config(torch, cpgen, cfg, args):
                         if group == 1:
                             raise
                         # The backend refuses enable_gqa: give it repeated K/V (same arithmetic).
-                        kk, vv, gqa = k.repeat_interleave(group, 1), v.repeat_interleave(group, 1), False
+                        inputs.update(k=k.repeat_interleave(group, 1), v=v.repeat_interleave(group, 1), gqa=False)
                         row[f"{name}_note"] = "rep"
                         o = call()
                     torch.cuda.synchronize()
                     row[f"{name}_error"] = check(torch, o, refs, rows)
                     row[f"{name}_check"] = verdict(row[f"{name}_error"])
                     del o
-                    timed(row, name, torch, call, args)
-                    row[f"{name}_tflops"] = flops / row[f"{name}_ms"] / 1e9
-                    if "cpgen_ms" in row:
-                        row[f"ratio_{name}"] = row[f"{name}_ms"] / row["cpgen_ms"]
+                    timers[name] = call
+                except RuntimeError as e:
+                    reasons = [str(w.message).splitlines()[0] for w in caught
+                               if "not used because" not in str(w.message)]
+                    why = reasons[0] if reasons else str(e).splitlines()[0]
+                    row[f"{name}_note"] = "n/a: " + why[:120]
+
+        with warnings.catch_warnings():
+            warnings.simplefilter("ignore")  # the checked runs above showed what the backends had to say
+            times = time_interleaved(torch, timers, args.warmup, args.iters)
+        if "cpgen" in timers and not isinstance(times["cpgen"], RuntimeError):
+            try:
+                cpgen.check(cpgen.lib.cpgen_ring_synchronize(ring), "synchronize")
             except RuntimeError as e:
-                reasons = [str(w.message).splitlines()[0] for w in caught
-                           if "not used because" not in str(w.message)]
-                why = reasons[0] if reasons else str(e).splitlines()[0]
-                row[f"{name}_note"] = "n/a: " + why[:120]
+                times["cpgen"] = e
+    finally:
+        if ring is not None:
+            cpgen.lib.cpgen_ring_destroy(ring)
+
+    for name, got in times.items():
+        if isinstance(got, RuntimeError):
+            if name == "cpgen":
+                row["failed"] = "cpgen: " + str(got).splitlines()[0][:160]
+            else:
+                row[f"{name}_note"] = "n/a: " + str(got).splitlines()[0][:120]
+            continue
+        store_times(row, name, got)
+        row[f"{name}_tflops"] = flops / row[f"{name}_ms"] / 1e9
+    if "cpgen_ms" in row:
+        for name in PEERS:
+            if f"{name}_ms" in row:
+                row[f"ratio_{name}"] = row[f"{name}_ms"] / row["cpgen_ms"]
     return row
 
 

@@ -15,7 +15,7 @@ What stands in for what:
 
   python3 bench/kernels_smoke.py --lib build/libcpgen.so
 
-Exit 0 when every configuration ran, its cpgen error is below the bf16/fp16 tolerance, and the
+Exit 0 when the timing runs the implementations interleaved as documented, every configuration ran, its cpgen error is below the bf16/fp16 tolerance, and the
 table has one row per configuration, when a launch that never returns (in a child process) is
 ended by the benchmark's watchdog as documented, and when the failures the benchmark checks for
 (a wrong output, a pin selection did not honour, a sticky CUDA error; each in a child process)
@@ -229,6 +229,30 @@ def check_faults(lib, folder):
     return ""
 
 
+def check_interleaving(torch):
+    """"" when kernels.time_interleaved runs its callables as documented (each one's warm-ups,
+    then rounds of one run of each in turn; a callable that raises leaves the rotation with its
+    exception as its entry), else the problem."""
+    calls = []
+
+    def fn(name, fail_at=None):
+        def run():
+            calls.append(name)
+            if fail_at is not None and calls.count(name) == fail_at:
+                raise RuntimeError(f"{name} failed")
+        return run
+
+    times = kernels.time_interleaved(torch, {"a": fn("a"), "b": fn("b", fail_at=3), "c": fn("c")}, 1, 3)
+    expected = ["a", "b", "c", "a", "b", "c", "a", "b", "c", "a", "c"]
+    if calls != expected:
+        return f"order {calls}, expected {expected}"
+    if not isinstance(times["b"], RuntimeError) or len(times) != 3:
+        return f"the failing callable's entry is {times.get('b')!r}"
+    if any(not (t[1] <= t[0] <= t[2]) for name, t in times.items() if name != "b"):
+        return f"median outside its spread: {times}"
+    return ""
+
+
 def main():
     ap = argparse.ArgumentParser(description=__doc__.splitlines()[0])
     ap.add_argument("--lib", required=True, help="path of libcpgen.so (its CPU entry points are used)")
@@ -239,6 +263,10 @@ def main():
     import torch
     patch_torch(torch)
     kernels.Cpgen = lambda path: StandIn(path, torch)
+    problem = check_interleaving(torch)
+    if problem:
+        print(f"kernels_smoke: time_interleaved: {problem}", file=sys.stderr)
+        return 1
 
     keep = tempfile.TemporaryDirectory(prefix="cpgen_kernels_smoke_")  # removed at exit
     folder = keep.name
