@@ -52,12 +52,12 @@
 # of up to 600 s with the phases in the order they matter (the budget skips, and the report
 # names, what does not fit), given back at once, or followed at once by a prepared second call:
 #   tools/pack-gpu-deps.sh   (here: the -dev packages and ../shared/vectors, compressed)
-#   run(command="tools/gpu-check.sh --only build,nccl,sanitize,wgmma,kernels,tune
+#   run(command="tools/gpu-check.sh --only build,tests,nccl,wgmma,kernels,sanitize
 #       --kernels-args '--dtypes bf16,fp16 --head-dims 64,128,256 --lengths 4096,32768 --gqa 1,4'",
 #       carry=[".gpudeps"], timeout_s=600)
 #   give_back()
-# (put tests first when the kernels or the runtime changed since the last report's passing run,
-# 2026-11-27's on tree a46379b). The report, the logs' tarball (tables and jsonl inside), the ncu
+# (tests first when the kernels or the runtime changed since the last report's passing run,
+# 2026-11-27's on tree a46379b; they have: the sm_90a default of some shapes is the wgmma family). The report, the logs' tarball (tables and jsonl inside), the ncu
 # profiles and the exported cache come back under files_at; tools/ncu-metrics.py reads the
 # profiles on a machine without ncu. A later session takes what the committed reports do not
 # hold yet: ring and tune, the kernel matrix beyond what they hold, the phases skipped.
