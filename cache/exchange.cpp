@@ -253,31 +253,20 @@ ImportStats merge_database(Database& db, const std::string& other_path) {
 
 json default_heuristic_cache() {
   std::vector<json> entries;
-  for (const KernelSpec& s : KernelSpec::all_defaults()) {
-    json entry;
-    entry["workload"] = {{"dtype", dtype_name(s.dtype)}, {"head_dim", s.head_dim}, {"causal", s.causal},
-                         {"gqa_group", s.gqa_group}};
-    entry["kernel"] = s.uri();
-    entry["disposition"] = "not-timed";
-    entry["source"] = "default-heuristic";
-    entry["detail"] = "KernelSpec::default_for; never timed";
-    entries.push_back(entry);
-  }
+  const auto add = [&](const KernelSpec& s, json workload, const char* detail) {
+    workload.update({{"dtype", dtype_name(s.dtype)}, {"head_dim", s.head_dim}, {"causal", s.causal},
+                     {"gqa_group", s.gqa_group}});
+    entries.push_back({{"workload", std::move(workload)}, {"kernel", s.uri()}, {"disposition", "not-timed"},
+                       {"source", "default-heuristic"}, {"detail", detail}});
+  };
+  for (const KernelSpec& s : KernelSpec::all_defaults()) add(s, json::object(), "KernelSpec::default_for; never timed");
   // The sm_90a defaults of the wgmma family (forward_default_for_arch). They name the arch, so
   // they sort before the patterns that do not ("arch" < "causal"), and the lookup takes the first
   // pattern that matches: on sm_90a these, elsewhere the mma.sync entries above.
   for (const WgmmaDefaultShape& shape : kWgmmaDefaultShapes)
-    for (bool causal : {false, true}) {
-      const KernelSpec s = forward_default_for_arch(shape.dtype, shape.head_dim, causal, shape.gqa_group, kWgmmaArch);
-      json entry;
-      entry["workload"] = {{"arch", kWgmmaArch}, {"dtype", dtype_name(s.dtype)}, {"head_dim", s.head_dim},
-                           {"causal", s.causal}, {"gqa_group", s.gqa_group}};
-      entry["kernel"] = s.uri();
-      entry["disposition"] = "not-timed";
-      entry["source"] = "default-heuristic";
-      entry["detail"] = "forward_default_for_arch on sm_90a (the wgmma family); never timed as an entry";
-      entries.push_back(entry);
-    }
+    for (bool causal : {false, true})
+      add(forward_default_for_arch(shape.dtype, shape.head_dim, causal, shape.gqa_group, kWgmmaArch),
+          {{"arch", kWgmmaArch}}, "forward_default_for_arch on sm_90a (the wgmma family); never timed as an entry");
   std::sort(entries.begin(), entries.end(), [](const json& a, const json& b) { return sort_key(a) < sort_key(b); });
   return json{{"format", kCacheFormatName}, {"version", kCacheFormatVersion}, {"entries", entries}};
 }

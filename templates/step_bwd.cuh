@@ -271,13 +271,18 @@ CPGEN_DEVICE void ring_bwd_step(const RingBwdParams& params) {
   // barrier that publishes the table.
   constexpr int kRowSlots = (kBlockM + Traits::kThreads - 1) / Traits::kThreads;
   BwdRowValues next_rows[kRowSlots];
-  const auto fetch_rows = [&](int block) {
+  // f(slot, r) for each row r of the tile this thread owns, slot its place in next_rows.
+  const auto for_each_own_row = [&](auto&& f) {
 #pragma unroll
     for (int slot = 0; slot < kRowSlots; ++slot) {
       const int r = static_cast<int>(threadIdx.x) + slot * Traits::kThreads;
-      if (kBlockM % Traits::kThreads == 0 || r < kBlockM)
-        next_rows[slot] = load_row_values<Traits>(params, batch, kv_head, block * kBlockM + r);
+      if (kBlockM % Traits::kThreads == 0 || r < kBlockM) f(slot, r);
     }
+  };
+  const auto fetch_rows = [&](int block) {
+    for_each_own_row([&](int slot, int r) {
+      next_rows[slot] = load_row_values<Traits>(params, batch, kv_head, block * kBlockM + r);
+    });
   };
   if (blocks > 0) fetch_rows(first_block);
 
@@ -304,17 +309,13 @@ CPGEN_DEVICE void ring_bwd_step(const RingBwdParams& params) {
 
     // The tile's row table (BwdRowValues), from the values fetched one tile ago; then the next
     // tile's fetch, which lands while this tile runs.
-#pragma unroll
-    for (int slot = 0; slot < kRowSlots; ++slot) {
-      const int r = static_cast<int>(threadIdx.x) + slot * Traits::kThreads;
-      if (kBlockM % Traits::kThreads == 0 || r < kBlockM) {
-        const float lse = next_rows[slot].lse;
-        store_shared(&row_lse_log2[r], lse == -positive_infinity() ? positive_infinity() : lse * kLog2e);
-        store_shared(&row_delta[r], next_rows[slot].delta);
-        if constexpr (kMasked) store_shared(&row_pos[r], next_rows[slot].pos);
-        if constexpr (kKeyIntervals) store_shared(&row_key_last[r], next_rows[slot].key_last);
-      }
-    }
+    for_each_own_row([&](int slot, int r) {
+      const float lse = next_rows[slot].lse;
+      store_shared(&row_lse_log2[r], lse == -positive_infinity() ? positive_infinity() : lse * kLog2e);
+      store_shared(&row_delta[r], next_rows[slot].delta);
+      if constexpr (kMasked) store_shared(&row_pos[r], next_rows[slot].pos);
+      if constexpr (kKeyIntervals) store_shared(&row_key_last[r], next_rows[slot].key_last);
+    });
     if (it + 1 < blocks) fetch_rows(block + 1);
     __syncthreads();
 

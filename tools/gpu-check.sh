@@ -484,9 +484,7 @@ phase_ncu() {
   [ -n "$ncu" ] || { phase_status ncu "not run: no ncu on PATH, in /usr/local/cuda/bin or /opt/nvidia/nsight-compute"; return 0; }
   : >"$LOGS/phases/ncu.md"
   for family in mma.sync wgmma; do
-    local pin=()
-    [ $family = wgmma ] && pin=(--pin "$WGMMA_PIN")
-    [ $family = mma.sync ] && pin=(--pin mma.sync)
+    local pin=(--pin "$family")  # both are family names of kernels.py --pin
     # The first launch whose name starts ring_fwd (the URI is the kernel's name): kernels.py's
     # checked run, before any timing. --clock-control none: the clocks the benchmarks ran at.
     # SourceCounters names the SASS lines the warps stall at: the 2026-11-27 H200 profile of

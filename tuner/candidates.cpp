@@ -105,7 +105,7 @@ KernelSpec unmasked_default(const WorkloadKey& w) {
   // Where the wgmma family is the documented default (sm_90a, generator/kernel_spec_wgmma.h), it
   // is the reference the other candidates are checked against, and the one a short search keeps.
   if (!is_backward(w.step) && wgmma_is_default(w.dtype, w.head_dim, w.gqa_group(), w.arch))
-    return forward_default_for_arch(w.dtype, w.head_dim, w.causal, w.gqa_group(), w.arch);
+    return wgmma_default_for(w.dtype, w.head_dim, w.causal, w.gqa_group());
   if (!is_backward(w.step)) return mma_sync_default(w);
   try {
     return KernelSpec::backward_default_for_arch(w.dtype, w.head_dim, w.causal, w.gqa_group(), w.arch);

@@ -10,6 +10,7 @@
 #include <cmath>
 #include <cstring>
 #include <string>
+#include <tuple>
 #include <vector>
 
 #include "generator/kernel_spec.h"
@@ -186,7 +187,11 @@ void check_vector_ring(const std::string& path, Dtype dtype, int cp_size) {
 // except sliding-window cases: the backward kernel has no window mask yet. One test per dtype and
 // ring size, so that ctest runs them side by side: as one test it took 81 s on the H200
 // (2026-11-27) and finished last, 60 s after the rest of the suite.
-void rings_match_the_vectors(Dtype dtype, int n) {
+class StepBwdGpu : public ::testing::TestWithParam<std::tuple<Dtype, int>> {};
+
+TEST_P(StepBwdGpu, RingMatchesTheVectors) {
+  CPGEN_REQUIRE_GPU();
+  const auto [dtype, n] = GetParam();
   for (const std::string& path : testing::vector_files()) {
     const nlohmann::json j = testing::load_json(path);
     if (!j.at("window").is_null()) continue;
@@ -194,30 +199,14 @@ void rings_match_the_vectors(Dtype dtype, int n) {
   }
 }
 
-TEST(StepBwdGpu, Bf16RingOfOneMatchesTheVectors) {
-  CPGEN_REQUIRE_GPU();
-  rings_match_the_vectors(Dtype::kBf16, 1);
+std::string ring_case_name(const ::testing::TestParamInfo<StepBwdGpu::ParamType>& info) {
+  const auto [dtype, n] = info.param;
+  return std::string(dtype_name(dtype)) + "_ring" + std::to_string(n);
 }
-TEST(StepBwdGpu, Bf16RingOfTwoMatchesTheVectors) {
-  CPGEN_REQUIRE_GPU();
-  rings_match_the_vectors(Dtype::kBf16, 2);
-}
-TEST(StepBwdGpu, Bf16RingOfFourMatchesTheVectors) {
-  CPGEN_REQUIRE_GPU();
-  rings_match_the_vectors(Dtype::kBf16, 4);
-}
-TEST(StepBwdGpu, Fp16RingOfOneMatchesTheVectors) {
-  CPGEN_REQUIRE_GPU();
-  rings_match_the_vectors(Dtype::kFp16, 1);
-}
-TEST(StepBwdGpu, Fp16RingOfTwoMatchesTheVectors) {
-  CPGEN_REQUIRE_GPU();
-  rings_match_the_vectors(Dtype::kFp16, 2);
-}
-TEST(StepBwdGpu, Fp16RingOfFourMatchesTheVectors) {
-  CPGEN_REQUIRE_GPU();
-  rings_match_the_vectors(Dtype::kFp16, 4);
-}
+
+INSTANTIATE_TEST_SUITE_P(DtypesAndRingSizes, StepBwdGpu,
+                         ::testing::Combine(::testing::ValuesIn(kSupportedDtypes), ::testing::Values(1, 2, 4)),
+                         ring_case_name);
 
 }  // namespace
 }  // namespace cpgen

@@ -6,8 +6,12 @@
 #include <gtest/gtest.h>
 
 
+#include <unistd.h>
+
+#include <algorithm>
 #include <filesystem>
 #include <fstream>
+#include <sstream>
 #include <string>
 
 #include "temp_dir.h"
@@ -130,6 +134,35 @@ TEST_F(GpuCheck, TheSanitizerStopsARunPastItsLimitAndGoesOn) {
       dir_.path() + "/bad.txt");
   EXPECT_EQ(bad.code, 2);
   EXPECT_EQ(bad.output, "gpu-sanitize: --run-limit '5m': a whole number of seconds\n");
+}
+
+// Every filter of tools/gpu-sanitize.sh's default runs names tests of this binary: each of its
+// patterns, those it runs and those it leaves out, matches at least one. A parametrized test's
+// name starts with its instantiation, so a pattern such as 'StepFwdGpuRandom*' matched nothing
+// and the random-input step tests went unsanitized on the first two GPUs.
+TEST_F(GpuCheck, EverySanitizerFilterNamesTestsThatExist) {
+  const ScriptRun list = testing::run_shell("'" + std::string(CPGEN_SOURCE_DIR) + "/tools/gpu-sanitize.sh' --list",
+                                            dir_.path() + "/list.txt");
+  ASSERT_EQ(list.code, 0) << list.output;
+  std::istringstream lines(list.output);
+  std::string tool, filter;
+  int runs = 0;
+  while (lines >> tool >> filter) {
+    ++runs;
+    std::string patterns = filter;
+    std::replace(patterns.begin(), patterns.end(), '-', ':');  // gtest: POSITIVE[-NEGATIVE]
+    std::istringstream each(patterns);
+    for (std::string pattern; std::getline(each, pattern, ':');) {
+      if (pattern.empty()) continue;
+      const ScriptRun names = testing::run_shell("/proc/" + std::to_string(::getpid()) +
+                                                     "/exe --gtest_list_tests --gtest_filter='" + pattern + "'",
+                                                 dir_.path() + "/names.txt");
+      ASSERT_EQ(names.code, 0) << names.output;
+      EXPECT_NE(names.output.find("\n  "), std::string::npos)
+          << tool << ": the pattern '" << pattern << "' of '" << filter << "' names no test";
+    }
+  }
+  EXPECT_EQ(runs, 12) << list.output;  // three runs for each tool but racecheck, three for it
 }
 
 }  // namespace
