@@ -65,6 +65,11 @@ void validate_fields(const KernelSpec& s, std::string_view where) {
     where_suffix(msg, where);
     throw_bad_input(msg + "; it must be false for this kernel kind");
   }
+  if (s.persistent) {
+    std::string msg = "persistent is a launch form of the wgmma family";
+    where_suffix(msg, where);
+    throw_bad_input(msg + "; it must be false for this kernel kind");
+  }
   if (s.kind == KernelKind::kBackwardPre || s.kind == KernelKind::kBackwardConvert)
     return validate_backward_rows(s, where);
   if (s.kind == KernelKind::kBackwardStep) return validate_backward_step(s, where);

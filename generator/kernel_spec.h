@@ -64,6 +64,9 @@ struct KernelSpec {
   // take turns issuing their MMAs, so one's softmax runs while the other's MMAs do ("_pingpong").
   // false for every other kind.
   bool pingpong = false;
+  // The wgmma family only: about one CTA per SM, each looping over query blocks, so that one
+  // block's Q and first tiles load while the last one finishes ("_persistent", after _pingpong).
+  bool persistent = false;
 
   // e.g. ring_fwd_bf16_hd128_causal_gqa4_bm128_bn64_w4_s2 (non-causal: "full"; mask features
   // add "_ivl" and "_cap" after the causal/full token)

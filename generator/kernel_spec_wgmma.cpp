@@ -11,7 +11,7 @@ namespace cpgen {
 namespace {
 
 constexpr const char* kWgmmaForm =
-    "ring_fwd_wgmma_<bf16|fp16>_hd<N>_<causal|full>[_ivl][_cap]_gqa<N>_bm<N>_bn<N>_c<N>_s<N>[_pingpong]";
+    "ring_fwd_wgmma_<bf16|fp16>_hd<N>_<causal|full>[_ivl][_cap]_gqa<N>_bm<N>_bn<N>_c<N>_s<N>[_pingpong][_persistent]";
 
 std::string join(std::span<const int> values) {
   std::string out;
@@ -62,7 +62,7 @@ std::string wgmma_uri(const KernelSpec& s) {
          (s.causal ? "_causal" : "_full") + (s.key_intervals ? "_ivl" : "") + (s.softcap ? "_cap" : "") + "_gqa" +
          std::to_string(s.gqa_group) + "_bm" + std::to_string(s.block_m) +
          "_bn" + std::to_string(s.block_n) + "_c" + std::to_string(wgmma_consumers(s)) + "_s" +
-         std::to_string(s.stages) + (s.pingpong ? "_pingpong" : "");
+         std::to_string(s.stages) + (s.pingpong ? "_pingpong" : "") + (s.persistent ? "_persistent" : "");
 }
 
 KernelSpec parse_wgmma_uri(std::string_view uri) {
@@ -80,6 +80,10 @@ KernelSpec parse_wgmma_uri(std::string_view uri) {
   if (parts.size() > kMaskTokens && parts[kMaskTokens] == "cap") {
     s.softcap = true;
     parts.erase(parts.begin() + kMaskTokens);
+  }
+  if (parts.size() > 11 && parts.back() == "persistent") {
+    s.persistent = true;
+    parts.pop_back();
   }
   if (parts.size() == 12 && parts.back() == "pingpong") {
     s.pingpong = true;

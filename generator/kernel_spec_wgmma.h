@@ -4,12 +4,15 @@
 //   ring_fwd_wgmma_bf16_hd128_causal_gqa1_bm128_bn128_c2_s2
 //   ring_fwd_wgmma_bf16_hd128_causal_ivl_cap_gqa1_bm128_bn128_c2_s2   (mask features)
 //   ring_fwd_wgmma_bf16_hd128_causal_gqa1_bm128_bn128_c2_s2_pingpong   (KernelSpec::pingpong)
+//   ring_fwd_wgmma_bf16_hd128_causal_gqa1_bm128_bn128_c2_s2_persistent (KernelSpec::persistent)
 //
 // The mask tokens _ivl (key intervals) and _cap (softcap) mean what they mean in the mma.sync
 // family (KernelSpec::key_intervals, softcap) and follow causal/full in the same order.
-// _pingpong, last, names the schedule in which the two consumer warpgroups take turns issuing
-// their MMAs (two consumers only). c is the number of consumer warpgroups (each owns 64 query rows, so block_m = 64 c); the CTA
-// adds one producer warpgroup, so KernelSpec::warps holds 4 (1 + c) and threads() is right.
+// _pingpong names the schedule in which the two consumer warpgroups take turns issuing their MMAs
+// (two consumers only); _persistent, last, the launch of about one CTA per SM, each looping over
+// query blocks (either schedule). c is the number of consumer warpgroups (each owns 64 query
+// rows, so block_m = 64 c); the CTA adds one producer warpgroup, so KernelSpec::warps holds
+// 4 (1 + c) and threads() is right.
 #pragma once
 
 #include <string>

@@ -86,8 +86,9 @@ std::string render_wgmma(const KernelSpec& spec) {
   src += constant("bool", "kKeyIntervals", spec.key_intervals ? "true" : "false");
   src += constant("bool", "kSoftcap", spec.softcap ? "true" : "false");
   src += constant("bool", "kPingPong", spec.pingpong ? "true" : "false");
+  src += constant("bool", "kPersistent", spec.persistent ? "true" : "false");
   src += "using Traits = cpgen::device::WgmmaFwdTraits<Element, kHeadDim, kBlockM, kBlockN, kConsumers, kStages, "
-         "kCausal, kGqaGroup, kKeyIntervals, kSoftcap, kPingPong>;\n";
+         "kCausal, kGqaGroup, kKeyIntervals, kSoftcap, kPingPong, kPersistent>;\n";
   src += "}  // namespace\n\n";
   return src + "extern \"C\" __global__ void __launch_bounds__(" + std::to_string(spec.threads()) + ", 1) " +
          spec.uri() + "(const __grid_constant__ cpgen::RingFwdWgmmaParams params) {\n" +

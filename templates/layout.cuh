@@ -172,5 +172,28 @@ CPGEN_HOST_DEVICE BatchHead unfold_batch_head(unsigned block_y, unsigned block_z
   return {static_cast<int>(pair / kv_heads), static_cast<int>(pair % kv_heads)};
 }
 
+// ---- Work items of a persistent launch ----------------------------------------------------------
+// A persistent forward kernel (the wgmma family's _persistent) is launched with about one CTA per
+// SM, each looping over work items blockIdx.x, blockIdx.x + gridDim.x, ... of blocks * pairs. Item
+// i is query-block slot i / pairs of pair i % pairs, the slot taken heavy first: every pair's
+// longest block comes before any pair's shorter ones, so the CTAs' round-robin shares of a causal
+// step differ by at most about one block's work, and the shortest blocks run last. (The grid of a
+// non-persistent launch is heavy first within each pair only.)
+struct PersistentItem {
+  int m_block;
+  int batch;
+  int kv_head;
+};
+CPGEN_HOST_DEVICE PersistentItem persistent_item(long long item, int blocks, int batch_count, int kv_heads) {
+  const long long pairs = static_cast<long long>(batch_count) * kv_heads;
+  const long long pair = item % pairs;
+  return {heavy_first_block(static_cast<int>(item / pairs), blocks), static_cast<int>(pair / kv_heads),
+          static_cast<int>(pair % kv_heads)};
+}
+// CTAs of a persistent launch: one per resident slot, never more than there are items.
+CPGEN_HOST_DEVICE long long persistent_ctas(long long items, int resident_slots) {
+  return items < resident_slots ? items : resident_slots;
+}
+
 }  // namespace device
 }  // namespace cpgen

@@ -187,10 +187,11 @@ struct KeyTiles {
 
 // With key intervals the block's first and last queries bound every row's interval (both ends
 // are non-decreasing along the queries); otherwise the causal range of mask.cuh, from tile 0.
+// Query block m_block (a persistent kernel's work item), or this CTA's own.
 template <typename Traits>
-CPGEN_DEVICE KeyTiles block_key_tiles(const RingFwdParams& params) {
-  const int first_query = block_first_query(query_block(), Traits::kBlockM, Traits::kGroup);
-  const int last_query = block_last_query(query_block(), Traits::kBlockM, Traits::kGroup, params.q_len);
+CPGEN_DEVICE KeyTiles block_key_tiles(const RingFwdParams& params, int m_block) {
+  const int first_query = block_first_query(m_block, Traits::kBlockM, Traits::kGroup);
+  const int last_query = block_last_query(m_block, Traits::kBlockM, Traits::kGroup, params.q_len);
   if constexpr (Traits::kKeyIntervals) {
     const IntervalTiles t = interval_key_tiles(
         params.kv_positions, params.kv_len, params.q_key_first[first_query], params.q_key_last[first_query],
@@ -206,6 +207,10 @@ CPGEN_DEVICE KeyTiles block_key_tiles(const RingFwdParams& params) {
                                            Traits::kBlockN, Traits::kCausal);
     return {0, 0, range.full_tiles, range.tiles};
   }
+}
+template <typename Traits>
+CPGEN_DEVICE KeyTiles block_key_tiles(const RingFwdParams& params) {
+  return block_key_tiles<Traits>(params, query_block());
 }
 
 template <typename Traits>

@@ -27,8 +27,14 @@
 // block that sees no key of the chunk loads nothing, not even Q: a middle step returns, the first
 // writes the empty state and the last finalizes the state it has.
 //
+// With kPersistent a CTA runs many query blocks (work items, layout.cuh persistent_item) one
+// after the other through the same stage ring: the producer loads the next item's Q and first
+// tiles while the consumers finish the last item's P V and merge, so an item's start and end are
+// not left to the tensor cores' idle time between CTAs.
+//
 // Launch: grid as step_fwd.cuh (blocks of kBlockM packed rows, (batch, kv head) pairs folded
-// over y and z), block = Traits::kThreads, dynamic shared memory = Traits::kSharedBytes, and the
+// over y and z), or with kPersistent grid.x = persistent_ctas(items, resident CTAs: one per SM)
+// and y = z = 1; block = Traits::kThreads, dynamic shared memory = Traits::kSharedBytes, and the
 // RingFwdWgmmaParams maps built from q_map_description / kv_map_description (params_wgmma.cuh)
 // with the traits' dtype, head dim, group, block_m and block_n. Requirements beyond those of
 // step_fwd.cuh: q, k, v 16-byte aligned and every row, head and batch stride of them a multiple
@@ -56,13 +62,14 @@ struct WgmmaFwdShared {
   CPGEN_DEVICE u32 k_tile(int stage) const { return base + Traits::kKOffset + stage * Traits::kKvTileBytes; }
   CPGEN_DEVICE u32 v_tile(int stage) const { return base + Traits::kVOffset + stage * Traits::kKvTileBytes; }
   CPGEN_DEVICE u32 q_full() const { return base + Traits::kBarrierOffset; }
+  CPGEN_DEVICE u32 q_empty() const { return base + Traits::kBarrierOffset + 8; }
   CPGEN_DEVICE u32 k_full(int stage) const { return barrier(0, stage); }
   CPGEN_DEVICE u32 v_full(int stage) const { return barrier(1, stage); }
   CPGEN_DEVICE u32 k_empty(int stage) const { return barrier(2, stage); }
   CPGEN_DEVICE u32 v_empty(int stage) const { return barrier(3, stage); }
-  // After Q full: four arrays of kStages barriers, in the order above.
+  // After Q full and Q empty: four arrays of kStages barriers, in the order above.
   CPGEN_DEVICE u32 barrier(int array, int stage) const {
-    return base + Traits::kBarrierOffset + 8 * (1 + array * Traits::kStages + stage);
+    return base + Traits::kBarrierOffset + 8 * (2 + array * Traits::kStages + stage);
   }
 };
 
@@ -70,6 +77,7 @@ struct WgmmaFwdShared {
 template <typename Traits>
 CPGEN_DEVICE void wgmma_fwd_init_barriers(const WgmmaFwdShared<Traits>& smem) {
   mbarrier_init(smem.q_full(), 1);
+  mbarrier_init(smem.q_empty(), 128 * Traits::kConsumers);
 #pragma unroll
   for (int s = 0; s < Traits::kStages; ++s) {
     mbarrier_init(smem.k_full(s), 1);
@@ -91,31 +99,80 @@ CPGEN_DEVICE void wgmma_fwd_load_tile(const TmaMap& map, u32 tile, u32 full, int
   }
 }
 
+// One work item of a CTA: query block m_block of the (batch, kv head) pair, its key tiles, and
+// where it starts in the CTA's sequences: `run0` tiles went through the stage ring before it and
+// `q_load` Q tiles were loaded before its own (both 0 unless the kernel is persistent).
+struct WgmmaFwdItem {
+  int batch;
+  int kv_head;
+  int m_block;
+  KeyTiles tiles;
+  int run0;
+  int q_load;
+};
+
+// Calls visit(item) for each work item of this CTA that has something to do: the CTA's own query
+// block, or with kPersistent items blockIdx.x, blockIdx.x + gridDim.x, ... (layout.cuh,
+// persistent_item) minus those of a middle step that see no key of the chunk. The producer and
+// the consumers walk the same items, so their run and Q counts agree. `own` is the block of a
+// non-persistent launch, which the kernel has already found worth running.
+template <typename Traits, typename Visit>
+CPGEN_DEVICE void wgmma_fwd_for_each_item(const RingFwdParams& params, const WgmmaFwdItem& own, Visit&& visit) {
+  if constexpr (Traits::kPersistent) {
+    const int blocks = (params.q_len * Traits::kGroup + Traits::kBlockM - 1) / Traits::kBlockM;
+    const long long items = static_cast<long long>(blocks) * params.batch * params.kv_heads;
+    WgmmaFwdItem item{};
+    for (long long i = blockIdx.x; i < items; i += gridDim.x) {
+      const PersistentItem at = persistent_item(i, blocks, params.batch, params.kv_heads);
+      item.batch = at.batch;
+      item.kv_head = at.kv_head;
+      item.m_block = at.m_block;
+      item.tiles = block_key_tiles<Traits>(params, at.m_block);
+      const int tile_count = item.tiles.end - item.tiles.begin;
+      if (tile_count <= 0 && !params.is_first_step && !params.is_last_step) continue;
+      visit(item);
+      if (tile_count > 0) {
+        item.run0 += tile_count;
+        ++item.q_load;
+      }
+    }
+  } else {
+    visit(own);
+  }
+}
+
 // Producer: one thread issues every copy. A K or V tile is kColumnBlocks boxes of (C columns,
 // kBlockN keys), column block b at b * kBlockN * W bytes; Q likewise with kBlockM rows
 // (traits_wgmma.cuh: W the swizzle line, C its elements).
-// Tiles first_tile .. first_tile + tiles - 1 of the chunk go through the stage ring in that order:
-// run r uses stage r % kStages, the order the consumers wait in. K of run r waits only for the
-// release of K of run r - kStages (its S retired), so with 2 stages K_(t+2) loads while P_t V_t
-// still runs; V of run r waits for V of run r - kStages (its P V retired).
+// The item's tiles go through the stage ring in order, continuing the CTA's count: run r (from
+// the CTA's first item) uses stage r % kStages, the order the consumers wait in. K of run r waits
+// only for the release of K of run r - kStages (its S retired), so with 2 stages K_(t+2) loads
+// while P_t V_t still runs; V of run r waits for V of run r - kStages (its P V retired). The Q
+// tile of a persistent CTA's next item waits for the consumers' release of the last one (its
+// last S retired), so it loads while they finish that item's P V and merge.
 template <typename Traits>
-CPGEN_DEVICE void wgmma_fwd_produce(const RingFwdWgmmaParams& params, const WgmmaFwdShared<Traits>& smem, int batch,
-                                    int kv_head, int first_packed, int first_tile, int tiles) {
+CPGEN_DEVICE void wgmma_fwd_produce(const RingFwdWgmmaParams& params, const WgmmaFwdShared<Traits>& smem,
+                                    const WgmmaFwdItem& item) {
   constexpr int kGroup = Traits::kGroup;
+  const int tiles = item.tiles.end - item.tiles.begin;
+  if (tiles <= 0) return;
+  if (item.q_load > 0) mbarrier_wait_parity(smem.q_empty(), (item.q_load - 1) & 1);
   mbarrier_arrive_expect_tx(smem.q_full(), Traits::kQTileBytes);
+  const int first_packed = item.m_block * Traits::kBlockM;
 #pragma unroll
   for (int b = 0; b < Traits::kColumnBlocks; ++b) {
-    const int coords[4] = {b * Traits::kColumnElements, kv_head * kGroup, first_packed / kGroup, batch};
+    const int coords[4] = {b * Traits::kColumnElements, item.kv_head * kGroup, first_packed / kGroup, item.batch};
     tma_load<4>(smem.q_tile() + b * Traits::kBlockM * Traits::kSwizzleBytes, params.q_map, coords, smem.q_full());
   }
   for (int run = 0; run < tiles; ++run) {
-    const int stage = run % Traits::kStages, round = run / Traits::kStages;
-    const int key0 = (first_tile + run) * Traits::kBlockN;
-    // Round r of a stage reuses it after the consumers released round r - 1 (phase r - 1).
+    const int r = item.run0 + run;
+    const int stage = r % Traits::kStages, round = r / Traits::kStages;
+    const int key0 = (item.tiles.begin + run) * Traits::kBlockN;
+    // Round n of a stage reuses it after the consumers released round n - 1 (phase n - 1).
     if (round > 0) mbarrier_wait_parity(smem.k_empty(stage), (round - 1) & 1);
-    wgmma_fwd_load_tile<Traits>(params.k_map, smem.k_tile(stage), smem.k_full(stage), key0, kv_head, batch);
+    wgmma_fwd_load_tile<Traits>(params.k_map, smem.k_tile(stage), smem.k_full(stage), key0, item.kv_head, item.batch);
     if (round > 0) mbarrier_wait_parity(smem.v_empty(stage), (round - 1) & 1);
-    wgmma_fwd_load_tile<Traits>(params.v_map, smem.v_tile(stage), smem.v_full(stage), key0, kv_head, batch);
+    wgmma_fwd_load_tile<Traits>(params.v_map, smem.v_tile(stage), smem.v_full(stage), key0, item.kv_head, item.batch);
   }
 }
 
@@ -327,46 +384,20 @@ CPGEN_DEVICE void wgmma_fwd_pass_turn(int consumer) {
   if constexpr (Traits::kPingPong) named_barrier_arrive(Traits::kTurnBarrier + 1 - consumer, Traits::kTurnThreads);
 }
 
+// One consumer warpgroup's share of one item: its 64 rows through every key tile, then the merge.
+// Software pipeline inside the warpgroup: while the MMAs of O += P_t V_t run, the scores of tile
+// t + 1 are computed and their softmax runs on the CUDA cores; only then does the thread wait for
+// O, rescale it and pack P_(t+1). P_t stays untouched while its wgmma may read it. Run r of the
+// item is tile tiles.begin + r in stage (run0 + r) % kStages, as the producer loads them.
 template <typename Traits>
-CPGEN_DEVICE void ring_fwd_step_wgmma(const RingFwdWgmmaParams& wparams) {
-  using T = typename Traits::Element;
-  constexpr int kBlockM = Traits::kBlockM;
+CPGEN_DEVICE void wgmma_fwd_consume(const RingFwdParams& params, const WgmmaFwdShared<Traits>& smem, int consumer,
+                                    const WgmmaFwdItem& item) {
   constexpr int kStages = Traits::kStages;
-  const RingFwdParams& params = wparams.base;
-
-  extern __shared__ __align__(128) unsigned char shared_storage[];
-
-  // The fold of the pairs over (y, z) leaves up to z - 1 blocks past the last pair.
-  const long long pair = unfold_pair(blockIdx.y, blockIdx.z, gridDim.y);
-  if (pair >= static_cast<long long>(params.batch) * params.kv_heads) return;
-  const BatchHead at = unfold_batch_head(blockIdx.y, blockIdx.z, gridDim.y, params.kv_heads);
-  const int batch = at.batch, kv_head = at.kv_head;
-  const int first_packed = query_block() * kBlockM;
-
-  // Key tiles this query block runs: [begin, end), of which [full_begin, full_end) need no mask.
-  const KeyTiles tiles = block_key_tiles<Traits>(params);
+  const KeyTiles& tiles = item.tiles;
   const int tile_count = tiles.end - tiles.begin;
-  // A block that sees nothing here has nothing to merge into a middle step's state (every thread
-  // leaves before any barrier exists).
-  if (tile_count <= 0 && !params.is_first_step && !params.is_last_step) return;
-
-  const WgmmaFwdShared<Traits> smem{(shared_address(shared_storage) + 1023u) & ~1023u};
-  if (threadIdx.x == 0) wgmma_fwd_init_barriers<Traits>(smem);
-  __syncthreads();
-
-  const int warpgroup = threadIdx.x / 128;
-  if (warpgroup == 0) {
-    setmaxnreg_dec<Traits::kProducerRegisters>();
-    if (threadIdx.x == 0 && tile_count > 0)
-      wgmma_fwd_produce<Traits>(wparams, smem, batch, kv_head, first_packed, tiles.begin, tile_count);
-    return;
-  }
-  setmaxnreg_inc<Traits::kConsumerRegisters>();
-
-  const int consumer = warpgroup - 1;
   const int thread = threadIdx.x % 128;
   // This thread's accumulator rows: acc_row(lane, e) within the warp's 16 rows.
-  const int row0 = first_packed + 64 * consumer + 16 * (thread / 32);
+  const int row0 = item.m_block * Traits::kBlockM + 64 * consumer + 16 * (thread / 32);
 
   float o[Traits::kOutputRegisters];
 #pragma unroll
@@ -377,23 +408,19 @@ CPGEN_DEVICE void ring_fwd_step_wgmma(const RingFwdWgmmaParams& wparams) {
   // This warpgroup's 64 rows of the Q tile (8 atoms of 8 W bytes in each column block).
   const u32 q_rows = smem.q_tile() + 64 * consumer * Traits::kSwizzleBytes;
 
-  // Software pipeline inside the warpgroup: while the MMAs of O += P_t V_t run, the scores of
-  // tile t + 1 are computed and their softmax runs on the CUDA cores; only then does the thread
-  // wait for O, rescale it and pack P_(t+1). P_t stays untouched while its wgmma may read it.
-  // Runs are counted from the block's first tile: run r is tile tiles.begin + r in stage
-  // r % kStages, as the producer loads them.
   u32 p[Traits::kPvSteps][4];
   if (tile_count > 0) {
+    const int stage = item.run0 % kStages;
     if (consumer == 1) wgmma_fwd_pass_turn<Traits>(consumer);  // consumer 0 goes first
-    mbarrier_wait_parity(smem.q_full(), 0);  // no Q is loaded for a block without tiles
-    mbarrier_wait_parity(smem.k_full(0), 0);
+    mbarrier_wait_parity(smem.q_full(), item.q_load & 1);  // no Q is loaded for an item without tiles
+    mbarrier_wait_parity(smem.k_full(stage), (item.run0 / kStages) & 1);
     float s[Traits::kScoreRegisters];
     wgmma_fwd_take_turn<Traits>(consumer);
-    wgmma_fwd_issue_scores<Traits>(s, q_rows, smem.k_tile(0));
+    wgmma_fwd_issue_scores<Traits>(s, q_rows, smem.k_tile(stage));
     wgmma_fwd_pass_turn<Traits>(consumer);
     wgmma_wait<0>();
     wgmma_fence_operand(s);
-    mbarrier_arrive(smem.k_empty(0));  // this thread's S of K_0 has retired
+    mbarrier_arrive(smem.k_empty(stage));  // this thread's S of K_0 has retired
     float rescale[2];  // o is still zero: nothing to rescale
     wgmma_fwd_softmax<Traits>(params, s, tiles.begin, tiles, row0, row_max, row_sum, rescale);
     wgmma_fwd_pack<Traits>(s, p);
@@ -401,10 +428,11 @@ CPGEN_DEVICE void ring_fwd_step_wgmma(const RingFwdWgmmaParams& wparams) {
   // The last tile runs outside the loop, so the loop body has no branch around its wgmma groups
   // (ptxas serializes the pipeline when it cannot tell which group a register belongs to).
   for (int run = 0; run + 1 < tile_count; ++run) {
-    const int stage = run % kStages, next_stage = (run + 1) % kStages;
+    const int r = item.run0 + run;
+    const int stage = r % kStages, next_stage = (r + 1) % kStages;
     float s[Traits::kScoreRegisters];
-    mbarrier_wait_parity(smem.k_full(next_stage), ((run + 1) / kStages) & 1);
-    mbarrier_wait_parity(smem.v_full(stage), (run / kStages) & 1);  // in long ago, but not waited for
+    mbarrier_wait_parity(smem.k_full(next_stage), ((r + 1) / kStages) & 1);
+    mbarrier_wait_parity(smem.v_full(stage), (r / kStages) & 1);  // in long ago, but not waited for
     wgmma_fwd_take_turn<Traits>(consumer);
     wgmma_fwd_issue_scores<Traits>(s, q_rows, smem.k_tile(next_stage));
     wgmma_fwd_issue_pv<Traits>(o, p, smem.v_tile(stage));
@@ -423,8 +451,11 @@ CPGEN_DEVICE void ring_fwd_step_wgmma(const RingFwdWgmmaParams& wparams) {
     wgmma_fwd_pack<Traits>(s, p);
   }
   if (tile_count > 0) {
-    const int stage = (tile_count - 1) % kStages;
-    mbarrier_wait_parity(smem.v_full(stage), ((tile_count - 1) / kStages) & 1);
+    const int r = item.run0 + tile_count - 1;
+    const int stage = r % kStages;
+    // Every S of the item has retired: a persistent CTA's producer may load the next Q.
+    if constexpr (Traits::kPersistent) mbarrier_arrive(smem.q_empty());
+    mbarrier_wait_parity(smem.v_full(stage), (r / kStages) & 1);
     wgmma_fwd_take_turn<Traits>(consumer);
     wgmma_fwd_issue_pv<Traits>(o, p, smem.v_tile(stage));
     if (consumer == 0) wgmma_fwd_pass_turn<Traits>(consumer);  // consumer 1's last turn is the last
@@ -433,7 +464,48 @@ CPGEN_DEVICE void ring_fwd_step_wgmma(const RingFwdWgmmaParams& wparams) {
     mbarrier_arrive(smem.v_empty(stage));
   }
 
-  wgmma_fwd_merge<Traits>(params, batch, kv_head, row0, o, row_max, row_sum);
+  wgmma_fwd_merge<Traits>(params, item.batch, item.kv_head, row0, o, row_max, row_sum);
+}
+
+template <typename Traits>
+CPGEN_DEVICE void ring_fwd_step_wgmma(const RingFwdWgmmaParams& wparams) {
+  const RingFwdParams& params = wparams.base;
+
+  extern __shared__ __align__(128) unsigned char shared_storage[];
+
+  // A non-persistent CTA's one item; a persistent CTA finds its items in the loop.
+  WgmmaFwdItem own{};
+  if constexpr (!Traits::kPersistent) {
+    // The fold of the pairs over (y, z) leaves up to z - 1 blocks past the last pair.
+    const long long pair = unfold_pair(blockIdx.y, blockIdx.z, gridDim.y);
+    if (pair >= static_cast<long long>(params.batch) * params.kv_heads) return;
+    const BatchHead at = unfold_batch_head(blockIdx.y, blockIdx.z, gridDim.y, params.kv_heads);
+    own.batch = at.batch;
+    own.kv_head = at.kv_head;
+    own.m_block = query_block();
+    // Key tiles this query block runs: [begin, end), of which [full_begin, full_end) need no mask.
+    own.tiles = block_key_tiles<Traits>(params, own.m_block);
+    // A block that sees nothing here has nothing to merge into a middle step's state (every
+    // thread leaves before any barrier exists).
+    if (own.tiles.end <= own.tiles.begin && !params.is_first_step && !params.is_last_step) return;
+  }
+
+  const WgmmaFwdShared<Traits> smem{(shared_address(shared_storage) + 1023u) & ~1023u};
+  if (threadIdx.x == 0) wgmma_fwd_init_barriers<Traits>(smem);
+  __syncthreads();
+
+  const int warpgroup = threadIdx.x / 128;
+  if (warpgroup == 0) {
+    setmaxnreg_dec<Traits::kProducerRegisters>();
+    if (threadIdx.x == 0)
+      wgmma_fwd_for_each_item<Traits>(params, own,
+                                      [&](const WgmmaFwdItem& item) { wgmma_fwd_produce<Traits>(wparams, smem, item); });
+    return;
+  }
+  setmaxnreg_inc<Traits::kConsumerRegisters>();
+  const int consumer = warpgroup - 1;
+  wgmma_fwd_for_each_item<Traits>(
+      params, own, [&](const WgmmaFwdItem& item) { wgmma_fwd_consume<Traits>(params, smem, consumer, item); });
 }
 
 }  // namespace device

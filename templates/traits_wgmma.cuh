@@ -15,7 +15,8 @@
 //   Q tile                  kHeadDim / C column blocks of [kBlockM rows][C elements]
 //   K tiles, kStages        kHeadDim / C column blocks of [kBlockN rows][C elements] each
 //   V tiles, kStages        the same
-//   mbarriers               Q full; per stage K full, V full, K empty, V empty (8 bytes each)
+//   mbarriers               Q full, Q empty; per stage K full, V full, K empty, V empty (8 bytes
+//                           each; Q empty paces a persistent CTA's next Q tile)
 // A column block is one TMA box of W-byte rows in the W-byte swizzle, which is both what TMA
 // writes and the canonical layout wgmma reads (K-major for Q and K, MN-major for V).
 //
@@ -70,16 +71,18 @@ CPGEN_HOST_DEVICE constexpr WgmmaFwdLayout wgmma_fwd_layout(int head_dim, int bl
   l.k_offset = l.q_offset + l.q_tile_bytes;
   l.v_offset = l.k_offset + stages * l.kv_tile_bytes;
   l.barrier_offset = l.v_offset + stages * l.kv_tile_bytes;
-  const int barrier_bytes = 8 * (1 + 4 * stages);
+  const int barrier_bytes = 8 * (2 + 4 * stages);
   l.shared_bytes = kWgmmaAlignSlack + l.barrier_offset + (barrier_bytes + 127) / 128 * 128;
   return l;
 }
 
 // kKeyIntervalsV and kSoftcapV are the mask features of FwdTraits (traits.cuh), with the same
 // meaning: per-query key intervals (q_key_first/q_key_last) and a logit softcap. kPingPongV: the
-// two consumer warpgroups take turns issuing their MMAs (step_fwd_wgmma.cuh).
+// two consumer warpgroups take turns issuing their MMAs (step_fwd_wgmma.cuh). kPersistentV: about
+// one CTA per SM, each looping over query blocks (layout.cuh, persistent_item).
 template <typename ElementT, int kHeadDimV, int kBlockMV, int kBlockNV, int kConsumersV, int kStagesV, bool kCausalV,
-          int kGroupV, bool kKeyIntervalsV = false, bool kSoftcapV = false, bool kPingPongV = false>
+          int kGroupV, bool kKeyIntervalsV = false, bool kSoftcapV = false, bool kPingPongV = false,
+          bool kPersistentV = false>
 struct WgmmaFwdTraits {
   using Element = ElementT;
   static constexpr int kHeadDim = kHeadDimV;
@@ -92,6 +95,7 @@ struct WgmmaFwdTraits {
   static constexpr bool kKeyIntervals = kKeyIntervalsV;
   static constexpr bool kSoftcap = kSoftcapV;
   static constexpr bool kPingPong = kPingPongV;
+  static constexpr bool kPersistent = kPersistentV;
   // The CTA barriers of the ping-pong turns: consumer c waits for its turn at kTurnBarrier + c (0
   // is __syncthreads'), and each phase counts both consumer warpgroups.
   static constexpr int kTurnBarrier = 1;

@@ -206,7 +206,7 @@ void EmulatedDevice::launch_forward(StepType step, const RingFwdParams& params) 
     throw Error(ErrorKind::kInternal, k.spec.uri() + ": launched " +
                                           (params.q_key_first ? "with" : "without") + " key intervals and softcap " +
                                           std::to_string(params.softcap) + ", which the kernel's mask features do not match");
-  const EmulatedGrid grid = to_emulated(gpu::step_grid(k.spec, params));
+  const EmulatedGrid grid = to_emulated(gpu::step_grid(k.spec, params, kResidentCtas));
   if (k.spec.kind == KernelKind::kForwardWgmma) {
     // The maps the GPU device would get from the driver, from the same descriptions, made by the
     // emulator's encoder (runtime/backend/wgmma_params.h).

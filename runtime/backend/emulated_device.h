@@ -34,6 +34,12 @@ namespace cpgen {
 
 class EmulatedDevice final : public KernelDevice {
  public:
+  // The resident CTAs an emulated persistent launch (KernelSpec::persistent) is given in place of
+  // a GPU's one per SM: few enough that every CTA of a test-sized problem takes several query
+  // blocks (its stage ring and Q barrier carried from one to the next), more than one so that the
+  // blocks are shared out.
+  static constexpr int kResidentCtas = 3;
+
   // One kernel per step type it will be asked to launch: forward step types (kDiagonal ..
   // kZigzagQHalf) map to forward specs, backward ones (kBwd*) to backward step specs; the
   // preprocessing and conversion kernels are given apart. A step type not listed launches the

@@ -10,7 +10,8 @@ namespace cpgen::gpu {
 
 void launch_forward_kernel(const KernelSpec& spec, const LoadedKernel& kernel, int shared_bytes,
                            const RingFwdParams& params, CUstream stream) {
-  const StepGrid grid = step_grid(spec, params);
+  const StepGrid grid =
+      step_grid(spec, params, spec.persistent ? kernel.resident_ctas(spec.threads(), shared_bytes) : 0);
   LaunchShape shape;
   shape.grid[0] = grid.x;
   shape.grid[1] = grid.y;

@@ -8,10 +8,18 @@
 
 namespace cpgen::gpu {
 
-StepGrid step_grid(const KernelSpec& spec, const RingFwdParams& params) {
+StepGrid step_grid(const KernelSpec& spec, const RingFwdParams& params, int resident_ctas) {
   const int64_t packed_rows = static_cast<int64_t>(params.q_len) * spec.gqa_group;
   StepGrid grid;
   grid.x = static_cast<unsigned>((packed_rows + spec.block_m - 1) / spec.block_m);
+  if (spec.persistent) {
+    if (resident_ctas <= 0)
+      throw Error(ErrorKind::kInternal, spec.uri() + ": a persistent launch needs the resident CTA count, got " +
+                                            std::to_string(resident_ctas));
+    const long long items = static_cast<long long>(grid.x) * params.batch * params.kv_heads;
+    grid.x = static_cast<unsigned>(device::persistent_ctas(items, resident_ctas));
+    return grid;
+  }
   // The kernel unfolds the same (y, z) back into a pair with device::unfold_pair.
   const device::FoldedPairs pairs = device::pair_grid(params.batch, params.kv_heads);
   grid.y = pairs.y;

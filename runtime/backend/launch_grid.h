@@ -13,11 +13,15 @@ namespace cpgen::gpu {
 // Grid of a forward step launch (templates/step_fwd.cuh): x enumerates blocks of block_m packed
 // query rows (q_len * G rows per kv head with GQA group G), y and z the (batch, kv head) pairs:
 // y the kv head and z the batch entry, or where either passes 65535 the pairs folded by
-// device::fold_pairs (device::pair_grid, templates/layout.cuh).
+// device::fold_pairs (device::pair_grid, templates/layout.cuh). A persistent spec
+// (KernelSpec::persistent) gets x = device::persistent_ctas(blocks x pairs, resident_ctas) and
+// y = z = 1: its CTAs loop over the query blocks (templates/step_fwd_wgmma.cuh). resident_ctas is
+// what the device keeps resident at once (one CTA per SM for the wgmma family); it is read only
+// for a persistent spec, which throws kInternal without one.
 struct StepGrid {
   unsigned x = 1, y = 1, z = 1;
 };
-StepGrid step_grid(const KernelSpec& spec, const RingFwdParams& params);
+StepGrid step_grid(const KernelSpec& spec, const RingFwdParams& params, int resident_ctas = 0);
 // Grid of a backward step launch (templates/step_bwd.cuh, KV-outer): x enumerates blocks of
 // block_n keys of the held chunk, y and z the (batch, kv head) pairs folded as above.
 StepGrid step_bwd_grid(const KernelSpec& spec, const RingBwdParams& params);

@@ -99,6 +99,24 @@ int LoadedKernel::max_threads_per_block() const {
   return function_attribute(CU_FUNC_ATTRIBUTE_MAX_THREADS_PER_BLOCK, function_);
 }
 
+int LoadedKernel::resident_ctas(int block_threads, int dynamic_shared_bytes) const {
+  reserve_dynamic_shared(dynamic_shared_bytes);
+  std::lock_guard<std::mutex> lock(resident_mutex_);
+  if (resident_threads_ == block_threads && resident_shared_ == dynamic_shared_bytes) return resident_ctas_;
+  int per_sm = 0;
+  CPGEN_CU_CHECK(cu::driver().cuOccupancyMaxActiveBlocksPerMultiprocessor(&per_sm, function_, block_threads,
+                                                                           static_cast<size_t>(dynamic_shared_bytes)));
+  if (per_sm <= 0)
+    throw Error(ErrorKind::kInfeasible, uri_ + ": no CTA of " + std::to_string(block_threads) + " threads and " +
+                                            std::to_string(dynamic_shared_bytes) +
+                                            " bytes of dynamic shared memory fits an SM of device " +
+                                            std::to_string(device_));
+  resident_threads_ = block_threads;
+  resident_shared_ = dynamic_shared_bytes;
+  resident_ctas_ = per_sm * device_attribute(CU_DEVICE_ATTRIBUTE_MULTIPROCESSOR_COUNT, device_);
+  return resident_ctas_;
+}
+
 void LoadedKernel::reserve_dynamic_shared(int bytes) const {
   if (bytes <= granted_dynamic_shared_.load(std::memory_order_acquire)) return;
   std::lock_guard<std::mutex> lock(shared_mutex_);

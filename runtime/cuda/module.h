@@ -61,6 +61,10 @@ class LoadedKernel {
   // is above 48 KB and above what was already granted. Throws Error(kInfeasible) naming the kernel
   // and the device limit when the device cannot give that much.
   void reserve_dynamic_shared(int bytes) const;
+  // CTAs of `block_threads` threads and `dynamic_shared_bytes` (reserved first) the whole device
+  // keeps resident at once: the occupancy calculator's CTAs per SM times the SMs. What a
+  // persistent kernel is launched with (runtime/backend/launch_grid.h). Computed once per shape.
+  int resident_ctas(int block_threads, int dynamic_shared_bytes) const;
   // Launches with `params` as the kernel's only argument (passed by value). Enqueue errors throw
   // Error(kCuda); errors inside the kernel surface at the next synchronization.
   void launch(const RingFwdParams& params, const LaunchShape& shape) const;
@@ -85,6 +89,8 @@ class LoadedKernel {
   CUfunction function_;
   mutable std::mutex shared_mutex_;
   mutable std::atomic<int> granted_dynamic_shared_{kDefaultDynamicSharedLimit};
+  mutable std::mutex resident_mutex_;
+  mutable int resident_threads_ = 0, resident_shared_ = -1, resident_ctas_ = 0;
 };
 
 // The kernel's function on `device`, loading kernel.cubin on first use for that (device, key).

@@ -44,7 +44,8 @@ TEST(KernelSpecWgmma, ParseIsTheInverseOfUri) {
       for (int bn : kSupportedWgmmaBlockN)
         for (int stages : kSupportedWgmmaStages)
           for (int mask = 0; mask < 4; ++mask)
-            for (bool pingpong : {false, true}) {
+            for (int schedule = 0; schedule < 4; ++schedule) {
+              const bool pingpong = schedule & 1, persistent = schedule & 2;
               if (pingpong && consumers != 2) continue;
               KernelSpec s = def;
               s.warps = 4 * (1 + consumers);
@@ -54,15 +55,17 @@ TEST(KernelSpecWgmma, ParseIsTheInverseOfUri) {
               s.key_intervals = mask & 1;
               s.softcap = mask & 2;
               s.pingpong = pingpong;
+              s.persistent = persistent;
               s.validate();
               EXPECT_EQ(KernelSpec::parse(s.uri()), s) << s.uri();
               EXPECT_EQ(KernelSpec::parse(s.uri()).uri(), s.uri());
-              EXPECT_EQ(s.uri().ends_with("_pingpong"), pingpong) << s.uri();
+              EXPECT_EQ(s.uri().ends_with(persistent ? "_persistent" : "_pingpong"), persistent || pingpong) << s.uri();
+              EXPECT_EQ(s.uri().find("_pingpong") != std::string::npos, pingpong) << s.uri();
               ++count;
             }
   // dtypes x head dims x causal x groups, then (consumers 1 + consumers 2 with and without
-  // ping-pong) x block_n x stages x masks.
-  EXPECT_EQ(count, 2 * 4 * 2 * 4 * (1 + 2) * 3 * 3 * 4);
+  // ping-pong) x persistent or not x block_n x stages x masks.
+  EXPECT_EQ(count, 2 * 4 * 2 * 4 * (1 + 2) * 2 * 3 * 3 * 4);
   // The mma.sync family's URIs still parse as that family.
   EXPECT_EQ(KernelSpec::parse("ring_fwd_bf16_hd128_causal_gqa4_bm128_bn64_w4_s2").kind, KernelKind::kForwardStep);
 }
@@ -89,10 +92,31 @@ TEST(KernelSpecWgmma, BadUrisGetOneLineSayingWhatIsAllowed) {
            {"ring_fwd_wgmma_bf16_hd128_causal_gqa1_bm64_bn128_c1_s2_pingpong", "needs 2 consumer warpgroups"},
            {"ring_fwd_wgmma_bf16_hd128_causal_gqa1_bm128_bn128_c2_s2_pingpong_pingpong", "malformed"},
            {"ring_fwd_wgmma_bf16_hd128_causal_gqa1_bm128_bn128_c2_pingpong_s2", "malformed"},
-           {"ring_fwd_wgmma_bf16_hd128_causal_gqa1_bm128_bn128_c2_s2_pp", "malformed"}}) {
+           {"ring_fwd_wgmma_bf16_hd128_causal_gqa1_bm128_bn128_c2_s2_pp", "malformed"},
+           // _persistent is last, once, after _pingpong
+           {"ring_fwd_wgmma_bf16_hd128_causal_gqa1_bm128_bn128_c2_s2_persistent_pingpong", "malformed"},
+           {"ring_fwd_wgmma_bf16_hd128_causal_gqa1_bm128_bn128_c2_s2_persistent_persistent", "malformed"},
+           {"ring_fwd_wgmma_bf16_hd128_causal_gqa1_bm128_bn128_c2_persistent_s2", "malformed"}}) {
     const std::string message = bad_input_message(uri);
     EXPECT_NE(message.find(want), std::string::npos) << message;
     EXPECT_EQ(message.find('\n'), std::string::npos) << message;
+  }
+}
+
+// The ping-pong schedule and the persistent launch belong to the wgmma family: a spec of another
+// kind that sets either is refused with one line naming the flag.
+TEST(KernelSpecWgmma, OtherKindsRefuseTheWgmmaSchedules) {
+  for (int flag = 0; flag < 2; ++flag) {
+    KernelSpec s = KernelSpec::default_for(Dtype::kBf16, 128, true, 1);
+    (flag == 0 ? s.pingpong : s.persistent) = true;
+    try {
+      s.validate();
+      ADD_FAILURE() << "validate accepted " << (flag == 0 ? "pingpong" : "persistent") << " on " << s.uri();
+    } catch (const Error& e) {
+      EXPECT_EQ(e.kind(), ErrorKind::kBadInput);
+      EXPECT_NE(std::string(e.what()).find(flag == 0 ? "pingpong" : "persistent"), std::string::npos) << e.what();
+      EXPECT_EQ(std::string(e.what()).find('\n'), std::string::npos) << e.what();
+    }
   }
 }
 

@@ -1,11 +1,12 @@
 // The sm_90a forward family (templates/step_fwd_wgmma.cuh) compiles with NVRTC for sm_90a from
 // rendered specs: a representative subset of the defaults (both dtypes, head dims 64 to 256,
 // causal and full, GQA 1 and > 1, one and two consumer warpgroups), of the mask variants (_ivl,
-// _cap, both), of 176-key tiles and of the ping-pong schedule, with 0 spill bytes and 0 stack, a setmaxnreg plan
-// that fits the registers ptxas allocated at entry, the feasibility model's shared bytes equal to
-// the traits' (the kernel asks for kSharedBytes of dynamic memory and has no static), no
-// serialized wgmma pipeline, and the SASS holds HGMMA and UTMALDG (the ping-pong kernels also
-// their barrier sync and arrive) when cuobjdump exists. Needs no GPU.
+// _cap, both), of 176-key tiles, of the ping-pong schedule and of the persistent launch, with 0
+// spill bytes and 0 stack, a setmaxnreg plan that fits the registers ptxas allocated at entry, the
+// feasibility model's shared bytes equal to the traits' (the kernel asks for kSharedBytes of
+// dynamic memory and has no static), no serialized wgmma pipeline, and the SASS holds HGMMA and
+// UTMALDG (the ping-pong kernels also their barrier sync and arrive) when cuobjdump exists.
+// Needs no GPU.
 #include <gtest/gtest.h>
 
 #include <cstdlib>
@@ -46,7 +47,13 @@ const std::vector<std::pair<KernelSpec, CompiledKernel>>& compiled() {
           KernelSpec::parse("ring_fwd_wgmma_fp16_hd128_causal_ivl_cap_gqa1_bm128_bn176_c2_s2_pingpong"),
           // the ping-pong schedule of the two consumer warpgroups (CTA barriers 1 and 2)
           KernelSpec::parse("ring_fwd_wgmma_bf16_hd128_causal_gqa1_bm128_bn128_c2_s2_pingpong"),
-          KernelSpec::parse("ring_fwd_wgmma_fp16_hd256_causal_ivl_cap_gqa1_bm128_bn64_c2_s2_pingpong")})
+          KernelSpec::parse("ring_fwd_wgmma_fp16_hd256_causal_ivl_cap_gqa1_bm128_bn64_c2_s2_pingpong"),
+          // the persistent launch (a loop over query blocks around both roles): plain, with the
+          // ping-pong turns, in the heaviest mask variant, and with one consumer warpgroup
+          KernelSpec::parse("ring_fwd_wgmma_bf16_hd128_causal_gqa1_bm128_bn128_c2_s2_persistent"),
+          KernelSpec::parse("ring_fwd_wgmma_bf16_hd128_full_gqa1_bm128_bn128_c2_s2_pingpong_persistent"),
+          KernelSpec::parse("ring_fwd_wgmma_fp16_hd256_causal_ivl_cap_gqa8_bm128_bn64_c2_s2_persistent"),
+          KernelSpec::parse("ring_fwd_wgmma_fp16_hd96_causal_gqa2_bm64_bn128_c1_s3_persistent")})
       out.emplace_back(s, compile_kernel(s, "sm_90a", nullptr));
     return out;
   }();

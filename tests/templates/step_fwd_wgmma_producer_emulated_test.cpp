@@ -64,7 +64,11 @@ void producer_and_scripted_consumer() {
   if (threadIdx.x == 0) wgmma_fwd_init_barriers<Traits>(smem);
   __syncthreads();
   if (threadIdx.x < 128) {
-    if (threadIdx.x == 0) wgmma_fwd_produce<Traits>(g_params, smem, 0, 0, 0, 0, kTiles);
+    if (threadIdx.x == 0) {
+      WgmmaFwdItem item{};
+      item.tiles = {0, 0, kTiles, kTiles};
+      wgmma_fwd_produce<Traits>(g_params, smem, item);
+    }
     return;
   }
   const bool reporter = threadIdx.x == 128;

@@ -50,6 +50,9 @@ struct RingSetup {
   // view whose q_len is below the state's row pitch (state_len), as the zigzag query-half step is.
   int query_split = 0;
   bool count_reads = false;  // check every launch's TMA reads of Q, K and V against the tile contract
+  // A persistent kernel (Traits::kPersistent) is launched over at most this many CTAs, as a GPU
+  // launches it over its resident ones (launch_grid.h).
+  int resident_ctas = 3;
 };
 
 // What the read checks saw, summed over the run: the problem must exercise every kind of skip.
@@ -261,8 +264,14 @@ testing::RingRun run_emulated(const AttentionProblem& p, const RingSetup& setup,
                                                    {key_first.data(), key_first.size() * 4},
                                                    {key_last.data(), key_last.size() * 4}};
         emulation::set_global_buffers(buffers, static_cast<int>(std::size(buffers)));
-        const unsigned grid_x = (rows * Traits::kGroup + Traits::kBlockM - 1) / Traits::kBlockM;
-        const device::FoldedPairs pairs = device::fold_pairs(B * HK);
+        const unsigned blocks = (rows * Traits::kGroup + Traits::kBlockM - 1) / Traits::kBlockM;
+        device::FoldedPairs pairs = device::fold_pairs(B * HK);
+        unsigned grid_x = blocks;
+        if constexpr (Traits::kPersistent) {
+          grid_x = static_cast<unsigned>(device::persistent_ctas(static_cast<long long>(blocks) * B * HK,
+                                                                 setup.resident_ctas));
+          pairs = {1, 1};
+        }
         const std::string error = emulation::launch(grid_x, pairs.y, pairs.z, Traits::kThreads, Traits::kSharedBytes,
                                                     [&] { device::ring_fwd_step_wgmma<Traits>(prm); });
         emulation::set_global_buffers(nullptr, 0);

@@ -72,6 +72,26 @@ TEST(StepGrid, PacksGqaRowsAndCoversEveryRow) {
   EXPECT_EQ(gpu::step_grid(spec, p).x, 2u);
 }
 
+// A persistent spec: one row of CTAs, as many as the device keeps resident but never more than
+// there are (query block, pair) items; without a resident count the launch is refused.
+TEST(StepGrid, PersistentSpecsLaunchAtMostTheResidentCtas) {
+  KernelSpec spec = KernelSpec::parse("ring_fwd_wgmma_bf16_hd128_causal_gqa4_bm128_bn128_c2_s2_persistent");
+  RingFwdParams p{};
+  p.batch = 3;
+  p.q_heads = 8;
+  p.kv_heads = 2;
+  p.q_len = 100;  // 4 blocks x 6 pairs = 24 items
+  gpu::StepGrid g = gpu::step_grid(spec, p, 132);
+  EXPECT_EQ(g.x, 24u);
+  EXPECT_EQ(g.y, 1u);
+  EXPECT_EQ(g.z, 1u);
+  p.q_len = 8192;  // 256 blocks x 6 pairs
+  EXPECT_EQ(gpu::step_grid(spec, p, 132).x, 132u);
+  EXPECT_THROW(gpu::step_grid(spec, p), Error);
+  spec.persistent = false;  // the plain grid, whatever the resident count
+  EXPECT_EQ(gpu::step_grid(spec, p, 132).x, 256u);
+}
+
 // Regression for batch * kv_heads above 65535, which used to be launched as grid.y alone (a launch
 // the driver refuses): y and z each stay within the limit (here kv heads and batch), and every pair
 // has exactly one block.
