@@ -37,8 +37,8 @@ divided into the peer's: above 1.0 cpgen is faster.
   python3 bench/kernels.py ... --jsonl $OUT/kernels.jsonl --markdown $OUT/kernels.md
   python3 bench/kernels.py ... --ranks 8 --scheme zigzag --head-dims 128 --lengths 32768   # a ring
 
---pin runs a chosen kernel instead of the selected one: a family name, mma.sync, wgmma or
-wgmma-pingpong (the family's default tiles for each configuration, as cpgen_family_kernel_uri
+--pin runs a chosen kernel instead of the selected one: a family name, mma.sync, wgmma,
+wgmma-pingpong or wgmma-persistent (the family's default tiles for each configuration, as cpgen_family_kernel_uri
 names them; mma.sync also where sm_90a's default is the wgmma family),
 or a URI template filled per configuration ({dtype}, {head_dim}, {group}, {mask}: causal or full):
 
@@ -149,7 +149,7 @@ class Cpgen:
         return p
 
     def family_uri(self, cfg, family):
-        """The URI of the forward kernel `family` (mma.sync, wgmma, wgmma-pingpong) runs by default for cfg."""
+        """The URI of the forward kernel `family` (one of FAMILIES) runs by default for cfg."""
         p = self.problem(cfg)
         buf = ctypes.create_string_buffer(256)
         self.check(self.lib.cpgen_family_kernel_uri(ctypes.byref(p), family.encode(), buf, len(buf)),
@@ -275,7 +275,7 @@ def store_times(row, prefix, times):
     row[f"{prefix}_ms"], row[f"{prefix}_min_ms"], row[f"{prefix}_max_ms"] = times
 
 
-FAMILIES = ("mma.sync", "wgmma", "wgmma-pingpong")
+FAMILIES = ("mma.sync", "wgmma", "wgmma-pingpong", "wgmma-persistent")
 PEERS = ("cudnn", "flash")  # the SDPA backends timed beside cpgen, by their row prefix
 
 
@@ -546,7 +546,7 @@ def main():
     ap.add_argument("--iters", type=int, default=20)
     ap.add_argument("--check-rows", type=int, default=64)
     ap.add_argument("--pin", default=None,
-                    help="run this instead of the selected kernel: mma.sync, wgmma, wgmma-pingpong or a kernel URI template")
+                    help="run this instead of the selected kernel: a family (" + ", ".join(FAMILIES) + ") or a kernel URI template")
     ap.add_argument("--list-pins", action="store_true",
                     help="print the kernel --pin gives each configuration and exit (no GPU needed)")
     ap.add_argument("--jsonl", default=None, help="append one JSON object per configuration here")

@@ -21,8 +21,8 @@
 #   wgmma     bench/kernels.py --pin on the sm_90a wgmma family (GQA 1 unless --kernels-args says
 #             otherwise) and on the mma.sync family's default tiles (--pin mma.sync: on sm_90a the
 #             selected kernel is the wgmma one where a GPU measured it faster), joined for the
-#             family ratio; then the ping-pong variant at head dim 128 (unless --kernels-args says
-#             otherwise), joined with the plain family's rows
+#             family ratio; then the ping-pong variant and the persistent launch at head dim 128
+#             (unless --kernels-args says otherwise), each joined with the plain family's rows
 #   ncu       Nsight Compute on one forward launch of each family (bf16, head dim 128, causal,
 #             16K): speed of light, occupancy, launch statistics, warp stalls, compute and
 #             memory workload; the text goes in the report, the .ncu-rep files to $OUT
@@ -218,6 +218,9 @@ gpu_phase() {
 # (two consumer warpgroups taking turns) is a tuner candidate, not a default: timed beside it.
 WGMMA_PIN=wgmma
 PINGPONG_PIN=wgmma-pingpong
+# The persistent launch of the default tiles (about one CTA per SM looping over query blocks), a
+# tuner candidate too, timed beside the plain launch.
+PERSISTENT_PIN=wgmma-persistent
 
 # ---- the report, rewritten after every phase ----
 NVCC_VERSION=$(nvcc --version 2>/dev/null | grep -o 'release [0-9.]*' || echo "nvcc missing")
@@ -446,7 +449,7 @@ phase_wgmma() {
   gpu_phase wgmma 90 || return 0
   # shellcheck disable=SC2086
   kernel_bench wgmma --pin "$WGMMA_PIN" --gqa 1 $KERNELS_ARGS
-  local rc=$? plain pingpong="not run: under 60 s of the budget left"
+  local rc=$? plain pingpong="not run: under 60 s of the budget left" persistent="not run: under 60 s of the budget left"
   plain=$(kernel_section wgmma $rc)
   # The family ratio: wgmma TFLOP/s over the mma.sync default's on the same configuration. The
   # selected kernel (the kernels phase) is no baseline: on sm_90a it is the wgmma one where a GPU
@@ -463,8 +466,9 @@ phase_wgmma() {
   # A plain run that stalled (exit 4: a kernel that never finished) or faulted (exit 5: a CUDA
   # error left the context unusable) leaves the ping-pong one out: it would most likely do the
   # same, and the rest of the call needs the minutes more.
-  [ $rc = 4 ] && pingpong="not run: the plain family's run stalled"
-  [ $rc = 5 ] && pingpong="not run: the plain family's run hit a CUDA fault"
+  [ $rc = 4 ] && pingpong="not run: the plain family's run stalled" && persistent=$pingpong
+  [ $rc = 5 ] && pingpong="not run: the plain family's run hit a CUDA fault" && persistent=$pingpong
+  local plain_rc=$rc
   if [ $rc != 4 ] && [ $rc != 5 ] && [ "$(left)" -ge 60 ]; then
     # shellcheck disable=SC2086
     kernel_bench pingpong --pin "$PINGPONG_PIN" --gqa 1 --head-dims 128 $KERNELS_ARGS
@@ -473,7 +477,17 @@ phase_wgmma() {
     join_section pingpong "$pingpong" "The ping-pong variant (\`_pingpong\`)" wgmma pingpong \
       "Ping-pong (other) against the plain family (base):"
   fi
-  phase_status wgmma "$plain; ping-pong: $pingpong"
+  # The persistent launch against the plain one (whether its overlap of one query block's start
+  # with the last one's end closes the causal gap to cuDNN).
+  if [ $plain_rc != 4 ] && [ $plain_rc != 5 ] && [ "$(left)" -ge 60 ]; then
+    # shellcheck disable=SC2086
+    kernel_bench persistent --pin "$PERSISTENT_PIN" --gqa 1 --head-dims 128 $KERNELS_ARGS
+    rc=$?
+    persistent=$(kernel_section persistent $rc)
+    join_section persistent "$persistent" "The persistent launch (\`_persistent\`)" wgmma persistent \
+      "Persistent (other) against the plain launch (base):"
+  fi
+  phase_status wgmma "$plain; ping-pong: $pingpong; persistent: $persistent"
   return 0
 }
 

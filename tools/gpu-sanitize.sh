@@ -53,12 +53,16 @@ RING_TESTS='GpuRing.*:GpuRingBackward.*:GpuRingStreams.*:GpuRingWgmma.*-GpuRing.
 # The sm_90a family's GPU tests run its kernels (TMA, mbarriers, wgmma; the ping-pong variant
 # also its CTA barriers 1 and 2) on the format-1 vectors; racecheck gets those too, since its
 # shared-memory ring is where a race would be (synccheck covers the barriers with RING_TESTS).
-# Two runs, the plain kernels first: a call stopped by its time budget keeps the finished lines.
+# One run per variant, the plain kernels first: a call stopped by its time budget keeps the
+# finished lines.
 WGMMA_RACE_TESTS='GpuRingWgmma.LoopbackReproducesTheFormat1Vectors'
 PINGPONG_RACE_TESTS='GpuRingWgmma.PingPongLoopbackReproducesTheFormat1Vectors'
+# The persistent launch where its CTAs run several query blocks each (the Q tile and the stage
+# ring reused from one block to the next).
+PERSISTENT_RACE_TESTS='GpuRingWgmma.PersistentLoopbackOnMoreQueryBlocksThanTheGpuHasSms'
 filters_for() {  # TOOL: the filters it runs, into the array `filters`
   if [ -n "$FILTER" ]; then filters=("$FILTER")
-  elif [ "$1" = racecheck ]; then filters=("$STEP_TESTS" "$WGMMA_RACE_TESTS" "$PINGPONG_RACE_TESTS")
+  elif [ "$1" = racecheck ]; then filters=("$STEP_TESTS" "$WGMMA_RACE_TESTS" "$PINGPONG_RACE_TESTS" "$PERSISTENT_RACE_TESTS")
   else filters=("$STEP_TESTS" "$RANDOM_STEP_TESTS" "$RING_TESTS"); fi
 }
 IFS=',' read -r -a tool_list <<<"$TOOLS"

@@ -30,8 +30,9 @@ std::vector<KernelSpec> forward_space(const KernelSpec& base) {
 
 bool supported_by(int value, const auto& table) { return std::find(std::begin(table), std::end(table), value) != std::end(table); }
 
-// The wgmma candidates of a forward workload (the default first, then the tuning axes, each
-// two-consumer config also with ping-pong), or none where the family cannot run it as the tuner
+// The wgmma candidates of a forward workload (the default first and its persistent launch second,
+// then the tuning axes, each two-consumer config also with ping-pong, and the default's ping-pong
+// schedule in the persistent launch), or none where the family cannot run it as the tuner
 // times it: another arch, a head dim or group it lacks, a mask feature it lacks, or a zigzag
 // query-half step (timed over half the queries, which the family cannot launch over;
 // KernelFamilyAbilities::query_view).
@@ -47,6 +48,9 @@ std::vector<KernelSpec> wgmma_space(const WorkloadKey& w) {
   base.key_intervals = w.mask.key_intervals();
   base.softcap = w.mask.softcap;
   all.push_back(base);
+  KernelSpec persistent = base;
+  persistent.persistent = true;
+  all.push_back(persistent);
   for (int consumers : kTuneWgmmaConsumers)
     for (int bn : kTuneWgmmaBlockN)
       for (int stages : kTuneWgmmaStages) {
@@ -63,6 +67,8 @@ std::vector<KernelSpec> wgmma_space(const WorkloadKey& w) {
           all.push_back(s);
         }
       }
+  persistent.pingpong = true;
+  all.push_back(persistent);
   return all;
 }
 
@@ -144,12 +150,15 @@ CandidateSet enumerate_candidates(const WorkloadKey& w, int max_candidates) {
   } else {
     all = forward_space(base);
   }
-  // The other family's default goes second, so that a short search (--max-candidates) times both
-  // families; the rest of its tiles follow the mma.sync grid.
+  // The wgmma default and its persistent launch (wgmma_space's first two) go right after the
+  // first candidate, so that a short search (--max-candidates) times both families and both
+  // launches; the rest of its tiles follow the mma.sync grid.
   const std::vector<KernelSpec> wgmma = wgmma_space(w);
+  constexpr size_t kWgmmaLeads = 2;
+  size_t lead_at = 1;
   for (size_t i = 0; i < wgmma.size(); ++i) {
     if (wgmma[i] == base) continue;
-    if (i == 0 && !all.empty()) all.insert(all.begin() + 1, wgmma[i]);
+    if (i < kWgmmaLeads && !all.empty()) all.insert(all.begin() + lead_at++, wgmma[i]);
     else all.push_back(wgmma[i]);
   }
   const int64_t packed_rows = w.q_len * w.gqa_group();

@@ -207,7 +207,8 @@ CPGEN_API const char* cpgen_ring_config_reason(const cpgen_ring* ring);
 /* The URI of the forward kernel a named family runs by default for the problem, written with its
  * terminating NUL into uri[0..size): family "wgmma" (the sm_90a family's default tiles, with the
  * _ivl/_cap features the problem's mask and softcap need), "wgmma-pingpong" (the same with the
- * two consumer warpgroups taking turns) or "mma.sync" (that family's documented tiles, also where
+ * two consumer warpgroups taking turns), "wgmma-persistent" (the same tiles launched as about one
+ * CTA per SM, each looping over query blocks) or "mma.sync" (that family's documented tiles, also where
  * the arch's default is a wgmma kernel). A ring runs it when a cache or database entry names it
  * (bench/kernels.py --pin wgmma does that). CPGEN_ERR_BAD_INPUT for an unknown family, a problem
  * the family cannot run, or a buffer too small (128 bytes always suffice). */

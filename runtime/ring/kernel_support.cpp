@@ -39,9 +39,22 @@ std::string kernel_family_refusal(const KernelSpec& spec, const Problem& p) {
   return "";
 }
 
+namespace {
+constexpr const char* kKernelFamilies[] = {"mma.sync", "wgmma", "wgmma-pingpong", "wgmma-persistent"};
+}  // namespace
+
+bool is_kernel_family(const std::string& name) {
+  for (const char* family : kKernelFamilies)
+    if (name == family) return true;
+  return false;
+}
+
 KernelSpec family_default_spec(const Problem& p, const std::string& family, const std::string& where) {
-  if (family != "mma.sync" && family != "wgmma" && family != "wgmma-pingpong")
-    throw_bad_input(where + ": family '" + family + "' is not known; allowed: mma.sync, wgmma, wgmma-pingpong");
+  if (!is_kernel_family(family)) {
+    std::string allowed;
+    for (const char* f : kKernelFamilies) allowed += (allowed.empty() ? "" : ", ") + std::string(f);
+    throw_bad_input(where + ": family '" + family + "' is not known; allowed: " + allowed);
+  }
   const int group = static_cast<int>(p.q_heads / p.kv_heads);
   // mma.sync: the family's documented tiles whatever the arch's default is (on sm_90a the wgmma
   // family's for some shapes, generator/kernel_spec_wgmma.h), so that a benchmark can set the two
@@ -51,6 +64,7 @@ KernelSpec family_default_spec(const Problem& p, const std::string& family, cons
   spec.key_intervals = kernel_needs_key_intervals(p);
   spec.softcap = kernel_needs_softcap(p);
   spec.pingpong = family == "wgmma-pingpong";
+  spec.persistent = family == "wgmma-persistent";
   return spec;
 }
 

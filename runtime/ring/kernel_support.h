@@ -47,11 +47,14 @@ std::string kernel_family_refusal(const KernelSpec& spec, const Problem& problem
 
 // The forward kernel a named family runs by default for `problem`: "mma.sync" (that family's
 // documented tiles, KernelSpec::default_for), "wgmma" (the sm_90a family's default tiles,
-// generator/kernel_spec_wgmma.h) or "wgmma-pingpong" (the same with the ping-pong schedule), with
+// generator/kernel_spec_wgmma.h), "wgmma-pingpong" (the same with the ping-pong schedule) or
+// "wgmma-persistent" (the same tiles in the persistent launch, plain schedule), with
 // the mask features the problem needs (_ivl, _cap). The one place a family name becomes a kernel:
 // `verify --spec wgmma`, cpgen_family_kernel_uri and bench/kernels.py --pin wgmma all come here.
 // Throws Error(kBadInput) "<where>: family '<name>' is not known; allowed: mma.sync, wgmma,
-// wgmma-pingpong" for another name.
+// wgmma-pingpong, wgmma-persistent" for another name.
 KernelSpec family_default_spec(const Problem& problem, const std::string& family, const std::string& where);
+// Whether `name` is one of the family names above.
+bool is_kernel_family(const std::string& name);
 
 }  // namespace cpgen

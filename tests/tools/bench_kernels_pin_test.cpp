@@ -37,6 +37,10 @@ TEST_F(BenchKernelsPin, AFamilyPinsItsDefaultTilesPerConfiguration) {
   const auto pp = list("--pin wgmma-pingpong --dtypes fp16 --head-dims 64 --causal 0 --gqa 8");
   ASSERT_EQ(pp.code, 0) << pp.output;
   EXPECT_EQ(pp.output, "fp16 hd64 full gqa8: ring_fwd_wgmma_fp16_hd64_full_gqa8_bm128_bn128_c2_s2_pingpong\n");
+  const auto persistent = list("--pin wgmma-persistent --dtypes bf16 --head-dims 128 --causal 1 --gqa 1");
+  ASSERT_EQ(persistent.code, 0) << persistent.output;
+  EXPECT_EQ(persistent.output,
+            "bf16 hd128 causal gqa1: ring_fwd_wgmma_bf16_hd128_causal_gqa1_bm128_bn128_c2_s2_persistent\n");
   // mma.sync: that family's documented tiles, also at bf16 head dim 128 GQA 1, where sm_90a's
   // default is the wgmma family.
   const auto mma = list("--pin mma.sync --dtypes bf16 --head-dims 128,256 --causal 1 --gqa 1");
@@ -55,7 +59,7 @@ TEST_F(BenchKernelsPin, ATemplateIsFilledAndABadPinIsOneLine) {
   EXPECT_EQ(bad.code, 2) << bad.output;
   EXPECT_EQ(bad.output,
             "kernels.py: --pin 'ring_fwd_{block_n}': unknown placeholder {block_n}; allowed: {dtype}, {head_dim}, "
-            "{group}, {mask}, or a family: mma.sync, wgmma, wgmma-pingpong\n");
+            "{group}, {mask}, or a family: mma.sync, wgmma, wgmma-pingpong, wgmma-persistent\n");
   const auto group16 = list("--pin wgmma --head-dims 64 --gqa 16 --q-heads 32");
   EXPECT_EQ(group16.code, 2) << group16.output;
   EXPECT_NE(group16.output.find("gqa_group 16 is not supported by the wgmma family"), std::string::npos)

@@ -201,7 +201,7 @@ std::set<std::string> compiled_without_spills(const nlohmann::json& report) {
   return uris;
 }
 
-// On sm_90a `--all` adds the wgmma family's defaults and their ping-pong variants (issue 13:
+// On sm_90a `--all` adds the wgmma family's defaults, their ping-pong and their persistent variants (issue 13:
 // every supported combination compiles for sm_90a without spills); elsewhere it has none. One slice (fp16, head dim 96, full,
 // every group) here; CPGEN_FULL_COMPILE_MATRIX=1 (tools/gpu-check.sh --full-matrix sets it) compiles all.
 TEST(CliCompile, AllOnSm90aCompilesTheWgmmaDefaultsWithoutSpills) {
@@ -218,9 +218,12 @@ TEST(CliCompile, AllOnSm90aCompilesTheWgmmaDefaultsWithoutSpills) {
     want.insert(s.uri());
     s.pingpong = true;
     want.insert(s.uri());
+    s.pingpong = false;
+    s.persistent = true;
+    want.insert(s.uri());
   }
   EXPECT_EQ(uris, want);
-  EXPECT_EQ(want.size(), full ? 128u : 8u);
+  EXPECT_EQ(want.size(), full ? 192u : 12u);
 
   auto none = run_cli("compile --all --filter ring_fwd_wgmma_ --arch sm_90 --store " + store.path());
   EXPECT_EQ(none.exit_code, 2) << "sm_90 has no wgmma kernels";

@@ -173,7 +173,8 @@ TEST_F(CmdVerifyEmulated, SpecWithoutTheProblemsMaskFeaturesIsRefused) {
 
 // Issue 13: `--spec wgmma` names the sm_90a family's default tiles of the problem, with its mask's
 // flags: a window problem runs the `_ivl` kernel of the family and passes, and so does its
-// ping-pong variant (`--spec wgmma-pingpong`); a wgmma URI without
+// ping-pong variant (`--spec wgmma-pingpong`) and its persistent launch (`--spec wgmma-persistent`,
+// which the emulated device launches over EmulatedDevice::kResidentCtas CTAs); a wgmma URI without
 // the flag is refused in one line like any kernel lacking the problem's mask.
 TEST_F(CmdVerifyEmulated, SpecWgmmaRunsTheFamilysDefaultWithTheProblemsMask) {
   const std::string base = "verify --vectors " + vectors("mha_window16_hd64_s64.json") +
@@ -186,6 +187,11 @@ TEST_F(CmdVerifyEmulated, SpecWgmmaRunsTheFamilysDefaultWithTheProblemsMask) {
   ASSERT_EQ(pingpong.exit_code, 0) << pingpong.out << pingpong.err;
   EXPECT_NE(pingpong.out.find("ring_fwd_wgmma_bf16_hd64_causal_ivl_gqa1_bm128_bn128_c2_s2_pingpong"), std::string::npos)
       << pingpong.out;
+  const auto persistent = run_cli(base + "wgmma-persistent");
+  ASSERT_EQ(persistent.exit_code, 0) << persistent.out << persistent.err;
+  EXPECT_NE(persistent.out.find("ring_fwd_wgmma_bf16_hd64_causal_ivl_gqa1_bm128_bn128_c2_s2_persistent"),
+            std::string::npos)
+      << persistent.out;
   const auto refused = run_cli(base + "ring_fwd_wgmma_bf16_hd64_causal_gqa1_bm64_bn64_c1_s2");
   EXPECT_EQ(refused.exit_code, 2) << refused.err;
   EXPECT_NE(refused.err.find("without key intervals (_ivl)"), std::string::npos) << refused.err;

@@ -184,21 +184,26 @@ TEST(Candidates, Sm90aForwardWorkloadsAlsoSearchTheWgmmaFamily) {
   std::set<std::string> wgmma;
   ASSERT_GE(set.viable.size(), 2u);
   EXPECT_EQ(set.viable[1], wgmma_default_for(Dtype::kBf16, 128, true, 4));
-  const CandidateSet few = enumerate_candidates(w, 2);
-  ASSERT_EQ(few.viable.size(), 2u);
+  KernelSpec persistent = wgmma_default_for(Dtype::kBf16, 128, true, 4);
+  persistent.persistent = true;
+  ASSERT_GE(set.viable.size(), 3u);
+  EXPECT_EQ(set.viable[2], persistent) << "then its persistent launch";
+  const CandidateSet few = enumerate_candidates(w, 3);
+  ASSERT_EQ(few.viable.size(), 3u);
   EXPECT_EQ(few.viable[1].kind, KernelKind::kForwardWgmma) << "a short search times both families";
+  EXPECT_TRUE(few.viable[2].persistent) << "and both launches of the wgmma default";
   bool mma_after_wgmma = false;
   for (size_t i = 0; i < set.viable.size(); ++i) {
     const KernelSpec& s = set.viable[i];
     if (s.kind != KernelKind::kForwardWgmma) {
-      mma_after_wgmma = mma_after_wgmma || wgmma.size() > 1;
+      mma_after_wgmma = mma_after_wgmma || wgmma.size() > 2;
       continue;
     }
     EXPECT_EQ(s.uri().rfind("ring_fwd_wgmma_bf16_hd128_causal_gqa4_", 0), 0u) << s.uri();
     EXPECT_TRUE(check_feasibility(s, "sm_90a").feasible) << s.uri();
     wgmma.insert(s.uri());
   }
-  EXPECT_FALSE(mma_after_wgmma) << "the wgmma candidates after its default follow the mma.sync grid";
+  EXPECT_FALSE(mma_after_wgmma) << "the wgmma candidates after its two leads follow the mma.sync grid";
   EXPECT_TRUE(wgmma.count(wgmma_default_for(Dtype::kBf16, 128, true, 4).uri()));
   // Every axis value is searched, viable or pruned with a reason.
   std::set<std::string> listed = wgmma;
@@ -216,6 +221,9 @@ TEST(Candidates, Sm90aForwardWorkloadsAlsoSearchTheWgmmaFamily) {
         // Two consumer warpgroups: the ping-pong schedule too; one has no partner to alternate with.
         EXPECT_EQ(listed.count(uri + "_pingpong"), consumers == 2 ? 1u : 0u) << uri << "_pingpong";
       }
+  // The default tiles in the persistent launch, in both schedules.
+  EXPECT_TRUE(listed.count(persistent.uri())) << persistent.uri();
+  EXPECT_TRUE(listed.count(wgmma_default_for(Dtype::kBf16, 128, true, 4).uri() + "_pingpong_persistent"));
   EXPECT_GE(wgmma.size(), 8u);
   // The default stays the plain schedule until a GPU has measured ping-pong.
   EXPECT_FALSE(wgmma_default_for(Dtype::kBf16, 128, true, 4).pingpong);
@@ -268,8 +276,9 @@ TEST(Candidates, TheWgmmaDefaultLeadsWhereItIsTheDocumentedDefault) {
   ASSERT_TRUE(wgmma_is_default(Dtype::kBf16, 128, 1, "sm_90a"));
   EXPECT_EQ(tuning_default(w), wgmma);
   const CandidateSet set = enumerate_candidates(w);
-  ASSERT_FALSE(set.viable.empty());
+  ASSERT_GE(set.viable.size(), 2u);
   EXPECT_EQ(set.viable.front(), wgmma);
+  EXPECT_EQ(set.viable[1].uri(), wgmma.uri() + "_persistent") << "its persistent launch next";
   std::set<std::string> uris;
   for (const KernelSpec& s : set.viable) EXPECT_TRUE(uris.insert(s.uri()).second) << s.uri() << " listed twice";
   EXPECT_TRUE(uris.count(KernelSpec::default_for(Dtype::kBf16, 128, true, 1).uri()));

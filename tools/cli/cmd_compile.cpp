@@ -202,6 +202,9 @@ std::vector<Job> all_jobs(const std::string& filter, const std::string& arch) {
       add(spec);
       spec.pingpong = true;  // the tuner's other schedule of the same tiles
       add(spec);
+      spec.pingpong = false;
+      spec.persistent = true;  // and its other launch
+      add(spec);
     }
   return jobs;
 }
@@ -339,7 +342,7 @@ const CommandRegistrar kCompile("compile", [](CLI::App& root) {
                   "Kernel URI, e.g. ring_fwd_bf16_hd128_causal_gqa4_bm128_bn64_w4_s2");
   cmd->add_flag("--all", options->all,
                 "Compile every candidate of every supported combination, forward and backward, and on sm_90a every "
-                "wgmma default and its ping-pong variant (prunes infeasible ones)");
+                "wgmma default, its ping-pong variant and its persistent launch (prunes infeasible ones)");
   cmd->add_option("--arch", options->arch,
                   "Target: sm_80, sm_86, sm_89, sm_90, sm_90a, sm_100 or sm_120 (default: GPU 0's arch, else sm_90a)");
   cmd->add_option("--emit-source", options->emit_source, "Also write the generated CUDA source to FILE (with --spec)");

@@ -268,7 +268,8 @@ const CommandRegistrar kVerify("verify", [](CLI::App& root) {
   cmd->add_option("--spec", opt->specs,
                   "kernel URI to run (--backend emulated): URI for every step type, or STEP=URI for one "
                   "(STEP: diagonal, full, zigzag-kv-half, zigzag-q-half); 'wgmma': the sm_90a family's default tiles "
-                  "for the problem; 'wgmma-pingpong': the same in the ping-pong schedule; 'mma.sync': that family's default tiles; default: what selection chooses");
+                  "for the problem; 'wgmma-pingpong': the same in the ping-pong schedule; 'wgmma-persistent': the same in "
+                  "the persistent launch; 'mma.sync': that family's default tiles; default: what selection chooses");
   cmd->add_option("--output", opt->output_path,
                   "write the gathered out, lse, dq, dk, dv as JSON (the vectors file's layout)");
   cmd->add_flag("--json", opt->json, "print the report as JSON");

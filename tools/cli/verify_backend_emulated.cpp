@@ -25,9 +25,10 @@ namespace {
 constexpr const char* kSelectionArch = "sm_90";
 
 // --spec values: "URI" for every step type, or "STEP=URI" for one (STEP as `cpgen explain`
-// names step types), or "wgmma" for the sm_90a family's default tiles of the problem with its
-// mask's flags, "wgmma-pingpong" for the same tiles in the ping-pong schedule (so one command line
-// serves every vectors file). Checked against the problem: a kernel of another dtype, head dim,
+// names step types), or a family name (kernel_support.h: "wgmma" for the sm_90a family's default
+// tiles of the problem with its mask's flags, "wgmma-pingpong" and "wgmma-persistent" for the
+// same tiles in the ping-pong schedule or the persistent launch), so one command line serves
+// every vectors file. Checked against the problem: a kernel of another dtype, head dim,
 // mask or group would compute something else.
 std::vector<std::pair<StepType, KernelSpec>> specs_from_options(const Problem& p,
                                                                 const std::vector<std::string>& values) {
@@ -46,7 +47,7 @@ std::vector<std::pair<StepType, KernelSpec>> specs_from_options(const Problem& p
     const std::string uri = eq == std::string::npos ? value : value.substr(eq + 1);
     KernelSpec spec;
     try {
-      if (uri == "mma.sync" || uri == "wgmma" || uri == "wgmma-pingpong") {
+      if (is_kernel_family(uri)) {
         spec = family_default_spec(p, uri, "--spec");
       } else {
         spec = KernelSpec::parse(uri);

@@ -141,7 +141,7 @@ TEST(CApi, DocumentsAndLayoutReachTheProblem) {
 // Layouts and unequal shards are no longer refused by the ring kernels: without a GPU, creating
 // a ring gets as far as looking for the device.
 // A family's default kernel for a problem: the wgmma tiles (128-key tiles, 64 at head dim 256),
-// the problem's group and mask features, the ping-pong variant; bad names and short buffers are
+// the problem's group and mask features, the ping-pong and persistent variants; bad names and short buffers are
 // one-line errors that leave the buffer alone.
 TEST(CApi, FamilyKernelUriNamesTheFamilyDefaultForTheProblem) {
   cpgen_problem p = valid_problem();  // bf16, hd 128, causal, 32 q heads over 8 kv heads
@@ -150,6 +150,8 @@ TEST(CApi, FamilyKernelUriNamesTheFamilyDefaultForTheProblem) {
   EXPECT_STREQ(uri, "ring_fwd_wgmma_bf16_hd128_causal_gqa4_bm128_bn128_c2_s2");
   ASSERT_EQ(cpgen_family_kernel_uri(&p, "wgmma-pingpong", uri, sizeof uri), CPGEN_OK) << cpgen_last_error();
   EXPECT_STREQ(uri, "ring_fwd_wgmma_bf16_hd128_causal_gqa4_bm128_bn128_c2_s2_pingpong");
+  ASSERT_EQ(cpgen_family_kernel_uri(&p, "wgmma-persistent", uri, sizeof uri), CPGEN_OK) << cpgen_last_error();
+  EXPECT_STREQ(uri, "ring_fwd_wgmma_bf16_hd128_causal_gqa4_bm128_bn128_c2_s2_persistent");
   p.head_dim = 256;
   p.dtype = CPGEN_DTYPE_FP16;
   p.causal = 0;
@@ -163,7 +165,7 @@ TEST(CApi, FamilyKernelUriNamesTheFamilyDefaultForTheProblem) {
   std::memset(uri, 'x', sizeof uri);
   EXPECT_EQ(cpgen_family_kernel_uri(&p, "mma", uri, sizeof uri), CPGEN_ERR_BAD_INPUT);
   EXPECT_STREQ(cpgen_last_error(),
-               "cpgen_family_kernel_uri: family 'mma' is not known; allowed: mma.sync, wgmma, wgmma-pingpong");
+               "cpgen_family_kernel_uri: family 'mma' is not known; allowed: mma.sync, wgmma, wgmma-pingpong, wgmma-persistent");
   EXPECT_EQ(cpgen_family_kernel_uri(&p, "wgmma", uri, 20), CPGEN_ERR_BAD_INPUT);
   EXPECT_NE(std::string(cpgen_last_error()).find("cpgen_family_kernel_uri: size 20 cannot hold"), std::string::npos)
       << cpgen_last_error();

@@ -4,8 +4,9 @@
 // the family supports (head dim 64/128, GQA 1-8) over zigzag rings of 2 and 4 in bf16 and fp16;
 // format-2 vectors too, where selection must fall back to the mma.sync family for the masks the
 // wgmma family lacks (runtime/ring/kernel_support.h) and the results must still match; and the
-// format-1 vectors through the ping-pong variant of each default. Needs an
-// sm_90a GPU (Hopper); skips elsewhere.
+// format-1 vectors through the ping-pong variant and the persistent launch of each default, and a
+// random problem with more query blocks than the GPU has SMs through the persistent launch (so
+// its CTAs run several blocks each). Needs an sm_90a GPU (Hopper); skips elsewhere.
 #include <gtest/gtest.h>
 
 #include <algorithm>
@@ -20,6 +21,7 @@
 #include "runtime/cuda/module.h"
 #include "runtime/ring/kernel_support.h"
 #include "runtime/ring/partition.h"
+#include "runtime/ring/reference.h"
 #include "runtime/ring/vectors.h"
 #include "test_util.h"
 #include "tests/cache/cache_fixtures.h"
@@ -49,6 +51,7 @@ class GpuRingWgmma : public TempDirTest {
     KernelSpec spec =
         wgmma_default_for(p.dtype, static_cast<int>(p.head_dim), p.causal, static_cast<int>(p.gqa_group()));
     spec.pingpong = pingpong_;
+    spec.persistent = persistent_;
     Database db(db_path);
     std::vector<WorkloadKey> workloads;
     for (const WorkloadKey& w : workloads_for(p, device)) {
@@ -68,10 +71,17 @@ class GpuRingWgmma : public TempDirTest {
 
   // The winners pinned by database_with_wgmma_winners are the defaults' ping-pong variants.
   void use_pingpong() { pingpong_ = true; }
+  // ... or the defaults in the persistent launch.
+  void use_persistent() { persistent_ = true; }
 
-  void run(const std::vector<std::string>& files) {
+  void require_sm90a() {
     CPGEN_REQUIRE_GPU();
     if (device_arch(0) != kArch) GTEST_SKIP() << "the wgmma family needs sm_90a; device 0 is " << device_arch(0);
+  }
+
+  void run(const std::vector<std::string>& files) {
+    require_sm90a();
+    if (::testing::Test::IsSkipped()) return;
     int runs = 0;
     for (const std::string& file : files) {
       const AttentionVectors vec = load_attention_vectors(file);
@@ -97,7 +107,10 @@ class GpuRingWgmma : public TempDirTest {
                   wgmma_default_for(dtype, static_cast<int>(p.head_dim), p.causal, static_cast<int>(p.gqa_group())), p)
                   .empty();
           EXPECT_EQ(r.kernel_uri.find("wgmma") != std::string::npos, wgmma_can) << what;
-          if (wgmma_can) EXPECT_EQ(r.kernel_uri.ends_with("_pingpong"), pingpong_) << what;
+          if (wgmma_can) {
+            EXPECT_EQ(r.kernel_uri.find("_pingpong") != std::string::npos, pingpong_) << what;
+            EXPECT_EQ(r.kernel_uri.ends_with("_persistent"), persistent_) << what;
+          }
           expect_close_to(r.out, r.lse, vec.out, vec.lse, p.head_dim, what);
           ++runs;
         }
@@ -108,6 +121,7 @@ class GpuRingWgmma : public TempDirTest {
  private:
   int databases_ = 0;
   bool pingpong_ = false;
+  bool persistent_ = false;
 };
 
 TEST_F(GpuRingWgmma, LoopbackReproducesTheFormat1Vectors) { run(vector_files()); }
@@ -121,6 +135,48 @@ TEST_F(GpuRingWgmma, LoopbackReproducesTheFormat2VectorsFallingBackWhereTheFamil
 TEST_F(GpuRingWgmma, PingPongLoopbackReproducesTheFormat1Vectors) {
   use_pingpong();
   run(vector_files());
+}
+
+// The persistent launch on the vectors: a handful of query blocks, so about one per CTA.
+TEST_F(GpuRingWgmma, PersistentLoopbackReproducesTheFormat1Vectors) {
+  use_persistent();
+  run(vector_files());
+}
+
+// The persistent launch with several query blocks per CTA: GQA 4 over 4 batch entries of 8 KV
+// heads, 512 tokens over a causal zigzag ring of two: 8 blocks x 32 pairs = 256 per launch, about
+// two per CTA on a 132-SM GPU, with step 1's blocks that see no key skipped between those that
+// run. Against float64 on the full sequence.
+TEST_F(GpuRingWgmma, PersistentLoopbackOnMoreQueryBlocksThanTheGpuHasSms) {
+  use_persistent();
+  require_sm90a();
+  if (::testing::Test::IsSkipped()) return;
+  Problem p;
+  p.batch = 4;
+  p.q_heads = 32;
+  p.kv_heads = 8;
+  p.head_dim = 64;
+  p.seq_len = 512;
+  p.causal = true;
+  p.cp_size = 2;
+  p.scheme = Scheme::kZigzag;
+  const int64_t qn = p.batch * p.q_heads * p.seq_len * p.head_dim, kn = p.batch * p.kv_heads * p.seq_len * p.head_dim;
+  const std::vector<float> q = random_bf16_exact(qn, 61), k = random_bf16_exact(kn, 62), v = random_bf16_exact(kn, 63);
+  AttentionShape shape{.batch = p.batch, .q_heads = p.q_heads, .kv_heads = p.kv_heads, .head_dim = p.head_dim,
+                       .scale = p.scale(), .causal = true};
+  std::vector<int64_t> positions(p.seq_len);
+  for (int64_t i = 0; i < p.seq_len; ++i) positions[i] = i;
+  const ReferenceForward ref = reference_forward(shape, to_double(q), to_double(k), to_double(v), positions, positions);
+  for (Dtype dtype : {Dtype::kBf16, Dtype::kFp16}) {
+    p.dtype = dtype;
+    RingOptions options;
+    options.database_path = database_with_wgmma_winners(p);
+    options.arch = kArch;
+    const gpu::GpuRingResult r = gpu::run_gpu_ring_loopback(p, q, k, v, options);
+    EXPECT_TRUE(r.kernel_uri.ends_with("_persistent")) << r.kernel_uri;
+    expect_close_to(r.out, r.lse, ref.out, ref.lse, p.head_dim,
+                    "random gqa4 causal zigzag N=2 " + std::string(dtype_name(dtype)) + " kernel " + r.kernel_uri);
+  }
 }
 
 }  // namespace
