@@ -229,20 +229,22 @@ CPGEN_DEVICE void wgmma_fwd_merge(const RingFwdParams& params, int batch, int kv
     const long long out_offset = batch * params.out_batch_stride + head * params.out_head_stride +
                                  static_cast<long long>(pr.query_index) * params.out_row_stride;
     char* out_row = static_cast<char*>(params.out) + out_offset * 2;
+    // A thread's two columns are adjacent (acc_col is even): the state moves as 8-byte pairs,
+    // one load and one store per pair instead of two of each (the state rows are head_dim floats
+    // from an aligned allocation, so every pair is 8-byte aligned).
 #pragma unroll
     for (int j = 0; j < kHeadDim / 8; ++j) {
       const int col = 8 * j + acc_col(lane, 0);
-      float o0 = scale_l * o[4 * j + 2 * half];
-      float o1 = scale_l * o[4 * j + 2 * half + 1];
+      FloatPair pair = {scale_l * o[4 * j + 2 * half], scale_l * o[4 * j + 2 * half + 1]};
       if (!params.is_first_step) {
-        o0 = fmaf(scale_s, o_state[col], o0);
-        o1 = fmaf(scale_s, o_state[col + 1], o1);
+        const FloatPair saved = *reinterpret_cast<const FloatPair*>(o_state + col);
+        pair.x = fmaf(scale_s, saved.x, pair.x);
+        pair.y = fmaf(scale_s, saved.y, pair.y);
       }
       if (params.is_last_step) {
-        *reinterpret_cast<u32*>(out_row + col * 2) = pack2<T>(o0, o1);
+        *reinterpret_cast<u32*>(out_row + col * 2) = pack2<T>(pair.x, pair.y);
       } else {
-        o_state[col] = o0;
-        o_state[col + 1] = o1;
+        *reinterpret_cast<FloatPair*>(o_state + col) = pair;
       }
     }
     if (quad_leader) {
