@@ -52,12 +52,17 @@
 # of up to 600 s with the phases in the order they matter (the budget skips, and the report
 # names, what does not fit), given back at once, or followed at once by a prepared second call:
 #   tools/pack-gpu-deps.sh   (here: the -dev packages and ../shared/vectors, compressed)
-#   run(command="tools/gpu-check.sh --only build,tests,nccl,wgmma,kernels,sanitize
-#       --kernels-args '--dtypes bf16,fp16 --head-dims 64,128,256 --lengths 4096,32768 --gqa 1,4'",
+#   run(command="tools/gpu-check.sh --only build,tests,wgmma,nccl,sanitize
+#       --kernels-args '--dtypes bf16,fp16 --head-dims 128 --lengths 8192,16384 --gqa 1'",
 #       carry=[".gpudeps"], timeout_s=600)
 #   give_back()
-# (tests first when the kernels or the runtime changed since the last report's passing run,
-# 2026-11-27's on tree a46379b; they have: the sm_90a default of some shapes is the wgmma family). The report, the logs' tarball (tables and jsonl inside), the ncu
+# Tests first when the kernels or the runtime changed since the last report's passing run
+# (2026-11-27's, on tree a46379b): they have (the sm_90a default of some shapes is the wgmma
+# family; the persistent launch and its GPU tests are new). Then the wgmma phase on issue 13's
+# target shapes: plain, mma.sync, ping-pong and persistent launches against cuDNN and flash, which
+# decides the sm_90a default (about 32 configurations; with these args the kernels phase would
+# only repeat them). The wider matrix (fp16 defaults elsewhere, head dims 64 and 256, 4K and
+# 32K) is a later call's. The report, the logs' tarball (tables and jsonl inside), the ncu
 # profiles and the exported cache come back under files_at; tools/ncu-metrics.py reads the
 # profiles on a machine without ncu. A later session takes what the committed reports do not
 # hold yet: ring and tune, the kernel matrix beyond what they hold, the phases skipped.
