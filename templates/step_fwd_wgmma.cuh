@@ -422,7 +422,7 @@ CPGEN_DEVICE void wgmma_fwd_consume(const RingFwdParams& params, const WgmmaFwdS
     wgmma_fwd_pass_turn<Traits>(consumer);
     wgmma_wait<0>();
     wgmma_fence_operand(s);
-    mbarrier_arrive(smem.k_empty(stage));  // this thread's S of K_0 has retired
+    mbarrier_arrive(smem.k_empty(stage));  // this thread's S of the item's first K tile has retired
     float rescale[2];  // o is still zero: nothing to rescale
     wgmma_fwd_softmax<Traits>(params, s, tiles.begin, tiles, row0, row_max, row_sum, rescale);
     wgmma_fwd_pack<Traits>(s, p);

@@ -21,7 +21,7 @@
 #   wgmma     bench/kernels.py --pin on the sm_90a wgmma family (GQA 1 unless --kernels-args says
 #             otherwise) and on the mma.sync family's default tiles (--pin mma.sync: on sm_90a the
 #             selected kernel is the wgmma one where a GPU measured it faster), joined for the
-#             family ratio; then the ping-pong variant and the persistent launch at head dim 128
+#             family ratio; then the persistent launch and the ping-pong variant at head dim 128
 #             (unless --kernels-args says otherwise), each joined with the plain family's rows
 #   ncu       Nsight Compute on one forward launch of each family (bf16, head dim 128, causal,
 #             16K): speed of light, occupancy, launch statistics, warp stalls, compute and
@@ -450,6 +450,18 @@ join_section() {
   } >>"$LOGS/phases/wgmma.md"
   rm -f "$LOGS/phases/$name.md"
 }
+# variant_bench NAME PIN TITLE JOIN: with 60 s of the budget left, times PIN at head dim 128 (GQA 1)
+# and joins its rows with the plain family's under TITLE (join_section); prints its status.
+variant_bench() {
+  local name=$1 pin=$2 title=$3 join=$4 rc status
+  [ "$(left)" -ge 60 ] || { echo "not run: under 60 s of the budget left"; return 0; }
+  # shellcheck disable=SC2086
+  kernel_bench "$name" --pin "$pin" --gqa 1 --head-dims 128 $KERNELS_ARGS >&2
+  rc=$?
+  status=$(kernel_section "$name" $rc)
+  join_section "$name" "$status" "$title" wgmma "$name" "$join"
+  echo "$status"
+}
 phase_wgmma() {
   gpu_phase wgmma 90 || return 0
   # shellcheck disable=SC2086
@@ -467,30 +479,19 @@ phase_wgmma() {
     join_section mmasync "$mma_status" "The mma.sync family's default tiles (\`--pin mma.sync\`)" mmasync wgmma \
       "wgmma (other) against mma.sync (base):"
   fi
-  # The ping-pong schedule against the plain one (issue 13: whether it becomes the default).
-  # A plain run that stalled (exit 4: a kernel that never finished) or faulted (exit 5: a CUDA
-  # error left the context unusable) leaves the ping-pong one out: it would most likely do the
-  # same, and the rest of the call needs the minutes more.
+  # The persistent launch and the ping-pong schedule against the plain one (issue 13: whether
+  # either becomes the default). A plain run that stalled (exit 4: a kernel that never finished)
+  # or faulted (exit 5: a CUDA error left the context unusable) leaves them out: they would most
+  # likely do the same, and the rest of the call needs the minutes more.
   [ $rc = 4 ] && pingpong="not run: the plain family's run stalled" && persistent=$pingpong
   [ $rc = 5 ] && pingpong="not run: the plain family's run hit a CUDA fault" && persistent=$pingpong
-  local plain_rc=$rc
-  if [ $rc != 4 ] && [ $rc != 5 ] && [ "$(left)" -ge 60 ]; then
-    # shellcheck disable=SC2086
-    kernel_bench pingpong --pin "$PINGPONG_PIN" --gqa 1 --head-dims 128 $KERNELS_ARGS
-    rc=$?
-    pingpong=$(kernel_section pingpong $rc)
-    join_section pingpong "$pingpong" "The ping-pong variant (\`_pingpong\`)" wgmma pingpong \
-      "Ping-pong (other) against the plain family (base):"
-  fi
-  # The persistent launch against the plain one (whether its overlap of one query block's start
-  # with the last one's end closes the causal gap to cuDNN).
-  if [ $plain_rc != 4 ] && [ $plain_rc != 5 ] && [ "$(left)" -ge 60 ]; then
-    # shellcheck disable=SC2086
-    kernel_bench persistent --pin "$PERSISTENT_PIN" --gqa 1 --head-dims 128 $KERNELS_ARGS
-    rc=$?
-    persistent=$(kernel_section persistent $rc)
-    join_section persistent "$persistent" "The persistent launch (\`_persistent\`)" wgmma persistent \
-      "Persistent (other) against the plain launch (base):"
+  if [ $rc != 4 ] && [ $rc != 5 ]; then
+    # The persistent launch first (not yet timed on any GPU): whether overlapping one query
+    # block's start with the last one's end closes the causal gap to cuDNN.
+    persistent=$(variant_bench persistent "$PERSISTENT_PIN" "The persistent launch (\`_persistent\`)" \
+      "Persistent (other) against the plain launch (base):")
+    pingpong=$(variant_bench pingpong "$PINGPONG_PIN" "The ping-pong variant (\`_pingpong\`)" \
+      "Ping-pong (other) against the plain family (base):")
   fi
   phase_status wgmma "$plain; ping-pong: $pingpong; persistent: $persistent"
   return 0

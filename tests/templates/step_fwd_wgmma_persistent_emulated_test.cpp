@@ -39,13 +39,8 @@ static_assert(PersistentPingPongMasked::kPersistent && PersistentPingPongMasked:
 // CTA's items alternate between nothing and work; the TMA reads are checked against the tile
 // contract item by item.
 TEST(StepFwdWgmmaPersistentEmulated, Bf16CausalGqa4BlocksWithAndWithoutTiles) {
-  const testing::AttentionProblem p = testing::random_problem(2, 8, 2, 64, 2 * 2 * 64, true, 51);
-  RingSetup setup;
-  setup.shape = shape_of(p);
-  setup.ranks = partition(Scheme::kZigzag, p.seq_len, 2);
-  setup.count_reads = true;
-  SkipCounts skips;
-  check_setup<PersistentBf16>(p, testing::reference_attention(p), setup, &skips);
+  const SkipCounts skips =
+      check_zigzag_reads<PersistentBf16>(testing::random_problem(2, 8, 2, 64, 2 * 2 * 64, true, 51), 2);
   EXPECT_GT(skips.empty_blocks, 0);
   EXPECT_GT(skips.skipped_tiles, 0);
 }
@@ -64,12 +59,7 @@ TEST(StepFwdWgmmaPersistentEmulated, OneCtaForEverythingAndOneCtaPerBlock) {
   const testing::AttentionProblem p = testing::random_problem(2, 8, 2, 64, 2 * 2 * 64, true, 54);
   for (int resident : {1, 1000}) {
     SCOPED_TRACE("resident CTAs " + std::to_string(resident));
-    RingSetup setup;
-    setup.shape = shape_of(p);
-    setup.ranks = partition(Scheme::kZigzag, p.seq_len, 2);
-    setup.count_reads = true;
-    setup.resident_ctas = resident;
-    check_setup<PersistentBf16>(p, testing::reference_attention(p), setup);
+    check_zigzag_reads<PersistentBf16>(p, 2, resident);
   }
 }
 

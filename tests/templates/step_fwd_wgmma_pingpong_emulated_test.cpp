@@ -31,13 +31,8 @@ static_assert(PingPongBf16::kPingPong && PingPongBf16::kConsumers == 2);
 // 0's blocks of positions 0-63 see none of rank 1's keys (64-191) and run no tile, while its
 // blocks of 192-255 run two; rank 1's blocks run one tile of rank 0's chunk and skip the other.
 TEST(StepFwdWgmmaPingPongEmulated, Bf16CausalGqa4BlocksWithAndWithoutTiles) {
-  const testing::AttentionProblem p = testing::random_problem(1, 8, 2, 64, 2 * 2 * 64, true, 41);
-  RingSetup setup;
-  setup.shape = shape_of(p);
-  setup.ranks = partition(Scheme::kZigzag, p.seq_len, 2);
-  setup.count_reads = true;
-  SkipCounts skips;
-  check_setup<PingPongBf16>(p, testing::reference_attention(p), setup, &skips);
+  const SkipCounts skips =
+      check_zigzag_reads<PingPongBf16>(testing::random_problem(1, 8, 2, 64, 2 * 2 * 64, true, 41), 2);
   EXPECT_GT(skips.empty_blocks, 0);
   EXPECT_GT(skips.skipped_tiles, 0);
 }

@@ -382,6 +382,20 @@ void check_random(int batch, int kv_heads, int seq_len, uint32_t seed, int cp_si
   check<Traits>(p, testing::reference_attention(p), cp_size, "random", split);
 }
 
+// The problem over a zigzag ring of `cp_size` ranks with every launch's TMA reads checked against
+// the tile contract (a persistent kernel over `resident_ctas` CTAs); returns what the checks saw.
+template <typename Traits>
+SkipCounts check_zigzag_reads(const AttentionProblem& p, int cp_size, int resident_ctas = 3) {
+  RingSetup setup;
+  setup.shape = shape_of(p);
+  setup.ranks = partition(Scheme::kZigzag, p.seq_len, cp_size);
+  setup.count_reads = true;
+  setup.resident_ctas = resident_ctas;
+  SkipCounts skips;
+  check_setup<Traits>(p, testing::reference_attention(p), setup, &skips);
+  return skips;
+}
+
 // Packed documents (one of a single token, one empty) that no ring size divides, under a causal
 // sliding window of 40 and a softcap of 2 (logits reach about +-3 in the random problems, so the
 // tanh bends them), over a zigzag ring of three (ranks hold 99 to 101 of the 300 tokens), with
