@@ -15,11 +15,13 @@
 #   CPGEN=build/cpgen bench/wgmma_emulated_vectors.sh REPORT.md
 #   SPEC=wgmma-pingpong bench/wgmma_emulated_vectors.sh   # the ping-pong schedule of the same tiles
 #                                                          # (<date>-wgmma-pingpong-emulated-vectors.md)
+#   SPEC=wgmma-persistent bench/wgmma_emulated_vectors.sh # their persistent launch (the emulator
+#                                                          # launches 3 CTAs, each looping over blocks)
 set -uo pipefail
 ROOT=$(cd "$(dirname "${BASH_SOURCE[0]}")/.." && pwd)
 CPGEN=${CPGEN:-$ROOT/build/cpgen}
 SPEC=${SPEC:-wgmma}
-case "$SPEC" in wgmma|wgmma-pingpong) ;; *) echo "wgmma_emulated_vectors: SPEC is wgmma or wgmma-pingpong, got '$SPEC'" >&2; exit 2 ;; esac
+case "$SPEC" in wgmma|wgmma-pingpong|wgmma-persistent) ;; *) echo "wgmma_emulated_vectors: SPEC is wgmma, wgmma-pingpong or wgmma-persistent, got '$SPEC'" >&2; exit 2 ;; esac
 REPORT=${1:-$ROOT/bench/results/$(date -u +%Y-%m-%d)-$SPEC-emulated-vectors.md}
 [ -x "$CPGEN" ] || { echo "wgmma_emulated_vectors: $CPGEN is not built" >&2; exit 2; }
 files=()
