@@ -274,6 +274,7 @@ def main():
         ["--ranks", "1,4", "--scheme", "zigzag"],
         ["--ranks", "2", "--scheme", "striped", "--pin", "wgmma-pingpong"],
         ["--ranks", "1", "--pin", "ring_fwd_wgmma_{dtype}_hd{head_dim}_{mask}_gqa{group}_bm128_bn64_c2_s3"],
+        ["--ranks", "1", "--pin", "wgmma-persistent"],
     ]
     for n, extra in enumerate(runs):
         jsonl, table = os.path.join(folder, f"{n}.jsonl"), os.path.join(folder, f"{n}.md")
