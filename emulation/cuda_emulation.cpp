@@ -416,6 +416,13 @@ bool shared_load(uint32_t offset, int bytes, int alignment) {
   return true;
 }
 
+bool global_access(const void* p, int bytes, int alignment, bool store) {
+  if (!aligned(reinterpret_cast<uintptr_t>(p), alignment, store ? "a global store writes to" : "a global load reads from",
+               "global"))
+    return false;
+  return global_in_bounds(p, static_cast<size_t>(bytes), store ? "a global store writes" : "a global load reads");
+}
+
 bool shared_store(uint32_t offset, int bytes, int alignment) {
   if (!aligned(offset, alignment, "a shared store writes at", "shared")) return false;
   if (!shared_in_bounds(offset, bytes, "a shared store writes")) return false;

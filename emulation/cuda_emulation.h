@@ -84,6 +84,12 @@ uint32_t shared_offset(const void* p);
 // access); the wrapper skips it otherwise (reported).
 bool shared_load(uint32_t offset, int bytes, int alignment);
 bool shared_store(uint32_t offset, int bytes, int alignment);
+// A plain load or store of `bytes` at global address `p` that the kernel makes through the
+// templates' wrappers (templates/global_access.cuh): at a multiple of `alignment` (the PTX ISA's
+// natural alignment of the access; compute-sanitizer's "misaligned address") and, when the launch
+// has buffers (set_global_buffers), inside one of them. Returns whether both hold; the wrapper
+// skips the access otherwise (reported). `store` only names the access in the report.
+bool global_access(const void* p, int bytes, int alignment, bool store);
 void ldmatrix_x4(uint32_t (&r)[4], uint32_t shared_address, bool trans);
 void mma_16816(float (&d)[4], const uint32_t (&a)[4], uint32_t b0, uint32_t b1, bool bf16);
 uint32_t pack_16x2(float lo, float hi, bool bf16);

@@ -46,6 +46,7 @@
 #pragma once
 
 #include "cpgen/atomic.cuh"
+#include "cpgen/global_access.cuh"
 #include "cpgen/layout.cuh"
 #include "cpgen/mask.cuh"
 #include "cpgen/mma.cuh"
@@ -567,14 +568,14 @@ CPGEN_DEVICE void ring_bwd_step(const RingBwdParams& params) {
         BwdFloatPair* dk_dst = reinterpret_cast<BwdFloatPair*>(params.dk_acc + row + col);
         BwdFloatPair* dv_dst = reinterpret_cast<BwdFloatPair*>(params.dv_acc + row + col);
         if (params.accumulate_dkv) {
-          const BwdFloatPair dk_old = *dk_dst, dv_old = *dv_dst;
+          const BwdFloatPair dk_old = load_global(dk_dst), dv_old = load_global(dv_dst);
           dk.x += dk_old.x;
           dk.y += dk_old.y;
           dv.x += dv_old.x;
           dv.y += dv_old.y;
         }
-        *dk_dst = dk;
-        *dv_dst = dv;
+        store_global(dk_dst, dk);
+        store_global(dv_dst, dv);
       }
     }
 }

@@ -22,6 +22,7 @@
 // aligned; dynamic shared memory = FwdTraits::kSharedBytes; block = kWarps * 32 threads.
 #pragma once
 
+#include "cpgen/global_access.cuh"
 #include "cpgen/layout.cuh"
 #include "cpgen/mask.cuh"
 #include "cpgen/mma.cuh"
@@ -522,7 +523,7 @@ CPGEN_DEVICE void ring_fwd_step(const RingFwdParams& params) {
           float o0 = scale_l * out_acc[mt][d][2 * half];
           float o1 = scale_l * out_acc[mt][d][2 * half + 1];
           if (!params.is_first_step) {
-            const FloatPair saved = *reinterpret_cast<const FloatPair*>(o_state + col);
+            const FloatPair saved = load_global(reinterpret_cast<const FloatPair*>(o_state + col));
             o0 = fmaf(scale_s, saved.x, o0);
             o1 = fmaf(scale_s, saved.y, o1);
           }
@@ -536,11 +537,11 @@ CPGEN_DEVICE void ring_fwd_step(const RingFwdParams& params) {
           FloatPair o = {scale_l * out_acc[mt][d][2 * half],
                          scale_l * out_acc[mt][d][2 * half + 1]};
           if (!params.is_first_step) {
-            const FloatPair saved = *reinterpret_cast<const FloatPair*>(o_state + col);
+            const FloatPair saved = load_global(reinterpret_cast<const FloatPair*>(o_state + col));
             o.x = fmaf(scale_s, saved.x, o.x);
             o.y = fmaf(scale_s, saved.y, o.y);
           }
-          *reinterpret_cast<FloatPair*>(o_state + col) = o;
+          store_global(reinterpret_cast<FloatPair*>(o_state + col), o);
         }
         if (quad_leader) {
           params.m_state[row] = m;

@@ -237,14 +237,14 @@ CPGEN_DEVICE void wgmma_fwd_merge(const RingFwdParams& params, int batch, int kv
       const int col = 8 * j + acc_col(lane, 0);
       FloatPair pair = {scale_l * o[4 * j + 2 * half], scale_l * o[4 * j + 2 * half + 1]};
       if (!params.is_first_step) {
-        const FloatPair saved = *reinterpret_cast<const FloatPair*>(o_state + col);
+        const FloatPair saved = load_global(reinterpret_cast<const FloatPair*>(o_state + col));
         pair.x = fmaf(scale_s, saved.x, pair.x);
         pair.y = fmaf(scale_s, saved.y, pair.y);
       }
       if (params.is_last_step) {
         *reinterpret_cast<u32*>(out_row + col * 2) = pack2<T>(pair.x, pair.y);
       } else {
-        *reinterpret_cast<FloatPair*>(o_state + col) = pair;
+        store_global(reinterpret_cast<FloatPair*>(o_state + col), pair);
       }
     }
     if (quad_leader) {

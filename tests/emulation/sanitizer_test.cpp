@@ -15,6 +15,7 @@
 #include "finding_test_util.h"
 #include "shared_rows.h"
 // The templates' wrappers, which pass their caller's source line to the sanitizer.
+#include "cpgen/global_access.cuh"
 #include "cpgen/mma.cuh"
 
 namespace cpgen {
@@ -110,6 +111,47 @@ TEST(Sanitizer, MisalignedAccessesAreCaught) {
               if (threadIdx.x == 0) emulation::red_add_f32(&sums[1], 1.0f);
             }),
             "");
+}
+
+// The templates' plain global accesses through load_global/store_global (templates/
+// global_access.cuh): an 8-byte pair of floats is one 64-bit access on the GPU, which faults off an
+// 8-byte boundary, though the host would perform it; and an access past every buffer of the
+// launch, which the host would perform too when it lands in other memory. Each next to the same
+// access done right, which is clean, and the reported access does not happen.
+TEST(Sanitizer, MisalignedOrStrayPlainGlobalAccessesAreCaught) {
+  struct alignas(8) Pair {
+    float x, y;
+  };
+  alignas(16) static float state[16];
+  testing::LaunchBuffers buffers({{state, sizeof(float) * 8}});
+  for (float& x : state) x = 0.0f;
+  expect_finding(emulation::launch(1, 1, 32, 0, [] {
+                   if (threadIdx.x == 4) device::store_global(reinterpret_cast<Pair*>(state + 1), Pair{1.0f, 2.0f});
+                 }),
+                 {"thread 4 of block (0, 0, 0)", "a global store writes to global address 0x", "not aligned to 8 bytes",
+                  "sanitizer_test.cpp:"});
+  EXPECT_EQ(state[1], 0.0f);
+  EXPECT_EQ(state[2], 0.0f);
+  expect_finding(emulation::launch(1, 1, 32, 0, [] {
+                   if (threadIdx.x == 7) (void)device::load_global(reinterpret_cast<const Pair*>(state + 3));
+                 }),
+                 {"thread 7 of block (0, 0, 0)", "a global load reads from global address 0x", "not aligned to 8 bytes"});
+  // In the 16 floats of the array but past the 8 the launch registered.
+  expect_finding(emulation::launch(1, 1, 32, 0, [] {
+                   if (threadIdx.x == 0) device::store_global(reinterpret_cast<Pair*>(state + 8), Pair{1.0f, 2.0f});
+                 }),
+                 {"thread 0 of block (0, 0, 0)", "a global store writes global bytes", "outside every buffer"});
+  EXPECT_EQ(state[8], 0.0f);
+  EXPECT_EQ(emulation::launch(1, 1, 32, 0, [] {
+              if (threadIdx.x < 4) {
+                Pair* at = reinterpret_cast<Pair*>(state + 2 * threadIdx.x);
+                const Pair old = device::load_global(at);
+                device::store_global(at, Pair{old.x + 1.0f, old.y + 2.0f});
+              }
+            }),
+            "");
+  EXPECT_EQ(state[6], 1.0f);
+  EXPECT_EQ(state[7], 2.0f);
 }
 
 TEST(Sanitizer, SharedRaceWithoutABarrierIsCaught) {
