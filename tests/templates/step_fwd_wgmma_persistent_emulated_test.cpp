@@ -1,6 +1,7 @@
 // The persistent launch of the sm_90a forward step kernel (step_fwd_wgmma.cuh, kPersistent) in the
 // cases only it has, run by the emulator against float64: the number of resident CTAs at both
-// ends (one CTA for every query block, one CTA per block), and one consumer warpgroup. The checks
+// ends (one CTA for every query block, one CTA per block), the ping-pong schedule inside it, and
+// one consumer warpgroup. The checks
 // it shares with the ping-pong schedule are step_fwd_wgmma_schedules_emulated_test.cpp's.
 #include <gtest/gtest.h>
 
@@ -18,6 +19,8 @@ using device::Fp16;
 using device::WgmmaFwdTraits;
 
 using PersistentBf16 = WgmmaFwdTraits<Bf16, 64, 128, 64, 2, 2, true, 4, false, false, false, true>;
+// Both the ping-pong turns and the mask features: the turns carried from one block to the next.
+using PersistentPingPongMasked = WgmmaFwdTraits<Bf16, 64, 128, 64, 2, 2, true, 4, true, true, true, true>;
 // One consumer warpgroup: 64-row blocks, so twice the blocks per CTA.
 using PersistentOneConsumer = WgmmaFwdTraits<Fp16, 64, 64, 64, 1, 2, true, 1, false, false, false, true>;
 
@@ -31,6 +34,17 @@ TEST(StepFwdWgmmaPersistentEmulated, OneCtaForEverythingAndOneCtaPerBlock) {
     SCOPED_TRACE("resident CTAs " + std::to_string(resident));
     check_zigzag_reads<PersistentBf16>(p, 2, resident);
   }
+}
+
+// The ping-pong schedule in the persistent launch, with the mask features
+// (check_documents_window_softcap_ring: documents, a window and a softcap over a zigzag ring of
+// three, reads checked).
+TEST(StepFwdWgmmaPersistentEmulated, PingPongMaskedDocumentsWindowSoftcapZigzagRingOfThree) {
+  SkipCounts skips;
+  check_documents_window_softcap_ring<PersistentPingPongMasked>(testing::random_problem(1, 4, 1, 64, 300, true, 57),
+                                                                &skips);
+  EXPECT_GT(skips.skipped_tiles, 0);
+  EXPECT_GT(skips.empty_blocks, 0);
 }
 
 // One consumer warpgroup: causal, striped (every tile straddles the diagonal), a ring of two.
