@@ -23,9 +23,10 @@
 #             selected kernel is the wgmma one where a GPU measured it faster), joined for the
 #             family ratio; then the persistent launch and the ping-pong variant at head dim 128
 #             (unless --kernels-args says otherwise), each joined with the plain family's rows
-#   ncu       Nsight Compute on one forward launch of each family (bf16, head dim 128, causal,
-#             16K): speed of light, occupancy, launch statistics, warp stalls, compute and
-#             memory workload; the text goes in the report, the .ncu-rep files to $OUT
+#   ncu       Nsight Compute on one forward launch of each family and of the wgmma persistent
+#             launch (bf16, head dim 128, causal, 16K): speed of light, occupancy, launch
+#             statistics, warp stalls, compute and memory workload, source counters; the text goes
+#             in the report, the .ncu-rep files to $OUT
 #   ring      bench/ring_overhead.sh: the loopback ring against one attention of the same work;
 #             then bench/kernels.py --ranks 1,2,4,8: the ring against SDPA on the full sequence
 #   tune      cpgen tune on examples/shapes/*.json (--tune-candidates per workload, default 24: the
@@ -262,7 +263,7 @@ write_report() {
   if [ -n "${OUT:-}" ] && [ -d "${OUT:-}" ]; then
     cp "$REPORT" "$OUT/" 2>/dev/null
     # The device tool brings back at most 8 files from $OUT: the report, this tarball (every log,
-    # table and jsonl), and on their own the two ncu profiles and the exported cache.
+    # table and jsonl), and on their own the three ncu profiles and the exported cache.
     tar -C "$LOGS" --exclude='*.ncu-rep' --exclude='*.db' -czf "$OUT/gpu-check-logs.tar.gz" . 2>/dev/null
   fi
 }
@@ -503,8 +504,10 @@ phase_ncu() {
   ncu=$(command -v ncu || ls /usr/local/cuda/bin/ncu /opt/nvidia/nsight-compute/*/ncu 2>/dev/null | head -1)
   [ -n "$ncu" ] || { phase_status ncu "not run: no ncu on PATH, in /usr/local/cuda/bin or /opt/nvidia/nsight-compute"; return 0; }
   : >"$LOGS/phases/ncu.md"
-  for family in mma.sync wgmma; do
-    local pin=(--pin "$family")  # both are family names of kernels.py --pin
+  # wgmma-persistent: whether the persistent launch keeps the tensor pipe busier than the plain
+  # one over a whole launch (its aim: no idle SM between one query block and the next).
+  for family in mma.sync wgmma wgmma-persistent; do
+    local pin=(--pin "$family")  # family names of kernels.py --pin
     # The first launch whose name starts ring_fwd (the URI is the kernel's name): kernels.py's
     # checked run, before any timing. --clock-control none: the clocks the benchmarks ran at.
     # SourceCounters names the SASS lines the warps stall at: the 2026-11-27 H200 profile of
