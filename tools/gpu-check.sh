@@ -451,48 +451,46 @@ join_section() {
   } >>"$LOGS/phases/wgmma.md"
   rm -f "$LOGS/phases/$name.md"
 }
-# variant_bench NAME PIN TITLE JOIN: with 60 s of the budget left, times PIN at head dim 128 (GQA 1)
-# and joins its rows with the plain family's under TITLE (join_section); prints its status.
+# variant_bench NAME PIN BASE OTHER TITLE JOIN [ARGS...]: with 60 s of the budget left, times PIN
+# (GQA 1, ARGS, then --kernels-args) and joins the rows of OTHER with those of BASE under TITLE
+# (join_section); prints its status.
 variant_bench() {
-  local name=$1 pin=$2 title=$3 join=$4 rc status
+  local name=$1 pin=$2 base=$3 other=$4 title=$5 join=$6 rc status
+  shift 6
   [ "$(left)" -ge 60 ] || { echo "not run: under 60 s of the budget left"; return 0; }
   # shellcheck disable=SC2086
-  kernel_bench "$name" --pin "$pin" --gqa 1 --head-dims 128 $KERNELS_ARGS >&2
+  kernel_bench "$name" --pin "$pin" --gqa 1 "$@" $KERNELS_ARGS >&2
   rc=$?
   status=$(kernel_section "$name" $rc)
-  join_section "$name" "$status" "$title" wgmma "$name" "$join"
+  join_section "$name" "$status" "$title" "$base" "$other" "$join"
   echo "$status"
 }
 phase_wgmma() {
   gpu_phase wgmma 90 || return 0
   # shellcheck disable=SC2086
   kernel_bench wgmma --pin "$WGMMA_PIN" --gqa 1 $KERNELS_ARGS
-  local rc=$? plain pingpong="not run: under 60 s of the budget left" persistent="not run: under 60 s of the budget left"
+  local rc=$? plain skip="" pingpong persistent
   plain=$(kernel_section wgmma $rc)
-  # The family ratio: wgmma TFLOP/s over the mma.sync default's on the same configuration. The
-  # selected kernel (the kernels phase) is no baseline: on sm_90a it is the wgmma one where a GPU
-  # measured it faster (generator/kernel_spec_wgmma.h kWgmmaDefaultShapes).
-  if [ $rc != 4 ] && [ $rc != 5 ] && [ "$(left)" -ge 60 ]; then
-    # shellcheck disable=SC2086
-    kernel_bench mmasync --pin mma.sync --gqa 1 $KERNELS_ARGS
-    local mma_rc=$? mma_status
-    mma_status=$(kernel_section mmasync $mma_rc)
-    join_section mmasync "$mma_status" "The mma.sync family's default tiles (\`--pin mma.sync\`)" mmasync wgmma \
-      "wgmma (other) against mma.sync (base):"
-  fi
-  # The persistent launch and the ping-pong schedule against the plain one (issue 13: whether
-  # either becomes the default). A plain run that stalled (exit 4: a kernel that never finished)
-  # or faulted (exit 5: a CUDA error left the context unusable) leaves them out: they would most
-  # likely do the same, and the rest of the call needs the minutes more.
-  [ $rc = 4 ] && pingpong="not run: the plain family's run stalled" && persistent=$pingpong
-  [ $rc = 5 ] && pingpong="not run: the plain family's run hit a CUDA fault" && persistent=$pingpong
-  if [ $rc != 4 ] && [ $rc != 5 ]; then
-    # The persistent launch first (not yet timed on any GPU): whether overlapping one query
-    # block's start with the last one's end closes the causal gap to cuDNN.
-    persistent=$(variant_bench persistent "$PERSISTENT_PIN" "The persistent launch (\`_persistent\`)" \
-      "Persistent (other) against the plain launch (base):")
-    pingpong=$(variant_bench pingpong "$PINGPONG_PIN" "The ping-pong variant (\`_pingpong\`)" \
-      "Ping-pong (other) against the plain family (base):")
+  # A plain run that stalled (exit 4: a kernel that never finished) or faulted (exit 5: a CUDA
+  # error left the context unusable) leaves the other runs out: they would most likely do the
+  # same, and the rest of the call needs the minutes more.
+  [ $rc = 4 ] && skip="not run: the plain family's run stalled"
+  [ $rc = 5 ] && skip="not run: the plain family's run hit a CUDA fault"
+  pingpong=$skip persistent=$skip
+  if [ -z "$skip" ]; then
+    # The family ratio: wgmma TFLOP/s over the mma.sync default's on the same configuration. The
+    # selected kernel (the kernels phase) is no baseline: on sm_90a it is the wgmma one where a
+    # GPU measured it faster (generator/kernel_spec_wgmma.h kWgmmaDefaultShapes).
+    variant_bench mmasync mma.sync mmasync wgmma "The mma.sync family's default tiles (\`--pin mma.sync\`)" \
+      "wgmma (other) against mma.sync (base):" >/dev/null
+    # The persistent launch and the ping-pong schedule against the plain one (issue 13: whether
+    # either becomes the default), at head dim 128; the persistent launch first (not yet timed
+    # on any GPU): whether overlapping one query block's start with the last one's end closes
+    # the causal gap to cuDNN.
+    persistent=$(variant_bench persistent "$PERSISTENT_PIN" wgmma persistent \
+      "The persistent launch (\`_persistent\`)" "Persistent (other) against the plain launch (base):" --head-dims 128)
+    pingpong=$(variant_bench pingpong "$PINGPONG_PIN" wgmma pingpong "The ping-pong variant (\`_pingpong\`)" \
+      "Ping-pong (other) against the plain family (base):" --head-dims 128)
   fi
   phase_status wgmma "$plain; ping-pong: $pingpong; persistent: $persistent"
   return 0

@@ -28,6 +28,14 @@ std::vector<KernelSpec> forward_space(const KernelSpec& base) {
   return all;
 }
 
+// `spec` with the mask features workload `w` needs (key intervals, softcap): every candidate of a
+// masked workload names the masked kernel the workload runs.
+KernelSpec with_mask_of(KernelSpec spec, const WorkloadKey& w) {
+  spec.key_intervals = w.mask.key_intervals();
+  spec.softcap = w.mask.softcap;
+  return spec;
+}
+
 bool supported_by(int value, const auto& table) { return std::find(std::begin(table), std::end(table), value) != std::end(table); }
 
 // The wgmma candidates of a forward workload (the default first and its persistent launch second,
@@ -44,9 +52,7 @@ std::vector<KernelSpec> wgmma_space(const WorkloadKey& w) {
   if ((w.mask.key_intervals() && !a.key_intervals) || (w.mask.softcap && !a.softcap)) return {};
   if (w.step == StepType::kZigzagQHalf && !a.query_view) return {};
   std::vector<KernelSpec> all;
-  KernelSpec base = wgmma_default_for(w.dtype, w.head_dim, w.causal, w.gqa_group());
-  base.key_intervals = w.mask.key_intervals();
-  base.softcap = w.mask.softcap;
+  const KernelSpec base = with_mask_of(wgmma_default_for(w.dtype, w.head_dim, w.causal, w.gqa_group()), w);
   all.push_back(base);
   KernelSpec persistent = base;
   persistent.persistent = true;
@@ -127,11 +133,8 @@ KernelSpec unmasked_default(const WorkloadKey& w) {
 
 KernelSpec tuning_default(const WorkloadKey& w) {
   // A masked workload searches the same tiles with its mask's flags: every candidate is copied
-  // from this base, so each one names the masked kernel the workload runs.
-  KernelSpec base = unmasked_default(w);
-  base.key_intervals = w.mask.key_intervals();
-  base.softcap = w.mask.softcap;
-  return base;
+  // from this base.
+  return with_mask_of(unmasked_default(w), w);
 }
 
 CandidateSet enumerate_candidates(const WorkloadKey& w, int max_candidates) {
@@ -142,11 +145,8 @@ CandidateSet enumerate_candidates(const WorkloadKey& w, int max_candidates) {
     all = backward_space(base);
   } else if (base.kind == KernelKind::kForwardWgmma) {
     // The default first, then the mma.sync tiles grown from that family's own default.
-    KernelSpec mma = mma_sync_default(w);
-    mma.key_intervals = base.key_intervals;
-    mma.softcap = base.softcap;
     all = {base};
-    for (const KernelSpec& s : forward_space(mma)) all.push_back(s);
+    for (const KernelSpec& s : forward_space(with_mask_of(mma_sync_default(w), w))) all.push_back(s);
   } else {
     all = forward_space(base);
   }

@@ -11,6 +11,7 @@
 
 #include <algorithm>
 #include <iterator>
+#include <numeric>
 
 #include "cache/database.h"
 #include "cache/environment.h"
@@ -18,6 +19,7 @@
 #include "cpgen/error.h"
 #include "generator/kernel_spec_wgmma.h"
 #include "runtime/api/gpu_ring_run.h"
+#include "runtime/core/attention_shape.h"
 #include "runtime/cuda/module.h"
 #include "runtime/ring/kernel_support.h"
 #include "runtime/ring/partition.h"
@@ -162,11 +164,10 @@ TEST_F(GpuRingWgmma, PersistentLoopbackOnMoreQueryBlocksThanTheGpuHasSms) {
   p.scheme = Scheme::kZigzag;
   const int64_t qn = p.batch * p.q_heads * p.seq_len * p.head_dim, kn = p.batch * p.kv_heads * p.seq_len * p.head_dim;
   const std::vector<float> q = random_bf16_exact(qn, 61), k = random_bf16_exact(kn, 62), v = random_bf16_exact(kn, 63);
-  AttentionShape shape{.batch = p.batch, .q_heads = p.q_heads, .kv_heads = p.kv_heads, .head_dim = p.head_dim,
-                       .scale = p.scale(), .causal = true};
   std::vector<int64_t> positions(p.seq_len);
-  for (int64_t i = 0; i < p.seq_len; ++i) positions[i] = i;
-  const ReferenceForward ref = reference_forward(shape, to_double(q), to_double(k), to_double(v), positions, positions);
+  std::iota(positions.begin(), positions.end(), 0);
+  const ReferenceForward ref =
+      reference_forward(attention_shape_of(p), to_double(q), to_double(k), to_double(v), positions, positions);
   for (Dtype dtype : {Dtype::kBf16, Dtype::kFp16}) {
     p.dtype = dtype;
     RingOptions options;
