@@ -19,10 +19,7 @@
 namespace cpgen {
 namespace {
 
-using namespace wgmma_harness;  // NOLINT: the harness is this test's vocabulary
-using device::Bf16;
-using device::Fp16;
-using device::WgmmaFwdTraits;
+using namespace wgmma_harness;  // NOLINT: the harness is this test's vocabulary (kernels included)
 
 // The head dim 128 default: two consumer warpgroups, 128 x 128 tiles, two stages. 80 keys per
 // rank chunk: one partial tile; the causal diagonal inside it.

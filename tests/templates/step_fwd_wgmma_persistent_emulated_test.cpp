@@ -13,10 +13,7 @@
 namespace cpgen {
 namespace {
 
-using namespace wgmma_harness;  // NOLINT: the harness is this test's vocabulary
-using device::Bf16;
-using device::Fp16;
-using device::WgmmaFwdTraits;
+using namespace wgmma_harness;  // NOLINT: the harness is this test's vocabulary (kernels included)
 
 using PersistentBf16 = WgmmaFwdTraits<Bf16, 64, 128, 64, 2, 2, true, 4, false, false, false, true>;
 // Both the ping-pong turns and the mask features: the turns carried from one block to the next.

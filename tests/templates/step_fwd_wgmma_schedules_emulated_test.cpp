@@ -20,10 +20,7 @@
 namespace cpgen {
 namespace {
 
-using namespace wgmma_harness;  // NOLINT: the harness is this test's vocabulary
-using device::Bf16;
-using device::Fp16;
-using device::WgmmaFwdTraits;
+using namespace wgmma_harness;  // NOLINT: the harness is this test's vocabulary (kernels included)
 
 // The three kernels of a schedule: bf16 causal GQA 4, fp16 full with three stages, bf16 with key
 // intervals and softcap (the mask features).

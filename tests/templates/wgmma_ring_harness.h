@@ -28,6 +28,11 @@
 
 namespace cpgen::wgmma_harness {
 
+// The kernel vocabulary of the tests that use the harness (`using namespace wgmma_harness`).
+using device::Bf16;
+using device::Fp16;
+using device::WgmmaFwdTraits;
+
 using testing::AttentionOutput;
 using testing::AttentionProblem;
 

@@ -153,15 +153,8 @@ TEST_F(GpuRingWgmma, PersistentLoopbackOnMoreQueryBlocksThanTheGpuHasSms) {
   use_persistent();
   require_sm90a();
   if (::testing::Test::IsSkipped()) return;
-  Problem p;
-  p.batch = 4;
-  p.q_heads = 32;
-  p.kv_heads = 8;
-  p.head_dim = 64;
-  p.seq_len = 512;
-  p.causal = true;
-  p.cp_size = 2;
-  p.scheme = Scheme::kZigzag;
+  Problem p{.batch = 4, .q_heads = 32, .kv_heads = 8, .head_dim = 64, .seq_len = 512, .cp_size = 2, .causal = true,
+            .scheme = Scheme::kZigzag};
   const int64_t qn = p.batch * p.q_heads * p.seq_len * p.head_dim, kn = p.batch * p.kv_heads * p.seq_len * p.head_dim;
   const std::vector<float> q = random_bf16_exact(qn, 61), k = random_bf16_exact(kn, 62), v = random_bf16_exact(kn, 63);
   std::vector<int64_t> positions(p.seq_len);
