@@ -174,21 +174,44 @@ CPGEN_HOST_DEVICE BatchHead unfold_batch_head(unsigned block_y, unsigned block_z
 
 // ---- Work items of a persistent launch ----------------------------------------------------------
 // A persistent forward kernel (the wgmma family's _persistent) is launched with about one CTA per
-// SM, each looping over work items blockIdx.x, blockIdx.x + gridDim.x, ... of blocks * pairs. Item
-// i is query-block slot i / pairs of pair i % pairs, the slot taken heavy first: every pair's
-// longest block comes before any pair's shorter ones, so the CTAs' round-robin shares of a causal
-// step differ by at most about one block's work, and the shortest blocks run last. (The grid of a
-// non-persistent launch is heavy first within each pair only.)
+// SM, each looping over work items blockIdx.x, blockIdx.x + gridDim.x, ... of blocks * pairs.
+// The items come in L2 sections: consecutive (batch, kv head) pairs, section_pairs of them (the
+// last section may hold fewer), whose K and V together fit a share of the L2 cache, so that the
+// CTAs running at one time read the keys of a few pairs and find them in L2. Inside a section,
+// item i is query-block slot i / n of the section's pair i % n (n its pair count), the slot taken
+// heavy first: every pair's longest block comes before any of the section's shorter ones, so the
+// CTAs' round-robin shares of a causal step stay within about a block's work of each other and
+// each section ends with its shortest blocks. (One section over all pairs put every pair's K and V
+// in flight at once: on an H200, 64 pairs of 16K keys, 21% of the reads hit L2 against 96% for the
+// plain grid, and the DRAM traffic pulled the SM clock from 1.72 to 1.46 GHz. A section of one
+// pair is the plain grid's order, heavy first within the pair.)
 struct PersistentItem {
   int m_block;
   int batch;
   int kv_head;
 };
-CPGEN_HOST_DEVICE PersistentItem persistent_item(long long item, int blocks, int batch_count, int kv_heads) {
+CPGEN_HOST_DEVICE PersistentItem persistent_item(long long item, int blocks, int batch_count, int kv_heads,
+                                                 int section_pairs) {
   const long long pairs = static_cast<long long>(batch_count) * kv_heads;
-  const long long pair = item % pairs;
-  return {heavy_first_block(static_cast<int>(item / pairs), blocks), static_cast<int>(pair / kv_heads),
+  const long long per_section = section_pairs < 1 ? 1 : (section_pairs > pairs ? pairs : section_pairs);
+  const long long section = item / (per_section * blocks);
+  const long long in_section = item - section * per_section * blocks;
+  const long long first_pair = section * per_section;
+  const long long n = pairs - first_pair < per_section ? pairs - first_pair : per_section;
+  const long long pair = first_pair + in_section % n;
+  return {heavy_first_block(static_cast<int>(in_section / n), blocks), static_cast<int>(pair / kv_heads),
           static_cast<int>(pair % kv_heads)};
+}
+// The share of L2 one section's K and V may fill: a third, so that the two sections a round of
+// CTAs can straddle fit beside the streamed Q and output.
+constexpr int kL2SectionShare = 3;
+// Pairs per section for a chunk of kv_len keys of head_dim elements of element_bytes each (K and
+// V: 2 x kv_len x head_dim x element_bytes per pair) on an L2 of l2_bytes: at least 1.
+CPGEN_HOST_DEVICE int persistent_section_pairs(long long kv_len, int head_dim, int element_bytes, long long l2_bytes) {
+  const long long pair_bytes = 2 * kv_len * head_dim * element_bytes;
+  if (pair_bytes <= 0) return 1 << 30;  // no keys to keep: one section
+  const long long n = l2_bytes / kL2SectionShare / pair_bytes;
+  return n < 1 ? 1 : (n > (1 << 30) ? (1 << 30) : static_cast<int>(n));
 }
 // CTAs of a persistent launch: one per resident slot, never more than there are items.
 CPGEN_HOST_DEVICE long long persistent_ctas(long long items, int resident_slots) {

@@ -18,6 +18,9 @@ struct RingFwdWgmmaParams {
   device::TmaMap q_map;
   device::TmaMap k_map;
   device::TmaMap v_map;
+  // The persistent launch's pairs per L2 section (layout.cuh persistent_item); other launches
+  // ignore it. runtime/backend/wgmma_params.h sets it from the device's L2 size.
+  int section_pairs;
 };
 
 // The arguments of cuTensorMapEncodeTiled (and of the emulator's encoder) for one map: element

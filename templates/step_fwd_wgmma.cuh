@@ -117,13 +117,14 @@ struct WgmmaFwdItem {
 // the consumers walk the same items, so their run and Q counts agree. `own` is the block of a
 // non-persistent launch, which the kernel has already found worth running.
 template <typename Traits, typename Visit>
-CPGEN_DEVICE void wgmma_fwd_for_each_item(const RingFwdParams& params, const WgmmaFwdItem& own, Visit&& visit) {
+CPGEN_DEVICE void wgmma_fwd_for_each_item(const RingFwdParams& params, int section_pairs, const WgmmaFwdItem& own,
+                                          Visit&& visit) {
   if constexpr (Traits::kPersistent) {
     const int blocks = (params.q_len * Traits::kGroup + Traits::kBlockM - 1) / Traits::kBlockM;
     const long long items = static_cast<long long>(blocks) * params.batch * params.kv_heads;
     WgmmaFwdItem item{};
     for (long long i = blockIdx.x; i < items; i += gridDim.x) {
-      const PersistentItem at = persistent_item(i, blocks, params.batch, params.kv_heads);
+      const PersistentItem at = persistent_item(i, blocks, params.batch, params.kv_heads, section_pairs);
       item.batch = at.batch;
       item.kv_head = at.kv_head;
       item.m_block = at.m_block;
@@ -500,14 +501,16 @@ CPGEN_DEVICE void ring_fwd_step_wgmma(const RingFwdWgmmaParams& wparams) {
   if (warpgroup == 0) {
     setmaxnreg_dec<Traits::kProducerRegisters>();
     if (threadIdx.x == 0)
-      wgmma_fwd_for_each_item<Traits>(params, own,
-                                      [&](const WgmmaFwdItem& item) { wgmma_fwd_produce<Traits>(wparams, smem, item); });
+      wgmma_fwd_for_each_item<Traits>(params, wparams.section_pairs, own, [&](const WgmmaFwdItem& item) {
+        wgmma_fwd_produce<Traits>(wparams, smem, item);
+      });
     return;
   }
   setmaxnreg_inc<Traits::kConsumerRegisters>();
   const int consumer = warpgroup - 1;
-  wgmma_fwd_for_each_item<Traits>(
-      params, own, [&](const WgmmaFwdItem& item) { wgmma_fwd_consume<Traits>(params, smem, consumer, item); });
+  wgmma_fwd_for_each_item<Traits>(params, wparams.section_pairs, own, [&](const WgmmaFwdItem& item) {
+    wgmma_fwd_consume<Traits>(params, smem, consumer, item);
+  });
 }
 
 }  // namespace device

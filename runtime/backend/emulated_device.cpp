@@ -210,7 +210,7 @@ void EmulatedDevice::launch_forward(StepType step, const RingFwdParams& params) 
   if (k.spec.kind == KernelKind::kForwardWgmma) {
     // The maps the GPU device would get from the driver, from the same descriptions, made by the
     // emulator's encoder (runtime/backend/wgmma_params.h).
-    const RingFwdWgmmaParams wgmma = wgmma_params(k.spec, params, &encode_emulated_tma_map);
+    const RingFwdWgmmaParams wgmma = wgmma_params(k.spec, params, &encode_emulated_tma_map, kL2Bytes);
     run(k, grid, &wgmma);
   } else {
     run(k, grid, &params);

@@ -39,6 +39,10 @@ class EmulatedDevice final : public KernelDevice {
   // blocks (its stage ring and Q barrier carried from one to the next), more than one so that the
   // blocks are shared out.
   static constexpr int kResidentCtas = 3;
+  // The L2 cache a persistent launch's item order is sized to (layout.cuh, L2 sections) in place
+  // of a GPU's tens of MB: small enough that a test-sized problem (a few pairs of a few hundred
+  // keys) splits into sections of a pair or two.
+  static constexpr long long kL2Bytes = 768 * 1024;
 
   // One kernel per step type it will be asked to launch: forward step types (kDiagonal ..
   // kZigzagQHalf) map to forward specs, backward ones (kBwd*) to backward step specs; the

@@ -24,7 +24,7 @@ void launch_forward_kernel(const KernelSpec& spec, const LoadedKernel& kernel, i
     return;
   }
   // wgmma_params names the URI in its own errors; the driver's launch error gets it here.
-  const RingFwdWgmmaParams wgmma = wgmma_params(spec, params, &cu::encode_driver_tma_map);
+  const RingFwdWgmmaParams wgmma = wgmma_params(spec, params, &cu::encode_driver_tma_map, kernel.l2_cache_bytes());
   try {
     kernel.launch_struct(&wgmma, shape);
   } catch (const Error& e) {

@@ -6,6 +6,7 @@
 
 #include "cpgen/error.h"
 #include "emulation/tensor_map.h"
+#include "templates/layout.cuh"
 
 namespace cpgen {
 namespace {
@@ -56,13 +57,15 @@ std::string wgmma_tma_requirements(const RingFwdParams& p) {
   return "";
 }
 
-RingFwdWgmmaParams wgmma_params(const KernelSpec& spec, const RingFwdParams& params, TmaMapEncoder encode) {
+RingFwdWgmmaParams wgmma_params(const KernelSpec& spec, const RingFwdParams& params, TmaMapEncoder encode,
+                                long long l2_bytes) {
   if (spec.kind != KernelKind::kForwardWgmma)
     throw Error(ErrorKind::kInternal, "wgmma_params: " + spec.uri() + " is not a wgmma kernel");
   if (const std::string error = wgmma_tma_requirements(params); !error.empty())
     throw Error(ErrorKind::kBadInput, spec.uri() + ": " + error);
   RingFwdWgmmaParams w{};
   w.base = params;
+  w.section_pairs = device::persistent_section_pairs(params.kv_len, spec.head_dim, 2, l2_bytes);
   const bool bf16 = spec.dtype == Dtype::kBf16;
   TmaMapDescription q = device::q_map_description(params, bf16, spec.head_dim, spec.gqa_group, spec.block_m);
   TmaMapDescription k = device::kv_map_description(params, false, bf16, spec.head_dim, spec.block_n);

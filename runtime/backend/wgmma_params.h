@@ -29,9 +29,11 @@ std::string wgmma_tma_requirements(const RingFwdParams& params);
 // `never_read`) by the bytes the inner dims span (wgmma_params does this for every map).
 void nest_unused_strides(TmaMapDescription& d, bool never_read);
 
-// The kernel's parameter for a launch of `spec` (kind kForwardWgmma) with `params`. Throws
-// Error(kBadInput) naming the URI when a tensor breaks TMA's requirements, and Error(kCuda) naming
-// the URI and the map when `encode` refuses one.
-RingFwdWgmmaParams wgmma_params(const KernelSpec& spec, const RingFwdParams& params, TmaMapEncoder encode);
+// The kernel's parameter for a launch of `spec` (kind kForwardWgmma) with `params` on a device
+// whose L2 cache holds `l2_bytes` (the persistent launch's sections, layout.cuh
+// persistent_section_pairs). Throws Error(kBadInput) naming the URI when a tensor breaks TMA's
+// requirements, and Error(kCuda) naming the URI and the map when `encode` refuses one.
+RingFwdWgmmaParams wgmma_params(const KernelSpec& spec, const RingFwdParams& params, TmaMapEncoder encode,
+                                long long l2_bytes);
 
 }  // namespace cpgen

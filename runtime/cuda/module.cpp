@@ -117,6 +117,10 @@ int LoadedKernel::resident_ctas(int block_threads, int dynamic_shared_bytes) con
   return resident_ctas_;
 }
 
+long long LoadedKernel::l2_cache_bytes() const {
+  return device_attribute(CU_DEVICE_ATTRIBUTE_L2_CACHE_SIZE, device_);
+}
+
 void LoadedKernel::reserve_dynamic_shared(int bytes) const {
   if (bytes <= granted_dynamic_shared_.load(std::memory_order_acquire)) return;
   std::lock_guard<std::mutex> lock(shared_mutex_);

@@ -6,6 +6,7 @@
 
 #include <gtest/gtest.h>
 
+#include <algorithm>
 #include <vector>
 
 namespace cpgen::device {
@@ -135,38 +136,52 @@ TEST(Mask, QueryBlocksLaunchLongestFirstUnderACausalMask) {
             }
 }
 
-// A persistent launch's work items (layout.cuh, persistent_item): every (query block, batch, kv
-// head) exactly once over blocks x pairs items, and under a causal mask the items in order never
-// go from fewer key tiles to more, across pairs too, so the CTAs' round-robin shares differ by
-// at most one block's tiles. In pair-major order (a pair's blocks together) the order check fails.
-TEST(Mask, PersistentItemsCoverEveryBlockOnceLongestFirstAcrossPairs) {
-  for (int cp : {1, 2, 4})
-    for (int q_rank = 0; q_rank < cp; ++q_rank)
-      for (int batch : {1, 3})
-        for (int kv_heads : {1, 2, 5}) {
-          const int group = 2, bm = 128;
-          const std::vector<int> q_pos = zigzag_positions(1024, cp, q_rank), k_pos = zigzag_positions(1024, cp, 0);
-          const int q_len = static_cast<int>(q_pos.size()), kv_len = static_cast<int>(k_pos.size());
-          const int blocks = (q_len * group + bm - 1) / bm;
-          const long long items = static_cast<long long>(blocks) * batch * kv_heads;
-          std::vector<int> runs(static_cast<size_t>(items), 0);
-          int previous_tiles = kv_len;
-          for (long long i = 0; i < items; ++i) {
-            const PersistentItem at = persistent_item(i, blocks, batch, kv_heads);
-            ASSERT_GE(at.m_block, 0);
-            ASSERT_LT(at.m_block, blocks);
-            ASSERT_GE(at.batch, 0);
-            ASSERT_LT(at.batch, batch);
-            ASSERT_GE(at.kv_head, 0);
-            ASSERT_LT(at.kv_head, kv_heads);
-            ++runs[(static_cast<size_t>(at.batch) * kv_heads + at.kv_head) * blocks + at.m_block];
-            const int qf = block_first_query(at.m_block, bm, group), ql = block_last_query(at.m_block, bm, group, q_len);
-            const int tiles = key_tile_range(k_pos.data(), kv_len, q_pos[qf], q_pos[ql], 64, true).tiles;
-            EXPECT_LE(tiles, previous_tiles) << "item " << i << " of " << items << ", rank " << q_rank << " of " << cp;
-            previous_tiles = tiles;
+// A persistent launch's work items (layout.cuh persistent_item): every (query block, batch, kv
+// head) exactly once over blocks x pairs items; the pairs in sections of section_pairs consecutive
+// ones (the last may hold fewer), a section's items all before the next's; and under a causal mask
+// a section's items in order never go from fewer key tiles to more, across its pairs too, so the
+// CTAs' round-robin shares differ by at most one block's tiles. In pair-major order (a pair's
+// blocks together) the order check fails for sections of more than one pair.
+TEST(Mask, PersistentItemsCoverEveryBlockOnceInSectionsLongestFirstAcrossASectionsPairs) {
+  for (int section_pairs : {1, 2, 4, 1000})
+    for (int cp : {1, 2, 4})
+      for (int q_rank = 0; q_rank < cp; ++q_rank)
+        for (int batch : {1, 3})
+          for (int kv_heads : {1, 2, 5}) {
+            const int group = 2, bm = 128;
+            const std::vector<int> q_pos = zigzag_positions(1024, cp, q_rank), k_pos = zigzag_positions(1024, cp, 0);
+            const int q_len = static_cast<int>(q_pos.size()), kv_len = static_cast<int>(k_pos.size());
+            const int blocks = (q_len * group + bm - 1) / bm;
+            const long long pairs = static_cast<long long>(batch) * kv_heads;
+            const long long items = blocks * pairs;
+            const long long per_section = std::min<long long>(section_pairs, pairs);
+            std::vector<int> runs(static_cast<size_t>(items), 0);
+            int previous_tiles = kv_len;
+            long long section = 0;
+            for (long long i = 0; i < items; ++i) {
+              const PersistentItem at = persistent_item(i, blocks, batch, kv_heads, section_pairs);
+              ASSERT_GE(at.m_block, 0);
+              ASSERT_LT(at.m_block, blocks);
+              ASSERT_GE(at.batch, 0);
+              ASSERT_LT(at.batch, batch);
+              ASSERT_GE(at.kv_head, 0);
+              ASSERT_LT(at.kv_head, kv_heads);
+              const long long pair = static_cast<long long>(at.batch) * kv_heads + at.kv_head;
+              ++runs[static_cast<size_t>(pair * blocks + at.m_block)];
+              // Sections come in order: the pair is in the current one or opens the next.
+              if (pair / per_section != section) {
+                ASSERT_EQ(pair / per_section, section + 1) << "item " << i << ", sections of " << section_pairs;
+                section = pair / per_section;
+                previous_tiles = kv_len;
+              }
+              const int qf = block_first_query(at.m_block, bm, group), ql = block_last_query(at.m_block, bm, group, q_len);
+              const int tiles = key_tile_range(k_pos.data(), kv_len, q_pos[qf], q_pos[ql], 64, true).tiles;
+              EXPECT_LE(tiles, previous_tiles) << "item " << i << " of " << items << ", rank " << q_rank << " of " << cp
+                                               << ", sections of " << section_pairs;
+              previous_tiles = tiles;
+            }
+            for (int r : runs) ASSERT_EQ(r, 1);
           }
-          for (int r : runs) ASSERT_EQ(r, 1);
-        }
   EXPECT_EQ(persistent_ctas(1000, 132), 132);
   EXPECT_EQ(persistent_ctas(7, 132), 7);
 }

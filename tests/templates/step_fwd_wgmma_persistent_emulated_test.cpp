@@ -33,6 +33,18 @@ TEST(StepFwdWgmmaPersistentEmulated, OneCtaForEverythingAndOneCtaPerBlock) {
   }
 }
 
+// The L2 sections of the item order: one pair per section (the plain grid's order), two over five
+// pairs (the last section holds one), and one section over all of them; 2 CTAs, so that a CTA's
+// items cross from one section into the next.
+TEST(StepFwdWgmmaPersistentEmulated, SectionsOfOneTwoAndEveryPair) {
+  const testing::AttentionProblem p = testing::random_problem(5, 4, 1, 64, 2 * 2 * 64, true, 58);
+  for (int section_pairs : {1, 2, 1000}) {
+    SCOPED_TRACE("pairs per section " + std::to_string(section_pairs));
+    const SkipCounts skips = check_zigzag_reads<PersistentBf16>(p, 2, 2, section_pairs);
+    EXPECT_GT(skips.empty_blocks, 0);
+  }
+}
+
 // The ping-pong schedule in the persistent launch, with the mask features
 // (check_documents_window_softcap_ring: documents, a window and a softcap over a zigzag ring of
 // three, reads checked).

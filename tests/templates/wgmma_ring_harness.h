@@ -58,6 +58,9 @@ struct RingSetup {
   // A persistent kernel (Traits::kPersistent) is launched over at most this many CTAs, as a GPU
   // launches it over its resident ones (launch_grid.h).
   int resident_ctas = 3;
+  // ... and walks the (batch, kv head) pairs in L2 sections of this many (layout.cuh
+  // persistent_item): two, so that a problem of more pairs runs several sections.
+  int section_pairs = 2;
 };
 
 // What the read checks saw, summed over the run: the problem must exercise every kind of skip.
@@ -211,6 +214,7 @@ testing::RingRun run_emulated(const AttentionProblem& p, const RingSetup& setup,
         views = {{0, setup.query_split}, {setup.query_split, q_len - setup.query_split}};
       for (const auto& [q0, rows] : views) {
         RingFwdWgmmaParams prm{};
+        prm.section_pairs = setup.section_pairs;
         RingFwdParams& b = prm.base;
         b.q = q.data() + q0 * q_st.row;
         b.k = k_chunks[src].data();
@@ -388,14 +392,16 @@ void check_random(int batch, int kv_heads, int seq_len, uint32_t seed, int cp_si
 }
 
 // The problem over a zigzag ring of `cp_size` ranks with every launch's TMA reads checked against
-// the tile contract (a persistent kernel over `resident_ctas` CTAs); returns what the checks saw.
+// the tile contract (a persistent kernel over `resident_ctas` CTAs, its pairs in L2 sections of
+// `section_pairs`); returns what the checks saw.
 template <typename Traits>
-SkipCounts check_zigzag_reads(const AttentionProblem& p, int cp_size, int resident_ctas = 3) {
+SkipCounts check_zigzag_reads(const AttentionProblem& p, int cp_size, int resident_ctas = 3, int section_pairs = 2) {
   RingSetup setup;
   setup.shape = shape_of(p);
   setup.ranks = partition(Scheme::kZigzag, p.seq_len, cp_size);
   setup.count_reads = true;
   setup.resident_ctas = resident_ctas;
+  setup.section_pairs = section_pairs;
   SkipCounts skips;
   check_setup<Traits>(p, testing::reference_attention(p), setup, &skips);
   return skips;

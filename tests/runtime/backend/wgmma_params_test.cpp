@@ -13,6 +13,7 @@
 #include "cpgen/error.h"
 #include "emulation/tensor_map.h"
 #include "generator/kernel_spec_wgmma.h"
+#include "templates/layout.cuh"
 
 namespace cpgen {
 namespace {
@@ -46,10 +47,27 @@ const emulation::TensorMap& as_map(const device::TmaMap& m) {
 
 KernelSpec spec_group4() { return wgmma_default_for(Dtype::kFp16, 64, true, 4); }
 
+constexpr long long kL2 = 50ll << 20;  // an H100's L2
+
+// The persistent launch's L2 sections: as many pairs as a third of L2 holds of one pair's K and V
+// (2 x 24 keys x 64 x 2 bytes = 6144 bytes here), at least one.
+TEST(WgmmaParams, SectionPairsAreAThirdOfL2OverOnePairsKeysAndValues) {
+  auto launch = std::make_unique<Launch>();
+  const KernelSpec spec = spec_group4();
+  EXPECT_EQ(wgmma_params(spec, launch->params, &encode_emulated_tma_map, kL2).section_pairs, kL2 / 3 / 6144);
+  EXPECT_EQ(wgmma_params(spec, launch->params, &encode_emulated_tma_map, 3 * 6144 * 2).section_pairs, 2);
+  EXPECT_EQ(wgmma_params(spec, launch->params, &encode_emulated_tma_map, 3 * 6144 * 2 - 1).section_pairs, 1);
+  EXPECT_EQ(wgmma_params(spec, launch->params, &encode_emulated_tma_map, 1000).section_pairs, 1);
+  // 16K keys of head dim 128 (8 MiB per pair) on an H200's 50 MiB: two pairs.
+  EXPECT_EQ(device::persistent_section_pairs(16384, 128, 2, kL2), 2);
+  EXPECT_EQ(device::persistent_section_pairs(32768, 128, 2, kL2), 1);
+  EXPECT_GE(device::persistent_section_pairs(0, 128, 2, kL2), 1 << 20) << "no keys: one section";
+}
+
 TEST(WgmmaParams, MapsAreTheTemplatesDescriptionsEncoded) {
   auto launch = std::make_unique<Launch>();
   const KernelSpec spec = spec_group4();
-  const RingFwdWgmmaParams w = wgmma_params(spec, launch->params, &encode_emulated_tma_map);
+  const RingFwdWgmmaParams w = wgmma_params(spec, launch->params, &encode_emulated_tma_map, kL2);
   EXPECT_EQ(std::memcmp(&w.base, &launch->params, sizeof(RingFwdParams)), 0) << "the base params pass unchanged";
   const emulation::TensorMap& q = as_map(w.q_map);
   ASSERT_EQ(q.magic, emulation::kTensorMapMagic);
@@ -82,7 +100,7 @@ TEST(WgmmaParams, AnEmptyChunkStillGetsMapsOfOneKey) {
   // The last step on a rank that received no keys launches with kv_len 0 and loads no tile.
   auto launch = std::make_unique<Launch>();
   launch->params.kv_len = 0;
-  const RingFwdWgmmaParams w = wgmma_params(spec_group4(), launch->params, &encode_emulated_tma_map);
+  const RingFwdWgmmaParams w = wgmma_params(spec_group4(), launch->params, &encode_emulated_tma_map, kL2);
   EXPECT_EQ(as_map(w.k_map).dims[1], 1u);
   EXPECT_EQ(as_map(w.v_map).dims[1], 1u);
   EXPECT_EQ(w.base.kv_len, 0) << "the kernel still sees no keys";
@@ -99,7 +117,7 @@ TEST(WgmmaParams, StridesNoLoadStepsAlongAreNestedNotZero) {
   launch->params.k_batch_stride = launch->params.v_batch_stride = 0;
   launch->params.batch = 1;
   launch->params.q_batch_stride = 0;  // batch 1: never stepped along
-  const RingFwdWgmmaParams w = wgmma_params(spec_group4(), launch->params, &encode_emulated_tma_map);
+  const RingFwdWgmmaParams w = wgmma_params(spec_group4(), launch->params, &encode_emulated_tma_map, kL2);
   for (const device::TmaMap* map : {&w.k_map, &w.v_map}) {
     const emulation::TensorMap& kv = as_map(*map);
     // (64, 1 key, 2 heads, 1 batch): rows of 128 bytes, heads 128 apart, the batch 256.
@@ -117,7 +135,7 @@ void expect_refused(const RingFwdParams& params, ErrorKind kind, const std::stri
                     TmaMapEncoder encode = &encode_emulated_tma_map) {
   const KernelSpec spec = spec_group4();
   try {
-    wgmma_params(spec, params, encode);
+    wgmma_params(spec, params, encode, kL2);
     ADD_FAILURE() << "accepted; expected an error with '" << needle << "'";
   } catch (const Error& e) {
     const std::string what = e.what();
@@ -153,7 +171,7 @@ TEST(WgmmaParams, AnEncodersRefusalNamesTheMap) {
 TEST(WgmmaParams, AMmaSyncKernelIsNotGivenMaps) {
   auto launch = std::make_unique<Launch>();
   EXPECT_THROW(
-      wgmma_params(KernelSpec::default_for(Dtype::kFp16, 64, true, 4), launch->params, &encode_emulated_tma_map),
+      wgmma_params(KernelSpec::default_for(Dtype::kFp16, 64, true, 4), launch->params, &encode_emulated_tma_map, kL2),
       Error);
 }
 
