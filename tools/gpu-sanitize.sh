@@ -83,11 +83,10 @@ SAN=$(command -v compute-sanitizer || ls /usr/local/cuda/bin/compute-sanitizer /
 status=0
 for tool in "${tool_list[@]}"; do
   filters_for "$tool"
-  run_index=0
   for f in "${filters[@]}"; do
-    # The run's number keeps filters that begin alike (the two wgmma runs) in separate logs.
-    run_index=$((run_index + 1))
-    name=$tool-$run_index-$(echo "$f" | cut -c1-12 | tr -c 'A-Za-z0-9\n' '_')
+    # The filter's checksum keeps filters that begin alike (the wgmma runs) in separate logs, also
+    # across invocations that share --logs; a rerun of the same tool and filter replaces its log.
+    name=$tool-$(echo "$f" | cut -c1-40 | tr -c 'A-Za-z0-9\n' '_')-$(printf '%s' "$f" | cksum | cut -d' ' -f1)
     log=$LOGS/$name.log
     cmd=("$SAN" --tool "$tool" --error-exitcode 3 --print-limit 20 "$TESTS" --gtest_filter="$f")
     [ "$tool" = racecheck ] && cmd=("$SAN" --tool racecheck --racecheck-report all --error-exitcode 3 --print-limit 20 "$TESTS" --gtest_filter="$f")

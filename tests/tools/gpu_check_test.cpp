@@ -13,6 +13,7 @@
 #include <fstream>
 #include <sstream>
 #include <string>
+#include <vector>
 
 #include "temp_dir.h"
 #include "test_util.h"
@@ -57,8 +58,8 @@ TEST_F(GpuCheck, AnUnknownPhaseIsOneLineNamingThePhases) {
   const ScriptRun r = check("--only build,benchmarks");
   EXPECT_EQ(r.code, 2);
   EXPECT_EQ(r.output,
-            "gpu-check: unknown phase 'benchmarks': the phases are build tests nccl sanitize kernels wgmma ncu ring "
-            "tune (see --help)\n");
+            "gpu-check: unknown phase 'benchmarks': the phases are build tests nccl ongpu sanitize kernels wgmma ncu "
+            "ring tune (see --help)\n");
   EXPECT_FALSE(fs::exists(report()));
 }
 
@@ -76,7 +77,7 @@ TEST_F(GpuCheck, ABudgetThatIsNotSecondsIsRefused) {
 }
 
 TEST_F(GpuCheck, WithoutAGpuTheGpuPhasesSayNotRunAndTheReportReachesOut) {
-  const ScriptRun r = check("--skip build,tests,nccl");
+  const ScriptRun r = check("--skip build,tests,nccl,ongpu");
   ASSERT_EQ(r.code, 0) << r.output;
   const std::string text = slurp(report());
   for (const char* phase : {"sanitize", "kernels", "wgmma", "ncu", "ring", "tune"})
@@ -134,6 +135,39 @@ TEST_F(GpuCheck, TheSanitizerStopsARunPastItsLimitAndGoesOn) {
       dir_.path() + "/bad.txt");
   EXPECT_EQ(bad.code, 2);
   EXPECT_EQ(bad.output, "gpu-sanitize: --run-limit '5m': a whole number of seconds\n");
+}
+
+// Two invocations sharing --logs, each with one filter, the two filters alike in their first 12
+// characters (as the wgmma family's are): each run keeps its own log. On the H200 of 2026-11-27
+// the persistent test's racecheck log was overwritten by the plain test's this way.
+TEST_F(GpuCheck, SanitizerRunsWithFiltersThatBeginAlikeKeepTheirOwnLogs) {
+  const std::string bin = dir_.path() + "/bin";
+  std::ofstream(bin + "/compute-sanitizer")
+      << "#!/bin/sh\necho \"$*\"\necho '[  PASSED  ] 1 test.'\necho '========= ERROR SUMMARY: 0 errors'\n";
+  fs::permissions(bin + "/compute-sanitizer", fs::perms::owner_all);
+  fs::create_directories(build() + "/tests");
+  std::ofstream(build() + "/tests/cpgen_tests") << "#!/bin/sh\n";
+  fs::permissions(build() + "/tests/cpgen_tests", fs::perms::owner_all);
+  const std::string logs = dir_.path() + "/logs";
+  for (const char* filter : {"GpuRingWgmma.LoopbackReproduces", "GpuRingWgmma.PersistentLoopback"}) {
+    const ScriptRun r = testing::run_shell("PATH='" + bin + "':\"$PATH\" '" + std::string(CPGEN_SOURCE_DIR) +
+                                               "/tools/gpu-sanitize.sh' --build-dir '" + build() + "' --logs '" + logs +
+                                               "' --tools synccheck --filter '" + filter + "' 2>/dev/null",
+                                           dir_.path() + "/sanitize.txt");
+    ASSERT_EQ(r.code, 0) << r.output;
+  }
+  std::vector<std::string> contents;
+  for (const auto& entry : fs::directory_iterator(logs)) {
+    const std::string name = entry.path().filename().string();
+    EXPECT_EQ(name.find_first_not_of("ABCDEFGHIJKLMNOPQRSTUVWXYZabcdefghijklmnopqrstuvwxyz0123456789._-"),
+              std::string::npos)
+        << name << ": the device tool returns only files named in letters, digits, '.', '_' and '-'";
+    contents.push_back(slurp(entry.path().string()));
+  }
+  ASSERT_EQ(contents.size(), 2u);
+  std::sort(contents.begin(), contents.end());
+  EXPECT_NE(contents[0].find("--gtest_filter=GpuRingWgmma.LoopbackReproduces"), std::string::npos) << contents[0];
+  EXPECT_NE(contents[1].find("--gtest_filter=GpuRingWgmma.PersistentLoopback"), std::string::npos) << contents[1];
 }
 
 // Every filter of tools/gpu-sanitize.sh's default runs names tests of this binary: each of its
