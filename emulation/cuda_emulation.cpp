@@ -237,11 +237,30 @@ const GlobalBuffer* buffer_holding(const void* p, size_t count) {
   return nullptr;
 }
 
+// Where [p, p + count) lies against the nearest buffer that starts at or below p ("" when none
+// does): an access just past a buffer's end is the usual off-by-some-rows bug, and naming that
+// buffer (its size, its start) says which tensor was indexed.
+std::string nearest_buffer_text(const void* p, size_t count) {
+  const auto* begin = static_cast<const unsigned char*>(p);
+  const GlobalBuffer* nearest = nullptr;
+  for (const GlobalBuffer& b : g_buffers)
+    if (static_cast<const unsigned char*>(b.data) <= begin &&
+        (!nearest || static_cast<const unsigned char*>(b.data) > static_cast<const unsigned char*>(nearest->data)))
+      nearest = &b;
+  if (!nearest) return "";
+  const auto* end = static_cast<const unsigned char*>(nearest->data) + nearest->bytes;
+  const std::string buffer = " the " + std::to_string(nearest->bytes) + "-byte buffer at " +
+                             hex(reinterpret_cast<uintptr_t>(nearest->data));
+  if (begin >= end) return ": it starts " + std::to_string(begin - end) + " bytes past the end of" + buffer;
+  return ": its last " + std::to_string(begin + count - end) + " bytes run past the end of" + buffer;
+}
+
 // Whether [p, p + count) lies inside one buffer of the launch (always, when none were given).
 bool global_in_bounds(const void* p, size_t count, const char* what) {
   if (g_buffers.empty() || buffer_holding(p, count)) return true;
   report(g_cta->current, std::string(what) + " global bytes [" + hex(reinterpret_cast<uintptr_t>(p)) + ", +" +
-                             std::to_string(count) + ") outside every buffer of the launch");
+                             std::to_string(count) + ") outside every buffer of the launch" +
+                             nearest_buffer_text(p, count));
   return false;
 }
 

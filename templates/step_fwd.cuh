@@ -195,14 +195,15 @@ CPGEN_DEVICE KeyTiles block_key_tiles(const RingFwdParams& params, int m_block) 
   const int last_query = block_last_query(m_block, Traits::kBlockM, Traits::kGroup, params.q_len);
   if constexpr (Traits::kKeyIntervals) {
     const IntervalTiles t = interval_key_tiles(
-        params.kv_positions, params.kv_len, params.q_key_first[first_query], params.q_key_last[first_query],
-        params.q_key_first[last_query], params.q_key_last[last_query], Traits::kBlockN);
+        params.kv_positions, params.kv_len, load_global(params.q_key_first + first_query),
+        load_global(params.q_key_last + first_query), load_global(params.q_key_first + last_query),
+        load_global(params.q_key_last + last_query), Traits::kBlockN);
     return {t.begin, t.full_begin, t.full_end, t.end};
   } else {
     int q_first_pos = 0, q_last_pos = 0;
     if (Traits::kCausal) {
-      q_first_pos = params.q_positions[first_query];
-      q_last_pos = params.q_positions[last_query];
+      q_first_pos = load_global(params.q_positions + first_query);
+      q_last_pos = load_global(params.q_positions + last_query);
     }
     const TileRange range = key_tile_range(params.kv_positions, params.kv_len, q_first_pos, q_last_pos,
                                            Traits::kBlockN, Traits::kCausal);
@@ -394,12 +395,12 @@ CPGEN_DEVICE void ring_fwd_step(const RingFwdParams& params) {
                   unpack_row(packed < packed_rows ? packed : packed_rows - 1, kGroup).query_index;
               const int* sub_positions = params.kv_positions + key0;
               if constexpr (kKeyIntervals) {
-                row_key_begin[mt][half] += count_before(sub_positions, keys_here, params.q_key_first[query]);
+                row_key_begin[mt][half] += count_before(sub_positions, keys_here, load_global(params.q_key_first + query));
                 row_key_end[mt][half] = key0 + count_at_or_before(sub_positions, keys_here,
-                                                                  params.q_key_last[query]);
+                                                                  load_global(params.q_key_last + query));
               } else {
                 row_key_end[mt][half] = key0 + count_at_or_before(sub_positions, keys_here,
-                                                                  params.q_positions[query]);
+                                                                  load_global(params.q_positions + query));
               }
             }
           }
@@ -487,9 +488,9 @@ CPGEN_DEVICE void ring_fwd_step(const RingFwdParams& params) {
       const PackedRow pr = unpack_row(packed, kGroup);
       const long long row = state_row(at.batch, params.q_heads, at.kv_head * kGroup + pr.head_in_group,
                                       state_pitch(params.state_len, params.q_len), pr.query_index);
-      const MergeScales ms = merge_scales(params.m_state[row], row_max[mt][half]);
+      const MergeScales ms = merge_scales(load_global(params.m_state + row), row_max[mt][half]);
       row_max[mt][half] = ms.m;
-      row_sum[mt][half] = ms.scale_a * params.l_state[row] + ms.scale_b * l_local;
+      row_sum[mt][half] = ms.scale_a * load_global(params.l_state + row) + ms.scale_b * l_local;
       scale_state[mt][half] = ms.scale_a;
       scale_local[mt][half] = ms.scale_b;
     }
@@ -527,9 +528,9 @@ CPGEN_DEVICE void ring_fwd_step(const RingFwdParams& params) {
             o0 = fmaf(scale_s, saved.x, o0);
             o1 = fmaf(scale_s, saved.y, o1);
           }
-          *reinterpret_cast<u32*>(out_row + col * 2) = pack2<T>(o0, o1);
+          store_global(reinterpret_cast<u32*>(out_row + col * 2), pack2<T>(o0, o1));
         }
-        if (quad_leader) params.lse[row] = lse_natural(m, l);
+        if (quad_leader) store_global(params.lse + row, lse_natural(m, l));
       } else {
 #pragma unroll
         for (int d = 0; d < kOutputTiles; ++d) {
@@ -544,8 +545,8 @@ CPGEN_DEVICE void ring_fwd_step(const RingFwdParams& params) {
           store_global(reinterpret_cast<FloatPair*>(o_state + col), o);
         }
         if (quad_leader) {
-          params.m_state[row] = m;
-          params.l_state[row] = l;
+          store_global(params.m_state + row, m);
+          store_global(params.l_state + row, l);
         }
       }
     }

@@ -205,9 +205,9 @@ CPGEN_DEVICE void wgmma_fwd_merge(const RingFwdParams& params, int batch, int kv
     const PackedRow pr = unpack_row(packed, kGroup);
     const long long row = state_row(batch, params.q_heads, kv_head * kGroup + pr.head_in_group, pitch, pr.query_index);
     // (m, l) = merge((m_state, l_state), (m_local, l_local)); o merges with the same factors.
-    const MergeScales ms = merge_scales(params.m_state[row], row_max[half]);
+    const MergeScales ms = merge_scales(load_global(params.m_state + row), row_max[half]);
     row_max[half] = ms.m;
-    row_sum[half] = ms.scale_a * params.l_state[row] + ms.scale_b * l_local;
+    row_sum[half] = ms.scale_a * load_global(params.l_state + row) + ms.scale_b * l_local;
     scale_state[half] = ms.scale_a;
     scale_local[half] = ms.scale_b;
   }
@@ -243,17 +243,17 @@ CPGEN_DEVICE void wgmma_fwd_merge(const RingFwdParams& params, int batch, int kv
         pair.y = fmaf(scale_s, saved.y, pair.y);
       }
       if (params.is_last_step) {
-        *reinterpret_cast<u32*>(out_row + col * 2) = pack2<T>(pair.x, pair.y);
+        store_global(reinterpret_cast<u32*>(out_row + col * 2), pack2<T>(pair.x, pair.y));
       } else {
         store_global(reinterpret_cast<FloatPair*>(o_state + col), pair);
       }
     }
     if (quad_leader) {
       if (params.is_last_step) {
-        params.lse[row] = lse_natural(row_max[half], row_sum[half]);
+        store_global(params.lse + row, lse_natural(row_max[half], row_sum[half]));
       } else {
-        params.m_state[row] = row_max[half];
-        params.l_state[row] = row_sum[half];
+        store_global(params.m_state + row, row_max[half]);
+        store_global(params.l_state + row, row_sum[half]);
       }
     }
   }
@@ -316,10 +316,10 @@ CPGEN_DEVICE void wgmma_fwd_softmax(const RingFwdParams& params, float (&s)[Trai
         const int query = unpack_row(packed < packed_rows ? packed : packed_rows - 1, kGroup).query_index;
         const int* tile_positions = params.kv_positions + key0;
         if constexpr (kKeyIntervals) {
-          row_key_begin[half] += count_before(tile_positions, keys_here, params.q_key_first[query]);
-          row_key_end[half] = key0 + count_at_or_before(tile_positions, keys_here, params.q_key_last[query]);
+          row_key_begin[half] += count_before(tile_positions, keys_here, load_global(params.q_key_first + query));
+          row_key_end[half] = key0 + count_at_or_before(tile_positions, keys_here, load_global(params.q_key_last + query));
         } else {
-          row_key_end[half] = key0 + count_at_or_before(tile_positions, keys_here, params.q_positions[query]);
+          row_key_end[half] = key0 + count_at_or_before(tile_positions, keys_here, load_global(params.q_positions + query));
         }
       }
     }
