@@ -395,7 +395,8 @@ CPGEN_DEVICE void ring_fwd_step(const RingFwdParams& params) {
                   unpack_row(packed < packed_rows ? packed : packed_rows - 1, kGroup).query_index;
               const int* sub_positions = params.kv_positions + key0;
               if constexpr (kKeyIntervals) {
-                row_key_begin[mt][half] += count_before(sub_positions, keys_here, load_global(params.q_key_first + query));
+                row_key_begin[mt][half] +=
+                    count_before(sub_positions, keys_here, load_global(params.q_key_first + query));
                 row_key_end[mt][half] = key0 + count_at_or_before(sub_positions, keys_here,
                                                                   load_global(params.q_key_last + query));
               } else {

@@ -316,10 +316,13 @@ CPGEN_DEVICE void wgmma_fwd_softmax(const RingFwdParams& params, float (&s)[Trai
         const int query = unpack_row(packed < packed_rows ? packed : packed_rows - 1, kGroup).query_index;
         const int* tile_positions = params.kv_positions + key0;
         if constexpr (kKeyIntervals) {
-          row_key_begin[half] += count_before(tile_positions, keys_here, load_global(params.q_key_first + query));
-          row_key_end[half] = key0 + count_at_or_before(tile_positions, keys_here, load_global(params.q_key_last + query));
+          row_key_begin[half] +=
+              count_before(tile_positions, keys_here, load_global(params.q_key_first + query));
+          row_key_end[half] =
+              key0 + count_at_or_before(tile_positions, keys_here, load_global(params.q_key_last + query));
         } else {
-          row_key_end[half] = key0 + count_at_or_before(tile_positions, keys_here, load_global(params.q_positions + query));
+          row_key_end[half] =
+              key0 + count_at_or_before(tile_positions, keys_here, load_global(params.q_positions + query));
         }
       }
     }

@@ -65,7 +65,8 @@ RingFwdWgmmaParams wgmma_params(const KernelSpec& spec, const RingFwdParams& par
     throw Error(ErrorKind::kBadInput, spec.uri() + ": " + error);
   RingFwdWgmmaParams w{};
   w.base = params;
-  w.section_pairs = device::persistent_section_pairs(params.kv_len, spec.head_dim, 2, l2_bytes);
+  const int element_bytes = 2;  // the family's dtypes, bf16 and fp16
+  w.section_pairs = device::persistent_section_pairs(params.kv_len, spec.head_dim, element_bytes, l2_bytes);
   const bool bf16 = spec.dtype == Dtype::kBf16;
   TmaMapDescription q = device::q_map_description(params, bf16, spec.head_dim, spec.gqa_group, spec.block_m);
   TmaMapDescription k = device::kv_map_description(params, false, bf16, spec.head_dim, spec.block_n);

@@ -174,7 +174,8 @@ TEST(Mask, PersistentItemsCoverEveryBlockOnceInSectionsLongestFirstAcrossASectio
                 section = pair / per_section;
                 previous_tiles = kv_len;
               }
-              const int qf = block_first_query(at.m_block, bm, group), ql = block_last_query(at.m_block, bm, group, q_len);
+              const int qf = block_first_query(at.m_block, bm, group);
+              const int ql = block_last_query(at.m_block, bm, group, q_len);
               const int tiles = key_tile_range(k_pos.data(), kv_len, q_pos[qf], q_pos[ql], 64, true).tiles;
               EXPECT_LE(tiles, previous_tiles) << "item " << i << " of " << items << ", rank " << q_rank << " of " << cp
                                                << ", sections of " << section_pairs;
