@@ -5,10 +5,12 @@
 // load or store, and faults off an 8-byte boundary: compute-sanitizer's "misaligned address"),
 // and inside one of the launch's buffers when it has them, with the kernel line that made it.
 // The host CPU would perform either access without complaint, so a plain pointer access is
-// checked only by the guard pages around the emulated device's allocations. The forward kernels
-// use these for their global accesses outside TMA and cp.async: the fp32 state (pairs of floats,
-// where alignment matters, and the m and l rows), the LSE, the packed output, and the query rows'
-// positions and key intervals; the sanitizer then names the line and the buffer an access missed.
+// checked only by the guard pages around the emulated device's allocations. The step kernels use
+// these for their global accesses outside TMA, cp.async and the reductions: the fp32 state and
+// gradient accumulators (pairs of floats, where alignment matters, and single rows), the LSE and
+// delta, the packed outputs and gradients, and the rows' positions and key intervals; the
+// sanitizer then names the line and the buffer an access missed. (The key-position searches of
+// mask.cuh, which also read shared memory, stay plain.)
 #pragma once
 
 #include "cpgen/platform.cuh"

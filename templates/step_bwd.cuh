@@ -150,13 +150,13 @@ CPGEN_DEVICE BwdRowValues load_row_values(const RingBwdParams& params, int batch
     const PackedRow pr = unpack_row(packed, Traits::kGroup);
     const long long row = state_row(batch, params.q_heads, kv_head * Traits::kGroup + pr.head_in_group,
                                     state_pitch(params.state_len, params.q_len), pr.query_index);
-    v.lse = params.lse[row];
-    v.delta = params.delta[row];
+    v.lse = load_global(params.lse + row);
+    v.delta = load_global(params.delta + row);
     if constexpr (Traits::kKeyIntervals) {
-      v.pos = params.q_key_first[pr.query_index];
-      v.key_last = params.q_key_last[pr.query_index];
+      v.pos = load_global(params.q_key_first + pr.query_index);
+      v.key_last = load_global(params.q_key_last + pr.query_index);
     } else if constexpr (Traits::kCausal) {
-      v.pos = params.q_positions[pr.query_index];
+      v.pos = load_global(params.q_positions + pr.query_index);
     }
   }
   return v;
@@ -206,13 +206,13 @@ CPGEN_DEVICE void ring_bwd_step(const RingBwdParams& params) {
   // Key intervals: tiles [full_first, full_end) hold only queries that see every key here.
   int full_first = 0, full_end = 0;
   if constexpr (kCausal) {
-    k_first_pos = params.kv_positions[key0];
-    k_last_pos = params.kv_positions[key0 + keys_here - 1];
+    k_first_pos = load_global(params.kv_positions + key0);
+    k_last_pos = load_global(params.kv_positions + key0 + keys_here - 1);
     const int blind_queries = count_at_or_before(params.q_positions, params.q_len, k_first_pos - 1);
     first_block = blind_queries == params.q_len ? query_blocks : blind_queries * kGroup / kBlockM;
   } else if constexpr (kKeyIntervals) {
-    k_first_pos = params.kv_positions[key0];
-    k_last_pos = params.kv_positions[key0 + keys_here - 1];
+    k_first_pos = load_global(params.kv_positions + key0);
+    k_last_pos = load_global(params.kv_positions + key0 + keys_here - 1);
     const IntervalQueries seeing =
         interval_queries(params.q_key_first, params.q_key_last, params.q_len, k_first_pos, k_last_pos);
     // Query i owns packed rows [i kGroup, (i + 1) kGroup).
@@ -378,7 +378,7 @@ CPGEN_DEVICE void ring_bwd_step(const RingBwdParams& params) {
     bool need_mask = keys_here < kBlockN;
     if constexpr (kCausal) {
       const int q_first_pos = load_shared(&row_pos[0]);
-      const int q_last_pos = params.q_positions[block_last_query(block, kBlockM, kGroup, params.q_len)];
+      const int q_last_pos = load_global(params.q_positions + block_last_query(block, kBlockM, kGroup, params.q_len));
       need_mask = need_mask ||
                   classify_tile(q_first_pos, q_last_pos, k_first_pos, k_last_pos, kCausal) != TileClass::kFull;
     } else if constexpr (kKeyIntervals) {
@@ -417,7 +417,7 @@ CPGEN_DEVICE void ring_bwd_step(const RingBwdParams& params) {
         for (int half = 0; half < 2; ++half) {
           const int key_local = key_row0 + mt * 16 + acc_row(lane, 2 * half);
           const bool key_valid = key_local < keys_here;
-          const int key_pos = kMasked && key_valid ? params.kv_positions[key0 + key_local] : 0;
+          const int key_pos = kMasked && key_valid ? load_global(params.kv_positions + key0 + key_local) : 0;
 #pragma unroll
           for (int j = 0; j < kQueryTiles; ++j)
 #pragma unroll

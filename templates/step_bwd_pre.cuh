@@ -12,6 +12,7 @@
 // aligned, dq_acc 8-byte aligned; block = kWarps * 32 threads, no shared memory.
 #pragma once
 
+#include "cpgen/global_access.cuh"
 #include "cpgen/mma.cuh"
 #include "cpgen/params_bwd.cuh"
 #include "cpgen/softmax.cuh"
@@ -69,17 +70,17 @@ CPGEN_DEVICE void ring_bwd_pre(const RingBwdPreParams& params) {
 #pragma unroll
   for (int pair = lane; pair < kPairs; pair += 32) {
     float o_lo, o_hi, do_lo, do_hi;
-    unpack2<T>(out_row[pair], o_lo, o_hi);
-    unpack2<T>(dout_row[pair], do_lo, do_hi);
+    unpack2<T>(load_global(out_row + pair), o_lo, o_hi);
+    unpack2<T>(load_global(dout_row + pair), do_lo, do_hi);
     partial = fmaf(do_lo, o_lo, partial);
     partial = fmaf(do_hi, o_hi, partial);
-    dq_row[2 * pair] = 0.0f;
-    dq_row[2 * pair + 1] = 0.0f;
+    store_global(dq_row + 2 * pair, 0.0f);
+    store_global(dq_row + 2 * pair + 1, 0.0f);
   }
   // Butterfly sum over the warp: every lane ends with the row's total.
 #pragma unroll
   for (int offset = 16; offset >= 1; offset /= 2) partial += __shfl_xor_sync(0xffffffffu, partial, offset);
-  if (lane == 0) params.delta[row] = partial;
+  if (lane == 0) store_global(params.delta + row, partial);
 }
 
 // Rounding happens once, here: the accumulators stay fp32 over all N steps (and, for dK/dV, over
@@ -103,7 +104,7 @@ CPGEN_DEVICE void ring_bwd_convert(const RingBwdConvertParams& params) {
       (batch * params.grad_batch_stride + head * params.grad_head_stride + position * params.grad_row_stride) * 2);
 #pragma unroll
   for (int pair = lane; pair < kPairs; pair += 32)
-    grad_row[pair] = pack2<T>(acc_row[2 * pair], acc_row[2 * pair + 1]);
+    store_global(grad_row + pair, pack2<T>(load_global(acc_row + 2 * pair), load_global(acc_row + 2 * pair + 1)));
 }
 
 }  // namespace device
