@@ -58,7 +58,9 @@
 #       --kernels-args '--dtypes bf16,fp16 --head-dims 128 --lengths 8192,16384 --gqa 1'",
 #       carry=[".gpudeps"], timeout_s=560)
 #   run(command="timeout 215 tools/gpu-sanitize.sh --build-dir build-gpu --logs $OUT/san
-#       --tools racecheck --filter 'GpuRingWgmma.Persistent*' --run-limit 100; ...", timeout_s=225)
+#       --tools racecheck --filter 'GpuRingWgmma.PingPongLoopbackOnOneVectorSetOverARingOfTwo:
+#       GpuRingWgmma.PersistentLoopbackOnMoreQueryBlocksThanTheGpuHasSms' --run-limit 200",
+#       timeout_s=225)   (the ping-pong ring test's racecheck over every set ran past 150 s)
 #   give_back()
 # Tests first when the kernels or the runtime changed since the last report's passing run
 # (2026-11-27's third session, on tree 6bd0c35): they have (the persistent launch's items now
