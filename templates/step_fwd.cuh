@@ -215,6 +215,27 @@ CPGEN_DEVICE KeyTiles block_key_tiles(const RingFwdParams& params) {
   return block_key_tiles<Traits>(params, query_block());
 }
 
+// The keys [begin, end) of a partly visible tile (keys_here keys from key0) that packed query row
+// `packed` sees: under key intervals those in the row's interval, under a causal mask those at or
+// before its position. A row past the last (the block's padding) takes the last row's keys; its
+// scores are never stored. Both families mask their partial tiles with it.
+struct RowKeys {
+  int begin;
+  int end;
+};
+template <typename Traits>
+CPGEN_DEVICE RowKeys row_tile_keys(const RingFwdParams& params, int key0, int keys_here, int packed) {
+  static_assert(Traits::kCausal || Traits::kKeyIntervals, "without a mask every row sees the whole tile");
+  const int packed_rows = params.q_len * Traits::kGroup;
+  const int query = unpack_row(packed < packed_rows ? packed : packed_rows - 1, Traits::kGroup).query_index;
+  const int* positions = params.kv_positions + key0;
+  if constexpr (Traits::kKeyIntervals)
+    return {key0 + count_before(positions, keys_here, load_global(params.q_key_first + query)),
+            key0 + count_at_or_before(positions, keys_here, load_global(params.q_key_last + query))};
+  else
+    return {key0, key0 + count_at_or_before(positions, keys_here, load_global(params.q_positions + query))};
+}
+
 template <typename Traits>
 CPGEN_DEVICE void ring_fwd_step(const RingFwdParams& params) {
   using T = typename Traits::Element;
@@ -387,22 +408,11 @@ CPGEN_DEVICE void ring_fwd_step(const RingFwdParams& params) {
           for (int half = 0; half < 2; ++half) {
             row_key_begin[mt][half] = key0;
             row_key_end[mt][half] = key0 + keys_here;
-            if (kCausal || kKeyIntervals) {
-              const int packed_rows = params.q_len * kGroup;
-              const int packed = opaque(query_block()) * kBlockM + warp_row0 +
-                                 mt * 16 + acc_row(lane, 2 * half);
-              const int query =
-                  unpack_row(packed < packed_rows ? packed : packed_rows - 1, kGroup).query_index;
-              const int* sub_positions = params.kv_positions + key0;
-              if constexpr (kKeyIntervals) {
-                row_key_begin[mt][half] +=
-                    count_before(sub_positions, keys_here, load_global(params.q_key_first + query));
-                row_key_end[mt][half] = key0 + count_at_or_before(sub_positions, keys_here,
-                                                                  load_global(params.q_key_last + query));
-              } else {
-                row_key_end[mt][half] = key0 + count_at_or_before(sub_positions, keys_here,
-                                                                  load_global(params.q_positions + query));
-              }
+            if constexpr (kCausal || kKeyIntervals) {
+              const int packed = opaque(query_block()) * kBlockM + warp_row0 + mt * 16 + acc_row(lane, 2 * half);
+              const RowKeys keys = row_tile_keys<Traits>(params, key0, keys_here, packed);
+              row_key_begin[mt][half] = keys.begin;
+              row_key_end[mt][half] = keys.end;
             }
           }
 #pragma unroll

@@ -310,20 +310,10 @@ CPGEN_DEVICE void wgmma_fwd_softmax(const RingFwdParams& params, float (&s)[Trai
     for (int half = 0; half < 2; ++half) {
       row_key_begin[half] = key0;
       row_key_end[half] = key0 + keys_here;
-      if (Traits::kCausal || kKeyIntervals) {
-        const int packed_rows = params.q_len * kGroup;
-        const int packed = row0 + acc_row(lane, 2 * half);
-        const int query = unpack_row(packed < packed_rows ? packed : packed_rows - 1, kGroup).query_index;
-        const int* tile_positions = params.kv_positions + key0;
-        if constexpr (kKeyIntervals) {
-          row_key_begin[half] +=
-              count_before(tile_positions, keys_here, load_global(params.q_key_first + query));
-          row_key_end[half] =
-              key0 + count_at_or_before(tile_positions, keys_here, load_global(params.q_key_last + query));
-        } else {
-          row_key_end[half] =
-              key0 + count_at_or_before(tile_positions, keys_here, load_global(params.q_positions + query));
-        }
+      if constexpr (Traits::kCausal || kKeyIntervals) {
+        const RowKeys keys = row_tile_keys<Traits>(params, key0, keys_here, row0 + acc_row(lane, 2 * half));
+        row_key_begin[half] = keys.begin;
+        row_key_end[half] = keys.end;
       }
     }
 #pragma unroll

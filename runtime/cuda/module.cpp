@@ -91,7 +91,11 @@ std::string device_arch(int device) {
 }
 
 LoadedKernel::LoadedKernel(std::string uri, int device, CUmodule module, CUfunction function)
-    : uri_(std::move(uri)), device_(device), module_(module), function_(function) {}
+    : uri_(std::move(uri)),
+      device_(device),
+      module_(module),
+      function_(function),
+      l2_cache_bytes_(device_attribute(CU_DEVICE_ATTRIBUTE_L2_CACHE_SIZE, device)) {}
 
 int LoadedKernel::registers() const { return function_attribute(CU_FUNC_ATTRIBUTE_NUM_REGS, function_); }
 
@@ -115,10 +119,6 @@ int LoadedKernel::resident_ctas(int block_threads, int dynamic_shared_bytes) con
   resident_shared_ = dynamic_shared_bytes;
   resident_ctas_ = per_sm * device_attribute(CU_DEVICE_ATTRIBUTE_MULTIPROCESSOR_COUNT, device_);
   return resident_ctas_;
-}
-
-long long LoadedKernel::l2_cache_bytes() const {
-  return device_attribute(CU_DEVICE_ATTRIBUTE_L2_CACHE_SIZE, device_);
 }
 
 void LoadedKernel::reserve_dynamic_shared(int bytes) const {

@@ -65,9 +65,9 @@ class LoadedKernel {
   // keeps resident at once: the occupancy calculator's CTAs per SM times the SMs. What a
   // persistent kernel is launched with (runtime/backend/launch_grid.h). Computed once per shape.
   int resident_ctas(int block_threads, int dynamic_shared_bytes) const;
-  // The device's L2 cache in bytes (CU_DEVICE_ATTRIBUTE_L2_CACHE_SIZE): what a persistent
-  // kernel's item order is sized to (runtime/backend/wgmma_params.h).
-  long long l2_cache_bytes() const;
+  // The device's L2 cache in bytes (CU_DEVICE_ATTRIBUTE_L2_CACHE_SIZE, read at load, not per
+  // launch): what a persistent kernel's item order is sized to (runtime/backend/wgmma_params.h).
+  long long l2_cache_bytes() const { return l2_cache_bytes_; }
   // Launches with `params` as the kernel's only argument (passed by value). Enqueue errors throw
   // Error(kCuda); errors inside the kernel surface at the next synchronization.
   void launch(const RingFwdParams& params, const LaunchShape& shape) const;
@@ -94,6 +94,7 @@ class LoadedKernel {
   mutable std::atomic<int> granted_dynamic_shared_{kDefaultDynamicSharedLimit};
   mutable std::mutex resident_mutex_;
   mutable int resident_threads_ = 0, resident_shared_ = -1, resident_ctas_ = 0;
+  long long l2_cache_bytes_;
 };
 
 // The kernel's function on `device`, loading kernel.cubin on first use for that (device, key).

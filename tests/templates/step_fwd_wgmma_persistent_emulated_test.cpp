@@ -1,8 +1,8 @@
 // The persistent launch of the sm_90a forward step kernel (step_fwd_wgmma.cuh, kPersistent) in the
 // cases only it has, run by the emulator against float64: the number of resident CTAs at both
-// ends (one CTA for every query block, one CTA per block), the ping-pong schedule inside it, and
-// one consumer warpgroup. The checks
-// it shares with the ping-pong schedule are step_fwd_wgmma_schedules_emulated_test.cpp's.
+// ends (one CTA for every query block, one CTA per block), the L2 sections of its item order, the
+// ping-pong schedule inside it, and one consumer warpgroup. The checks it shares with the
+// ping-pong schedule are step_fwd_wgmma_schedules_emulated_test.cpp's.
 #include <gtest/gtest.h>
 
 #include <string>
