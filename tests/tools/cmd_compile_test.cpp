@@ -266,6 +266,36 @@ TEST(CliCompile, AllCoversTheBackwardKinds) {
   EXPECT_EQ(k["summary"]["failed"], 0);
 }
 
+// `--defaults` fills a store with what a runtime without a tuning database loads: the forward and
+// backward default of each combination (one slice, head dim 64 full GQA 1 in both dtypes, here),
+// not their candidates; a second run reads them all from the store. Bad combinations of the modes
+// are one line each.
+TEST(CliCompile, DefaultsCompilesEachCombinationsDefaultsOnceIntoTheStore) {
+  TempDir store("cli");
+  const std::string filter = "_hd64_full_gqa1_";
+  auto r = run_cli("compile --defaults --filter " + filter + " --arch sm_90 --json --jobs 2 --store " + store.path());
+  ASSERT_EQ(r.exit_code, 0) << r.err;
+  std::set<std::string> want;
+  for (Dtype dtype : kSupportedDtypes) {
+    want.insert(KernelSpec::default_for_arch(dtype, 64, false, 1, "sm_90").uri());
+    want.insert(KernelSpec::backward_default_for_arch(dtype, 64, false, 1, "sm_90").uri());
+  }
+  EXPECT_EQ(compiled_without_spills(nlohmann::json::parse(r.out)), want);
+  EXPECT_NE(r.err.find("compile --defaults: 4/4"), std::string::npos) << r.err;
+
+  auto again = run_cli("compile --defaults --filter " + filter + " --arch sm_90 --store " + store.path());
+  ASSERT_EQ(again.exit_code, 0) << again.err;
+  EXPECT_NE(again.out.find("4 kernels for sm_90: compiled 0, cached 4"), std::string::npos) << again.out;
+
+  const std::vector<std::string> refused_modes = {"--defaults --all", "--defaults --spec " + kSmallUri,
+                                                  "--defaults --repeat 2", "--defaults --filter no_such_kernel"};
+  for (const std::string& bad : refused_modes) {
+    auto refused = run_cli("compile " + bad + " --arch sm_90 --store " + store.path());
+    EXPECT_EQ(refused.exit_code, 2) << bad;
+    EXPECT_EQ(line_count(refused.err), 1u) << bad << ": " << refused.err;
+  }
+}
+
 }  // namespace
 }  // namespace cpgen
 

@@ -1,5 +1,7 @@
-// cpgen compile: compile one kernel (--spec URI) or every candidate of every supported
-// combination (--all) with NVRTC, through the compiled-kernel store, and report ptxas resources.
+// cpgen compile: compile one kernel (--spec URI), every candidate of every supported combination
+// (--all) or every default (--defaults: the kernels a runtime without a tuning database loads,
+// so that a machine's store can be filled before a job) with NVRTC, through the compiled-kernel
+// store, and report ptxas resources.
 #include <unistd.h>
 
 #include <algorithm>
@@ -32,6 +34,7 @@ namespace {
 struct CompileOptions {
   std::string spec;
   bool all = false;
+  bool defaults = false;
   std::string arch;
   std::string emit_source;
   std::string emit_cubin;
@@ -176,9 +179,10 @@ struct Job {
 
 // Every candidate of every supported combination, forward and backward (step and preprocessing
 // kernels), each URI once, and on sm_90a every default of the wgmma family with its ping-pong
-// variant. `--filter bwd`
-// selects the backward kinds, `fwd` the forward ones, `wgmma` the sm_90a family.
-std::vector<Job> all_jobs(const std::string& filter, const std::string& arch) {
+// variant and persistent launch; with `defaults_only` the forward and backward defaults of every
+// combination instead of their candidates (the wgmma ones as before). `--filter bwd` selects the
+// backward kinds, `fwd` the forward ones, `wgmma` the sm_90a family.
+std::vector<Job> all_jobs(const std::string& filter, const std::string& arch, bool defaults_only) {
   std::vector<Job> jobs;
   std::set<std::string> seen;
   auto add = [&](const KernelSpec& spec) {
@@ -186,17 +190,28 @@ std::vector<Job> all_jobs(const std::string& filter, const std::string& arch) {
     if (!filter.empty() && uri.find(filter) == std::string::npos) return;
     if (seen.insert(uri).second) jobs.push_back(Job{spec, Outcome::kFailed, {}, {}});
   };
-  for (const KernelSpec& combo : KernelSpec::all_defaults()) {
-    for (const KernelSpec& spec :
-         KernelSpec::candidates_for(combo.dtype, combo.head_dim, combo.causal, combo.gqa_group))
-      add(spec);
-  }
-  for (const KernelSpec& combo : KernelSpec::all_defaults()) {
-    for (const KernelSpec& spec : KernelSpec::backward_candidates_for(combo.dtype, combo.head_dim,
-                                                                      combo.causal, combo.gqa_group))
-      add(spec);
-  }
-  for (const KernelSpec& spec : KernelSpec::backward_defaults()) add(spec);  // with the pre and convert kernels
+  if (defaults_only) {
+    // Each default as the runtime picks it for this arch (smaller tiles where the documented
+    // default does not fit), forward then backward, then the backward's other kernels.
+    for (const KernelSpec& c : KernelSpec::all_defaults())
+      add(KernelSpec::default_for_arch(c.dtype, c.head_dim, c.causal, c.gqa_group, arch));
+    for (const KernelSpec& c : KernelSpec::all_defaults())
+      add(KernelSpec::backward_default_for_arch(c.dtype, c.head_dim, c.causal, c.gqa_group, arch));
+    for (const KernelSpec& spec : KernelSpec::backward_defaults())
+      if (spec.kind != KernelKind::kBackwardStep) add(spec);
+  } else {
+    for (const KernelSpec& combo : KernelSpec::all_defaults()) {
+      for (const KernelSpec& spec :
+           KernelSpec::candidates_for(combo.dtype, combo.head_dim, combo.causal, combo.gqa_group))
+        add(spec);
+    }
+    for (const KernelSpec& combo : KernelSpec::all_defaults()) {
+      for (const KernelSpec& spec : KernelSpec::backward_candidates_for(combo.dtype, combo.head_dim,
+                                                                        combo.causal, combo.gqa_group))
+        add(spec);
+    }
+    for (const KernelSpec& spec : KernelSpec::backward_defaults()) add(spec);  // with the pre and convert kernels
+  }  // with the pre and convert kernels
   if (arch == kWgmmaArch)
     for (KernelSpec spec : wgmma_defaults()) {
       add(spec);
@@ -211,7 +226,7 @@ std::vector<Job> all_jobs(const std::string& filter, const std::string& arch) {
 
 class Progress {
  public:
-  Progress(size_t total, bool quiet) : total_(total), quiet_(quiet), tty_(::isatty(2)) {}
+  Progress(const char* mode, size_t total, bool quiet) : mode_(mode), total_(total), quiet_(quiet), tty_(::isatty(2)) {}
   void done(Outcome o) {
     std::lock_guard<std::mutex> lock(mutex_);
     ++counts_[static_cast<int>(o)];
@@ -220,14 +235,15 @@ class Progress {
     // On a terminal one line is rewritten; in a log, a line per tenth of the work.
     const bool step = finished_ == total_ || finished_ * 10 / total_ != (finished_ - 1) * 10 / total_;
     if (!tty_ && !step) return;
-    std::fprintf(stderr, "%scompile --all: %zu/%zu  ok %zu  cached %zu  infeasible %zu  failed %zu%s",
-                 tty_ ? "\r" : "", finished_, total_, counts_[0], counts_[1], counts_[2], counts_[3],
+    std::fprintf(stderr, "%scompile %s: %zu/%zu  ok %zu  cached %zu  infeasible %zu  failed %zu%s",
+                 tty_ ? "\r" : "", mode_, finished_, total_, counts_[0], counts_[1], counts_[2], counts_[3],
                  tty_ && finished_ < total_ ? "" : "\n");
     std::fflush(stderr);
   }
 
  private:
   std::mutex mutex_;
+  const char* mode_;
   size_t total_, finished_ = 0;
   size_t counts_[4] = {0, 0, 0, 0};
   bool quiet_, tty_;
@@ -235,14 +251,15 @@ class Progress {
 
 void compile_all(const CompileOptions& o, const std::string& arch, KernelStore* store,
                  const std::string& store_description) {
-  if (!o.emit_source.empty()) throw_bad_input("--emit-source needs --spec (one kernel), not --all");
-  if (!o.emit_cubin.empty()) throw_bad_input("--emit-cubin needs --spec (one kernel), not --all");
-  std::vector<Job> jobs = all_jobs(o.filter, arch);
-  if (jobs.empty()) throw_bad_input("--filter '" + o.filter + "' matches no candidate kernel URI");
+  const char* mode = o.all ? "--all" : "--defaults";
+  if (!o.emit_source.empty()) throw_bad_input(std::string("--emit-source needs --spec (one kernel), not ") + mode);
+  if (!o.emit_cubin.empty()) throw_bad_input(std::string("--emit-cubin needs --spec (one kernel), not ") + mode);
+  std::vector<Job> jobs = all_jobs(o.filter, arch, o.defaults);
+  if (jobs.empty()) throw_bad_input("--filter '" + o.filter + "' matches no " + (o.all ? "candidate" : "default") + " kernel URI");
   const int workers = std::max(1, std::min<int>(o.jobs > 0 ? o.jobs : static_cast<int>(std::thread::hardware_concurrency()),
                                                 static_cast<int>(jobs.size())));
   const auto start = std::chrono::steady_clock::now();
-  Progress progress(jobs.size(), false);
+  Progress progress(mode, jobs.size(), false);
   std::atomic<size_t> next{0};
   auto work = [&] {
     for (size_t i = next++; i < jobs.size(); i = next++) {
@@ -320,14 +337,15 @@ void compile_all(const CompileOptions& o, const std::string& arch, KernelStore* 
 }
 
 void run(const CompileOptions& o) {
-  if (o.spec.empty() == !o.all) throw_bad_input("compile needs exactly one of --spec URI or --all");
-  if (!o.all && !o.filter.empty()) throw_bad_input("--filter applies to --all only");
+  if (!o.spec.empty() + o.all + o.defaults != 1)
+    throw_bad_input("compile needs exactly one of --spec URI, --all or --defaults");
+  if (!o.all && !o.defaults && !o.filter.empty()) throw_bad_input("--filter applies to --all and --defaults only");
   if (o.repeat < 1) throw_bad_input("--repeat " + std::to_string(o.repeat) + " is not allowed; it must be at least 1");
-  if (o.all && o.repeat != 1) throw_bad_input("--repeat applies to --spec only");
+  if (o.spec.empty() && o.repeat != 1) throw_bad_input("--repeat applies to --spec only");
   const std::string arch = o.arch.empty() ? default_arch() : o.arch;
   validate_arch(arch);
   StoreChoice store = choose_store(o);
-  if (o.all) {
+  if (o.spec.empty()) {
     compile_all(o, arch, store.store, store.description);
   } else {
     compile_one(o, arch, store.store, store.description);
@@ -343,6 +361,10 @@ const CommandRegistrar kCompile("compile", [](CLI::App& root) {
   cmd->add_flag("--all", options->all,
                 "Compile every candidate of every supported combination, forward and backward, and on sm_90a every "
                 "wgmma default, its ping-pong variant and its persistent launch (prunes infeasible ones)");
+  cmd->add_flag("--defaults", options->defaults,
+                "Compile the default kernel of every supported combination, forward and backward (with the backward's "
+                "preprocessing and conversion kernels), and on sm_90a the wgmma defaults with their variants: what a "
+                "runtime without a tuning database loads, so a store can be filled before a job");
   cmd->add_option("--arch", options->arch,
                   "Target: sm_80, sm_86, sm_89, sm_90, sm_90a, sm_100 or sm_120 (default: GPU 0's arch, else sm_90a)");
   cmd->add_option("--emit-source", options->emit_source, "Also write the generated CUDA source to FILE (with --spec)");
@@ -355,7 +377,7 @@ const CommandRegistrar kCompile("compile", [](CLI::App& root) {
   cmd->add_option("--jobs,-j", options->jobs, "Parallel compiles for --all (default: CPU count)")
       ->check(int_range(0, 1024, " (0: one per CPU)"));
   cmd->add_option("--filter", options->filter,
-                  "With --all: only URIs containing this text (e.g. fwd, bwd, bwd_pre, hd128)");
+                  "With --all or --defaults: only URIs containing this text (e.g. fwd, bwd, bwd_pre, hd128)");
   cmd->add_option("--repeat", options->repeat,
                   "With --spec: request the kernel N times in this process and report the repeat times (benchmarks the store)");
   cmd->callback([options] { run(*options); });
