@@ -7,12 +7,13 @@
 #
 #   tools/gpu-check.sh [--only P,P..] [--skip P,P..] [--budget SECONDS] [--deps DIR]
 #                      [--build-dir DIR] [--report FILE] [--kernels-args "..."] [--full-matrix]
-#                      [--tune-candidates N]
+#                      [--cpu-tests] [--tune-candidates N] [--tune-only fwd|bwd] [--list-cpu-only]
 #
 # Phases, in this order (default: all of them; --only takes them in the order it names them):
 #   build     configure and build (incremental: a warm machine keeps build-gpu/)
-#   tests     the whole test suite except the tests named *Nccl* or *OnGpu*, the GPU tests live
-#             (ctest -j 8)
+#   tests     the test suite but the tests named *Nccl* or *OnGpu* and the CPU-only families
+#             (CPU_ONLY_TESTS below; --cpu-tests keeps them, --list-cpu-only prints the pattern),
+#             the GPU tests live (ctest -j 8)
 #   nccl      the tests named *Nccl* (the multi-process ones among them), one at a time: they
 #             share the GPU and the loopback interface
 #   ongpu     the tests named *OnGpu* (tuning on the GPU, whose time limit is the issue's target;
@@ -31,8 +32,8 @@
 #   ring      bench/ring_overhead.sh: the loopback ring against one attention of the same work;
 #             then bench/kernels.py --ranks 1,2,4,8: the ring against SDPA on the full sequence
 #   tune      cpgen tune on examples/shapes/*.json (--tune-candidates per workload, default 24: the
-#             full search took 48.7 s for one shape's forward on the first H100) into a fresh
-#             database, exported as the cache
+#             full search took 48.7 s for one shape's forward on the first H100; --tune-only fwd
+#             or bwd: one direction) into a fresh database, exported as the cache
 #             <gpu>-examples.json (copied to $OUT)
 # A phase that needs binaries builds first when the build phase did not run in this call.
 #
@@ -41,8 +42,9 @@
 # skipped and the report says so; a running phase is stopped (timeout) 20 s before the end so
 # the report still gets written. --kernels-args passes options to both kernel benchmarks
 # (default: the issue's whole matrix; e.g. "--head-dims 128 --lengths 8192,16384").
-# --full-matrix sets CPGEN_FULL_COMPILE_MATRIX=1 for the tests: the full NVRTC compile matrix is
-# a CPU check that CPU sessions run, so a device call does not spend its minutes on it by default.
+# --full-matrix sets CPGEN_FULL_COMPILE_MATRIX=1 for the tests and keeps the CPU-only ones: the
+# full NVRTC compile matrix is a CPU check that CPU sessions run, so a device call does not spend
+# its minutes on it by default.
 #
 # Recommended device session. A task lent a GPU has 15 minutes of device time in all, a machine's
 # start and its idle time counted in, 10 minutes per call, and no machine starts with under 4
@@ -50,17 +52,20 @@
 # and the transfers 30-40 s, build 80-101 s, tests 134-182 s (every GPU test running), wgmma
 # 59 s for 32 configurations, ncu 40 s for three profiles, memcheck over the step and ring
 # tests 202 s, ongpu 112 s (forward tune 20 s, backward 92 s), the 2-process NCCL ring 22 s. A
-# warm machine waits 30 s for the next call. So: one call of up to 600 s with the phases in the
-# order they matter (the budget skips, and the report names, what does not fit), given back at
-# once, or followed at once by prepared shorter calls (sanitizer runs) on the warm machine:
-#   tools/pack-gpu-deps.sh   (here: the -dev packages and ../shared/vectors, compressed)
-#   run(command="tools/gpu-check.sh --budget 505 --only build,tests,wgmma,nccl,ncu
+# warm machine waits 30 s for the next call. Since then (unmeasured on a GPU): the tests phase
+# leaves out the CPU-only families (about half its test-seconds), and the kernels come compiled
+# (.gpudeps/kernels.tar.xz, 628 sm_90a kernels: every default and the tune candidates of
+# examples/shapes), so the tests, benchmarks and tune phases wait for NVRTC only where a kernel
+# is missing (the report's kernel store line counts them). So: one call of up to 600 s with the
+# phases in the order they matter (the budget skips, and the report names, what does not fit),
+# then at once, on the warm machine (its build-gpu/ stays), a shorter one with what is left:
+#   tools/pack-gpu-deps.sh   (here, about 5 minutes on 2 cores: the -dev packages, ../shared/vectors
+#                            and the kernels, 21 MB compressed; again after any template change)
+#   run(command="tools/gpu-check.sh --budget 520 --only build,tests,wgmma,nccl,ncu
 #       --kernels-args '--dtypes bf16,fp16 --head-dims 128 --lengths 8192,16384 --gqa 1'",
-#       carry=[".gpudeps"], timeout_s=560)
-#   run(command="timeout 215 tools/gpu-sanitize.sh --build-dir build-gpu --logs $OUT/san
-#       --tools racecheck --filter 'GpuRingWgmma.PingPongLoopbackOnOneVectorSetOverARingOfTwo:
-#       GpuRingWgmma.PersistentLoopbackOnMoreQueryBlocksThanTheGpuHasSms' --run-limit 200",
-#       timeout_s=225)   (the ping-pong ring test's racecheck over every set ran past 150 s)
+#       carry=[".gpudeps"], timeout_s=570)
+#   run(command="tools/gpu-check.sh --budget 240 --only tune --tune-only fwd",
+#       carry=[".gpudeps"], timeout_s=250)   (the first pretuned cache, <gpu>-examples.json)
 #   give_back()
 # Tests first when the kernels or the runtime changed since the last report's passing run
 # (2026-11-27's third session, on tree 6bd0c35): they have (the persistent launch's items now
@@ -68,17 +73,19 @@
 # 0.84-0.91x the plain one on 6bd0c35 with 21% of its reads hitting L2, is to be timed in its
 # sectioned order; then nccl (the 4-process ring, the watchdog, the rank-0 broadcast were not
 # reached), whose tests now come before the tune tests (ongpu, which passed on 6bd0c35). The
-# wider matrix (head dims 64 and 256, 4K and 32K, GQA 4 and 8) is a later call's. The report,
-# the logs' tarball (tables and jsonl inside), the ncu profiles and the exported cache come back
-# under files_at; tools/ncu-metrics.py reads the profiles on a machine without ncu. A later
-# session takes what the committed reports do not hold yet: ring and tune, the kernel matrix
-# beyond what they hold, the phases skipped.
+# sanitizer runs that remain (racecheck on the ping-pong ring test, over every set past 150 s:
+#   timeout 215 tools/gpu-sanitize.sh --build-dir build-gpu --logs $OUT/san --tools racecheck
+#       --filter 'GpuRingWgmma.PingPongLoopbackOnOneVectorSetOverARingOfTwo' --run-limit 200
+# and memcheck over the step and ring tests, 202 s), the ring phase and the wider kernel matrix
+# (head dims 64 and 256, 4K and 32K, GQA 4 and 8) are the next session's. The report, the logs'
+# tarball (tables and jsonl inside), the ncu profiles and the exported cache come back under
+# files_at; tools/ncu-metrics.py reads the profiles on a machine without ncu.
 #
 # The GPU machines have nvcc, CMake, PyTorch and the nvidia-nccl Python package but maybe none of
 # the Debian -dev packages, and no network. Choice: vendor nothing in the repository; use what the
 # machine has, and where a -dev package is missing use a carried prefix made on the dev machine by
-# tools/pack-gpu-deps.sh (.gpudeps/, about 5 MB: nlohmann-json, CLI11, GoogleTest, SQLite header
-# and library). With no GoogleTest anywhere the library, the CLI and the benchmarks are still
+# tools/pack-gpu-deps.sh (.gpudeps/: nlohmann-json, CLI11, GoogleTest, SQLite header and library,
+# about 5 MB, with the vectors and the kernels below, 21 MB in all). With no GoogleTest anywhere the library, the CLI and the benchmarks are still
 # built and run and the report says the tests were skipped; a missing nlohmann-json, CLI11 or
 # SQLite header (neither here nor carried) stops the build, and the report names what is missing.
 # NCCL comes from the nvidia-nccl Python package (cmake/FindNCCL.cmake finds it). The tests
@@ -97,6 +104,14 @@ BUDGET=""
 KERNELS_ARGS=""
 FULL_MATRIX=0
 TUNE_CANDIDATES=24
+TUNE_ONLY=""
+# The test families that never touch a GPU and cost the most CPU time (the NVRTC compile matrices
+# and SASS checks, the emulator's runs, the large planning and clone checks: about 510 of the 1065
+# test-seconds of the H200's tests phase on 2026-11-27). Every CPU session and CI run them; the
+# tests phase leaves them out unless --cpu-tests (or --full-matrix) asks for them.
+# tests/tools/gpu_check_test.cpp checks that no test of a file that asks for a GPU matches.
+CPU_ONLY_TESTS='Emulated|CompileMatrix|StepFwdWgmmaCompile|CliCompile|CmdCompileSass|HostJit|CmdPlanScale|^Clone\.|^Jit\.|CmdVerify\.PassesOnEveryFormat2'
+CPU_TESTS=0
 ALL_PHASES=(build tests nccl ongpu sanitize kernels wgmma ncu ring tune)
 ONLY=""
 SKIP=""
@@ -114,7 +129,10 @@ while [ $# -gt 0 ]; do
     --report) REPORT=${2:-}; shift 2 ;;
     --kernels-args) KERNELS_ARGS=${2:-}; shift 2 ;;
     --tune-candidates) TUNE_CANDIDATES=${2:-}; shift 2 ;;
-    --full-matrix) FULL_MATRIX=1; shift ;;
+    --tune-only) TUNE_ONLY=${2:-}; shift 2 ;;
+    --full-matrix) FULL_MATRIX=1; CPU_TESTS=1; shift ;;
+    --cpu-tests) CPU_TESTS=1; shift ;;
+    --list-cpu-only) echo "$CPU_ONLY_TESTS"; exit 0 ;;
     -h|--help) sed -n '2,/^set -uo/p' "$0" | sed '$d'; exit 0 ;;
     *) usage_error "unknown argument '$1'" ;;
   esac
@@ -125,6 +143,8 @@ done
 [[ -z "$BUDGET" || "$BUDGET" =~ ^[0-9]+$ ]] || usage_error "--budget '$BUDGET': a whole number of seconds"
 [[ "$TUNE_CANDIDATES" =~ ^[0-9]+$ ]] ||
   usage_error "--tune-candidates '$TUNE_CANDIDATES': a whole number of candidates per workload (0: all)"
+[[ -z "$TUNE_ONLY" || "$TUNE_ONLY" == fwd || "$TUNE_ONLY" == bwd ]] ||
+  usage_error "--tune-only '$TUNE_ONLY': fwd or bwd (default: both directions)"
 [ -z "$BUDGET" ] && { [ -n "${OUT:-}" ] && BUDGET=570 || BUDGET=0; }
 # --only runs its phases in the order it names them (a one-call session puts first what matters
 # most), the build always first; otherwise every phase not skipped runs, in ALL_PHASES order.
@@ -182,6 +202,29 @@ GPU_TAG=$(echo "${GPU_NAME:-nogpu}" | tr ' /' '--')
 CACHE_TAG=$(echo "${GPU_NAME:-nogpu}" | tr 'A-Z' 'a-z' | sed 's/nvidia //; s/[^a-z0-9]\+/-/g; s/-$//')
 REPORT=${REPORT:-$ROOT/bench/results/$(date -u +%Y-%m-%d)-$GPU_TAG-gpu-check.md}
 mkdir -p "$(dirname "$REPORT")"
+
+# The kernel store every phase compiles into and loads from: $CPGEN_KERNEL_DIR when set, else one
+# in the build folder (a warm machine keeps it between calls). On a GPU, the kernels that
+# tools/pack-gpu-deps.sh compiled on the dev machine (every sm_90a default, the tune candidates of
+# examples/shapes) are unpacked into it first: a store key holds the source, the templates, the
+# options and the NVRTC version and library size, so under the same NVRTC they are found and
+# NVRTC compiles only the rest; under another they are never found, and cost nothing but the
+# unpacking. The report says how many came along and how many this call compiled.
+export CPGEN_KERNEL_DIR=${CPGEN_KERNEL_DIR:-$BUILD/kernel-store}
+store_entries() { find "$CPGEN_KERNEL_DIR" -maxdepth 1 -name '*.cpgenk' 2>/dev/null | wc -l; }
+KERNELS_NOTE=""
+if [ -n "$GPU_NAME" ]; then
+  mkdir -p "$CPGEN_KERNEL_DIR"
+  if [ -n "$DEPS" ] && [ -f "$DEPS/kernels.tar.xz" ]; then
+    carried=$(tar -tJf "$DEPS/kernels.tar.xz" 2>/dev/null | grep -c '\.cpgenk$')
+    if tar -C "$CPGEN_KERNEL_DIR" --skip-old-files -xJf "$DEPS/kernels.tar.xz" 2>/dev/null; then
+      KERNELS_NOTE="$carried carried in $DEPS/kernels.tar.xz ($(head -1 "$DEPS/KERNELS" 2>/dev/null || echo 'no KERNELS file'))"
+    else
+      KERNELS_NOTE="$DEPS/kernels.tar.xz could not be unpacked; every kernel is compiled here"
+    fi
+  fi
+  KERNELS_AT_START=$(store_entries)
+fi
 
 # ---- phase bookkeeping ----
 # phase_status PHASE TEXT: the one-line result of a phase, with the commit and the seconds it took.
@@ -247,6 +290,8 @@ write_report() {
     echo "- GPU: ${GPU_NAME:-none}, driver ${DRIVER:-none}; nvcc $NVCC_VERSION; $CMAKE_VERSION"
     echo "- PyTorch: $TORCH; NCCL package: $NCCL_PY"
     echo "- reference vectors: tests/data/vectors${CPGEN_VECTORS_DIR:+ and $CPGEN_VECTORS_DIR}"
+    [ -n "${KERNELS_AT_START:-}" ] && echo "- kernel store $CPGEN_KERNEL_DIR: ${KERNELS_NOTE:-nothing carried in}; \
+$(( $(store_entries) - KERNELS_AT_START )) entries added (compiled here) by this call so far"
     echo
     echo "| phase | result |"
     echo "|---|---|"
@@ -388,9 +433,10 @@ ctest_phase() {
   grep -q "^FAILED\|^STOPPED" "$LOGS/phases/$phase.status" && return 1 || return 0
 }
 phase_tests() {
-  local env=()
+  local env=() exclude='Nccl|OnGpu'
   [ $FULL_MATRIX = 1 ] && env=(env CPGEN_FULL_COMPILE_MATRIX=1)
-  ctest_phase tests 120 ctest "${env[@]}" ctest -j 8 -E 'Nccl|OnGpu'
+  [ $CPU_TESTS = 1 ] || exclude="$exclude|$CPU_ONLY_TESTS"
+  ctest_phase tests 120 ctest "${env[@]}" ctest -j 8 -E "$exclude"
 }
 phase_nccl() { ctest_phase nccl 60 ctest_nccl ctest -R Nccl; }
 phase_ongpu() { ctest_phase ongpu 60 ctest_ongpu ctest -R OnGpu; }
@@ -568,12 +614,13 @@ phase_tune() {
   gpu_phase tune 90 || return 0
   local db=$LOGS/tune.db cache=$LOGS/$CACHE_TAG-examples.json f name t0 rc failed=0
   rm -f "$db" "$cache"
-  echo "| shapes file | seconds | result |" >"$LOGS/phases/tune.md"
-  echo "|---|---|---|" >>"$LOGS/phases/tune.md"
+  { echo "cpgen tune, ${TUNE_ONLY:-fwd and bwd}, at most $TUNE_CANDIDATES candidates per workload:"; echo
+    echo "| shapes file | seconds | result |"; echo "|---|---|---|"; } >"$LOGS/phases/tune.md"
   for f in "$ROOT"/examples/shapes/*.json; do
     name=$(basename "$f" .json)
     t0=$(date +%s)
-    run "tune-$name" "$BUILD/cpgen" tune --shapes "$f" --db "$db" --require-gpu --max-candidates "$TUNE_CANDIDATES"
+    run "tune-$name" "$BUILD/cpgen" tune --shapes "$f" --db "$db" --require-gpu --max-candidates "$TUNE_CANDIDATES" \
+      ${TUNE_ONLY:+--only "$TUNE_ONLY"}
     rc=$?
     [ $rc = 0 ] || failed=1
     echo "| $name | $(( $(date +%s) - t0 )) | $([ $rc = 0 ] && echo ok || echo "exit $rc: $(tail -1 "$LOGS/tune-$name.log")") |" \

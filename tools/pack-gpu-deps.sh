@@ -6,13 +6,23 @@
 # An independent vector set (VECTORS, default ../shared/vectors when it exists) goes along as
 # .gpudeps/vectors.tar.xz: 60 MB of JSON are 19 MB compressed, and the device tool carries 64 MiB
 # in all; tools/gpu-check.sh unpacks it into its build folder.
+# The sm_90a kernels a device call loads go along as .gpudeps/kernels.tar.xz (about 5 MB): every
+# default (`cpgen compile --defaults`) and the tune candidates of examples/shapes (`cpgen tune`
+# without a GPU compiles them only, TUNE_CANDIDATES per workload as gpu-check's tune phase asks),
+# compiled here into a fresh store by the cpgen of CPGEN_BUILD (default build/; about 3.5 minutes
+# on 2 cores). gpu-check unpacks them into its kernel store: under the same NVRTC the GPU machine
+# finds them and compiles only the rest, minutes of device time otherwise spent in NVRTC. Made
+# from the templates as they are now: after a template change, pack again. --no-kernels leaves
+# them out.
 #
-#   tools/pack-gpu-deps.sh [DEST [VECTORS]]   # on a machine that has the packages (the dev machine)
+#   tools/pack-gpu-deps.sh [--no-kernels] [DEST [VECTORS]]   # on the dev machine
 #   tools/gpu-check.sh --deps .gpudeps        # on the GPU machine (the default when .gpudeps exists)
 #
 # Nothing is vendored into the repository: the folder is rebuilt from the packages each time.
 set -euo pipefail
 ROOT=$(cd "$(dirname "${BASH_SOURCE[0]}")/.." && pwd)
+KERNELS=1
+[ "${1:-}" = --no-kernels ] && { KERNELS=0; shift; }
 DEST=${1:-$ROOT/.gpudeps}
 rm -rf "$DEST"
 mkdir -p "$DEST"
@@ -39,5 +49,29 @@ if [ -f "$VECTORS/partitions.json" ]; then
   echo "pack-gpu-deps: vectors from $VECTORS" >&2
 else
   echo "pack-gpu-deps: no vector set at $VECTORS (the GPU tests will use tests/data/vectors only)" >&2
+fi
+CPGEN=${CPGEN_BUILD:-$ROOT/build}/cpgen
+TUNE_CANDIDATES=${TUNE_CANDIDATES:-24}
+if [ $KERNELS = 1 ] && [ ! -x "$CPGEN" ]; then
+  echo "pack-gpu-deps: no $CPGEN (tools/test.sh builds it; CPGEN_BUILD names another build): the kernels are not packed" >&2
+elif [ $KERNELS = 1 ]; then
+  work=$(mktemp -d)
+  trap 'rm -rf "$work"' EXIT
+  start=$(date +%s)
+  # CUDA_VISIBLE_DEVICES empty: compile only, even on a machine with a GPU.
+  CUDA_VISIBLE_DEVICES= "$CPGEN" compile --defaults --arch sm_90a --store "$work/store" >"$work/compile.log" 2>&1 ||
+    { echo "pack-gpu-deps: cpgen compile --defaults failed:" >&2; tail -5 "$work/compile.log" >&2; exit 1; }
+  for f in "$ROOT"/examples/shapes/*.json; do
+    CUDA_VISIBLE_DEVICES= "$CPGEN" tune --shapes "$f" --arch sm_90a --max-candidates "$TUNE_CANDIDATES" \
+      --db "$work/tune.db" --store "$work/store" -q >>"$work/tune.log" 2>&1 ||
+      { echo "pack-gpu-deps: cpgen tune (compile only) failed on $f:" >&2; tail -5 "$work/tune.log" >&2; exit 1; }
+  done
+  count=$(find "$work/store" -maxdepth 1 -name '*.cpgenk' | wc -l)
+  (cd "$work/store" && find . -maxdepth 1 -name '*.cpgenk' -print0 | tar --null -T - -cJf "$DEST/kernels.tar.xz")
+  nvrtc=$("$CPGEN" compile --spec ring_fwd_fp16_hd64_full_gqa1_bm64_bn64_w4_s2 --arch sm_90a --store "$work/store" --json |
+          python3 -c 'import json, sys; print(json.load(sys.stdin)["nvrtc"])' 2>/dev/null || echo unknown)
+  echo "packed at commit $(git -C "$ROOT" rev-parse --short HEAD 2>/dev/null || echo unknown)$(git -C "$ROOT" diff --quiet HEAD -- templates generator 2>/dev/null || echo ' with template or generator changes'), NVRTC $nvrtc: $count sm_90a kernels, every default and $TUNE_CANDIDATES tune candidates per workload of examples/shapes" \
+    >"$DEST/KERNELS"
+  echo "pack-gpu-deps: $count kernels in $(( $(date +%s) - start )) s ($(du -h "$DEST/kernels.tar.xz" | cut -f1) packed)" >&2
 fi
 echo "pack-gpu-deps: $(du -sh "$DEST" | cut -f1) in $DEST" >&2

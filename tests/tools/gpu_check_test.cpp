@@ -11,6 +11,7 @@
 #include <algorithm>
 #include <filesystem>
 #include <fstream>
+#include <regex>
 #include <sstream>
 #include <string>
 #include <vector>
@@ -40,12 +41,18 @@ class GpuCheck : public ::testing::Test {
     fs::create_directories(out());
   }
 
-  // tools/gpu-check.sh ARGS with the stand-in nvidia-smi first on PATH and $OUT set.
-  ScriptRun check(const std::string& args) {
-    return testing::run_shell("PATH='" + dir_.path() + "/bin':\"$PATH\" OUT='" + out() + "' '" +
+  // tools/gpu-check.sh ARGS with the stand-in nvidia-smi first on PATH and $OUT set (`env`: more
+  // of env(1)'s arguments, e.g. "-u NAME").
+  ScriptRun check(const std::string& args, const std::string& env = "") {
+    return testing::run_shell("env " + env + " PATH='" + dir_.path() + "/bin':\"$PATH\" OUT='" + out() + "' '" +
                                   std::string(CPGEN_SOURCE_DIR) + "/tools/gpu-check.sh' --build-dir '" + build() +
                                   "' --report '" + report() + "' " + args,
                               dir_.path() + "/log.txt");
+  }
+  // A stand-in nvidia-smi that names a GPU, so the script takes the GPU paths that come before
+  // any phase (give it a budget no phase fits: nothing then runs).
+  void stand_in_gpu() {
+    std::ofstream(dir_.path() + "/bin/nvidia-smi") << "#!/bin/sh\necho 'Stand-in GPU'\n";
   }
   std::string out() const { return dir_.path() + "/out"; }
   std::string build() const { return dir_.path() + "/build"; }
@@ -73,6 +80,10 @@ TEST_F(GpuCheck, ABudgetThatIsNotSecondsIsRefused) {
   EXPECT_NE(tune.output.find("--tune-candidates 'all': a whole number of candidates per workload (0: all)"),
             std::string::npos)
       << tune.output;
+  EXPECT_FALSE(fs::exists(report()));
+  const ScriptRun direction = check("--tune-only backward");
+  EXPECT_EQ(direction.code, 2);
+  EXPECT_EQ(direction.output, "gpu-check: --tune-only 'backward': fwd or bwd (default: both directions) (see --help)\n");
   EXPECT_FALSE(fs::exists(report()));
 }
 
@@ -197,6 +208,81 @@ TEST_F(GpuCheck, EverySanitizerFilterNamesTestsThatExist) {
     }
   }
   EXPECT_EQ(runs, 13) << list.output;  // three runs for each tool but racecheck, four for it
+}
+
+// The kernels packed on the dev machine (tools/pack-gpu-deps.sh: .gpudeps/kernels.tar.xz) go
+// into the call's kernel store, in the build folder unless CPGEN_KERNEL_DIR names one, before any
+// phase; an entry already there (a warm machine's) is kept; the report counts what came along and
+// what the call added.
+TEST_F(GpuCheck, OnAGpuTheCarriedKernelsGoIntoTheStoreAndTheReportCountsThem) {
+  stand_in_gpu();
+  const std::string deps = dir_.path() + "/deps", packed = dir_.path() + "/packed";
+  fs::create_directories(packed);
+  fs::create_directories(deps);
+  std::ofstream(packed + "/aa.cpgenk") << "carried a";
+  std::ofstream(packed + "/bb.cpgenk") << "carried b";
+  std::ofstream(deps + "/KERNELS") << "packed at commit 1234567\n";
+  ASSERT_EQ(testing::run_shell("tar -C '" + packed + "' -cJf '" + deps + "/kernels.tar.xz' .", dir_.path() + "/tar.txt").code, 0);
+  const std::string store = build() + "/kernel-store";
+  fs::create_directories(store);
+  std::ofstream(store + "/bb.cpgenk") << "warm";
+
+  const ScriptRun r = check("--deps '" + deps + "' --only tests --budget 5", "-u CPGEN_KERNEL_DIR");
+  ASSERT_EQ(r.code, 0) << r.output;
+  EXPECT_EQ(slurp(store + "/aa.cpgenk"), "carried a");
+  EXPECT_EQ(slurp(store + "/bb.cpgenk"), "warm") << "an entry of an earlier call is kept";
+  const std::string text = slurp(report());
+  EXPECT_NE(text.find("- kernel store " + store + ": 2 carried in " + deps +
+                      "/kernels.tar.xz (packed at commit 1234567); 0 entries added (compiled here) by this call so far"),
+            std::string::npos)
+      << text;
+
+  // CPGEN_KERNEL_DIR, when set, is the store; without a GPU nothing is unpacked and the report
+  // has no store line.
+  const std::string own = dir_.path() + "/own-store";
+  const ScriptRun mine = check("--deps '" + deps + "' --only tests --budget 5", "CPGEN_KERNEL_DIR='" + own + "'");
+  ASSERT_EQ(mine.code, 0) << mine.output;
+  EXPECT_TRUE(fs::exists(own + "/aa.cpgenk"));
+  SetUp();  // the stand-in that finds no GPU again
+  const ScriptRun none = check("--deps '" + deps + "' --only tests --budget 5", "CPGEN_KERNEL_DIR='" + own + "-2'");
+  ASSERT_EQ(none.code, 0) << none.output;
+  EXPECT_FALSE(fs::exists(own + "-2"));
+  EXPECT_EQ(slurp(report()).find("- kernel store"), std::string::npos) << slurp(report());
+}
+
+// The tests phase leaves out the CPU-only families (CPU sessions and CI run them); none of them
+// may be a test that needs a GPU. Every test in a file that asks for one (CPGEN_REQUIRE_GPU,
+// have_gpu, device_arch) must stay outside the pattern, and the pattern must still take the
+// heavy CPU families.
+TEST_F(GpuCheck, TheTestsPhaseLeavesOutOnlyTestsOfFilesThatNeverAskForAGpu) {
+  const ScriptRun list = check("--list-cpu-only");
+  ASSERT_EQ(list.code, 0) << list.output;
+  std::string pattern = list.output;
+  while (!pattern.empty() && pattern.back() == '\n') pattern.pop_back();
+  ASSERT_FALSE(pattern.empty());
+  const std::regex cpu_only(pattern);
+  for (const char* name : {"CompileMatrix.EveryDefaultCompilesWithoutSpillsForSm90",
+                           "EveryDtypeAndHeadDim/EmulatedBackwardDefaults.GradientsOfEveryMaskGroupAndRingSize/bf16_hd128",
+                           "StepFwdWgmmaCompile.SassHoldsWgmmaAndTmaInstructions", "CliCompile.AllCoversTheBackwardKinds"})
+    EXPECT_TRUE(std::regex_search(name, cpu_only)) << name;
+
+  const std::regex asks_for_gpu(R"(CPGEN_REQUIRE_GPU|have_gpu\(|device_arch\(0\))");
+  const std::regex test_macro(R"((?:TEST|TEST_F|TEST_P|TYPED_TEST)\(\s*(\w+)\s*,\s*(\w+)\s*\))");
+  int gpu_files = 0, gpu_tests = 0;
+  for (const auto& entry : fs::recursive_directory_iterator(std::string(CPGEN_SOURCE_DIR) + "/tests")) {
+    if (entry.path().extension() != ".cpp") continue;
+    const std::string text = slurp(entry.path().string());
+    if (!std::regex_search(text, asks_for_gpu)) continue;
+    ++gpu_files;
+    for (std::sregex_iterator m(text.begin(), text.end(), test_macro), end; m != end; ++m) {
+      const std::string name = (*m)[1].str() + "." + (*m)[2].str();
+      ++gpu_tests;
+      EXPECT_FALSE(std::regex_search(name, cpu_only))
+          << name << " (" << entry.path().filename().string() << ") may need a GPU but matches the CPU-only pattern";
+    }
+  }
+  EXPECT_GE(gpu_files, 15) << "the GPU test files were not found";
+  EXPECT_GE(gpu_tests, 100);
 }
 
 }  // namespace
