@@ -85,9 +85,10 @@
 # the Debian -dev packages, and no network. Choice: vendor nothing in the repository; use what the
 # machine has, and where a -dev package is missing use a carried prefix made on the dev machine by
 # tools/pack-gpu-deps.sh (.gpudeps/: nlohmann-json, CLI11, GoogleTest, SQLite header and library,
-# about 5 MB, with the vectors and the kernels below, 21 MB in all). With no GoogleTest anywhere the library, the CLI and the benchmarks are still
-# built and run and the report says the tests were skipped; a missing nlohmann-json, CLI11 or
-# SQLite header (neither here nor carried) stops the build, and the report names what is missing.
+# about 5 MB; 21 MB in all with the vectors and the kernels below). With no GoogleTest anywhere
+# the library, the CLI and the benchmarks are still built and run and the report says the tests
+# were skipped; a missing nlohmann-json, CLI11 or SQLite header (neither here nor carried) stops
+# the build, and the report names what is missing.
 # NCCL comes from the nvidia-nccl Python package (cmake/FindNCCL.cmake finds it). The tests
 # always read the in-repo vectors (tests/data/vectors); an independent set is added from
 # $CPGEN_VECTORS_DIR, else ../shared/vectors, else shared/vectors or .vectors in the checkout,

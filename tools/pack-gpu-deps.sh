@@ -6,10 +6,10 @@
 # An independent vector set (VECTORS, default ../shared/vectors when it exists) goes along as
 # .gpudeps/vectors.tar.xz: 60 MB of JSON are 19 MB compressed, and the device tool carries 64 MiB
 # in all; tools/gpu-check.sh unpacks it into its build folder.
-# The sm_90a kernels a device call loads go along as .gpudeps/kernels.tar.xz (about 5 MB): every
+# The sm_90a kernels a device call loads go along as .gpudeps/kernels.tar.xz (about 2 MB): every
 # default (`cpgen compile --defaults`) and the tune candidates of examples/shapes (`cpgen tune`
 # without a GPU compiles them only, TUNE_CANDIDATES per workload as gpu-check's tune phase asks),
-# compiled here into a fresh store by the cpgen of CPGEN_BUILD (default build/; about 3.5 minutes
+# compiled here into a fresh store by the cpgen of CPGEN_BUILD (default build/; about 4 minutes
 # on 2 cores). gpu-check unpacks them into its kernel store: under the same NVRTC the GPU machine
 # finds them and compiles only the rest, minutes of device time otherwise spent in NVRTC. Made
 # from the templates as they are now: after a template change, pack again. --no-kernels leaves
