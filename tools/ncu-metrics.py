@@ -19,10 +19,31 @@ metric names (field 4, repeated strings); the result message that follows carrie
 (field 13, repeated: field 1 the name's index in that table, field 2 the value, whose one
 field is a double (wire type 1), an integer (wire type 0) or a string (wire type 2)). Field 5 of
 the result message is the kernel's name.
+
+    tools/ncu-metrics.py REPORT [REPORT...] --hotspots N [--nvdisasm PATH]
+
+--hotspots N prints, for each report, the N instructions of the kernel where the PC sampler found
+warps most often (the Source Counters section's samples, every stall reason and issuing
+together): each with its share of all samples, its three largest reasons and its SASS. An
+instanced metric keeps one value per instruction in field 3 of its value entry (repeated: field
+1 holds the instruction's address, field 2 the value, each as the one field of a message); the
+per-instruction values of each sampler metric add up to the metric's own value, which this
+reader checks. The kernel's cubin is in the report as well (a message whose field 4 is an ELF
+file and whose field 9 lists the functions, each with its name in field 1 and its address in
+field 2), so an instruction's offset is its address less the function's, and nvdisasm
+(--nvdisasm, else on PATH, in the CUDA install or fetched into build*/cuda-tools by
+tools/setup.sh) gives its text; without nvdisasm the offsets are printed alone.
 """
 import argparse
+import collections
+import glob
+import os
+import re
+import shutil
 import struct
+import subprocess
 import sys
+import tempfile
 
 
 class Unreadable(Exception):
@@ -123,6 +144,125 @@ def first_result(path):
     raise Unreadable("no metric table followed by values was found")
 
 
+def one_value(message):
+    """The value of a message holding one field (an address or a per-instruction value)."""
+    inner = fields(message)
+    return inner[0][2] if inner else 0
+
+
+def per_instruction(path):
+    """The kernel name, {metric: {address: value}} of the instanced metrics keyed by instruction
+    address, and the (cubin, function address) of the kernel, of the first profiled launch."""
+    with open(path, "rb") as f:
+        data = f.read()
+    kernel, _ = first_result(path)
+    names, per_pc, cubins = None, {}, []
+    for msg in messages(data):
+        try:
+            top = fields(msg)
+        except Unreadable:
+            continue
+        elf = [v for n, w, v in top if n == 4 and w == 2 and v[:4] == b"\x7fELF"]
+        if elf:
+            for n, w, v in top:
+                if n != 9 or w != 2:
+                    continue
+                for n2, w2, v2 in fields(v):
+                    if n2 == 1 and w2 == 2:
+                        entry = {n3: v3 for n3, _, v3 in fields(v2)}
+                        if entry.get(1, b"").decode("utf-8", "replace") == kernel and isinstance(entry.get(2), int):
+                            cubins.append((elf[0], entry[2]))
+            continue
+        table = [v for n, w, v in top if n == 4 and w == 2]
+        if names is None:
+            if len(table) == 1:
+                try:
+                    strings = fields(table[0])
+                except Unreadable:
+                    strings = []
+                if len(strings) > 10 and all(n == 1 and w == 2 for n, w, _ in strings):
+                    names = [v.decode("utf-8", "replace") for _, _, v in strings]
+            continue
+        if per_pc:
+            continue
+        for n, w, v in top:
+            if n != 13 or w != 2:
+                continue
+            entry = fields(v)
+            index = next((v2 for n2, w2, v2 in entry if n2 == 1 and w2 == 0), None)
+            values = {}
+            for n2, w2, v2 in entry:
+                if n2 != 3 or w2 != 2:
+                    continue
+                parts = {n3: v3 for n3, _, v3 in fields(v2)}
+                address = one_value(parts[1]) if 1 in parts else None
+                if isinstance(address, int):
+                    values[address] = one_value(parts[2]) if 2 in parts else 0
+            if values and index is not None and index < len(names):
+                per_pc[names[index]] = values
+    if not cubins:
+        raise Unreadable(f"the report holds no cubin with a function named {kernel}")
+    return kernel, per_pc, cubins[0]
+
+
+def find_nvdisasm(given):
+    if given:
+        return given
+    found = shutil.which("nvdisasm")
+    if found:
+        return found
+    here = os.path.dirname(os.path.dirname(os.path.abspath(__file__)))
+    for pattern in [os.path.join(os.environ.get("CUDA_HOME", "/usr/local/cuda"), "bin", "nvdisasm"),
+                    os.path.join(here, "build*", "cuda-tools", "**", "bin", "nvdisasm")]:
+        for candidate in sorted(glob.glob(pattern, recursive=True)):
+            if os.access(candidate, os.X_OK):
+                return candidate
+    return None
+
+
+def disassemble(cubin, nvdisasm):
+    """{offset: instruction text} of the cubin's code, or {} without nvdisasm."""
+    if not nvdisasm:
+        return {}
+    with tempfile.NamedTemporaryFile(suffix=".cubin") as f:
+        f.write(cubin)
+        f.flush()
+        run = subprocess.run([nvdisasm, "-c", f.name], capture_output=True, text=True)
+    if run.returncode != 0:
+        raise Unreadable(f"nvdisasm could not read the report's cubin: {run.stderr.strip()[:200]}")
+    code = {}
+    for line in run.stdout.splitlines():
+        found = re.match(r"\s*/\*([0-9a-f]+)\*/\s*(.*?)\s*;", line)
+        if found:
+            code[int(found.group(1), 16)] = found.group(2)
+    return code
+
+
+STALL = "smsp__pcsamp_warps_issue_stalled_"
+
+
+def hotspots(path, count, nvdisasm):
+    """The lines --hotspots prints for one report."""
+    kernel, per_pc, (cubin, function) = per_instruction(path)
+    reasons = sorted(k for k in per_pc if k.startswith(STALL) and not k.endswith("_not_issued"))
+    if not reasons or "smsp__pcsamp_sample_count" not in per_pc:
+        raise Unreadable("the report has no PC sampling data (the Source Counters section)")
+    _, totals = first_result(path)
+    for name in reasons + ["smsp__pcsamp_sample_count"]:
+        if name in totals and sum(per_pc[name].values()) != totals[name]:
+            raise Unreadable(f"the per-instruction values of {name} do not add up to its total")
+    samples = per_pc["smsp__pcsamp_sample_count"]
+    total = sum(samples.values())
+    code = disassemble(cubin, nvdisasm)
+    lines = [f"{kernel}: {total} samples" + ("" if code else " (no nvdisasm: offsets only)")]
+    for address, n in sorted(samples.items(), key=lambda kv: (-kv[1], kv[0]))[:count]:
+        offset = address - function
+        top = sorted(((per_pc[r].get(address, 0), r[len(STALL):]) for r in reasons), key=lambda x: (-x[0], x[1]))
+        why = " ".join(f"{r} {v}" for v, r in top[:3] if v)
+        lines.append(f"{offset:05x}\t{100.0 * n / total:.1f}%\t{why}\t{code.get(offset, '')}")
+    return lines
+
+
 def text(value):
     if isinstance(value, float):
         # Counts and durations are stored as doubles: whole ones print whole.
@@ -134,7 +274,24 @@ def main():
     ap = argparse.ArgumentParser(description=__doc__.split("\n")[0])
     ap.add_argument("reports", nargs="+")
     ap.add_argument("--match", default="", help="comma-separated substrings of metric names")
+    ap.add_argument("--hotspots", type=int, default=0, metavar="N",
+                    help="the N instructions with the most PC samples, with their stall reasons and SASS")
+    ap.add_argument("--nvdisasm", default="", help="the nvdisasm to read the kernels' SASS with")
     args = ap.parse_args()
+    if args.hotspots < 0:
+        print(f"ncu-metrics: --hotspots {args.hotspots}: a number of instructions, at least 1", file=sys.stderr)
+        return 2
+    if args.hotspots:
+        nvdisasm = find_nvdisasm(args.nvdisasm)
+        out = []
+        for path in args.reports:
+            try:
+                out += hotspots(path, args.hotspots, nvdisasm) + [""]
+            except (OSError, Unreadable, struct.error) as e:
+                print(f"ncu-metrics: {path}: {e}", file=sys.stderr)
+                return 2
+        print("\n".join(out[:-1]))
+        return 0
     results = []
     for path in args.reports:
         try:
