@@ -26,8 +26,9 @@
 #             family ratio; then the persistent launch and the ping-pong variant at head dim 128
 #             (unless --kernels-args says otherwise), each joined with the plain family's rows
 #   ncu       Nsight Compute on one forward launch of each family and of the wgmma persistent
-#             launch (bf16, head dim 128, causal, 16K): speed of light, occupancy, launch
-#             statistics, warp stalls, compute and memory workload, source counters; the text goes
+#             and ping-pong variants (bf16, head dim 128, causal, 16K): speed of light,
+#             occupancy, launch statistics, warp stalls, compute and memory workload, source
+#             counters; the text and each kernel's hotspots (tools/ncu-metrics.py --hotspots) go
 #             in the report, the .ncu-rep files to $OUT
 #   ring      bench/ring_overhead.sh: the loopback ring against one attention of the same work;
 #             then bench/kernels.py --ranks 1,2,4,8: the ring against SDPA on the full sequence
@@ -50,7 +51,7 @@
 # start and its idle time counted in, 10 minutes per call, and no machine starts with under 4
 # minutes left. Measured (bench/results/2026-11-26-* on an H100, 2026-11-27-* on an H200): a start
 # and the transfers 30-40 s, build 80-101 s, tests 134-182 s (every GPU test running), wgmma
-# 59 s for 32 configurations, ncu 40 s for three profiles, memcheck over the step and ring
+# 59 s for 32 configurations, ncu 40 s for three profiles (now four), memcheck over the step and ring
 # tests 202 s, ongpu 112 s (forward tune 20 s, backward 92 s), the 2-process NCCL ring 22 s. A
 # warm machine waits 30 s for the next call. Since then (unmeasured on a GPU): the tests phase
 # leaves out the CPU-only families (about half its test-seconds), and the kernels come compiled
@@ -315,7 +316,7 @@ $(( $(store_entries) - KERNELS_AT_START )) entries added (compiled here) by this
   if [ -n "${OUT:-}" ] && [ -d "${OUT:-}" ]; then
     cp "$REPORT" "$OUT/" 2>/dev/null
     # The device tool brings back at most 8 files from $OUT: the report, this tarball (every log,
-    # table and jsonl), and on their own the three ncu profiles and the exported cache.
+    # table and jsonl), and on their own the four ncu profiles and the exported cache.
     tar -C "$LOGS" --exclude='*.ncu-rep' --exclude='*.db' -czf "$OUT/gpu-check-logs.tar.gz" . 2>/dev/null
   fi
 }
@@ -562,7 +563,10 @@ phase_ncu() {
   : >"$LOGS/phases/ncu.md"
   # wgmma-persistent: whether the persistent launch keeps the tensor pipe busier than the plain
   # one over a whole launch (its aim: no idle SM between one query block and the next).
-  for family in mma.sync wgmma wgmma-persistent; do
+  # wgmma-pingpong: whether the two consumer warpgroups' turns move the waits at the MMAs (on the
+  # 2026-11-27 H200 the plain schedule's tensor pipe was busy 71.6% of the time, 13.9% of its
+  # samples at the wait for a warpgroup's P V), which its timings (0.98-1.02x plain) did not show.
+  for family in mma.sync wgmma wgmma-persistent wgmma-pingpong; do
     local pin=(--pin "$family")  # family names of kernels.py --pin
     # The first launch whose name starts ring_fwd (the URI is the kernel's name): kernels.py's
     # checked run, before any timing. --clock-control none: the clocks the benchmarks ran at.
@@ -581,8 +585,12 @@ phase_ncu() {
     # from reading the report back. tools/ncu-metrics.py reads the same file where ncu is absent.
     "$ncu" --import "$LOGS/ncu-$family.ncu-rep" --page details >"$LOGS/ncu-$family.txt" 2>&1 ||
       echo "(ncu --import failed; tools/ncu-metrics.py reads the .ncu-rep)" >>"$LOGS/ncu-$family.txt"
+    # Where the warps waited, by instruction (the PC sampler's counts and the SASS).
+    python3 "$ROOT/tools/ncu-metrics.py" "$LOGS/ncu-$family.ncu-rep" --hotspots 16 >"$LOGS/ncu-$family-hotspots.txt" 2>&1
     { echo "### $family"; echo; grep -vE '^(\{|# |\| |==PROF==)' "$LOGS/ncu-$family.log" | head -20 | sed 's/^/    /'
-      echo; head -200 "$LOGS/ncu-$family.txt" | sed 's/^/    /'; echo; } >>"$LOGS/phases/ncu.md"
+      echo; head -200 "$LOGS/ncu-$family.txt" | sed 's/^/    /'; echo
+      echo "Hotspots (tools/ncu-metrics.py --hotspots 16: offset, share of samples, top stall reasons, SASS):"
+      echo; sed 's/^/    /' "$LOGS/ncu-$family-hotspots.txt"; echo; } >>"$LOGS/phases/ncu.md"
     [ -n "${OUT:-}" ] && [ -d "${OUT:-}" ] && cp "$LOGS/ncu-$family.ncu-rep" "$OUT/" 2>/dev/null
   done
   results=${results# }
