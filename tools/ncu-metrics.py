@@ -104,6 +104,20 @@ def messages(data):
         i += size
 
 
+def metric_names(top):
+    """The table of metric names when the message (its fields `top`) is a result's header."""
+    table = [v for n, w, v in top if n == 4 and w == 2]
+    if len(table) != 1:
+        return None
+    try:
+        strings = fields(table[0])
+    except Unreadable:
+        return None
+    if len(strings) > 10 and all(n == 1 and w == 2 for n, w, _ in strings):
+        return [v.decode("utf-8", "replace") for _, _, v in strings]
+    return None
+
+
 def first_result(path):
     """The kernel name and {metric: value} of the first profiled launch in the report."""
     with open(path, "rb") as f:
@@ -114,15 +128,8 @@ def first_result(path):
             top = fields(msg)
         except Unreadable:
             continue
-        table = [v for n, w, v in top if n == 4 and w == 2]
         if names is None:
-            if len(table) == 1:
-                try:
-                    strings = fields(table[0])
-                except Unreadable:
-                    strings = []
-                if len(strings) > 10 and all(n == 1 and w == 2 for n, w, _ in strings):
-                    names = [v.decode("utf-8", "replace") for _, _, v in strings]
+            names = metric_names(top)
             continue
         values = {}
         for n, w, v in top:
@@ -173,15 +180,8 @@ def per_instruction(path):
                         if entry.get(1, b"").decode("utf-8", "replace") == kernel and isinstance(entry.get(2), int):
                             cubins.append((elf[0], entry[2]))
             continue
-        table = [v for n, w, v in top if n == 4 and w == 2]
         if names is None:
-            if len(table) == 1:
-                try:
-                    strings = fields(table[0])
-                except Unreadable:
-                    strings = []
-                if len(strings) > 10 and all(n == 1 and w == 2 for n, w, _ in strings):
-                    names = [v.decode("utf-8", "replace") for _, _, v in strings]
+            names = metric_names(top)
             continue
         if per_pc:
             continue
