@@ -26,10 +26,74 @@ CPGEN_HOST_DEVICE bool key_visible(int q_pos, int k_pos, bool causal) {
   return !causal || k_pos <= q_pos;
 }
 
-// How many leading entries of the increasing array `positions` are <= bound (upper bound by
-// binary search). For a block of queries this gives, from its last query position, the keys that
-// any row can see (the end of the non-skipped tiles), and from its first query position, the keys
-// that every row sees (the end of the mask-free tiles).
+// How many leading entries of a non-decreasing array are <= bound (its upper bound), read through
+// `at` (at(i): entry i). A plain binary search costs a dependent load per halving: 14 in a row
+// for a 16K-key chunk, twice at the start of every forward CTA, with every warp waiting (about
+// 2.7% of the wgmma kernel's PC samples at causal 16K on the H200, 2026-11-27). Ring chunks are
+// not arbitrary, though: a rank's positions are one run of consecutive positions (contiguous),
+// two equal runs (zigzag) or one stride (striped). So after the two ends, the search probes
+// where the answer is if the run through the bound starts at the first entry, if it ends at the
+// last, if the runs are the two halves, and if the stride is even, each probe inside the range
+// the earlier ones left: a probe whose entries g - 1 and g bracket the bound is the answer, and
+// one that misses narrows what the binary search then finishes. Such chunks take two to five
+// rounds of loads, whatever their length; any other array (a zigzag-token chunk) is searched
+// exactly too, at most four rounds later. Used for the block ranges of the causal forward and
+// of the backward's blind queries; the key intervals' searches and the per-row ones inside the
+// main loops stay plain binary searches (count_at_or_before, count_before: fewer registers).
+template <typename At>
+CPGEN_HOST_DEVICE int count_at_most(const At& at, int len, int bound) {
+  if (len <= 0) return 0;
+  const int first = at(0), last = at(len - 1);
+  if (bound < first) return 0;
+  if (bound >= last) return len;
+  // From here len >= 2 and the answer lies in [lo, hi] = [1, len - 1].
+  const int top = len - 1;
+  int lo = 1, hi = top;
+  for (int i = 0; i < 4 && lo < hi; ++i) {
+    long long guess;
+    if (i == 0) {
+      guess = static_cast<long long>(bound) - first + 1;  // a run from the front
+    } else if (i == 1) {
+      guess = len - (static_cast<long long>(last) - bound);  // a run to the back
+    } else if (i == 2) {
+      guess = len / 2;  // two halves
+    } else {
+      // An even stride; in 32 bits (first <= bound < last, so both differences fit unsigned),
+      // where a 64-bit division would be a call.
+      const unsigned stride = (static_cast<unsigned>(last) - static_cast<unsigned>(first)) / static_cast<unsigned>(top);
+      guess = stride > 1 ? (static_cast<unsigned>(bound) - static_cast<unsigned>(first)) / stride + 1LL : lo + (hi - lo) / 2;
+    }
+    const int probe = static_cast<int>(guess < lo ? lo : guess > hi ? hi : guess);
+    // Both entries in one round of loads: the test of the hit needs both (a bitwise and, so that
+    // the compiler does not sink the second load behind the first one's branch). below <= bound
+    // means the answer is at least probe, else at most probe - 1; here <= bound at least probe + 1.
+    const bool below_in = at(probe - 1) <= bound, here_out = at(probe) > bound;
+    if (below_in & here_out) return probe;
+    if (below_in) {
+      lo = probe + 1;
+    } else {
+      hi = probe - 1;
+    }
+  }
+  while (lo < hi) {
+    const int mid = lo + (hi - lo) / 2;
+    if (at(mid) <= bound) {
+      lo = mid + 1;
+    } else {
+      hi = mid;
+    }
+  }
+  return lo;
+}
+
+// Entry i of a plain array (the accessor of the searches below).
+struct ArrayAt {
+  const int* values;
+  CPGEN_HOST_DEVICE int operator()(int i) const { return values[i]; }
+};
+
+// How many leading entries of the increasing array `positions` are <= bound, by plain binary
+// search.
 CPGEN_HOST_DEVICE int count_at_or_before(const int* positions, int len, int bound) {
   int lo = 0, hi = len;
   while (lo < hi) {
@@ -43,6 +107,13 @@ CPGEN_HOST_DEVICE int count_at_or_before(const int* positions, int len, int boun
   return lo;
 }
 
+// The same count over a whole chunk, once per block: from a query block's last query position,
+// the keys that any row can see (the end of the non-skipped tiles), and from its first, the keys
+// that every row sees (the end of the mask-free tiles).
+CPGEN_HOST_DEVICE int count_at_or_before_in_runs(const int* positions, int len, int bound) {
+  return count_at_most(ArrayAt{positions}, len, bound);
+}
+
 // The key tiles one query block runs: [0, full_tiles) without a mask, [full_tiles, tiles) with
 // the mask (causal positions and the kv_len bound of a partial last tile); the rest are skipped.
 struct TileRange {
@@ -50,10 +121,16 @@ struct TileRange {
   int tiles;
 };
 
+// in_runs: search with count_at_or_before_in_runs (the kernel's traits say whether its registers
+// afford it: kProbeKeyRuns), else by plain binary search; the same answer either way.
+CPGEN_HOST_DEVICE int chunk_count_at_or_before(const int* positions, int len, int bound, bool in_runs) {
+  return in_runs ? count_at_or_before_in_runs(positions, len, bound) : count_at_or_before(positions, len, bound);
+}
+
 CPGEN_HOST_DEVICE TileRange key_tile_range(const int* kv_positions, int kv_len, int q_first_pos,
-                                           int q_last_pos, int block_n, bool causal) {
-  const int visible = causal ? count_at_or_before(kv_positions, kv_len, q_last_pos) : kv_len;
-  const int unmasked = causal ? count_at_or_before(kv_positions, kv_len, q_first_pos) : kv_len;
+                                           int q_last_pos, int block_n, bool causal, bool in_runs = true) {
+  const int visible = causal ? chunk_count_at_or_before(kv_positions, kv_len, q_last_pos, in_runs) : kv_len;
+  const int unmasked = causal ? chunk_count_at_or_before(kv_positions, kv_len, q_first_pos, in_runs) : kv_len;
   return {unmasked / block_n, (visible + block_n - 1) / block_n};
 }
 

@@ -208,7 +208,7 @@ CPGEN_DEVICE void ring_bwd_step(const RingBwdParams& params) {
   if constexpr (kCausal) {
     k_first_pos = load_global(params.kv_positions + key0);
     k_last_pos = load_global(params.kv_positions + key0 + keys_here - 1);
-    const int blind_queries = count_at_or_before(params.q_positions, params.q_len, k_first_pos - 1);
+    const int blind_queries = count_at_or_before_in_runs(params.q_positions, params.q_len, k_first_pos - 1);
     first_block = blind_queries == params.q_len ? query_blocks : blind_queries * kGroup / kBlockM;
   } else if constexpr (kKeyIntervals) {
     k_first_pos = load_global(params.kv_positions + key0);

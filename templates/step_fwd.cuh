@@ -206,7 +206,7 @@ CPGEN_DEVICE KeyTiles block_key_tiles(const RingFwdParams& params, int m_block) 
       q_last_pos = load_global(params.q_positions + last_query);
     }
     const TileRange range = key_tile_range(params.kv_positions, params.kv_len, q_first_pos, q_last_pos,
-                                           Traits::kBlockN, Traits::kCausal);
+                                           Traits::kBlockN, Traits::kCausal, Traits::kProbeKeyRuns);
     return {0, 0, range.full_tiles, range.tiles};
   }
 }

@@ -109,6 +109,9 @@ struct FwdTraits {
   // q_key_last (causal, windows and documents alike), and the logit softcap params.softcap.
   static constexpr bool kKeyIntervals = kKeyIntervalsV;
   static constexpr bool kSoftcap = kSoftcapV;
+  // The block's key range by plain binary search (mask.cuh): the probes of the runs' search cost
+  // this family's causal default (255 registers) 80 bytes of spills on sm_90a.
+  static constexpr bool kProbeKeyRuns = false;
   static constexpr int kElementBytes = Element::kBytes;
   static constexpr FwdLayout kLayout =
       fwd_layout(kElementBytes, kHeadDim, kBlockM, kBlockN, kWarps, kStages, kSoftcap);

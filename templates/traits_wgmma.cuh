@@ -96,6 +96,9 @@ struct WgmmaFwdTraits {
   static constexpr bool kSoftcap = kSoftcapV;
   static constexpr bool kPingPong = kPingPongV;
   static constexpr bool kPersistent = kPersistentV;
+  // The block's key range by the runs' search (mask.cuh count_at_or_before_in_runs): two to five
+  // rounds of loads at each CTA's (or item's) start instead of a binary search's 28.
+  static constexpr bool kProbeKeyRuns = true;
   // The CTA barriers of the ping-pong turns: consumer c waits for its turn at kTurnBarrier + c (0
   // is __syncthreads'), and each phase counts both consumer warpgroups.
   static constexpr int kTurnBarrier = 1;

@@ -1,5 +1,6 @@
 // CPU checks of the causal tile logic (templates/mask.cuh) against brute force over the
-// positions a rank really holds (contiguous and zigzag splits of a sequence).
+// positions a rank really holds (contiguous, zigzag, striped and zigzag-token splits of a
+// sequence).
 #include "cpgen/mask.cuh"
 
 #include "cpgen/layout.cuh"
@@ -7,6 +8,10 @@
 #include <gtest/gtest.h>
 
 #include <algorithm>
+#include <limits>
+#include <random>
+#include <string>
+#include <utility>
 #include <vector>
 
 namespace cpgen::device {
@@ -25,6 +30,16 @@ std::vector<int> zigzag_positions(int seq_len, int cp_size, int rank) {
 std::vector<int> striped_positions(int seq_len, int cp_size, int rank) {
   std::vector<int> out;
   for (int p = rank; p < seq_len; p += cp_size) out.push_back(p);
+  return out;
+}
+
+// Zigzag-token: one token per fold of N, at offset r in even folds and N - 1 - r in odd ones.
+std::vector<int> zigzag_token_positions(int seq_len, int cp_size, int rank) {
+  std::vector<int> out;
+  for (int fold = 0; fold * cp_size < seq_len; ++fold) {
+    const int p = fold * cp_size + (fold % 2 == 0 ? rank : cp_size - 1 - rank);
+    if (p < seq_len) out.push_back(p);
+  }
   return out;
 }
 
@@ -55,6 +70,97 @@ TEST(Mask, CountAtOrBeforeMatchesLinearScan) {
   }
   EXPECT_EQ(count_at_or_before(pos.data(), 0, 100), 0);
   EXPECT_EQ(count_at_or_before(pos.data(), -3, 100), 0);  // an empty range past kv_len
+  EXPECT_EQ(count_at_or_before_in_runs(pos.data(), 0, 100), 0);
+  EXPECT_EQ(count_at_or_before_in_runs(pos.data(), -3, 100), 0);
+}
+
+// The searches (the probing ones of the block ranges and the plain ones of the per-row ranges)
+// against std::upper_bound / std::lower_bound on every kind of array they meet: a
+// rank's positions under each scheme (whole chunks and the runs of a tile inside them), strictly
+// increasing arrays with irregular gaps, non-decreasing ones with repeats (key intervals' ends),
+// lengths 1 to a few hundred, every bound from below the first entry to past the last, and the
+// int extremes.
+TEST(Mask, CountsMatchTheStandardBoundsOnEveryKindOfArray) {
+  std::mt19937 rng(7);
+  std::vector<std::vector<int>> arrays;
+  for (int n : {2, 4, 8})
+    for (int r = 0; r < n; ++r) {
+      arrays.push_back(zigzag_positions(16 * n * 3, n, r));
+      arrays.push_back(striped_positions(16 * n * 3, n, r));
+      arrays.push_back(contiguous_positions(16 * n * 3, n, r));
+    }
+  const std::vector<int> zigzag = zigzag_positions(512, 4, 1);
+  for (int start : {0, 5, 60, 63, 64, 100})  // tiles of a chunk: one run, or the end of one and the start of the next
+    arrays.emplace_back(zigzag.begin() + start, zigzag.begin() + std::min<int>(start + 32, static_cast<int>(zigzag.size())));
+  for (int len : {1, 2, 3, 5, 17, 128, 300}) {
+    std::vector<int> increasing, repeating;
+    int p = -40, q = -40;
+    for (int i = 0; i < len; ++i) {
+      p += 1 + static_cast<int>(rng() % 9);
+      q += static_cast<int>(rng() % 3);
+      increasing.push_back(p);
+      repeating.push_back(q);
+    }
+    arrays.push_back(increasing);
+    arrays.push_back(repeating);
+  }
+  arrays.push_back({std::numeric_limits<int>::min(), 0, std::numeric_limits<int>::max()});
+  for (const std::vector<int>& a : arrays) {
+    const int len = static_cast<int>(a.size());
+    std::vector<int> bounds = {std::numeric_limits<int>::min(), std::numeric_limits<int>::min() + 1, -1, 0, 1,
+                               std::numeric_limits<int>::max() - 1, std::numeric_limits<int>::max()};
+    for (long long b = static_cast<long long>(a.front()) - 3; b <= a.back() + 3LL && bounds.size() < 5000; ++b)
+      if (b >= std::numeric_limits<int>::min() && b <= std::numeric_limits<int>::max()) bounds.push_back(static_cast<int>(b));
+    for (int b : bounds) {
+      const int above = static_cast<int>(std::upper_bound(a.begin(), a.end(), b) - a.begin());
+      const int below = static_cast<int>(std::lower_bound(a.begin(), a.end(), b) - a.begin());
+      ASSERT_EQ(count_at_or_before_in_runs(a.data(), len, b), above) << "bound " << b << ", length " << len;
+      if (b != std::numeric_limits<int>::min())
+        ASSERT_EQ(count_at_most(ArrayAt{a.data()}, len, b - 1), below) << "bound " << b << ", length " << len;
+      ASSERT_EQ(count_at_or_before(a.data(), len, b), above) << "bound " << b << ", length " << len;
+      ASSERT_EQ(count_before(a.data(), len, b), below) << "bound " << b << ", length " << len;
+    }
+  }
+}
+
+// The reason for the probes: a whole chunk of a contiguous, zigzag or striped rank, at 16K keys,
+// is searched with its two ends and at most four probe pairs (a contiguous one with one pair)
+// for every bound between its ends, where a binary search makes 14-15 dependent loads; an
+// irregular array of the same length still falls back to the search (more loads), so the count
+// below measures something.
+TEST(Mask, RingChunksAreSearchedWithTheEndsAndAtMostFourProbes) {
+  struct CountingAt {
+    const int* values;
+    int* loads;
+    int operator()(int i) const {
+      ++*loads;
+      return values[i];
+    }
+  };
+  const int seq = 16384 * 8;
+  for (const auto& [scheme, positions] :
+       std::vector<std::pair<const char*, std::vector<int>>>{{"contiguous", contiguous_positions(seq, 8, 3)},
+                                                             {"zigzag", zigzag_positions(seq, 8, 2)},
+                                                             {"striped", striped_positions(seq, 8, 5)}}) {
+    const int len = static_cast<int>(positions.size());
+    ASSERT_EQ(len, 16384);
+    for (int bound = positions.front(); bound < positions.back(); bound += 7) {
+      int loads = 0;
+      const int count = count_at_most(CountingAt{positions.data(), &loads}, len, bound);
+      ASSERT_EQ(count, std::upper_bound(positions.begin(), positions.end(), bound) - positions.begin());
+      ASSERT_LE(loads, std::string(scheme) == "contiguous" ? 4 : 10) << scheme << ", bound " << bound;
+    }
+  }
+  std::mt19937 rng(3);
+  std::vector<int> irregular;
+  for (int p = 0; static_cast<int>(irregular.size()) < 16384;) irregular.push_back(p += 1 + static_cast<int>(rng() % 5));
+  int most = 0;
+  for (int bound = irregular.front(); bound < irregular.back(); bound += 101) {
+    int loads = 0;
+    count_at_most(CountingAt{irregular.data(), &loads}, 16384, bound);
+    most = std::max(most, loads);
+  }
+  EXPECT_GT(most, 10);
 }
 
 // For every query block and key tile: tiles before full_tiles need no mask for any row, tiles at
@@ -67,6 +173,11 @@ void check_ranges(const std::vector<int>& q_pos, const std::vector<int>& k_pos, 
     const int qf = b * block_m / group;
     const int ql = std::min(((b + 1) * block_m - 1) / group, q_len - 1);
     TileRange r = key_tile_range(k_pos.data(), kv_len, q_pos[qf], q_pos[ql], block_n, causal);
+    // The runs' search (the wgmma family's) and the plain binary search (the mma.sync family's)
+    // give the same tiles.
+    const TileRange plain = key_tile_range(k_pos.data(), kv_len, q_pos[qf], q_pos[ql], block_n, causal, false);
+    ASSERT_EQ(r.full_tiles, plain.full_tiles) << "block " << b;
+    ASSERT_EQ(r.tiles, plain.tiles) << "block " << b;
     const int key_tiles = (kv_len + block_n - 1) / block_n;
     ASSERT_LE(r.full_tiles, r.tiles);
     ASSERT_LE(r.tiles, key_tiles);
@@ -100,7 +211,15 @@ TEST(Mask, TileRangesAgreeWithBruteForceOverRingSteps) {
                            group, bm, bn, true);
               check_ranges(zigzag_positions(96, cp, q_rank), zigzag_positions(96, cp, k_rank), group, bm,
                            bn, false);
+              check_ranges(striped_positions(384, cp, q_rank), striped_positions(384, cp, k_rank), group, bm,
+                           bn, true);
+              check_ranges(zigzag_token_positions(384, cp, q_rank), zigzag_token_positions(384, cp, k_rank),
+                           group, bm, bn, true);
             }
+  for (int q_rank = 0; q_rank < 8; ++q_rank)  // strides that alternate on most ranks
+    for (int k_rank = 0; k_rank < 8; ++k_rank)
+      check_ranges(zigzag_token_positions(8 * 300, 8, q_rank), zigzag_token_positions(8 * 300, 8, k_rank), 1, 64,
+                   64, true);
 }
 
 // The forward kernels take their query blocks in heavy_first_block order (layout.cuh): every block

@@ -1,8 +1,8 @@
 // The sm_90a forward step kernel (templates/step_fwd_wgmma.cuh) run on the CPU by the CUDA
 // emulator with its Hopper primitives: TMA loads from tensor maps built from the template's own
 // map descriptions, mbarrier rings, wgmma from descriptors and registers, all checked by the
-// sanitizer. Zigzag, striped and contiguous rings of 1 to 4 ranks against float64, outputs and
-// state poisoned first; the mask contract (key intervals for windows and documents, softcap,
+// sanitizer. Zigzag, striped, zigzag-token and contiguous rings of 1 to 4 ranks against float64,
+// outputs and state poisoned first; the mask contract (key intervals for windows and documents, softcap,
 // unequal shards, bshd strides, query views through state_len) with every launch's TMA reads
 // checked against the key tiles the contract lets a block load. Problems are the smallest that
 // still run several key tiles, wrap the stage ring and leave a partial last tile: each wgmma is
@@ -45,6 +45,14 @@ TEST(StepFwdWgmmaEmulated, Fp16Hd64CausalThreeStagesOneStepAndRingOfFour) {
 // Striped positions: no tile is mask-free, every one takes the per-row key limits.
 TEST(StepFwdWgmmaEmulated, Fp16Hd64CausalStripedRingOfThree) {
   check_random<WgmmaFwdTraits<Fp16, 64, 64, 64, 1, 3, true, 1>>(1, 1, 3 * 40, 7, 3, Split::kStriped);
+}
+
+// Zigzag-token positions: the strides alternate on most ranks (1 and 5 on ranks 0 and 2 of
+// three), so the block ranges' search (mask.cuh count_at_or_before_in_runs) often misses its
+// probes and ends narrowing or in its binary search (Mask.* check every case on the host).
+TEST(StepFwdWgmmaEmulated, Fp16Hd64CausalZigzagTokenRingsOfThreeAndFour) {
+  check_random<WgmmaFwdTraits<Fp16, 64, 64, 64, 1, 3, true, 1>>(1, 1, 3 * 80, 9, 3, Split::kZigzagToken);
+  check_random<WgmmaFwdTraits<Fp16, 64, 64, 64, 1, 3, true, 1>>(1, 1, 4 * 80, 10, 4, Split::kZigzagToken);
 }
 
 // 64-row chunks and 64-row query blocks: at step 1, rank 0's first block (positions 0-63) sees no

@@ -371,7 +371,7 @@ void check_setup(const AttentionProblem& p, const AttentionOutput& expected, con
   EXPECT_LT(c.lse_max_abs, 2e-2);
 }
 
-enum class Split { kZigzag, kStriped };
+enum class Split { kZigzag, kStriped, kZigzagToken };
 
 template <typename Traits>
 void check(const AttentionProblem& p, const AttentionOutput& expected, int cp_size, const std::string& what,
@@ -380,7 +380,11 @@ void check(const AttentionProblem& p, const AttentionOutput& expected, int cp_si
   RingSetup setup;
   setup.shape = shape_of(p);
   // striped: rank r holds r, r + N, r + 2N, ...: every causal tile straddles the diagonal.
-  setup.ranks = partition(split == Split::kStriped ? Scheme::kStriped : Scheme::kZigzag, p.seq_len, cp_size);
+  // zigzag-token: one token per fold of N, offsets r and N - 1 - r in turn: strides alternate.
+  const Scheme scheme = split == Split::kStriped       ? Scheme::kStriped
+                        : split == Split::kZigzagToken ? Scheme::kZigzagToken
+                                                       : Scheme::kZigzag;
+  setup.ranks = partition(scheme, p.seq_len, cp_size);
   check_setup<Traits>(p, expected, setup);
 }
 
