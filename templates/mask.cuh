@@ -60,8 +60,10 @@ CPGEN_HOST_DEVICE int count_at_most(const At& at, int len, int bound) {
     } else {
       // An even stride; in 32 bits (first <= bound < last, so both differences fit unsigned),
       // where a 64-bit division would be a call.
-      const unsigned stride = (static_cast<unsigned>(last) - static_cast<unsigned>(first)) / static_cast<unsigned>(top);
-      guess = stride > 1 ? (static_cast<unsigned>(bound) - static_cast<unsigned>(first)) / stride + 1LL : lo + (hi - lo) / 2;
+      const unsigned span = static_cast<unsigned>(last) - static_cast<unsigned>(first);
+      const unsigned stride = span / static_cast<unsigned>(top);
+      const unsigned offset = static_cast<unsigned>(bound) - static_cast<unsigned>(first);
+      guess = stride > 1 ? offset / stride + 1LL : lo + (hi - lo) / 2;
     }
     const int probe = static_cast<int>(guess < lo ? lo : guess > hi ? hi : guess);
     // Both entries in one round of loads: the test of the hit needs both (a bitwise and, so that
@@ -124,13 +126,15 @@ struct TileRange {
 // in_runs: search with count_at_or_before_in_runs (the kernel's traits say whether its registers
 // afford it: kProbeKeyRuns), else by plain binary search; the same answer either way.
 CPGEN_HOST_DEVICE int chunk_count_at_or_before(const int* positions, int len, int bound, bool in_runs) {
-  return in_runs ? count_at_or_before_in_runs(positions, len, bound) : count_at_or_before(positions, len, bound);
+  return in_runs ? count_at_or_before_in_runs(positions, len, bound)
+                 : count_at_or_before(positions, len, bound);
 }
 
 CPGEN_HOST_DEVICE TileRange key_tile_range(const int* kv_positions, int kv_len, int q_first_pos,
                                            int q_last_pos, int block_n, bool causal, bool in_runs = true) {
-  const int visible = causal ? chunk_count_at_or_before(kv_positions, kv_len, q_last_pos, in_runs) : kv_len;
-  const int unmasked = causal ? chunk_count_at_or_before(kv_positions, kv_len, q_first_pos, in_runs) : kv_len;
+  if (!causal) return {kv_len / block_n, (kv_len + block_n - 1) / block_n};
+  const int visible = chunk_count_at_or_before(kv_positions, kv_len, q_last_pos, in_runs);
+  const int unmasked = chunk_count_at_or_before(kv_positions, kv_len, q_first_pos, in_runs);
   return {unmasked / block_n, (visible + block_n - 1) / block_n};
 }
 

@@ -91,7 +91,8 @@ TEST(Mask, CountsMatchTheStandardBoundsOnEveryKindOfArray) {
     }
   const std::vector<int> zigzag = zigzag_positions(512, 4, 1);
   for (int start : {0, 5, 60, 63, 64, 100})  // tiles of a chunk: one run, or the end of one and the start of the next
-    arrays.emplace_back(zigzag.begin() + start, zigzag.begin() + std::min<int>(start + 32, static_cast<int>(zigzag.size())));
+    arrays.emplace_back(zigzag.begin() + start,
+                        zigzag.begin() + std::min<int>(start + 32, static_cast<int>(zigzag.size())));
   for (int len : {1, 2, 3, 5, 17, 128, 300}) {
     std::vector<int> increasing, repeating;
     int p = -40, q = -40;
@@ -110,7 +111,8 @@ TEST(Mask, CountsMatchTheStandardBoundsOnEveryKindOfArray) {
     std::vector<int> bounds = {std::numeric_limits<int>::min(), std::numeric_limits<int>::min() + 1, -1, 0, 1,
                                std::numeric_limits<int>::max() - 1, std::numeric_limits<int>::max()};
     for (long long b = static_cast<long long>(a.front()) - 3; b <= a.back() + 3LL && bounds.size() < 5000; ++b)
-      if (b >= std::numeric_limits<int>::min() && b <= std::numeric_limits<int>::max()) bounds.push_back(static_cast<int>(b));
+      if (b >= std::numeric_limits<int>::min() && b <= std::numeric_limits<int>::max())
+        bounds.push_back(static_cast<int>(b));
     for (int b : bounds) {
       const int above = static_cast<int>(std::upper_bound(a.begin(), a.end(), b) - a.begin());
       const int below = static_cast<int>(std::lower_bound(a.begin(), a.end(), b) - a.begin());
@@ -153,7 +155,8 @@ TEST(Mask, RingChunksAreSearchedWithTheEndsAndAtMostFourProbes) {
   }
   std::mt19937 rng(3);
   std::vector<int> irregular;
-  for (int p = 0; static_cast<int>(irregular.size()) < 16384;) irregular.push_back(p += 1 + static_cast<int>(rng() % 5));
+  for (int p = 0; static_cast<int>(irregular.size()) < 16384;)
+    irregular.push_back(p += 1 + static_cast<int>(rng() % 5));
   int most = 0;
   for (int bound = irregular.front(); bound < irregular.back(); bound += 101) {
     int loads = 0;
