@@ -70,10 +70,11 @@
 #   give_back()
 # Tests first when the kernels or the runtime changed since the last report's passing run
 # (2026-11-27's third session, on tree 6bd0c35): they have (the persistent launch's items now
-# come in L2 sections). Then the wgmma phase on issue 13's target shapes: the persistent launch,
-# 0.84-0.91x the plain one on 6bd0c35 with 21% of its reads hitting L2, is to be timed in its
-# sectioned order; then nccl (the 4-process ring, the watchdog, the rank-0 broadcast were not
-# reached), whose tests now come before the tune tests (ongpu, which passed on 6bd0c35). The
+# come in L2 sections; the wgmma family's causal block ranges take mask.cuh's runs search).
+# Then the wgmma phase on issue 13's target shapes: the persistent launch, 0.84-0.91x the plain
+# one on 6bd0c35 with 21% of its reads hitting L2, is to be timed in its sectioned order; then
+# nccl (the 4-process ring, the watchdog, the rank-0 broadcast were not reached), whose tests
+# now come before the tune tests (ongpu, which passed on 6bd0c35). The
 # sanitizer runs that remain (racecheck on the ping-pong ring test, over every set past 150 s:
 #   timeout 215 tools/gpu-sanitize.sh --build-dir build-gpu --logs $OUT/san --tools racecheck
 #       --filter 'GpuRingWgmma.PingPongLoopbackOnOneVectorSetOverARingOfTwo' --run-limit 200

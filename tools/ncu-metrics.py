@@ -118,52 +118,19 @@ def metric_names(top):
     return None
 
 
-def first_result(path):
-    """The kernel name and {metric: value} of the first profiled launch in the report."""
-    with open(path, "rb") as f:
-        data = f.read()
-    names = None
-    for msg in messages(data):
-        try:
-            top = fields(msg)
-        except Unreadable:
-            continue
-        if names is None:
-            names = metric_names(top)
-            continue
-        values = {}
-        for n, w, v in top:
-            if n != 13 or w != 2:
-                continue
-            index, value = None, None
-            for n2, w2, v2 in fields(v):
-                if n2 == 1 and w2 == 0:
-                    index = v2
-                elif n2 == 2 and w2 == 2:
-                    for _, w3, v3 in fields(v2):
-                        value = v3.decode("utf-8", "replace") if w3 == 2 else v3
-            if index is None or index >= len(names):
-                raise Unreadable("a value names no metric of the table")
-            values[names[index]] = value
-        if values:
-            kernel = next((v.decode("utf-8", "replace") for n, w, v in top if n == 5 and w == 2), "?")
-            return kernel, values
-    raise Unreadable("no metric table followed by values was found")
-
-
 def one_value(message):
     """The value of a message holding one field (an address or a per-instruction value)."""
     inner = fields(message)
     return inner[0][2] if inner else 0
 
 
-def per_instruction(path):
-    """The kernel name, {metric: {address: value}} of the instanced metrics keyed by instruction
-    address, and the (cubin, function address) of the kernel, of the first profiled launch."""
+def read_report(path):
+    """One pass over the report: the kernel name, {metric: value} and the instanced metrics keyed
+    by instruction address, {metric: {address: value}}, of the first profiled launch, and every
+    function of the cubins the report holds, {name: (cubin, address)}."""
     with open(path, "rb") as f:
         data = f.read()
-    kernel, _ = first_result(path)
-    names, per_pc, cubins = None, {}, []
+    names, result, functions = None, None, {}
     for msg in messages(data):
         try:
             top = fields(msg)
@@ -177,32 +144,47 @@ def per_instruction(path):
                 for n2, w2, v2 in fields(v):
                     if n2 == 1 and w2 == 2:
                         entry = {n3: v3 for n3, _, v3 in fields(v2)}
-                        if entry.get(1, b"").decode("utf-8", "replace") == kernel and isinstance(entry.get(2), int):
-                            cubins.append((elf[0], entry[2]))
+                        if isinstance(entry.get(1), bytes) and isinstance(entry.get(2), int):
+                            functions.setdefault(entry[1].decode("utf-8", "replace"), (elf[0], entry[2]))
             continue
         if names is None:
             names = metric_names(top)
             continue
-        if per_pc:
-            continue
+        if result is not None:
+            continue  # later launches; only cubins are still wanted
+        values, per_pc = {}, {}
         for n, w, v in top:
             if n != 13 or w != 2:
                 continue
-            entry = fields(v)
-            index = next((v2 for n2, w2, v2 in entry if n2 == 1 and w2 == 0), None)
-            values = {}
-            for n2, w2, v2 in entry:
-                if n2 != 3 or w2 != 2:
-                    continue
-                parts = {n3: v3 for n3, _, v3 in fields(v2)}
-                address = one_value(parts[1]) if 1 in parts else None
-                if isinstance(address, int):
-                    values[address] = one_value(parts[2]) if 2 in parts else 0
-            if values and index is not None and index < len(names):
-                per_pc[names[index]] = values
-    if not cubins:
-        raise Unreadable(f"the report holds no cubin with a function named {kernel}")
-    return kernel, per_pc, cubins[0]
+            index, value, instances = None, None, {}
+            for n2, w2, v2 in fields(v):
+                if n2 == 1 and w2 == 0:
+                    index = v2
+                elif n2 == 2 and w2 == 2:
+                    for _, w3, v3 in fields(v2):
+                        value = v3.decode("utf-8", "replace") if w3 == 2 else v3
+                elif n2 == 3 and w2 == 2:
+                    parts = {n3: v3 for n3, _, v3 in fields(v2)}
+                    address = one_value(parts[1]) if 1 in parts else None
+                    if isinstance(address, int):
+                        instances[address] = one_value(parts[2]) if 2 in parts else 0
+            if index is None or index >= len(names):
+                raise Unreadable("a value names no metric of the table")
+            values[names[index]] = value
+            if instances:
+                per_pc[names[index]] = instances
+        if values:
+            kernel = next((v.decode("utf-8", "replace") for n, w, v in top if n == 5 and w == 2), "?")
+            result = (kernel, values, per_pc)
+    if result is None:
+        raise Unreadable("no metric table followed by values was found")
+    return result + (functions,)
+
+
+def first_result(path):
+    """The kernel name and {metric: value} of the first profiled launch in the report."""
+    kernel, values, _, _ = read_report(path)
+    return kernel, values
 
 
 def find_nvdisasm(given):
@@ -243,11 +225,13 @@ STALL = "smsp__pcsamp_warps_issue_stalled_"
 
 def hotspots(path, count, nvdisasm):
     """The lines --hotspots prints for one report."""
-    kernel, per_pc, (cubin, function) = per_instruction(path)
+    kernel, totals, per_pc, functions = read_report(path)
     reasons = sorted(k for k in per_pc if k.startswith(STALL) and not k.endswith("_not_issued"))
     if not reasons or "smsp__pcsamp_sample_count" not in per_pc:
         raise Unreadable("the report has no PC sampling data (the Source Counters section)")
-    _, totals = first_result(path)
+    if kernel not in functions:
+        raise Unreadable(f"the report holds no cubin with a function named {kernel}")
+    cubin, function = functions[kernel]
     for name in reasons + ["smsp__pcsamp_sample_count"]:
         if name in totals and sum(per_pc[name].values()) != totals[name]:
             raise Unreadable(f"the per-instruction values of {name} do not add up to its total")

@@ -211,7 +211,7 @@ std::vector<Job> all_jobs(const std::string& filter, const std::string& arch, bo
         add(spec);
     }
     for (const KernelSpec& spec : KernelSpec::backward_defaults()) add(spec);  // with the pre and convert kernels
-  }  // with the pre and convert kernels
+  }
   if (arch == kWgmmaArch)
     for (KernelSpec spec : wgmma_defaults()) {
       add(spec);

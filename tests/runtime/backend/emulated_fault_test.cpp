@@ -3,8 +3,8 @@
 // emulator on buffers the device allocated, must fail their launch with the thread, block and
 // faulting address; the same kernels within bounds must pass, and a fault outside a launch must
 // still kill the process. The real kernels' plain accesses that no checked wrapper makes (the
-// backward's, the key-position searches) take the same path; the forward's state, LSE and output
-// stores are checked before they could reach a guard page
+// key-position searches of mask.cuh) take the same path; the step kernels' other global accesses
+// (templates/global_access.cuh) are checked before they could reach a guard page
 // (EmulatedDevice.AnLseStorePastItsBufferIsAFindingNamingTheLineAndTheBuffer, emulated_ring_test.cpp).
 #include <gtest/gtest.h>
 #include <signal.h>
