@@ -5,13 +5,14 @@
 // spill bytes and 0 stack, a setmaxnreg plan that fits the registers ptxas allocated at entry, the
 // feasibility model's shared bytes equal to the traits' (the kernel asks for kSharedBytes of
 // dynamic memory and has no static), no serialized wgmma pipeline, and the SASS holds HGMMA and
-// UTMALDG (the ping-pong kernels also their barrier sync and arrive) when cuobjdump exists.
-// Needs no GPU.
+// UTMALDG (the ping-pong kernels also their barrier sync and arrive) and runs each main-loop
+// softmax while the warpgroup's O += P V is in flight, when cuobjdump exists. Needs no GPU.
 #include <gtest/gtest.h>
 
 #include <cstdlib>
 #include <filesystem>
 #include <fstream>
+#include <sstream>
 #include <string>
 #include <vector>
 
@@ -60,6 +61,27 @@ const std::vector<std::pair<KernelSpec, CompiledKernel>>& compiled() {
   return kernels;
 }
 
+// The SASS of compiled()'s kernels, in the same order, disassembled once per process; `skip` says
+// why there is none (no cuobjdump).
+struct Disassembled {
+  std::vector<std::string> sass;
+  std::string skip;
+};
+const Disassembled& disassembled() {
+  static const Disassembled d = [] {
+    Disassembled out;
+    testing::TempDir dir("wgmma_compile");
+    for (const auto& [spec, k] : compiled()) {
+      const std::string cubin = dir.path() + "/" + spec.uri() + ".cubin";
+      std::ofstream(cubin, std::ios::binary) << k.cubin;
+      out.sass.push_back(testing::disassemble_cubin(cubin, &out.skip));
+      if (!out.skip.empty()) break;
+    }
+    return out;
+  }();
+  return d;
+}
+
 TEST(StepFwdWgmmaCompile, RepresentativeDefaultsCompileForSm90aWithoutSpills) {
   try {
     for (const auto& [spec, k] : compiled()) {
@@ -86,16 +108,59 @@ TEST(StepFwdWgmmaCompile, RepresentativeDefaultsCompileForSm90aWithoutSpills) {
   }
 }
 
-TEST(StepFwdWgmmaCompile, SassHoldsWgmmaAndTmaInstructions) {
-  testing::TempDir dir("wgmma_compile");
+// The exp2 count of each main-loop issue point of a consumer's SASS: the point issues S = Q K^T
+// (HGMMA reading both operands from descriptors) and then O += P V (HGMMA with a transposed B,
+// `tnspB`: V is MN-major) with no wait between; after it, WARPGROUP.DEPBAR.LE gsb0, 0x1 waits for
+// S only, and the softmax's MUFU.EX2 counted are those before the next wait, the one for P V.
+std::vector<int> exps_while_pv_runs(const std::string& sass) {
+  std::vector<std::string> lines;
+  std::istringstream in(sass);
+  for (std::string line; std::getline(in, line);)
+    if (line.find("HGMMA") != std::string::npos || line.find("DEPBAR") != std::string::npos ||
+        line.find("MUFU.EX2") != std::string::npos)
+      lines.push_back(line);
+  const auto is = [&](size_t i, const char* what) { return lines[i].find(what) != std::string::npos; };
+  std::vector<int> counts;
+  for (size_t i = 1; i < lines.size(); ++i) {
+    // The first P V HGMMA right after an S HGMMA (nothing but HGMMAs and exps between them).
+    if (!is(i, "HGMMA") || !is(i, "tnspB") || !is(i - 1, "HGMMA") || is(i - 1, "tnspB")) continue;
+    size_t at = i;
+    while (at < lines.size() && !is(at, "DEPBAR")) ++at;
+    if (at == lines.size() || !is(at, "gsb0, 0x1")) continue;
+    int exps = 0;
+    for (++at; at < lines.size() && !is(at, "DEPBAR"); ++at) exps += is(at, "MUFU.EX2");
+    counts.push_back(exps);
+  }
+  return counts;
+}
+
+// ptxas schedules inside a basic block and once moved the wait for P_t V_t above the whole
+// softmax of S_(t+1) (step_fwd_wgmma.cuh, wgmma_fwd_consume): the SASS then ran no exp2 while
+// the MMA was in flight (0 of 66 at bf16 hd128), and the warpgroup's MMAs and softmax took turns.
+// Each compiled variant's main loop must run at least its scores' exp2s (block_n / 2 per thread)
+// between the wait for S and the wait for P V.
+TEST(StepFwdWgmmaCompile, TheSoftmaxOverlapsTheOutputMma) {
   try {
-    for (const auto& [spec, k] : compiled()) {
+    if (!disassembled().skip.empty()) GTEST_SKIP() << disassembled().skip;
+    for (size_t i = 0; i < compiled().size(); ++i) {
+      const KernelSpec& spec = compiled()[i].first;
       SCOPED_TRACE(spec.uri());
-      const std::string cubin = dir.path() + "/" + spec.uri() + ".cubin";
-      std::ofstream(cubin, std::ios::binary) << k.cubin;
-      std::string skip;
-      const std::string text = testing::disassemble_cubin(cubin, &skip);
-      if (!skip.empty()) GTEST_SKIP() << skip;
+      const std::vector<int> counts = exps_while_pv_runs(disassembled().sass[i]);
+      ASSERT_FALSE(counts.empty()) << "no main-loop issue point (S then P V, then a wait for S) in the SASS";
+      for (int exps : counts) EXPECT_GE(exps, spec.block_n / 2) << "exp2s between the waits for S and for P V";
+    }
+  } catch (const Error& e) {
+    FAIL() << e.what();
+  }
+}
+
+TEST(StepFwdWgmmaCompile, SassHoldsWgmmaAndTmaInstructions) {
+  try {
+    if (!disassembled().skip.empty()) GTEST_SKIP() << disassembled().skip;
+    for (size_t i = 0; i < compiled().size(); ++i) {
+      const KernelSpec& spec = compiled()[i].first;
+      const std::string& text = disassembled().sass[i];
+      SCOPED_TRACE(spec.uri());
       for (const char* instruction : {"HGMMA", "UTMALDG"})
         EXPECT_NE(text.find(instruction), std::string::npos) << instruction << " missing from the SASS";
       // Ping-pong turns: a barrier sync and an arrive on a barrier id from a register (1 + the
