@@ -395,9 +395,10 @@ CPGEN_DEVICE void wgmma_fwd_pass_turn(int consumer) {
 // packs early), so every exp2 of the softmax ran after the tensor core had finished (SASS of
 // NVRTC 13.0: the 66 MUFU.EX2 of the loop all after WARPGROUP.DEPBAR.LE gsb0, 0x0) and the
 // warpgroup's MMAs and softmax took turns instead of overlapping. The wait for V_(t+1), which the
-// next issue point needs anyway, sits between the softmax and the wait for P_t V_t; its try_wait
-// loop ends the block, so the softmax stays before the wait. StepFwdWgmmaCompile.
-// TheSoftmaxOverlapsTheOutputMma checks the SASS of every compiled variant for it.
+// next issue point needs anyway, sits between the softmax and the wait for P_t V_t; with its
+// try_wait and the branch to its retry loop there, ptxas keeps the whole softmax before the wait
+// (66 of 66 exps). StepFwdWgmmaCompile.TheSoftmaxOverlapsTheOutputMma checks the SASS of every
+// compiled variant for it, since nothing in PTX can state the order.
 template <typename Traits>
 CPGEN_DEVICE void wgmma_fwd_consume(const RingFwdParams& params, const WgmmaFwdShared<Traits>& smem, int consumer,
                                     const WgmmaFwdItem& item) {
@@ -455,8 +456,8 @@ CPGEN_DEVICE void wgmma_fwd_consume(const RingFwdParams& params, const WgmmaFwdS
     wgmma_fence_operand(s);
     mbarrier_arrive(smem.k_empty(next_stage));  // K_(t+1) is read: its stage may take K_(t+1+kStages)
     wgmma_fwd_softmax<Traits>(params, s, tiles.begin + run + 1, tiles, row0, row_max, row_sum, o_rescale);
-    // V_(t+1) for the next issue point; here, its try_wait loop ends the softmax's basic block,
-    // which keeps ptxas from hoisting the wait below above the softmax (see the comment above).
+    // V_(t+1) for the next issue point; here, its try_wait keeps ptxas from hoisting the wait
+    // below above the softmax (see the comment above).
     mbarrier_wait_parity(smem.v_full(next_stage), ((r + 1) / kStages) & 1);
     wgmma_wait<0>();
     wgmma_fence_operand(o);
