@@ -397,8 +397,8 @@ CPGEN_DEVICE void wgmma_fwd_pass_turn(int consumer) {
 // warpgroup's MMAs and softmax took turns instead of overlapping. The wait for V_(t+1), which the
 // next issue point needs anyway, sits between the softmax and the wait for P_t V_t; with its
 // try_wait and the branch to its retry loop there, ptxas keeps the whole softmax before the wait
-// (66 of 66 exps). StepFwdWgmmaCompile.TheSoftmaxOverlapsTheOutputMma checks the SASS of every
-// compiled variant for it, since nothing in PTX can state the order.
+// (66 of 66 exps). Nothing in PTX can state that order, so StepFwdWgmmaCompile.
+// SassHoldsWgmmaTmaAndASoftmaxOverlappingPv checks it in the SASS of every compiled variant.
 template <typename Traits>
 CPGEN_DEVICE void wgmma_fwd_consume(const RingFwdParams& params, const WgmmaFwdShared<Traits>& smem, int consumer,
                                     const WgmmaFwdItem& item) {

@@ -72,7 +72,7 @@
 # (2026-11-27's third session, on tree 6bd0c35): they have (the persistent launch's items now
 # come in L2 sections; the wgmma family's causal block ranges take mask.cuh's runs search; its
 # consumers' softmax now overlaps their own P V, which ptxas had serialized in every variant,
-# step_fwd_wgmma.cuh, 7b6c770: the wgmma phase's ratios and the ncu phase's DEPBAR share are
+# step_fwd_wgmma.cuh, 4e918ba: the wgmma phase's ratios and the ncu phase's DEPBAR share are
 # the figures to compare against 6bd0c35's).
 # Then the wgmma phase on issue 13's target shapes: the persistent launch, 0.84-0.91x the plain
 # one on 6bd0c35 with 21% of its reads hitting L2, is to be timed in its sectioned order; then
