@@ -24,6 +24,9 @@ struct CompiledKernel {
   std::string cubin;  // bytes
   CompileStats stats;
   std::string log;    // NVRTC and ptxas log of the compile that produced the cubin
+  // The PTX that NVRTC handed to ptxas; only from an NVRTC compile (the store keeps none), for
+  // reading what ptxas then scheduled (`cpgen compile --emit-ptx`).
+  std::string ptx;
 };
 
 }  // namespace cpgen

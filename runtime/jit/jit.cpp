@@ -269,6 +269,11 @@ CompiledKernel run_nvrtc(const std::string& kernel_name, const std::string& sour
   CPGEN_NVRTC_CHECK(nvrtcGetCUBINSize(guard.program, &cubin_size));
   k.cubin.resize(cubin_size);
   CPGEN_NVRTC_CHECK(nvrtcGetCUBIN(guard.program, k.cubin.data()));
+  size_t ptx_size = 0;
+  CPGEN_NVRTC_CHECK(nvrtcGetPTXSize(guard.program, &ptx_size));
+  k.ptx.resize(ptx_size);
+  CPGEN_NVRTC_CHECK(nvrtcGetPTX(guard.program, k.ptx.data()));
+  while (!k.ptx.empty() && k.ptx.back() == '\0') k.ptx.pop_back();
   k.log = log;
   k.stats.registers = resources->registers;
   k.stats.spill_bytes = resources->spill_bytes;

@@ -37,7 +37,8 @@ TEST(CliCompile, HelpExitsZero) {
   EXPECT_NE(root.out.find("compile"), std::string::npos) << root.out;
   auto help = run_cli("compile --help");
   EXPECT_EQ(help.exit_code, 0) << help.err;
-  for (const char* option : {"--spec", "--all", "--arch", "--emit-source", "--emit-cubin", "--json", "--store", "--jobs"})
+  for (const char* option :
+       {"--spec", "--all", "--arch", "--emit-source", "--emit-cubin", "--emit-ptx", "--json", "--store", "--jobs"})
     EXPECT_NE(help.out.find(option), std::string::npos) << option << " missing from:\n" << help.out;
 }
 
@@ -76,6 +77,40 @@ TEST(CliCompile, EmitSourceWritesTheGeneratedSource) {
   std::string text((std::istreambuf_iterator<char>(in)), {});
   EXPECT_EQ(text, render_source(KernelSpec::parse(kSmallUri)));
   EXPECT_NE(r.out.find("spill_bytes"), std::string::npos) << r.out;
+}
+
+// The PTX that ptxas compiled, beside the cubin: also for a kernel the store serves (it keeps
+// cubins only, so compile runs NVRTC once more), the same text both times; one kernel only, and
+// never over another file the same command writes.
+TEST(CliCompile, EmitPtxWritesWhatNvrtcGavePtxasEvenFromTheStore) {
+  TempDir dir("cli");
+  const std::string store = dir.path() + "/store", first = dir.path() + "/first.ptx",
+                    second = dir.path() + "/second.ptx";
+  const auto slurp = [](const std::string& path) {
+    std::ifstream in(path, std::ios::binary);
+    return std::string((std::istreambuf_iterator<char>(in)), {});
+  };
+  auto fresh = run_cli("compile --spec " + kSmallUri + " --arch sm_90 --store " + store + " --emit-ptx " + first);
+  ASSERT_EQ(fresh.exit_code, 0) << fresh.err;
+  EXPECT_NE(fresh.out.find("ptx           " + first), std::string::npos) << fresh.out;
+  const std::string ptx = slurp(first);
+  EXPECT_NE(ptx.find(".target sm_90"), std::string::npos) << ptx.substr(0, 400);
+  EXPECT_NE(ptx.find(".entry " + kSmallUri), std::string::npos) << ptx.substr(0, 400);
+  EXPECT_NE(ptx.find("mma.sync"), std::string::npos);
+  EXPECT_EQ(ptx.find('\0'), std::string::npos) << "no terminating NUL in the file";
+
+  auto stored = run_cli("compile --spec " + kSmallUri + " --arch sm_90 --store " + store + " --json --emit-ptx " + second);
+  ASSERT_EQ(stored.exit_code, 0) << stored.err;
+  EXPECT_NE(stored.out.find("\"from_store\": true"), std::string::npos) << stored.out;
+  EXPECT_EQ(slurp(second), ptx);
+
+  auto all = run_cli("compile --all --filter hd64 --no-store --emit-ptx " + first);
+  EXPECT_EQ(all.exit_code, 2);
+  EXPECT_EQ(line_count(all.err), 1u) << all.err;
+  auto same = run_cli("compile --spec " + kSmallUri + " --no-store --emit-cubin " + first + " --emit-ptx " + first);
+  EXPECT_EQ(same.exit_code, 2);
+  EXPECT_NE(same.err.find("--emit-cubin and --emit-ptx name the same file"), std::string::npos) << same.err;
+  EXPECT_EQ(slurp(first), ptx) << "a refused command wrote nothing";
 }
 
 // The cubin as the store holds it, for cuobjdump -sass; one kernel only, and never over the

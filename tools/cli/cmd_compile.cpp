@@ -10,11 +10,13 @@
 #include <cstdio>
 #include <fstream>
 #include <iostream>
+#include <iterator>
 #include <memory>
 #include <mutex>
 #include <nlohmann/json.hpp>
 #include <set>
 #include <thread>
+#include <utility>
 
 #include "cache/environment.h"
 #include "cpgen/error.h"
@@ -38,6 +40,7 @@ struct CompileOptions {
   std::string arch;
   std::string emit_source;
   std::string emit_cubin;
+  std::string emit_ptx;
   bool json = false;
   std::string store_dir;
   bool no_store = false;
@@ -83,8 +86,13 @@ std::string first_line(const std::string& text) { return text.substr(0, text.fin
 void compile_one(const CompileOptions& o, const std::string& arch, KernelStore* store,
                  const std::string& store_description) {
   const KernelSpec spec = KernelSpec::parse(o.spec);  // kBadInput names the field and the values
-  if (!o.emit_cubin.empty() && o.emit_cubin == o.emit_source)
-    throw_bad_input("--emit-cubin and --emit-source name the same file '" + o.emit_cubin + "'; give two files");
+  const std::pair<const char*, const std::string*> emits[] = {
+      {"--emit-source", &o.emit_source}, {"--emit-cubin", &o.emit_cubin}, {"--emit-ptx", &o.emit_ptx}};
+  for (size_t i = 0; i < std::size(emits); ++i)
+    for (size_t j = i + 1; j < std::size(emits); ++j)
+      if (!emits[i].second->empty() && *emits[i].second == *emits[j].second)
+        throw_bad_input(std::string(emits[i].first) + " and " + emits[j].first + " name the same file '" +
+                        *emits[i].second + "'; give two files");
   if (!o.emit_source.empty()) {
     std::ofstream out(o.emit_source, std::ios::binary);
     out << render_source(spec);
@@ -99,6 +107,15 @@ void compile_one(const CompileOptions& o, const std::string& arch, KernelStore* 
     out.write(k.cubin.data(), static_cast<std::streamsize>(k.cubin.size()));
     out.close();
     if (!out) throw Error(ErrorKind::kIo, "cannot write the cubin to " + o.emit_cubin);
+  }
+  if (!o.emit_ptx.empty()) {
+    // The store keeps cubins only: a kernel it served is compiled once more, storing nothing, for
+    // the PTX that ptxas turned into that cubin (the same source, options and NVRTC).
+    const std::string ptx = k.ptx.empty() ? compile_kernel(spec, arch, nullptr).ptx : k.ptx;
+    std::ofstream out(o.emit_ptx, std::ios::binary);
+    out << ptx;
+    out.close();
+    if (!out) throw Error(ErrorKind::kIo, "cannot write the PTX to " + o.emit_ptx);
   }
   const CompileStats& s = k.stats;
   // --repeat: the same request again in this process, as a long-lived runtime would make it;
@@ -156,6 +173,7 @@ void compile_one(const CompileOptions& o, const std::string& arch, KernelStore* 
   }
   if (!o.emit_source.empty()) std::cout << "  source        " << o.emit_source << "\n";
   if (!o.emit_cubin.empty()) std::cout << "  cubin         " << o.emit_cubin << "\n";
+  if (!o.emit_ptx.empty()) std::cout << "  ptx           " << o.emit_ptx << "\n";
 }
 
 enum class Outcome { kCompiled, kCached, kInfeasible, kFailed };
@@ -254,6 +272,7 @@ void compile_all(const CompileOptions& o, const std::string& arch, KernelStore* 
   const char* mode = o.all ? "--all" : "--defaults";
   if (!o.emit_source.empty()) throw_bad_input(std::string("--emit-source needs --spec (one kernel), not ") + mode);
   if (!o.emit_cubin.empty()) throw_bad_input(std::string("--emit-cubin needs --spec (one kernel), not ") + mode);
+  if (!o.emit_ptx.empty()) throw_bad_input(std::string("--emit-ptx needs --spec (one kernel), not ") + mode);
   std::vector<Job> jobs = all_jobs(o.filter, arch, o.defaults);
   if (jobs.empty()) throw_bad_input("--filter '" + o.filter + "' matches no " + (o.all ? "candidate" : "default") + " kernel URI");
   const int workers = std::max(1, std::min<int>(o.jobs > 0 ? o.jobs : static_cast<int>(std::thread::hardware_concurrency()),
@@ -370,6 +389,9 @@ const CommandRegistrar kCompile("compile", [](CLI::App& root) {
   cmd->add_option("--emit-source", options->emit_source, "Also write the generated CUDA source to FILE (with --spec)");
   cmd->add_option("--emit-cubin", options->emit_cubin,
                   "Also write the compiled cubin to FILE (with --spec), for cuobjdump -sass FILE");
+  cmd->add_option("--emit-ptx", options->emit_ptx,
+                  "Also write the PTX that NVRTC gave ptxas to FILE (with --spec): beside the SASS, it shows "
+                  "what ptxas reordered");
   cmd->add_flag("--json", options->json, "Print JSON instead of text");
   cmd->add_option("--store", options->store_dir,
                   "Kernel store directory (default: $CPGEN_KERNEL_DIR, $XDG_CACHE_HOME/cpgen/kernels or ~/.cache/cpgen/kernels)");
