@@ -79,6 +79,18 @@ TEST(CliCompile, EmitSourceWritesTheGeneratedSource) {
   EXPECT_NE(r.out.find("spill_bytes"), std::string::npos) << r.out;
 }
 
+// An --emit option outside --spec, and `earlier` (an --emit option listed before it in the
+// command's check) naming the same file, are each refused in one line with exit 2.
+void expect_emit_misuse_refused(const std::string& option, const std::string& earlier, const std::string& file) {
+  auto all = run_cli("compile --all --filter hd64 --no-store " + option + " " + file);
+  EXPECT_EQ(all.exit_code, 2);
+  EXPECT_EQ(line_count(all.err), 1u) << all.err;
+  auto same = run_cli("compile --spec " + kSmallUri + " --no-store " + earlier + " " + file + " " + option + " " + file);
+  EXPECT_EQ(same.exit_code, 2);
+  EXPECT_NE(same.err.find(earlier + " and " + option + " name the same file"), std::string::npos) << same.err;
+  EXPECT_EQ(line_count(same.err), 1u) << same.err;
+}
+
 // The PTX that ptxas compiled, beside the cubin: also for a kernel the store serves (it keeps
 // cubins only, so compile runs NVRTC once more), the same text both times; one kernel only, and
 // never over another file the same command writes.
@@ -104,12 +116,7 @@ TEST(CliCompile, EmitPtxWritesWhatNvrtcGavePtxasEvenFromTheStore) {
   EXPECT_NE(stored.out.find("\"from_store\": true"), std::string::npos) << stored.out;
   EXPECT_EQ(slurp(second), ptx);
 
-  auto all = run_cli("compile --all --filter hd64 --no-store --emit-ptx " + first);
-  EXPECT_EQ(all.exit_code, 2);
-  EXPECT_EQ(line_count(all.err), 1u) << all.err;
-  auto same = run_cli("compile --spec " + kSmallUri + " --no-store --emit-cubin " + first + " --emit-ptx " + first);
-  EXPECT_EQ(same.exit_code, 2);
-  EXPECT_NE(same.err.find("--emit-cubin and --emit-ptx name the same file"), std::string::npos) << same.err;
+  expect_emit_misuse_refused("--emit-ptx", "--emit-cubin", first);
   EXPECT_EQ(slurp(first), ptx) << "a refused command wrote nothing";
 }
 
@@ -125,12 +132,7 @@ TEST(CliCompile, EmitCubinWritesTheCompiledKernel) {
   ASSERT_GT(bytes.size(), 1000u);
   EXPECT_EQ(bytes.compare(0, 4, "\x7f" "ELF"), 0);
   EXPECT_NE(r.out.find("cubin         " + cubin), std::string::npos) << r.out;
-  auto all = run_cli("compile --all --filter hd64 --no-store --emit-cubin " + cubin);
-  EXPECT_EQ(all.exit_code, 2);
-  EXPECT_EQ(line_count(all.err), 1u) << all.err;
-  auto same = run_cli("compile --spec " + kSmallUri + " --no-store --emit-cubin " + cubin + " --emit-source " + cubin);
-  EXPECT_EQ(same.exit_code, 2);
-  EXPECT_NE(same.err.find("same file"), std::string::npos) << same.err;
+  expect_emit_misuse_refused("--emit-cubin", "--emit-source", cubin);
 }
 
 TEST(CliCompile, BadHeadDimExitsTwoWithOneLineNamingTheField) {
