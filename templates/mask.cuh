@@ -26,6 +26,21 @@ CPGEN_HOST_DEVICE bool key_visible(int q_pos, int k_pos, bool causal) {
   return !causal || k_pos <= q_pos;
 }
 
+// The first index in [lo, hi) whose entry is > bound, else hi, by halving the range: the entries
+// of [lo, hi) are non-decreasing and at(hi) is never read.
+template <typename At>
+CPGEN_HOST_DEVICE int first_above(const At& at, int lo, int hi, int bound) {
+  while (lo < hi) {
+    const int mid = lo + (hi - lo) / 2;
+    if (at(mid) <= bound) {
+      lo = mid + 1;
+    } else {
+      hi = mid;
+    }
+  }
+  return lo;
+}
+
 // How many leading entries of a non-decreasing array are <= bound (its upper bound), read through
 // `at` (at(i): entry i). A plain binary search costs a dependent load per halving: 14 in a row
 // for a 16K-key chunk, twice at the start of every forward CTA, with every warp waiting (about
@@ -77,15 +92,7 @@ CPGEN_HOST_DEVICE int count_at_most(const At& at, int len, int bound) {
       hi = probe - 1;
     }
   }
-  while (lo < hi) {
-    const int mid = lo + (hi - lo) / 2;
-    if (at(mid) <= bound) {
-      lo = mid + 1;
-    } else {
-      hi = mid;
-    }
-  }
-  return lo;
+  return first_above(at, lo, hi, bound);  // the answer is in [lo, hi]
 }
 
 // Entry i of a plain array (the accessor of the searches below).
@@ -97,16 +104,7 @@ struct ArrayAt {
 // How many leading entries of the increasing array `positions` are <= bound, by plain binary
 // search.
 CPGEN_HOST_DEVICE int count_at_or_before(const int* positions, int len, int bound) {
-  int lo = 0, hi = len;
-  while (lo < hi) {
-    const int mid = (lo + hi) / 2;
-    if (positions[mid] <= bound) {
-      lo = mid + 1;
-    } else {
-      hi = mid;
-    }
-  }
-  return lo;
+  return first_above(ArrayAt{positions}, 0, len, bound);
 }
 
 // The same count over a whole chunk, once per block: from a query block's last query position,

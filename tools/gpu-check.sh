@@ -222,8 +222,9 @@ KERNELS_NOTE=""
 if [ -n "$GPU_NAME" ]; then
   mkdir -p "$CPGEN_KERNEL_DIR"
   if [ -n "$DEPS" ] && [ -f "$DEPS/kernels.tar.xz" ]; then
-    carried=$(tar -tJf "$DEPS/kernels.tar.xz" 2>/dev/null | grep -c '\.cpgenk$')
-    if tar -C "$CPGEN_KERNEL_DIR" --skip-old-files -xJf "$DEPS/kernels.tar.xz" 2>/dev/null; then
+    # One pass over the archive: -v lists every member, the ones already there (kept) too.
+    if listing=$(tar -C "$CPGEN_KERNEL_DIR" --skip-old-files -xvJf "$DEPS/kernels.tar.xz" 2>/dev/null); then
+      carried=$(grep -c '\.cpgenk$' <<<"$listing")
       KERNELS_NOTE="$carried carried in $DEPS/kernels.tar.xz ($(head -1 "$DEPS/KERNELS" 2>/dev/null || echo 'no KERNELS file'))"
     else
       KERNELS_NOTE="$DEPS/kernels.tar.xz could not be unpacked; every kernel is compiled here"

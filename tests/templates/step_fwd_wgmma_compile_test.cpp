@@ -61,27 +61,6 @@ const std::vector<std::pair<KernelSpec, CompiledKernel>>& compiled() {
   return kernels;
 }
 
-// The SASS of compiled()'s kernels, in the same order, disassembled once per process; `skip` says
-// why there is none (no cuobjdump).
-struct Disassembled {
-  std::vector<std::string> sass;
-  std::string skip;
-};
-const Disassembled& disassembled() {
-  static const Disassembled d = [] {
-    Disassembled out;
-    testing::TempDir dir("wgmma_compile");
-    for (const auto& [spec, k] : compiled()) {
-      const std::string cubin = dir.path() + "/" + spec.uri() + ".cubin";
-      std::ofstream(cubin, std::ios::binary) << k.cubin;
-      out.sass.push_back(testing::disassemble_cubin(cubin, &out.skip));
-      if (!out.skip.empty()) break;
-    }
-    return out;
-  }();
-  return d;
-}
-
 TEST(StepFwdWgmmaCompile, RepresentativeDefaultsCompileForSm90aWithoutSpills) {
   try {
     for (const auto& [spec, k] : compiled()) {
@@ -122,7 +101,7 @@ std::vector<int> exps_while_pv_runs(const std::string& sass) {
   const auto is = [&](size_t i, const char* what) { return lines[i].find(what) != std::string::npos; };
   std::vector<int> counts;
   for (size_t i = 1; i < lines.size(); ++i) {
-    // The first P V HGMMA right after an S HGMMA (nothing but HGMMAs and exps between them).
+    // The first P V HGMMA of an issue point: the HGMMA kept just before it is one of S.
     if (!is(i, "HGMMA") || !is(i, "tnspB") || !is(i - 1, "HGMMA") || is(i - 1, "tnspB")) continue;
     size_t at = i;
     while (at < lines.size() && !is(at, "DEPBAR")) ++at;
@@ -141,12 +120,15 @@ std::vector<int> exps_while_pv_runs(const std::string& sass) {
 // exp2s (block_n / 2 per thread) between the wait for S and the wait for P V. (One test, so that
 // ctest's process per test compiles and disassembles the kernels once.)
 TEST(StepFwdWgmmaCompile, SassHoldsWgmmaTmaAndASoftmaxOverlappingPv) {
+  testing::TempDir dir("wgmma_compile");
   try {
-    if (!disassembled().skip.empty()) GTEST_SKIP() << disassembled().skip;
-    for (size_t i = 0; i < compiled().size(); ++i) {
-      const KernelSpec& spec = compiled()[i].first;
-      const std::string& text = disassembled().sass[i];
+    for (const auto& [spec, k] : compiled()) {
       SCOPED_TRACE(spec.uri());
+      const std::string cubin = dir.path() + "/" + spec.uri() + ".cubin";
+      std::ofstream(cubin, std::ios::binary) << k.cubin;
+      std::string skip;
+      const std::string text = testing::disassemble_cubin(cubin, &skip);
+      if (!skip.empty()) GTEST_SKIP() << skip;
       for (const char* instruction : {"HGMMA", "UTMALDG"})
         EXPECT_NE(text.find(instruction), std::string::npos) << instruction << " missing from the SASS";
       // Ping-pong turns: a barrier sync and an arrive on a barrier id from a register (1 + the

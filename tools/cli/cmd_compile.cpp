@@ -5,6 +5,7 @@
 #include <unistd.h>
 
 #include <algorithm>
+#include <array>
 #include <atomic>
 #include <chrono>
 #include <cstdio>
@@ -83,11 +84,15 @@ StoreChoice choose_store(const CompileOptions& o) {
 
 std::string first_line(const std::string& text) { return text.substr(0, text.find('\n')); }
 
+// The --emit options of one kernel, each with the file it names ("" when not given).
+std::array<std::pair<const char*, const std::string*>, 3> emit_options(const CompileOptions& o) {
+  return {{{"--emit-source", &o.emit_source}, {"--emit-cubin", &o.emit_cubin}, {"--emit-ptx", &o.emit_ptx}}};
+}
+
 void compile_one(const CompileOptions& o, const std::string& arch, KernelStore* store,
                  const std::string& store_description) {
   const KernelSpec spec = KernelSpec::parse(o.spec);  // kBadInput names the field and the values
-  const std::pair<const char*, const std::string*> emits[] = {
-      {"--emit-source", &o.emit_source}, {"--emit-cubin", &o.emit_cubin}, {"--emit-ptx", &o.emit_ptx}};
+  const auto emits = emit_options(o);
   for (size_t i = 0; i < std::size(emits); ++i)
     for (size_t j = i + 1; j < std::size(emits); ++j)
       if (!emits[i].second->empty() && *emits[i].second == *emits[j].second)
@@ -270,9 +275,8 @@ class Progress {
 void compile_all(const CompileOptions& o, const std::string& arch, KernelStore* store,
                  const std::string& store_description) {
   const char* mode = o.all ? "--all" : "--defaults";
-  if (!o.emit_source.empty()) throw_bad_input(std::string("--emit-source needs --spec (one kernel), not ") + mode);
-  if (!o.emit_cubin.empty()) throw_bad_input(std::string("--emit-cubin needs --spec (one kernel), not ") + mode);
-  if (!o.emit_ptx.empty()) throw_bad_input(std::string("--emit-ptx needs --spec (one kernel), not ") + mode);
+  for (const auto& [option, file] : emit_options(o))
+    if (!file->empty()) throw_bad_input(std::string(option) + " needs --spec (one kernel), not " + mode);
   std::vector<Job> jobs = all_jobs(o.filter, arch, o.defaults);
   if (jobs.empty()) throw_bad_input("--filter '" + o.filter + "' matches no " + (o.all ? "candidate" : "default") + " kernel URI");
   const int workers = std::max(1, std::min<int>(o.jobs > 0 ? o.jobs : static_cast<int>(std::thread::hardware_concurrency()),
@@ -396,7 +400,7 @@ const CommandRegistrar kCompile("compile", [](CLI::App& root) {
   cmd->add_option("--store", options->store_dir,
                   "Kernel store directory (default: $CPGEN_KERNEL_DIR, $XDG_CACHE_HOME/cpgen/kernels or ~/.cache/cpgen/kernels)");
   cmd->add_flag("--no-store", options->no_store, "Always run NVRTC and store nothing");
-  cmd->add_option("--jobs,-j", options->jobs, "Parallel compiles for --all (default: CPU count)")
+  cmd->add_option("--jobs,-j", options->jobs, "Parallel compiles for --all and --defaults (default: CPU count)")
       ->check(int_range(0, 1024, " (0: one per CPU)"));
   cmd->add_option("--filter", options->filter,
                   "With --all or --defaults: only URIs containing this text (e.g. fwd, bwd, bwd_pre, hd128)");
