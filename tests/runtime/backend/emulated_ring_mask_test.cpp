@@ -197,6 +197,10 @@ class CountingBackend final : public RingBackend {
       for (const BufferView& b : inner_.kv_buffers(slot)) device_.count_reads(b.data);
   }
   std::vector<BufferView> kv_buffers(int slot) override { return inner_.kv_buffers(slot); }
+  // The rank's own K/V, which the inner backend reads in place and sends from there: without this
+  // the driver sent slot 0, which nothing filled, and the next rank attended to the allocation's
+  // fill (the emulator's uninitialized-read check found it; the read counts could not).
+  std::vector<BufferView> first_kv_send_buffers() override { return inner_.first_kv_send_buffers(); }
   std::vector<BufferView> dkv_buffers(int slot) override { return inner_.dkv_buffers(slot); }
   void forward_begin() override { inner_.forward_begin(); }
   void forward_step(const RingStep& step) override;
