@@ -88,7 +88,8 @@ bool shared_store(uint32_t offset, int bytes, int alignment);
 // templates' wrappers (templates/global_access.cuh): at a multiple of `alignment` (the PTX ISA's
 // natural alignment of the access; compute-sanitizer's "misaligned address") and, when the launch
 // has buffers (set_global_buffers), inside one of them. Returns whether both hold; the wrapper
-// skips the access otherwise (reported). `store` only names the access in the report.
+// skips the access otherwise (reported). A load from a poisoned buffer (GlobalBuffer) is also
+// checked for words nothing wrote (reported; the load still happens). `store` says which it is.
 bool global_access(const void* p, int bytes, int alignment, bool store);
 void ldmatrix_x4(uint32_t (&r)[4], uint32_t shared_address, bool trans);
 void mma_16816(float (&d)[4], const uint32_t (&a)[4], uint32_t b0, uint32_t b1, bool bf16);
@@ -132,6 +133,15 @@ struct GlobalBuffer {
   // its in-bounds bytes touch, once per row; out-of-bounds elements read nothing). Plain loads
   // are not counted: only the copies go through here.
   uint32_t* async_reads = nullptr;
+  // Whether the buffer was filled with all-ones bytes when it was allocated (the emulated device
+  // fills every allocation so, runtime/backend/emulated_device.h): then a read through the
+  // emulator (a wrapped load, a cp.async or TMA source, red.add's old value) of an aligned word
+  // that is all ones reads memory nothing wrote, compute-sanitizer initcheck's "uninitialized
+  // global memory read", and is reported. No value the kernels or the host store is such a word:
+  // positions and key intervals are non-negative, and the ones and NaNs that arithmetic makes
+  // differ from it (float_to_16 gives 0x7fff; x86 and the GPU make 0xffc00000 and 0x7fffffff).
+  // A word copied from another such word (a transfer of memory nothing wrote) still counts.
+  bool poisoned = false;
 };
 // The global buffers of the following launches on this host thread; none (the default): global
 // addresses are not checked.

@@ -4,7 +4,7 @@
 // compiler (or another version of cpgen) can still call it, or see that it must not.
 #pragma once
 
-#define CPGEN_EMULATED_ABI 4
+#define CPGEN_EMULATED_ABI 5
 #define CPGEN_EMULATED_ENTRY "cpgen_emulated_launch"
 #define CPGEN_EMULATED_FAULT_ENTRY "cpgen_emulated_fault"
 
@@ -15,10 +15,12 @@ extern "C" {
 // A global buffer the launch may touch; the sanitizer reports cp.async reads and red.add writes
 // outside every one of them, and names the nearest one when a plain access faults. With
 // read_counts, the cp.async and TMA reads of each 16-byte chunk are counted there (GlobalBuffer).
+// With poisoned, reads of words that still hold the allocation's fill are reported (GlobalBuffer).
 struct CpgenEmulatedBuffer {
   const void* data;
   size_t bytes;
   unsigned* read_counts;  // null, or one async-copy read counter per 16-byte chunk (tests)
+  int poisoned;           // 1: filled with all-ones bytes when allocated (the emulated device's)
 };
 
 struct CpgenEmulatedLaunch {

@@ -137,7 +137,8 @@ void EmulatedDevice::run(const Loaded& k, EmulatedGrid grid, const void* params)
     std::lock_guard<std::mutex> lock(allocations_mutex_);
     for (const auto& [data, bytes] : allocations_) {
       const auto counts = read_counts_.find(data);
-      buffers.push_back({data, bytes, counts == read_counts_.end() ? nullptr : counts->second.data()});
+      // Every allocation starts all ones (allocate): the sanitizer reports reads of what is left.
+      buffers.push_back({data, bytes, counts == read_counts_.end() ? nullptr : counts->second.data(), 1});
     }
   }
   const auto start = std::chrono::steady_clock::now();

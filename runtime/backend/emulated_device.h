@@ -9,6 +9,9 @@
 //
 // Every launch runs under the emulator's sanitizer (emulation/cuda_emulation.h) with the device's
 // live allocations as the buffers global accesses must stay in; a finding fails the launch.
+// Every allocation starts filled with all-ones bytes (a NaN in every dtype), and the sanitizer
+// reports a kernel's read of a word still holding that fill (nothing wrote it: initcheck's
+// uninitialized read) with the kernel line and the buffer.
 // Each allocation is mapped between two inaccessible guard pages and ends where the second one
 // starts, so a kernel's plain load or store past its end (or before its start) faults and fails
 // the launch with the thread, block and address (emulated_fault.h). The start is aligned to the

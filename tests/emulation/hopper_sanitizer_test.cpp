@@ -208,6 +208,22 @@ TEST(HopperSanitizer, TmaReadOutsideTheLaunchBuffers) {
                  {"thread 0 of", "cp.async.bulk.tensor reads global bytes", "outside every buffer of the launch"});
 }
 
+// initcheck for the TMA unit's reads: a box row of a poisoned buffer (GlobalBuffer::poisoned)
+// still holding the allocation's fill is reported; the same tile written whole is clean.
+TEST(HopperSanitizer, TmaReadOfNeverWrittenGlobalMemory) {
+  encode_tile_map(g_tile);
+  emulation::GlobalBuffer tile{g_tile, sizeof g_tile};
+  tile.poisoned = true;
+  testing::LaunchBuffers buffers({tile});
+  g_tile[8 * 5 + 2] = 0xFFFF;  // row 5, elements 2 and 3: one 4-byte word as allocated
+  g_tile[8 * 5 + 3] = 0xFFFF;
+  expect_finding(emulation::launch(1, 1, 64, 2048, load_then_read<true>),
+                 {"thread 0 of", "cp.async.bulk.tensor reads global bytes", "bytes 84..87 of the 128-byte buffer",
+                  "(uninitialized read)"});
+  g_tile[8 * 5 + 3] = 0x3f80;  // one half written: the word is no longer the fill
+  EXPECT_EQ(emulation::launch(1, 1, 64, 2048, load_then_read<true>), "");
+}
+
 TEST(HopperSanitizer, TmaDestinationOverAnMbarrier) {
   encode_tile_map(g_tile);
   testing::LaunchBuffers buffers({{g_tile, sizeof g_tile}});

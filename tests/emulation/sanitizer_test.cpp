@@ -5,6 +5,7 @@
 // same checks in the StepFwdEmulated/StepBwdEmulated tests and the emulated backend's tests.
 #include <gtest/gtest.h>
 
+#include <cstring>
 #include <initializer_list>
 #include <string>
 #include <vector>
@@ -152,6 +153,73 @@ TEST(Sanitizer, MisalignedOrStrayPlainGlobalAccessesAreCaught) {
             "");
   EXPECT_EQ(state[6], 1.0f);
   EXPECT_EQ(state[7], 2.0f);
+}
+
+// compute-sanitizer initcheck's "uninitialized global memory read", for the emulated device's
+// buffers: each allocation starts all ones (GlobalBuffer::poisoned), and a read through the
+// emulator of an aligned word still holding that fill reads memory nothing wrote. Each read
+// below is reported; the same reads of written words, and of the same all-ones words in a buffer
+// not marked poisoned (there they are a value), are clean.
+TEST(Sanitizer, ReadsOfNeverWrittenGlobalMemoryAreCaught) {
+  struct alignas(8) Pair {
+    float x, y;
+  };
+  alignas(16) static float state[16];
+  alignas(16) static float plain[16];
+  // Floats 0-7 written by the host (the first 32 bytes); 8-15 as allocated.
+  auto reset = [] {
+    memset(state, 0xFF, sizeof state);
+    memset(plain, 0xFF, sizeof plain);
+    for (int i = 0; i < 8; ++i) state[i] = 0.5f * static_cast<float>(i);
+  };
+  emulation::GlobalBuffer poisoned{state, sizeof state};
+  poisoned.poisoned = true;
+  testing::LaunchBuffers buffers({poisoned, {plain, sizeof plain}});
+  reset();
+  expect_finding(emulation::launch(1, 1, 32, 0, [] {
+                   if (threadIdx.x == 6) (void)device::load_global(&state[10]);
+                 }),
+                 {"thread 6 of block (0, 0, 0)", "a global load reads global bytes", "bytes 40..43 of the 64-byte buffer",
+                  "nothing wrote them (uninitialized read)", "sanitizer_test.cpp:"});
+  // A pair whose second float was never written: reported as its own word.
+  expect_finding(emulation::launch(1, 1, 32, 0, [] {
+                   if (threadIdx.x == 0) {
+                     state[8] = 1.0f;  // the host-side view of a store the kernel made
+                     (void)device::load_global(reinterpret_cast<const Pair*>(state + 8));
+                   }
+                 }),
+                 {"a global load reads global bytes", "bytes 36..39 of the 64-byte buffer"});
+  reset();
+  expect_finding(emulation::launch(1, 1, 32, 64, [] {
+                   if (threadIdx.x == 1) emulation::cp_async_16(0, state + 4, true);  // floats 4-7, then 8-11
+                   if (threadIdx.x == 2) emulation::cp_async_16(16, state + 8, true);
+                   emulation::cp_async_commit();
+                   emulation::cp_async_wait(0);
+                 }),
+                 {"thread 2 of block (0, 0, 0)", "cp.async reads global bytes", "bytes 32..35 of the 64-byte buffer"});
+  expect_finding(emulation::launch(1, 1, 32, 0, [] {
+                   if (threadIdx.x == 3) emulation::red_add_f32(&state[12], 1.0f);
+                 }),
+                 {"thread 3 of block (0, 0, 0)", "red.add adds to global bytes", "bytes 48..51 of the 64-byte buffer"});
+  // Written words, by the host or by the kernel's own store before its load, and the same
+  // all-ones words in a buffer that is not poisoned: clean.
+  reset();
+  EXPECT_EQ(emulation::launch(1, 1, 32, 64, [] {
+              const unsigned t = threadIdx.x;
+              if (t < 8) (void)device::load_global(&state[t]);
+              if (t == 8) {
+                device::store_global(&state[9], 2.0f);
+                (void)device::load_global(&state[9]);
+                emulation::red_add_f32(&state[9], 1.0f);
+              }
+              if (t == 9) emulation::cp_async_16(0, state, true);
+              if (t == 10) emulation::cp_async_16(16, plain + 4, true);
+              if (t == 11) (void)device::load_global(reinterpret_cast<const Pair*>(plain + 2));
+              emulation::cp_async_commit();
+              emulation::cp_async_wait(0);
+            }),
+            "");
+  EXPECT_EQ(state[9], 3.0f);
 }
 
 TEST(Sanitizer, SharedRaceWithoutABarrierIsCaught) {

@@ -253,6 +253,42 @@ TEST(EmulatedDevice, AnLseStorePastItsBufferIsAFindingNamingTheLineAndTheBuffer)
   device.launch_forward(StepType::kFull, params);
 }
 
+// Reads of a real kernel: a middle step launched before any first step wrote the running state
+// merges into a state that holds only the allocation's fill; the sanitizer fails the launch
+// naming the load's kernel line (compute-sanitizer initcheck's uninitialized read). After the
+// first step has written the state, the same middle step runs clean.
+TEST(EmulatedDevice, AMiddleStepOnAStateNothingWroteIsAnUninitializedRead) {
+  const Problem p = small_problem(Dtype::kBf16, 64, false, 1);
+  EmulatedDevice device(defaults_for(p), kArch, test_store());
+  const RingPositions positions(p, device);
+  KernelRingBackend backend(p, 0, device, positions);
+  const size_t q_bytes = static_cast<size_t>(p.batch * p.q_heads * p.local_seq_len() * p.head_dim) * 2;
+  const size_t lse_bytes = static_cast<size_t>(p.batch * p.q_heads * p.local_seq_len()) * 4;
+  DeviceAllocation q = device.allocate(q_bytes), k = device.allocate(q_bytes), v = device.allocate(q_bytes),
+                   out = device.allocate(q_bytes), lse = device.allocate(lse_bytes);
+  for (const DeviceAllocation* a : {&q, &k, &v}) std::memset(a->data(), 0, a->bytes());
+  backend.bind({q.data(), k.data(), v.data(), out.data(), lse.as<float>()});
+  backend.forward_begin();
+  RingStep middle;
+  middle.is_first = middle.is_last = false;
+  const RingFwdParams params = backend.step_params(middle);
+  try {
+    device.launch_forward(StepType::kFull, params);
+    FAIL() << "no finding";
+  } catch (const Error& e) {
+    const std::string what = e.what();
+    EXPECT_NE(what.find("sanitizer: thread "), std::string::npos) << what;
+    EXPECT_NE(what.find("a global load reads global bytes [0x"), std::string::npos) << what;
+    EXPECT_NE(what.find("nothing wrote them (uninitialized read)"), std::string::npos) << what;
+    EXPECT_NE(what.find("at cpgen/step_fwd.cuh:"), std::string::npos) << what;
+  }
+  RingStep first;
+  first.is_first = true;
+  first.is_last = false;
+  device.launch_forward(StepType::kFull, backend.step_params(first));
+  device.launch_forward(StepType::kFull, params);
+}
+
 TEST(EmulatedDevice, RefusesAKernelOfTheWrongDirectionForAStepType) {
   const KernelSpec forward = KernelSpec::default_for(Dtype::kBf16, 64, true, 1);
   EXPECT_THROW(EmulatedDevice({{StepType::kBwdDiagonal, forward}}, kArch, test_store()), Error);
