@@ -9,8 +9,8 @@
 // these for their global accesses outside TMA, cp.async and the reductions: the fp32 state and
 // gradient accumulators (pairs of floats, where alignment matters, and single rows), the LSE and
 // delta, the packed outputs and gradients, and the rows' positions and key intervals; the
-// sanitizer then names the line and the buffer an access missed. (The key-position searches of
-// mask.cuh, which also read shared memory, stay plain.)
+// sanitizer then names the line and the buffer an access missed. The key-position and interval
+// searches of mask.cuh read their tables through load_global too (ArrayAt).
 #pragma once
 
 #include "cpgen/platform.cuh"

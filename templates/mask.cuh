@@ -6,6 +6,9 @@
 #pragma once
 
 #include "cpgen/platform.cuh"
+#if defined(__CUDACC__)
+#include "cpgen/global_access.cuh"
+#endif
 
 namespace cpgen {
 namespace device {
@@ -95,10 +98,19 @@ CPGEN_HOST_DEVICE int count_at_most(const At& at, int len, int bound) {
   return first_above(at, lo, hi, bound);  // the answer is in [lo, hi]
 }
 
-// Entry i of a plain array (the accessor of the searches below).
+// Entry i of an array (the accessor of the searches here). In a kernel every array searched is a
+// global table of the launch (positions, key intervals), read through load_global: the same load
+// on the GPU, checked by the emulator's sanitizer (bounds, alignment, never-written words); on the
+// host a plain read.
 struct ArrayAt {
   const int* values;
-  CPGEN_HOST_DEVICE int operator()(int i) const { return values[i]; }
+  CPGEN_HOST_DEVICE int operator()(int i) const {
+#if defined(__CUDACC__)
+    return load_global(values + i);
+#else
+    return values[i];
+#endif
+  }
 };
 
 // How many leading entries of the increasing array `positions` are <= bound, by plain binary
@@ -151,10 +163,11 @@ CPGEN_HOST_DEVICE TileRange key_tile_range(const int* kv_positions, int kv_len, 
 
 // How many leading entries of the non-decreasing array `values` are < bound (lower bound).
 CPGEN_HOST_DEVICE int count_before(const int* values, int len, int bound) {
+  const ArrayAt at{values};
   int lo = 0, hi = len;
   while (lo < hi) {
     const int mid = (lo + hi) / 2;
-    if (values[mid] < bound) {
+    if (at(mid) < bound) {
       lo = mid + 1;
     } else {
       hi = mid;

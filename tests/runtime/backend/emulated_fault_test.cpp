@@ -2,9 +2,10 @@
 // emulated_fault.h trap): deliberately broken tiny kernels, run by the test binary's copy of the
 // emulator on buffers the device allocated, must fail their launch with the thread, block and
 // faulting address; the same kernels within bounds must pass, and a fault outside a launch must
-// still kill the process. The real kernels' plain accesses that no checked wrapper makes (the
-// key-position searches of mask.cuh) take the same path; the step kernels' other global accesses
-// (templates/global_access.cuh) are checked before they could reach a guard page
+// still kill the process. A real kernel's plain access that no checked wrapper makes would take
+// the same path; the step kernels' global accesses outside TMA, cp.async and red.add, the
+// key-position searches of mask.cuh among them, go through templates/global_access.cuh and are
+// checked before they could reach a guard page
 // (EmulatedDevice.AnLseStorePastItsBufferIsAFindingNamingTheLineAndTheBuffer, emulated_ring_test.cpp).
 #include <gtest/gtest.h>
 #include <signal.h>

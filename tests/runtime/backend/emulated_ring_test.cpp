@@ -289,6 +289,36 @@ TEST(EmulatedDevice, AMiddleStepOnAStateNothingWroteIsAnUninitializedRead) {
   device.launch_forward(StepType::kFull, params);
 }
 
+// The causal tile search reads the key positions through load_global (mask.cuh, ArrayAt): a
+// positions table nothing wrote is a finding at that search's line, not a silently wrong range.
+TEST(EmulatedDevice, AKeyPositionTableNothingWroteIsAnUninitializedReadOfTheTileSearch) {
+  const Problem p = small_problem(Dtype::kBf16, 64, true, 1);
+  EmulatedDevice device(defaults_for(p), kArch, test_store());
+  const RingPositions positions(p, device);
+  KernelRingBackend backend(p, 0, device, positions);
+  const size_t q_bytes = static_cast<size_t>(p.batch * p.q_heads * p.local_seq_len() * p.head_dim) * 2;
+  const size_t lse_bytes = static_cast<size_t>(p.batch * p.q_heads * p.local_seq_len()) * 4;
+  DeviceAllocation q = device.allocate(q_bytes), k = device.allocate(q_bytes), v = device.allocate(q_bytes),
+                   out = device.allocate(q_bytes), lse = device.allocate(lse_bytes);
+  for (const DeviceAllocation* a : {&q, &k, &v}) std::memset(a->data(), 0, a->bytes());
+  backend.bind({q.data(), k.data(), v.data(), out.data(), lse.as<float>()});
+  backend.forward_begin();
+  RingStep step;
+  step.is_first = step.is_last = true;
+  RingFwdParams params = backend.step_params(step);
+  device.launch_forward(StepType::kDiagonal, params);  // as the ring runs it: clean
+  DeviceAllocation unwritten = device.allocate(static_cast<size_t>(params.kv_len) * sizeof(int));
+  params.kv_positions = unwritten.as<int>();
+  try {
+    device.launch_forward(StepType::kDiagonal, params);
+    FAIL() << "no finding";
+  } catch (const Error& e) {
+    const std::string what = e.what();
+    EXPECT_NE(what.find("a global load reads global bytes [0x"), std::string::npos) << what;
+    EXPECT_NE(what.find("nothing wrote them (uninitialized read) at cpgen/mask.cuh:"), std::string::npos) << what;
+  }
+}
+
 TEST(EmulatedDevice, RefusesAKernelOfTheWrongDirectionForAStepType) {
   const KernelSpec forward = KernelSpec::default_for(Dtype::kBf16, 64, true, 1);
   EXPECT_THROW(EmulatedDevice({{StepType::kBwdDiagonal, forward}}, kArch, test_store()), Error);
