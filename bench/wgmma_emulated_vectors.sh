@@ -63,7 +63,8 @@ secs=$(( $(date +%s) - start ))
   echo "1 and 2, through \`cpgen verify --backend emulated --spec $SPEC\` (the family's default tiles"
   echo "with the file's mask flags, sm_90a; wgmma-pingpong: in the ping-pong schedule), zigzag rings of"
   echo "2 and 4, bf16 and fp16; limit 2e-2."
-  echo "The emulator's sanitizer is on for every launch (a finding fails the run). dq, dk, dv come from the"
+  echo "The emulator's sanitizer is on for every launch (a finding fails the run; README, Emulated"
+  echo "backend: bounds, alignment, shared races, reads of shared or global memory nothing wrote). dq, dk, dv come from the"
   echo "mma.sync backward kernels (the family is forward only) fed by the wgmma forward's out and lse."
   echo "CPU only: no GPU ran this."
   echo
