@@ -9,6 +9,7 @@
 #include <cmath>
 #include <cstdio>
 #include <cstring>
+#include <functional>
 #include <string>
 #include <vector>
 
@@ -213,44 +214,64 @@ TEST(EmulatedRing, ZigzagKeyHalfStepLaunchesHalfTheKeys) {
   }
 }
 
+// Rank 0 of `p` on an emulated device with its default kernels, bound to Q, K, V (zeros), out and
+// lse the device allocated, its forward begun: single steps launched by hand, as the ring would.
+struct OneRankForward {
+  explicit OneRankForward(const Problem& problem)
+      : p(problem), device(defaults_for(p), kArch, test_store()), positions(p, device), backend(p, 0, device, positions) {
+    for (DeviceAllocation* a : {&q, &k, &v, &out}) *a = device.allocate(q_bytes());
+    lse = device.allocate(lse_bytes());
+    for (const DeviceAllocation* a : {&q, &k, &v}) std::memset(a->data(), 0, a->bytes());
+    backend.bind({q.data(), k.data(), v.data(), out.data(), lse.as<float>()});
+    backend.forward_begin();
+  }
+  size_t q_bytes() const { return static_cast<size_t>(p.batch * p.q_heads * p.local_seq_len() * p.head_dim) * 2; }
+  size_t lse_bytes() const { return static_cast<size_t>(p.batch * p.q_heads * p.local_seq_len()) * 4; }
+  // The params of step 0 as a first, middle or last step.
+  RingFwdParams step_params(bool first, bool last) {
+    RingStep step;
+    step.is_first = first;
+    step.is_last = last;
+    return backend.step_params(step);
+  }
+
+  const Problem p;
+  EmulatedDevice device;
+  const RingPositions positions;
+  KernelRingBackend backend;
+  DeviceAllocation q, k, v, out, lse;
+};
+
+// `launch` fails with a sanitizer finding that holds every one of `parts`.
+void expect_launch_finding(const std::function<void()>& launch, const std::vector<std::string>& parts) {
+  try {
+    launch();
+    FAIL() << "no finding";
+  } catch (const Error& e) {
+    const std::string what = e.what();
+    EXPECT_NE(what.find("sanitizer: thread "), std::string::npos) << what;
+    for (const std::string& part : parts) EXPECT_NE(what.find(part), std::string::npos) << "want '" << part << "' in: " << what;
+  }
+}
+
 // The stores of a real kernel: lse given a buffer four rows short, the last step's lse stores of
 // those rows fall outside every buffer the device allocated; the sanitizer fails the launch naming
 // the store's kernel line and the buffer it ran past (before the store could reach the guard page
 // after it, which still backs the accesses no checked wrapper makes).
 TEST(EmulatedDevice, AnLseStorePastItsBufferIsAFindingNamingTheLineAndTheBuffer) {
-  const Problem p = small_problem(Dtype::kBf16, 64, false, 1);
-  EmulatedDevice device(defaults_for(p), kArch, test_store());
-  const RingPositions positions(p, device);
-  KernelRingBackend backend(p, 0, device, positions);
-  const size_t q_bytes = static_cast<size_t>(p.batch * p.q_heads * p.local_seq_len() * p.head_dim) * 2;
-  const size_t lse_bytes = static_cast<size_t>(p.batch * p.q_heads * p.local_seq_len()) * 4;
-  DeviceAllocation q = device.allocate(q_bytes), k = device.allocate(q_bytes), v = device.allocate(q_bytes),
-                   out = device.allocate(q_bytes), lse = device.allocate(lse_bytes),
-                   short_lse = device.allocate(lse_bytes - 16);
-  for (const DeviceAllocation* a : {&q, &k, &v}) std::memset(a->data(), 0, a->bytes());
-  backend.bind({q.data(), k.data(), v.data(), out.data(), lse.as<float>()});
-  backend.forward_begin();
-  RingStep step;
-  step.is_first = step.is_last = true;
-  RingFwdParams params = backend.step_params(step);
-  device.launch_forward(StepType::kFull, params);  // as the ring runs it: clean
+  OneRankForward rank(small_problem(Dtype::kBf16, 64, false, 1));
+  RingFwdParams params = rank.step_params(true, true);
+  rank.device.launch_forward(StepType::kFull, params);  // as the ring runs it: clean
+  const DeviceAllocation short_lse = rank.device.allocate(rank.lse_bytes() - 16);
   params.lse = short_lse.as<float>();
   char start[32];
   std::snprintf(start, sizeof start, "0x%llx", static_cast<unsigned long long>(reinterpret_cast<uintptr_t>(short_lse.data())));
-  try {
-    device.launch_forward(StepType::kFull, params);
-    FAIL() << "no finding";
-  } catch (const Error& e) {
-    const std::string what = e.what();
-    EXPECT_NE(what.find("sanitizer: thread "), std::string::npos) << what;
-    EXPECT_NE(what.find("a global store writes global bytes [0x"), std::string::npos) << what;
-    EXPECT_NE(what.find("at cpgen/step_fwd.cuh:"), std::string::npos) << what;
-    EXPECT_NE(what.find("bytes past the end of the " + std::to_string(lse_bytes - 16) + "-byte buffer at " + start),
-              std::string::npos) << what;
-  }
+  expect_launch_finding([&] { rank.device.launch_forward(StepType::kFull, params); },
+                        {"a global store writes global bytes [0x", "at cpgen/step_fwd.cuh:",
+                         "bytes past the end of the " + std::to_string(rank.lse_bytes() - 16) + "-byte buffer at " + start});
   // The device and the thread go on: the ring's own launch still runs clean.
-  params.lse = lse.as<float>();
-  device.launch_forward(StepType::kFull, params);
+  params.lse = rank.lse.as<float>();
+  rank.device.launch_forward(StepType::kFull, params);
 }
 
 // Reads of a real kernel: a middle step launched before any first step wrote the running state
@@ -258,65 +279,25 @@ TEST(EmulatedDevice, AnLseStorePastItsBufferIsAFindingNamingTheLineAndTheBuffer)
 // naming the load's kernel line (compute-sanitizer initcheck's uninitialized read). After the
 // first step has written the state, the same middle step runs clean.
 TEST(EmulatedDevice, AMiddleStepOnAStateNothingWroteIsAnUninitializedRead) {
-  const Problem p = small_problem(Dtype::kBf16, 64, false, 1);
-  EmulatedDevice device(defaults_for(p), kArch, test_store());
-  const RingPositions positions(p, device);
-  KernelRingBackend backend(p, 0, device, positions);
-  const size_t q_bytes = static_cast<size_t>(p.batch * p.q_heads * p.local_seq_len() * p.head_dim) * 2;
-  const size_t lse_bytes = static_cast<size_t>(p.batch * p.q_heads * p.local_seq_len()) * 4;
-  DeviceAllocation q = device.allocate(q_bytes), k = device.allocate(q_bytes), v = device.allocate(q_bytes),
-                   out = device.allocate(q_bytes), lse = device.allocate(lse_bytes);
-  for (const DeviceAllocation* a : {&q, &k, &v}) std::memset(a->data(), 0, a->bytes());
-  backend.bind({q.data(), k.data(), v.data(), out.data(), lse.as<float>()});
-  backend.forward_begin();
-  RingStep middle;
-  middle.is_first = middle.is_last = false;
-  const RingFwdParams params = backend.step_params(middle);
-  try {
-    device.launch_forward(StepType::kFull, params);
-    FAIL() << "no finding";
-  } catch (const Error& e) {
-    const std::string what = e.what();
-    EXPECT_NE(what.find("sanitizer: thread "), std::string::npos) << what;
-    EXPECT_NE(what.find("a global load reads global bytes [0x"), std::string::npos) << what;
-    EXPECT_NE(what.find("nothing wrote them (uninitialized read)"), std::string::npos) << what;
-    EXPECT_NE(what.find("at cpgen/step_fwd.cuh:"), std::string::npos) << what;
-  }
-  RingStep first;
-  first.is_first = true;
-  first.is_last = false;
-  device.launch_forward(StepType::kFull, backend.step_params(first));
-  device.launch_forward(StepType::kFull, params);
+  OneRankForward rank(small_problem(Dtype::kBf16, 64, false, 1));
+  const RingFwdParams middle = rank.step_params(false, false);
+  expect_launch_finding([&] { rank.device.launch_forward(StepType::kFull, middle); },
+                        {"a global load reads global bytes [0x", "nothing wrote them (uninitialized read)",
+                         "at cpgen/step_fwd.cuh:"});
+  rank.device.launch_forward(StepType::kFull, rank.step_params(true, false));
+  rank.device.launch_forward(StepType::kFull, middle);
 }
 
 // The causal tile search reads the key positions through load_global (mask.cuh, ArrayAt): a
 // positions table nothing wrote is a finding at that search's line, not a silently wrong range.
 TEST(EmulatedDevice, AKeyPositionTableNothingWroteIsAnUninitializedReadOfTheTileSearch) {
-  const Problem p = small_problem(Dtype::kBf16, 64, true, 1);
-  EmulatedDevice device(defaults_for(p), kArch, test_store());
-  const RingPositions positions(p, device);
-  KernelRingBackend backend(p, 0, device, positions);
-  const size_t q_bytes = static_cast<size_t>(p.batch * p.q_heads * p.local_seq_len() * p.head_dim) * 2;
-  const size_t lse_bytes = static_cast<size_t>(p.batch * p.q_heads * p.local_seq_len()) * 4;
-  DeviceAllocation q = device.allocate(q_bytes), k = device.allocate(q_bytes), v = device.allocate(q_bytes),
-                   out = device.allocate(q_bytes), lse = device.allocate(lse_bytes);
-  for (const DeviceAllocation* a : {&q, &k, &v}) std::memset(a->data(), 0, a->bytes());
-  backend.bind({q.data(), k.data(), v.data(), out.data(), lse.as<float>()});
-  backend.forward_begin();
-  RingStep step;
-  step.is_first = step.is_last = true;
-  RingFwdParams params = backend.step_params(step);
-  device.launch_forward(StepType::kDiagonal, params);  // as the ring runs it: clean
-  DeviceAllocation unwritten = device.allocate(static_cast<size_t>(params.kv_len) * sizeof(int));
+  OneRankForward rank(small_problem(Dtype::kBf16, 64, true, 1));
+  RingFwdParams params = rank.step_params(true, true);
+  rank.device.launch_forward(StepType::kDiagonal, params);  // as the ring runs it: clean
+  const DeviceAllocation unwritten = rank.device.allocate(static_cast<size_t>(params.kv_len) * sizeof(int));
   params.kv_positions = unwritten.as<int>();
-  try {
-    device.launch_forward(StepType::kDiagonal, params);
-    FAIL() << "no finding";
-  } catch (const Error& e) {
-    const std::string what = e.what();
-    EXPECT_NE(what.find("a global load reads global bytes [0x"), std::string::npos) << what;
-    EXPECT_NE(what.find("nothing wrote them (uninitialized read) at cpgen/mask.cuh:"), std::string::npos) << what;
-  }
+  expect_launch_finding([&] { rank.device.launch_forward(StepType::kDiagonal, params); },
+                        {"a global load reads global bytes [0x", "nothing wrote them (uninitialized read) at cpgen/mask.cuh:"});
 }
 
 TEST(EmulatedDevice, RefusesAKernelOfTheWrongDirectionForAStepType) {
