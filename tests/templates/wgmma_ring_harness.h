@@ -9,6 +9,7 @@
 #include <gtest/gtest.h>
 
 #include <algorithm>
+#include <bit>
 #include <cmath>
 #include <cstdio>
 #include <limits>
@@ -188,7 +189,9 @@ testing::RingRun run_emulated(const AttentionProblem& p, const RingSetup& setup,
     k_chunks.push_back(gather(p.k, B, HK, S, D, positions, setup.bshd, dtype));
     v_chunks.push_back(gather(p.v, B, HK, S, D, positions, setup.bshd, dtype));
   }
-  const float nan = std::numeric_limits<float>::quiet_NaN();
+  // The state's and lse's fill: all-ones bytes, as the emulated device fills an allocation, so that
+  // the sanitizer reports a read of any word nothing wrote (GlobalBuffer::poisoned; a NaN too).
+  const float nan = std::bit_cast<float>(0xFFFFFFFFu);
   for (int r = 0; r < n; ++r) {
     const std::vector<int>& q_positions = setup.ranks[r];
     const int q_len = static_cast<int>(q_positions.size());
@@ -259,19 +262,21 @@ testing::RingRun run_emulated(const AttentionProblem& p, const RingSetup& setup,
         uint32_t* const count_q = setup.count_reads ? q_reads.data() : nullptr;
         uint32_t* const count_k = setup.count_reads ? k_reads.data() : nullptr;
         uint32_t* const count_v = setup.count_reads ? v_reads.data() : nullptr;
-        // Every buffer the kernel may touch, so the sanitizer checks the TMA sources against them.
-        const emulation::GlobalBuffer buffers[] = {{q.data(), q.size() * 2, count_q},
-                                                   {k_chunks[src].data(), k_chunks[src].size() * 2, count_k},
-                                                   {v_chunks[src].data(), v_chunks[src].size() * 2, count_v},
-                                                   {out.data(), out.size() * 2},
-                                                   {lse.data(), lse.size() * 4},
-                                                   {o_state.data(), o_state.size() * 4},
-                                                   {m_state.data(), m_state.size() * 4},
-                                                   {l_state.data(), l_state.size() * 4},
-                                                   {q_positions.data(), q_positions.size() * 4},
-                                                   {kv_positions.data(), kv_positions.size() * 4},
-                                                   {key_first.data(), key_first.size() * 4},
-                                                   {key_last.data(), key_last.size() * 4}};
+        // Every buffer the kernel may touch, so the sanitizer checks the TMA sources against them;
+        // all poisoned: padding, out, lse and the state start all ones, and a read of a word still
+        // so (padding, or state no earlier step wrote) is a finding.
+        const emulation::GlobalBuffer buffers[] = {{q.data(), q.size() * 2, count_q, true},
+                                                   {k_chunks[src].data(), k_chunks[src].size() * 2, count_k, true},
+                                                   {v_chunks[src].data(), v_chunks[src].size() * 2, count_v, true},
+                                                   {out.data(), out.size() * 2, nullptr, true},
+                                                   {lse.data(), lse.size() * 4, nullptr, true},
+                                                   {o_state.data(), o_state.size() * 4, nullptr, true},
+                                                   {m_state.data(), m_state.size() * 4, nullptr, true},
+                                                   {l_state.data(), l_state.size() * 4, nullptr, true},
+                                                   {q_positions.data(), q_positions.size() * 4, nullptr, true},
+                                                   {kv_positions.data(), kv_positions.size() * 4, nullptr, true},
+                                                   {key_first.data(), key_first.size() * 4, nullptr, true},
+                                                   {key_last.data(), key_last.size() * 4, nullptr, true}};
         emulation::set_global_buffers(buffers, static_cast<int>(std::size(buffers)));
         const unsigned blocks = (rows * Traits::kGroup + Traits::kBlockM - 1) / Traits::kBlockM;
         device::FoldedPairs pairs = device::fold_pairs(B * HK);
