@@ -266,9 +266,9 @@ bool global_in_bounds(const void* p, size_t count, const char* what) {
 
 // Reports the first aligned `word`-byte word of [p, p + count) that still holds its poisoned
 // buffer's fill (GlobalBuffer::poisoned), a read of global memory nothing wrote; nothing when the
-// range is in no poisoned buffer. `p` and `count` are multiples of `word` (the callers' accesses
-// are aligned to at least it).
-void global_initialized(const void* p, size_t count, size_t word, const char* what) {
+// range is in no poisoned buffer. `p` is a multiple of `word` (the callers' accesses are aligned
+// to at least it); a partial word at the end is not checked.
+void report_unwritten(const void* p, size_t count, size_t word, const char* what) {
   const GlobalBuffer* b = buffer_holding(p, count);
   if (b == nullptr || !b->poisoned) return;
   const auto* bytes = static_cast<const unsigned char*>(p);
@@ -464,7 +464,7 @@ bool global_access(const void* p, int bytes, int alignment, bool store) {
   if (!global_in_bounds(p, static_cast<size_t>(bytes), store ? "a global store writes" : "a global load reads"))
     return false;
   // Words of 4 bytes (a pair of floats is two values), or the whole of a narrower load.
-  if (!store) global_initialized(p, static_cast<size_t>(bytes), bytes < 4 ? static_cast<size_t>(bytes) : 4, "a global load reads");
+  if (!store) report_unwritten(p, static_cast<size_t>(bytes), bytes < 4 ? static_cast<size_t>(bytes) : 4, "a global load reads");
   return true;
 }
 
@@ -616,7 +616,7 @@ void cp_async_16(uint32_t shared_dst, const void* global_src, bool valid) {
   if (valid && !global_in_bounds(global_src, 16, "cp.async reads")) return;
   AsyncCopy copy{shared_dst, {}, g_cta->fibers[g_cta->current].site};
   if (valid) {
-    global_initialized(global_src, 16, 4, "cp.async reads");
+    report_unwritten(global_src, 16, 4, "cp.async reads");
     memcpy(copy.bytes, global_src, 16);
     const GlobalBuffer* b = buffer_holding(global_src, 16);
     if (b && b->async_reads)
@@ -655,7 +655,7 @@ float flush_subnormal(float x) { return std::fpclassify(x) == FP_SUBNORMAL ? std
 void red_add_f32(float* address, float value) {
   if (!aligned(reinterpret_cast<uintptr_t>(address), 4, "red.add writes to", "global")) return;
   if (!global_in_bounds(address, 4, "red.add writes")) return;
-  global_initialized(address, 4, 4, "red.add adds to");
+  report_unwritten(address, 4, 4, "red.add adds to");
   // The host's float addition rounds to nearest even (the default rounding mode).
   *address = flush_subnormal(flush_subnormal(*address) + flush_subnormal(value));
 }
@@ -663,7 +663,7 @@ void red_add_f32(float* address, float value) {
 void red_add_v2_f32(float* address, float x, float y) {
   if (!aligned(reinterpret_cast<uintptr_t>(address), 8, "red.add.v2 writes to", "global")) return;
   if (!global_in_bounds(address, 8, "red.add.v2 writes")) return;
-  global_initialized(address, 8, 4, "red.add.v2 adds to");
+  report_unwritten(address, 8, 4, "red.add.v2 adds to");
   address[0] = flush_subnormal(flush_subnormal(address[0]) + flush_subnormal(x));
   // Atomic per element only: other threads may run between the two halves, so the emulator lets
   // them (a kernel that relies on the pair landing together can then be caught). A yield that is
