@@ -9,11 +9,13 @@
 // a NaN guard past its end, so an element left unwritten, or written out of bounds, fails.
 #include <gtest/gtest.h>
 
+#include <bit>
 #include <filesystem>
 
 #include <cmath>
 #include <cstdio>
 #include <cstring>
+#include <functional>
 #include <limits>
 #include <random>
 #include <string>
@@ -104,7 +106,21 @@ std::string independent_set_with(const std::string& name) {
   return "";
 }
 
-std::vector<float> poisoned(size_t n) { return std::vector<float>(n + kGuard, std::numeric_limits<float>::quiet_NaN()); }
+// n floats and the guard, all ones: a NaN, and the fill the sanitizer recognizes as never written in
+// a buffer marked poisoned (GlobalBuffer::poisoned), as the emulated device fills an allocation.
+std::vector<float> poisoned(size_t n) { return std::vector<float>(n + kGuard, std::bit_cast<float>(0xFFFFFFFFu)); }
+
+// A launch's global buffer: `bytes` of `data`, poisoned (the guard past an accumulator is left out,
+// so a write into it is a finding too).
+emulation::GlobalBuffer buffer(const void* data, size_t bytes) { return {data, bytes, nullptr, true}; }
+
+// Runs a launch with `buffers` as its global buffers.
+std::string launch_on(std::vector<emulation::GlobalBuffer> buffers, const std::function<std::string()>& launch) {
+  emulation::set_global_buffers(buffers.data(), static_cast<int>(buffers.size()));
+  const std::string error = launch();
+  emulation::set_global_buffers(nullptr, 0);
+  return error;
+}
 
 bool guard_intact(const std::vector<float>& v, size_t n) {
   for (size_t i = n; i < v.size(); ++i)
@@ -192,8 +208,13 @@ RingResult run_backward(const BackwardCase& c, const std::vector<std::vector<int
     pre.q_heads = HQ;
     pre.q_len = x.len;
     const unsigned pre_grid = (B * HQ * x.len + kPreWarps - 1) / kPreWarps;
-    const std::string error = emulation::launch(pre_grid, 1, kPreWarps * 32, 0,
-                                                [&] { device::ring_bwd_pre<T, Traits::kHeadDim, kPreWarps>(pre); });
+    const std::string error =
+        launch_on({buffer(x.out.data(), x.out.size() * 2), buffer(x.dout.data(), x.dout.size() * 2),
+                   buffer(x.delta.data(), x.lse.size() * 4), buffer(x.dq_acc.data(), x.lse.size() * D * 4)},
+                  [&] {
+                    return emulation::launch(pre_grid, 1, kPreWarps * 32, 0,
+                                             [&] { device::ring_bwd_pre<T, Traits::kHeadDim, kPreWarps>(pre); });
+                  });
     if (!error.empty()) {
       result.failure = "pre kernel: " + error;
       return result;
@@ -233,8 +254,18 @@ RingResult run_backward(const BackwardCase& c, const std::vector<std::vector<int
       prm.accumulate_dkv = step > 0;
       const unsigned grid_x = (chunk.len + Traits::kBlockN - 1) / Traits::kBlockN;
       const device::FoldedPairs pairs = device::fold_pairs(static_cast<long long>(B) * HK, max_grid_y);
-      const std::string error = emulation::launch(grid_x, pairs.y, pairs.z, Traits::kThreads, Traits::kSharedBytes,
-                                                  [&] { device::ring_bwd_step<Traits>(prm); });
+      const size_t kv_acc_bytes = static_cast<size_t>(B) * HK * chunk.len * D * 4;
+      const std::string error = launch_on(
+          {buffer(mine.q.data(), mine.q.size() * 2), buffer(mine.dout.data(), mine.dout.size() * 2),
+           buffer(chunk.k.data(), chunk.k.size() * 2), buffer(chunk.v.data(), chunk.v.size() * 2),
+           buffer(mine.lse.data(), mine.lse.size() * 4), buffer(mine.delta.data(), mine.lse.size() * 4),
+           buffer(mine.dq_acc.data(), mine.lse.size() * D * 4), buffer(chunk.dk_acc.data(), kv_acc_bytes),
+           buffer(chunk.dv_acc.data(), kv_acc_bytes), buffer(ranks[r].data(), ranks[r].size() * 4),
+           buffer(ranks[src].data(), ranks[src].size() * 4)},
+          [&] {
+            return emulation::launch(grid_x, pairs.y, pairs.z, Traits::kThreads, Traits::kSharedBytes,
+                                     [&] { device::ring_bwd_step<Traits>(prm); });
+          });
       if (!error.empty()) {
         result.failure = "step " + std::to_string(step) + " rank " + std::to_string(r) + ": " + error;
         return result;

@@ -6,7 +6,9 @@
 // the kernel's logic on machines without a GPU; it says nothing about timing or memory ordering.
 #include <gtest/gtest.h>
 
+#include <bit>
 #include <cmath>
+#include <iterator>
 #include <limits>
 #include <string>
 #include <vector>
@@ -36,7 +38,9 @@ testing::RingRun run_emulated(const AttentionProblem& p, const std::vector<std::
     k_chunks.push_back(testing::gather_rows(p.k, B, HK, S, D, positions, dtype));
     v_chunks.push_back(testing::gather_rows(p.v, B, HK, S, D, positions, dtype));
   }
-  const float nan = std::numeric_limits<float>::quiet_NaN();
+  // The state's and lse's fill: all ones, as the emulated device fills an allocation, so that the
+  // sanitizer reports a read of any word nothing wrote (GlobalBuffer::poisoned; a NaN too).
+  const float nan = std::bit_cast<float>(0xFFFFFFFFu);
   for (int r = 0; r < n; ++r) {
     const std::vector<int>& q_positions = ranks[r];
     const int q_len = static_cast<int>(q_positions.size());
@@ -61,8 +65,22 @@ testing::RingRun run_emulated(const AttentionProblem& p, const std::vector<std::
       const unsigned grid_x = (q_len * Traits::kGroup + Traits::kBlockM - 1) / Traits::kBlockM;
       // The (batch, kv head) pairs folded over y and z as the host launcher folds them.
       const device::FoldedPairs pairs = device::fold_pairs(B * HK, max_grid_y);
+      // Every buffer the kernel may touch, each poisoned (row padding, out, lse and the state start
+      // all ones): the sanitizer checks the accesses against them and reports unwritten words read.
+      const emulation::GlobalBuffer buffers[] = {{q.data(), q.size() * 2, nullptr, true},
+                                                 {k_chunks[src].data(), k_chunks[src].size() * 2, nullptr, true},
+                                                 {v_chunks[src].data(), v_chunks[src].size() * 2, nullptr, true},
+                                                 {out.data(), out.size() * 2, nullptr, true},
+                                                 {lse.data(), lse.size() * 4, nullptr, true},
+                                                 {o_state.data(), o_state.size() * 4, nullptr, true},
+                                                 {m_state.data(), m_state.size() * 4, nullptr, true},
+                                                 {l_state.data(), l_state.size() * 4, nullptr, true},
+                                                 {q_positions.data(), q_positions.size() * 4, nullptr, true},
+                                                 {ranks[src].data(), ranks[src].size() * 4, nullptr, true}};
+      emulation::set_global_buffers(buffers, static_cast<int>(std::size(buffers)));
       const std::string error = emulation::launch(grid_x, pairs.y, pairs.z, Traits::kThreads, Traits::kSharedBytes,
                                                   [&] { device::ring_fwd_step<Traits>(prm); });
+      emulation::set_global_buffers(nullptr, 0);
       if (!error.empty()) {
         run.failure = error;
         return run;
