@@ -25,6 +25,13 @@ class LaunchBuffers {
   std::vector<emulation::GlobalBuffer> buffers_;
 };
 
+// One poisoned launch buffer per vector, over all of its data, in the order given
+// (GlobalBuffer::poisoned: a word still all ones reads as never written).
+template <typename... Vectors>
+std::vector<emulation::GlobalBuffer> poisoned_buffers(const Vectors&... vectors) {
+  return {emulation::GlobalBuffer{vectors.data(), vectors.size() * sizeof(*vectors.data()), nullptr, true}...};
+}
+
 // `error` (what emulation::launch returned) is a sanitizer finding that holds every one of `parts`.
 inline void expect_finding(const std::string& error, const std::vector<std::string>& parts) {
   EXPECT_EQ(error.rfind("sanitizer: ", 0), 0u) << error;

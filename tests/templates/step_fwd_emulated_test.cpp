@@ -8,7 +8,6 @@
 
 #include <bit>
 #include <cmath>
-#include <iterator>
 #include <limits>
 #include <string>
 #include <vector>
@@ -18,6 +17,7 @@
 
 // Last: defines __CUDACC__ and the CUDA keywords for the template headers below.
 #include "emulation/cuda_emulation.h"
+#include "emulation/finding_test_util.h"
 #include "cpgen/step_fwd.cuh"
 
 namespace cpgen {
@@ -67,20 +67,10 @@ testing::RingRun run_emulated(const AttentionProblem& p, const std::vector<std::
       const device::FoldedPairs pairs = device::fold_pairs(B * HK, max_grid_y);
       // Every buffer the kernel may touch, each poisoned (row padding, out, lse and the state start
       // all ones): the sanitizer checks the accesses against them and reports unwritten words read.
-      const emulation::GlobalBuffer buffers[] = {{q.data(), q.size() * 2, nullptr, true},
-                                                 {k_chunks[src].data(), k_chunks[src].size() * 2, nullptr, true},
-                                                 {v_chunks[src].data(), v_chunks[src].size() * 2, nullptr, true},
-                                                 {out.data(), out.size() * 2, nullptr, true},
-                                                 {lse.data(), lse.size() * 4, nullptr, true},
-                                                 {o_state.data(), o_state.size() * 4, nullptr, true},
-                                                 {m_state.data(), m_state.size() * 4, nullptr, true},
-                                                 {l_state.data(), l_state.size() * 4, nullptr, true},
-                                                 {q_positions.data(), q_positions.size() * 4, nullptr, true},
-                                                 {ranks[src].data(), ranks[src].size() * 4, nullptr, true}};
-      emulation::set_global_buffers(buffers, static_cast<int>(std::size(buffers)));
+      const testing::LaunchBuffers buffers(testing::poisoned_buffers(
+          q, k_chunks[src], v_chunks[src], out, lse, o_state, m_state, l_state, q_positions, ranks[src]));
       const std::string error = emulation::launch(grid_x, pairs.y, pairs.z, Traits::kThreads, Traits::kSharedBytes,
                                                   [&] { device::ring_fwd_step<Traits>(prm); });
-      emulation::set_global_buffers(nullptr, 0);
       if (!error.empty()) {
         run.failure = error;
         return run;

@@ -25,6 +25,7 @@
 
 // Last: defines __CUDACC__ and the CUDA keywords for the template headers below.
 #include "emulation/cuda_emulation.h"
+#include "emulation/finding_test_util.h"
 #include "cpgen/step_fwd_wgmma.cuh"
 
 namespace cpgen::wgmma_harness {
@@ -265,19 +266,13 @@ testing::RingRun run_emulated(const AttentionProblem& p, const RingSetup& setup,
         // Every buffer the kernel may touch, so the sanitizer checks the TMA sources against them;
         // all poisoned: padding, out, lse and the state start all ones, and a read of a word still
         // so (padding, or state no earlier step wrote) is a finding.
-        const emulation::GlobalBuffer buffers[] = {{q.data(), q.size() * 2, count_q, true},
-                                                   {k_chunks[src].data(), k_chunks[src].size() * 2, count_k, true},
-                                                   {v_chunks[src].data(), v_chunks[src].size() * 2, count_v, true},
-                                                   {out.data(), out.size() * 2, nullptr, true},
-                                                   {lse.data(), lse.size() * 4, nullptr, true},
-                                                   {o_state.data(), o_state.size() * 4, nullptr, true},
-                                                   {m_state.data(), m_state.size() * 4, nullptr, true},
-                                                   {l_state.data(), l_state.size() * 4, nullptr, true},
-                                                   {q_positions.data(), q_positions.size() * 4, nullptr, true},
-                                                   {kv_positions.data(), kv_positions.size() * 4, nullptr, true},
-                                                   {key_first.data(), key_first.size() * 4, nullptr, true},
-                                                   {key_last.data(), key_last.size() * 4, nullptr, true}};
-        emulation::set_global_buffers(buffers, static_cast<int>(std::size(buffers)));
+        std::vector<emulation::GlobalBuffer> buffers =
+            testing::poisoned_buffers(q, k_chunks[src], v_chunks[src], out, lse, o_state, m_state, l_state,
+                                      q_positions, kv_positions, key_first, key_last);
+        buffers[0].async_reads = count_q;
+        buffers[1].async_reads = count_k;
+        buffers[2].async_reads = count_v;
+        emulation::set_global_buffers(buffers.data(), static_cast<int>(buffers.size()));
         const unsigned blocks = (rows * Traits::kGroup + Traits::kBlockM - 1) / Traits::kBlockM;
         device::FoldedPairs pairs = device::fold_pairs(B * HK);
         unsigned grid_x = blocks;
