@@ -255,32 +255,46 @@ std::string nearest_buffer_text(const void* p, size_t count) {
   return ": its last " + std::to_string(begin + count - end) + " bytes run past the end of" + buffer;
 }
 
-// Whether [p, p + count) lies inside one buffer of the launch (always, when none were given).
-bool global_in_bounds(const void* p, size_t count, const char* what) {
-  if (g_buffers.empty() || buffer_holding(p, count)) return true;
+// Stands for all of memory while the launch has no buffers (the default): nothing is checked
+// against it, and it is neither counted nor poisoned.
+const GlobalBuffer kAnyMemory{};
+
+// The launch's buffer that holds all of [p, p + count), for the caller's further checks and
+// counts (report_unwritten, count_async_reads); &kAnyMemory when the launch has none. When it has
+// buffers and none holds the range, reports it and returns null.
+const GlobalBuffer* global_in_bounds(const void* p, size_t count, const char* what) {
+  if (g_buffers.empty()) return &kAnyMemory;
+  if (const GlobalBuffer* b = buffer_holding(p, count)) return b;
   report(g_cta->current, std::string(what) + " global bytes [" + hex(reinterpret_cast<uintptr_t>(p)) + ", +" +
                              std::to_string(count) + ") outside every buffer of the launch" +
                              nearest_buffer_text(p, count));
-  return false;
+  return nullptr;
 }
 
-// Reports the first aligned `word`-byte word of [p, p + count) that still holds its poisoned
-// buffer's fill (GlobalBuffer::poisoned), a read of global memory nothing wrote; nothing when the
-// range is in no poisoned buffer. `p` is a multiple of `word` (the callers' accesses are aligned
-// to at least it); a partial word at the end is not checked.
-void report_unwritten(const void* p, size_t count, size_t word, const char* what) {
-  const GlobalBuffer* b = buffer_holding(p, count);
-  if (b == nullptr || !b->poisoned) return;
+// Counts one read of every 16-byte chunk that [p, p + bytes) touches, when `b`, the buffer
+// holding the range, counts reads (GlobalBuffer::async_reads).
+void count_async_reads(const GlobalBuffer& b, const void* p, size_t bytes) {
+  if (b.async_reads == nullptr || bytes == 0) return;
+  const size_t first = static_cast<size_t>(static_cast<const unsigned char*>(p) - static_cast<const unsigned char*>(b.data));
+  for (size_t chunk = first / 16; chunk <= (first + bytes - 1) / 16; ++chunk) ++b.async_reads[chunk];
+}
+
+// Reports the first aligned `word`-byte word of [p, p + count) that still holds the fill of `b`,
+// the buffer holding the range, when b is poisoned (GlobalBuffer::poisoned): a read of global
+// memory nothing wrote. `p` is a multiple of `word` (the callers' accesses are aligned to at least
+// it); a partial word at the end is not checked.
+void report_unwritten(const GlobalBuffer& b, const void* p, size_t count, size_t word, const char* what) {
+  if (!b.poisoned) return;
   const auto* bytes = static_cast<const unsigned char*>(p);
   for (size_t at = 0; at + word <= count; at += word) {
     size_t ones = 0;
     while (ones < word && bytes[at + ones] == 0xFF) ++ones;
     if (ones < word) continue;
-    const size_t offset = static_cast<size_t>(bytes + at - static_cast<const unsigned char*>(b->data));
+    const size_t offset = static_cast<size_t>(bytes + at - static_cast<const unsigned char*>(b.data));
     report(g_cta->current, std::string(what) + " global bytes [" + hex(reinterpret_cast<uintptr_t>(bytes + at)) +
                                ", +" + std::to_string(word) + "), bytes " + std::to_string(offset) + ".." +
-                               std::to_string(offset + word - 1) + " of the " + std::to_string(b->bytes) +
-                               "-byte buffer at " + hex(reinterpret_cast<uintptr_t>(b->data)) +
+                               std::to_string(offset + word - 1) + " of the " + std::to_string(b.bytes) +
+                               "-byte buffer at " + hex(reinterpret_cast<uintptr_t>(b.data)) +
                                ", which still hold its allocation's fill: nothing wrote them (uninitialized read)");
     return;
   }
@@ -461,10 +475,11 @@ bool global_access(const void* p, int bytes, int alignment, bool store) {
   if (!aligned(reinterpret_cast<uintptr_t>(p), alignment, store ? "a global store writes to" : "a global load reads from",
                "global"))
     return false;
-  if (!global_in_bounds(p, static_cast<size_t>(bytes), store ? "a global store writes" : "a global load reads"))
-    return false;
+  const GlobalBuffer* b =
+      global_in_bounds(p, static_cast<size_t>(bytes), store ? "a global store writes" : "a global load reads");
+  if (b == nullptr) return false;
   // Words of 4 bytes (a pair of floats is two values), or the whole of a narrower load.
-  if (!store) report_unwritten(p, static_cast<size_t>(bytes), bytes < 4 ? static_cast<size_t>(bytes) : 4, "a global load reads");
+  if (!store) report_unwritten(*b, p, static_cast<size_t>(bytes), bytes < 4 ? static_cast<size_t>(bytes) : 4, "a global load reads");
   return true;
 }
 
@@ -613,14 +628,13 @@ void cp_async_16(uint32_t shared_dst, const void* global_src, bool valid) {
   if (!aligned(shared_dst, 16, "cp.async writes to", "shared")) return;
   if (!shared_in_bounds(shared_dst, 16, "cp.async writes")) return;
   if (valid && !aligned(reinterpret_cast<uintptr_t>(global_src), 16, "cp.async reads from", "global")) return;
-  if (valid && !global_in_bounds(global_src, 16, "cp.async reads")) return;
+  const GlobalBuffer* source = valid ? global_in_bounds(global_src, 16, "cp.async reads") : nullptr;
+  if (valid && source == nullptr) return;
   AsyncCopy copy{shared_dst, {}, g_cta->fibers[g_cta->current].site};
   if (valid) {
-    report_unwritten(global_src, 16, 4, "cp.async reads");
+    report_unwritten(*source, global_src, 16, 4, "cp.async reads");
     memcpy(copy.bytes, global_src, 16);
-    const GlobalBuffer* b = buffer_holding(global_src, 16);
-    if (b && b->async_reads)
-      ++b->async_reads[(static_cast<const unsigned char*>(global_src) - static_cast<const unsigned char*>(b->data)) / 16];
+    count_async_reads(*source, global_src, 16);
   }
   g_cta->fibers[g_cta->current].open_group.push_back(copy);
 }
@@ -654,16 +668,18 @@ float flush_subnormal(float x) { return std::fpclassify(x) == FP_SUBNORMAL ? std
 
 void red_add_f32(float* address, float value) {
   if (!aligned(reinterpret_cast<uintptr_t>(address), 4, "red.add writes to", "global")) return;
-  if (!global_in_bounds(address, 4, "red.add writes")) return;
-  report_unwritten(address, 4, 4, "red.add adds to");
+  const GlobalBuffer* b = global_in_bounds(address, 4, "red.add writes");
+  if (b == nullptr) return;
+  report_unwritten(*b, address, 4, 4, "red.add adds to");
   // The host's float addition rounds to nearest even (the default rounding mode).
   *address = flush_subnormal(flush_subnormal(*address) + flush_subnormal(value));
 }
 
 void red_add_v2_f32(float* address, float x, float y) {
   if (!aligned(reinterpret_cast<uintptr_t>(address), 8, "red.add.v2 writes to", "global")) return;
-  if (!global_in_bounds(address, 8, "red.add.v2 writes")) return;
-  report_unwritten(address, 8, 4, "red.add.v2 adds to");
+  const GlobalBuffer* b = global_in_bounds(address, 8, "red.add.v2 writes");
+  if (b == nullptr) return;
+  report_unwritten(*b, address, 8, 4, "red.add.v2 adds to");
   address[0] = flush_subnormal(flush_subnormal(address[0]) + flush_subnormal(x));
   // Atomic per element only: other threads may run between the two halves, so the emulator lets
   // them (a kernel that relies on the pair landing together can then be caught). A yield that is
