@@ -161,19 +161,10 @@ CPGEN_HOST_DEVICE TileRange key_tile_range(const int* kv_positions, int kv_len, 
 // and those that see all of them
 //   [count_before(last, kv[kb]), count_at_or_before(first, kv[ka])).
 
-// How many leading entries of the non-decreasing array `values` are < bound (lower bound).
+// How many leading entries of the non-decreasing array `values` are < bound (lower bound): for
+// integers, those <= bound - 1. The bounds are positions and interval ends, never below 0.
 CPGEN_HOST_DEVICE int count_before(const int* values, int len, int bound) {
-  const ArrayAt at{values};
-  int lo = 0, hi = len;
-  while (lo < hi) {
-    const int mid = (lo + hi) / 2;
-    if (at(mid) < bound) {
-      lo = mid + 1;
-    } else {
-      hi = mid;
-    }
-  }
-  return lo;
+  return first_above(ArrayAt{values}, 0, len, bound - 1);
 }
 
 // A half-open index range [begin, end); empty when begin >= end.
