@@ -117,8 +117,8 @@ nlohmann::json load_json(const std::string& path) {
   return nlohmann::json::parse(in);
 }
 
-static std::string slurp(const std::string& path) {
-  std::ifstream in(path);
+std::string slurp(const std::string& path) {
+  std::ifstream in(path, std::ios::binary);
   return std::string(std::istreambuf_iterator<char>(in), {});
 }
 

@@ -17,6 +17,9 @@ namespace cpgen::testing {
 // Whether `scheme` splits seq_len rows over cp_size ranks (check_partitionable without the throw).
 bool partitionable(Scheme scheme, int64_t seq_len, int cp_size);
 
+// The whole file at `path`, bytes as they are ("" when it cannot be read).
+std::string slurp(const std::string& path);
+
 // Float64 vectors as the float inputs the rings take.
 inline std::vector<float> as_float(const std::vector<double>& x) { return {x.begin(), x.end()}; }
 

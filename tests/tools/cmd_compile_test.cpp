@@ -19,6 +19,7 @@ namespace cpgen {
 namespace {
 
 using testing::run_cli;
+using testing::slurp;
 using testing::TempDir;
 
 // The flagship config (must not spill) and a cheaper one for tests that only need some kernel.
@@ -73,9 +74,7 @@ TEST(CliCompile, EmitSourceWritesTheGeneratedSource) {
   const std::string file = dir.path() + "/kernel.cu";
   auto r = run_cli("compile --spec " + kSmallUri + " --arch sm_80 --store " + dir.path() + "/store --emit-source " + file);
   ASSERT_EQ(r.exit_code, 0) << r.err;
-  std::ifstream in(file);
-  std::string text((std::istreambuf_iterator<char>(in)), {});
-  EXPECT_EQ(text, render_source(KernelSpec::parse(kSmallUri)));
+  EXPECT_EQ(slurp(file), render_source(KernelSpec::parse(kSmallUri)));
   EXPECT_NE(r.out.find("spill_bytes"), std::string::npos) << r.out;
 }
 
@@ -98,10 +97,6 @@ TEST(CliCompile, EmitPtxWritesWhatNvrtcGavePtxasEvenFromTheStore) {
   TempDir dir("cli");
   const std::string store = dir.path() + "/store", first = dir.path() + "/first.ptx",
                     second = dir.path() + "/second.ptx";
-  const auto slurp = [](const std::string& path) {
-    std::ifstream in(path, std::ios::binary);
-    return std::string((std::istreambuf_iterator<char>(in)), {});
-  };
   auto fresh = run_cli("compile --spec " + kSmallUri + " --arch sm_90 --store " + store + " --emit-ptx " + first);
   ASSERT_EQ(fresh.exit_code, 0) << fresh.err;
   EXPECT_NE(fresh.out.find("ptx           " + first), std::string::npos) << fresh.out;
@@ -127,8 +122,7 @@ TEST(CliCompile, EmitCubinWritesTheCompiledKernel) {
   const std::string cubin = dir.path() + "/kernel.cubin";
   auto r = run_cli("compile --spec " + kSmallUri + " --arch sm_90 --store " + dir.path() + "/store --emit-cubin " + cubin);
   ASSERT_EQ(r.exit_code, 0) << r.err;
-  std::ifstream in(cubin, std::ios::binary);
-  std::string bytes((std::istreambuf_iterator<char>(in)), {});
+  const std::string bytes = slurp(cubin);
   ASSERT_GT(bytes.size(), 1000u);
   EXPECT_EQ(bytes.compare(0, 4, "\x7f" "ELF"), 0);
   EXPECT_NE(r.out.find("cubin         " + cubin), std::string::npos) << r.out;
@@ -175,8 +169,7 @@ TEST(CliCompile, FourConcurrentProcessesShareOneEmptyStore) {
 
   std::set<std::string> keys;
   for (int i = 0; i < 4; ++i) {
-    std::ifstream in(dir.path() + "/out" + std::to_string(i));
-    std::string text((std::istreambuf_iterator<char>(in)), {});
+    const std::string text = slurp(dir.path() + "/out" + std::to_string(i));
     auto j = nlohmann::json::parse(text, nullptr, false);
     ASSERT_TRUE(j.is_object()) << "process " << i << " printed: " << text;
     EXPECT_GE(j["spill_bytes"].get<int>(), 0);

@@ -99,10 +99,7 @@ std::vector<int> run_children(int nranks, const std::vector<std::string>& extra_
   return codes;
 }
 
-std::string slurp(const std::string& path) {
-  std::ifstream in(path);
-  return std::string(std::istreambuf_iterator<char>(in), {});
-}
+using testing::slurp;
 
 // An allreduce of 1024 floats on the caller's communicator (each rank contributes rank + 1):
 // whether it still works after the ring's own communicator was aborted.

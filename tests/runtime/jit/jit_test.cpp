@@ -12,18 +12,15 @@
 #include "runtime/jit/jit.h"
 #include "templates/params.cuh"
 #include "temp_dir.h"
+#include "test_util.h"
 
 namespace cpgen {
 namespace {
 
 using testing::TempDir;
+using testing::slurp;
 
 bool is_elf(const std::string& bytes) { return bytes.size() > 4 && bytes.compare(0, 4, "\x7f" "ELF") == 0; }
-
-std::string slurp(const std::string& path) {
-  std::ifstream in(path, std::ios::binary);
-  return std::string(std::istreambuf_iterator<char>(in), {});
-}
 
 TEST(Jit, CompilesTheDefaultKernelForEverySupportedArch) {
   TempDir dir("jit");

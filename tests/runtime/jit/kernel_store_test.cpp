@@ -20,6 +20,7 @@ namespace cpgen {
 namespace {
 
 using testing::TempDir;
+using testing::slurp;
 
 CompiledKernel make_kernel(const std::string& key, char fill, size_t cubin_bytes) {
   CompiledKernel k;
@@ -35,11 +36,6 @@ CompiledKernel make_kernel(const std::string& key, char fill, size_t cubin_bytes
   k.log = "ptxas info    : Used 96 registers\nline two \"quoted\"";
   k.stats = {96, 8, 16, 1024, static_cast<int>(cubin_bytes), 412.5, false};
   return k;
-}
-
-std::string slurp(const std::string& path) {
-  std::ifstream in(path, std::ios::binary);
-  return std::string(std::istreambuf_iterator<char>(in), {});
 }
 
 void spit(const std::string& path, const std::string& bytes) {
