@@ -64,11 +64,15 @@ TEST(CliVerifyGpu, GradientsAreCheckedOnLoopbackAndNccl) {
                      " --scheme zigzag --ranks 2 --backend gpu --json --transport " + transport);
     ASSERT_EQ(r.exit_code, 0) << transport << ": " << r.out << r.err;
     std::set<std::string> checked;
-    for (const auto& c : nlohmann::json::parse(r.out)["checks"]) {
+    // The parsed report is a named object: a range-for over a member of the temporary parse()
+    // returns iterates freed memory (the temporary dies before the loop body runs).
+    const nlohmann::json report = nlohmann::json::parse(r.out);
+    for (const auto& c : report["checks"]) {
       checked.insert(c["tensor"].get<std::string>());
       EXPECT_TRUE(c["ok"].get<bool>()) << transport << ": " << c.dump();
     }
-    for (const char* grad : {"dq", "dk", "dv"}) EXPECT_EQ(checked.count(grad), 1u) << transport << ": no " << grad << " check";
+    for (const char* grad : {"dq", "dk", "dv"})
+      EXPECT_EQ(checked.count(grad), 1u) << transport << ": no " << grad << " check in\n" << r.out << r.err;
   }
 }
 
