@@ -381,24 +381,22 @@ CPGEN_DEVICE void wgmma_fwd_pass_turn(int consumer) {
 }
 
 // One consumer warpgroup's share of one item: its 64 rows through every key tile, then the merge.
-// Software pipeline inside the warpgroup: while the MMAs of O += P_t V_t run, the scores of tile
-// t + 1 are computed and their softmax runs on the CUDA cores; only then does the thread wait for
-// P_t V_t and pack P_(t+1). P_t stays untouched while its wgmma may read it. O is rescaled by
-// exp2(m_t - m_(t+1)) in the next issue point, between the issue of S_(t+2) and that of
-// P_(t+1) V_(t+1), so the multiplies run while the tensor core works on S (FlashAttention-3 puts
-// its rescale there too). Run r of the item is tile tiles.begin + r in stage (run0 + r) %
-// kStages, as the producer loads them.
+// Per key tile: issue S_(t+1) = Q K_(t+1)^T and O += P_t V_t back to back in this consumer's turn
+// (wgmma_fwd_take_turn), pass the turn, wait for S, run its softmax, wait for P V, then rescale O
+// and pack P_(t+1). The tensor core is kept busy across the two consumers: while one runs its
+// softmax, the other's MMAs run. P_t stays untouched while its wgmma may read it. Run r of the
+// item is tile tiles.begin + r in stage (run0 + r) % kStages, as the producer loads them.
 //
-// ptxas schedules inside a basic block and sees no cost in wgmma.wait_group: with the wait for
-// P_t V_t in the same block as the softmax, it moved the wait to the top of the block (the
-// packing of P_(t+1) into the registers P_t V_t reads had to follow the wait, and it wanted the
-// packs early), so every exp2 of the softmax ran after the tensor core had finished (SASS of
-// NVRTC 13.0: the 66 MUFU.EX2 of the loop all after WARPGROUP.DEPBAR.LE gsb0, 0x0) and the
-// warpgroup's MMAs and softmax took turns instead of overlapping. The wait for V_(t+1), which the
-// next issue point needs anyway, sits between the softmax and the wait for P_t V_t; with its
-// try_wait and the branch to its retry loop there, ptxas keeps the whole softmax before the wait
-// (66 of 66 exps). Nothing in PTX can state that order, so StepFwdWgmmaCompile.
-// SassHoldsWgmmaTmaAndASoftmaxOverlappingPv checks it in the SASS of every compiled variant.
+// Measured: ptxas hoists the wait for P_t V_t above this softmax (it wants the packs of P_(t+1),
+// which overwrite the registers P_t V_t reads, interleaved with the exps), so inside one
+// warpgroup the MMAs and the softmax take turns. 4e918ba made them overlap (the wait for V_(t+1)
+// between the softmax and that wait, O's rescale moved between the issues of S and P V, where
+// FlashAttention-3 has it; 66 of 66 exps before the wait in the SASS). On an H200 that order was
+// slower in every configuration: bf16/fp16 head dim 128, 8K and 16K, causal and full, plain
+// launch 0.90-0.93x cuDNN against 0.93-0.99x with this order, ping-pong 0.91-0.99x against
+// 0.94-0.99x, with the mma.sync family within 1% and cuDNN within 2% across the two runs
+// (bench/results/2026-11-27-NVIDIA-H200-gpu-check-persistent-raw.md and 2026-11-28-NVIDIA-H200-
+// gpu-check.md), and the non-causal kernel's SASS differing from 6bd0c35's only by that commit.
 template <typename Traits>
 CPGEN_DEVICE void wgmma_fwd_consume(const RingFwdParams& params, const WgmmaFwdShared<Traits>& smem, int consumer,
                                     const WgmmaFwdItem& item) {
@@ -419,7 +417,6 @@ CPGEN_DEVICE void wgmma_fwd_consume(const RingFwdParams& params, const WgmmaFwdS
   const u32 q_rows = smem.q_tile() + 64 * consumer * Traits::kSwizzleBytes;
 
   u32 p[Traits::kPvSteps][4];
-  float o_rescale[2] = {1.0f, 1.0f};  // exp2(m_old - m_new) that O owes before its next P V
   if (tile_count > 0) {
     const int stage = item.run0 % kStages;
     if (consumer == 1) wgmma_fwd_pass_turn<Traits>(consumer);  // consumer 0 goes first
@@ -435,8 +432,6 @@ CPGEN_DEVICE void wgmma_fwd_consume(const RingFwdParams& params, const WgmmaFwdS
     float rescale[2];  // o is still zero: nothing to rescale
     wgmma_fwd_softmax<Traits>(params, s, tiles.begin, tiles, row0, row_max, row_sum, rescale);
     wgmma_fwd_pack<Traits>(s, p);
-    // V_0, for the first issue point's P V (V_(t+1) is waited for inside the loop).
-    mbarrier_wait_parity(smem.v_full(stage), (item.run0 / kStages) & 1);
   }
   // The last tile runs outside the loop, so the loop body has no branch around its wgmma groups
   // (ptxas serializes the pipeline when it cannot tell which group a register belongs to).
@@ -445,23 +440,22 @@ CPGEN_DEVICE void wgmma_fwd_consume(const RingFwdParams& params, const WgmmaFwdS
     const int stage = r % kStages, next_stage = (r + 1) % kStages;
     float s[Traits::kScoreRegisters];
     mbarrier_wait_parity(smem.k_full(next_stage), ((r + 1) / kStages) & 1);
+    mbarrier_wait_parity(smem.v_full(stage), (r / kStages) & 1);  // in long ago, but not waited for
     wgmma_fwd_take_turn<Traits>(consumer);
     wgmma_fwd_issue_scores<Traits>(s, q_rows, smem.k_tile(next_stage));
-    // O = O exp2(m_(t-1) - m_t) before P_t V_t adds to it, while the tensor core runs S_(t+1).
-#pragma unroll
-    for (int i = 0; i < Traits::kOutputRegisters; ++i) o[i] *= o_rescale[i % 4 / 2];
     wgmma_fwd_issue_pv<Traits>(o, p, smem.v_tile(stage));
     wgmma_fwd_pass_turn<Traits>(consumer);
     wgmma_wait<1>();  // groups retire in order: the scores (older) are in, P V may still run
     wgmma_fence_operand(s);
     mbarrier_arrive(smem.k_empty(next_stage));  // K_(t+1) is read: its stage may take K_(t+1+kStages)
-    wgmma_fwd_softmax<Traits>(params, s, tiles.begin + run + 1, tiles, row0, row_max, row_sum, o_rescale);
-    // V_(t+1) for the next issue point; here, its try_wait keeps ptxas from hoisting the wait
-    // below above the softmax (see the comment above).
-    mbarrier_wait_parity(smem.v_full(next_stage), ((r + 1) / kStages) & 1);
+    float rescale[2];
+    wgmma_fwd_softmax<Traits>(params, s, tiles.begin + run + 1, tiles, row0, row_max, row_sum, rescale);
     wgmma_wait<0>();
     wgmma_fence_operand(o);
     mbarrier_arrive(smem.v_empty(stage));  // this thread's P V of the stage has retired
+    // O = O exp2(m_t - m_(t+1)) before P_(t+1) V_(t+1) adds to it.
+#pragma unroll
+    for (int i = 0; i < Traits::kOutputRegisters; ++i) o[i] *= rescale[i % 4 / 2];
     wgmma_fwd_pack<Traits>(s, p);
   }
   if (tile_count > 0) {
@@ -469,9 +463,8 @@ CPGEN_DEVICE void wgmma_fwd_consume(const RingFwdParams& params, const WgmmaFwdS
     const int stage = r % kStages;
     // Every S of the item has retired: a persistent CTA's producer may load the next Q.
     if constexpr (Traits::kPersistent) mbarrier_arrive(smem.q_empty());
-    wgmma_fwd_take_turn<Traits>(consumer);  // V of the stage was waited for before
-#pragma unroll
-    for (int i = 0; i < Traits::kOutputRegisters; ++i) o[i] *= o_rescale[i % 4 / 2];
+    mbarrier_wait_parity(smem.v_full(stage), (r / kStages) & 1);
+    wgmma_fwd_take_turn<Traits>(consumer);
     wgmma_fwd_issue_pv<Traits>(o, p, smem.v_tile(stage));
     if (consumer == 0) wgmma_fwd_pass_turn<Traits>(consumer);  // consumer 1's last turn is the last
     wgmma_wait<0>();

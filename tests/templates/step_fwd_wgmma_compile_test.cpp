@@ -113,13 +113,13 @@ std::vector<int> exps_while_pv_runs(const std::string& sass) {
   return counts;
 }
 
-// Besides HGMMA, UTMALDG and the ping-pong turns, the order of each main loop: ptxas once moved
-// the wait for P_t V_t above the whole softmax of S_(t+1) (step_fwd_wgmma.cuh, wgmma_fwd_consume),
-// and the SASS then ran no exp2 while the MMA was in flight (0 of 66 at bf16 hd128): the
-// warpgroup's MMAs and softmax took turns. Each variant's loop must run at least its scores'
-// exp2s (block_n / 2 per thread) between the wait for S and the wait for P V. (One test, so that
-// ctest's process per test compiles and disassembles the kernels once.)
-TEST(StepFwdWgmmaCompile, SassHoldsWgmmaTmaAndASoftmaxOverlappingPv) {
+// Besides HGMMA, UTMALDG and the ping-pong turns, the order of each main loop: the wait for P_t V_t
+// comes before the softmax of S_(t+1), so no exp2 runs between the wait for S and the wait for
+// P V. The order that overlapped them (4e918ba: every exp2 of the tile between the two waits) was
+// slower on an H200 in every configuration timed (step_fwd_wgmma.cuh, wgmma_fwd_consume); a
+// change that brings it back, by the template or by ptxas, shows here and needs a GPU's timing.
+// (One test, so that ctest's process per test compiles and disassembles the kernels once.)
+TEST(StepFwdWgmmaCompile, SassHoldsWgmmaTmaAndTheMeasuredLoopOrder) {
   testing::TempDir dir("wgmma_compile");
   try {
     for (const auto& [spec, k] : compiled()) {
@@ -138,7 +138,7 @@ TEST(StepFwdWgmmaCompile, SassHoldsWgmmaTmaAndASoftmaxOverlappingPv) {
       EXPECT_EQ(text.find("BAR.ARV R") != std::string::npos, spec.pingpong) << "BAR.ARV on a register barrier id";
       const std::vector<int> counts = exps_while_pv_runs(text);
       EXPECT_FALSE(counts.empty()) << "no main-loop issue point (S then P V, then a wait for S) in the SASS";
-      for (int exps : counts) EXPECT_GE(exps, spec.block_n / 2) << "exp2s between the waits for S and for P V";
+      for (int exps : counts) EXPECT_EQ(exps, 0) << "exp2s between the waits for S and for P V";
     }
   } catch (const Error& e) {
     FAIL() << e.what();
