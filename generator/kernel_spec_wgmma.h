@@ -54,15 +54,27 @@ std::vector<KernelSpec> wgmma_defaults();
 
 // Where the wgmma family is the documented forward default on sm_90a: the combinations a GPU has
 // run correctly and timed faster than the mma.sync default in one run. Both mask kinds (causal
-// and full) of each. Measured on an H200, 2026-11-27 (bench/results/2026-11-27-NVIDIA-H200-
-// gpu-check.md): bf16, head dim 128, GQA 1, local lengths 8K and 16K, 1.61-1.69 times the
-// mma.sync default's TFLOP/s. A combination joins this table when a device session has timed it.
+// and full) of each: the two kernels differ only in which tiles they mask. A combination joins
+// this table when a device session has timed it. Each row, as the wgmma default's time over the
+// mma.sync default's on an H200 (132 SMs):
+//   bf16 hd128 GQA 1  1.61-1.69x, causal and full, 8K and 16K (2026-11-27 gpu-check); 1.69x full
+//                     9600 (2026-11-28 tune)
+//   fp16 hd128 GQA 1  1.64-1.76x, causal and full, 8K and 16K (2026-11-28 gpu-check, wgmma phase)
+//   bf16 hd128 GQA 4  1.62-1.70x causal, the three zigzag step types at 8K-32K (2026-11-28 tune)
+//   bf16 hd128 GQA 8  1.51-1.78x causal, the three zigzag step types at 4K-8K (2026-11-28 tune)
+//   fp16 hd64  GQA 1  1.48x full 8K (2026-11-28 tune; 1.36x the fastest mma.sync tile)
+//   fp16 hd256 GQA 8  2.43-3.10x causal, the three zigzag step types at 4K-8K (2026-11-28 tune)
+// The tune rows are the forward tune of examples/shapes (bench/results/2026-11-28-NVIDIA-H200-
+// gpu-check.md; every record in bench/results/2026-11-28-h200-tune-examples.json).
 struct WgmmaDefaultShape {
   Dtype dtype;
   int head_dim;
   int gqa_group;
 };
-inline constexpr WgmmaDefaultShape kWgmmaDefaultShapes[] = {{Dtype::kBf16, 128, 1}};
+inline constexpr WgmmaDefaultShape kWgmmaDefaultShapes[] = {
+    {Dtype::kBf16, 128, 1}, {Dtype::kFp16, 128, 1}, {Dtype::kBf16, 128, 4},
+    {Dtype::kBf16, 128, 8}, {Dtype::kFp16, 64, 1},  {Dtype::kFp16, 256, 8},
+};
 bool wgmma_is_default(Dtype dtype, int head_dim, int gqa_group, std::string_view arch);
 // The documented forward default on `arch`: the wgmma family's default tiles where
 // wgmma_is_default says so, else KernelSpec::default_for_arch (the mma.sync family, fitted to the

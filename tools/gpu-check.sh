@@ -62,27 +62,25 @@
 # then at once, on the warm machine (its build-gpu/ stays), a shorter one with what is left:
 #   tools/pack-gpu-deps.sh   (here, about 5 minutes on 2 cores: the -dev packages, ../shared/vectors
 #                            and the kernels, 21 MB compressed; again after any template change)
-#   run(command="tools/gpu-check.sh --budget 520 --only build,tests,wgmma,nccl,ncu
+#   run(command="tools/gpu-check.sh --budget 520 --only ...", carry=[".gpudeps"], timeout_s=570)
+#   run(command="tools/gpu-check.sh --budget 240 --only ...", carry=[".gpudeps"], timeout_s=250)
+#   give_back()
+# Last report: bench/results/2026-11-28-NVIDIA-H200-gpu-check.md (tree fc6ac0a): 733 GPU-run
+# tests and 27 of 28 NCCL tests passed (the 4-process ring, watchdog, backward, graph replay and
+# tune broadcast among them; the one failure a test bug, fixed), sanitizers clean on the
+# ping-pong and persistent tests, the forward tune of examples/shapes done. Since then the
+# kernels changed: the wgmma consumer's loop order of 6bd0c35 is back (4e918ba's was 3-7% slower
+# on the H200), the family takes GQA 16, and on sm_90a the wgmma default now answers five more
+# combinations and leads the tuner's search. So, next: the tests and the wgmma phase (plain
+# wgmma/cuDNN should return to 6bd0c35's 0.93-0.99; persistent was 0.97-1.00 with the slower
+# order), then the forward tune again, whose export, made on the tree that ships it, goes to
+# caches/<gpu>-examples.json (a cache is used only under the template hash it was timed with):
+#   run(command="tools/gpu-check.sh --budget 520 --only build,tests,wgmma,tune --tune-only fwd
 #       --kernels-args '--dtypes bf16,fp16 --head-dims 128 --lengths 8192,16384 --gqa 1'",
 #       carry=[".gpudeps"], timeout_s=570)
-#   run(command="tools/gpu-check.sh --budget 240 --only tune --tune-only fwd",
-#       carry=[".gpudeps"], timeout_s=250)   (the first pretuned cache, <gpu>-examples.json)
-#   give_back()
-# Tests first when the kernels or the runtime changed since the last report's passing run
-# (2026-11-27's third session, on tree 6bd0c35): they have (the persistent launch's items now
-# come in L2 sections; the wgmma family's causal block ranges take mask.cuh's runs search; its
-# consumers' softmax now overlaps their own P V, which ptxas had serialized in every variant,
-# step_fwd_wgmma.cuh, 4e918ba: the wgmma phase's ratios and the ncu phase's DEPBAR share are
-# the figures to compare against 6bd0c35's).
-# Then the wgmma phase on issue 13's target shapes: the persistent launch, 0.84-0.91x the plain
-# one on 6bd0c35 with 21% of its reads hitting L2, is to be timed in its sectioned order; then
-# nccl (the 4-process ring, the watchdog, the rank-0 broadcast were not reached), whose tests
-# now come before the tune tests (ongpu, which passed on 6bd0c35). The
-# sanitizer runs that remain (racecheck on the ping-pong ring test, over every set past 150 s:
-#   timeout 215 tools/gpu-sanitize.sh --build-dir build-gpu --logs $OUT/san --tools racecheck
-#       --filter 'GpuRingWgmma.PingPongLoopbackOnOneVectorSetOverARingOfTwo' --run-limit 200
-# and memcheck over the step and ring tests, 202 s), the ring phase and the wider kernel matrix
-# (head dims 64 and 256, 4K and 32K, GQA 4 and 8) are the next session's. The report, the logs'
+# then the ring phase (the loopback ring's overhead was +11.3% at N=8 with the mma.sync kernel,
+# which GQA 4 no longer selects on sm_90a), the wider matrix (head dims 64 and 256, 4K and 32K,
+# GQA 4, 8 and 16) and memcheck over the step and ring tests (202 s). The report, the logs'
 # tarball (tables and jsonl inside), the ncu profiles and the exported cache come back under
 # files_at; tools/ncu-metrics.py reads the profiles on a machine without ncu.
 #

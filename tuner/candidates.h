@@ -1,8 +1,10 @@
 // The tuning search space for one workload: every tile config the kernel template supports, with
 // the documented default first. On sm_90a a forward workload also searches the wgmma family
-// (ring_fwd_wgmma_ URIs, after the mma.sync grid) where the family supports the workload's head
-// dim, group and mask and can run its step type as timed. A forward workload searches the forward step's (BLOCK_M, BLOCK_N,
-// warps, stages); a backward workload (a "bwd-" step type) the backward step's, so a backward
+// (ring_fwd_wgmma_ URIs: after the mma.sync default, before the rest of the mma.sync grid) where
+// the family supports the workload's head dim, group and mask and can run its step type as
+// timed. A forward workload searches the forward step's (BLOCK_M, BLOCK_N, warps, stages) and the
+// wgmma family's (block_n, consumers, stages, launch, schedule); a backward workload (a "bwd-"
+// step type) the backward step's, so a backward
 // record always names a ring_bwd_ kernel. Candidates the feasibility model or the step's size rule
 // out are returned separately with the reason, so the tuner records them as infeasible instead of
 // spending NVRTC time on them.

@@ -83,9 +83,10 @@ TEST_F(CmdDbTest, ExplainSaysWhereTheConfigCameFrom) {
   EXPECT_EQ(steps[0]["source"], "database-exact");
   EXPECT_EQ(steps[0]["kernel"], "ring_fwd_bf16_hd128_causal_gqa4_bm128_bn128_w8_s2");  // not the faster stale row
   EXPECT_EQ(steps[0]["ignored_other_environment"], 1);
-  // The half steps were never tuned: the shipped default-heuristic cache answers.
+  // The half steps were never tuned: the shipped default-heuristic cache answers, on sm_90a
+  // (explain's arch without a GPU) with the wgmma family's default at bf16 hd128 GQA 4.
   EXPECT_EQ(steps[1]["source"], "pretuned-pattern");
-  EXPECT_EQ(steps[1]["kernel"], "ring_fwd_bf16_hd128_causal_gqa4_bm128_bn64_w4_s2");
+  EXPECT_EQ(steps[1]["kernel"], "ring_fwd_wgmma_bf16_hd128_causal_gqa4_bm128_bn128_c2_s2");
   CliResult none = run_cli("explain --db " + path("absent.db") + " --shape " + shape());
   ASSERT_EQ(none.exit_code, 0) << none.err;
   EXPECT_NE(none.out.find("(absent)"), std::string::npos) << none.out;

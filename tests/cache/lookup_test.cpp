@@ -64,7 +64,7 @@ TEST_F(LookupTest, StaleEnvironmentRowIsNotSelected) {
   put_record(db, test_record(w, 64, 64, 4, 2, 0.01, Disposition::kOk, test_env("12.2")));
   Selection s = select_config(w, &db, test_env(), no_caches);
   EXPECT_EQ(s.source, ConfigSource::kDefault);
-  EXPECT_EQ(s.spec, KernelSpec::default_for(Dtype::kBf16, 128, true, 4));
+  EXPECT_EQ(s.spec, forward_default_for_arch(Dtype::kBf16, 128, true, 4, w.arch));
   EXPECT_EQ(s.ignored_other_environment, 1);
   EXPECT_NE(s.reason.find("another environment"), std::string::npos) << s.reason;
   EXPECT_EQ(records_for(db, w).size(), 1u);  // still there
@@ -167,7 +167,8 @@ TEST_F(LookupTest, ABackwardWorkloadSelectsOnlyBackwardKernels) {
   EXPECT_EQ(s.spec, tuned);
   EXPECT_NE(s.source, ConfigSource::kDefault);
   // The forward workload still gets the forward default, not the backward record.
-  EXPECT_EQ(select_config(fwd, &db, test_env(), no_caches).spec.kind, KernelKind::kForwardStep);
+  EXPECT_EQ(select_config(fwd, &db, test_env(), no_caches).spec,
+            forward_default_for_arch(fwd.dtype, fwd.head_dim, fwd.causal, fwd.gqa_group(), fwd.arch));
 }
 
 // The sm_90a wgmma family (issue 13): a record naming a ring_fwd_wgmma_ kernel is selected for a
@@ -176,7 +177,7 @@ TEST_F(LookupTest, ABackwardWorkloadSelectsOnlyBackwardKernels) {
 // The documented forward default on sm_90a is the wgmma family where a GPU has measured it faster
 // (kWgmmaDefaultShapes): the shipped default-heuristic cache's entries naming the arch answer
 // first there, and with no cache at all the lookup's last resort says the same. On sm_90, and for
-// a group not measured, the mma.sync default stays; a mask keeps the family, with its flags.
+// a combination not measured, the mma.sync default stays; a mask keeps the family, with its flags.
 TEST_F(LookupTest, TheSm90aDefaultIsTheWgmmaFamilyWhereAGpuMeasuredIt) {
   const PretunedCaches shipped = load_pretuned_caches({std::string(CPGEN_SOURCE_DIR) + "/caches"});
   WorkloadKey w = test_workload();
@@ -197,10 +198,20 @@ TEST_F(LookupTest, TheSm90aDefaultIsTheWgmmaFamilyWhereAGpuMeasuredIt) {
     EXPECT_EQ(select_config(sm90, nullptr, test_env(), shipped).spec, KernelSpec::default_for(Dtype::kBf16, 128, causal, 1));
     EXPECT_EQ(select_config(sm90, nullptr, test_env(), no_caches).spec,
               KernelSpec::default_for_arch(Dtype::kBf16, 128, causal, 1, "sm_90"));
-    WorkloadKey gqa4 = w;
-    gqa4.kv_heads = 8;
-    EXPECT_EQ(select_config(gqa4, nullptr, test_env(), shipped).spec.kind, KernelKind::kForwardStep);
-    EXPECT_EQ(select_config(gqa4, nullptr, test_env(), no_caches).spec.kind, KernelKind::kForwardStep);
+    WorkloadKey gqa2 = w;
+    gqa2.kv_heads = 16;  // group 2: not timed on a GPU
+    EXPECT_EQ(select_config(gqa2, nullptr, test_env(), shipped).spec.kind, KernelKind::kForwardStep);
+    EXPECT_EQ(select_config(gqa2, nullptr, test_env(), no_caches).spec.kind, KernelKind::kForwardStep);
+    // Every measured combination, from the shipped cache and without it.
+    for (const WgmmaDefaultShape& shape : kWgmmaDefaultShapes) {
+      WorkloadKey m = w;
+      m.dtype = shape.dtype;
+      m.head_dim = shape.head_dim;
+      m.kv_heads = m.q_heads / shape.gqa_group;
+      const KernelSpec expected = wgmma_default_for(shape.dtype, shape.head_dim, causal, shape.gqa_group);
+      EXPECT_EQ(select_config(m, nullptr, test_env(), shipped).spec, expected) << expected.uri();
+      EXPECT_EQ(select_config(m, nullptr, test_env(), no_caches).spec, expected) << expected.uri();
+    }
   }
   WorkloadKey windowed = w;
   windowed.mask.window_left = 256;

@@ -53,7 +53,8 @@ TEST(Candidates, MaskedWorkloadSearchesTheSameTilesWithTheMaskFlags) {
 TEST(Candidates, DefaultFirstAndAtLeast24ViableForALlamaStep) {
   CandidateSet set = enumerate_candidates(llama_diagonal());
   ASSERT_FALSE(set.viable.empty());
-  EXPECT_EQ(set.viable.front(), KernelSpec::default_for(Dtype::kBf16, 128, true, 4));
+  // bf16, head dim 128, GQA 4 on sm_90a: the wgmma family's default (kWgmmaDefaultShapes).
+  EXPECT_EQ(set.viable.front(), forward_default_for_arch(Dtype::kBf16, 128, true, 4, "sm_90a"));
   EXPECT_GE(set.viable.size(), 24u) << "the GPU acceptance run needs at least 24 candidates";
   std::set<std::string> uris;
   for (const KernelSpec& s : set.viable) {
@@ -170,40 +171,61 @@ TEST(Candidates, BackwardTilesLargerThanTheStepArePruned) {
 TEST(Candidates, MaxCandidatesKeepsTheDefault) {
   CandidateSet set = enumerate_candidates(llama_diagonal(), 3);
   ASSERT_EQ(set.viable.size(), 3u);
+  EXPECT_EQ(set.viable.front(), forward_default_for_arch(Dtype::kBf16, 128, true, 4, "sm_90a"));
+  WorkloadKey sm90 = llama_diagonal();
+  sm90.arch = "sm_90";
+  set = enumerate_candidates(sm90, 3);
+  ASSERT_EQ(set.viable.size(), 3u);
   EXPECT_EQ(set.viable.front(), KernelSpec::default_for(Dtype::kBf16, 128, true, 4));
 }
 
-// On sm_90a a forward workload searches the wgmma family too: its default second (a short
-// --max-candidates search times both families), then every (block_n, consumers, stages) of the
-// tuning axes after the mma.sync grid, each named by a ring_fwd_wgmma_ URI and feasible on
-// sm_90a; the mma.sync default stays first (the reference every candidate is checked against).
+// On sm_90a a forward workload searches the wgmma family too, before the mma.sync tiles: the
+// workload's default first (the reference every candidate is checked against), then the other
+// family's default, then every wgmma candidate (its default, its persistent launch, every
+// (block_n, consumers, stages) of the tuning axes, the ping-pong schedules), each named by a
+// ring_fwd_wgmma_ URI and feasible on sm_90a, then the rest of the mma.sync grid. So a short
+// --max-candidates search times both defaults and the wgmma family's configs first (on the
+// first GPU tune every wgmma candidate beat every mma.sync one).
 TEST(Candidates, Sm90aForwardWorkloadsAlsoSearchTheWgmmaFamily) {
   const WorkloadKey w = llama_diagonal();
   const CandidateSet set = enumerate_candidates(w);
-  EXPECT_EQ(set.viable.front(), KernelSpec::default_for(Dtype::kBf16, 128, true, 4));
-  std::set<std::string> wgmma;
-  ASSERT_GE(set.viable.size(), 2u);
-  EXPECT_EQ(set.viable[1], wgmma_default_for(Dtype::kBf16, 128, true, 4));
-  KernelSpec persistent = wgmma_default_for(Dtype::kBf16, 128, true, 4);
+  const KernelSpec wgmma_default = wgmma_default_for(Dtype::kBf16, 128, true, 4);
+  const KernelSpec mma_default = KernelSpec::default_for(Dtype::kBf16, 128, true, 4);
+  KernelSpec persistent = wgmma_default;
   persistent.persistent = true;
   ASSERT_GE(set.viable.size(), 3u);
-  EXPECT_EQ(set.viable[2], persistent) << "then its persistent launch";
+  EXPECT_EQ(set.viable[0], wgmma_default) << "the documented default at bf16 hd128 GQA 4 on sm_90a";
+  EXPECT_EQ(set.viable[1], mma_default) << "then the other family's default";
+  EXPECT_EQ(set.viable[2], persistent) << "then the wgmma default's persistent launch";
   const CandidateSet few = enumerate_candidates(w, 3);
   ASSERT_EQ(few.viable.size(), 3u);
-  EXPECT_EQ(few.viable[1].kind, KernelKind::kForwardWgmma) << "a short search times both families";
+  EXPECT_EQ(few.viable[1], mma_default) << "a short search times both families";
   EXPECT_TRUE(few.viable[2].persistent) << "and both launches of the wgmma default";
-  bool mma_after_wgmma = false;
+  // A combination no GPU has timed keeps the mma.sync default first; the wgmma default follows.
+  WorkloadKey gqa2 = w;
+  gqa2.kv_heads = 16;
+  ASSERT_FALSE(wgmma_is_default(Dtype::kBf16, 128, 2, "sm_90a"));
+  const CandidateSet two = enumerate_candidates(gqa2);
+  ASSERT_GE(two.viable.size(), 3u);
+  EXPECT_EQ(two.viable[0], KernelSpec::default_for(Dtype::kBf16, 128, true, 2));
+  EXPECT_EQ(two.viable[1], wgmma_default_for(Dtype::kBf16, 128, true, 2));
+  EXPECT_TRUE(two.viable[2].persistent) << two.viable[2].uri();
+  std::set<std::string> wgmma;
+  bool mma_tile_seen = false, wgmma_after_mma_tile = false;
   for (size_t i = 0; i < set.viable.size(); ++i) {
     const KernelSpec& s = set.viable[i];
     if (s.kind != KernelKind::kForwardWgmma) {
-      mma_after_wgmma = mma_after_wgmma || wgmma.size() > 2;
+      mma_tile_seen = mma_tile_seen || s != mma_default;
       continue;
     }
+    wgmma_after_mma_tile = wgmma_after_mma_tile || mma_tile_seen;
     EXPECT_EQ(s.uri().rfind("ring_fwd_wgmma_bf16_hd128_causal_gqa4_", 0), 0u) << s.uri();
     EXPECT_TRUE(check_feasibility(s, "sm_90a").feasible) << s.uri();
     wgmma.insert(s.uri());
   }
-  EXPECT_FALSE(mma_after_wgmma) << "the wgmma candidates after its two leads follow the mma.sync grid";
+  EXPECT_FALSE(wgmma_after_mma_tile) << "every wgmma candidate comes before the mma.sync tiles";
+  for (const KernelSpec& s : enumerate_candidates(w, static_cast<int>(wgmma.size()) + 1).viable)
+    if (s != mma_default) EXPECT_TRUE(wgmma.count(s.uri())) << s.uri() << ": a wgmma candidate was cut instead";
   EXPECT_TRUE(wgmma.count(wgmma_default_for(Dtype::kBf16, 128, true, 4).uri()));
   // Every axis value is searched, viable or pruned with a reason.
   std::set<std::string> listed = wgmma;
@@ -278,7 +300,8 @@ TEST(Candidates, TheWgmmaDefaultLeadsWhereItIsTheDocumentedDefault) {
   const CandidateSet set = enumerate_candidates(w);
   ASSERT_GE(set.viable.size(), 2u);
   EXPECT_EQ(set.viable.front(), wgmma);
-  EXPECT_EQ(set.viable[1].uri(), wgmma.uri() + "_persistent") << "its persistent launch next";
+  EXPECT_EQ(set.viable[1], KernelSpec::default_for(Dtype::kBf16, 128, true, 1)) << "the mma.sync default next";
+  EXPECT_EQ(set.viable[2].uri(), wgmma.uri() + "_persistent") << "then its persistent launch";
   std::set<std::string> uris;
   for (const KernelSpec& s : set.viable) EXPECT_TRUE(uris.insert(s.uri()).second) << s.uri() << " listed twice";
   EXPECT_TRUE(uris.count(KernelSpec::default_for(Dtype::kBf16, 128, true, 1).uri()));
@@ -300,8 +323,8 @@ TEST(Candidates, TheWgmmaDefaultLeadsWhereItIsTheDocumentedDefault) {
   other.arch = "sm_90";
   EXPECT_EQ(enumerate_candidates(other).viable.front(), KernelSpec::default_for(Dtype::kBf16, 128, true, 1));
   other = w;
-  other.dtype = Dtype::kFp16;
-  EXPECT_EQ(tuning_default(other), KernelSpec::default_for(Dtype::kFp16, 128, true, 1));
+  other.kv_heads = 16;  // group 2, not timed on a GPU
+  EXPECT_EQ(tuning_default(other), KernelSpec::default_for(Dtype::kBf16, 128, true, 2));
   other = w;
   other.step = StepType::kBwdDiagonal;
   EXPECT_EQ(tuning_default(other).kind, KernelKind::kBackwardStep);

@@ -10,6 +10,7 @@
 
 #include "cache/lookup.h"
 #include "cache/records.h"
+#include "generator/kernel_spec_wgmma.h"
 #include "../cache/cache_fixtures.h"
 #include "../cache/child_processes.h"
 #include "tuner/candidates.h"
@@ -108,7 +109,7 @@ TEST_F(TunerTest, FastestVerifiedCandidateWinsAndIsSelected) {
   ASSERT_EQ(diag.workload.step, StepType::kDiagonal);
   ASSERT_TRUE(diag.winner);
   EXPECT_NE(diag.winner->kernel_uri, fastest.uri());
-  EXPECT_EQ(timer.measured.front(), KernelSpec::default_for(Dtype::kBf16, 128, true, 4).uri()) << "the reference is timed first";
+  EXPECT_EQ(timer.measured.front(), tuning_default(diag.workload).uri()) << "the reference is timed first";
   // The winner is the minimum over the valid records, with 20 samples (5 when the race stopped
   // it, which says so) and its median.
   double best = 1e9;
@@ -210,8 +211,9 @@ TEST_F(TunerTest, WgmmaCandidatesAreCompiledRecordedAndWinWhenFaster) {
   const WorkloadResult& diag = report.workloads[0];
   ASSERT_TRUE(diag.winner);
   EXPECT_TRUE(is_wgmma(diag.winner->kernel_uri)) << diag.winner->kernel_uri;
-  EXPECT_EQ(timer.reference_uri, KernelSpec::default_for(Dtype::kBf16, 128, true, 4).uri())
-      << "the mma.sync default stays the reference";
+  // bf16 hd128 GQA 4 on sm_90a: the documented default, the reference, is the wgmma family's.
+  EXPECT_EQ(timer.reference_uri, forward_default_for_arch(Dtype::kBf16, 128, true, 4, "sm_90a").uri())
+      << "the documented default is the reference";
   const Selection s = select_config(diag.workload, &db, test_env(), PretunedCaches{});
   EXPECT_EQ(s.spec.uri(), diag.winner->kernel_uri);
   EXPECT_EQ(s.spec.kind, KernelKind::kForwardWgmma);
@@ -249,7 +251,7 @@ TEST_F(TunerTest, SpentBudgetLeavesTheRestNotTimed) {
     EXPECT_EQ(r.winner->kernel_uri, tuning_default(r.workload).uri());
     EXPECT_GT(dispositions(db, r.workload)[Disposition::kNotTimed], 10) << r.workload.describe();
   }
-  EXPECT_EQ(report.workloads[0].winner->kernel_uri, KernelSpec::default_for(Dtype::kBf16, 128, true, 4).uri());
+  EXPECT_EQ(report.workloads[0].winner->kernel_uri, forward_default_for_arch(Dtype::kBf16, 128, true, 4, "sm_90a").uri());
 }
 
 // N ranks as threads: broadcast hands rank 0's bytes to everyone.

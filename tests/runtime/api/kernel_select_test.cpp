@@ -115,13 +115,15 @@ TEST_F(KernelSelectTest, RuntimePicksTheTunedWinnerAndExplainSaysTheSame) {
 
 // Issue 13: a tuned winner of the sm_90a wgmma family is selected like any other, and explain
 // names it (its URI says wgmma) with the database as its source; the step types without a record
-// keep the documented default, which on sm_90a at GQA 4 (not yet timed on a GPU,
-// kWgmmaDefaultShapes) stays the mma.sync family.
+// keep the documented default, which on sm_90a at bf16, head dim 128, GQA 4 (timed on an H200,
+// kWgmmaDefaultShapes) is the wgmma family's default tiles in the plain launch.
 TEST_F(KernelSelectTest, AWgmmaWinnerIsSelectedAndExplained) {
   const Problem p = zigzag_problem();
   const WorkloadKey diag = workload_for(p, StepType::kDiagonal, device);
-  const KernelSpec wgmma = wgmma_default_for(p.dtype, static_cast<int>(p.head_dim), p.causal,
-                                             static_cast<int>(p.gqa_group()));
+  const KernelSpec wgmma_default = wgmma_default_for(p.dtype, static_cast<int>(p.head_dim), p.causal,
+                                                     static_cast<int>(p.gqa_group()));
+  KernelSpec wgmma = wgmma_default;  // a tuned winner that is not the default
+  wgmma.persistent = true;
   {
     Database db(path("t.db"));
     Record r = test_record(diag, 128, 64, 4, 2, 0.4, Disposition::kOk, here);
@@ -134,7 +136,7 @@ TEST_F(KernelSelectTest, AWgmmaWinnerIsSelectedAndExplained) {
   EXPECT_EQ(d.source, ConfigSource::kDatabaseExact) << d.reason;
   EXPECT_EQ(d.spec, wgmma);
   const Selection& q = sel.for_step(StepType::kZigzagQHalf).selection;
-  EXPECT_EQ(q.spec.kind, KernelKind::kForwardStep) << "the sm_90a default at GQA 4 stays mma.sync: " << q.spec.uri();
+  EXPECT_EQ(q.spec, wgmma_default) << "the sm_90a default at bf16 hd128 GQA 4: " << q.spec.uri();
 
   CliResult r = run_cli("explain --json --arch " + std::string(kArch) + " --db " + path("t.db") + " --shape " + kShapeJson);
   ASSERT_EQ(r.exit_code, 0) << r.err;
@@ -171,7 +173,7 @@ TEST_F(KernelSelectTest, TunedBackwardWinnerIsSelectedAndExplained) {
   // The untuned backward steps get a backward kernel too, never a forward one.
   for (const StepSelection& s : sel.backward_steps) EXPECT_EQ(s.selection.spec.kind, KernelKind::kBackwardStep) << s.selection.spec.uri();
   const Selection& fwd = sel.for_step(StepType::kDiagonal).selection;
-  EXPECT_EQ(fwd.spec.kind, KernelKind::kForwardStep);
+  EXPECT_EQ(fwd.spec, forward_default_for_arch(Dtype::kBf16, 128, true, 4, kArch));
   EXPECT_NE(fwd.source, ConfigSource::kDatabaseExact) << "the backward record must not answer a forward step";
 
   CliResult r = run_cli("explain --json --arch " + std::string(kArch) + " --db " + path("t.db") + " --shape " + kShapeJson);
@@ -204,14 +206,14 @@ TEST_F(KernelSelectTest, StaleEnvironmentRowIsNotChosen) {
   const Selection& d = sel.steps.at(0).selection;
   EXPECT_NE(d.spec, fast);
   EXPECT_EQ(d.source, ConfigSource::kPretunedPattern) << d.reason;
-  EXPECT_EQ(d.spec, KernelSpec::default_for(Dtype::kBf16, 128, true, 4));
+  EXPECT_EQ(d.spec, forward_default_for_arch(Dtype::kBf16, 128, true, 4, kArch));
   EXPECT_EQ(d.ignored_other_environment, 1);
   EXPECT_NE(d.reason.find("another environment"), std::string::npos) << d.reason;
 }
 
 TEST_F(KernelSelectTest, WithoutADatabaseTheShippedCacheOrDefaultAnswersAndNothingIsCreated) {
   const Problem p = zigzag_problem();
-  const KernelSpec def = KernelSpec::default_for(Dtype::kBf16, 128, true, 4);
+  const KernelSpec def = forward_default_for_arch(Dtype::kBf16, 128, true, 4, kArch);
   RingKernelSelection sel = select_ring_kernels(p, path("absent.db"), kArch, 0);
   EXPECT_FALSE(sel.database_used);
   EXPECT_EQ(sel.database_note, "absent");
@@ -225,7 +227,7 @@ TEST_F(KernelSelectTest, WithoutADatabaseTheShippedCacheOrDefaultAnswersAndNothi
   sel = select_ring_kernels(p, path("absent.db"), kArch, 0, PretunedCaches{});
   EXPECT_EQ(sel.steps.at(0).selection.source, ConfigSource::kDefault);
   EXPECT_EQ(sel.steps.at(0).selection.spec, def);
-  EXPECT_EQ(sel.steps.at(0).selection.origin, "KernelSpec::default_for");
+  EXPECT_EQ(sel.steps.at(0).selection.origin, "forward_default_for_arch");
 }
 
 TEST_F(KernelSelectTest, DefaultPathComesFromCpgenDb) {
