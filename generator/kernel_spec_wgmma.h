@@ -26,7 +26,7 @@ namespace cpgen {
 // Whole swizzled column blocks: 128-byte lines of 64 elements, or at head dim 96 three 64-byte
 // lines of 32 (templates/params_wgmma.cuh, wgmma_swizzle_bytes).
 inline constexpr int kSupportedWgmmaHeadDims[] = {64, 96, 128, 256};
-inline constexpr int kSupportedWgmmaGqaGroups[] = {1, 2, 4, 8};
+inline constexpr int kSupportedWgmmaGqaGroups[] = {1, 2, 4, 8, 16};
 // Keys per tile, the N of S = Q K^T: 176 (head dims up to 128) is FlashAttention-3's tile for
 // unmasked head dim 128.
 inline constexpr int kSupportedWgmmaBlockN[] = {64, 128, 176};

@@ -152,7 +152,7 @@ struct WgmmaFwdTraits {
                 "column blocks must start on whole swizzle atoms");
   // The S of tile t + 1 waits for its stage to fill before the stage of tile t is released.
   static_assert(kStages >= 2 && kStages <= 4, "2 to 4 K/V stages");
-  static_assert(kGroup == 1 || kGroup == 2 || kGroup == 4 || kGroup == 8, "GQA group 1, 2, 4 or 8");
+  static_assert(kGroup == 1 || kGroup == 2 || kGroup == 4 || kGroup == 8 || kGroup == 16, "GQA group 1, 2, 4, 8 or 16");
   static_assert(kBlockM % kGroup == 0, "block_m must hold whole GQA groups");
   static constexpr int kAccumulatorBudget = kWgmmaAccumulatorBudget;
   static_assert(kScoreRegisters + kOutputRegisters <= kAccumulatorBudget, "S and O accumulators must fit in registers");

@@ -74,6 +74,14 @@ TEST(StepFwdWgmmaEmulated, Bf16Hd64CausalGqa4ZigzagRing) {
   check_random<Traits>(1, 2, 2 * 2 * 40, 6, 2);
 }
 
+// GQA 16 (Llama-3-405B's 128 query heads over 8 kv heads): the Q box holds 16 heads of 4 queries
+// per consumer, a 128-row block 8 queries, so the causal diagonal crosses a block every 8
+// positions; 48 keys per chunk leave every tile partial.
+TEST(StepFwdWgmmaEmulated, Bf16Hd64CausalGqa16ZigzagRing) {
+  using Traits = WgmmaFwdTraits<Bf16, 64, 128, 64, 2, 2, true, 16>;
+  check_random<Traits>(1, 1, 2 * 2 * 24, 12, 2);
+}
+
 // Head dim 256: four column blocks per row, O of 128 registers per consumer thread, 64-key
 // tiles (the default); 80 keys per chunk leave a partial second tile.
 TEST(StepFwdWgmmaEmulated, Bf16Hd256CausalDefaultZigzagRingOfTwo) {

@@ -4,6 +4,7 @@
 // itself needs a GPU and PyTorch (bench/kernels_smoke.py rehearses it on the CPU).
 #include <gtest/gtest.h>
 
+#include <algorithm>
 #include <string>
 
 #include "temp_dir.h"
@@ -60,10 +61,15 @@ TEST_F(BenchKernelsPin, ATemplateIsFilledAndABadPinIsOneLine) {
   EXPECT_EQ(bad.output,
             "kernels.py: --pin 'ring_fwd_{block_n}': unknown placeholder {block_n}; allowed: {dtype}, {head_dim}, "
             "{group}, {mask}, or a family: mma.sync, wgmma, wgmma-pingpong, wgmma-persistent\n");
-  const auto group16 = list("--pin wgmma --head-dims 64 --gqa 16 --q-heads 32");
-  EXPECT_EQ(group16.code, 2) << group16.output;
-  EXPECT_NE(group16.output.find("gqa_group 16 is not supported by the wgmma family"), std::string::npos)
-      << group16.output;
+  // The wgmma family has every group a problem may have (1-16); past that the problem is bad input.
+  const auto group16 = list("--pin wgmma --dtypes bf16 --head-dims 64 --gqa 16 --q-heads 32 --causal 1");
+  EXPECT_EQ(group16.code, 0) << group16.output;
+  EXPECT_EQ(group16.output, "bf16 hd64 causal gqa16: ring_fwd_wgmma_bf16_hd64_causal_gqa16_bm128_bn128_c2_s2\n");
+  const auto group32 = list("--pin wgmma --head-dims 64 --gqa 32 --q-heads 32");
+  EXPECT_EQ(group32.code, 2) << group32.output;
+  EXPECT_NE(group32.output.find("32 is not a supported GQA group; allowed: 1, 2, 4, 8, 16"), std::string::npos)
+      << group32.output;
+  EXPECT_EQ(std::count(group32.output.begin(), group32.output.end(), '\n'), 1) << group32.output;
 }
 
 }  // namespace

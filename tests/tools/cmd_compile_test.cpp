@@ -253,7 +253,7 @@ TEST(CliCompile, AllOnSm90aCompilesTheWgmmaDefaultsWithoutSpills) {
     want.insert(s.uri());
   }
   EXPECT_EQ(uris, want);
-  EXPECT_EQ(want.size(), full ? 192u : 12u);
+  EXPECT_EQ(want.size(), full ? 240u : 15u);  // 2 dtypes x 4 head dims x 2 masks x 5 groups, x 3 variants
 
   auto none = run_cli("compile --all --filter ring_fwd_wgmma_ --arch sm_90 --store " + store.path());
   EXPECT_EQ(none.exit_code, 2) << "sm_90 has no wgmma kernels";

@@ -252,7 +252,7 @@ TEST(Candidates, Sm90aForwardWorkloadsAlsoSearchTheWgmmaFamily) {
 }
 
 // Where the family cannot run the workload as it is timed, no wgmma candidate appears: another
-// arch, a head dim or group it lacks, a mask it lacks, the zigzag query-half step (timed over a
+// arch, a mask it lacks, the zigzag query-half step (timed over a
 // query view, which the family cannot launch over), and backward workloads.
 TEST(Candidates, NoWgmmaCandidatesWhereTheFamilyCannotRunTheWorkload) {
   auto count_wgmma = [](const WorkloadKey& w) {
@@ -272,7 +272,7 @@ TEST(Candidates, NoWgmmaCandidatesWhereTheFamilyCannotRunTheWorkload) {
   w = llama_diagonal();
   w.q_heads = 32;
   w.kv_heads = 2;  // group 16
-  EXPECT_EQ(count_wgmma(w), 0) << "group 16";
+  EXPECT_GT(count_wgmma(w), 0) << "group 16";
   w = llama_diagonal();
   w.mask.window_left = 128;
   EXPECT_EQ(count_wgmma(w) > 0, kernel_family_abilities(KernelKind::kForwardWgmma).key_intervals) << "a window";

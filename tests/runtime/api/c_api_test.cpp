@@ -170,7 +170,10 @@ TEST(CApi, FamilyKernelUriNamesTheFamilyDefaultForTheProblem) {
   EXPECT_NE(std::string(cpgen_last_error()).find("cpgen_family_kernel_uri: size 20 cannot hold"), std::string::npos)
       << cpgen_last_error();
   EXPECT_EQ(uri[0], 'x');  // nothing written
-  p.kv_heads = 2;  // group 16: the wgmma family has groups 1-8
+  p.kv_heads = 2;  // group 16, which the wgmma family has too
+  ASSERT_EQ(cpgen_family_kernel_uri(&p, "wgmma", uri, sizeof uri), CPGEN_OK) << cpgen_last_error();
+  EXPECT_STREQ(uri, "ring_fwd_wgmma_fp16_hd256_full_ivl_cap_gqa16_bm128_bn64_c2_s2");
+  p.kv_heads = 1;  // group 32: no family has it
   EXPECT_EQ(cpgen_family_kernel_uri(&p, "wgmma", uri, sizeof uri), CPGEN_ERR_BAD_INPUT);
   EXPECT_EQ(std::string(cpgen_last_error()).find('\n'), std::string::npos) << cpgen_last_error();
   EXPECT_EQ(cpgen_family_kernel_uri(nullptr, "wgmma", uri, sizeof uri), CPGEN_ERR_BAD_INPUT);
