@@ -55,8 +55,8 @@ std::vector<KernelSpec> wgmma_defaults();
 // Where the wgmma family is the documented forward default on sm_90a: the combinations a GPU has
 // run correctly and timed faster than the mma.sync default in one run. Both mask kinds (causal
 // and full) of each: the two kernels differ only in which tiles they mask. A combination joins
-// this table when a device session has timed it. Each row, as the wgmma default's time over the
-// mma.sync default's on an H200 (132 SMs):
+// this table when a device session has timed it. Each row: the mma.sync default's time over the
+// wgmma default's, on an H200 (132 SMs):
 //   bf16 hd128 GQA 1  1.61-1.69x, causal and full, 8K and 16K (2026-11-27 gpu-check); 1.69x full
 //                     9600 (2026-11-28 tune)
 //   fp16 hd128 GQA 1  1.64-1.76x, causal and full, 8K and 16K (2026-11-28 gpu-check, wgmma phase)
