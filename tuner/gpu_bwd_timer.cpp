@@ -15,12 +15,6 @@
 namespace cpgen {
 namespace {
 
-std::vector<uint16_t> encode_all(const std::vector<double>& values, Dtype dtype) {
-  std::vector<uint16_t> bits(values.size());
-  for (size_t i = 0; i < values.size(); ++i) bits[i] = encode_exact(values[i], dtype);
-  return bits;
-}
-
 std::string value_text(double x) {
   char buf[32];
   snprintf(buf, sizeof buf, "%.6g", x);
@@ -136,10 +130,10 @@ TimingOutcome GpuBackwardTimer::begin_workload(const WorkloadKey& w, const Kerne
   for (size_t s = 0; s < count; ++s) {
     InputSet set;
     if (s == 0) {
-      set.q = DeviceBuffer::from_host(device_, encode_all(host_.q, w.dtype));
-      set.k = DeviceBuffer::from_host(device_, encode_all(host_.k, w.dtype));
-      set.v = DeviceBuffer::from_host(device_, encode_all(host_.v, w.dtype));
-      set.dout = DeviceBuffer::from_host(device_, encode_all(host_.dout, w.dtype));
+      set.q = DeviceBuffer::from_host(device_, encode_exact_all(host_.q, w.dtype));
+      set.k = DeviceBuffer::from_host(device_, encode_exact_all(host_.k, w.dtype));
+      set.v = DeviceBuffer::from_host(device_, encode_exact_all(host_.v, w.dtype));
+      set.dout = DeviceBuffer::from_host(device_, encode_exact_all(host_.dout, w.dtype));
       set.lse = DeviceBuffer::from_host(device_, host_.lse);
       set.delta = DeviceBuffer::from_host(device_, host_.delta);
     } else {

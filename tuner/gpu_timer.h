@@ -56,6 +56,8 @@ class GpuTimer : public CandidateTimer {
   std::vector<double> host_q_, host_k_, host_v_;  // set 0, for the float64 reference
   std::vector<uint16_t> reference_out_;
   std::vector<float> reference_lse_;
+  std::vector<uint16_t> candidate_out_;  // the candidate's output, reused from one to the next
+  std::vector<float> candidate_lse_;
   double useful_flops_ = 0;
   std::unique_ptr<GpuBackwardTimer> backward_;  // made on the first backward workload
   bool backward_active_ = false;                // the current workload is a backward one

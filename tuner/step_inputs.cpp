@@ -1,14 +1,17 @@
 #include "tuner/step_inputs.h"
 
 #include <algorithm>
+#include <atomic>
 #include <cmath>
 #include <cstdint>
 #include <limits>
 #include <numeric>
+#include <random>
 
 #include "cpgen/error.h"
 #include "runtime/core/half_convert.h"
 #include "runtime/ring/partition.h"
+#include "tuner/parallel_for.h"
 
 namespace cpgen {
 namespace {
@@ -111,6 +114,44 @@ uint16_t encode_exact(double value, Dtype dtype) {
 
 double decode_16(uint16_t bits, Dtype dtype) {
   return dtype == Dtype::kBf16 ? bf16_to_float(bits) : fp16_to_float(bits);
+}
+
+std::vector<double> grid_values(size_t count, uint64_t seed) {
+  std::vector<double> values(count);
+  const int64_t blocks = static_cast<int64_t>((count + kGridBlock - 1) / kGridBlock);
+  parallel_ranges(blocks, [&](int64_t begin, int64_t end) {
+    std::uniform_int_distribution<int> pick(-64, 64);
+    for (int64_t block = begin; block < end; ++block) {
+      // The block's own stream: seed_seq spreads (seed, block) over the generator's whole state.
+      std::seed_seq seq{static_cast<uint32_t>(seed), static_cast<uint32_t>(seed >> 32),
+                        static_cast<uint32_t>(block), static_cast<uint32_t>(static_cast<uint64_t>(block) >> 32)};
+      std::mt19937_64 rng(seq);
+      const size_t first = static_cast<size_t>(block) * kGridBlock, last = std::min(count, first + kGridBlock);
+      for (size_t i = first; i < last; ++i) values[i] = pick(rng) / 64.0;
+    }
+  });
+  return values;
+}
+
+std::vector<uint16_t> encode_exact_all(const std::vector<double>& values, Dtype dtype) {
+  std::vector<uint16_t> bits(values.size());
+  const int64_t n = static_cast<int64_t>(values.size());
+  std::atomic<int64_t> first_bad{n};
+  parallel_ranges(n, [&](int64_t begin, int64_t end) {
+    for (int64_t i = begin; i < end; ++i) {
+      const float f = static_cast<float>(values[i]);
+      const uint16_t b = dtype == Dtype::kBf16 ? float_to_bf16(f) : float_to_fp16(f);
+      if (static_cast<double>(f) != values[i] || decode_16(b, dtype) != f) {
+        int64_t seen = first_bad.load();
+        while (i < seen && !first_bad.compare_exchange_weak(seen, i)) {
+        }
+        return;
+      }
+      bits[i] = b;
+    }
+  });
+  if (first_bad < n) encode_exact(values[first_bad], dtype);  // throws, naming what is not exact
+  return bits;
 }
 
 int64_t visible_pairs(const StepPositions& pos, bool causal) {

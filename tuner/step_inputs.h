@@ -51,6 +51,16 @@ StepKeyIntervals step_key_intervals(const AttentionShape& mask, const StepPositi
 uint16_t encode_exact(double value, Dtype dtype);
 double decode_16(uint16_t bits, Dtype dtype);
 
+// `count` random values k/64, |k| <= 64, for the timing harness's inputs (a 32K step of Llama-3-8B
+// takes 200 million). Filled in parallel, in blocks of kGridBlock values, each from a generator
+// seeded by (seed, block index): the values depend on the seed and count only, never on the
+// machine's thread count. Different seeds give independent streams.
+inline constexpr size_t kGridBlock = size_t{1} << 16;
+std::vector<double> grid_values(size_t count, uint64_t seed);
+// encode_exact of every value, in parallel; throws as encode_exact does for the first value (in
+// order) that is not exact.
+std::vector<uint16_t> encode_exact_all(const std::vector<double>& values, Dtype dtype);
+
 // Query-key pairs a launch computes usefully: for each query, the keys at or before it (all keys
 // when not causal). Times 4 * head_dim * batch * q_heads gives the useful FLOPs.
 int64_t visible_pairs(const StepPositions& pos, bool causal);
