@@ -131,7 +131,9 @@ WorkloadResult Tuner::tune_workload(const WorkloadKey& w, double started_s) {
   for (const KernelSpec& s : set.viable) {
     if (!compiled_.count(s.uri())) fresh.push_back(s);
   }
+  const double compile_started = now_s();
   std::vector<CompileOutcome> fresh_outcomes = compile_candidates(fresh, w.arch, compile_, options_.jobs, options_.quiet, label);
+  result.compile_s = now_s() - compile_started;
   for (CompileOutcome& o : fresh_outcomes) compiled_.emplace(o.spec.uri(), std::move(o));
   std::vector<CompileOutcome> outcomes;
   for (const KernelSpec& s : set.viable) outcomes.push_back(compiled_.at(s.uri()));
@@ -177,8 +179,10 @@ WorkloadResult Tuner::tune_workload(const WorkloadKey& w, double started_s) {
   auto ref_it = std::find_if(compiled.begin(), compiled.end(), [&](const CompileOutcome* o) { return o->spec == default_spec; });
   const CompileOutcome* reference = ref_it != compiled.end() ? *ref_it : compiled.front();
   TimingOutcome ref_check;
+  const double setup_started = now_s();
   try {
     ref_check = timer_->begin_workload(w, reference->spec, *reference->kernel);
+    result.setup_s = now_s() - setup_started;
   } catch (const Error& e) {
     // The workload's inputs do not fit, or the device failed: this workload stays untimed and
     // the tune goes on with the next.
@@ -203,6 +207,7 @@ WorkloadResult Tuner::tune_workload(const WorkloadKey& w, double started_s) {
     return result;
   }
 
+  const double timing_started = now_s();
   Progress progress("time " + what, compiled.size(), options_.quiet);
   // The reference goes first, so the default is always timed even when the budget runs out.
   std::stable_partition(compiled.begin(), compiled.end(), [&](const CompileOutcome* o) { return o == reference; });
@@ -248,6 +253,7 @@ WorkloadResult Tuner::tune_workload(const WorkloadKey& w, double started_s) {
     progress.advance(result.winner ? "best " + result.winner->kernel_uri : "");
   }
   progress.finish();
+  result.timing_s = now_s() - timing_started;
   timer_->end_workload();
   if (result.winner && (!ranks_ || ranks_->size() == 1)) {
     db_.transaction([&] {

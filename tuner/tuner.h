@@ -57,6 +57,10 @@ struct WorkloadResult {
   int not_timed = 0;
   std::optional<Record> winner;
   std::string note;          // e.g. why nothing was timed
+  // Where the workload's time went: compiling its candidates (those not compiled for an earlier
+  // workload of the tune), preparing the inputs and checking the reference against float64
+  // (CandidateTimer::begin_workload), and checking and timing the candidates (measure).
+  double compile_s = 0, setup_s = 0, timing_s = 0;
 };
 
 struct TuneReport {

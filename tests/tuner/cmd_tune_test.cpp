@@ -117,6 +117,10 @@ TEST_F(CmdTuneTest, JsonReportParses) {
     const bool backward = i % 2 == 1;
     EXPECT_EQ(item["direction"], backward ? "backward" : "forward") << item.dump();
     EXPECT_EQ(item["workload"]["step_type"], backward ? "bwd-full" : "full") << item.dump();
+    // Where the time went; without a GPU nothing is prepared or timed.
+    EXPECT_GE(item["compile_s"].get<double>(), 0) << item.dump();
+    EXPECT_EQ(item["setup_s"].get<double>(), 0) << item.dump();
+    EXPECT_EQ(item["timing_s"].get<double>(), 0) << item.dump();
   }
   EXPECT_NE(j["notice"].get<std::string>().find("timing needs a GPU"), std::string::npos);
 }

@@ -3,11 +3,13 @@
 #pragma once
 
 #include <atomic>
+#include <chrono>
 #include <functional>
 #include <map>
 #include <mutex>
 #include <set>
 #include <string>
+#include <thread>
 
 #include "cpgen/error.h"
 #include "tuner/candidate_timer.h"
@@ -48,14 +50,18 @@ class FakeTimer : public CandidateTimer {
   bool reference_broken = false;
   std::vector<std::string> measured;  // URIs in the order they were measured
   std::string reference_uri;
+  // Wall time each call spends, as a real timer's host and device work would.
+  std::chrono::milliseconds setup_wait{0}, measure_wait{0};
 
   TimingOutcome begin_workload(const WorkloadKey&, const KernelSpec& spec, const CompiledKernel&) override {
+    std::this_thread::sleep_for(setup_wait);
     reference_uri = spec.uri();
     if (reference_broken) return {Disposition::kWrongResult, {}, "out[b0 h0 row 0 d0] = 7, float64 reference 0.5"};
     return {Disposition::kOk, {}, ""};
   }
   std::vector<RaceLimit> races;       // the race each measure call got, in the same order
   TimingOutcome measure(const KernelSpec& spec, const CompiledKernel&, int, int runs, const RaceLimit& race) override {
+    std::this_thread::sleep_for(measure_wait);
     measured.push_back(spec.uri());
     races.push_back(race);
     if (wrong.count(spec.uri())) return {Disposition::kWrongResult, {}, spec.uri() + " out[b0 h1 row 3 d5] = 1, reference config 0.25"};

@@ -219,6 +219,32 @@ TEST_F(TunerTest, WgmmaCandidatesAreCompiledRecordedAndWinWhenFaster) {
   EXPECT_EQ(s.spec.kind, KernelKind::kForwardWgmma);
 }
 
+// Each workload's seconds say where its time went: the timer's preparation (inputs, reference
+// check) as setup, its candidate runs as timing, and none of it counted twice.
+TEST_F(TunerTest, EachWorkloadSaysWhereItsTimeWent) {
+  Database db(path("t.db"));
+  FakeCompiler compiler;
+  FakeTimer timer;
+  timer.setup_wait = std::chrono::milliseconds(50);
+  timer.measure_wait = std::chrono::milliseconds(50);
+  TuneOptions o = quiet_options();
+  o.max_candidates = 10;
+  Tuner tuner(db, o, compiler.fn(), &timer, nullptr, test_env());
+  const TuneReport report = tuner.tune({small_problem(4096, Scheme::kStriped)}, kH200);
+  ASSERT_EQ(report.workloads.size(), 2u);  // diagonal and bwd-diagonal
+  double sum = 0;
+  for (const WorkloadResult& r : report.workloads) {
+    ASSERT_GE(r.timed, 5) << r.workload.describe();
+    EXPECT_GE(r.setup_s, 0.05) << r.workload.describe();
+    // Five or more candidates of 50 ms each: counted in setup, it would pass 0.25 s.
+    EXPECT_LT(r.setup_s, 0.05 + 0.2) << "the candidates' time is not setup: " << r.workload.describe();
+    EXPECT_GE(r.timing_s, 0.05 * r.timed) << r.workload.describe();
+    EXPECT_GE(r.compile_s, 0) << r.workload.describe();
+    sum += r.compile_s + r.setup_s + r.timing_s;
+  }
+  EXPECT_LE(sum, report.seconds);
+}
+
 TEST_F(TunerTest, BrokenReferenceMeansNoWinner) {
   Database db(path("t.db"));
   FakeCompiler compiler;
