@@ -3,6 +3,7 @@
 // padding between rows and memory past the end stay untouched, and rounding is to nearest even.
 #include <gtest/gtest.h>
 
+#include <algorithm>
 #include <cstdint>
 #include <cstring>
 #include <random>
@@ -11,6 +12,7 @@
 
 // Last: defines __CUDACC__ and the CUDA keywords for the template headers below.
 #include "emulation/cuda_emulation.h"
+#include "emulation/finding_test_util.h"
 #include "cpgen/step_bwd_pre.cuh"
 
 namespace cpgen {
@@ -34,8 +36,11 @@ struct ConvertCase {
 };
 
 // Runs the conversion over acc and returns the grad buffer, [batch][heads][len][pitch] + guard.
+// Both are the launch's global buffers, so the sanitizer checks every access against them; acc
+// is registered with `acc_rows` rows (default: all of it).
 template <typename T, int kHeadDim, int kWarps>
-std::vector<uint16_t> convert(const ConvertCase& c, const std::vector<float>& acc, std::string& error) {
+std::vector<uint16_t> convert(const ConvertCase& c, const std::vector<float>& acc, std::string& error,
+                              size_t acc_rows = SIZE_MAX) {
   std::vector<uint16_t> grad(static_cast<size_t>(c.batch) * c.heads * c.len * c.pitch + kGuard, kPoison);
   RingBwdConvertParams params;
   std::memset(&params, 0, sizeof params);
@@ -48,6 +53,9 @@ std::vector<uint16_t> convert(const ConvertCase& c, const std::vector<float>& ac
   params.heads = c.heads;
   params.len = c.len;
   const unsigned blocks = static_cast<unsigned>((c.batch * c.heads * c.len + kWarps - 1) / kWarps);
+  const size_t acc_bytes = std::min(acc.size(), acc_rows * kHeadDim) * sizeof(float);
+  const testing::LaunchBuffers buffers({emulation::GlobalBuffer{acc.data(), acc_bytes, nullptr, false},
+                                        emulation::GlobalBuffer{grad.data(), grad.size() * sizeof(uint16_t), nullptr, false}});
   error = emulation::launch(blocks, 1, kWarps * 32, 0,
                             [&] { device::ring_bwd_convert<T, kHeadDim, kWarps>(params); });
   return grad;
@@ -89,6 +97,18 @@ TEST(StepBwdConvertEmulated, Fp16HeadDim128RowsNotAMultipleOfWarps) {
 
 TEST(StepBwdConvertEmulated, HeadDim256LanesWriteTwoPairsEach) {
   check_exact_grid<device::Bf16, 256, 2>({1, 1, 3, 264}, true);
+}
+
+// With its buffers registered, the sanitizer sees every access of the conversion: an
+// accumulator one row shorter than the rows the launch covers is a read past its end.
+TEST(StepBwdConvertEmulated, AnAccumulatorShorterThanTheLaunchIsAReadPastItsEnd) {
+  const ConvertCase c{1, 2, 5, 64};
+  std::vector<float> acc(static_cast<size_t>(c.batch) * c.heads * c.len * 64, 0.5f);
+  std::string error;
+  convert<device::Bf16, 64, 4>(c, acc, error, c.batch * c.heads * c.len - 1);
+  testing::expect_finding(error, {"a global load", "past the end of the 2304-byte buffer", "step_bwd_pre.cuh"});
+  convert<device::Bf16, 64, 4>(c, acc, error);
+  EXPECT_EQ(error, "") << "the whole accumulator registered: no finding";
 }
 
 TEST(StepBwdConvertEmulated, Bf16RoundsToNearestEven) {
