@@ -625,7 +625,8 @@ phase_ring() {
 phase_tune() {
   gpu_phase tune 90 || return 0
   local db=$LOGS/tune.db cache=$LOGS/$CACHE_TAG-examples.json f name t0 rc failed=0
-  rm -f "$db" "$cache" "$LOGS"/tune-*.log
+  local seconds=$LOGS/tune-seconds.txt
+  rm -f "$db" "$cache" "$seconds"
   { echo "cpgen tune, ${TUNE_ONLY:-fwd and bwd}, at most $TUNE_CANDIDATES candidates per workload:"; echo
     echo "| shapes file | seconds | result |"; echo "|---|---|---|"; } >"$LOGS/phases/tune.md"
   for f in "$ROOT"/examples/shapes/*.json; do
@@ -635,17 +636,14 @@ phase_tune() {
       ${TUNE_ONLY:+--only "$TUNE_ONLY"}
     rc=$?
     [ $rc = 0 ] || failed=1
+    # Where each workload's time went: cpgen tune's "seconds:" line under each workload's line.
+    grep -E '^  (forward|backward): |^    seconds: ' "$LOGS/tune-$name.log" | sed 's/^/    /' >>"$seconds"
     echo "| $name | $(( $(date +%s) - t0 )) | $([ $rc = 0 ] && echo ok || echo "exit $rc: $(tail -1 "$LOGS/tune-$name.log")") |" \
       >>"$LOGS/phases/tune.md"
     { [ $rc = 124 ] || [ $rc = 137 ]; } && break
   done
-  # Where each workload's time went (cpgen tune's "seconds:" lines: compiling, preparing the
-  # inputs and checking the reference, checking and timing the candidates).
-  { echo; echo "Seconds per workload (cpgen tune):"; echo
-    for f in "$LOGS"/tune-*.log; do
-      case $f in *tune-export.log|*tune-show.log) continue ;; esac
-      grep -E '^  (forward|backward): |^    seconds: ' "$f" | sed 's/^/    /'
-    done; } >>"$LOGS/phases/tune.md"
+  { echo; echo "Seconds per workload (cpgen tune: compiling, preparing the inputs and checking the reference,"
+    echo "checking and timing the candidates):"; echo; cat "$seconds" 2>/dev/null; } >>"$LOGS/phases/tune.md"
   run tune-export "$BUILD/cpgen" db export --db "$db" -o "$cache"
   run tune-show "$BUILD/cpgen" db show --db "$db"
   { echo; echo "Winners (cpgen db show):"; echo; sed 's/^/    /' "$LOGS/tune-show.log" | head -80; } >>"$LOGS/phases/tune.md"

@@ -140,13 +140,14 @@ KernelSpec tuning_default(const WorkloadKey& w) {
 CandidateSet enumerate_candidates(const WorkloadKey& w, int max_candidates) {
   CandidateSet set;
   const KernelSpec base = tuning_default(w);
-  std::vector<KernelSpec> all = {base};
-  const auto add = [&](const KernelSpec& s) {
-    if (std::find(all.begin(), all.end(), s) == all.end()) all.push_back(s);
-  };
+  std::vector<KernelSpec> all;
   if (is_backward(w.step)) {
     all = backward_space(base);
   } else {
+    all = {base};
+    const auto add = [&](const KernelSpec& s) {
+      if (std::find(all.begin(), all.end(), s) == all.end()) all.push_back(s);
+    };
     // The mma.sync grid, grown from that family's own default (its first entry).
     const std::vector<KernelSpec> grid = forward_space(with_mask_of(mma_sync_default(w), w));
     // Where the wgmma family can run the workload, its candidates come before the mma.sync tiles

@@ -147,9 +147,9 @@ TimingOutcome GpuTimer::begin_workload(const WorkloadKey& w, const KernelSpec& r
   // k/64 values in [-1, 1], exact in both 16-bit types (step_inputs.h), drawn in parallel: at a
   // 32K step the inputs are hundreds of millions of values.
   const uint64_t seed = 0x5eed + static_cast<uint64_t>(w.q_len) * 131 + w.head_dim;
-  host_q_ = grid_values(q_elems, 3 * seed);
-  host_k_ = grid_values(kv_elems, 3 * seed + 1);
-  host_v_ = grid_values(kv_elems, 3 * seed + 2);
+  host_q_ = grid_values(seed, 0, q_elems);
+  host_k_ = grid_values(seed, 1, kv_elems);
+  host_v_ = grid_values(seed, 2, kv_elems);
   for (size_t s = 0; s < count; ++s) {
     InputSet set;
     if (s == 0) {

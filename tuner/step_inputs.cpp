@@ -6,11 +6,12 @@
 #include <cstdint>
 #include <limits>
 #include <numeric>
-#include <random>
+#include <optional>
 
 #include "cpgen/error.h"
 #include "runtime/core/half_convert.h"
 #include "runtime/ring/partition.h"
+#include "runtime/ring/sampled_check.h"
 #include "tuner/parallel_for.h"
 
 namespace cpgen {
@@ -101,36 +102,34 @@ StepKeyIntervals step_key_intervals(const AttentionShape& mask, const StepPositi
   return out;
 }
 
-uint16_t encode_exact(double value, Dtype dtype) {
+namespace {
+
+// The bits of `value` in the 16-bit type, or nothing where it is not exact there (or in fp32).
+std::optional<uint16_t> exact_bits(double value, Dtype dtype) {
   const float f = static_cast<float>(value);
-  if (static_cast<double>(f) != value) throw Error(ErrorKind::kInternal, "encode_exact: value not exact in fp32");
+  if (static_cast<double>(f) != value) return std::nullopt;
   // The runtime's round-to-nearest-even conversion; exact means it round-trips.
   const uint16_t bits = dtype == Dtype::kBf16 ? float_to_bf16(f) : float_to_fp16(f);
-  if (decode_16(bits, dtype) != f) {
-    throw Error(ErrorKind::kInternal, std::string("encode_exact: value not exact in ") + std::string(dtype_name(dtype)));
-  }
+  if (decode_16(bits, dtype) != f) return std::nullopt;
   return bits;
+}
+
+}  // namespace
+
+uint16_t encode_exact(double value, Dtype dtype) {
+  if (static_cast<double>(static_cast<float>(value)) != value)
+    throw Error(ErrorKind::kInternal, "encode_exact: value not exact in fp32");
+  const std::optional<uint16_t> bits = exact_bits(value, dtype);
+  if (!bits) throw Error(ErrorKind::kInternal, std::string("encode_exact: value not exact in ") + std::string(dtype_name(dtype)));
+  return *bits;
 }
 
 double decode_16(uint16_t bits, Dtype dtype) {
   return dtype == Dtype::kBf16 ? bf16_to_float(bits) : fp16_to_float(bits);
 }
 
-std::vector<double> grid_values(size_t count, uint64_t seed) {
-  std::vector<double> values(count);
-  const int64_t blocks = static_cast<int64_t>((count + kGridBlock - 1) / kGridBlock);
-  parallel_ranges(blocks, [&](int64_t begin, int64_t end) {
-    std::uniform_int_distribution<int> pick(-64, 64);
-    for (int64_t block = begin; block < end; ++block) {
-      // The block's own stream: seed_seq spreads (seed, block) over the generator's whole state.
-      std::seed_seq seq{static_cast<uint32_t>(seed), static_cast<uint32_t>(seed >> 32),
-                        static_cast<uint32_t>(block), static_cast<uint32_t>(static_cast<uint64_t>(block) >> 32)};
-      std::mt19937_64 rng(seq);
-      const size_t first = static_cast<size_t>(block) * kGridBlock, last = std::min(count, first + kGridBlock);
-      for (size_t i = first; i < last; ++i) values[i] = pick(rng) / 64.0;
-    }
-  });
-  return values;
+std::vector<double> grid_values(uint64_t seed, uint64_t tensor_id, size_t count) {
+  return grid_draw(seed, tensor_id, static_cast<int64_t>(count), 64, 64);
 }
 
 std::vector<uint16_t> encode_exact_all(const std::vector<double>& values, Dtype dtype) {
@@ -139,15 +138,14 @@ std::vector<uint16_t> encode_exact_all(const std::vector<double>& values, Dtype 
   std::atomic<int64_t> first_bad{n};
   parallel_ranges(n, [&](int64_t begin, int64_t end) {
     for (int64_t i = begin; i < end; ++i) {
-      const float f = static_cast<float>(values[i]);
-      const uint16_t b = dtype == Dtype::kBf16 ? float_to_bf16(f) : float_to_fp16(f);
-      if (static_cast<double>(f) != values[i] || decode_16(b, dtype) != f) {
+      const std::optional<uint16_t> b = exact_bits(values[i], dtype);
+      if (!b) {
         int64_t seen = first_bad.load();
         while (i < seen && !first_bad.compare_exchange_weak(seen, i)) {
         }
         return;
       }
-      bits[i] = b;
+      bits[i] = *b;
     }
   });
   if (first_bad < n) encode_exact(values[first_bad], dtype);  // throws, naming what is not exact

@@ -52,11 +52,9 @@ uint16_t encode_exact(double value, Dtype dtype);
 double decode_16(uint16_t bits, Dtype dtype);
 
 // `count` random values k/64, |k| <= 64, for the timing harness's inputs (a 32K step of Llama-3-8B
-// takes 200 million). Filled in parallel, in blocks of kGridBlock values, each from a generator
-// seeded by (seed, block index): the values depend on the seed and count only, never on the
-// machine's thread count. Different seeds give independent streams.
-inline constexpr size_t kGridBlock = size_t{1} << 16;
-std::vector<double> grid_values(size_t count, uint64_t seed);
+// takes 200 million): tensor `tensor_id` of `seed`, by the counter-based parallel draw of
+// `cpgen verify --random` (runtime/ring/sampled_check.h grid_draw).
+std::vector<double> grid_values(uint64_t seed, uint64_t tensor_id, size_t count);
 // encode_exact of every value, in parallel; throws as encode_exact does for the first value (in
 // order) that is not exact.
 std::vector<uint16_t> encode_exact_all(const std::vector<double>& values, Dtype dtype);

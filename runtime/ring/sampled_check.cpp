@@ -50,20 +50,8 @@ void parallel_for(int64_t count, const Task& task) {
 }
 
 // A multiple of 1/32 in [-limit, limit]: at most 8 significant bits, exact in bf16 and fp16.
-// Filled in blocks over the hardware threads (a 128K-token shape has 10^9 values); each value
-// depends only on (seed, tensor, index), so the split does not change a bit.
 std::vector<double> draw(uint64_t seed, uint64_t tensor_id, int64_t count, int limit) {
-  const uint64_t steps = static_cast<uint64_t>(64 * limit + 1);  // -32*limit .. 32*limit
-  const uint64_t stream = mix(seed ^ mix(tensor_id));
-  std::vector<double> values(static_cast<size_t>(count));
-  constexpr int64_t kBlock = 1 << 20;
-  parallel_for((count + kBlock - 1) / kBlock, [&](int64_t block) {
-    for (int64_t i = block * kBlock; i < std::min(count, (block + 1) * kBlock); ++i) {
-      const int64_t n = static_cast<int64_t>(mix(stream + static_cast<uint64_t>(i)) % steps) - 32 * limit;
-      values[static_cast<size_t>(i)] = static_cast<double>(n) / 32.0;
-    }
-  });
-  return values;
+  return grid_draw(seed, tensor_id, count, 32 * limit, 32);
 }
 
 // Four running sums: the compiler may not reorder one double sum, and four independent ones
@@ -111,6 +99,20 @@ void for_each_sample(const SampledReference& ref, const std::string& tensor, con
 }
 
 }  // namespace
+
+std::vector<double> grid_draw(uint64_t seed, uint64_t tensor_id, int64_t count, int half_steps, int denominator) {
+  const uint64_t steps = static_cast<uint64_t>(2 * half_steps + 1);  // -half_steps .. half_steps
+  const uint64_t stream = mix(seed ^ mix(tensor_id));
+  std::vector<double> values(static_cast<size_t>(count));
+  constexpr int64_t kBlock = 1 << 20;
+  parallel_for((count + kBlock - 1) / kBlock, [&](int64_t block) {
+    for (int64_t i = block * kBlock; i < std::min(count, (block + 1) * kBlock); ++i) {
+      const int64_t n = static_cast<int64_t>(mix(stream + static_cast<uint64_t>(i)) % steps) - half_steps;
+      values[static_cast<size_t>(i)] = static_cast<double>(n) / denominator;
+    }
+  });
+  return values;
+}
 
 AttentionVectors random_vectors(const Problem& problem, uint64_t seed) {
   AttentionVectors v;

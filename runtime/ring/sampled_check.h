@@ -21,6 +21,10 @@ inline constexpr uint64_t kDefaultRandomSeed = 12;
 // fp16 and every backend starts from the same numbers. The same (problem, seed) gives the same
 // bits on every machine (a counter-based generator, no std:: distributions).
 AttentionVectors random_vectors(const Problem& problem, uint64_t seed);
+// The draw behind it: `count` values n / denominator, n in [-half_steps, half_steps], each from
+// a counter-based hash of (seed, tensor_id, index), filled in parallel over the hardware threads;
+// the same bits on every machine and thread count. The tuner's inputs use it too.
+std::vector<double> grid_draw(uint64_t seed, uint64_t tensor_id, int64_t count, int half_steps, int denominator);
 
 // Which sequence positions are checked: the first and last position of every rank's shard (in
 // its local order), then positions spread evenly over the sequence, up to max_rows in all

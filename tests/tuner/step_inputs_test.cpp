@@ -2,7 +2,6 @@
 
 #include <algorithm>
 #include <cmath>
-#include <random>
 
 #include "cpgen/error.h"
 #include "runtime/ring/schedule.h"
@@ -171,28 +170,20 @@ TEST(StepInputs, TolerancesFollowThePrecision) {
 }
 
 // The timing harness's random inputs: values k/64 with |k| <= 64 (exact in both 16-bit types),
-// the same for a seed whatever the thread count (each block of kGridBlock values has its own
-// generator, which a serial re-derivation here reproduces), a different stream per seed and per
-// block, and roughly uniform (both signs, both ends, mean near 0).
-TEST(StepInputs, GridValuesAreExactReproducibleAndIndependentPerSeedAndBlock) {
-  const size_t count = 2 * kGridBlock + 1000;  // two whole blocks and a partial one
-  const std::vector<double> a = grid_values(count, 42);
+// each a function of (seed, tensor, index) only, so a shorter draw is a prefix of a longer one
+// whatever the thread count; another seed or tensor is another stream; roughly uniform (both
+// signs, both ends, mean near 0).
+TEST(StepInputs, GridValuesAreExactReproducibleAndIndependentPerSeedAndTensor) {
+  const size_t count = 3 * (size_t{1} << 20) + 1000;  // several of the draw's parallel blocks
+  const std::vector<double> a = grid_values(42, 0, count);
   ASSERT_EQ(a.size(), count);
-  std::vector<double> serial(count);
-  for (size_t block = 0; block * kGridBlock < count; ++block) {
-    std::seed_seq seq{42u, 0u, static_cast<uint32_t>(block), 0u};
-    std::mt19937_64 rng(seq);
-    std::uniform_int_distribution<int> pick(-64, 64);
-    for (size_t i = block * kGridBlock; i < std::min(count, (block + 1) * kGridBlock); ++i) serial[i] = pick(rng) / 64.0;
-  }
-  EXPECT_EQ(a, serial) << "the values must not depend on how the blocks were split over threads";
-  EXPECT_EQ(grid_values(count, 42), a);
-  EXPECT_NE(grid_values(count, 43), a);
-  // A shorter draw is a prefix of a longer one with the same seed.
-  const std::vector<double> prefix = grid_values(1000, 42);
-  EXPECT_TRUE(std::equal(prefix.begin(), prefix.end(), a.begin()));
-  // Block 1 is not block 0 again.
-  EXPECT_FALSE(std::equal(a.begin(), a.begin() + 1000, a.begin() + kGridBlock));
+  EXPECT_EQ(grid_values(42, 0, count), a);
+  EXPECT_NE(grid_values(43, 0, count), a);
+  EXPECT_NE(grid_values(42, 1, count), a);
+  const std::vector<double> prefix = grid_values(42, 0, 1000);
+  EXPECT_TRUE(std::equal(prefix.begin(), prefix.end(), a.begin())) << "the values must not depend on the count";
+  // The second parallel block is not the first again.
+  EXPECT_FALSE(std::equal(a.begin(), a.begin() + 1000, a.begin() + (size_t{1} << 20)));
   double sum = 0, lo = 1, hi = -1;
   for (double x : a) {
     EXPECT_EQ(x * 64, std::round(x * 64)) << x;
@@ -203,19 +194,19 @@ TEST(StepInputs, GridValuesAreExactReproducibleAndIndependentPerSeedAndBlock) {
   EXPECT_EQ(lo, -1.0);
   EXPECT_EQ(hi, 1.0);
   EXPECT_LT(std::abs(sum / count), 0.01);
-  EXPECT_TRUE(grid_values(0, 1).empty());
+  EXPECT_TRUE(grid_values(1, 0, 0).empty());
 }
 
 // encode_exact_all is encode_exact of each value, in order, and throws as it does for the first
 // value that cannot be held exactly.
 TEST(StepInputs, EncodeExactAllMatchesEncodeExactAndRefusesARoundedValue) {
-  const std::vector<double> values = grid_values(3 * kGridBlock, 7);
+  const std::vector<double> values = grid_values(7, 0, 3 << 16);
   for (Dtype dtype : {Dtype::kBf16, Dtype::kFp16}) {
     const std::vector<uint16_t> bits = encode_exact_all(values, dtype);
     ASSERT_EQ(bits.size(), values.size());
     for (size_t i = 0; i < values.size(); i += 997) EXPECT_EQ(bits[i], encode_exact(values[i], dtype)) << i;
     std::vector<double> bad = values;
-    bad[kGridBlock + 5] = 1.0 / 3.0;  // not exact in either type
+    bad[(1 << 16) + 5] = 1.0 / 3.0;  // not exact in either type
     try {
       encode_exact_all(bad, dtype);
       ADD_FAILURE() << "1/3 was encoded";
