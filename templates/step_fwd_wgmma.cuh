@@ -6,15 +6,17 @@
 //   producer warpgroup   thread 0: the Q tile once, then K/V tiles into a kStages ring; K and
 //                        V of a stage each have a full barrier (the tile's bytes in, expect_tx)
 //                        and an empty one (the consumers' releases out)
-//   consumer warpgroup c rows 64c..64c+63 of the block; per key tile:
+//   consumer warpgroup c rows 64c..64c+63 of the block, starting from their running state (m,
+//                        l and o read while Q and the first K arrive); per key tile:
 //                        S = Q K^T        wgmma, Q and K from shared (K-major, 128B swizzle;
 //                                         64B at head dim 96)
 //                        softcap          (kSoftcap) s = c tanh(scale q.k / c), before the mask
 //                        mask             only tiles outside the mask-free run
 //                        online softmax   log2 domain, in registers (softmax.cuh)
 //                        O = O rescale + P V   wgmma, P from registers, V from shared (MN-major)
-//                        K released once S has retired, V once P V has; at the end, merge
-//                        into the running state
+//                        K released once S has retired, V once P V has; at the end, the
+//                        rows are the running state, written back (or out and lse on the
+//                        last step) with no read in that tail
 //
 // Inside a consumer warpgroup the MMAs of one tile overlap the softmax of the next: S_(t+1) and
 // O += P_t V_t are issued back to back, and the softmax of S_(t+1) runs while P_t V_t is still in
@@ -29,7 +31,7 @@
 //
 // With kPersistent a CTA runs many query blocks (work items, layout.cuh persistent_item) one
 // after the other through the same stage ring: the producer loads the next item's Q and first
-// tiles while the consumers finish the last item's P V and merge, so an item's start and end are
+// tiles while the consumers finish the last item's P V and store, so an item's start and end are
 // not left to the tensor cores' idle time between CTAs.
 //
 // Launch: grid as step_fwd.cuh (blocks of kBlockM packed rows, (batch, kv head) pairs folded
@@ -150,7 +152,7 @@ CPGEN_DEVICE void wgmma_fwd_for_each_item(const RingFwdParams& params, int secti
 // only for the release of K of run r - kStages (its S retired), so with 2 stages K_(t+2) loads
 // while P_t V_t still runs; V of run r waits for V of run r - kStages (its P V retired). The Q
 // tile of a persistent CTA's next item waits for the consumers' release of the last one (its
-// last S retired), so it loads while they finish that item's P V and merge.
+// last S retired), so it loads while they finish that item's P V and store.
 template <typename Traits>
 CPGEN_DEVICE void wgmma_fwd_produce(const RingFwdWgmmaParams& params, const WgmmaFwdShared<Traits>& smem,
                                     const WgmmaFwdItem& item) {
@@ -177,83 +179,94 @@ CPGEN_DEVICE void wgmma_fwd_produce(const RingFwdWgmmaParams& params, const Wgmm
   }
 }
 
-// Merges this thread's rows into the running state; on the last step writes out and lse
-// (step_fwd.cuh's epilogue for one 16-row tile per warp). o[4 j + e] is row
-// row0 + acc_row(lane, e), column 8 j + acc_col(lane, e); row_sum is still a per-lane partial.
+// The running state of this thread's rows as the starting point of the online softmax: o the
+// state's fp32 accumulator, row_max its m, row_sum its l (on the quad leader only: row_sum is a
+// per-lane partial that the store sums over the quad). Tiles then add to it exactly as to a state
+// of their own, so the state is read while the item's first scores are computed instead of in a
+// load-merge-store tail after its last P V, where no MMA of the CTA hides the latency. The first
+// step and rows past the queries start empty: m = -inf, l = 0, o = 0. o[4 j + e] is row
+// row0 + acc_row(lane, e), column 8 j + acc_col(lane, e).
 template <typename Traits>
-CPGEN_DEVICE void wgmma_fwd_merge(const RingFwdParams& params, int batch, int kv_head, int row0,
-                                  float (&o)[Traits::kOutputRegisters], float (&row_max)[2], float (&row_sum)[2]) {
+CPGEN_DEVICE void wgmma_fwd_load_state(const RingFwdParams& params, int batch, int kv_head, int row0,
+                                       float (&o)[Traits::kOutputRegisters], float (&row_max)[2],
+                                       float (&row_sum)[2]) {
+  constexpr int kGroup = Traits::kGroup;
+  constexpr int kHeadDim = Traits::kHeadDim;
+#pragma unroll
+  for (int i = 0; i < Traits::kOutputRegisters; ++i) o[i] = 0.0f;
+  row_max[0] = row_max[1] = -positive_infinity();
+  row_sum[0] = row_sum[1] = 0.0f;
+  if (params.is_first_step) return;
+  const int pitch = state_pitch(params.state_len, params.q_len);
+  const int lane = threadIdx.x % 32;
+#pragma unroll
+  for (int half = 0; half < 2; ++half) {
+    const int packed = row0 + acc_row(lane, 2 * half);
+    if (packed >= params.q_len * kGroup) continue;
+    const PackedRow pr = unpack_row(packed, kGroup);
+    const long long row = state_row(batch, params.q_heads, kv_head * kGroup + pr.head_in_group, pitch, pr.query_index);
+    row_max[half] = load_global(params.m_state + row);
+    if (lane % 4 == 0) row_sum[half] = load_global(params.l_state + row);
+    const float* o_state = params.o_state + row * kHeadDim;
+    // A thread's two columns are adjacent (acc_col is even): one 8-byte load per pair (state rows
+    // are head_dim floats from an aligned allocation, so every pair is 8-byte aligned).
+#pragma unroll
+    for (int j = 0; j < kHeadDim / 8; ++j) {
+      const FloatPair saved = load_global(reinterpret_cast<const FloatPair*>(o_state + 8 * j + acc_col(lane, 0)));
+      o[4 * j + 2 * half] = saved.x;
+      o[4 * j + 2 * half + 1] = saved.y;
+    }
+  }
+}
+
+// Writes this thread's rows back as the running state (o, m, l), or on the last step as out =
+// o / l and lse (step_fwd.cuh's epilogue for one 16-row tile per warp). The state these rows
+// started from (wgmma_fwd_load_state) is already in o, row_max and row_sum.
+template <typename Traits>
+CPGEN_DEVICE void wgmma_fwd_store_state(const RingFwdParams& params, int batch, int kv_head, int row0,
+                                        const float (&o)[Traits::kOutputRegisters], const float (&row_max)[2],
+                                        const float (&row_sum)[2]) {
   using T = typename Traits::Element;
   constexpr int kGroup = Traits::kGroup;
   constexpr int kHeadDim = Traits::kHeadDim;
   const int packed_rows = params.q_len * kGroup;
-  // The state's row pitch: a launch over a view of the queries writes into the rank's full state.
   const int pitch = state_pitch(params.state_len, params.q_len);
   const int lane = threadIdx.x % 32;
   const bool quad_leader = lane % 4 == 0;
-  // Every lane of a quad reads the row's old state before its leader overwrites it (the order
-  // step_fwd.cuh's emulator regression pins).
-  float scale_local[2], scale_state[2];
-#pragma unroll
-  for (int half = 0; half < 2; ++half) {
-    const int packed = row0 + acc_row(lane, 2 * half);
-    const float l_local = quad_sum(row_sum[half]);
-    scale_local[half] = 1.0f;
-    scale_state[half] = 0.0f;
-    row_sum[half] = l_local;
-    if (params.is_first_step || packed >= packed_rows) continue;
-    const PackedRow pr = unpack_row(packed, kGroup);
-    const long long row = state_row(batch, params.q_heads, kv_head * kGroup + pr.head_in_group, pitch, pr.query_index);
-    // (m, l) = merge((m_state, l_state), (m_local, l_local)); o merges with the same factors.
-    const MergeScales ms = merge_scales(load_global(params.m_state + row), row_max[half]);
-    row_max[half] = ms.m;
-    row_sum[half] = ms.scale_a * load_global(params.l_state + row) + ms.scale_b * l_local;
-    scale_state[half] = ms.scale_a;
-    scale_local[half] = ms.scale_b;
-  }
+  // Every lane of a quad read the row's m (and the leader its l) in wgmma_fwd_load_state; the
+  // leader overwrites them only after this barrier. The warpgroup's MMAs in between make the
+  // lanes meet, but they order no memory accesses; __syncwarp does.
   __syncwarp();
 #pragma unroll
   for (int half = 0; half < 2; ++half) {
     const int packed = row0 + acc_row(lane, 2 * half);
+    const float l = quad_sum(row_sum[half]);  // every lane of the quad takes part
     if (packed >= packed_rows) continue;
     const PackedRow pr = unpack_row(packed, kGroup);
     const int head = kv_head * kGroup + pr.head_in_group;
     const long long row = state_row(batch, params.q_heads, head, pitch, pr.query_index);
-    float* o_state = params.o_state + row * kHeadDim;
-    float scale_l = scale_local[half], scale_s = scale_state[half];
     if (params.is_last_step) {
-      // out = (scale_state o_state + scale_local o_local) / l
-      const float inv_l = output_scale(row_sum[half]);
-      scale_s *= inv_l;
-      scale_l *= inv_l;
-    }
-    const long long out_offset = batch * params.out_batch_stride + head * params.out_head_stride +
-                                 static_cast<long long>(pr.query_index) * params.out_row_stride;
-    char* out_row = static_cast<char*>(params.out) + out_offset * 2;
-    // A thread's two columns are adjacent (acc_col is even): the state moves as 8-byte pairs,
-    // one load and one store per pair instead of two of each (the state rows are head_dim floats
-    // from an aligned allocation, so every pair is 8-byte aligned).
+      const float inv_l = output_scale(l);
+      const long long out_offset = batch * params.out_batch_stride + head * params.out_head_stride +
+                                   static_cast<long long>(pr.query_index) * params.out_row_stride;
+      char* out_row = static_cast<char*>(params.out) + out_offset * 2;
 #pragma unroll
-    for (int j = 0; j < kHeadDim / 8; ++j) {
-      const int col = 8 * j + acc_col(lane, 0);
-      FloatPair pair = {scale_l * o[4 * j + 2 * half], scale_l * o[4 * j + 2 * half + 1]};
-      if (!params.is_first_step) {
-        const FloatPair saved = load_global(reinterpret_cast<const FloatPair*>(o_state + col));
-        pair.x = fmaf(scale_s, saved.x, pair.x);
-        pair.y = fmaf(scale_s, saved.y, pair.y);
+      for (int j = 0; j < kHeadDim / 8; ++j) {
+        const int col = 8 * j + acc_col(lane, 0);
+        store_global(reinterpret_cast<u32*>(out_row + col * 2),
+                     pack2<T>(inv_l * o[4 * j + 2 * half], inv_l * o[4 * j + 2 * half + 1]));
       }
-      if (params.is_last_step) {
-        store_global(reinterpret_cast<u32*>(out_row + col * 2), pack2<T>(pair.x, pair.y));
-      } else {
-        store_global(reinterpret_cast<FloatPair*>(o_state + col), pair);
+      if (quad_leader) store_global(params.lse + row, lse_natural(row_max[half], l));
+    } else {
+      float* o_state = params.o_state + row * kHeadDim;
+#pragma unroll
+      for (int j = 0; j < kHeadDim / 8; ++j) {
+        const FloatPair pair = {o[4 * j + 2 * half], o[4 * j + 2 * half + 1]};
+        store_global(reinterpret_cast<FloatPair*>(o_state + 8 * j + acc_col(lane, 0)), pair);
       }
-    }
-    if (quad_leader) {
-      if (params.is_last_step) {
-        store_global(params.lse + row, lse_natural(row_max[half], row_sum[half]));
-      } else {
+      if (quad_leader) {
         store_global(params.m_state + row, row_max[half]);
-        store_global(params.l_state + row, row_sum[half]);
+        store_global(params.l_state + row, l);
       }
     }
   }
@@ -380,7 +393,8 @@ CPGEN_DEVICE void wgmma_fwd_pass_turn(int consumer) {
   if constexpr (Traits::kPingPong) named_barrier_arrive(Traits::kTurnBarrier + 1 - consumer, Traits::kTurnThreads);
 }
 
-// One consumer warpgroup's share of one item: its 64 rows through every key tile, then the merge.
+// One consumer warpgroup's share of one item: its 64 rows' running state in, every key tile, the
+// state out.
 // Per key tile: issue S_(t+1) = Q K_(t+1)^T and O += P_t V_t back to back in this consumer's turn
 // (wgmma_fwd_take_turn), pass the turn, wait for S, run its softmax, wait for P V, then rescale O
 // and pack P_(t+1). The tensor core is kept busy across the two consumers: while one runs its
@@ -407,11 +421,9 @@ CPGEN_DEVICE void wgmma_fwd_consume(const RingFwdParams& params, const WgmmaFwdS
   // This thread's accumulator rows: acc_row(lane, e) within the warp's 16 rows.
   const int row0 = item.m_block * Traits::kBlockM + 64 * consumer + 16 * (thread / 32);
 
+  // The running state these rows start from (wgmma_fwd_load_state): read while the first S runs.
   float o[Traits::kOutputRegisters];
-#pragma unroll
-  for (int i = 0; i < Traits::kOutputRegisters; ++i) o[i] = 0.0f;
-  float row_max[2] = {-positive_infinity(), -positive_infinity()};
-  float row_sum[2] = {0.0f, 0.0f};
+  float row_max[2], row_sum[2];
 
   // This warpgroup's 64 rows of the Q tile (8 atoms of 8 W bytes in each column block).
   const u32 q_rows = smem.q_tile() + 64 * consumer * Traits::kSwizzleBytes;
@@ -420,6 +432,9 @@ CPGEN_DEVICE void wgmma_fwd_consume(const RingFwdParams& params, const WgmmaFwdS
   if (tile_count > 0) {
     const int stage = item.run0 % kStages;
     if (consumer == 1) wgmma_fwd_pass_turn<Traits>(consumer);  // consumer 0 goes first
+    // The state's loads run while Q and K arrive and S is computed (o is not touched again
+    // until its rescale after the first softmax).
+    wgmma_fwd_load_state<Traits>(params, item.batch, item.kv_head, row0, o, row_max, row_sum);
     mbarrier_wait_parity(smem.q_full(), item.q_load & 1);  // no Q is loaded for an item without tiles
     mbarrier_wait_parity(smem.k_full(stage), (item.run0 / kStages) & 1);
     float s[Traits::kScoreRegisters];
@@ -429,9 +444,14 @@ CPGEN_DEVICE void wgmma_fwd_consume(const RingFwdParams& params, const WgmmaFwdS
     wgmma_wait<0>();
     wgmma_fence_operand(s);
     mbarrier_arrive(smem.k_empty(stage));  // this thread's S of the item's first K tile has retired
-    float rescale[2];  // o is still zero: nothing to rescale
+    float rescale[2];
     wgmma_fwd_softmax<Traits>(params, s, tiles.begin, tiles, row0, row_max, row_sum, rescale);
+    // The state's o to the new max, before P_0 V_0 adds to it.
+#pragma unroll
+    for (int i = 0; i < Traits::kOutputRegisters; ++i) o[i] *= rescale[i % 4 / 2];
     wgmma_fwd_pack<Traits>(s, p);
+  } else {
+    wgmma_fwd_load_state<Traits>(params, item.batch, item.kv_head, row0, o, row_max, row_sum);
   }
   // The last tile runs outside the loop, so the loop body has no branch around its wgmma groups
   // (ptxas serializes the pipeline when it cannot tell which group a register belongs to).
@@ -472,7 +492,7 @@ CPGEN_DEVICE void wgmma_fwd_consume(const RingFwdParams& params, const WgmmaFwdS
     mbarrier_arrive(smem.v_empty(stage));
   }
 
-  wgmma_fwd_merge<Traits>(params, item.batch, item.kv_head, row0, o, row_max, row_sum);
+  wgmma_fwd_store_state<Traits>(params, item.batch, item.kv_head, row0, o, row_max, row_sum);
 }
 
 template <typename Traits>
