@@ -282,16 +282,44 @@ CPGEN_DEVICE void ring_fwd_step(const RingFwdParams& params) {
     cp_async_commit();  // empty groups keep the wait counts uniform
   }
 
+  // ---- The running state of this warp's rows, the online softmax's starting point -------------
+  // out_acc holds the state's fp32 o, row_max its m and row_sum its l (on the quad leader only:
+  // row_sum is a per-lane partial summed over the quad at the end), so the tiles below add to
+  // the state directly and the end of the step only writes. The loads run while the Q and first
+  // K/V tiles arrive, instead of in a load-merge-store tail that nothing overlaps. The first step
+  // and rows past the queries start empty: m = -inf, l = 0, o = 0.
   float out_acc[kMTiles][kOutputTiles][4];
   float row_max[kMTiles][2], row_sum[kMTiles][2];
+  {
+    const BlockCoord at = block_coord(query_block(), params.kv_heads, kBlockM);
+    const int lane = threadIdx.x % 32;
+    const int warp_row0 = (threadIdx.x / 32) * Traits::kRowsPerWarp;
 #pragma unroll
-  for (int mt = 0; mt < kMTiles; ++mt) {
+    for (int mt = 0; mt < kMTiles; ++mt)
 #pragma unroll
-    for (int d = 0; d < kOutputTiles; ++d)
+      for (int half = 0; half < 2; ++half) {
 #pragma unroll
-      for (int e = 0; e < 4; ++e) out_acc[mt][d][e] = 0.0f;
-    row_max[mt][0] = row_max[mt][1] = -positive_infinity();
-    row_sum[mt][0] = row_sum[mt][1] = 0.0f;
+        for (int d = 0; d < kOutputTiles; ++d) {
+          out_acc[mt][d][2 * half] = 0.0f;
+          out_acc[mt][d][2 * half + 1] = 0.0f;
+        }
+        row_max[mt][half] = -positive_infinity();
+        row_sum[mt][half] = 0.0f;
+        const int packed = at.first_packed + warp_row0 + mt * 16 + acc_row(lane, 2 * half);
+        if (params.is_first_step || packed >= params.q_len * kGroup) continue;
+        const PackedRow pr = unpack_row(packed, kGroup);
+        const long long row = state_row(at.batch, params.q_heads, at.kv_head * kGroup + pr.head_in_group,
+                                        state_pitch(params.state_len, params.q_len), pr.query_index);
+        row_max[mt][half] = load_global(params.m_state + row);
+        if (lane % 4 == 0) row_sum[mt][half] = load_global(params.l_state + row);
+        const float* o_state = params.o_state + row * kHeadDim;
+#pragma unroll
+        for (int d = 0; d < kOutputTiles; ++d) {
+          const FloatPair saved = load_global(reinterpret_cast<const FloatPair*>(o_state + d * 8 + acc_col(lane, 0)));
+          out_acc[mt][d][2 * half] = saved.x;
+          out_acc[mt][d][2 * half + 1] = saved.y;
+        }
+      }
   }
 
   // ---- Main loop over key tiles ---------------------------------------------------------------
@@ -473,38 +501,19 @@ CPGEN_DEVICE void ring_fwd_step(const RingFwdParams& params) {
   }
   cp_async_wait<0>();  // no group may outlive the CTA (only empty ones can be pending here)
 
-  // ---- Merge with the running state; on the last step, write out and lse ----------------------
-  const BlockCoord at = block_coord(query_block(), params.kv_heads, kBlockM);
+  // ---- Write the state back; on the last step, out and lse instead ------------------------------
+  // The rows already hold the merged state (read before the loop), so nothing is read here. The
+  // rows' coordinates are recomputed from opaque copies: CSE with the loads before the loop would
+  // hold them across it, in registers the hd128 kernels do not have (255, a spill at gqa1).
+  const BlockCoord at = block_coord(opaque(query_block()), params.kv_heads, kBlockM);
   const int packed_rows = params.q_len * kGroup;
-  const int lane = threadIdx.x % 32;
-  const int warp_row0 = (threadIdx.x / 32) * Traits::kRowsPerWarp;
+  const int tid = opaque(static_cast<int>(threadIdx.x));
+  const int lane = tid % 32;
+  const int warp_row0 = (tid / 32) * Traits::kRowsPerWarp;
   const bool quad_leader = lane % 4 == 0;
-
-  // First every lane reads the row state it needs and computes the merge, (m, l) =
-  // merge((m_state, l_state), (m_local, l_local)) with the factors o is merged with below; only
-  // then (after __syncwarp) do quad leaders overwrite m_state and l_state. Reading and writing in
-  // one pass let a leader replace a row's m before the other lanes of its quad had read it (found
-  // by the CPU emulator, whose lanes do not run in lockstep; neither do a GPU's since Volta).
-  float scale_local[kMTiles][2], scale_state[kMTiles][2];
-#pragma unroll
-  for (int mt = 0; mt < kMTiles; ++mt)
-#pragma unroll
-    for (int half = 0; half < 2; ++half) {
-      const int packed = at.first_packed + warp_row0 + mt * 16 + acc_row(lane, 2 * half);
-      const float l_local = quad_sum(row_sum[mt][half]);  // every lane of the quad takes part
-      scale_local[mt][half] = 1.0f;
-      scale_state[mt][half] = 0.0f;
-      row_sum[mt][half] = l_local;
-      if (params.is_first_step || packed >= packed_rows) continue;
-      const PackedRow pr = unpack_row(packed, kGroup);
-      const long long row = state_row(at.batch, params.q_heads, at.kv_head * kGroup + pr.head_in_group,
-                                      state_pitch(params.state_len, params.q_len), pr.query_index);
-      const MergeScales ms = merge_scales(load_global(params.m_state + row), row_max[mt][half]);
-      row_max[mt][half] = ms.m;
-      row_sum[mt][half] = ms.scale_a * load_global(params.l_state + row) + ms.scale_b * l_local;
-      scale_state[mt][half] = ms.scale_a;
-      scale_local[mt][half] = ms.scale_b;
-    }
+  // Every lane of a quad read the row's m (the leader also its l) before the loop; the leader
+  // overwrites them only after this barrier. A GPU's lanes need not run in lockstep since Volta,
+  // nor do the emulator's, and the MMAs in between order no memory accesses.
   __syncwarp();
 
 #pragma unroll
@@ -512,48 +521,31 @@ CPGEN_DEVICE void ring_fwd_step(const RingFwdParams& params) {
 #pragma unroll
     for (int half = 0; half < 2; ++half) {
       const int packed = at.first_packed + warp_row0 + mt * 16 + acc_row(lane, 2 * half);
+      const float l = quad_sum(row_sum[mt][half]);  // every lane of the quad takes part
       if (packed >= packed_rows) continue;
       const PackedRow pr = unpack_row(packed, kGroup);
       const int head = at.kv_head * kGroup + pr.head_in_group;
       const long long row = state_row(at.batch, params.q_heads, head, state_pitch(params.state_len, params.q_len),
                                       pr.query_index);
-      float* o_state = params.o_state + row * kHeadDim;
       const float m = row_max[mt][half];
-      const float l = row_sum[mt][half];
-      float scale_l = scale_local[mt][half], scale_s = scale_state[mt][half];
       if (params.is_last_step) {
-        // out = (scale_state o_state + scale_local o_local) / l
         const float inv_l = output_scale(l);
-        scale_s *= inv_l;
-        scale_l *= inv_l;
         char* out_row = static_cast<char*>(params.out) +
                         (at.batch * params.out_batch_stride + head * params.out_head_stride +
                          static_cast<long long>(pr.query_index) * params.out_row_stride) * 2;
 #pragma unroll
         for (int d = 0; d < kOutputTiles; ++d) {
           const int col = d * 8 + acc_col(lane, 0);
-          float o0 = scale_l * out_acc[mt][d][2 * half];
-          float o1 = scale_l * out_acc[mt][d][2 * half + 1];
-          if (!params.is_first_step) {
-            const FloatPair saved = load_global(reinterpret_cast<const FloatPair*>(o_state + col));
-            o0 = fmaf(scale_s, saved.x, o0);
-            o1 = fmaf(scale_s, saved.y, o1);
-          }
-          store_global(reinterpret_cast<u32*>(out_row + col * 2), pack2<T>(o0, o1));
+          store_global(reinterpret_cast<u32*>(out_row + col * 2),
+                       pack2<T>(inv_l * out_acc[mt][d][2 * half], inv_l * out_acc[mt][d][2 * half + 1]));
         }
         if (quad_leader) store_global(params.lse + row, lse_natural(m, l));
       } else {
+        float* o_state = params.o_state + row * kHeadDim;
 #pragma unroll
         for (int d = 0; d < kOutputTiles; ++d) {
-          const int col = d * 8 + acc_col(lane, 0);
-          FloatPair o = {scale_l * out_acc[mt][d][2 * half],
-                         scale_l * out_acc[mt][d][2 * half + 1]};
-          if (!params.is_first_step) {
-            const FloatPair saved = load_global(reinterpret_cast<const FloatPair*>(o_state + col));
-            o.x = fmaf(scale_s, saved.x, o.x);
-            o.y = fmaf(scale_s, saved.y, o.y);
-          }
-          store_global(reinterpret_cast<FloatPair*>(o_state + col), o);
+          const FloatPair o = {out_acc[mt][d][2 * half], out_acc[mt][d][2 * half + 1]};
+          store_global(reinterpret_cast<FloatPair*>(o_state + d * 8 + acc_col(lane, 0)), o);
         }
         if (quad_leader) {
           store_global(params.m_state + row, m);
