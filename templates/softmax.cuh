@@ -1,6 +1,6 @@
-// Online softmax in the log2 domain. A row's state is (m, l, o): m the running max of the scaled
-// scores s_j = (q . k_j) * softmax_scale * log2(e), l = sum_j exp2(s_j - m), o = sum_j
-// exp2(s_j - m) v_j. Folding log2(e) into the scale turns every exponential into one exp2 of one
+// Online softmax in the log2 domain. A row's state is (m, l, o): m a running reference at most
+// kMaxLag below the max of the scaled scores s_j = (q . k_j) * softmax_scale * log2(e) seen so
+// far (and never above it), l = sum_j exp2(s_j - m), o = sum_j exp2(s_j - m) v_j. Folding log2(e) into the scale turns every exponential into one exp2 of one
 // FMA: exp2(raw_j * scale_log2 - m).
 //
 // An empty row (no visible key yet) is m = -inf, l = 0, o = 0. Every rescale below subtracts a
@@ -13,8 +13,19 @@
 namespace cpgen {
 namespace device {
 
-// New running max after seeing a tile whose largest scaled score is tile_max, the offset the
-// tile's exponentials subtract, and the factor exp2(m_old - m_new) that rescales the old l and o.
+// How far (log2 units) a tile's max may rise above a row's m before m follows it. m need not be
+// the row's true max: l, o and lse only need every exponential to subtract the same m, so a row
+// keeps its m while the scores stay below m + kMaxLag, its exponentials then reach at most
+// 2^kMaxLag (exact in fp32, and 256 fits fp16 and bf16 as P), and its rescale is exactly 1. A
+// running max that only moves by more than that leaves the O accumulator alone on almost every
+// tile after the first, where following every new max rescaled it whenever any row of a warp
+// saw a slightly larger score.
+constexpr float kMaxLag = 8.0f;
+
+// New running reference m after seeing a tile whose largest scaled score is tile_max, the offset
+// the tile's exponentials subtract, and the factor exp2(m_old - m_new) that rescales the old l
+// and o: m stays m_old unless tile_max exceeds it by more than kMaxLag (an empty row's -inf
+// always moves to a finite tile_max).
 struct OnlineStep {
   float m;
   float offset;
@@ -22,7 +33,7 @@ struct OnlineStep {
 };
 
 CPGEN_HOST_DEVICE OnlineStep online_step(float m_old, float tile_max) {
-  const float m = max_float(m_old, tile_max);
+  const float m = tile_max > m_old + kMaxLag ? tile_max : m_old;
   const float offset = m == -positive_infinity() ? 0.0f : m;
   return {m, offset, exp2_approx(m_old - offset)};
 }

@@ -456,8 +456,9 @@ CPGEN_DEVICE void ring_fwd_step(const RingFwdParams& params) {
           }
       }
 
-      // Online softmax; the output is rescaled only when some row of the warp got a new max
-      // (exp2(m_old - m_new) != 1), which after the first few tiles is rare.
+      // Online softmax; the output is rescaled only when some row of the warp moved its m
+      // (exp2(m_old - m_new) != 1), which m's lag (softmax.cuh, kMaxLag) makes rare after the
+      // first tile.
       float rescale[kMTiles][2];
       online_softmax_tile<kMTiles, kScoreTiles>(scores, row_max, row_sum, rescale,
                                                  kSoftcap ? 1.0f : params.scale_log2);

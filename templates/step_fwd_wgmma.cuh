@@ -473,9 +473,13 @@ CPGEN_DEVICE void wgmma_fwd_consume(const RingFwdParams& params, const WgmmaFwdS
     wgmma_wait<0>();
     wgmma_fence_operand(o);
     mbarrier_arrive(smem.v_empty(stage));  // this thread's P V of the stage has retired
-    // O = O exp2(m_t - m_(t+1)) before P_(t+1) V_(t+1) adds to it.
+    // O = O exp2(m_t - m_(t+1)) before P_(t+1) V_(t+1) adds to it, skipped (a warp-uniform
+    // branch) where no row of the warp moved its m: with softmax.cuh's kMaxLag that is almost
+    // every tile after the first, and saves 64 FMULs between the wait for P V and the next issue.
+    if (__any_sync(0xffffffffu, rescale[0] != 1.0f || rescale[1] != 1.0f)) {
 #pragma unroll
-    for (int i = 0; i < Traits::kOutputRegisters; ++i) o[i] *= rescale[i % 4 / 2];
+      for (int i = 0; i < Traits::kOutputRegisters; ++i) o[i] *= rescale[i % 4 / 2];
+    }
     wgmma_fwd_pack<Traits>(s, p);
   }
   if (tile_count > 0) {

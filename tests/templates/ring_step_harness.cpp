@@ -84,6 +84,14 @@ AttentionProblem random_problem(int batch, int q_heads, int kv_heads, int head_d
   return p;
 }
 
+void make_scores_climb(AttentionProblem& p, int keys_per_unit) {
+  if (keys_per_unit < 1 || (p.seq_len - 1) / keys_per_unit > 255)
+    throw std::runtime_error("make_scores_climb: k's first column would leave the exact integers");
+  const size_t dim = static_cast<size_t>(p.head_dim), seq = static_cast<size_t>(p.seq_len);
+  for (size_t row = 0; row < p.q.size() / dim; ++row) p.q[row * dim] = 4.0;
+  for (size_t row = 0; row < p.k.size() / dim; ++row) p.k[row * dim] = static_cast<double>((row % seq) / keys_per_unit);
+}
+
 AttentionProblem load_vector_case(const std::string& path, AttentionOutput* expected) {
   nlohmann::json j = load_json(path);
   if (j.at("format") != "cpgen-attention-vectors/1") throw std::runtime_error("unknown format in " + path);

@@ -30,6 +30,12 @@ struct AttentionOutput {
 // Random problem on a grid of 1/32 in [-4, 4] (exact in bf16 and fp16).
 AttentionProblem random_problem(int batch, int q_heads, int kv_heads, int head_dim, int seq_len,
                                 bool causal, uint32_t seed);
+// Makes every query's scores climb along the key positions: q's first column becomes 4 and k's
+// first column at position j becomes j / keys_per_unit (an integer, exact in both 16-bit types
+// while it stays below 256). Rows then meet larger maxima tile after tile, so the kernels' running
+// max keeps moving past its lag (softmax.cuh, kMaxLag) and the O rescale runs inside the loop,
+// which random scores of a few units reach only at the first tile.
+void make_scores_climb(AttentionProblem& p, int keys_per_unit);
 // Loads a vectors case (format cpgen-attention-vectors/1); `expected` gets its out and lse.
 AttentionProblem load_vector_case(const std::string& path, AttentionOutput* expected);
 AttentionOutput reference_attention(const AttentionProblem& p);

@@ -4,6 +4,7 @@
 
 #include <gtest/gtest.h>
 
+#include <algorithm>
 #include <cmath>
 #include <limits>
 #include <random>
@@ -87,6 +88,74 @@ TEST(Softmax, OnlineStepOverAFullyMaskedTileIsNotNaN) {
   st = online_step(3.0f, kNegInf);
   EXPECT_EQ(st.m, 3.0f);
   EXPECT_EQ(st.rescale, 1.0f);
+}
+
+// m lags the true max by at most kMaxLag: a tile whose max stays within it leaves m alone with a
+// rescale of exactly 1 (the kernels skip the O rescale on that), one that exceeds it moves m to
+// the tile's max, and every exponential the lag allows is at most 2^kMaxLag.
+TEST(Softmax, OnlineStepKeepsItsMaxWithinTheLagAndMovesPastIt) {
+  OnlineStep st = online_step(kNegInf, -5.0f);  // an empty row takes the first finite max
+  EXPECT_EQ(st.m, -5.0f);
+  EXPECT_EQ(st.offset, -5.0f);
+  EXPECT_EQ(st.rescale, 0.0f);
+  for (float rise : {0.0f, 0.5f, 3.0f, kMaxLag}) {
+    st = online_step(2.0f, 2.0f + rise);
+    EXPECT_EQ(st.m, 2.0f) << rise;
+    EXPECT_EQ(st.offset, 2.0f) << rise;
+    EXPECT_EQ(st.rescale, 1.0f) << rise;
+    EXPECT_LE(exp2_approx(2.0f + rise - st.offset), std::exp2(kMaxLag)) << rise;
+  }
+  st = online_step(2.0f, 2.0f + kMaxLag + 0.25f);
+  EXPECT_EQ(st.m, 2.0f + kMaxLag + 0.25f);
+  EXPECT_FLOAT_EQ(st.rescale, std::exp2(-(kMaxLag + 0.25f)));
+  st = online_step(2.0f, -40.0f);  // a lower tile never moves m down
+  EXPECT_EQ(st.m, 2.0f);
+  EXPECT_EQ(st.rescale, 1.0f);
+}
+
+// Scores that climb slowly along the row (each tile a little above the last, the lag absorbing
+// every step) and ones that jump past the lag at once still give the float64 softmax.
+TEST(Softmax, ClimbingAndJumpingScoresMatchTheFloat64Softmax) {
+  for (float slope : {0.05f, 0.5f, 3.0f, 40.0f}) {
+    std::vector<float> s(64), v(64);
+    for (int j = 0; j < 64; ++j) {
+      s[j] = slope * j + (j % 3 == 0 ? 1.0f : -1.0f);
+      v[j] = std::sin(0.7f * j);
+    }
+    double mx = -1e300, den = 0, num = 0;
+    for (float x : s) mx = std::max(mx, double(x));
+    for (int j = 0; j < 64; ++j) {
+      const double p = std::exp2(double(s[j]) - mx);
+      den += p;
+      num += p * v[j];
+    }
+    RowState st;
+    int rescales = 0;
+    for (int lo = 0; lo < 64; lo += 8) {  // eight tiles of eight keys, as a kernel steps them
+      float tile_max = kNegInf;
+      for (int j = lo; j < lo + 8; ++j) tile_max = std::max(tile_max, s[j]);
+      const OnlineStep step = online_step(st.m, tile_max);
+      rescales += lo > 0 && step.rescale != 1.0f;
+      float sum = 0, acc = 0;
+      for (int j = lo; j < lo + 8; ++j) {
+        const float p = exp2_approx(s[j] - step.offset);
+        EXPECT_LE(p, std::exp2(kMaxLag));
+        sum += p;
+        acc += p * v[j];
+      }
+      st = {step.m, st.l * step.rescale + sum, st.o * step.rescale + acc};
+    }
+    // m starts at the first tile's max and moves only when a tile passes it by more than the
+    // lag: no rescale at all exactly when the row's max stays within the lag of that first max
+    // (slope 0.05 here; the others climb past it).
+    const float first_max = *std::max_element(s.begin(), s.begin() + 8);
+    EXPECT_EQ(rescales > 0, mx > first_max + kMaxLag) << slope;
+    if (slope == 0.05f) EXPECT_EQ(rescales, 0);
+    EXPECT_NEAR(st.o * output_scale(st.l), num / den, 1e-5) << slope;
+    EXPECT_NEAR(lse_natural(st.m, st.l), (mx + std::log2(den)) * std::log(2.0), 1e-4) << slope;
+    EXPECT_LE(st.m, mx) << slope;
+    EXPECT_GE(st.m, mx - kMaxLag) << slope;
+  }
 }
 
 TEST(Softmax, MergeWithEmptySideIsIdentity) {

@@ -153,6 +153,16 @@ TEST(StepFwdEmulated, Fp16Hd96FullOneStepAndRing) {
   check_random<Traits>(1, 2, 2 * 3 * 21, 3, 3);
 }
 
+// Scores that climb along the keys (make_scores_climb): the running max passes its lag every few
+// 64-key tiles, so the warp-wide rescale of out_acc runs inside the loop and across the steps of
+// a ring of three (random scores leave it to a row's first tile).
+TEST(StepFwdEmulated, Bf16Hd128CausalClimbingScoresRescaleInTheLoop) {
+  using Traits = FwdTraits<Bf16, 128, 128, 64, 4, 2, true, 4>;
+  AttentionProblem p = testing::random_problem(1, 4, 1, 128, 2 * 3 * 64, true, 22);
+  testing::make_scores_climb(p, 8);
+  check<Traits>(p, testing::reference_attention(p), 3, "climbing");
+}
+
 // Regression: with three or more ring steps a middle step both reads and writes m_state/l_state;
 // a quad leader overwrote a row's m before the other lanes of its quad had read it.
 TEST(StepFwdEmulated, MiddleRingStepsReadTheStateBeforeItIsOverwritten) {

@@ -28,6 +28,16 @@ TEST(StepFwdWgmmaEmulated, Bf16Hd128CausalDefaultOneStepAndZigzagRing) {
   check_random<Traits>(1, 1, 2 * 2 * 40, 1, 2);
 }
 
+// Scores that climb along the keys (make_scores_climb): the running max passes its lag every
+// tile or two, so the in-loop O rescale runs (random scores leave it to the first tile), over a
+// zigzag ring of two whose later step starts from a state the climb has already moved.
+TEST(StepFwdWgmmaEmulated, Bf16Hd128CausalClimbingScoresRescaleInTheLoop) {
+  using Traits = WgmmaFwdTraits<Bf16, 128, 128, 128, 2, 2, true, 1>;
+  AttentionProblem p = testing::random_problem(1, 1, 1, 128, 2 * 2 * 160, true, 21);
+  testing::make_scores_climb(p, 12);
+  check<Traits>(p, testing::reference_attention(p), 2, "climbing");
+}
+
 // Five 64-key tiles through two stages (the ring wraps twice), a partial last tile.
 TEST(StepFwdWgmmaEmulated, Fp16Hd128FullManyTilesOneStep) {
   using Traits = WgmmaFwdTraits<Fp16, 128, 64, 64, 1, 2, false, 1>;
