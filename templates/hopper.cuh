@@ -45,6 +45,16 @@ CPGEN_HOST_DEVICE constexpr u64 wgmma_descriptor(unsigned address, unsigned lead
          static_cast<u64>(swizzle & 3u) << 62;
 }
 
+// The descriptor of the same matrix layout `bytes` (a multiple of 16) further on: the start
+// address field grows by bytes / 16 and nothing else changes. The field cannot carry into the
+// leading byte offset while the new address stays below 2^18, which every address of a CTA's
+// shared memory (at most 228 KB) does. A kernel computes one descriptor per tile and advances it
+// per k-step, one 32-bit add, where a full wgmma_descriptor per k-step costs a mask, a shift and
+// an OR each time.
+CPGEN_HOST_DEVICE constexpr u64 wgmma_descriptor_advance(u64 descriptor, unsigned bytes) {
+  return (descriptor & 0xFFFFFFFF00000000ull) | static_cast<unsigned>(static_cast<unsigned>(descriptor) + (bytes >> 4));
+}
+
 }  // namespace device
 }  // namespace cpgen
 

@@ -278,14 +278,17 @@ CPGEN_DEVICE void wgmma_fwd_store_state(const RingFwdParams& params, int batch, 
 template <typename Traits>
 CPGEN_DEVICE void wgmma_fwd_issue_scores(float (&s)[Traits::kScoreRegisters], u32 q_rows, u32 k_tile) {
   using T = typename Traits::Element;
+  constexpr int kSteps = Traits::kKStepsPerBlock, kW = Traits::kSwizzleBytes;
+  // One descriptor per operand; each k-step advances its start address by a constant.
+  const u64 q_desc = wgmma_descriptor(q_rows, 16, 8 * kW, Traits::kDescriptorSwizzle);
+  const u64 k_desc = wgmma_descriptor(k_tile, 16, 8 * kW, Traits::kDescriptorSwizzle);
   wgmma_fence();
 #pragma unroll
   for (int kk = 0; kk < Traits::kQkSteps; ++kk) {
-    constexpr int kSteps = Traits::kKStepsPerBlock, kW = Traits::kSwizzleBytes;
-    const u32 q_at = q_rows + (kk / kSteps) * Traits::kBlockM * kW + (kk % kSteps) * 32;
-    const u32 k_at = k_tile + (kk / kSteps) * Traits::kBlockN * kW + (kk % kSteps) * 32;
-    wgmma_ss<T, Traits::kBlockN>(s, wgmma_descriptor(q_at, 16, 8 * kW, Traits::kDescriptorSwizzle),
-                                 wgmma_descriptor(k_at, 16, 8 * kW, Traits::kDescriptorSwizzle), kk > 0);
+    const unsigned q_step = (kk / kSteps) * Traits::kBlockM * kW + (kk % kSteps) * 32;
+    const unsigned k_step = (kk / kSteps) * Traits::kBlockN * kW + (kk % kSteps) * 32;
+    wgmma_ss<T, Traits::kBlockN>(s, wgmma_descriptor_advance(q_desc, q_step), wgmma_descriptor_advance(k_desc, k_step),
+                                 kk > 0);
   }
   wgmma_commit();
 }
@@ -366,14 +369,13 @@ template <typename Traits>
 CPGEN_DEVICE void wgmma_fwd_issue_pv(float (&o)[Traits::kOutputRegisters], const u32 (&p)[Traits::kPvSteps][4],
                                      u32 v_tile) {
   using T = typename Traits::Element;
+  const u64 v_desc = wgmma_descriptor(v_tile, Traits::kBlockN * Traits::kSwizzleBytes, 8 * Traits::kSwizzleBytes,
+                                      Traits::kDescriptorSwizzle);
   wgmma_fence();
 #pragma unroll
   for (int kk = 0; kk < Traits::kPvSteps; ++kk)
-    wgmma_rs<T, Traits::kHeadDim, true>(
-        o, p[kk],
-        wgmma_descriptor(v_tile + kk * 16 * Traits::kSwizzleBytes, Traits::kBlockN * Traits::kSwizzleBytes,
-                         8 * Traits::kSwizzleBytes, Traits::kDescriptorSwizzle),
-        true);
+    wgmma_rs<T, Traits::kHeadDim, true>(o, p[kk], wgmma_descriptor_advance(v_desc, kk * 16 * Traits::kSwizzleBytes),
+                                        true);
   wgmma_commit();
 }
 

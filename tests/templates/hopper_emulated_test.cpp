@@ -23,6 +23,26 @@ using device::u32;
 using device::u64;
 using device::wgmma_descriptor;
 
+// Advancing a descriptor by a byte offset is the descriptor of the advanced address, for every
+// address a CTA's shared memory can have (the kernels advance one descriptor per k-step), with the
+// other fields untouched; a start field at its 14-bit top would carry into the LBO, which is why
+// the helper is only for addresses below 2^18.
+TEST(HopperTemplates, DescriptorAdvanceIsTheDescriptorOfTheAdvancedAddress) {
+  using device::wgmma_descriptor_advance;
+  for (const u32 swizzle : {device::kWgmmaSwizzleNone, device::kWgmmaSwizzle128B, device::kWgmmaSwizzle64B})
+    for (const u32 start : {0u, 0x400u, 0x1230u, 0x20000u, 0x37C00u})
+      for (const u32 bytes : {0u, 16u, 32u, 96u, 0x400u, 0x4000u, 0x8060u})
+        for (const u32 lbo : {16u, 0x2000u, 0x3FFF0u}) {
+          if (start + bytes >= 0x40000u) continue;
+          const u64 d = wgmma_descriptor(start, lbo, 1024, swizzle);
+          EXPECT_EQ(wgmma_descriptor_advance(d, bytes), wgmma_descriptor(start + bytes, lbo, 1024, swizzle))
+              << std::hex << start << " + " << bytes << " lbo " << lbo;
+        }
+  static_assert(wgmma_descriptor_advance(wgmma_descriptor(0x400, 16, 1024, device::kWgmmaSwizzle128B), 0x20) ==
+                    wgmma_descriptor(0x420, 16, 1024, device::kWgmmaSwizzle128B),
+                "usable in constant expressions");
+}
+
 TEST(HopperTemplates, DescriptorHelperMatchesTheIsaFormat) {
   // Bits 0-13 start >> 4, 16-29 LBO >> 4, 32-45 SBO >> 4, 49-51 base offset, 62-63 swizzle.
   EXPECT_EQ(wgmma_descriptor(0x400, 16, 1024, device::kWgmmaSwizzle128B), 0x4000004000010040ull);
