@@ -8,7 +8,7 @@
 #include <vector>
 
 #include "cpgen/error.h"
-#include "generator/embedded_templates.h"
+#include "generator/template_files.h"
 #include "generator/kernel_spec_wgmma.h"
 
 namespace cpgen {
@@ -144,7 +144,7 @@ uint64_t template_hash() {
     const auto fold = [&h](const char* bytes, size_t size) {
       for (size_t i = 0; i < size; ++i) h = (h ^ static_cast<unsigned char>(bytes[i])) * 1099511628211ull;
     };
-    for (const EmbeddedTemplate& t : embedded_templates()) {
+    for (const EmbeddedTemplate& t : template_files()) {
       fold(t.name, std::char_traits<char>::length(t.name));
       fold(t.contents, t.size);
     }

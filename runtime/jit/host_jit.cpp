@@ -19,7 +19,7 @@
 #include <sstream>
 
 #include "cpgen/error.h"
-#include "generator/embedded_templates.h"
+#include "generator/template_files.h"
 #include "generator/render.h"
 #include "runtime/core/sha256.h"
 
@@ -201,7 +201,7 @@ std::string emulated_store_key(const std::string& source, const HostCompiler& co
   Sha256 h;
   h.update_field("cpgen emulated kernel key 2");
   h.update_field(source);
-  for (const auto files : {embedded_templates(), embedded_emulation()})
+  for (const auto files : {template_files(), embedded_emulation()})
     for (const EmbeddedTemplate& t : files) {
       h.update_field(t.name);
       h.update_field(std::string_view(t.contents, t.size));
@@ -322,7 +322,7 @@ CompiledKernel compile_emulated(const KernelSpec& spec, KernelStore* store, cons
 
   // The templates and the emulator under the names the source includes them by.
   const fs::path dir = make_work_dir(uri);
-  for (const auto files : {embedded_templates(), embedded_emulation()})
+  for (const auto files : {template_files(), embedded_emulation()})
     for (const EmbeddedTemplate& t : files) write_text(dir / "include" / t.name, t.contents, t.size);
   write_text(dir / "kernel.cpp", source.data(), source.size());
   const std::string runtime = emulator_runtime_object(store, compiler, dir, uri);

@@ -16,7 +16,7 @@
 
 #include "cpgen/error.h"
 #include "cpgen/traits_wgmma.cuh"
-#include "generator/embedded_templates.h"
+#include "generator/template_files.h"
 #include "generator/kernel_spec_wgmma.h"
 #include "generator/render.h"
 #include "runtime/jit/compile_log.h"
@@ -69,7 +69,7 @@ constexpr const char* kPreludeSource =
 
 // The headers handed to NVRTC by name: the embedded templates and the prelude.
 std::vector<EmbeddedTemplate> program_headers() {
-  std::vector<EmbeddedTemplate> headers(embedded_templates().begin(), embedded_templates().end());
+  std::vector<EmbeddedTemplate> headers(template_files().begin(), template_files().end());
   headers.push_back({kPreludeName, kPreludeSource, std::char_traits<char>::length(kPreludeSource)});
   return headers;
 }

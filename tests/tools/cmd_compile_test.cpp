@@ -349,5 +349,46 @@ TEST(CliCompile, NegativeJobsNamesTheFieldAndTheRange) {
   EXPECT_EQ(std::count(r.err.begin(), r.err.end(), '\n'), 1) << r.err;
 }
 
+// CPGEN_TEMPLATES_DIR: the kernel is compiled from that folder's .cuh files. A byte-identical copy
+// of the built-in templates keys exactly as they do (the same store key), a copy with one file
+// changed keys differently, the JSON names the folder in use, and a folder that is missing or
+// holds no template is one line and exit 2. The environment is set for the child only: the test
+// process reads the variable once, for its own kernels.
+TEST(CliCompile, TemplatesDirCompilesFromThatFolderAndKeysByItsFiles) {
+  TempDir dir("cli_templates");
+  namespace fs = std::filesystem;
+  const std::string same = dir.path() + "/same", changed = dir.path() + "/changed";
+  fs::copy(std::string(CPGEN_SOURCE_DIR) + "/templates", same);
+  fs::copy(std::string(CPGEN_SOURCE_DIR) + "/templates", changed);
+  std::ofstream(changed + "/softmax.cuh", std::ios::app) << "// another revision\n";
+  auto compile = [&](const std::string& env) {
+    return testing::run_shell(env + " '" + std::string(CPGEN_CLI_PATH) + "' compile --spec " + kSmallUri +
+                                  " --arch sm_90a --no-store --json",
+                              dir.path() + "/log.txt");
+  };
+  auto json_of = [](const testing::ShellResult& r) {
+    const size_t brace = r.output.find('{');
+    return nlohmann::json::parse(brace == std::string::npos ? std::string("null") : r.output.substr(brace));
+  };
+  const testing::ShellResult built_in = compile("env -u CPGEN_TEMPLATES_DIR");
+  const testing::ShellResult copy = compile("CPGEN_TEMPLATES_DIR='" + same + "'");
+  const testing::ShellResult other = compile("CPGEN_TEMPLATES_DIR='" + changed + "'");
+  ASSERT_EQ(built_in.code, 0) << built_in.output;
+  ASSERT_EQ(copy.code, 0) << copy.output;
+  ASSERT_EQ(other.code, 0) << other.output;
+  const nlohmann::json a = json_of(built_in), b = json_of(copy), c = json_of(other);
+  EXPECT_EQ(a["templates"], "built in");
+  EXPECT_EQ(b["templates"], same);
+  EXPECT_EQ(c["templates"], changed);
+  EXPECT_EQ(a["key"], b["key"]) << "a byte-identical copy keyed differently";
+  EXPECT_NE(a["key"], c["key"]) << "a changed template kept the key";
+  for (const std::string& bad : {dir.path() + "/missing", dir.path()}) {  // dir.path() holds no .cuh
+    const testing::ShellResult r = compile("CPGEN_TEMPLATES_DIR='" + bad + "'");
+    EXPECT_EQ(r.code, 2) << r.output;
+    EXPECT_EQ(std::count(r.output.begin(), r.output.end(), '\n'), 1) << r.output;
+    EXPECT_NE(r.output.find("CPGEN_TEMPLATES_DIR=" + bad), std::string::npos) << r.output;
+  }
+}
+
 }  // namespace
 }  // namespace cpgen

@@ -24,6 +24,7 @@
 #include "generator/kernel_spec.h"
 #include "generator/kernel_spec_wgmma.h"
 #include "generator/render.h"
+#include "generator/template_files.h"
 #include "runtime/cuda/cuda_driver.h"
 #include "runtime/jit/jit.h"
 #include "runtime/cuda/module.h"
@@ -146,6 +147,7 @@ void compile_one(const CompileOptions& o, const std::string& arch, KernelStore* 
                           {"from_store", s.from_store},
                           {"key", k.key},
                           {"nvrtc", nvrtc_version()},
+                          {"templates", template_files_dir().empty() ? "built in" : template_files_dir()},
                           {"store", store_description}};
     if (!repeat_ms.empty()) {
       out["repeat"] = {{"count", repeat_ms.size()},
@@ -170,6 +172,8 @@ void compile_one(const CompileOptions& o, const std::string& arch, KernelStore* 
             << "  compile_ms    " << ms << (s.from_store ? " (loaded from the store)" : " (NVRTC " + nvrtc_version() + ")") << "\n"
             << "  from_store    " << (s.from_store ? "yes" : "no") << "\n"
             << "  store         " << store_description << "\n";
+  if (!template_files_dir().empty())
+    std::cout << "  templates     " << template_files_dir() << " (CPGEN_TEMPLATES_DIR)\n";
   if (!repeat_ms.empty()) {
     char line[160];
     std::snprintf(line, sizeof line, "%zu more requests%s: median %.3f ms, max %.3f ms", repeat_ms.size(),
