@@ -50,6 +50,16 @@ $CPGEN_CACHES_DIR (docs/formats.md), with an empty temporary database, so select
 any shipped pattern and the table's kernel column shows what ran. --list-pins prints the kernel
 each configuration would pin and exits (no GPU or PyTorch needed).
 
+--templates DIR compiles cpgen's kernels from the template files in DIR (CPGEN_TEMPLATES_DIR)
+instead of the ones built into libcpgen: run once with another revision's templates and once
+without, one after the other on the same GPU, and join the two files with bench/compare_rows.py
+(tools/gpu-check.sh --ab REV does this) to see what a template change did. The kernel store keys
+and tuning records follow the files, so the two revisions' kernels never mix. Each row of such a
+run carries "templates": DIR.
+
+  git -C REPO archive REV templates | tar -x -C /tmp/old --strip-components=1
+  python3 bench/kernels.py ... --pin wgmma --templates /tmp/old --jsonl old.jsonl
+
 A configuration that has no result after --stall-seconds (default 120: compiles included) ends
 the run with status 4, its row marked failed ("stalled"): a kernel that never finishes must not
 hold the GPU call until its time limit. Status 5: a CUDA error made the context unusable (above).
@@ -549,6 +559,8 @@ def main():
                     help="run this instead of the selected kernel: a family (" + ", ".join(FAMILIES) + ") or a kernel URI template")
     ap.add_argument("--list-pins", action="store_true",
                     help="print the kernel --pin gives each configuration and exit (no GPU needed)")
+    ap.add_argument("--templates", default=None,
+                    help="compile cpgen's kernels from the .cuh templates in DIR (another revision's, to compare)")
     ap.add_argument("--jsonl", default=None, help="append one JSON object per configuration here")
     ap.add_argument("--markdown", default=None, help="write the table here as well")
     ap.add_argument("--stall-seconds", type=int, default=120,
@@ -557,6 +569,13 @@ def main():
     if args.list_pins and not args.pin:
         print("kernels.py: --list-pins needs --pin", file=sys.stderr)
         return 2
+    if args.templates:
+        folder = os.path.abspath(args.templates)
+        if not os.path.isdir(folder) or not any(n.endswith(".cuh") for n in os.listdir(folder)):
+            print(f"kernels.py: --templates '{args.templates}': not a folder of .cuh template files", file=sys.stderr)
+            return 2
+        # libcpgen reads it once, at its first kernel: before any.
+        os.environ["CPGEN_TEMPLATES_DIR"] = folder
     if not args.list_pins:
         # PyTorch before libcpgen, as in a training program that imports torch first. The other
         # order died on the first H100 (2026-11-26) with "free(): invalid pointer" while libcpgen
@@ -577,6 +596,8 @@ def main():
                                                 kv_heads=args.q_heads // group, ranks=ranks,
                                                 scheme="contiguous" if ranks == 1 else args.scheme,
                                                 seed=len(configs) + 1))
+                            if args.templates:
+                                configs[-1]["templates"] = os.environ["CPGEN_TEMPLATES_DIR"]
     uris = {}
     if args.pin:
         try:
@@ -599,7 +620,8 @@ def main():
         print("kernels.py: no CUDA device", file=sys.stderr)
         return 2
     print(f"# {torch.cuda.get_device_name()}, torch {torch.__version__}, cuDNN {torch.backends.cudnn.version()}, "
-          f"cpgen {cpgen.lib.cpgen_version().decode()}", flush=True)
+          f"cpgen {cpgen.lib.cpgen_version().decode()}"
+          + (f", templates {os.environ['CPGEN_TEMPLATES_DIR']}" if args.templates else ""), flush=True)
     # The pinned cache folder lives until the process ends (TemporaryDirectory removes it then).
     pin_dir = tempfile.TemporaryDirectory(prefix="cpgen_kernels_") if args.pin else None
     if pin_dir:

@@ -8,6 +8,7 @@
 #   tools/gpu-check.sh [--only P,P..] [--skip P,P..] [--budget SECONDS] [--deps DIR]
 #                      [--build-dir DIR] [--report FILE] [--kernels-args "..."] [--full-matrix]
 #                      [--cpu-tests] [--tune-candidates N] [--tune-only fwd|bwd] [--list-cpu-only]
+#                      [--ab REV]
 #
 # Phases, in this order (default: all of them; --only takes them in the order it names them):
 #   build     configure and build (incremental: a warm machine keeps build-gpu/)
@@ -37,6 +38,13 @@
 #             or bwd: one direction) into a fresh database, exported as the cache
 #             <gpu>-examples.json (copied to $OUT)
 # A phase that needs binaries builds first when the build phase did not run in this call.
+#
+# --ab REV: a same-call A/B of a template change. The wgmma phase also times the plain and the
+# persistent launch compiled from REV's templates (git archive REV templates, handed to
+# bench/kernels.py --templates) and joins this tree's rows with them; the ring phase also runs its
+# target row (N=8) on REV's templates. Each side is its own kernels.py process with its own SDPA
+# timings, so the vs-cuDNN columns are the comparison; the kernels of REV compile on the machine
+# (the pack holds this tree's).
 #
 # --budget SECONDS: the time this call may take (default 570 under the device tool, which stops
 # a command at 600; no limit elsewhere). A phase that cannot start with enough of it left is
@@ -74,12 +82,17 @@
 # combinations and leads the tuner's search. So, next: the tests and the wgmma phase (plain
 # wgmma/cuDNN should return to 6bd0c35's 0.93-0.99; persistent was 0.97-1.00 with the slower
 # order), then the forward tune again, whose export, made on the tree that ships it, goes to
-# caches/<gpu>-examples.json (a cache is used only under the template hash it was timed with):
-#   run(command="tools/gpu-check.sh --budget 520 --only build,tests,wgmma,tune --tune-only fwd
-#       --kernels-args '--dtypes bf16,fp16 --head-dims 128 --lengths 8192,16384 --gqa 1'",
+# caches/<gpu>-examples.json (a cache is used only under the template hash it was timed with).
+# Then (2026-11-28, CPU only, unmeasured) three kernel changes aimed at speed: both families start
+# a block from its running state instead of merging at the end (the ring's per-step tail), the
+# running max lags by up to 8 so the O rescale is skipped on almost every tile, and the wgmma
+# descriptors advance by one add per k-step. --ab e59b2ca times the templates before them in the
+# same call (wgmma plain and persistent, and the ring's target row):
+#   run(command="tools/gpu-check.sh --budget 520 --only build,tests,wgmma,ring,tune --tune-only fwd
+#       --ab e59b2ca --kernels-args '--dtypes bf16,fp16 --head-dims 128 --lengths 8192,16384 --gqa 1'",
 #       carry=[".gpudeps"], timeout_s=570)
-# then the ring phase (the loopback ring's overhead was +11.3% at N=8 with the mma.sync kernel,
-# which GQA 4 no longer selects on sm_90a), the wider matrix (head dims 64 and 256, 4K and 32K,
+# then (the ring phase, if the first call did not reach it: the loopback ring's overhead was
+# +11.3% at N=8 with the mma.sync kernel, which GQA 4 no longer selects on sm_90a) the wider matrix (head dims 64 and 256, 4K and 32K,
 # GQA 4, 8 and 16) and memcheck over the step and ring tests (202 s). The report, the logs'
 # tarball (tables and jsonl inside), the ncu profiles and the exported cache come back under
 # files_at; tools/ncu-metrics.py reads the profiles on a machine without ncu.
@@ -109,6 +122,7 @@ KERNELS_ARGS=""
 FULL_MATRIX=0
 TUNE_CANDIDATES=24
 TUNE_ONLY=""
+AB_REV=""
 # The test families that never touch a GPU and cost the most CPU time (the NVRTC compile matrices
 # and SASS checks, the emulator's runs, the large planning and clone checks: about 510 of the 1065
 # test-seconds of the H200's tests phase on 2026-11-27). Every CPU session and CI run them; the
@@ -137,6 +151,7 @@ while [ $# -gt 0 ]; do
     --full-matrix) FULL_MATRIX=1; CPU_TESTS=1; shift ;;
     --cpu-tests) CPU_TESTS=1; shift ;;
     --list-cpu-only) echo "$CPU_ONLY_TESTS"; exit 0 ;;
+    --ab) AB_REV=${2:-}; shift 2 ;;
     -h|--help) sed -n '2,/^set -uo/p' "$0" | sed '$d'; exit 0 ;;
     *) usage_error "unknown argument '$1'" ;;
   esac
@@ -149,6 +164,8 @@ done
   usage_error "--tune-candidates '$TUNE_CANDIDATES': a whole number of candidates per workload (0: all)"
 [[ -z "$TUNE_ONLY" || "$TUNE_ONLY" == fwd || "$TUNE_ONLY" == bwd ]] ||
   usage_error "--tune-only '$TUNE_ONLY': fwd or bwd (default: both directions)"
+[ -z "$AB_REV" ] || git -C "$ROOT" rev-parse --verify -q "$AB_REV^{commit}" >/dev/null ||
+  usage_error "--ab '$AB_REV': not a commit of this checkout"
 [ -z "$BUDGET" ] && { [ -n "${OUT:-}" ] && BUDGET=570 || BUDGET=0; }
 # --only runs its phases in the order it names them (a one-call session puts first what matters
 # most), the build always first; otherwise every phase not skipped runs, in ALL_PHASES order.
@@ -527,6 +544,18 @@ variant_bench() {
   join_section "$name" "$status" "$title" "$base" "$other" "$join"
   echo "$status"
 }
+# ab_templates: REV's templates (--ab) in $BUILD/templates-ab, once per call; prints the folder, or
+# nothing (and a line on stderr) when they cannot be had.
+ab_templates() {
+  local dir=$BUILD/templates-ab
+  if [ ! -f "$dir/.rev" ] || [ "$(cat "$dir/.rev")" != "$AB_REV" ]; then
+    rm -rf "$dir" && mkdir -p "$dir" &&
+      git -C "$ROOT" archive "$AB_REV" templates | tar -x -C "$dir" --strip-components=1 &&
+      echo "$AB_REV" >"$dir/.rev" ||
+      { echo "gpu-check: --ab: cannot extract the templates of $AB_REV" >&2; rm -rf "$dir"; return 0; }
+  fi
+  echo "$dir"
+}
 phase_wgmma() {
   gpu_phase wgmma 90 || return 0
   # shellcheck disable=SC2086
@@ -554,7 +583,21 @@ phase_wgmma() {
     pingpong=$(variant_bench pingpong "$PINGPONG_PIN" wgmma pingpong "The ping-pong variant (\`_pingpong\`)" \
       "Ping-pong (other) against the plain family (base):" --head-dims 128)
   fi
-  phase_status wgmma "$plain; ping-pong: $pingpong; persistent: $persistent"
+  local ab="" ab_dir
+  if [ -n "$AB_REV" ] && [ -z "$skip" ]; then
+    ab_dir=$(ab_templates)
+    if [ -n "$ab_dir" ]; then
+      ab="; A/B against $AB_REV's templates: plain $(variant_bench ab-plain "$WGMMA_PIN" ab-plain wgmma \
+        "The plain launch compiled from $AB_REV's templates (\`--ab\`)" \
+        "This tree (other) against $AB_REV's templates (base); compare the two vs-cuDNN columns:" --templates "$ab_dir")"
+      ab="$ab, persistent $(variant_bench ab-persistent "$PERSISTENT_PIN" ab-persistent persistent \
+        "The persistent launch compiled from $AB_REV's templates (\`--ab\`)" \
+        "This tree's persistent launch (other) against $AB_REV's (base):" --head-dims 128 --templates "$ab_dir")"
+    else
+      ab="; A/B: not run (no templates of $AB_REV)"
+    fi
+  fi
+  phase_status wgmma "$plain; ping-pong: $pingpong; persistent: $persistent$ab"
   return 0
 }
 
@@ -601,6 +644,8 @@ phase_ncu() {
   return 0
 }
 
+# bench/ring_overhead.sh's target shape (its TARGET_SHAPE).
+RING_TARGET_SHAPE="q_heads=32,kv_heads=8,head_dim=128,seq_len=32768,dtype=bf16,causal=1,scheme=zigzag"
 phase_ring() {
   gpu_phase ring 60 || return 0
   run ring env CPGEN="$BUILD/cpgen" "$ROOT/bench/ring_overhead.sh" "$LOGS/ring-overhead.md"
@@ -609,6 +654,15 @@ phase_ring() {
   verdict="$(grep -E '^target' "$LOGS/ring.log" | tail -1); $(grep -c '^ring_overhead: row [0-9]* failed' "$LOGS/ring.log") rows failed"
   phase_status ring "${verdict:-no verdict}$([ $rc = 124 ] || [ $rc = 137 ] && echo '; STOPPED by the budget')"
   [ -f "$LOGS/ring-overhead.md" ] && sed 's/^# /### /' "$LOGS/ring-overhead.md" >"$LOGS/phases/ring.md"
+  # --ab: the target row (N=8) once more, on REV's templates, right after this tree's.
+  local ab_dir
+  if [ -n "$AB_REV" ] && [ "$(left)" -gt 60 ] && ab_dir=$(ab_templates) && [ -n "$ab_dir" ]; then
+    run ring-ab env CPGEN_TEMPLATES_DIR="$ab_dir" "$BUILD/cpgen" bench --shape "$RING_TARGET_SHAPE" --ranks 8 \
+      --iters 20 --warmup 5
+    rc=$?
+    { echo; echo "### The target row on $AB_REV's templates (\`--ab\`, exit $rc)"; echo
+      grep -v '^$' "$LOGS/ring-ab.log" | tail -12 | sed 's/^/    /'; } >>"$LOGS/phases/ring.md"
+  fi
   # The same target shape as a whole loopback ring against SDPA on the full sequence (issue 14,
   # point 4), N = 1 being one kernel launch.
   if [ "$(left)" -gt 60 ]; then

@@ -72,5 +72,17 @@ TEST_F(BenchKernelsPin, ATemplateIsFilledAndABadPinIsOneLine) {
   EXPECT_EQ(std::count(group32.output.begin(), group32.output.end(), '\n'), 1) << group32.output;
 }
 
+// --templates: a folder without .cuh templates is one line and exit 2; a folder of them pins as
+// usual (the templates matter only once kernels compile, which --list-pins never does).
+TEST_F(BenchKernelsPin, TemplatesMustBeAFolderOfTemplates) {
+  const auto bad = list("--pin wgmma --templates '" + dir_.path() + "' --head-dims 64 --gqa 1");
+  EXPECT_EQ(bad.code, 2) << bad.output;
+  EXPECT_EQ(bad.output, "kernels.py: --templates '" + dir_.path() + "': not a folder of .cuh template files\n");
+  const auto good = list("--pin wgmma --templates '" + std::string(CPGEN_SOURCE_DIR) +
+                         "/templates' --dtypes bf16 --head-dims 64 --causal 1 --gqa 1");
+  EXPECT_EQ(good.code, 0) << good.output;
+  EXPECT_EQ(good.output, "bf16 hd64 causal gqa1: ring_fwd_wgmma_bf16_hd64_causal_gqa1_bm128_bn128_c2_s2\n");
+}
+
 }  // namespace
 }  // namespace cpgen

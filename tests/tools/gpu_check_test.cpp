@@ -87,6 +87,15 @@ TEST_F(GpuCheck, ABudgetThatIsNotSecondsIsRefused) {
   EXPECT_FALSE(fs::exists(report()));
 }
 
+// --ab REV names the revision whose templates the wgmma and ring phases compare with: one that
+// is not a commit here is one line, exit 2, before anything runs.
+TEST_F(GpuCheck, AnAbRevisionThatIsNoCommitIsRefused) {
+  const ScriptRun r = check("--ab no-such-revision --only wgmma");
+  EXPECT_EQ(r.code, 2);
+  EXPECT_EQ(r.output, "gpu-check: --ab 'no-such-revision': not a commit of this checkout (see --help)\n");
+  EXPECT_FALSE(fs::exists(report()));
+}
+
 TEST_F(GpuCheck, WithoutAGpuTheGpuPhasesSayNotRunAndTheReportReachesOut) {
   const ScriptRun r = check("--skip build,tests,nccl,ongpu");
   ASSERT_EQ(r.code, 0) << r.output;
