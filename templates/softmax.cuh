@@ -5,7 +5,9 @@
 //
 // An empty row (no visible key yet) is m = -inf, l = 0, o = 0. Every rescale below subtracts a
 // reference max that is replaced by 0 when the max is -inf, so exp2(-inf - 0) = 0 and no
-// (-inf) - (-inf) = NaN can appear: empty merged with empty stays empty.
+// (-inf) - (-inf) = NaN can appear. The kernels merge a step into the running state by starting
+// the online softmax from that state (step_fwd.cuh, step_fwd_wgmma.cuh), so online_step is the
+// only merge there is.
 #pragma once
 
 #include "cpgen/platform.cuh"
@@ -36,20 +38,6 @@ CPGEN_HOST_DEVICE OnlineStep online_step(float m_old, float tile_max) {
   const float m = tile_max > m_old + kMaxLag ? tile_max : m_old;
   const float offset = m == -positive_infinity() ? 0.0f : m;
   return {m, offset, exp2_approx(m_old - offset)};
-}
-
-// Merging two states a and b of the same row: m = max(m_a, m_b), l = scale_a l_a + scale_b l_b,
-// o = scale_a o_a + scale_b o_b with scale_x = exp2(m_x - m).
-struct MergeScales {
-  float m;
-  float scale_a;
-  float scale_b;
-};
-
-CPGEN_HOST_DEVICE MergeScales merge_scales(float m_a, float m_b) {
-  const float m = max_float(m_a, m_b);
-  const float reference = m == -positive_infinity() ? 0.0f : m;
-  return {m, exp2_approx(m_a - reference), exp2_approx(m_b - reference)};
 }
 
 // out = o / l, with a row that saw no key written as zeros.

@@ -1,5 +1,6 @@
-// CPU checks of the online-softmax state and its merge (templates/softmax.cuh): empty states
-// never produce NaN, and chunked online updates plus merges agree with a float64 softmax.
+// CPU checks of the online-softmax state (templates/softmax.cuh): empty states never produce
+// NaN, the running max lags within kMaxLag, and chunked online updates merged as a ring step
+// continues a state agree with a float64 softmax.
 #include "cpgen/softmax.cuh"
 
 #include <gtest/gtest.h>
@@ -39,9 +40,14 @@ RowState online(const std::vector<float>& scaled_scores, const std::vector<float
   return s;
 }
 
+// Two states of one row merged the way a kernel merges a ring step into the running state: the
+// step's tile maxima continue from a's state, so b's state enters as one more online step whose
+// tile max is b.m (its l and o are relative to b.m: a tile whose exponentials sum to b.l and whose
+// weighted values sum to b.o once scaled from b.m to the step's offset).
 RowState merge(RowState a, RowState b) {
-  MergeScales ms = merge_scales(a.m, b.m);
-  return {ms.m, ms.scale_a * a.l + ms.scale_b * b.l, ms.scale_a * a.o + ms.scale_b * b.o};
+  const OnlineStep st = online_step(a.m, b.m);
+  const float scale_b = b.m == kNegInf ? 0.0f : exp2_approx(b.m - st.offset);
+  return {st.m, a.l * st.rescale + b.l * scale_b, a.o * st.rescale + b.o * scale_b};
 }
 
 // exp2_approx is ex2.approx.ftz.f32 as the PTX ISA defines it: a subnormal input reads as zero,
@@ -67,10 +73,6 @@ TEST(Softmax, Exp2ApproxFollowsTheFlushToZeroSemanticsOfEx2) {
 }
 
 TEST(Softmax, EmptyMergedWithEmptyStaysEmptyWithoutNaN) {
-  MergeScales ms = merge_scales(kNegInf, kNegInf);
-  EXPECT_FALSE(std::isnan(ms.scale_a));
-  EXPECT_FALSE(std::isnan(ms.scale_b));
-  EXPECT_EQ(ms.m, kNegInf);
   RowState empty = merge(RowState{}, RowState{});
   EXPECT_EQ(empty.m, kNegInf);
   EXPECT_EQ(empty.l, 0.0f);
