@@ -13,7 +13,9 @@
 # on 2 cores). gpu-check unpacks them into its kernel store: under the same NVRTC the GPU machine
 # finds them and compiles only the rest, minutes of device time otherwise spent in NVRTC. Made
 # from the templates as they are now: after a template change, pack again. --no-kernels leaves
-# them out.
+# them out. AB_REV=REV adds the kernels gpu-check --ab REV times from REV's templates (the wgmma
+# plain and persistent launches at head dim 128, GQA 1, and the ring target's GQA 4 kernel),
+# compiled with CPGEN_TEMPLATES_DIR holding them, so that A/B compiles nothing on the GPU either.
 #
 #   tools/pack-gpu-deps.sh [--no-kernels] [DEST [VECTORS]]   # on the dev machine
 #   tools/gpu-check.sh --deps .gpudeps        # on the GPU machine (the default when .gpudeps exists)
@@ -66,11 +68,24 @@ elif [ $KERNELS = 1 ]; then
       --db "$work/tune.db" --store "$work/store" -q >>"$work/tune.log" 2>&1 ||
       { echo "pack-gpu-deps: cpgen tune (compile only) failed on $f:" >&2; tail -5 "$work/tune.log" >&2; exit 1; }
   done
+  ab=""
+  if [ -n "${AB_REV:-}" ]; then
+    mkdir -p "$work/ab"
+    git -C "$ROOT" archive "$AB_REV" templates | tar -x -C "$work/ab" --strip-components=1 ||
+      { echo "pack-gpu-deps: AB_REV=$AB_REV: cannot extract its templates" >&2; exit 1; }
+    for spec in ring_fwd_wgmma_{bf16,fp16}_hd128_{causal,full}_gqa1_bm128_bn128_c2_s2{,_persistent} \
+                ring_fwd_wgmma_bf16_hd128_causal_gqa4_bm128_bn128_c2_s2; do
+      CUDA_VISIBLE_DEVICES= CPGEN_TEMPLATES_DIR="$work/ab" "$CPGEN" compile --spec "$spec" --arch sm_90a \
+        --store "$work/store" >>"$work/ab.log" 2>&1 ||
+        { echo "pack-gpu-deps: AB_REV=$AB_REV: $spec failed:" >&2; tail -5 "$work/ab.log" >&2; exit 1; }
+    done
+    ab=", and gpu-check --ab $AB_REV's 9 kernels from that commit's templates"
+  fi
   count=$(find "$work/store" -maxdepth 1 -name '*.cpgenk' | wc -l)
   (cd "$work/store" && find . -maxdepth 1 -name '*.cpgenk' -print0 | tar --null -T - -cJf "$DEST/kernels.tar.xz")
   nvrtc=$("$CPGEN" compile --spec ring_fwd_fp16_hd64_full_gqa1_bm64_bn64_w4_s2 --arch sm_90a --store "$work/store" --json |
           python3 -c 'import json, sys; print(json.load(sys.stdin)["nvrtc"])' 2>/dev/null || echo unknown)
-  echo "packed at commit $(git -C "$ROOT" rev-parse --short HEAD 2>/dev/null || echo unknown)$(git -C "$ROOT" diff --quiet HEAD -- templates generator 2>/dev/null || echo ' with template or generator changes'), NVRTC $nvrtc: $count sm_90a kernels, every default and $TUNE_CANDIDATES tune candidates per workload of examples/shapes" \
+  echo "packed at commit $(git -C "$ROOT" rev-parse --short HEAD 2>/dev/null || echo unknown)$(git -C "$ROOT" diff --quiet HEAD -- templates generator 2>/dev/null || echo ' with template or generator changes'), NVRTC $nvrtc: $count sm_90a kernels, every default and $TUNE_CANDIDATES tune candidates per workload of examples/shapes$ab" \
     >"$DEST/KERNELS"
   echo "pack-gpu-deps: $count kernels in $(( $(date +%s) - start )) s ($(du -h "$DEST/kernels.tar.xz" | cut -f1) packed)" >&2
 fi
