@@ -87,10 +87,14 @@
 # a block from its running state instead of merging at the end (the ring's per-step tail), the
 # running max lags by up to 8 so the O rescale is skipped on almost every tile, and the wgmma
 # descriptors advance by one add per k-step. --ab e59b2ca times the templates before them in the
-# same call (wgmma plain and persistent, and the ring's target row):
-#   run(command="tools/gpu-check.sh --budget 520 --only build,tests,wgmma,ring,tune --tune-only fwd
-#       --ab e59b2ca --kernels-args '--dtypes bf16,fp16 --head-dims 128 --lengths 8192,16384 --gqa 1'",
+# same call (wgmma plain and persistent, and the ring's target row; .gpudeps packed with
+# AB_REV=e59b2ca holds its kernels):
+#   run(command="tools/gpu-check.sh --budget 520 --only build,tests,wgmma,ring --ab e59b2ca
+#       --kernels-args '--dtypes bf16,fp16 --head-dims 128 --lengths 8192,16384 --gqa 1'",
 #       carry=[".gpudeps"], timeout_s=570)
+# Keep what the vs-cuDNN columns show faster, revert the rest (one commit each), pack again, and
+# only then tune for the cache to ship (--only tune --tune-only fwd): a cache counts only under
+# the template hash it was timed with.
 # then (the ring phase, if the first call did not reach it: the loopback ring's overhead was
 # +11.3% at N=8 with the mma.sync kernel, which GQA 4 no longer selects on sm_90a) the wider matrix (head dims 64 and 256, 4K and 32K,
 # GQA 4, 8 and 16) and memcheck over the step and ring tests (202 s). The report, the logs'
