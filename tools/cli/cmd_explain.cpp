@@ -9,6 +9,7 @@
 #include "cache/workload.h"
 #include "cpgen/error.h"
 #include "generator/kernel_spec.h"
+#include "generator/template_files.h"
 #include "runtime/api/kernel_select.h"
 #include "runtime/ring/shapes.h"
 #include "tools/cli/cli_db.h"
@@ -85,10 +86,17 @@ void run(const ExplainOptions& o) {
                       {"db_used", last.database_used},
                       {"db_note", last.database_used ? json(nullptr) : json(last.database_note)},
                       {"device", last.device.gpu_name}, {"arch", last.device.arch},
-                      {"cache_dirs", searched}, {"cache_files", caches.files}, {"shapes", std::move(out)}}.dump(2) << "\n";
+                      {"cache_dirs", searched}, {"cache_files", caches.files},
+                      {"templates", template_files_dir().empty() ? "built in" : template_files_dir()},
+                      {"shapes", std::move(out)}}.dump(2) << "\n";
     return;
   }
   std::cout << "device " << last.device.gpu_name << " (" << last.device.arch << "), database " << last.database_text() << "\n";
+  // Tuned records and timed cache entries count only under the template hash they were timed
+  // with, so under another folder of templates they are passed over: say why.
+  if (!template_files_dir().empty())
+    std::cout << "templates " << template_files_dir()
+              << " (CPGEN_TEMPLATES_DIR): records and cache entries timed with other templates do not apply\n";
   std::cout << "pretuned caches searched:";
   if (caches.dirs.empty()) std::cout << " none";
   for (const SearchedDir& d : caches.dirs) std::cout << " " << d.path << (d.exists ? "" : " (absent)");
