@@ -70,29 +70,42 @@ template <int kMTiles, int kNTiles>
 CPGEN_DEVICE void online_softmax_tile(float (&s)[kMTiles][kNTiles][4], float (&row_max)[kMTiles][2],
                                       float (&row_sum)[kMTiles][2], float (&rescale)[kMTiles][2],
                                       float scale_log2) {
+  // The max and the sum of a row's 2 kNTiles values run as kChains independent chains, combined
+  // at the end: one chain is 2 kNTiles dependent FMNMX (or FADD) in the softmax's critical path
+  // (the 2026-11-28 H200 profile of the wgmma kernel had its FMNMX among the top stall sites),
+  // kChains of them a quarter as deep for kChains - 1 more registers each.
+  constexpr int kChains = kNTiles >= 4 ? 4 : kNTiles;
 #pragma unroll
   for (int mt = 0; mt < kMTiles; ++mt) {
 #pragma unroll
     for (int half = 0; half < 2; ++half) {
-      float raw_max = -positive_infinity();
+      // Each chain starts from its first pair (kChains <= kNTiles): no max with -inf or sum with
+      // 0 to start from, which ptxas may not fold away.
+      float chain_max[kChains];
 #pragma unroll
       for (int j = 0; j < kNTiles; ++j) {
-        raw_max = fmaxf(raw_max, fmaxf(s[mt][j][2 * half], s[mt][j][2 * half + 1]));
+        const float pair_max = fmaxf(s[mt][j][2 * half], s[mt][j][2 * half + 1]);
+        chain_max[j % kChains] = j < kChains ? pair_max : fmaxf(chain_max[j % kChains], pair_max);
       }
+      float raw_max = chain_max[0];
+#pragma unroll
+      for (int c = 1; c < kChains; ++c) raw_max = fmaxf(raw_max, chain_max[c]);
       // scale_log2 > 0, so the max of the scaled scores is the scaled max of the raw ones.
       const OnlineStep step = online_step(row_max[mt][half], quad_max(raw_max) * scale_log2);
       row_max[mt][half] = step.m;
       rescale[mt][half] = step.rescale;
-      float tile_sum = 0.0f;
+      float chain_sum[kChains];
 #pragma unroll
       for (int j = 0; j < kNTiles; ++j) {
-#pragma unroll
-        for (int e = 2 * half; e < 2 * half + 2; ++e) {
-          const float p = exp2_approx(fmaf(s[mt][j][e], scale_log2, -step.offset));
-          s[mt][j][e] = p;
-          tile_sum += p;
-        }
+        const float p0 = exp2_approx(fmaf(s[mt][j][2 * half], scale_log2, -step.offset));
+        const float p1 = exp2_approx(fmaf(s[mt][j][2 * half + 1], scale_log2, -step.offset));
+        s[mt][j][2 * half] = p0;
+        s[mt][j][2 * half + 1] = p1;
+        chain_sum[j % kChains] = j < kChains ? p0 + p1 : chain_sum[j % kChains] + (p0 + p1);
       }
+      float tile_sum = chain_sum[0];
+#pragma unroll
+      for (int c = 1; c < kChains; ++c) tile_sum += chain_sum[c];
       row_sum[mt][half] = row_sum[mt][half] * step.rescale + tile_sum;
     }
   }
