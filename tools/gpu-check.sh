@@ -83,10 +83,11 @@
 # wgmma/cuDNN should return to 6bd0c35's 0.93-0.99; persistent was 0.97-1.00 with the slower
 # order), then the forward tune again, whose export, made on the tree that ships it, goes to
 # caches/<gpu>-examples.json (a cache is used only under the template hash it was timed with).
-# Then (2026-11-28, CPU only, unmeasured) three kernel changes aimed at speed: both families start
+# Then (2026-11-28, CPU only, unmeasured) four kernel changes aimed at speed: both families start
 # a block from its running state instead of merging at the end (the ring's per-step tail), the
-# running max lags by up to 8 so the O rescale is skipped on almost every tile, and the wgmma
-# descriptors advance by one add per k-step. --ab e59b2ca times the templates before them in the
+# running max lags by up to 8 so the O rescale is skipped on almost every tile, the wgmma
+# descriptors advance by one add per k-step, and a row's tile max and sum run as four chains
+# instead of one. --ab e59b2ca times the templates before them in the
 # same call (wgmma plain and persistent, and the ring's target row; .gpudeps packed with
 # AB_REV=e59b2ca holds its kernels):
 #   run(command="tools/gpu-check.sh --budget 520 --only build,tests,wgmma,ring --ab e59b2ca
