@@ -38,6 +38,22 @@ struct alignas(8) FloatPair {
   float x, y;
 };
 
+// Where packed row `packed` of a (batch, kv head) pair keeps its running state (its row of m_state,
+// l_state and lse; o_state from state * head_dim) and where its output row starts (elements of
+// out). Both forward families load and store the state through it.
+struct RowPlace {
+  long long state;
+  long long out;
+};
+template <int kGroup>
+CPGEN_DEVICE RowPlace row_place(const RingFwdParams& params, int batch, int kv_head, int packed) {
+  const PackedRow pr = unpack_row(packed, kGroup);
+  const int head = kv_head * kGroup + pr.head_in_group;
+  return {state_row(batch, params.q_heads, head, state_pitch(params.state_len, params.q_len), pr.query_index),
+          batch * params.out_batch_stride + head * params.out_head_stride +
+              static_cast<long long>(pr.query_index) * params.out_row_stride};
+}
+
 // Where a CTA works: grid.x enumerates blocks of kBlockM packed rows (query_block: the last one
 // first), (grid.y, grid.z) the (batch, kv head) pairs, folded (layout.cuh); pair = batch *
 // kv_heads + kv head.
@@ -307,9 +323,7 @@ CPGEN_DEVICE void ring_fwd_step(const RingFwdParams& params) {
         row_sum[mt][half] = 0.0f;
         const int packed = at.first_packed + warp_row0 + mt * 16 + acc_row(lane, 2 * half);
         if (params.is_first_step || packed >= params.q_len * kGroup) continue;
-        const PackedRow pr = unpack_row(packed, kGroup);
-        const long long row = state_row(at.batch, params.q_heads, at.kv_head * kGroup + pr.head_in_group,
-                                        state_pitch(params.state_len, params.q_len), pr.query_index);
+        const long long row = row_place<kGroup>(params, at.batch, at.kv_head, packed).state;
         row_max[mt][half] = load_global(params.m_state + row);
         if (lane % 4 == 0) row_sum[mt][half] = load_global(params.l_state + row);
         const float* o_state = params.o_state + row * kHeadDim;
@@ -524,16 +538,12 @@ CPGEN_DEVICE void ring_fwd_step(const RingFwdParams& params) {
       const int packed = at.first_packed + warp_row0 + mt * 16 + acc_row(lane, 2 * half);
       const float l = quad_sum(row_sum[mt][half]);  // every lane of the quad takes part
       if (packed >= packed_rows) continue;
-      const PackedRow pr = unpack_row(packed, kGroup);
-      const int head = at.kv_head * kGroup + pr.head_in_group;
-      const long long row = state_row(at.batch, params.q_heads, head, state_pitch(params.state_len, params.q_len),
-                                      pr.query_index);
+      const RowPlace place = row_place<kGroup>(params, at.batch, at.kv_head, packed);
+      const long long row = place.state;
       const float m = row_max[mt][half];
       if (params.is_last_step) {
         const float inv_l = output_scale(l);
-        char* out_row = static_cast<char*>(params.out) +
-                        (at.batch * params.out_batch_stride + head * params.out_head_stride +
-                         static_cast<long long>(pr.query_index) * params.out_row_stride) * 2;
+        char* out_row = static_cast<char*>(params.out) + place.out * 2;
 #pragma unroll
         for (int d = 0; d < kOutputTiles; ++d) {
           const int col = d * 8 + acc_col(lane, 0);

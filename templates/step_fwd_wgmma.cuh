@@ -197,14 +197,12 @@ CPGEN_DEVICE void wgmma_fwd_load_state(const RingFwdParams& params, int batch, i
   row_max[0] = row_max[1] = -positive_infinity();
   row_sum[0] = row_sum[1] = 0.0f;
   if (params.is_first_step) return;
-  const int pitch = state_pitch(params.state_len, params.q_len);
   const int lane = threadIdx.x % 32;
 #pragma unroll
   for (int half = 0; half < 2; ++half) {
     const int packed = row0 + acc_row(lane, 2 * half);
     if (packed >= params.q_len * kGroup) continue;
-    const PackedRow pr = unpack_row(packed, kGroup);
-    const long long row = state_row(batch, params.q_heads, kv_head * kGroup + pr.head_in_group, pitch, pr.query_index);
+    const long long row = row_place<kGroup>(params, batch, kv_head, packed).state;
     row_max[half] = load_global(params.m_state + row);
     if (lane % 4 == 0) row_sum[half] = load_global(params.l_state + row);
     const float* o_state = params.o_state + row * kHeadDim;
@@ -230,7 +228,6 @@ CPGEN_DEVICE void wgmma_fwd_store_state(const RingFwdParams& params, int batch, 
   constexpr int kGroup = Traits::kGroup;
   constexpr int kHeadDim = Traits::kHeadDim;
   const int packed_rows = params.q_len * kGroup;
-  const int pitch = state_pitch(params.state_len, params.q_len);
   const int lane = threadIdx.x % 32;
   const bool quad_leader = lane % 4 == 0;
   // Every lane of a quad read the row's m (and the leader its l) in wgmma_fwd_load_state; the
@@ -242,14 +239,11 @@ CPGEN_DEVICE void wgmma_fwd_store_state(const RingFwdParams& params, int batch, 
     const int packed = row0 + acc_row(lane, 2 * half);
     const float l = quad_sum(row_sum[half]);  // every lane of the quad takes part
     if (packed >= packed_rows) continue;
-    const PackedRow pr = unpack_row(packed, kGroup);
-    const int head = kv_head * kGroup + pr.head_in_group;
-    const long long row = state_row(batch, params.q_heads, head, pitch, pr.query_index);
+    const RowPlace place = row_place<kGroup>(params, batch, kv_head, packed);
+    const long long row = place.state;
     if (params.is_last_step) {
       const float inv_l = output_scale(l);
-      const long long out_offset = batch * params.out_batch_stride + head * params.out_head_stride +
-                                   static_cast<long long>(pr.query_index) * params.out_row_stride;
-      char* out_row = static_cast<char*>(params.out) + out_offset * 2;
+      char* out_row = static_cast<char*>(params.out) + place.out * 2;
 #pragma unroll
       for (int j = 0; j < kHeadDim / 8; ++j) {
         const int col = 8 * j + acc_col(lane, 0);
