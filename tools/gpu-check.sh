@@ -8,7 +8,7 @@
 #   tools/gpu-check.sh [--only P,P..] [--skip P,P..] [--budget SECONDS] [--deps DIR]
 #                      [--build-dir DIR] [--report FILE] [--kernels-args "..."] [--full-matrix]
 #                      [--cpu-tests] [--tune-candidates N] [--tune-only fwd|bwd] [--list-cpu-only]
-#                      [--ab REV]
+#                      [--ab REV[,REV...]]
 #
 # Phases, in this order (default: all of them; --only takes them in the order it names them):
 #   build     configure and build (incremental: a warm machine keeps build-gpu/)
@@ -39,12 +39,18 @@
 #             <gpu>-examples.json (copied to $OUT)
 # A phase that needs binaries builds first when the build phase did not run in this call.
 #
-# --ab REV: a same-call A/B of a template change. The wgmma phase also times the plain and the
-# persistent launch compiled from REV's templates (git archive REV templates, handed to
-# bench/kernels.py --templates) and joins this tree's rows with them; the ring phase also runs its
-# target row (N=8) on REV's templates. Each side is its own kernels.py process with its own SDPA
-# timings, so the vs-cuDNN columns are the comparison; the kernels of REV compile on the machine
-# (the pack holds this tree's).
+# --ab REV[,REV...]: a same-call A/B of template changes. For each REV, in the order given, the
+# wgmma phase also times the plain and the persistent launch compiled from REV's templates
+# (tools/templates-at.sh, handed to bench/kernels.py --templates) and joins this tree's rows with
+# them; then one table puts every REV and this tree side by side (bench/compare_rows.py --many),
+# with each column's mean ratio to cuDNN, so that one call bisects a stack of changes. The ring
+# phase also runs its target row (N=8) on each REV's templates while the budget lasts. Each side
+# is its own kernels.py process with its own SDPA timings, so the vs-cuDNN columns are the
+# comparison. A REV whose params*.cuh differ from this tree's is refused before anything runs (the
+# host passes this tree's parameters). The kernels of a REV compile on the machine unless the pack
+# holds them (tools/pack-gpu-deps.sh with AB_REV= the same list). Each REV adds about 30 s to the
+# wgmma phase (two runs of 8 configurations, 14 s each on the 2026-11-28 H200) and about 30 s to
+# the ring phase.
 #
 # --budget SECONDS: the time this call may take (default 570 under the device tool, which stops
 # a command at 600; no limit elsewhere). A phase that cannot start with enough of it left is
@@ -87,15 +93,22 @@
 # a block from its running state instead of merging at the end (the ring's per-step tail), the
 # running max lags by up to 8 so the O rescale is skipped on almost every tile, the wgmma
 # descriptors advance by one add per k-step, and a row's tile max and sum run as four chains
-# instead of one. --ab e59b2ca times the templates before them in the
-# same call (wgmma plain and persistent, and the ring's target row; .gpudeps packed with
-# AB_REV=e59b2ca holds its kernels):
-#   run(command="tools/gpu-check.sh --budget 520 --only build,tests,wgmma,ring --ab e59b2ca
+# instead of one. --ab with four commits times them one by one in the same call: e59b2ca (before
+# all four), 3360f1e (the wgmma state start), 957337c (the lagging max; its parent also holds the
+# mma.sync state start, which only the mma.sync kernels use), 0432e3b (the descriptor advance);
+# the tree adds the four chains. The wgmma phase's A/B table sets their ratios to cuDNN side by
+# side, the ring phase runs its target row on each while the budget lasts (e59b2ca first), and
+# .gpudeps packed with AB_REV=e59b2ca,3360f1e,957337c,0432e3b holds their kernels (about 8
+# minutes here):
+#   run(command="tools/gpu-check.sh --budget 520 --only build,tests,wgmma,ring
+#       --ab e59b2ca,3360f1e,957337c,0432e3b
 #       --kernels-args '--dtypes bf16,fp16 --head-dims 128 --lengths 8192,16384 --gqa 1'",
 #       carry=[".gpudeps"], timeout_s=570)
-# Keep what the vs-cuDNN columns show faster, revert the rest (one commit each), pack again, and
-# only then tune for the cache to ship (--only tune --tune-only fwd): a cache counts only under
-# the template hash it was timed with.
+# Keep each change whose column moves the mean ratio up past the noise (cuDNN's own TFLOP/s for
+# one configuration moved by up to 2% between the wgmma-family runs of the 2026-11-28 H200 call,
+# by 4% beside its mma.sync run), revert the rest (one commit each), pack again, and only then
+# tune for the cache to ship (--only tune --tune-only fwd): a cache counts only under the
+# template hash it was timed with.
 # then (the ring phase, if the first call did not reach it: the loopback ring's overhead was
 # +11.3% at N=8 with the mma.sync kernel, which GQA 4 no longer selects on sm_90a) the wider matrix (head dims 64 and 256, 4K and 32K,
 # GQA 4, 8 and 16) and memcheck over the step and ring tests (202 s). The report, the logs'
@@ -127,7 +140,8 @@ KERNELS_ARGS=""
 FULL_MATRIX=0
 TUNE_CANDIDATES=24
 TUNE_ONLY=""
-AB_REV=""
+AB_REVS=()  # --ab, in the order given
+AB_DIRS=()  # their templates, made before the first phase
 # The test families that never touch a GPU and cost the most CPU time (the NVRTC compile matrices
 # and SASS checks, the emulator's runs, the large planning and clone checks: about 510 of the 1065
 # test-seconds of the H200's tests phase on 2026-11-27). Every CPU session and CI run them; the
@@ -156,7 +170,7 @@ while [ $# -gt 0 ]; do
     --full-matrix) FULL_MATRIX=1; CPU_TESTS=1; shift ;;
     --cpu-tests) CPU_TESTS=1; shift ;;
     --list-cpu-only) echo "$CPU_ONLY_TESTS"; exit 0 ;;
-    --ab) AB_REV=${2:-}; shift 2 ;;
+    --ab) IFS=, read -r -a AB_REVS <<<"${2:-}"; [ -n "${2:-}" ] || usage_error "--ab needs a commit"; shift 2 ;;
     -h|--help) sed -n '2,/^set -uo/p' "$0" | sed '$d'; exit 0 ;;
     *) usage_error "unknown argument '$1'" ;;
   esac
@@ -169,8 +183,9 @@ done
   usage_error "--tune-candidates '$TUNE_CANDIDATES': a whole number of candidates per workload (0: all)"
 [[ -z "$TUNE_ONLY" || "$TUNE_ONLY" == fwd || "$TUNE_ONLY" == bwd ]] ||
   usage_error "--tune-only '$TUNE_ONLY': fwd or bwd (default: both directions)"
-[ -z "$AB_REV" ] || git -C "$ROOT" rev-parse --verify -q "$AB_REV^{commit}" >/dev/null ||
-  usage_error "--ab '$AB_REV': not a commit of this checkout"
+for rev in "${AB_REVS[@]}"; do
+  git -C "$ROOT" rev-parse --verify -q "$rev^{commit}" >/dev/null || usage_error "--ab '$rev': not a commit of this checkout"
+done
 [ -z "$BUDGET" ] && { [ -n "${OUT:-}" ] && BUDGET=570 || BUDGET=0; }
 # --only runs its phases in the order it names them (a one-call session puts first what matters
 # most), the build always first; otherwise every phase not skipped runs, in ALL_PHASES order.
@@ -188,6 +203,14 @@ START=$(date +%s)
 [ -z "$DEPS" ] && [ -d "$ROOT/.gpudeps" ] && DEPS=$ROOT/.gpudeps
 mkdir -p "$BUILD"
 BUILD=$(cd "$BUILD" && pwd)
+# --ab: each REV's templates in $BUILD/templates-ab/N (kept across calls while N names the same
+# commit), before any phase spends the budget: a REV whose parameters differ stops the call here.
+for i in "${!AB_REVS[@]}"; do
+  dir=$("$ROOT/tools/templates-at.sh" "${AB_REVS[$i]}" "$BUILD/templates-ab/$((i + 1))" 2>"$BUILD/templates-at.err") ||
+    usage_error "--ab: $(sed 's/^templates-at: //' "$BUILD/templates-at.err")"
+  AB_DIRS+=("$dir")
+done
+rm -f "$BUILD/templates-at.err"
 if [ -z "${CPGEN_VECTORS_DIR:-}" ]; then
   if [ -n "$DEPS" ] && [ -f "$DEPS/vectors.tar.xz" ] && [ ! -f "$BUILD/vectors/partitions.json" ]; then
     mkdir -p "$BUILD/vectors" && tar -C "$BUILD/vectors" -xJf "$DEPS/vectors.tar.xz"
@@ -549,17 +572,21 @@ variant_bench() {
   join_section "$name" "$status" "$title" "$base" "$other" "$join"
   echo "$status"
 }
-# ab_templates: REV's templates (--ab) in $BUILD/templates-ab, once per call; prints the folder, or
-# nothing (and a line on stderr) when they cannot be had.
-ab_templates() {
-  local dir=$BUILD/templates-ab
-  if [ ! -f "$dir/.rev" ] || [ "$(cat "$dir/.rev")" != "$AB_REV" ]; then
-    rm -rf "$dir" && mkdir -p "$dir" &&
-      git -C "$ROOT" archive "$AB_REV" templates | tar -x -C "$dir" --strip-components=1 &&
-      echo "$AB_REV" >"$dir/.rev" ||
-      { echo "gpu-check: --ab: cannot extract the templates of $AB_REV" >&2; rm -rf "$dir"; return 0; }
-  fi
-  echo "$dir"
+# ab_summary KIND TREE: every --ab REV's KIND run (ab-KIND-N.jsonl) and this tree's (TREE.jsonl)
+# side by side (bench/compare_rows.py --many), appended to the wgmma phase's section.
+ab_summary() {
+  local kind=$1 tree=$2 i runs=()
+  for i in "${!AB_REVS[@]}"; do
+    [ -f "$LOGS/ab-$kind-$((i + 1)).jsonl" ] && runs+=("${AB_REVS[$i]}=$LOGS/ab-$kind-$((i + 1)).jsonl")
+  done
+  [ -f "$LOGS/$tree.jsonl" ] && runs+=("tree=$LOGS/$tree.jsonl")
+  {
+    echo
+    echo "### A/B, the $kind launch: each --ab commit's templates and this tree's, ratio to cuDNN (TFLOP/s)"
+    echo
+    if [ ${#runs[@]} -ge 2 ]; then python3 "$ROOT/bench/compare_rows.py" --many "${runs[@]}" 2>&1
+    else echo "(fewer than two runs finished: nothing to set side by side)"; fi
+  } >>"$LOGS/phases/wgmma.md"
 }
 phase_wgmma() {
   gpu_phase wgmma 90 || return 0
@@ -588,19 +615,22 @@ phase_wgmma() {
     pingpong=$(variant_bench pingpong "$PINGPONG_PIN" wgmma pingpong "The ping-pong variant (\`_pingpong\`)" \
       "Ping-pong (other) against the plain family (base):" --head-dims 128)
   fi
-  local ab="" ab_dir
-  if [ -n "$AB_REV" ] && [ -z "$skip" ]; then
-    ab_dir=$(ab_templates)
-    if [ -n "$ab_dir" ]; then
-      ab="; A/B against $AB_REV's templates: plain $(variant_bench ab-plain "$WGMMA_PIN" ab-plain wgmma \
-        "The plain launch compiled from $AB_REV's templates (\`--ab\`)" \
-        "This tree (other) against $AB_REV's templates (base); compare the two vs-cuDNN columns:" --templates "$ab_dir")"
-      ab="$ab, persistent $(variant_bench ab-persistent "$PERSISTENT_PIN" ab-persistent persistent \
-        "The persistent launch compiled from $AB_REV's templates (\`--ab\`)" \
-        "This tree's persistent launch (other) against $AB_REV's (base):" --head-dims 128 --templates "$ab_dir")"
-    else
-      ab="; A/B: not run (no templates of $AB_REV)"
-    fi
+  local ab="" i rev
+  if [ ${#AB_REVS[@]} -gt 0 ] && [ -z "$skip" ]; then
+    # An earlier call's A/B runs (a warm machine keeps the logs) must not enter this call's table.
+    rm -f "$LOGS"/ab-plain-*.jsonl "$LOGS"/ab-persistent-*.jsonl
+    for i in "${!AB_REVS[@]}"; do
+      rev=${AB_REVS[$i]}
+      ab="$ab; A/B $rev: plain $(variant_bench "ab-plain-$((i + 1))" "$WGMMA_PIN" "ab-plain-$((i + 1))" wgmma \
+        "The plain launch compiled from $rev's templates (\`--ab\`)" \
+        "This tree (other) against $rev's templates (base); compare the two vs-cuDNN columns:" \
+        --templates "${AB_DIRS[$i]}")"
+      ab="$ab, persistent $(variant_bench "ab-persistent-$((i + 1))" "$PERSISTENT_PIN" "ab-persistent-$((i + 1))" \
+        persistent "The persistent launch compiled from $rev's templates (\`--ab\`)" \
+        "This tree's persistent launch (other) against $rev's (base):" --head-dims 128 --templates "${AB_DIRS[$i]}")"
+    done
+    ab_summary plain wgmma
+    ab_summary persistent persistent
   fi
   phase_status wgmma "$plain; ping-pong: $pingpong; persistent: $persistent$ab"
   return 0
@@ -659,15 +689,17 @@ phase_ring() {
   verdict="$(grep -E '^target' "$LOGS/ring.log" | tail -1); $(grep -c '^ring_overhead: row [0-9]* failed' "$LOGS/ring.log") rows failed"
   phase_status ring "${verdict:-no verdict}$([ $rc = 124 ] || [ $rc = 137 ] && echo '; STOPPED by the budget')"
   [ -f "$LOGS/ring-overhead.md" ] && sed 's/^# /### /' "$LOGS/ring-overhead.md" >"$LOGS/phases/ring.md"
-  # --ab: the target row (N=8) once more, on REV's templates, right after this tree's.
-  local ab_dir
-  if [ -n "$AB_REV" ] && [ "$(left)" -gt 60 ] && ab_dir=$(ab_templates) && [ -n "$ab_dir" ]; then
-    run ring-ab env CPGEN_TEMPLATES_DIR="$ab_dir" "$BUILD/cpgen" bench --shape "$RING_TARGET_SHAPE" --ranks 8 \
-      --iters 20 --warmup 5
+  # --ab: the target row (N=8) once more on each REV's templates, right after this tree's, while
+  # the budget lasts.
+  local i
+  for i in "${!AB_REVS[@]}"; do
+    [ "$(left)" -gt 60 ] || break
+    run "ring-ab-$((i + 1))" env CPGEN_TEMPLATES_DIR="${AB_DIRS[$i]}" "$BUILD/cpgen" bench --shape "$RING_TARGET_SHAPE" \
+      --ranks 8 --iters 20 --warmup 5
     rc=$?
-    { echo; echo "### The target row on $AB_REV's templates (\`--ab\`, exit $rc)"; echo
-      grep -v '^$' "$LOGS/ring-ab.log" | tail -12 | sed 's/^/    /'; } >>"$LOGS/phases/ring.md"
-  fi
+    { echo; echo "### The target row on ${AB_REVS[$i]}'s templates (\`--ab\`, exit $rc)"; echo
+      grep -v '^$' "$LOGS/ring-ab-$((i + 1)).log" | tail -12 | sed 's/^/    /'; } >>"$LOGS/phases/ring.md"
+  done
   # The same target shape as a whole loopback ring against SDPA on the full sequence (issue 14,
   # point 4), N = 1 being one kernel launch.
   if [ "$(left)" -gt 60 ]; then

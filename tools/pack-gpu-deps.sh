@@ -13,9 +13,10 @@
 # on 2 cores). gpu-check unpacks them into its kernel store: under the same NVRTC the GPU machine
 # finds them and compiles only the rest, minutes of device time otherwise spent in NVRTC. Made
 # from the templates as they are now: after a template change, pack again. --no-kernels leaves
-# them out. AB_REV=REV adds the kernels gpu-check --ab REV times from REV's templates (the wgmma
-# plain and persistent launches at head dim 128, GQA 1, and the ring target's GQA 4 kernel),
-# compiled with CPGEN_TEMPLATES_DIR holding them, so that A/B compiles nothing on the GPU either.
+# them out. AB_REV=REV[,REV...] adds the kernels gpu-check --ab with the same list times from
+# each REV's templates (the wgmma plain and persistent launches at head dim 128, GQA 1, and the
+# ring target's GQA 4 kernel: 9 per REV), compiled with CPGEN_TEMPLATES_DIR holding them
+# (tools/templates-at.sh), so that the A/B compiles nothing on the GPU either.
 #
 #   tools/pack-gpu-deps.sh [--no-kernels] [DEST [VECTORS]]   # on the dev machine
 #   tools/gpu-check.sh --deps .gpudeps        # on the GPU machine (the default when .gpudeps exists)
@@ -59,6 +60,14 @@ if [ $KERNELS = 1 ] && [ ! -x "$CPGEN" ]; then
 elif [ $KERNELS = 1 ]; then
   work=$(mktemp -d)
   trap 'rm -rf "$work"' EXIT
+  # AB_REV's templates first: a commit refused (tools/templates-at.sh says why) stops the pack
+  # before minutes of compiling.
+  revs=()
+  [ -n "${AB_REV:-}" ] && IFS=, read -r -a revs <<<"$AB_REV"
+  for i in "${!revs[@]}"; do
+    "$ROOT/tools/templates-at.sh" "${revs[$i]}" "$work/ab-$i" >/dev/null ||
+      { echo "pack-gpu-deps: AB_REV: ${revs[$i]} refused" >&2; exit 1; }
+  done
   start=$(date +%s)
   # CUDA_VISIBLE_DEVICES empty: compile only, even on a machine with a GPU.
   CUDA_VISIBLE_DEVICES= "$CPGEN" compile --defaults --arch sm_90a --store "$work/store" >"$work/compile.log" 2>&1 ||
@@ -69,17 +78,17 @@ elif [ $KERNELS = 1 ]; then
       { echo "pack-gpu-deps: cpgen tune (compile only) failed on $f:" >&2; tail -5 "$work/tune.log" >&2; exit 1; }
   done
   ab=""
-  if [ -n "${AB_REV:-}" ]; then
-    mkdir -p "$work/ab"
-    git -C "$ROOT" archive "$AB_REV" templates | tar -x -C "$work/ab" --strip-components=1 ||
-      { echo "pack-gpu-deps: AB_REV=$AB_REV: cannot extract its templates" >&2; exit 1; }
-    for spec in ring_fwd_wgmma_{bf16,fp16}_hd128_{causal,full}_gqa1_bm128_bn128_c2_s2{,_persistent} \
-                ring_fwd_wgmma_bf16_hd128_causal_gqa4_bm128_bn128_c2_s2; do
-      CUDA_VISIBLE_DEVICES= CPGEN_TEMPLATES_DIR="$work/ab" "$CPGEN" compile --spec "$spec" --arch sm_90a \
-        --store "$work/store" >>"$work/ab.log" 2>&1 ||
-        { echo "pack-gpu-deps: AB_REV=$AB_REV: $spec failed:" >&2; tail -5 "$work/ab.log" >&2; exit 1; }
+  if [ ${#revs[@]} -gt 0 ]; then
+    for i in "${!revs[@]}"; do
+      rev=${revs[$i]}
+      for spec in ring_fwd_wgmma_{bf16,fp16}_hd128_{causal,full}_gqa1_bm128_bn128_c2_s2{,_persistent} \
+                  ring_fwd_wgmma_bf16_hd128_causal_gqa4_bm128_bn128_c2_s2; do
+        CUDA_VISIBLE_DEVICES= CPGEN_TEMPLATES_DIR="$work/ab-$i" "$CPGEN" compile --spec "$spec" --arch sm_90a \
+          --store "$work/store" >>"$work/ab.log" 2>&1 ||
+          { echo "pack-gpu-deps: AB_REV: $rev: $spec failed:" >&2; tail -5 "$work/ab.log" >&2; exit 1; }
+      done
     done
-    ab=", and gpu-check --ab $AB_REV's 9 kernels from that commit's templates"
+    ab=", and the 9 kernels gpu-check --ab $AB_REV times from each of those commits' templates"
   fi
   count=$(find "$work/store" -maxdepth 1 -name '*.cpgenk' | wc -l)
   (cd "$work/store" && find . -maxdepth 1 -name '*.cpgenk' -print0 | tar --null -T - -cJf "$DEST/kernels.tar.xz")

@@ -87,10 +87,11 @@ TEST_F(GpuCheck, ABudgetThatIsNotSecondsIsRefused) {
   EXPECT_FALSE(fs::exists(report()));
 }
 
-// --ab REV names the revision whose templates the wgmma and ring phases compare with: one that
-// is not a commit here is one line, exit 2, before anything runs.
+// --ab REV[,REV...] names the revisions whose templates the wgmma and ring phases compare with:
+// any one that is not a commit here is one line, exit 2, before anything runs.
+// (tests/tools/templates_at_test.cpp: a commit whose parameters differ is refused too.)
 TEST_F(GpuCheck, AnAbRevisionThatIsNoCommitIsRefused) {
-  const ScriptRun r = check("--ab no-such-revision --only wgmma");
+  const ScriptRun r = check("--ab HEAD,no-such-revision --only wgmma");
   EXPECT_EQ(r.code, 2);
   EXPECT_EQ(r.output, "gpu-check: --ab 'no-such-revision': not a commit of this checkout (see --help)\n");
   EXPECT_FALSE(fs::exists(report()));
