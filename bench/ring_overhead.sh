@@ -39,9 +39,13 @@ lines = [f"# Ring overhead on {gpu or 'unknown GPU'} ({datetime.datetime.now(dat
          "Loopback ring of N virtual ranks on one GPU against one attention of the same total work",
          "(cpgen's own kernel, cp_size 1). Useful FLOPs count 4 x head_dim per visible (query, key) pair.",
          "Target: overhead < 5% at seq 32K, N=8, causal zigzag, bf16, hd 128.", "",
-         "| shape | N | kernel | step TFLOP/s | ring ms | ring TFLOP/s | single ms | single TFLOP/s | overhead | check |",
-         "|---|---|---|---|---|---|---|---|---|---|"]
+         "Steps alone: every (rank, step) launch of the ring timed by itself, one after another; against",
+         "single ms it is what the per-step kernels cost over one kernel, and ring ms against it is what",
+         "running the ranks' launches and copies together costs (above 1) or saves (below 1).", "",
+         "| shape | N | kernel | step TFLOP/s | ring ms | ring TFLOP/s | single ms | single TFLOP/s | overhead | steps alone ms | steps alone / single | ring / steps alone | check |",
+         "|---|---|---|---|---|---|---|---|---|---|---|---|---|"]
 verdict = "target row missing"
+types = []
 for i in range(n):
     cmd = open(f"{tmp}/{i}.cmd").read().strip()
     target = open(f"{tmp}/{i}.target").read().strip() == "yes"
@@ -49,18 +53,32 @@ for i in range(n):
         r = json.load(open(f"{tmp}/{i}.json"))
     except Exception:
         err = open(f"{tmp}/{i}.err").read().strip().splitlines()
-        lines.append(f"| `{cmd}` | | failed: {err[-1] if err else 'no output'} | | | | | | | |")
+        lines.append(f"| `{cmd}` | | failed: {err[-1] if err else 'no output'} | | | | | | | | | | |")
         if target: verdict = "target row FAILED to run"
         continue
     check = "ok" if r["check"]["passed"] else f"FAILED ({r['check']['out_rel_error']:.2e})"
+    alone = r.get("steps_alone_ms") or 0
+    split = (f"{alone:.3f} | {alone / r['single_ms']:.3f} | {r['ring_ms'] / alone:.3f}" if alone > 0
+             else f"{r.get('steps_note') or 'not timed'} | | ")
     lines.append(f"| {r['shape']} | {r['ranks']} | {r['kernel']} | {r['step_tflops']:.1f} | {r['ring_ms']:.3f} | "
                  f"{r['ring_tflops']:.1f} | {r['single_ms']:.3f} | {r['single_tflops']:.1f} | "
-                 f"{100*r['overhead']:+.2f}% | {check} |")
+                 f"{100*r['overhead']:+.2f}% | {split} | {check} |")
+    types.append((r, target))
     if target and not r["check"]["passed"]:
         verdict = "target row's check FAILED: its overhead means nothing"
     elif target:
         verdict = ("target MET" if r["overhead"] < 0.05 else "target MISSED") + f": overhead {100*r['overhead']:+.2f}%"
-lines += ["", f"**{verdict}**", "", "Commands:", ""]
+lines += ["", f"**{verdict}**", ""]
+# The steps alone by type, for the target row (and the others when they have them).
+for r, target in types:
+    if not r.get("step_types"):
+        continue
+    lines += [f"Steps alone, {r['shape']}, N={r['ranks']}{' (the target row)' if target else ''}:", "",
+              "| step type | launches | ms | ms per launch | kernel |", "|---|---|---|---|---|"]
+    lines += [f"| {t['step_type']} | {t['launches']} | {t['ms']:.3f} | {t['ms'] / t['launches']:.3f} | {t['kernel']} |"
+              for t in r["step_types"]]
+    lines.append("")
+lines += ["Commands:", ""]
 lines += [f"    {open(f'{tmp}/{i}.cmd').read().strip()}" for i in range(n)]
 open(report, "w").write("\n".join(lines) + "\n")
 print(verdict)

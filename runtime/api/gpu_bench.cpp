@@ -16,7 +16,9 @@
 #include "runtime/cuda/module.h"
 #include "runtime/ring/partition.h"
 #include "runtime/ring/reference.h"
+#include "runtime/ring/schedule.h"
 #include "runtime/ring/vectors.h"
+#include "cache/workload.h"
 #include "tuner/event_timing.h"
 #include "tuner/sample_stats.h"
 
@@ -45,6 +47,56 @@ std::vector<int64_t> iota_positions(int64_t n) {
   std::vector<int64_t> p(n);
   for (int64_t i = 0; i < n; ++i) p[i] = i;
   return p;
+}
+
+// Every (rank, step) launch of the forward ring alone, in the ring's order for each rank (so each
+// merges into the state the rank's earlier steps left), on the chunk the exchange would have put
+// in its slot: the source rank's own K and V, copied in first. A backend of its own per rank, on
+// the ring's kernels per step type.
+void time_steps_alone(const Problem& p, const RingAttention& ring, const std::vector<DeviceShard>& shards,
+                      const std::vector<ShardPointers>& pointers, CUstream stream, const BenchOptions& o,
+                      BenchResult& r) {
+  std::vector<std::pair<StepType, KernelSpec>> per_step;
+  for (const StepKernelChoice& c : ring.step_kernels())
+    per_step.push_back({parse_step_type(c.step_type), KernelSpec::parse(c.kernel_uri)});
+  StepKernel kernel(per_step, device_arch(ring.device()), ring.device());
+  GpuDevice gpu(ring.device(), kernel);
+  gpu.set_stream(stream);
+  RingPositions positions(p, gpu);
+  const int n = static_cast<int>(p.cp_size);
+  for (int rank = 0; rank < n; ++rank) {
+    KernelRingBackend backend(p, rank, gpu, positions);
+    const ShardPointers& sp = pointers[rank];
+    backend.bind({sp.q, sp.k, sp.v, sp.out, sp.lse});
+    backend.forward_begin();
+    for (int s = 0; s < n; ++s) {
+      RingStep step;
+      step.step = s;
+      step.kv_slot = s % 2;
+      step.kv_rank = kv_source_rank(rank, s, n);
+      step.is_first = s == 0;
+      step.is_last = s == n - 1;
+      if (!backend.launches_forward(step)) continue;
+      if (s > 0) {
+        const std::vector<BufferView> slot = backend.kv_buffers(step.kv_slot);
+        const DeviceShard& source = shards[step.kv_rank];
+        gpu.copy(slot.at(0).data, source.k.as<void>(), std::min(slot.at(0).bytes, source.k.bytes()));
+        gpu.copy(slot.at(1).data, source.v.as<void>(), std::min(slot.at(1).bytes, source.v.bytes()));
+      }
+      const double ms = time_ms(stream, o.warmup, o.iterations, [&] { backend.forward_step(step); });
+      const StepType type = step_type_at(p, rank, s);
+      const std::string name(step_type_name(type));
+      auto it = std::find_if(r.step_types.begin(), r.step_types.end(),
+                             [&](const StepTypeTimes& t) { return t.step_type == name; });
+      if (it == r.step_types.end()) {
+        r.step_types.push_back({name, kernel.spec(type).uri(), 0, 0});
+        it = r.step_types.end() - 1;
+      }
+      ++it->launches;
+      it->ms += ms;
+      r.steps_alone_ms += ms;
+    }
+  }
 }
 
 }  // namespace
@@ -212,6 +264,17 @@ BenchResult bench_loopback(const Problem& p, const BenchOptions& o) {
     const std::vector<int64_t> own = partition_positions(p.scheme, s, n, 0);
     r.step_flops = per_pair * visible_pairs(own, own, p.causal);
     r.step_tflops = r.step_flops / (r.step_ms * 1e-3) / 1e12;
+  }
+
+  // Each launch of the ring alone. A failure here leaves the rest of the benchmark standing: the
+  // breakdown is a diagnosis, the figures above and below are the results.
+  try {
+    time_steps_alone(p, ring, shards, pointers, stream.get(), o, r);
+  } catch (const Error& e) {
+    r.steps_alone_ms = 0;
+    r.step_types.clear();
+    r.steps_note = std::string("not timed: ") + e.what();
+    if (e.kind() == ErrorKind::kCuda) throw;  // the context may be unusable for what follows
   }
 
   // Backward: on the forward's out and lse as the last forward left them (the inputs are the

@@ -1,6 +1,7 @@
 // The GPU ring benchmark behind `cpgen bench`: times the forward step kernel alone, the whole
-// loopback ring forward, backward and forward + backward, and one single-GPU attention of the
-// same total work run by cpgen's own kernel (cp_size 1), and checks the ring's output against the
+// loopback ring forward, every (rank, step) launch of that ring alone, the ring backward and
+// forward + backward, and one single-GPU attention of the same total work run by cpgen's own
+// kernel (cp_size 1), and checks the ring's output against the
 // float64 CPU reference on a slice of rows. Backward TFLOP/s count 2.5x the forward's useful
 // FLOPs, as FlashAttention reports them (the backward's five tile GEMMs against the forward's
 // two); the backward's numbers are checked by `cpgen verify`, the bench only checks that every
@@ -25,6 +26,14 @@ struct BenchOptions {
   uint32_t seed = 1;
 };
 
+// The forward ring's launches of one step type, each timed alone (bench_loopback).
+struct StepTypeTimes {
+  std::string step_type;  // step_type_name: "diagonal", "zigzag-q-half", ...
+  std::string kernel_uri;
+  int launches = 0;       // the (rank, step) pairs of this type that launch a kernel
+  double ms = 0;          // the sum of their medians
+};
+
 struct BenchResult {
   std::string kernel_uri, config_source;
   double useful_flops = 0;          // 4 * head_dim per visible (query, key) pair, all heads
@@ -34,6 +43,13 @@ struct BenchResult {
   double step_flops = 0;            // useful FLOPs of that step
   double ring_tflops = 0, single_tflops = 0, step_tflops = 0;
   double overhead = 0;              // ring_ms / single_ms - 1
+  // Where the overhead comes from: every (rank, step) launch of the forward ring timed alone, one
+  // after another, on the chunk the ring hands it (loopback only). Their sum against single_ms is
+  // what the per-step kernels cost over one kernel (smaller launches, the state's traffic); ring_ms
+  // against their sum is what running the ranks' launches and copies together costs or saves.
+  double steps_alone_ms = 0;        // 0 when not timed (steps_note says why)
+  std::vector<StepTypeTimes> step_types;  // by first launch in (rank, step) order
+  std::string steps_note;
   std::string backward_kernel_uri;  // ring step 0's backward kernel
   double backward_ms = 0;           // median of the whole backward ring
   double fwd_bwd_ms = 0;            // median of a forward ring then a backward ring

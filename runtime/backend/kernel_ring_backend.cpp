@@ -287,11 +287,15 @@ RingFwdParams KernelRingBackend::step_params(const RingStep& step) const {
 // keys neither, except on the last step, which still writes every row's out and lse. A step whose
 // chunk no local query sees launches nothing either, unless it must start the state (first step)
 // or finalize it (last step); the kernel's blocks then load no Q or K/V and only write the state.
-void KernelRingBackend::forward_step(const RingStep& step) {
+bool KernelRingBackend::launches_forward(const RingStep& step) const {
   const RingFwdParams params = step_params(step);
-  if (params.q_len == 0 || (params.kv_len == 0 && !step.is_last)) return;
-  if (!step.is_first && !step.is_last && !positions_.chunk_visible(rank_, step.kv_rank)) return;
-  device_.launch_forward(step_type_at(problem_, rank_, step.step), params);
+  if (params.q_len == 0 || (params.kv_len == 0 && !step.is_last)) return false;
+  return step.is_first || step.is_last || positions_.chunk_visible(rank_, step.kv_rank);
+}
+
+void KernelRingBackend::forward_step(const RingStep& step) {
+  if (!launches_forward(step)) return;
+  device_.launch_forward(step_type_at(problem_, rank_, step.step), step_params(step));
 }
 
 // ---- Backward ----------------------------------------------------------------------------------

@@ -139,6 +139,8 @@ class KernelRingBackend final : public RingBackend {
 
   // The params of one forward step (exposed for tests of the strides and pointers).
   RingFwdParams step_params(const RingStep& step) const;
+  // Whether forward_step(step) launches a kernel (see there for the steps that launch nothing).
+  bool launches_forward(const RingStep& step) const;
   // The params of the backward kernels: the preprocessing; the step kernel of `step` on the keys
   // of part `part`, writing (accumulate false) or adding into that part of dkv slot `dkv_slot`;
   // and the conversion of an fp32 accumulator `acc` of `heads` heads and `len` rows into `grad`

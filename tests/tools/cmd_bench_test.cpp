@@ -52,7 +52,26 @@ TEST(CliBench, SmallLoopbackRunReportsAndChecks) {
   for (const char* key : {"ring_ms", "single_ms", "step_ms", "ring_tflops", "step_tflops", "backward_ms",
                           "backward_tflops", "fwd_bwd_ms", "fwd_bwd_tflops"})
     EXPECT_GT(j[key].get<double>(), 0) << key;
-  EXPECT_EQ(j["kernel"].get<std::string>().rfind("ring_fwd_bf16_hd128_causal_gqa4", 0), 0u) << r.out;
+  // Either family: on sm_90a the wgmma family is the default for this combination
+  // (generator/kernel_spec_wgmma.h kWgmmaDefaultShapes), elsewhere the mma.sync one.
+  const std::string kernel = j["kernel"].get<std::string>();
+  EXPECT_EQ(kernel.rfind("ring_fwd_", 0), 0u) << r.out;
+  EXPECT_NE(kernel.find("bf16_hd128_causal_gqa4_"), std::string::npos) << r.out;
+  // Every (rank, step) launch alone: a zigzag ring of 4 launches all 16, one diagonal step per rank,
+  // and the types' sums add up to the total.
+  EXPECT_GT(j["steps_alone_ms"].get<double>(), 0) << r.out;
+  int launches = 0;
+  double ms = 0;
+  for (const auto& t : j["step_types"]) {
+    launches += t["launches"].get<int>();
+    ms += t["ms"].get<double>();
+    EXPECT_GT(t["ms"].get<double>(), 0) << t.dump();
+    EXPECT_NE(t["kernel"].get<std::string>().find("bf16_hd128_causal_gqa4_"), std::string::npos) << t.dump();
+    if (t["step_type"] == "diagonal") EXPECT_EQ(t["launches"].get<int>(), 4) << t.dump();
+  }
+  EXPECT_EQ(launches, 16) << r.out;
+  EXPECT_NEAR(ms, j["steps_alone_ms"].get<double>(), 1e-9 * ms) << r.out;
+  EXPECT_EQ(j["step_types"].at(0)["step_type"], "diagonal") << r.out;
   EXPECT_EQ(j["backward_kernel"].get<std::string>().rfind("ring_bwd_bf16_hd128_causal_gqa4", 0), 0u) << r.out;
   EXPECT_TRUE(j["check"]["grads_finite"].get<bool>()) << r.out;
   // Backward TFLOP/s count 2.5x the forward's FLOPs over the backward's own time.

@@ -135,6 +135,7 @@ gpu::BenchResult bench_nccl(const Problem& p, const BenchArgs& a, const gpu::Ben
   r.single_ms = gpu::time_single_attention(p, gpu::bench_inputs(p, 1), o);
   r.single_tflops = r.useful_flops / (r.single_ms * 1e-3) / 1e12;
   r.overhead = r.ring_ms / r.single_ms - 1;
+  r.steps_note = "timed on the loopback ring only";
   return r;  // the step kernel alone is timed by the loopback run (step_ms 0 here)
 }
 
@@ -153,6 +154,9 @@ void run_bench(const BenchArgs& a) {
     std::cerr << "cpgen bench: " << a.ranks << " ranks over " << a.transport << ", compiling and timing...\n";
   const gpu::BenchResult r = a.transport == "nccl" ? bench_nccl(p, a, o) : gpu::bench_loopback(p, o);
   if (a.json) {
+    nlohmann::json step_types = nlohmann::json::array();
+    for (const gpu::StepTypeTimes& t : r.step_types)
+      step_types.push_back({{"step_type", t.step_type}, {"kernel", t.kernel_uri}, {"launches", t.launches}, {"ms", t.ms}});
     nlohmann::json j = {{"shape", a.shape},
                         {"ranks", a.ranks},
                         {"transport", a.transport},
@@ -166,6 +170,9 @@ void run_bench(const BenchArgs& a) {
                         {"step_ms", r.step_ms},
                         {"step_tflops", r.step_tflops},
                         {"overhead", r.overhead},
+                        {"steps_alone_ms", r.steps_alone_ms},
+                        {"step_types", step_types},
+                        {"steps_note", r.steps_note},
                         {"backward_kernel", r.backward_kernel_uri},
                         {"backward_ms", r.backward_ms},
                         {"backward_tflops", r.backward_tflops},
@@ -186,6 +193,16 @@ void run_bench(const BenchArgs& a) {
     std::printf("single     %.3f ms  %.1f TFLOP/s (one attention, same total work)\n", r.single_ms,
                 r.single_tflops);
     std::printf("overhead   %+.2f%%\n", 100 * r.overhead);
+    if (r.steps_alone_ms > 0) {
+      // The overhead in two parts: the per-step kernels alone against one kernel, and the ring
+      // (ranks and copies together) against its launches one after another.
+      std::printf("steps      %.3f ms alone, one after another (%.3fx single; the ring takes %.3fx of it)\n",
+                  r.steps_alone_ms, r.steps_alone_ms / r.single_ms, r.ring_ms / r.steps_alone_ms);
+      for (const gpu::StepTypeTimes& t : r.step_types)
+        std::printf("  %-15s %3d launches  %.3f ms  %s\n", t.step_type.c_str(), t.launches, t.ms, t.kernel_uri.c_str());
+    } else if (!r.steps_note.empty()) {
+      std::printf("steps      %s\n", r.steps_note.c_str());
+    }
     std::printf("backward   %.3f ms  %.1f TFLOP/s (2.5x forward FLOPs; %s)\n", r.backward_ms, r.backward_tflops,
                 r.backward_kernel_uri.c_str());
     std::printf("fwd+bwd    %.3f ms  %.1f TFLOP/s (3.5x forward FLOPs)\n", r.fwd_bwd_ms, r.fwd_bwd_tflops);

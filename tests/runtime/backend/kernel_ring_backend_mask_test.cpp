@@ -114,6 +114,7 @@ TEST(KernelRingBackendMask, ZigzagKeyHalfStepKeepsTheWholeChunkUnderDocuments) {
 // Contiguous ring of 4, window of 20 behind each query: rank 0 sees no other chunk (they are in its
 // future) and rank 3 sees only the chunk just behind it. Middle steps whose chunk nobody local sees
 // launch nothing; the first and last steps always launch (they start and finalize the state).
+// launches_forward (what `cpgen bench` times each launch alone by) says the same beforehand.
 TEST(KernelRingBackendMask, MiddleStepsWhoseChunkNoQuerySeesLaunchNothing) {
   Problem p = problem(Scheme::kContiguous, 4, 256);
   p.window_left = 20;
@@ -123,8 +124,10 @@ TEST(KernelRingBackendMask, MiddleStepsWhoseChunkNoQuerySeesLaunchNothing) {
     std::vector<int> launched;
     for (int s = 0; s < 4; ++s) {
       const size_t before = r.device.launches.size();
+      const bool predicted = r.backend->launches_forward(r.step(p, rank, s));
       r.backend->forward_step(r.step(p, rank, s));
       if (r.device.launches.size() > before) launched.push_back(s);
+      EXPECT_EQ(predicted, r.device.launches.size() > before) << "rank " << rank << " step " << s;
     }
     // rank 0: chunks 3, 2 (middle, future) skipped, chunk 1 at the last step launched;
     // rank 3: chunk 2 (step 1) seen, chunk 1 (step 2) out of the window, chunk 0 last.
