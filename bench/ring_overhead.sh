@@ -4,6 +4,7 @@
 #
 #   bench/ring_overhead.sh [REPORT.md]      # default: bench/results/<date>-<gpu>-ring-overhead.md
 #   CPGEN=build-gpu/cpgen ITERS=50 bench/ring_overhead.sh
+#   TARGET_ONLY=1 bench/ring_overhead.sh    # the target row alone (about 30 s of the six rows' 3 minutes)
 #
 # Target (DESIGN.md): at seq 32K, N=8, causal zigzag, bf16, head dim 128 the ring costs < 5% more
 # than the single attention. The other rows show how the overhead moves with N and the scheme.
@@ -30,6 +31,7 @@ ROWS=(
   "q_heads=32,kv_heads=8,head_dim=128,seq_len=32768,dtype=bf16,causal=0,scheme=contiguous|8|no"
   "q_heads=32,kv_heads=32,head_dim=64,seq_len=32768,dtype=fp16,causal=1,scheme=zigzag|8|no"
 )
+[ "${TARGET_ONLY:-0}" = 1 ] && ROWS=("${ROWS[0]}")
 # The report is rewritten after every row, so a run stopped by a time limit (gpu-check's budget)
 # keeps the rows that finished, the target row first among them.
 cat >"$TMP/report.py" <<'PY'

@@ -44,7 +44,8 @@
 # (tools/templates-at.sh, handed to bench/kernels.py --templates) and joins this tree's rows with
 # them; then one table puts every REV and this tree side by side (bench/compare_rows.py --many),
 # with each column's mean ratio to cuDNN, so that one call bisects a stack of changes. The ring
-# phase also runs its target row (N=8) on each REV's templates while the budget lasts. Each side
+# phase runs its target row (N=8) alone on this tree and then on each REV's templates while the
+# budget lasts (the other five rows need a call without --ab). Each side
 # is its own kernels.py process with its own SDPA timings, so the vs-cuDNN columns are the
 # comparison. A REV whose params*.cuh differ from this tree's is refused before anything runs (the
 # host passes this tree's parameters). The kernels of a REV compile on the machine unless the pack
@@ -89,6 +90,11 @@
 # wgmma/cuDNN should return to 6bd0c35's 0.93-0.99; persistent was 0.97-1.00 with the slower
 # order), then the forward tune again, whose export, made on the tree that ships it, goes to
 # caches/<gpu>-examples.json (a cache is used only under the template hash it was timed with).
+# Also since (CPU only): `cpgen bench` times each of the ring's launches alone, so the ring
+# phase's table splits the overhead into what the per-step kernels cost over one kernel (steps
+# alone / single) and what running the ranks together costs (ring / steps alone); and
+# CliBench.SmallLoopbackRunReportsAndChecks no longer expects the mma.sync kernel's name, which
+# b974b28's defaults would have failed on sm_90a.
 # Then (2026-11-28, CPU only, unmeasured) four kernel changes aimed at speed: both families start
 # a block from its running state instead of merging at the end (the ring's per-step tail), the
 # running max lags by up to 8 so the O rescale is skipped on almost every tile, the wgmma
@@ -683,7 +689,11 @@ phase_ncu() {
 RING_TARGET_SHAPE="q_heads=32,kv_heads=8,head_dim=128,seq_len=32768,dtype=bf16,causal=1,scheme=zigzag"
 phase_ring() {
   gpu_phase ring 60 || return 0
-  run ring env CPGEN="$BUILD/cpgen" "$ROOT/bench/ring_overhead.sh" "$LOGS/ring-overhead.md"
+  # With --ab the phase compares commits on the target row: that row alone on this tree (about 30 s
+  # of the six rows' 3 minutes), then on each commit.
+  local target_only=0
+  [ ${#AB_REVS[@]} -gt 0 ] && target_only=1
+  run ring env CPGEN="$BUILD/cpgen" TARGET_ONLY=$target_only "$ROOT/bench/ring_overhead.sh" "$LOGS/ring-overhead.md"
   local rc=$?
   local verdict
   verdict="$(grep -E '^target' "$LOGS/ring.log" | tail -1); $(grep -c '^ring_overhead: row [0-9]* failed' "$LOGS/ring.log") rows failed"
@@ -698,7 +708,7 @@ phase_ring() {
       --ranks 8 --iters 20 --warmup 5
     rc=$?
     { echo; echo "### The target row on ${AB_REVS[$i]}'s templates (\`--ab\`, exit $rc)"; echo
-      grep -v '^$' "$LOGS/ring-ab-$((i + 1)).log" | tail -12 | sed 's/^/    /'; } >>"$LOGS/phases/ring.md"
+      grep -v '^$' "$LOGS/ring-ab-$((i + 1)).log" | tail -24 | sed 's/^/    /'; } >>"$LOGS/phases/ring.md"
   done
   # The same target shape as a whole loopback ring against SDPA on the full sequence (issue 14,
   # point 4), N = 1 being one kernel launch.
