@@ -41,9 +41,9 @@ bool supported_by(int value, const auto& table) { return std::find(std::begin(ta
 // The wgmma candidates of a forward workload (the default first and its persistent launch second,
 // then the tuning axes, each two-consumer config also with ping-pong, and the default's ping-pong
 // schedule in the persistent launch), or none where the family cannot run it as the tuner
-// times it: another arch, a head dim or group it lacks, a mask feature it lacks, or a zigzag
-// query-half step (timed over half the queries, which the family cannot launch over;
-// KernelFamilyAbilities::query_view).
+// times it: another arch, a head dim or group it lacks, or an ability it lacks
+// (KernelFamilyAbilities: a mask feature, or launching over a zigzag query-half step's view of
+// half the queries, as the tuner times that step). Today it has every ability.
 std::vector<KernelSpec> wgmma_space(const WorkloadKey& w) {
   const KernelFamilyAbilities a = kernel_family_abilities(KernelKind::kForwardWgmma);
   if (w.arch != kWgmmaArch || is_backward(w.step)) return {};

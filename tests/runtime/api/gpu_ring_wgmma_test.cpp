@@ -2,8 +2,9 @@
 // database whose pinned winners are wgmma kernels, RingAttention's selection, the loopback ring,
 // the maps from cuTensorMapEncodeTiled (runtime/cuda/tensor_map.h). Format-1 vectors of every set
 // the family supports (head dim 64/128, GQA 1-8) over zigzag rings of 2 and 4 in bf16 and fp16;
-// format-2 vectors too, where selection must fall back to the mma.sync family for the masks the
-// wgmma family lacks (runtime/ring/kernel_support.h) and the results must still match; and the
+// format-2 vectors too (windows, documents, softcap: the family has every mask feature today, so
+// they run it; should a family lack one, runtime/ring/kernel_support.h falls back to mma.sync and
+// the test expects that kernel instead, with the same results); and the
 // format-1 vectors through the ping-pong variant and the persistent launch of each default, and a
 // random problem with more query blocks than the GPU has SMs through the persistent launch (so
 // its CTAs run several blocks each). Needs an sm_90a GPU (Hopper); skips elsewhere.
