@@ -16,7 +16,7 @@
 #include "runtime/cuda/module.h"
 #include "runtime/ring/partition.h"
 #include "runtime/ring/reference.h"
-#include "runtime/ring/schedule.h"
+#include "runtime/ring/ring_driver.h"
 #include "runtime/ring/vectors.h"
 #include "cache/workload.h"
 #include "tuner/event_timing.h"
@@ -70,12 +70,7 @@ void time_steps_alone(const Problem& p, const RingAttention& ring, const std::ve
     backend.bind({sp.q, sp.k, sp.v, sp.out, sp.lse});
     backend.forward_begin();
     for (int s = 0; s < n; ++s) {
-      RingStep step;
-      step.step = s;
-      step.kv_slot = s % 2;
-      step.kv_rank = kv_source_rank(rank, s, n);
-      step.is_first = s == 0;
-      step.is_last = s == n - 1;
+      const RingStep step = make_step(rank, s, n);
       if (!backend.launches_forward(step)) continue;
       if (s > 0) {
         const std::vector<BufferView> slot = backend.kv_buffers(step.kv_slot);

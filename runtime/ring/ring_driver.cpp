@@ -26,16 +26,6 @@ std::vector<RingExchange> pair_slots(const std::vector<BufferView>& send,
   return exchanges;
 }
 
-RingStep make_step(int rank, int step, int size) {
-  RingStep s;
-  s.step = step;
-  s.kv_slot = step % 2;
-  s.kv_rank = kv_source_rank(rank, step, size);
-  s.is_first = step == 0;
-  s.is_last = step == size - 1;
-  return s;
-}
-
 void check_transport(const Transport& transport) {
   if (transport.size() < 1 || transport.rank() < 0 || transport.rank() >= transport.size())
     throw Error(ErrorKind::kInternal, "ring driver: transport reports rank " +
@@ -68,6 +58,16 @@ int dkv_parts_of(const RingBackend& backend) {
 }
 
 }  // namespace
+
+RingStep make_step(int rank, int step, int size) {
+  RingStep s;
+  s.step = step;
+  s.kv_slot = step % 2;
+  s.kv_rank = kv_source_rank(rank, step, size);
+  s.is_first = step == 0;
+  s.is_last = step == size - 1;
+  return s;
+}
 
 void ring_forward(RingBackend& backend, Transport& transport) {
   check_transport(transport);

@@ -56,6 +56,8 @@ struct RingStep {
   bool is_first = false;
   bool is_last = false;
 };
+// Step `step` of rank `rank` in a ring of `size`, as the driver runs it.
+RingStep make_step(int rank, int step, int size);
 
 // One rank's compute and memory. Calls arrive in the order the driver documents above; a GPU
 // backend only enqueues work on its compute stream.
