@@ -76,6 +76,17 @@ RingKernelSelection RingKernelSelector::select(const Problem& problem) const {
   return out;
 }
 
+void use_plain_launches_beside_exchange_kernels(RingKernelSelection& selection) {
+  for (StepSelection& s : selection.steps) {
+    if (!s.selection.spec.persistent) continue;
+    const std::string persistent = s.selection.spec.uri();
+    s.selection.spec.persistent = false;
+    s.selection.reason += "; runs as its plain launch " + s.selection.spec.uri() + " instead of " + persistent +
+                          ": the ring's NCCL exchange runs kernels beside the step, which a persistent grid "
+                          "would keep off its SMs";
+  }
+}
+
 RingKernelSelection select_ring_kernels(const Problem& problem, const std::string& database_path,
                                         const std::string& arch, int device, const PretunedCaches& caches) {
   // The problem is checked before the database is opened, as before.

@@ -66,4 +66,14 @@ class RingKernelSelector {
 RingKernelSelection select_ring_kernels(const Problem& problem, const std::string& database_path,
                                         const std::string& arch = "", int device = 0,
                                         const PretunedCaches& caches = shipped_caches());
+
+// For a ring whose exchange runs kernels of its own beside the step (NCCL's send and receive): each
+// forward step selected as a persistent launch runs as the plain launch of the same tiles, and its
+// reason says so. A persistent grid holds one CTA on every SM for the whole step and hands each
+// its query blocks in a fixed order, so an exchange kernel that takes SMs first delays the CTAs it
+// displaces by the whole transfer, and one that comes second waits for the step's end; a plain
+// launch's CTAs retire as they finish and leave room either way. (A reasoned precaution: no
+// multi-GPU ring has timed either; the tuner times a step alone, where the persistent launch won
+// by 1-8% on the H200.) The loopback ring exchanges with copies, which take no SMs.
+void use_plain_launches_beside_exchange_kernels(RingKernelSelection& selection);
 }  // namespace cpgen

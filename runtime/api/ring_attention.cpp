@@ -91,11 +91,14 @@ struct RingAttention::Impl {
     }
   }
 
-  void setup(int device) {
+  // exchange_kernels: the transport runs kernels of its own beside the steps (NCCL), so persistent
+  // launches give way to plain ones (use_plain_launches_beside_exchange_kernels).
+  void setup(int device, bool exchange_kernels) {
     this->device = device;
     use_primary_context(device);
     arch = options.arch.empty() ? device_arch(device) : options.arch;
-    const RingKernelSelection selection = select_ring_kernels(problem, options.database_path, arch, device);
+    RingKernelSelection selection = select_ring_kernels(problem, options.database_path, arch, device);
+    if (exchange_kernels) use_plain_launches_beside_exchange_kernels(selection);
     std::vector<std::pair<StepType, KernelSpec>> per_step;
     for (const auto& [workload, s] : selection.steps) {
       per_step.emplace_back(workload.step, s.spec);
@@ -279,7 +282,7 @@ RingAttention RingAttention::loopback(const Problem& problem, const RingOptions&
   auto impl = std::make_unique<Impl>();
   impl->problem = problem;
   impl->options = options;
-  impl->setup(options.device < 0 ? 0 : options.device);
+  impl->setup(options.device < 0 ? 0 : options.device, /*exchange_kernels=*/false);
   const int n = static_cast<int>(problem.cp_size);
   impl->loopback = std::make_unique<gpu::LoopbackRing>(n);
   impl->fork_event = std::make_unique<gpu::Event>();
@@ -301,7 +304,7 @@ RingAttention RingAttention::nccl(const Problem& problem, void* nccl_comm, const
   auto impl = std::make_unique<Impl>();
   impl->problem = problem;
   impl->options = options;
-  impl->setup(gpu::NcclTransport::device_of(comm));
+  impl->setup(gpu::NcclTransport::device_of(comm), /*exchange_kernels=*/true);
   impl->nccl = std::make_unique<gpu::NcclTransport>(comm, use_primary_context(impl->device),
                                                     options.watchdog_seconds);
   if (impl->nccl->size() != problem.cp_size)

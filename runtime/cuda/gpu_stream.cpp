@@ -4,7 +4,16 @@
 
 namespace cpgen::gpu {
 
-Stream::Stream() { CPGEN_CU_CHECK(cu::driver().cuStreamCreate(&stream_, CU_STREAM_NON_BLOCKING)); }
+Stream::Stream(StreamPriority priority) {
+  const cu::DriverApi& api = cu::driver();
+  if (priority == StreamPriority::kHighest && api.cuCtxGetStreamPriorityRange && api.cuStreamCreateWithPriority) {
+    int least = 0, greatest = 0;  // numerically, greatest priority is the lowest number
+    CPGEN_CU_CHECK(api.cuCtxGetStreamPriorityRange(&least, &greatest));
+    CPGEN_CU_CHECK(api.cuStreamCreateWithPriority(&stream_, CU_STREAM_NON_BLOCKING, greatest));
+    return;
+  }
+  CPGEN_CU_CHECK(api.cuStreamCreate(&stream_, CU_STREAM_NON_BLOCKING));
+}
 
 Stream::~Stream() {
   if (stream_) cu::driver().cuStreamDestroy(stream_);

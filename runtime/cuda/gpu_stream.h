@@ -6,9 +6,17 @@
 
 namespace cpgen::gpu {
 
+enum class StreamPriority {
+  kDefault,
+  // The context's greatest priority: the block scheduler starts its kernels' CTAs before those of
+  // lower-priority streams still waiting for an SM (e.g. NCCL's exchange beside a step kernel).
+  kHighest,
+};
+
 class Stream {
  public:
-  Stream();  // non-blocking with respect to the legacy default stream
+  // Non-blocking with respect to the legacy default stream.
+  explicit Stream(StreamPriority priority = StreamPriority::kDefault);
   ~Stream();
   Stream(const Stream&) = delete;
   Stream& operator=(const Stream&) = delete;

@@ -1,6 +1,7 @@
 // NCCL transport: one rank of the ring per process (or per GPU), on an NCCL communicator.
 //
-// start(id) makes a dedicated communication stream wait for the compute stream, then issues one
+// start(id) makes a dedicated communication stream (of the greatest priority, so the block
+// scheduler gives NCCL's kernels the first free SMs) wait for the compute stream, then issues one
 // NCCL group holding, for every buffer, ncclSend to rank + 1 and ncclRecv from rank - 1. Grouping
 // is what keeps the ring free of cycles of waiting: NCCL schedules the sends and receives of a
 // group together, so no rank's send waits for a receive that waits on it (every rank sending
@@ -88,7 +89,9 @@ class NcclTransport final : public Transport {
   double watchdog_seconds_;
   int rank_ = 0, size_ = 1;
   CUstream compute_stream_ = nullptr;
-  Stream comm_stream_;
+  // At the greatest priority: NCCL's send and receive kernels then take the first SMs that the
+  // step kernel's CTAs free instead of waiting behind the step's CTAs not yet started.
+  Stream comm_stream_{StreamPriority::kHighest};
   std::map<int, std::unique_ptr<Event>> ready_events_, done_events_;
 
   mutable std::mutex mutex_;

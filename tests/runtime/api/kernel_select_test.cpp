@@ -146,6 +146,44 @@ TEST_F(KernelSelectTest, AWgmmaWinnerIsSelectedAndExplained) {
   EXPECT_EQ(steps[0]["source"], config_source_name(ConfigSource::kDatabaseExact));
 }
 
+// Beside NCCL's exchange kernels a persistent winner runs as the plain launch of its tiles, and
+// its reason says so; the other steps' selections are left as they were.
+TEST_F(KernelSelectTest, APersistentWinnerRunsAsItsPlainLaunchBesideExchangeKernels) {
+  const Problem p = zigzag_problem();
+  const WorkloadKey diag = workload_for(p, StepType::kDiagonal, device);
+  KernelSpec persistent = wgmma_default_for(p.dtype, static_cast<int>(p.head_dim), p.causal,
+                                            static_cast<int>(p.gqa_group()));
+  persistent.block_n = 64;  // not the default, so the plain launch is told apart from a fallback
+  persistent.persistent = true;
+  {
+    Database db(path("t.db"));
+    Record r = test_record(diag, 128, 64, 4, 2, 0.4, Disposition::kOk, here);
+    r.kernel_uri = persistent.uri();
+    put_record(db, r);
+    db.transaction([&] { pin_winner(db, diag, {persistent.uri(), 0.4, here.key(), "tune"}); });
+  }
+  RingKernelSelection sel = select_ring_kernels(p, path("t.db"), kArch, 0);
+  const RingKernelSelection before = sel;
+  ASSERT_EQ(sel.for_step(StepType::kDiagonal).selection.spec, persistent);
+  use_plain_launches_beside_exchange_kernels(sel);
+  KernelSpec plain = persistent;
+  plain.persistent = false;
+  const Selection& d = sel.for_step(StepType::kDiagonal).selection;
+  EXPECT_EQ(d.spec, plain) << d.spec.uri();
+  EXPECT_EQ(d.source, ConfigSource::kDatabaseExact);
+  EXPECT_NE(d.reason.find("runs as its plain launch " + plain.uri() + " instead of " + persistent.uri()),
+            std::string::npos)
+      << d.reason;
+  ASSERT_EQ(sel.steps.size(), before.steps.size());
+  for (size_t i = 1; i < sel.steps.size(); ++i) {
+    EXPECT_EQ(sel.steps[i].selection.spec, before.steps[i].selection.spec) << i;
+    EXPECT_EQ(sel.steps[i].selection.reason, before.steps[i].selection.reason) << i;
+  }
+  ASSERT_EQ(sel.backward_steps.size(), before.backward_steps.size());
+  for (size_t i = 0; i < sel.backward_steps.size(); ++i)
+    EXPECT_EQ(sel.backward_steps[i].selection.spec, before.backward_steps[i].selection.spec) << i;
+}
+
 // A tuned backward winner is selected for its bwd- step type only, and explain shows it among the
 // shape's backward steps; the forward step of the same shape keeps its own selection.
 TEST_F(KernelSelectTest, TunedBackwardWinnerIsSelectedAndExplained) {
