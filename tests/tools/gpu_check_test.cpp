@@ -26,10 +26,7 @@ namespace fs = std::filesystem;
 
 using ScriptRun = testing::ShellResult;
 
-std::string slurp(const std::string& path) {
-  std::ifstream in(path);
-  return {std::istreambuf_iterator<char>(in), std::istreambuf_iterator<char>()};
-}
+using testing::slurp;
 
 class GpuCheck : public ::testing::Test {
  protected:

@@ -64,6 +64,14 @@ void put_winner(Database& db, const WorkloadKey& w, const KernelSpec& spec, doub
   db.transaction([&] { pin_winner(db, w, {spec.uri(), ms, env.key(), "tune"}); });
 }
 
+// The same for a kernel test_record cannot name (the wgmma family's): the record carries spec's URI.
+void put_winner_uri(Database& db, const WorkloadKey& w, const KernelSpec& spec, double ms, const Environment& env) {
+  Record r = test_record(w, 128, 64, 4, 2, ms, Disposition::kOk, env);
+  r.kernel_uri = spec.uri();
+  put_record(db, r);
+  db.transaction([&] { pin_winner(db, w, {spec.uri(), ms, env.key(), "tune"}); });
+}
+
 class KernelSelectTest : public TempDirTest {
  protected:
   Environment here = current_environment(0);           // as select_ring_kernels computes it
@@ -126,10 +134,7 @@ TEST_F(KernelSelectTest, AWgmmaWinnerIsSelectedAndExplained) {
   wgmma.persistent = true;
   {
     Database db(path("t.db"));
-    Record r = test_record(diag, 128, 64, 4, 2, 0.4, Disposition::kOk, here);
-    r.kernel_uri = wgmma.uri();
-    put_record(db, r);
-    db.transaction([&] { pin_winner(db, diag, {wgmma.uri(), 0.4, here.key(), "tune"}); });
+    put_winner_uri(db, diag, wgmma, 0.4, here);
   }
   const RingKernelSelection sel = select_ring_kernels(p, path("t.db"), kArch, 0);
   const Selection& d = sel.for_step(StepType::kDiagonal).selection;
@@ -157,10 +162,7 @@ TEST_F(KernelSelectTest, APersistentWinnerRunsAsItsPlainLaunchBesideExchangeKern
   persistent.persistent = true;
   {
     Database db(path("t.db"));
-    Record r = test_record(diag, 128, 64, 4, 2, 0.4, Disposition::kOk, here);
-    r.kernel_uri = persistent.uri();
-    put_record(db, r);
-    db.transaction([&] { pin_winner(db, diag, {persistent.uri(), 0.4, here.key(), "tune"}); });
+    put_winner_uri(db, diag, persistent, 0.4, here);
   }
   RingKernelSelection sel = select_ring_kernels(p, path("t.db"), kArch, 0);
   const RingKernelSelection before = sel;
