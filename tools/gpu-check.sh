@@ -45,9 +45,8 @@
 # them; then one table puts every REV and this tree side by side (bench/compare_rows.py --many),
 # with each column's mean ratio to cuDNN, so that one call bisects a stack of changes. The ring
 # phase runs its target row (N=8) alone on this tree and then on each REV's templates while the
-# budget lasts (the other five rows need a call without --ab). Each side
-# is its own kernels.py process with its own SDPA timings, so the vs-cuDNN columns are the
-# comparison. A REV whose params*.cuh differ from this tree's is refused before anything runs (the
+# budget lasts (the other five rows need a call without --ab). Each side is its own kernels.py
+# process with its own SDPA timings, so the vs-cuDNN columns are the comparison. A REV whose params*.cuh differ from this tree's is refused before anything runs (the
 # host passes this tree's parameters). The kernels of a REV compile on the machine unless the pack
 # holds them (tools/pack-gpu-deps.sh with AB_REV= the same list). Each REV adds about 30 s to the
 # wgmma phase (two runs of 8 configurations, 14 s each on the 2026-11-28 H200) and about 30 s to
@@ -94,7 +93,8 @@
 # phase's table splits the overhead into what the per-step kernels cost over one kernel (steps
 # alone / single) and what running the ranks together costs (ring / steps alone); and
 # CliBench.SmallLoopbackRunReportsAndChecks no longer expects the mma.sync kernel's name, which
-# b974b28's defaults would have failed on sm_90a.
+# b974b28's defaults would have failed on sm_90a; an NCCL ring runs a persistent winner as its
+# plain launch, NCCL's stream at the greatest priority (8973579: the NCCL tests exercise it).
 # Then (2026-11-28, CPU only, unmeasured) four kernel changes aimed at speed: both families start
 # a block from its running state instead of merging at the end (the ring's per-step tail), the
 # running max lags by up to 8 so the O rescale is skipped on almost every tile, the wgmma
@@ -104,8 +104,8 @@
 # mma.sync state start, which only the mma.sync kernels use), 0432e3b (the descriptor advance);
 # the tree adds the four chains. The wgmma phase's A/B table sets their ratios to cuDNN side by
 # side, the ring phase runs its target row on each while the budget lasts (e59b2ca first), and
-# .gpudeps packed with AB_REV=e59b2ca,3360f1e,957337c,0432e3b holds their kernels (about 8
-# minutes here):
+# .gpudeps packed with AB_REV=e59b2ca,3360f1e,957337c,0432e3b holds their kernels (6.5 minutes
+# here on 2026-11-28, 705 kernels):
 #   run(command="tools/gpu-check.sh --budget 520 --only build,tests,wgmma,ring
 #       --ab e59b2ca,3360f1e,957337c,0432e3b
 #       --kernels-args '--dtypes bf16,fp16 --head-dims 128 --lengths 8192,16384 --gqa 1'",
