@@ -52,7 +52,7 @@ std::vector<int64_t> iota_positions(int64_t n) {
 // Every (rank, step) launch of the forward ring alone, in the ring's order for each rank (so each
 // merges into the state the rank's earlier steps left), on the chunk the exchange would have put
 // in its slot: the source rank's own K and V, copied in first. A backend of its own per rank, on
-// the ring's kernels per step type.
+// the ring's kernels per step type. Rank 0's step 0 (its own chunk) is also r.step_ms.
 void time_steps_alone(const Problem& p, const RingAttention& ring, const std::vector<DeviceShard>& shards,
                       const std::vector<ShardPointers>& pointers, CUstream stream, const BenchOptions& o,
                       BenchResult& r) {
@@ -79,6 +79,7 @@ void time_steps_alone(const Problem& p, const RingAttention& ring, const std::ve
         gpu.copy(slot.at(1).data, source.v.as<void>(), std::min(slot.at(1).bytes, source.v.bytes()));
       }
       const double ms = time_ms(stream, o.warmup, o.iterations, [&] { backend.forward_step(step); });
+      if (rank == 0 && s == 0) r.step_ms = ms;
       const StepType type = step_type_at(p, rank, s);
       const std::string name(step_type_name(type));
       auto it = std::find_if(r.step_types.begin(), r.step_types.end(),
@@ -242,35 +243,11 @@ BenchResult bench_loopback(const Problem& p, const BenchOptions& o) {
   r.check_lse_error = errors.lse_max;
   r.check_passed = errors.passed();
 
-  // The step kernel alone: rank 0, step 0 (its own chunk), on a backend of its own.
-  {
-    StepKernel kernel(KernelSpec::parse(r.kernel_uri), device_arch(ring.device()), ring.device());
-    GpuDevice gpu(ring.device(), kernel);
-    gpu.set_stream(stream.get());
-    RingPositions positions(p, gpu);
-    KernelRingBackend backend(p, 0, gpu, positions);
-    const ShardPointers& s0 = pointers[0];
-    backend.bind({s0.q, s0.k, s0.v, s0.out, s0.lse});
-    backend.forward_begin();
-    RingStep step;
-    step.is_first = true;
-    step.is_last = n == 1;
-    r.step_ms = time_ms(stream.get(), o.warmup, o.iterations, [&] { backend.forward_step(step); });
-    const std::vector<int64_t> own = partition_positions(p.scheme, s, n, 0);
-    r.step_flops = per_pair * visible_pairs(own, own, p.causal);
-    r.step_tflops = r.step_flops / (r.step_ms * 1e-3) / 1e12;
-  }
-
-  // Each launch of the ring alone. A failure here leaves the rest of the benchmark standing: the
-  // breakdown is a diagnosis, the figures above and below are the results.
-  try {
-    time_steps_alone(p, ring, shards, pointers, stream.get(), o, r);
-  } catch (const Error& e) {
-    r.steps_alone_ms = 0;
-    r.step_types.clear();
-    r.steps_note = std::string("not timed: ") + e.what();
-    if (e.kind() == ErrorKind::kCuda) throw;  // the context may be unusable for what follows
-  }
+  // Each launch of the ring alone, rank 0's step 0 among them.
+  time_steps_alone(p, ring, shards, pointers, stream.get(), o, r);
+  const std::vector<int64_t> own = partition_positions(p.scheme, s, n, 0);
+  r.step_flops = per_pair * visible_pairs(own, own, p.causal);
+  r.step_tflops = r.step_ms > 0 ? r.step_flops / (r.step_ms * 1e-3) / 1e12 : 0;
 
   // Backward: on the forward's out and lse as the last forward left them (the inputs are the
   // same every run, so every backward computes the same gradients).

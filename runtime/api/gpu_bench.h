@@ -39,7 +39,7 @@ struct BenchResult {
   double useful_flops = 0;          // 4 * head_dim per visible (query, key) pair, all heads
   double ring_ms = 0;               // median of the whole forward ring (all virtual ranks)
   double single_ms = 0;             // median of one attention over the whole sequence
-  double step_ms = 0;               // median of rank 0's step 0 kernel alone
+  double step_ms = 0;               // median of rank 0's step 0 kernel alone (0: it launches none)
   double step_flops = 0;            // useful FLOPs of that step
   double ring_tflops = 0, single_tflops = 0, step_tflops = 0;
   double overhead = 0;              // ring_ms / single_ms - 1
@@ -49,7 +49,7 @@ struct BenchResult {
   // against their sum is what running the ranks' launches and copies together costs or saves.
   double steps_alone_ms = 0;        // 0 when not timed (steps_note says why)
   std::vector<StepTypeTimes> step_types;  // by first launch in (rank, step) order
-  std::string steps_note;
+  std::string steps_note;           // why the launches were not timed alone (an NCCL run)
   std::string backward_kernel_uri;  // ring step 0's backward kernel
   double backward_ms = 0;           // median of the whole backward ring
   double fwd_bwd_ms = 0;            // median of a forward ring then a backward ring

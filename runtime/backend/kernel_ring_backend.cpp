@@ -287,15 +287,16 @@ RingFwdParams KernelRingBackend::step_params(const RingStep& step) const {
 // keys neither, except on the last step, which still writes every row's out and lse. A step whose
 // chunk no local query sees launches nothing either, unless it must start the state (first step)
 // or finalize it (last step); the kernel's blocks then load no Q or K/V and only write the state.
-bool KernelRingBackend::launches_forward(const RingStep& step) const {
+std::optional<RingFwdParams> KernelRingBackend::forward_launch(const RingStep& step) const {
   const RingFwdParams params = step_params(step);
-  if (params.q_len == 0 || (params.kv_len == 0 && !step.is_last)) return false;
-  return step.is_first || step.is_last || positions_.chunk_visible(rank_, step.kv_rank);
+  if (params.q_len == 0 || (params.kv_len == 0 && !step.is_last)) return std::nullopt;
+  if (!step.is_first && !step.is_last && !positions_.chunk_visible(rank_, step.kv_rank)) return std::nullopt;
+  return params;
 }
 
 void KernelRingBackend::forward_step(const RingStep& step) {
-  if (!launches_forward(step)) return;
-  device_.launch_forward(step_type_at(problem_, rank_, step.step), step_params(step));
+  if (const std::optional<RingFwdParams> params = forward_launch(step))
+    device_.launch_forward(step_type_at(problem_, rank_, step.step), *params);
 }
 
 // ---- Backward ----------------------------------------------------------------------------------

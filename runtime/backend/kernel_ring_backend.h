@@ -54,6 +54,7 @@
 #pragma once
 
 #include <algorithm>
+#include <optional>
 #include <vector>
 
 #include "cpgen/problem.h"
@@ -140,7 +141,7 @@ class KernelRingBackend final : public RingBackend {
   // The params of one forward step (exposed for tests of the strides and pointers).
   RingFwdParams step_params(const RingStep& step) const;
   // Whether forward_step(step) launches a kernel (see there for the steps that launch nothing).
-  bool launches_forward(const RingStep& step) const;
+  bool launches_forward(const RingStep& step) const { return forward_launch(step).has_value(); }
   // The params of the backward kernels: the preprocessing; the step kernel of `step` on the keys
   // of part `part`, writing (accumulate false) or adding into that part of dkv slot `dkv_slot`;
   // and the conversion of an fp32 accumulator `acc` of `heads` heads and `len` rows into `grad`
@@ -176,6 +177,8 @@ class KernelRingBackend final : public RingBackend {
   int64_t first_chunk_len(int rank) const;          // zigzag: rows of the rank's first chunk
   TensorStrides chunk_strides(int origin) const;    // K/V strides of the chunk of rank `origin`
   int64_t query_first(const RingStep& step, bool backward) const;
+  // The params forward_step launches `step` with, or nothing when it launches no kernel.
+  std::optional<RingFwdParams> forward_launch(const RingStep& step) const;
   bool own_kv_in_place() const;
   void stage_own_kv();
   void check_strides(const char* name, const TensorStrides& s, int64_t heads) const;
