@@ -52,13 +52,19 @@
 // a3 (row g + 8, k 2t+8..), rows relative to 16w. A and B from shared memory through 64-bit matrix
 // descriptors (wgmma_descriptor_* below, the ISA's "Matrix Descriptor Format") in the canonical
 // layouts of the ISA's "Shared Memory Matrix Layout": K-major or (transpose bit set) MN-major,
-// unswizzled or 32/64/128-byte swizzled. Operands are read when the instruction is issued (the
-// ISA forbids changing them before the wait); the product reaches the accumulator registers only
-// when the wgmma.wait_group that retires its group runs, so a kernel that reads its accumulators
-// early gets stale values here as it may on a GPU. Findings: operands not uniform across the
-// warpgroup, an mma with no wgmma.fence since the thread's start or its last wait_group, a nonzero
-// descriptor base offset (not modelled), operand bytes outside the dynamic shared memory or never
-// written, and a thread that ends with operations not retired by a wait_group.
+// unswizzled or 32/64/128-byte swizzled. Operands are read when the instruction is issued; the
+// ISA leaves any access of the accumulator registers, and of the A registers of the register
+// form, undefined until the wgmma.wait_group that retires the operation. So from the issue to
+// that wait the accumulator registers hold a signaling NaN (its arithmetic gives NaNs: a kernel
+// that reads them early fails its numeric checks), and the result reaches them at the wait, after
+// any earlier wgmma in flight on the same registers (the k-steps of one product chain as on the
+// GPU). Findings: operands not uniform across the warpgroup, an mma with no wgmma.fence since
+// the thread's start or its last wait_group, a nonzero descriptor base offset (not modelled),
+// operand bytes outside the dynamic shared memory or never written, accumulator registers
+// written (they no longer hold the NaN's bits) or A registers changed before the retiring wait,
+// accumulators that partly overlap those of an in-flight wgmma of another shape, and a thread
+// that ends with operations not retired by a wait_group. (On a GPU, ptxas either inserts a wait
+// before such an access, serializing the pipeline, or the access is silently wrong.)
 //
 // fence.proxy.async is counted (async_proxy_fence_count) and orders the proxies: a wgmma operand
 // byte last written through the generic proxy (a shared store through the templates' wrappers, a

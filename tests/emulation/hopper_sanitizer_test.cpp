@@ -6,7 +6,8 @@
 // before it, a read of landed bytes before the wait that observes their phase, a read outside the
 // launch's buffers, copies whose phase never completes, a destination over an mbarrier, a refill
 // of a stage a wgmma still reads), a shared store over a wgmma operand before its wait, wgmma (no
-// fence, operations never retired, operands never written, a base offset) and setmaxnreg (its
+// fence, operations never retired, operands never written, a base offset, its accumulator or A
+// registers touched before its wait, accumulators overlapping another shape's) and setmaxnreg (its
 // range, its direction, the same sequence across a warpgroup). The cross-proxy fence of operands
 // has its own file (proxy_fence_test.cpp).
 #include <gtest/gtest.h>
@@ -360,6 +361,56 @@ TEST(HopperSanitizer, WgmmaOperandsNeverWritten) {
 
 TEST(HopperSanitizer, WgmmaBaseOffsetIsNotModelled) {
   expect_finding(emulation::launch(1, 1, 128, 4096, one_wgmma<true, true, true, 3>), {"nonzero base offset"});
+}
+
+// Registers of a wgmma in flight (ISA: accessing the accumulators, or the A registers of the
+// register form, before the wgmma.wait_group that retires it is undefined). Thread 9 writes one
+// accumulator register, or one A register, between the commit and the wait; the kernel done right
+// touches them only after the wait.
+enum class Touch { kNothing, kAccumulator, kARegister };
+template <Touch kTouch>
+void touch_in_flight_registers() {
+  if (threadIdx.x == 0) memset(cpgen::device::shared_storage, 0, 4096);
+  __syncthreads();
+  float d[4] = {1, 2, 3, 4};
+  uint32_t a[4] = {0x3f803f80u, 0x3f803f80u, 0x3f803f80u, 0x3f803f80u};
+  const uint64_t b = testing::isa_descriptor(2048, 128, 256, emulation::kWgmmaSwizzleNone);
+  emulation::wgmma_fence();
+  emulation::wgmma_mma_async_rs(d, 8, true, a, b, true, 1, 1, false);
+  emulation::wgmma_commit_group();
+  if (threadIdx.x == 9 && kTouch == Touch::kAccumulator) d[2] = 0.5f;  // e.g. a rescale too early
+  if (threadIdx.x == 9 && kTouch == Touch::kARegister) a[1] = 0;        // e.g. the next tile's P packed too early
+  emulation::wgmma_wait_group(0);
+  if (threadIdx.x == 9) d[2] *= 0.5f;  // after the wait: the kernel's own again
+}
+
+TEST(HopperSanitizer, RegistersOfAWgmmaInFlightAreTheWgmmasUntilItsWait) {
+  expect_finding(emulation::launch(1, 1, 128, 4096, touch_in_flight_registers<Touch::kAccumulator>),
+                 {"thread 9 of block (0, 0, 0): wrote accumulator register 2 of a wgmma.mma_async before the "
+                  "wgmma.wait_group that retires it"});
+  expect_finding(emulation::launch(1, 1, 128, 4096, touch_in_flight_registers<Touch::kARegister>),
+                 {"thread 9 of block (0, 0, 0): changed the A registers of a wgmma.mma_async before the "
+                  "wgmma.wait_group that retires it"});
+  EXPECT_EQ(emulation::launch(1, 1, 128, 4096, touch_in_flight_registers<Touch::kNothing>), "");
+}
+
+// Accumulators of one in-flight wgmma partly reused by another of a different N: which registers
+// the second chains on is not defined.
+TEST(HopperSanitizer, AccumulatorsOverlappingAnInFlightWgmmaOfAnotherShape) {
+  expect_finding(emulation::launch(1, 1, 128, 4096,
+                                   [] {
+                                     if (threadIdx.x == 0) memset(cpgen::device::shared_storage, 0, 4096);
+                                     __syncthreads();
+                                     float d[8] = {};
+                                     const uint64_t a = testing::isa_descriptor(0, 128, 256, emulation::kWgmmaSwizzleNone);
+                                     const uint64_t b = testing::isa_descriptor(2048, 128, 256, emulation::kWgmmaSwizzleNone);
+                                     emulation::wgmma_fence();
+                                     emulation::wgmma_mma_async_ss(d, 16, true, a, b, false, 1, 1, false, false);
+                                     emulation::wgmma_mma_async_ss(d + 4, 8, true, a, b, false, 1, 1, false, false);
+                                     emulation::wgmma_commit_group();
+                                     emulation::wgmma_wait_group(0);
+                                   }),
+                 {"accumulator registers overlap those of an in-flight wgmma.mma_async of another shape"});
 }
 
 TEST(HopperSanitizer, SetmaxnregOutOfRange) {

@@ -6,6 +6,7 @@
 #include <gtest/gtest.h>
 
 #include <stdint.h>
+#include <string.h>
 
 #include <string>
 #include <vector>
@@ -59,6 +60,15 @@ inline uint32_t swizzled(uint32_t offset, uint32_t span) {
   const uint32_t line = offset / 128, chunk = offset % 128 / 16, byte = offset % 16;
   const uint32_t moved = chunk ^ (line % (span / 16));
   return line * 128 + moved * 16 + byte;
+}
+
+// Whether x is a signaling NaN (IEEE 754 binary32: exponent all ones, quiet bit 22 clear, a
+// nonzero payload): what the emulator leaves in a wgmma's accumulator registers from its issue to
+// the wait that retires it, where the ISA leaves them undefined.
+inline bool is_signaling_nan(float x) {
+  uint32_t bits;
+  memcpy(&bits, &x, 4);
+  return (bits & 0x7f800000u) == 0x7f800000u && (bits & 0x00400000u) == 0 && (bits & 0x003fffffu) != 0;
 }
 
 // Which element of D (m64nNk16, f32) register i of warpgroup thread `thread` holds, per the ISA's

@@ -92,8 +92,50 @@ TEST(WgmmaSlices, StartsInsideTheSwizzleAtomReadEachSliceAndWaitGroupOneRetiresT
       const std::string at = "thread " + std::to_string(t) + " D(" + std::to_string(e.row) + ", " +
                              std::to_string(e.column) + ")";
       ASSERT_EQ(g_seen.first[t][i], low) << at << ": slices 0 and 1, retired by wait_group(1)";
-      ASSERT_EQ(g_seen.second_early[t][i], 0.0f) << at << ": the newest group is still pending after wait_group(1)";
+      ASSERT_TRUE(testing::is_signaling_nan(g_seen.second_early[t][i]))
+          << at << ": the newest group is still pending after wait_group(1), its registers undefined";
       ASSERT_EQ(g_seen.second[t][i], high) << at << ": slices 2 and 3, retired by wait_group(0)";
+    }
+}
+
+// One accumulator over both groups (slices 0, 1, then 2, 3, all adding to it): the older group's
+// retirement leaves the registers undefined, as the newer group still writes them, and the last
+// wait gives the whole sum, starting from the registers' value at the first issue.
+struct Chained {
+  float between[128][4], after[128][4];
+};
+Chained g_chained;
+
+void two_groups_one_accumulator() {
+  const int t = static_cast<int>(threadIdx.x);
+  if (t == 0) memcpy(device::shared_storage, g_image.data(), g_image.size() * 2);
+  __syncthreads();
+  float acc[4] = {1, 1, 1, 1};
+  for (int group = 0; group < 2; ++group) {
+    emulation::wgmma_fence();
+    for (int s = 2 * group; s < 2 * group + 2; ++s)
+      emulation::wgmma_mma_async_ss(acc, kN, true, slice_descriptor(0, s), slice_descriptor(kBStart, s), true, 1, 1,
+                                    false, false);
+    emulation::wgmma_commit_group();
+  }
+  emulation::wgmma_wait_group(1);
+  for (int i = 0; i < 4; ++i) g_chained.between[t][i] = acc[i];
+  emulation::wgmma_wait_group(0);
+  for (int i = 0; i < 4; ++i) g_chained.after[t][i] = acc[i];
+}
+
+TEST(WgmmaSlices, GroupsOnOneAccumulatorChainAndItStaysUndefinedUntilTheLastRetires) {
+  g_image = image();
+  ASSERT_EQ(emulation::launch(1, 1, 128, static_cast<int>(kSharedBytes), two_groups_one_accumulator), "");
+  for (int t = 0; t < 128; ++t)
+    for (int i = 0; i < 4; ++i) {
+      const testing::Element e = testing::accumulator_element(t, i);
+      float sum = 1.0f;
+      for (int k = 0; k < kK; ++k) sum += a_value(e.row, k) * b_value(e.column, k);
+      const std::string at = "thread " + std::to_string(t) + " D(" + std::to_string(e.row) + ", " +
+                             std::to_string(e.column) + ")";
+      ASSERT_TRUE(testing::is_signaling_nan(g_chained.between[t][i])) << at << ": the newer group still adds to it";
+      ASSERT_EQ(g_chained.after[t][i], sum) << at << ": 1 + all four slices";
     }
 }
 
