@@ -4,7 +4,8 @@
 // _cap, both), of 176-key tiles, of the ping-pong schedule and of the persistent launch, with 0
 // spill bytes and 0 stack, a setmaxnreg plan that fits the registers ptxas allocated at entry, the
 // feasibility model's shared bytes equal to the traits' (the kernel asks for kSharedBytes of
-// dynamic memory and has no static), no serialized wgmma pipeline, and the SASS holds HGMMA and
+// dynamic memory and has no static), no serialized wgmma pipeline and no wait or fence ptxas had
+// to inject, and the SASS holds HGMMA and
 // UTMALDG (the ping-pong kernels also their barrier sync and arrive) and runs each main-loop
 // softmax while the warpgroup's O += P V is in flight, when cuobjdump exists. Needs no GPU.
 #include <gtest/gtest.h>
@@ -77,6 +78,12 @@ TEST(StepFwdWgmmaCompile, RepresentativeDefaultsCompileForSm90aWithoutSpills) {
       // ptxas C7514: it serialized the wgmma pipeline because plain instructions read accumulators
       // of an unretired group (a branch around the groups of the main loop did that once).
       EXPECT_EQ(k.log.find("C7514"), std::string::npos) << k.log;
+      // ptxas C7517 / C7519: it injected a wgmma wait (a register an unretired wgmma defines is
+      // used) or a wgmma fence (a register a wgmma uses is written with no fence between): the
+      // pipeline would not be the one the template wrote. (The emulator finds such accesses as
+      // the ISA defines them: hopper_emulation.h, registers of a wgmma in flight.)
+      EXPECT_EQ(k.log.find("C7517"), std::string::npos) << k.log;
+      EXPECT_EQ(k.log.find("C7519"), std::string::npos) << k.log;
       // ptxas C7508: it ignored setmaxnreg (no register cap at entry, or roles not one branch each),
       // so the producer would keep registers the consumers need.
       EXPECT_EQ(k.log.find("C7508"), std::string::npos) << k.log;
