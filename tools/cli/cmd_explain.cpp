@@ -1,5 +1,6 @@
 // cpgen explain: which kernel config the runtime selects for a shape, and where it came from: the
-// forward ring's step types, then the backward ring's (bwd-diagonal, ...).
+// forward ring's step types, then the backward ring's (bwd-diagonal, ...), for an NCCL ring unless
+// --ring loopback says the ranks share one GPU.
 #include <nlohmann/json.hpp>
 
 #include <iostream>
@@ -26,12 +27,15 @@ struct ExplainOptions {
   std::string shapes_file;
   std::string db;
   std::string arch;
+  std::string ring = "nccl";
   bool json_output = false;
 };
 
 void run(const ExplainOptions& o) {
   if (o.shape.empty() == o.shapes_file.empty()) throw_bad_input("explain: give exactly one of --shape JSON or --shapes FILE");
   if (!o.arch.empty()) validate_arch(o.arch);
+  if (o.ring != "nccl" && o.ring != "loopback")
+    throw_bad_input("explain: --ring '" + o.ring + "' is not a ring; nccl (one GPU per rank) or loopback (every rank on one GPU)");
   std::vector<Problem> problems = o.shapes_file.empty() ? std::vector<Problem>{parse_shape_json(o.shape, "--shape")}
                                                         : load_shapes_file(o.shapes_file);
   // Opened once, read-only and checked: a file that is not SQLite exits 2, a damaged one 1.
@@ -56,6 +60,8 @@ void run(const ExplainOptions& o) {
   SlowProgress progress("explain", problems.size());
   for (const Problem& p : problems) {
     selections.push_back(selector.select(p));
+    // What RingAttention does after selecting for a ring whose exchange runs kernels of its own.
+    if (o.ring == "nccl") use_plain_launches_beside_exchange_kernels(selections.back());
     progress.advance();
   }
   const RingKernelSelection& last = selections.back();
@@ -85,13 +91,14 @@ void run(const ExplainOptions& o) {
     std::cout << json{{"db", last.database_path.empty() ? json(nullptr) : json(last.database_path)},
                       {"db_used", last.database_used},
                       {"db_note", last.database_used ? json(nullptr) : json(last.database_note)},
-                      {"device", last.device.gpu_name}, {"arch", last.device.arch},
+                      {"device", last.device.gpu_name}, {"arch", last.device.arch}, {"ring", o.ring},
                       {"cache_dirs", searched}, {"cache_files", caches.files},
                       {"templates", template_files_dir().empty() ? "built in" : template_files_dir()},
                       {"shapes", std::move(out)}}.dump(2) << "\n";
     return;
   }
-  std::cout << "device " << last.device.gpu_name << " (" << last.device.arch << "), database " << last.database_text() << "\n";
+  std::cout << "device " << last.device.gpu_name << " (" << last.device.arch << "), " << o.ring << " ring, database "
+            << last.database_text() << "\n";
   // Tuned records and timed cache entries count only under the template hash they were timed
   // with, so under another folder of templates they are passed over: say why.
   if (!template_files_dir().empty())
@@ -119,6 +126,9 @@ const CommandRegistrar kExplain("explain", [](CLI::App& root) {
   cmd->add_option("--shapes", o->shapes_file, "a shapes file");
   add_db_option(cmd, &o->db);
   cmd->add_option("--arch", o->arch, "target arch when no GPU is present (sm_80, sm_90, sm_90a; default: the device's, else sm_90a)");
+  cmd->add_option("--ring", o->ring,
+                  "the ring the kernels are for: nccl (default; one GPU per rank, where a persistent winner runs as its "
+                  "plain launch beside NCCL's kernels) or loopback (every rank on one GPU, as cpgen bench and verify run it)");
   cmd->add_flag("--json", o->json_output, "print JSON");
   cmd->callback([o] { run(*o); });
 });

@@ -143,7 +143,9 @@ TEST_F(KernelSelectTest, AWgmmaWinnerIsSelectedAndExplained) {
   const Selection& q = sel.for_step(StepType::kZigzagQHalf).selection;
   EXPECT_EQ(q.spec, wgmma_default) << "the sm_90a default at bf16 hd128 GQA 4: " << q.spec.uri();
 
-  CliResult r = run_cli("explain --json --arch " + std::string(kArch) + " --db " + path("t.db") + " --shape " + kShapeJson);
+  // For a loopback ring: an NCCL ring runs the persistent winner as its plain launch (below).
+  CliResult r = run_cli("explain --json --ring loopback --arch " + std::string(kArch) + " --db " + path("t.db") +
+                        " --shape " + kShapeJson);
   ASSERT_EQ(r.exit_code, 0) << r.err;
   const nlohmann::json steps = nlohmann::json::parse(r.out)["shapes"][0]["steps"];
   ASSERT_FALSE(steps.empty());
@@ -184,6 +186,40 @@ TEST_F(KernelSelectTest, APersistentWinnerRunsAsItsPlainLaunchBesideExchangeKern
   ASSERT_EQ(sel.backward_steps.size(), before.backward_steps.size());
   for (size_t i = 0; i < sel.backward_steps.size(); ++i)
     EXPECT_EQ(sel.backward_steps[i].selection.spec, before.backward_steps[i].selection.spec) << i;
+}
+
+// explain answers for an NCCL ring unless told the ranks share one GPU: a persistent winner shows
+// as the plain launch there, as RingAttention runs it, and as itself for --ring loopback.
+TEST_F(KernelSelectTest, ExplainShowsThePlainLaunchOfAPersistentWinnerForAnNcclRing) {
+  const Problem p = zigzag_problem();
+  KernelSpec persistent = wgmma_default_for(p.dtype, static_cast<int>(p.head_dim), p.causal,
+                                            static_cast<int>(p.gqa_group()));
+  persistent.block_n = 64;
+  persistent.persistent = true;
+  KernelSpec plain = persistent;
+  plain.persistent = false;
+  {
+    Database db(path("t.db"));
+    put_winner_uri(db, workload_for(p, StepType::kDiagonal, device), persistent, 0.4, here);
+  }
+  const std::string args = " --arch " + std::string(kArch) + " --db " + path("t.db") + " --shape " + kShapeJson;
+  for (const std::string ring : {"", " --ring nccl", " --ring loopback"}) {
+    SCOPED_TRACE(ring.empty() ? "default" : ring);
+    const std::string want = ring == " --ring loopback" ? persistent.uri() : plain.uri();
+    CliResult r = run_cli("explain --json" + ring + args);
+    ASSERT_EQ(r.exit_code, 0) << r.err;
+    const nlohmann::json report = nlohmann::json::parse(r.out);
+    EXPECT_EQ(report["ring"], ring == " --ring loopback" ? "loopback" : "nccl");
+    EXPECT_EQ(report["shapes"][0]["steps"][0]["kernel"], want);
+    EXPECT_EQ(report["shapes"][0]["steps"][0]["source"], "database-exact");
+    CliResult text = run_cli("explain" + ring + args);
+    ASSERT_EQ(text.exit_code, 0) << text.err;
+    EXPECT_NE(text.out.find("diagonal: " + want + "\n"), std::string::npos) << text.out;
+  }
+  CliResult bad = run_cli("explain --ring ib" + args);
+  EXPECT_EQ(bad.exit_code, 2);
+  EXPECT_EQ(bad.out, "");
+  EXPECT_NE(bad.err.find("--ring 'ib' is not a ring; nccl (one GPU per rank) or loopback"), std::string::npos) << bad.err;
 }
 
 // A tuned backward winner is selected for its bwd- step type only, and explain shows it among the
