@@ -192,13 +192,14 @@ SliceErrors check_slice(const Problem& p, const BenchInputs& in, const std::vect
   return e;
 }
 
-double time_single_attention(const Problem& p, const BenchInputs& in, const BenchOptions& o) {
+double time_single_attention(const Problem& p, const BenchInputs& in, const BenchOptions& o, std::string* kernel_uri) {
   Problem single = p;
   single.cp_size = 1;
   single.scheme = Scheme::kContiguous;
   RingOptions options;
   options.device = o.device;
   RingAttention one = RingAttention::loopback(single, options);
+  if (kernel_uri) *kernel_uri = one.kernel_uri();
   DeviceShard shard = upload_shard(single, 0, one.device(), in.q, in.k, in.v);
   const ShardPointers sp = shard.pointers();
   Stream stream;
@@ -282,7 +283,7 @@ BenchResult bench_loopback(const Problem& p, const BenchOptions& o) {
       for (float x : *g) r.grads_finite = r.grads_finite && std::isfinite(x);
   }
 
-  r.single_ms = time_single_attention(p, in, o);
+  r.single_ms = time_single_attention(p, in, o, &r.single_kernel_uri);
   r.single_tflops = r.useful_flops / (r.single_ms * 1e-3) / 1e12;
   r.overhead = r.ring_ms / r.single_ms - 1;
   return r;

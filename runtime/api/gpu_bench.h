@@ -39,6 +39,7 @@ struct BenchResult {
   double useful_flops = 0;          // 4 * head_dim per visible (query, key) pair, all heads
   double ring_ms = 0;               // median of the whole forward ring (all virtual ranks)
   double single_ms = 0;             // median of one attention over the whole sequence
+  std::string single_kernel_uri;    // its kernel
   double step_ms = 0;               // median of rank 0's step 0 kernel alone (0: it launches none)
   double step_flops = 0;            // useful FLOPs of that step
   double ring_tflops = 0, single_tflops = 0, step_tflops = 0;
@@ -96,8 +97,9 @@ SliceErrors check_slice(const Problem& problem, const BenchInputs& in,
                         const std::vector<int64_t>& positions);
 
 // Median time in ms of `iterations` runs of one attention of the whole problem on one GPU
-// (cp_size 1, cpgen's own kernel).
-double time_single_attention(const Problem& problem, const BenchInputs& in, const BenchOptions& options);
+// (cp_size 1, cpgen's own kernel, the one selection gives it: kernel_uri receives its URI).
+double time_single_attention(const Problem& problem, const BenchInputs& in, const BenchOptions& options,
+                             std::string* kernel_uri = nullptr);
 
 // Median of `iterations` CUDA-event timings of what `enqueue` queues on `stream`, after `warmup`
 // untimed runs.

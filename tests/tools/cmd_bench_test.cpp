@@ -57,6 +57,9 @@ TEST(CliBench, SmallLoopbackRunReportsAndChecks) {
   const std::string kernel = j["kernel"].get<std::string>();
   EXPECT_EQ(kernel.rfind("ring_fwd_", 0), 0u) << r.out;
   EXPECT_NE(kernel.find("bf16_hd128_causal_gqa4_"), std::string::npos) << r.out;
+  // The single attention's own selection: the same combination over the whole sequence.
+  EXPECT_EQ(j["single_kernel"].get<std::string>().rfind("ring_fwd_", 0), 0u) << r.out;
+  EXPECT_NE(j["single_kernel"].get<std::string>().find("bf16_hd128_causal_gqa4_"), std::string::npos) << r.out;
   // Every (rank, step) launch alone: a zigzag ring of 4 launches all 16, one diagonal step per rank,
   // and the types' sums add up to the total.
   EXPECT_GT(j["steps_alone_ms"].get<double>(), 0) << r.out;
@@ -96,6 +99,7 @@ TEST(CliBench, NcclTwoProcessesOnOneGpuReportsAndChecks) {
   EXPECT_GT(j["check"]["rows"].get<int>(), 0);
   EXPECT_GT(j["ring_ms"].get<double>(), 0);
   EXPECT_GT(j["single_ms"].get<double>(), 0);
+  EXPECT_NE(j["single_kernel"].get<std::string>().find("_hd64_causal_gqa2_"), std::string::npos) << r.out;
   EXPECT_GT(j["backward_ms"].get<double>(), 0);
   EXPECT_GT(j["fwd_bwd_ms"].get<double>(), 0);
   EXPECT_TRUE(j["check"]["grads_finite"].get<bool>()) << r.out;

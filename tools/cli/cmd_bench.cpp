@@ -132,7 +132,7 @@ gpu::BenchResult bench_nccl(const Problem& p, const BenchArgs& a, const gpu::Ben
   r.ring_tflops = r.useful_flops / (r.ring_ms * 1e-3) / 1e12;
   r.backward_tflops = gpu::kBackwardFlopsFactor * r.useful_flops / (r.backward_ms * 1e-3) / 1e12;
   r.fwd_bwd_tflops = (1 + gpu::kBackwardFlopsFactor) * r.useful_flops / (r.fwd_bwd_ms * 1e-3) / 1e12;
-  r.single_ms = gpu::time_single_attention(p, gpu::bench_inputs(p, 1), o);
+  r.single_ms = gpu::time_single_attention(p, gpu::bench_inputs(p, 1), o, &r.single_kernel_uri);
   r.single_tflops = r.useful_flops / (r.single_ms * 1e-3) / 1e12;
   r.overhead = r.ring_ms / r.single_ms - 1;
   r.steps_note = "timed on the loopback ring only";
@@ -166,6 +166,7 @@ void run_bench(const BenchArgs& a) {
                         {"ring_ms", r.ring_ms},
                         {"ring_tflops", r.ring_tflops},
                         {"single_ms", r.single_ms},
+                        {"single_kernel", r.single_kernel_uri},
                         {"single_tflops", r.single_tflops},
                         {"step_ms", r.step_ms},
                         {"step_tflops", r.step_tflops},
@@ -190,8 +191,8 @@ void run_bench(const BenchArgs& a) {
     if (r.step_ms > 0)
       std::printf("step       %.3f ms  %.1f TFLOP/s (rank 0, step 0)\n", r.step_ms, r.step_tflops);
     std::printf("ring       %.3f ms  %.1f TFLOP/s\n", r.ring_ms, r.ring_tflops);
-    std::printf("single     %.3f ms  %.1f TFLOP/s (one attention, same total work)\n", r.single_ms,
-                r.single_tflops);
+    std::printf("single     %.3f ms  %.1f TFLOP/s (one attention, same total work: %s)\n", r.single_ms,
+                r.single_tflops, r.single_kernel_uri.c_str());
     std::printf("overhead   %+.2f%%\n", 100 * r.overhead);
     if (r.steps_alone_ms > 0) {
       // The overhead in two parts: the per-step kernels alone against one kernel, and the ring
