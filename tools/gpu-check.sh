@@ -8,7 +8,7 @@
 #   tools/gpu-check.sh [--only P,P..] [--skip P,P..] [--budget SECONDS] [--deps DIR]
 #                      [--build-dir DIR] [--report FILE] [--kernels-args "..."] [--full-matrix]
 #                      [--cpu-tests] [--tune-candidates N] [--tune-only fwd|bwd] [--list-cpu-only]
-#                      [--ab REV[,REV...]]
+#                      [--ab REV[,REV...]] [--ring-tune]
 #
 # Phases, in this order (default: all of them; --only takes them in the order it names them):
 #   build     configure and build (incremental: a warm machine keeps build-gpu/)
@@ -31,7 +31,9 @@
 #             occupancy, launch statistics, warp stalls, compute and memory workload, source
 #             counters; the text and each kernel's hotspots (tools/ncu-metrics.py --hotspots) go
 #             in the report, the .ncu-rep files to $OUT
-#   ring      bench/ring_overhead.sh: the loopback ring against one attention of the same work;
+#   ring      bench/ring_overhead.sh: the loopback ring against one attention of the same work
+#             (--ring-tune: each row's ring and single attention tuned first, forward only,
+#             --tune-candidates per workload, and run with their winners; not with --ab);
 #             then bench/kernels.py --ranks 1,2,4,8: the ring against SDPA on the full sequence
 #   tune      cpgen tune on examples/shapes/*.json (--tune-candidates per workload, default 24: the
 #             full search took 48.7 s for one shape's forward on the first H100; --tune-only fwd
@@ -115,8 +117,10 @@
 # by 4% beside its mma.sync run), revert the rest (one commit each), pack again, and only then
 # tune for the cache to ship (--only tune --tune-only fwd): a cache counts only under the
 # template hash it was timed with.
-# then (the ring phase, if the first call did not reach it: the loopback ring's overhead was
-# +11.3% at N=8 with the mma.sync kernel, which GQA 4 no longer selects on sm_90a) the wider matrix (head dims 64 and 256, 4K and 32K,
+# then the ring phase with --ring-tune (the loopback ring's overhead was +11.3% at N=8 with the
+# untuned mma.sync kernel, which GQA 4 no longer selects on sm_90a; tuned, each step type runs
+# its own winner, e.g. a persistent launch for the short steps; --only ring --ring-tune, about
+# 30 s of tuning for the target row), the wider matrix (head dims 64 and 256, 4K and 32K,
 # GQA 4, 8 and 16) and memcheck over the step and ring tests (202 s). The report, the logs'
 # tarball (tables and jsonl inside), the ncu profiles and the exported cache come back under
 # files_at; tools/ncu-metrics.py reads the profiles on a machine without ncu.
@@ -147,6 +151,7 @@ FULL_MATRIX=0
 TUNE_CANDIDATES=24
 TUNE_ONLY=""
 AB_REVS=()  # --ab, in the order given
+RING_TUNE=0  # --ring-tune
 AB_DIRS=()  # their templates, made before the first phase
 # The test families that never touch a GPU and cost the most CPU time (the NVRTC compile matrices
 # and SASS checks, the emulator's runs, the large planning and clone checks: about 510 of the 1065
@@ -177,6 +182,7 @@ while [ $# -gt 0 ]; do
     --cpu-tests) CPU_TESTS=1; shift ;;
     --list-cpu-only) echo "$CPU_ONLY_TESTS"; exit 0 ;;
     --ab) IFS=, read -r -a AB_REVS <<<"${2:-}"; [ -n "${2:-}" ] || usage_error "--ab needs a commit"; shift 2 ;;
+    --ring-tune) RING_TUNE=1; shift ;;
     -h|--help) sed -n '2,/^set -uo/p' "$0" | sed '$d'; exit 0 ;;
     *) usage_error "unknown argument '$1'" ;;
   esac
@@ -189,6 +195,10 @@ done
   usage_error "--tune-candidates '$TUNE_CANDIDATES': a whole number of candidates per workload (0: all)"
 [[ -z "$TUNE_ONLY" || "$TUNE_ONLY" == fwd || "$TUNE_ONLY" == bwd ]] ||
   usage_error "--tune-only '$TUNE_ONLY': fwd or bwd (default: both directions)"
+# A tuned record counts only under the templates it was timed with, so the commits' rows of --ab
+# would run defaults against this tree's winners.
+[ "$RING_TUNE" = 1 ] && [ ${#AB_REVS[@]} -gt 0 ] &&
+  usage_error "--ring-tune with --ab: the commits' templates would run defaults against this tree's tuned kernels"
 for rev in "${AB_REVS[@]}"; do
   git -C "$ROOT" rev-parse --verify -q "$rev^{commit}" >/dev/null || usage_error "--ab '$rev': not a commit of this checkout"
 done
@@ -693,7 +703,8 @@ phase_ring() {
   # of the six rows' 3 minutes), then on each commit.
   local target_only=0
   [ ${#AB_REVS[@]} -gt 0 ] && target_only=1
-  run ring env CPGEN="$BUILD/cpgen" TARGET_ONLY=$target_only "$ROOT/bench/ring_overhead.sh" "$LOGS/ring-overhead.md"
+  run ring env CPGEN="$BUILD/cpgen" TARGET_ONLY=$target_only TUNE=$RING_TUNE TUNE_CANDIDATES="$TUNE_CANDIDATES" \
+    "$ROOT/bench/ring_overhead.sh" "$LOGS/ring-overhead.md"
   local rc=$?
   local verdict
   verdict="$(grep -E '^target' "$LOGS/ring.log" | tail -1); $(grep -c '^ring_overhead: row [0-9]* failed' "$LOGS/ring.log") rows failed"

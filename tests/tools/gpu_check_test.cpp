@@ -94,6 +94,15 @@ TEST_F(GpuCheck, AnAbRevisionThatIsNoCommitIsRefused) {
   EXPECT_FALSE(fs::exists(report()));
 }
 
+// The commits of --ab run under their own templates, where this tree's tuned records do not apply.
+TEST_F(GpuCheck, RingTuneWithAnAbIsRefused) {
+  const ScriptRun r = check("--ring-tune --ab HEAD --only ring");
+  EXPECT_EQ(r.code, 2);
+  EXPECT_EQ(r.output, "gpu-check: --ring-tune with --ab: the commits' templates would run defaults against this "
+                      "tree's tuned kernels (see --help)\n");
+  EXPECT_FALSE(fs::exists(report()));
+}
+
 TEST_F(GpuCheck, WithoutAGpuTheGpuPhasesSayNotRunAndTheReportReachesOut) {
   const ScriptRun r = check("--skip build,tests,nccl,ongpu");
   ASSERT_EQ(r.code, 0) << r.output;
