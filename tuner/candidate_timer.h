@@ -18,15 +18,29 @@ struct TimingOutcome {
   std::vector<double> samples_ms;                    // every timed run, in run order
   std::string detail;                                // why not ok (element, expected, actual)
   bool stopped_early = false;                        // the race ended it (RaceLimit): the probe runs only
+  double check_ms = 0;                               // the checked launch alone, event-timed
+  bool stopped_after_check = false;                  // the race ended it at that launch (check_above_ms)
 };
 
 // The tuner's race: a candidate whose first `probe_runs` timed launches have a median above
-// `above_ms` is timed no further. probe_runs 0 (or not below the runs asked for): no race.
+// `above_ms` is timed no further. probe_runs 0 (or not below the runs asked for): no race. Before
+// that, a candidate whose checked launch alone took more than `check_above_ms` (0: no such cut)
+// is timed no further either: no warmup, no probe.
 struct RaceLimit {
   int probe_runs = 0;
   double above_ms = 0;
+  double check_above_ms = 0;
   bool applies(int runs) const { return probe_runs > 0 && probe_runs < runs; }
 };
+
+// The outcome of a candidate the race stops at its checked launch: that launch's time as its one
+// sample.
+inline TimingOutcome stopped_after_check(double check_ms) {
+  TimingOutcome t{Disposition::kOk, {check_ms}, ""};
+  t.stopped_early = t.stopped_after_check = true;
+  t.check_ms = check_ms;
+  return t;
+}
 
 class CandidateTimer {
  public:
@@ -36,9 +50,10 @@ class CandidateTimer {
   // kLaunchFailed) when the reference itself cannot be trusted, else kOk.
   virtual TimingOutcome begin_workload(const WorkloadKey& w, const KernelSpec& reference_spec,
                                        const CompiledKernel& reference) = 0;
-  // Runs the candidate once on poisoned outputs and compares every element with the reference's
-  // output; only if it agrees, warms up and times `runs` launches on rotating inputs, or fewer
-  // when `race` stops it (TimingOutcome::stopped_early).
+  // Runs the candidate once on poisoned outputs (timed with events: TimingOutcome::check_ms) and
+  // compares every element with the reference's output; only if it agrees, and that launch took
+  // no more than race.check_above_ms, warms up and times `runs` launches on rotating inputs, or
+  // fewer when `race` stops it (TimingOutcome::stopped_early).
   virtual TimingOutcome measure(const KernelSpec& spec, const CompiledKernel& kernel, int warmup, int runs,
                                 const RaceLimit& race) = 0;
   // The FLOPs of one launch that do useful work (visible query-key pairs), for TFLOP/s.

@@ -29,6 +29,10 @@ std::vector<double> time_launches_ms(CUstream stream, int warmup, int runs, cons
   return samples;
 }
 
+double time_one_launch_ms(CUstream stream, const std::function<void()>& launch) {
+  return time_launches_ms(stream, 0, 1, [&](int) { launch(); }).front();
+}
+
 std::vector<double> time_launches_ms(CUstream stream, int warmup, int runs, const RaceLimit& race,
                                      const std::function<void(int)>& launch, bool* stopped_early) {
   *stopped_early = false;

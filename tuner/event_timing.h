@@ -16,6 +16,10 @@ namespace cpgen {
 // Throws Error(kCuda) as the driver calls do.
 std::vector<double> time_launches_ms(CUstream stream, int warmup, int runs, const std::function<void(int)>& launch);
 
+// Enqueues launch() between two timing events on `stream`, waits for it, and returns its
+// milliseconds (a candidate's checked launch).
+double time_one_launch_ms(CUstream stream, const std::function<void()>& launch);
+
 // The same under the tuner's race: the first race.probe_runs launches are timed and, when their
 // median is above race.above_ms, returned alone with *stopped_early set; else the rest follow
 // (launch numbers continue) and all `runs` samples are returned.

@@ -220,6 +220,9 @@ WorkloadResult Tuner::tune_workload(const WorkloadKey& w, double started_s) {
     RaceLimit race;
     if (options_.race_margin > 0 && result.winner && o != reference)
       race = {options_.race_runs, options_.race_margin * *result.winner->median_ms};
+    if (options_.race_check_margin > 0 && result.winner && o != reference &&
+        *result.winner->median_ms >= options_.race_check_min_ms)
+      race.check_above_ms = options_.race_check_margin * *result.winner->median_ms;
     TimingOutcome t = timer_->measure(o->spec, *o->kernel, options_.warmup, options_.runs, race);
     Record r = base_record(w, o->spec);
     r.disposition = t.disposition;
@@ -227,7 +230,9 @@ WorkloadResult Tuner::tune_workload(const WorkloadKey& w, double started_s) {
     r.registers = o->kernel->stats.registers;
     r.spill_bytes = o->kernel->stats.spill_bytes;
     if (t.disposition == Disposition::kOk) {
-      const size_t expected = t.stopped_early ? static_cast<size_t>(race.probe_runs) : static_cast<size_t>(options_.runs);
+      const size_t expected = t.stopped_after_check ? 1
+                              : t.stopped_early     ? static_cast<size_t>(race.probe_runs)
+                                                    : static_cast<size_t>(options_.runs);
       if (t.samples_ms.size() != expected)
         throw Error(ErrorKind::kInternal, "timer returned " + std::to_string(t.samples_ms.size()) + " samples for " +
                                               o->spec.uri() + ", not " + std::to_string(expected));
@@ -240,8 +245,12 @@ WorkloadResult Tuner::tune_workload(const WorkloadKey& w, double started_s) {
       if (t.stopped_early) {
         ++result.stopped_early;
         char why[160];
-        std::snprintf(why, sizeof why, "timed no further after %zu runs: their median is above %.3g x the best so far, %.4g ms",
-                      t.samples_ms.size(), options_.race_margin, *result.winner->median_ms);
+        if (t.stopped_after_check)
+          std::snprintf(why, sizeof why, "timed no further after its checked launch: %.4g ms, above %.3g x the best so far, %.4g ms",
+                        t.check_ms, options_.race_check_margin, *result.winner->median_ms);
+        else
+          std::snprintf(why, sizeof why, "timed no further after %zu runs: their median is above %.3g x the best so far, %.4g ms",
+                        t.samples_ms.size(), options_.race_margin, *result.winner->median_ms);
         r.detail = why;
       } else if (!result.winner || median < *result.winner->median_ms) {
         result.winner = r;

@@ -202,6 +202,11 @@ TEST_F(CmdTuneTest, BadInputExitsTwoWithOneLine) {
   EXPECT_EQ(race.exit_code, 2);
   EXPECT_NE(race.err.find("--race-margin 0.5 is not allowed; allowed: 0 (no race) or >= 1"), std::string::npos) << race.err;
   EXPECT_EQ(std::count(race.err.begin(), race.err.end(), '\n'), 1) << race.err;
+  CliResult cut = run_cli("tune --shapes " + shapes_file() + common() + " --check-race-margin 0.9");
+  EXPECT_EQ(cut.exit_code, 2);
+  EXPECT_NE(cut.err.find("--check-race-margin 0.9 is not allowed; allowed: 0 (no such cut) or >= 1"), std::string::npos)
+      << cut.err;
+  EXPECT_EQ(std::count(cut.err.begin(), cut.err.end(), '\n'), 1) << cut.err;
   CliResult runs = run_cli("tune --shapes " + shapes_file() + common() + " --runs 5");
   EXPECT_EQ(runs.exit_code, 2);
   EXPECT_NE(runs.err.find("at least 20"), std::string::npos) << runs.err;

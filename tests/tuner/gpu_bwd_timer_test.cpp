@@ -52,6 +52,11 @@ TEST(GpuBackwardTimer, VerifiesThenTimesAndCatchesAWrongKernel) {
       ASSERT_EQ(t.disposition, Disposition::kOk) << t.detail;
       ASSERT_EQ(t.samples_ms.size(), 20u);
       for (double ms : t.samples_ms) EXPECT_GT(ms, 0);
+      EXPECT_GT(t.check_ms, 0) << "the checked launch is timed";
+      const TimingOutcome cut = timer.measure(other, compile_kernel(other, arch, nullptr), 2, 20, RaceLimit{5, 1e9, 1e-9});
+      EXPECT_TRUE(cut.stopped_after_check);
+      ASSERT_EQ(cut.samples_ms.size(), 1u);
+      EXPECT_EQ(cut.samples_ms[0], cut.check_ms);
       TimingOutcome wrong = timer.measure(unmasked, compile_kernel(unmasked, arch, nullptr), 2, 20, RaceLimit{});
       if (step == StepType::kBwdDiagonal) {
         EXPECT_EQ(wrong.disposition, Disposition::kWrongResult) << "an unmasked backward kernel passed the diagonal check";

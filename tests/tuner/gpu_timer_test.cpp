@@ -59,6 +59,13 @@ TEST(GpuTimer, VerifiesThenTimesAndCatchesAWrongKernel) {
       const TimingOutcome through = timer.measure(other, other_kernel, 2, 20, RaceLimit{5, 1e9});
       EXPECT_FALSE(through.stopped_early);
       EXPECT_EQ(through.samples_ms.size(), 20u);
+      EXPECT_GT(through.check_ms, 0) << "the checked launch is timed";
+      // The cut at the checked launch: a bar it cannot pass leaves that launch as the one sample.
+      const TimingOutcome cut = timer.measure(other, other_kernel, 2, 20, RaceLimit{5, 1e9, 1e-9});
+      EXPECT_TRUE(cut.stopped_early && cut.stopped_after_check);
+      ASSERT_EQ(cut.samples_ms.size(), 1u);
+      EXPECT_EQ(cut.samples_ms[0], cut.check_ms);
+      EXPECT_GT(cut.check_ms, 0);
       TimingOutcome wrong = timer.measure(unmasked, compile_kernel(unmasked, arch, nullptr), 2, 20, RaceLimit{});
       if (step == StepType::kDiagonal) {
         EXPECT_EQ(wrong.disposition, Disposition::kWrongResult) << "an unmasked kernel passed the diagonal check";

@@ -46,6 +46,7 @@ class FakeTimer : public CandidateTimer {
   std::function<double(const KernelSpec&)> ms_of = [](const KernelSpec& s) {
     return 1.0 + 0.001 * s.block_m + 0.002 * s.block_n + 0.01 * s.stages + 0.1 * s.warps;
   };
+  std::function<double(const KernelSpec&)> check_of;  // the checked launch's time; unset: ms_of
   std::set<std::string> wrong;
   bool reference_broken = false;
   std::vector<std::string> measured;  // URIs in the order they were measured
@@ -65,7 +66,12 @@ class FakeTimer : public CandidateTimer {
     measured.push_back(spec.uri());
     races.push_back(race);
     if (wrong.count(spec.uri())) return {Disposition::kWrongResult, {}, spec.uri() + " out[b0 h1 row 3 d5] = 1, reference config 0.25"};
+    // The checked launch takes check_of(spec) (by default ms_of), and the race may end it there as
+    // the GPU timers do (tuner/gpu_timer.cpp).
+    const double check_ms = check_of ? check_of(spec) : ms_of(spec);
+    if (race.check_above_ms > 0 && check_ms > race.check_above_ms) return stopped_after_check(check_ms);
     TimingOutcome t{Disposition::kOk, {}, ""};
+    t.check_ms = check_ms;
     for (int i = 0; i < runs; ++i) {
       t.samples_ms.push_back(ms_of(spec) * (1.0 + 0.001 * ((i * 7) % 5)));
       // The race as the GPU timers run it (tuner/event_timing.cpp): the probe's median decides.

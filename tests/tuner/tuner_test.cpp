@@ -111,13 +111,14 @@ TEST_F(TunerTest, FastestVerifiedCandidateWinsAndIsSelected) {
   EXPECT_NE(diag.winner->kernel_uri, fastest.uri());
   EXPECT_EQ(timer.measured.front(), tuning_default(diag.workload).uri()) << "the reference is timed first";
   // The winner is the minimum over the valid records, with 20 samples (5 when the race stopped
-  // it, which says so) and its median.
+  // it after its probe, 1 at its checked launch, each saying so) and its median.
   double best = 1e9;
   std::string best_uri;
   for (const Record& r : records_for(db, diag.workload)) {
     if (r.kernel_uri == fastest.uri()) EXPECT_EQ(r.disposition, Disposition::kWrongResult);
     if (!r.valid()) continue;
     if (r.detail.find("timed no further") == std::string::npos) EXPECT_EQ(r.samples_ms.size(), 20u);
+    else if (r.detail.find("after its checked launch") != std::string::npos) EXPECT_EQ(r.samples_ms.size(), 1u) << r.detail;
     else EXPECT_EQ(r.samples_ms.size(), 5u) << r.detail;
     EXPECT_TRUE(r.tflops.has_value());
     if (*r.median_ms < best) best = *r.median_ms, best_uri = r.kernel_uri;
@@ -144,6 +145,7 @@ TEST_F(TunerTest, TheRaceStopsClearlySlowerCandidatesAfterTheirProbeRuns) {
     timer.ms_of = [&](const KernelSpec& s) { return s == reference ? 1.0 : s.warps == 8 ? 2.0 : 1.2; };
     TuneOptions options = quiet_options();
     options.race_margin = margin;
+    options.race_check_margin = 0;  // the probe alone (the cut at the checked launch: below)
     options.forward = true;
     options.backward = false;
     Tuner tuner(db, options, compiler.fn(), &timer, nullptr, test_env());
@@ -177,6 +179,69 @@ TEST_F(TunerTest, TheRaceStopsClearlySlowerCandidatesAfterTheirProbeRuns) {
     // The reference itself runs without a race.
     ASSERT_FALSE(timer.races.empty());
     EXPECT_EQ(timer.races.front().probe_runs, 0);
+  }
+}
+
+// The race's first cut: once the best so far takes at least 1 ms, a candidate whose checked launch
+// took more than 1.5x the best is recorded with that launch alone and why, never warmed up or
+// probed; one below the cut goes on to the probe race (1.25x); below a best of 1 ms, or with the
+// cut at 0, the checked launch decides nothing.
+TEST_F(TunerTest, TheRaceStopsACandidateAtItsCheckedLaunchOnceTheBestTakesAMillisecond) {
+  const KernelSpec reference = KernelSpec::default_for(Dtype::kBf16, 128, true, 4);
+  struct Case {
+    double reference_ms, check_margin;
+    bool cut;  // whether the 8-warp candidates stop at their checked launch
+  };
+  for (const Case c : {Case{1.0, 1.5, true}, Case{0.9, 1.5, false}, Case{1.0, 0.0, false}}) {
+    SCOPED_TRACE("reference " + std::to_string(c.reference_ms) + " ms, cut " + std::to_string(c.check_margin));
+    Database db(path("cut" + std::to_string(c.reference_ms) + std::to_string(c.check_margin) + ".db"));
+    FakeCompiler compiler;
+    FakeTimer timer;
+    // 8 warps: 2x the reference (cut at the checked launch, else stopped by the probe); 1.3x: the
+    // checked launch passes the cut, the probe stops it; the others 1.1x (timed fully).
+    timer.ms_of = [&](const KernelSpec& s) {
+      return c.reference_ms * (s == reference ? 1.0 : s.warps == 8 ? 2.0 : s.stages == 3 ? 1.3 : 1.1);
+    };
+    TuneOptions options = quiet_options();
+    options.race_check_margin = c.check_margin;
+    options.forward = true;
+    options.backward = false;
+    Tuner tuner(db, options, compiler.fn(), &timer, nullptr, test_env());
+    const TuneReport report = tuner.tune({small_problem(4096, Scheme::kContiguous)}, kH200);
+    const WorkloadResult& diag = report.workloads.at(0);
+    ASSERT_TRUE(diag.winner);
+    EXPECT_EQ(diag.winner->kernel_uri, reference.uri());
+    int at_check = 0, probed = 0, full = 0;
+    for (const Record& r : records_for(db, diag.workload)) {
+      if (r.disposition != Disposition::kOk) continue;
+      const KernelSpec spec = KernelSpec::parse(r.kernel_uri);
+      if (spec == reference) {
+        EXPECT_EQ(r.samples_ms.size(), 20u);
+      } else if (spec.warps == 8 && c.cut) {
+        ++at_check;
+        ASSERT_EQ(r.samples_ms.size(), 1u) << r.kernel_uri;
+        EXPECT_NEAR(*r.median_ms, 2.0 * c.reference_ms, 1e-9);
+        char want[120];
+        std::snprintf(want, sizeof want, "timed no further after its checked launch: %.4g ms, above 1.5 x the best so far, %.4g ms",
+                      2.0 * c.reference_ms, *diag.winner->median_ms);
+        EXPECT_EQ(r.detail, want);
+      } else if (spec.warps == 8 || spec.stages == 3) {
+        ++probed;
+        EXPECT_EQ(r.samples_ms.size(), 5u) << r.kernel_uri;
+        EXPECT_NE(r.detail.find("timed no further after 5 runs"), std::string::npos) << r.detail;
+      } else {
+        ++full;
+        EXPECT_EQ(r.samples_ms.size(), 20u) << r.kernel_uri;
+      }
+    }
+    EXPECT_EQ(at_check > 0, c.cut);
+    EXPECT_GT(probed, 0);
+    EXPECT_GT(full, 0);
+    EXPECT_EQ(diag.stopped_early, at_check + probed);
+    // The reference runs with no race at all; every later candidate gets the cut where it applies.
+    ASSERT_GT(timer.races.size(), 1u);
+    EXPECT_EQ(timer.races.front().check_above_ms, 0.0);
+    EXPECT_NEAR(timer.races.back().check_above_ms, c.cut ? 1.5 * *diag.winner->median_ms : 0.0, 1e-9);
   }
 }
 

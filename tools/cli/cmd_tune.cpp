@@ -39,6 +39,7 @@ struct TuneCliOptions {
   int runs = 20;
   int warmup = 5;
   double race_margin = 1.25;
+  double check_race_margin = 1.5;
   std::string store_dir;
   bool no_store = false;
   bool kernels_in_db = false;
@@ -77,6 +78,11 @@ void run(const TuneCliOptions& o) {
     char value[32];
     std::snprintf(value, sizeof value, "%g", o.race_margin);
     throw_bad_input(std::string("tune: --race-margin ") + value + " is not allowed; allowed: 0 (no race) or >= 1");
+  }
+  if (!(o.check_race_margin == 0 || o.check_race_margin >= 1)) {
+    char value[32];
+    std::snprintf(value, sizeof value, "%g", o.check_race_margin);
+    throw_bad_input(std::string("tune: --check-race-margin ") + value + " is not allowed; allowed: 0 (no such cut) or >= 1");
   }
   if (o.rank >= o.world_size) {
     throw_bad_input("tune: --rank " + std::to_string(o.rank) + " must lie in [0, --world-size " + std::to_string(o.world_size) + ")");
@@ -123,6 +129,7 @@ void run(const TuneCliOptions& o) {
   options.runs = o.runs;
   options.warmup = o.warmup;
   options.race_margin = o.race_margin;
+  options.race_check_margin = o.check_race_margin;
   // Progress goes to stderr in both modes, so --json keeps stdout clean and still shows life.
   options.quiet = o.quiet;
   CompileFn compile = [store](const KernelSpec& spec, std::string_view arch) { return compile_kernel(spec, arch, store); };
@@ -173,6 +180,10 @@ const CommandRegistrar kTune("tune", [](CLI::App& root) {
   cmd->add_option("--race-margin", o->race_margin,
                   "time a candidate no further when its first 5 runs' median is above this many times the best "
                   "so far (default 1.25; 0: time every candidate fully)");
+  cmd->add_option("--check-race-margin", o->check_race_margin,
+                  "time a candidate no further, not even warmed up, when the launch that checked its output took "
+                  "more than this many times the best so far, once the best takes at least 1 ms (default 1.5; 0: "
+                  "never)");
   cmd->add_option("--store", o->store_dir, "compiled-kernel store directory (default: $CPGEN_KERNEL_DIR, $XDG_CACHE_HOME/cpgen/kernels or ~/.cache/cpgen/kernels)");
   cmd->add_flag("--no-store", o->no_store, "always run NVRTC and store no compiled kernels");
   cmd->add_flag("--kernels-in-db", o->kernels_in_db, "keep compiled kernels in the database's kernels table instead of a directory");
