@@ -27,7 +27,8 @@ import sys
 sys.path.insert(0, os.path.dirname(os.path.abspath(__file__)))
 from kernels import fmt  # noqa: E402  (the table cells of kernels.py; it imports torch only when run)
 
-KEY = ("dtype", "head_dim", "causal", "seq_len", "q_heads", "kv_heads", "batch", "ranks", "scheme")
+# direction: "bwd" on kernels.py --direction bwd rows, absent (None) on forward ones.
+KEY = ("dtype", "head_dim", "causal", "seq_len", "q_heads", "kv_heads", "batch", "ranks", "scheme", "direction")
 
 
 def load(path):

@@ -1,7 +1,7 @@
 #!/usr/bin/env python3
 """Kernel benchmark (not a test; needs a GPU and PyTorch): one attention on one GPU by cpgen's
-forward kernel against PyTorch SDPA's cuDNN and flash backends, on the same tensors, in the same
-process and the same run.
+forward (or, with --direction bwd, backward) kernel against PyTorch SDPA's cuDNN and flash
+backends, on the same tensors, in the same process and the same run.
 
 cpgen runs through its C ABI (libcpgen.so via ctypes) as a loopback ring of one rank, which is one
 launch of the forward step kernel on the whole sequence (first and last step at once): the kernel
@@ -21,6 +21,18 @@ sequence: the same useful work. Every configuration:
      wait between them); each one's median, with its fastest and slowest in the JSON row. A drift
      of the clocks during the run (on the first H200, up to 11% between a kernel's fastest and
      median run of 10 back to back) then falls on all three alike, not on whichever ran last.
+
+--direction bwd times the backward instead: cpgen's backward ring (cpgen_ring_backward, or
+_backward_all over the shards) after one untimed forward for the out and lse it reads, against
+torch.autograd.grad of each SDPA backend's output (the backend's own backward), with the same
+fresh normal(0, 1) upstream gradient for all. dq at the sampled query rows and dk, dv at the same
+positions as keys are checked against float64 gradients computed from the whole softmax (every
+query's lse and rowsum(dout * out), so dk and dv get every query's share), within 2e-2 relative
+(Frobenius), on the first and the last batch. TFLOP/s count 2.5 times the forward's useful
+FLOPs (FlashAttention's convention, as cpgen bench); the rows carry "direction": "bwd", the table
+a dir column, and its kernel column names the backward kernel.
+
+  python3 bench/kernels.py --lib build/libcpgen.so --direction bwd --head-dims 128 --lengths 8192,16384
 
 A cpgen failure (compile, launch, wrong kernel) marks the row failed and still times cuDNN and
 flash on the shape. A pinned kernel that selection did not run (--pin naming a kernel cpgen cannot
@@ -127,6 +139,8 @@ class Cpgen:
         lib.cpgen_ring_forward.argtypes = [ctypes.c_void_p] * 6 + [ctypes.c_void_p]
         pointers = ctypes.POINTER(ctypes.c_void_p)
         lib.cpgen_ring_forward_all.argtypes = [ctypes.c_void_p] + [pointers] * 5 + [ctypes.c_void_p]
+        lib.cpgen_ring_backward.argtypes = [ctypes.c_void_p] * 11
+        lib.cpgen_ring_backward_all.argtypes = [ctypes.c_void_p] + [pointers] * 9 + [ctypes.c_void_p]
         lib.cpgen_partition_rows.argtypes = [ctypes.POINTER(CpgenProblem), ctypes.c_int32,
                                              ctypes.POINTER(ctypes.c_int64)]
         lib.cpgen_partition_positions.argtypes = [ctypes.POINTER(CpgenProblem), ctypes.c_int32,
@@ -138,6 +152,8 @@ class Cpgen:
         lib.cpgen_ring_config_source.restype = ctypes.c_char_p
         lib.cpgen_ring_config_reason.argtypes = [ctypes.c_void_p]
         lib.cpgen_ring_config_reason.restype = ctypes.c_char_p
+        lib.cpgen_ring_backward_kernel_uri.argtypes = [ctypes.c_void_p]
+        lib.cpgen_ring_backward_kernel_uri.restype = ctypes.c_char_p
         lib.cpgen_ring_destroy.argtypes = [ctypes.c_void_p]
         lib.cpgen_ring_destroy.restype = None
         lib.cpgen_family_kernel_uri.argtypes = [ctypes.POINTER(CpgenProblem), ctypes.c_char_p, ctypes.c_char_p,
@@ -196,11 +212,29 @@ class Cpgen:
                   for name in ("q", "k", "v", "out", "lse")]
         self.check(self.lib.cpgen_ring_forward_all(ring, *arrays, stream), "ring_forward_all")
 
+    def backward(self, ring, t, stream):
+        """t: q, k, v, out, lse (the forward's), dout, and dq, dk, dv to write."""
+        self.check(self.lib.cpgen_ring_backward(ring, *[t[n].data_ptr() for n in BACKWARD_TENSORS], stream),
+                   "ring_backward")
+
+    def backward_all(self, ring, shards, stream):
+        """shards: one dict of the BACKWARD_TENSORS per virtual rank."""
+        arrays = [(ctypes.c_void_p * len(shards))(*[s[name].data_ptr() for s in shards]) for name in BACKWARD_TENSORS]
+        self.check(self.lib.cpgen_ring_backward_all(ring, *arrays, stream), "ring_backward_all")
+
+
+# cpgen_ring_backward's tensors, in its argument order.
+BACKWARD_TENSORS = ("q", "k", "v", "out", "lse", "dout", "dq", "dk", "dv")
+# Useful FLOPs of a backward against its forward (FlashAttention's convention, as the C++ bench:
+# runtime/api/gpu_bench.h kBackwardFlopsFactor): five matmuls of the forward's two.
+BACKWARD_FLOPS_FACTOR = 2.5
+
 
 def useful_flops(cfg):
     s = cfg["seq_len"]
     pairs = s * (s + 1) / 2 if cfg["causal"] else s * s
-    return 4.0 * cfg["batch"] * cfg["q_heads"] * cfg["head_dim"] * pairs
+    flops = 4.0 * cfg["batch"] * cfg["q_heads"] * cfg["head_dim"] * pairs
+    return flops * (BACKWARD_FLOPS_FACTOR if cfg.get("direction") == "bwd" else 1.0)
 
 
 def reference_rows(torch, q, k, v, rows, group, causal, batch):
@@ -214,6 +248,56 @@ def reference_rows(torch, q, k, v, rows, group, causal, batch):
         keys = torch.arange(k.shape[2], device=q.device)
         scores = scores.masked_fill(keys[None, None, :] > rows[None, :, None], float("-inf"))
     return torch.softmax(scores, dim=-1) @ vv, torch.logsumexp(scores, dim=-1)
+
+
+def reference_grads(torch, q, k, v, dout, rows, keys, group, causal, batch, chunk=512):
+    """float64 gradients of batch `batch`, from the whole softmax: dq at query rows `rows` [hq, R, d],
+    dk and dv at key rows `keys` [hkv, J, d] (every query's contribution, summed over the group's
+    query heads). Each query's lse and delta = rowsum(dout * out) come from its full row, in chunks
+    of `chunk` queries per head."""
+    hq, s, d = q.shape[1], q.shape[2], q.shape[3]
+    scale = 1.0 / math.sqrt(d)
+    positions = torch.arange(s, device=q.device)
+    dq = torch.empty(hq, len(rows), d, device=q.device, dtype=torch.float64)
+    dk = torch.zeros(hq // group, len(keys), d, device=q.device, dtype=torch.float64)
+    dv = torch.zeros_like(dk)
+
+    def scores(qs, q_pos, kk, k_pos):
+        x = qs @ kk.transpose(-1, -2) * scale
+        if causal:
+            x = x.masked_fill(k_pos[None, :] > q_pos[:, None], float("-inf"))
+        return x
+
+    for h in range(hq):
+        qh, doh = q[batch, h].double(), dout[batch, h].double()
+        kh, vh = k[batch, h // group].double(), v[batch, h // group].double()
+        lse, delta = torch.empty(s, device=q.device, dtype=torch.float64), torch.empty_like(positions, dtype=torch.float64)
+        for start in range(0, s, chunk):
+            part = positions[start:start + chunk]
+            x = scores(qh[part], part, kh, positions)
+            lse[part] = torch.logsumexp(x, dim=-1)
+            delta[part] = (doh[part] * (torch.exp(x - lse[part, None]) @ vh)).sum(-1)
+        # dq of the sampled rows: scale * sum_j P_ij (dout_i . v_j - delta_i) k_j
+        p = torch.exp(scores(qh[rows], rows, kh, positions) - lse[rows, None])
+        dq[h] = (p * (doh[rows] @ vh.T - delta[rows, None])) @ kh * scale
+        # dk, dv of the sampled keys, over every query: P_ij for all i, j in keys
+        p = torch.exp(scores(qh, positions, kh[keys], keys) - lse[:, None])
+        dv[h // group] += p.T @ doh
+        dk[h // group] += (p * (doh @ vh[keys].T - delta[:, None])).T @ qh * scale
+    return dq, dk, dv
+
+
+def check_grads(torch, grads, refs, rows, keys):
+    """The largest relative error of dq (at `rows`), dk and dv (at `keys`) over the checked
+    batches, each NaN when any element of that gradient is unwritten."""
+    errors = {}
+    for name, index, got in zip(("dq", "dk", "dv"), (rows, keys, keys), grads):
+        if torch.isnan(got).any():
+            errors[name] = float("nan")
+            continue
+        errors[name] = max(float(torch.linalg.norm(got[batch, :, index].double() - ref[name]) / torch.linalg.norm(ref[name]))
+                           for batch, ref in refs.items())
+    return errors
 
 
 def check(torch, out, refs, rows):
@@ -232,6 +316,12 @@ def check_lse(torch, lse, refs, rows):
     if torch.isnan(lse).any():
         return float("nan")
     return max(float((lse[batch, :, rows].double() - ref_lse).abs().max()) for batch, (_, ref_lse) in refs.items())
+
+
+def worst(errors):
+    """The largest of `errors`, NaN when any is NaN (an unwritten element)."""
+    errors = list(errors)
+    return float("nan") if any(math.isnan(e) for e in errors) else max(errors)
 
 
 def verdict(*errors):
@@ -334,40 +424,72 @@ def run_config(torch, cpgen, cfg, args):
     q = torch.randn(b, hq, s, d, device="cuda", dtype=dt, generator=gen)
     k = torch.randn(b, hkv, s, d, device="cuda", dtype=dt, generator=gen)
     v = torch.randn(b, hkv, s, d, device="cuda", dtype=dt, generator=gen)
+    backward = cfg.get("direction") == "bwd"
+    dout = torch.randn(b, hq, s, d, device="cuda", dtype=dt, generator=gen) if backward else None
     rows = torch.linspace(0, s - 1, args.check_rows, device="cuda").round().long().unique()
-    # The first and the last batch: a batch stride gone wrong shows in the last one.
-    refs = {batch: reference_rows(torch, q, k, v, rows, group, cfg["causal"], batch) for batch in sorted({0, b - 1})}
+    # The first and the last batch: a batch stride gone wrong shows in the last one. The backward
+    # checks dq at the same query rows and dk, dv at the same positions as keys.
+    batches = sorted({0, b - 1})
+    if backward:
+        grad_refs = {batch: dict(zip(("dq", "dk", "dv"),
+                                     reference_grads(torch, q, k, v, dout, rows, rows, group, cfg["causal"], batch)))
+                     for batch in batches}
+    else:
+        refs = {batch: reference_rows(torch, q, k, v, rows, group, cfg["causal"], batch) for batch in batches}
     flops = useful_flops(cfg)
     row = dict(cfg)
     stream = torch.cuda.current_stream().cuda_stream
 
-    # cpgen: one rank on the whole sequence, or the loopback ring over the shards of every rank
+    def nans(shape, dtype=dt):
+        return torch.full(shape, float("nan"), device="cuda", dtype=dtype)
+
+    # cpgen: one rank on the whole sequence, or the loopback ring over the shards of every rank.
+    # A backward row runs the forward once (untimed) for the out and lse its backward reads.
     if cfg["ranks"] == 1:
-        out = torch.full_like(q, float("nan"))
-        lse = torch.full((b, hq, s), float("nan"), device="cuda", dtype=torch.float32)
+        t = dict(q=q, k=k, v=v, out=torch.full_like(q, float("nan")), lse=nans((b, hq, s), torch.float32))
+        if backward:
+            t.update(dout=dout, dq=torch.full_like(q, float("nan")), dk=torch.full_like(k, float("nan")),
+                     dv=torch.full_like(v, float("nan")))
+
+        def run_forward():
+            cpgen.forward(ring, q, k, v, t["out"], t["lse"], stream)
 
         def run_cpgen():
-            cpgen.forward(ring, q, k, v, out, lse, stream)
+            if backward:
+                cpgen.backward(ring, t, stream)
+            else:
+                run_forward()
 
         def gather():
-            return out, lse
+            return (t["dq"], t["dk"], t["dv"]) if backward else (t["out"], t["lse"])
     else:
         index = [torch.tensor(pos, device="cuda", dtype=torch.long) for pos in cpgen.positions(cfg)]
-        shards = [dict(q=q[:, :, i].contiguous(), k=k[:, :, i].contiguous(), v=v[:, :, i].contiguous(),
-                       out=torch.full((b, hq, len(i), d), float("nan"), device="cuda", dtype=dt),
-                       lse=torch.full((b, hq, len(i)), float("nan"), device="cuda", dtype=torch.float32))
-                  for i in index]
+        shards = []
+        for i in index:
+            shard = dict(q=q[:, :, i].contiguous(), k=k[:, :, i].contiguous(), v=v[:, :, i].contiguous(),
+                         out=nans((b, hq, len(i), d)), lse=nans((b, hq, len(i)), torch.float32))
+            if backward:
+                shard.update(dout=dout[:, :, i].contiguous(), dq=nans((b, hq, len(i), d)),
+                             dk=nans((b, hkv, len(i), d)), dv=nans((b, hkv, len(i), d)))
+            shards.append(shard)
 
-        def run_cpgen():
+        def run_forward():
             cpgen.forward_all(ring, shards, stream)
 
+        def run_cpgen():
+            if backward:
+                cpgen.backward_all(ring, shards, stream)
+            else:
+                run_forward()
+
         def gather():
-            full = torch.full_like(q, float("nan"))
-            full_lse = torch.full((b, hq, s), float("nan"), device="cuda", dtype=torch.float32)
+            names = ("dq", "dk", "dv") if backward else ("out", "lse")
+            full = [nans(q.shape if n in ("out", "dq") else k.shape if n in ("dk", "dv") else (b, hq, s),
+                         torch.float32 if n == "lse" else dt) for n in names]
             for i, shard in zip(index, shards):
-                full[:, :, i] = shard["out"]
-                full_lse[:, :, i] = shard["lse"]
-            return full, full_lse
+                for tensor, n in zip(full, names):
+                    tensor[:, :, i] = shard[n]
+            return tuple(full)
 
     # Each implementation runs once and is checked; those that ran are then timed together
     # (time_interleaved), the ring kept until that is done.
@@ -377,17 +499,28 @@ def run_config(torch, cpgen, cfg, args):
         try:
             ring = cpgen.ring(cfg, args.db)
             row["cpgen_uri"] = cpgen.lib.cpgen_ring_kernel_uri(ring).decode()
+            if backward:
+                row["cpgen_backward_uri"] = cpgen.lib.cpgen_ring_backward_kernel_uri(ring).decode()
             row["cpgen_source"] = cpgen.lib.cpgen_ring_config_source(ring).decode()
             wanted = args.pinned.get((cfg["dtype"], cfg["head_dim"], bool(cfg["causal"]), group))
             if wanted and row["cpgen_uri"] != wanted:
                 raise RuntimeError(f"pin not honoured: asked for {wanted}, selection runs {row['cpgen_uri']} "
                                    f"({cpgen.lib.cpgen_ring_config_reason(ring).decode()})")
+            if backward:
+                run_forward()
             run_cpgen()
             cpgen.check(cpgen.lib.cpgen_ring_synchronize(ring), "synchronize")
-            got, got_lse = gather()
-            row["cpgen_error"] = check(torch, got, refs, rows)
-            row["cpgen_lse_error"] = check_lse(torch, got_lse, refs, rows)
-            row["cpgen_check"] = verdict(row["cpgen_error"], row["cpgen_lse_error"])
+            if backward:
+                errors = check_grads(torch, gather(), grad_refs, rows, rows)
+                for name, e in errors.items():
+                    row[f"cpgen_{name}_error"] = e
+                row["cpgen_error"] = worst(errors.values())
+                row["cpgen_check"] = verdict(*errors.values())
+            else:
+                got, got_lse = gather()
+                row["cpgen_error"] = check(torch, got, refs, rows)
+                row["cpgen_lse_error"] = check_lse(torch, got_lse, refs, rows)
+                row["cpgen_check"] = verdict(row["cpgen_error"], row["cpgen_lse_error"])
             timers["cpgen"] = run_cpgen
         except RuntimeError as e:
             # The peers still run on this shape; a CUDA context left unusable raises in main's probe.
@@ -399,11 +532,19 @@ def run_config(torch, cpgen, cfg, args):
             with warnings.catch_warnings(record=True) as caught:
                 warnings.simplefilter("always")  # a refusal's reasons are warnings, shown once otherwise
                 try:
-                    inputs = {"k": k, "v": v, "gqa": group > 1}
+                    # A backward row differentiates with respect to leaf copies of q, k and v
+                    # (through the repeat when the backend needs repeated K/V, so dk and dv come
+                    # back per KV head), and times torch.autograd.grad of the forward's output.
+                    leaves = {n: x.detach().clone().requires_grad_() if backward else x
+                              for n, x in (("q", q), ("k", k), ("v", v))}
+                    inputs = {"gqa": group > 1, "rep": False}
 
                     def call(backend=backend, inputs=inputs):
+                        kk, vv = leaves["k"], leaves["v"]
+                        if inputs["rep"]:
+                            kk, vv = kk.repeat_interleave(group, 1), vv.repeat_interleave(group, 1)
                         with sdpa_kernel([backend]):
-                            return F.scaled_dot_product_attention(q, inputs["k"], inputs["v"], enable_gqa=inputs["gqa"],
+                            return F.scaled_dot_product_attention(leaves["q"], kk, vv, enable_gqa=inputs["gqa"],
                                                                   is_causal=bool(cfg["causal"]))
 
                     try:
@@ -412,14 +553,26 @@ def run_config(torch, cpgen, cfg, args):
                         if group == 1:
                             raise
                         # The backend refuses enable_gqa: give it repeated K/V (same arithmetic).
-                        inputs.update(k=k.repeat_interleave(group, 1), v=v.repeat_interleave(group, 1), gqa=False)
+                        inputs.update(gqa=False, rep=True)
                         row[f"{name}_note"] = "rep"
                         o = call()
-                    torch.cuda.synchronize()
-                    row[f"{name}_error"] = check(torch, o, refs, rows)
-                    row[f"{name}_check"] = verdict(row[f"{name}_error"])
-                    del o
-                    timers[name] = call
+                    if backward:
+                        def grad(o=o):
+                            return torch.autograd.grad(o, (leaves["q"], leaves["k"], leaves["v"]), dout,
+                                                       retain_graph=True)
+
+                        errors = check_grads(torch, grad(), grad_refs, rows, rows)
+                        for what, e in errors.items():
+                            row[f"{name}_{what}_error"] = e
+                        row[f"{name}_error"] = worst(errors.values())
+                        row[f"{name}_check"] = verdict(*errors.values())
+                        timers[name] = grad
+                    else:
+                        torch.cuda.synchronize()
+                        row[f"{name}_error"] = check(torch, o, refs, rows)
+                        row[f"{name}_check"] = verdict(row[f"{name}_error"])
+                        del o
+                        timers[name] = call
                 except RuntimeError as e:
                     reasons = [str(w.message).splitlines()[0] for w in caught
                                if "not used because" not in str(w.message)]
@@ -508,18 +661,25 @@ def ratio(r, name):
 
 
 def markdown(rows):
-    lines = ["| dtype | hd | causal | seq | gqa | ring | cpgen TFLOP/s | cuDNN TFLOP/s | flash TFLOP/s | vs cuDNN |"
-             " vs flash | cpgen err | kernel |",
-             "|---|---|---|---|---|---|---|---|---|---|---|---|---|"]
+    """The table; with a "dir" column (fwd or bwd) when any row is a backward one, whose TFLOP/s
+    count 2.5 times the forward's FLOPs and whose kernel column names the backward kernel."""
+    with_dir = any(r.get("direction") == "bwd" for r in rows)
+    lines = ["| dtype | hd | causal | seq | gqa | ring |" + (" dir |" if with_dir else "") +
+             " cpgen TFLOP/s | cuDNN TFLOP/s | flash TFLOP/s | vs cuDNN | vs flash | cpgen err | kernel |",
+             "|---|---|---|---|---|---|" + ("---|" if with_dir else "") + "---|---|---|---|---|---|---|"]
     for r in rows:
         notes = "; ".join([f"{peer}: {r[peer + '_note']}" for peer in PEERS if r.get(f"{peer}_note")] +
                           [f"{peer} CHECK FAILED" for peer in PEERS if r.get(f"{peer}_check") == "FAILED"])
-        kernel = " ".join(x for x in (r.get("cpgen_uri", ""), r.get("failed", "")) if x)
+        uri = r.get("cpgen_backward_uri", "") if r.get("direction") == "bwd" else r.get("cpgen_uri", "")
+        kernel = " ".join(x for x in (uri, r.get("failed", "")) if x)
         if r.get("cpgen_check") == "FAILED":
-            kernel += f" CHECK FAILED (lse error {fmt(r.get('cpgen_lse_error'), '.1e')})"
+            kernel += (" CHECK FAILED (" + ", ".join(f"{n} error {fmt(r.get(f'cpgen_{n}_error'), '.1e')}"
+                                                     for n in ("dq", "dk", "dv")) + ")" if r.get("direction") == "bwd"
+                       else f" CHECK FAILED (lse error {fmt(r.get('cpgen_lse_error'), '.1e')})")
         lines.append(
             f"| {r['dtype']} | {r['head_dim']} | {int(r['causal'])} | {r['seq_len']} | {r['q_heads'] // r['kv_heads']} "
-            f"| {ring_name(r)} | {fmt(r.get('cpgen_tflops'), '.0f')} | {fmt(r.get('cudnn_tflops'), '.0f')} "
+            f"| {ring_name(r)} |{' ' + r.get('direction', 'fwd') + ' |' if with_dir else ''} "
+            f"{fmt(r.get('cpgen_tflops'), '.0f')} | {fmt(r.get('cudnn_tflops'), '.0f')} "
             f"| {fmt(r.get('flash_tflops'), '.0f')} | {ratio(r, 'cudnn')} "
             f"| {ratio(r, 'flash')} | {fmt(r.get('cpgen_error'), '.1e')} "
             f"| {kernel}{' (' + notes + ')' if notes else ''} |")
@@ -545,6 +705,9 @@ def main():
     ap.add_argument("--gqa", type=ints, default=[1, 4, 8])
     ap.add_argument("--ranks", type=ints, default=[1],
                     help="virtual ranks of a loopback ring on the one GPU (1: one kernel launch)")
+    ap.add_argument("--direction", default="fwd", choices=("fwd", "bwd"),
+                    help="fwd: the forward; bwd: the backward (cpgen's backward ring after one untimed forward, "
+                         "SDPA's torch.autograd.grad of its output; dq, dk, dv checked against float64)")
     ap.add_argument("--scheme", default="zigzag", choices=sorted(CPGEN_SCHEME),
                     help="how a ring of more than one rank splits the sequence")
     ap.add_argument("--q-heads", type=int, default=32)
@@ -598,6 +761,8 @@ def main():
                                                 seed=len(configs) + 1))
                             if args.templates:
                                 configs[-1]["templates"] = os.environ["CPGEN_TEMPLATES_DIR"]
+                            if args.direction == "bwd":  # forward rows keep the keys they always had
+                                configs[-1]["direction"] = "bwd"
     uris = {}
     if args.pin:
         try:

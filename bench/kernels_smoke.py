@@ -8,8 +8,9 @@ the script shows here instead of costing a GPU session's minutes.
 What stands in for what:
   - tensors the script places on "cuda" are made on the CPU; CUDA events become wall-clock marks;
   - cpgen's launch (cpgen_ring_forward / _forward_all) becomes a float32 attention computed here,
-    from each shard's global positions, while the problem, its validation and the shards'
-    positions come from the real library (--lib), through the same ctypes calls;
+    from each shard's global positions, and its backward (cpgen_ring_backward / _backward_all,
+    --direction bwd) that attention's float32 autograd, while the problem, its validation and the
+    shards' positions come from the real library (--lib), through the same ctypes calls;
   - SDPA's cuDNN and flash backends are what PyTorch has on the CPU (a refused backend gives the
     script's "n/a" note, which the check accepts).
 
@@ -105,6 +106,9 @@ class StandIn(kernels.Cpgen):
             def cpgen_ring_config_source(self, ring):
                 return b"stand-in"
 
+            def cpgen_ring_backward_kernel_uri(self, ring):
+                return b"stand-in-backward"
+
             def cpgen_ring_synchronize(self, ring):
                 return 0
 
@@ -156,17 +160,60 @@ class StandIn(kernels.Cpgen):
             shard["lse"].copy_(l)
 
 
+def attend_grads(torch, q, k, v, dout, q_pos, k_pos, causal):
+    """float32 dq, dk, dv of attend's output for the upstream gradient dout (k, v: every key)."""
+    leaves = [x.float().detach().requires_grad_() for x in (q, k, v)]
+    out, _ = attend(torch, *leaves, q_pos, k_pos, causal)
+    return torch.autograd.grad(out, leaves, dout.float())
+
+
+def backward_stand_in(cls):
+    """cls with backward and backward_all as float32 autograd of attend, over the whole sequence."""
+
+    class WithBackward(cls):
+        def backward(self, ring, t, stream):
+            torch, cfg = self.torch, self.rings[ring]
+            pos = torch.arange(t["q"].shape[2])
+            for name, g in zip(("dq", "dk", "dv"), attend_grads(torch, t["q"], t["k"], t["v"], t["dout"], pos, pos,
+                                                                 cfg["causal"])):
+                t[name].copy_(g.to(t[name].dtype))
+
+        def backward_all(self, ring, shards, stream):
+            # The whole sequence's gradients, handed back to the shards: what the ring computes.
+            torch, cfg = self.torch, self.rings[ring]
+            positions = [torch.tensor(p) for p in self.positions(cfg)]
+            full = {}
+            for name in ("q", "k", "v", "dout"):
+                x = shards[0][name]
+                full[name] = torch.empty(x.shape[0], x.shape[1], cfg["seq_len"], x.shape[3], dtype=x.dtype)
+                for pos, shard in zip(positions, shards):
+                    full[name][:, :, pos] = shard[name]
+            every = torch.arange(cfg["seq_len"])
+            grads = attend_grads(torch, full["q"], full["k"], full["v"], full["dout"], every, every, cfg["causal"])
+            for pos, shard in zip(positions, shards):
+                for name, g in zip(("dq", "dk", "dv"), grads):
+                    shard[name].copy_(g[:, :, pos].to(shard[name].dtype))
+
+    return WithBackward
+
+
 def faulty_child(lib, jsonl, fault):
     """The benchmark with one of the failures its checks exist for, on its second configuration
     (of three): "stall" (a launch that never returns, as a hung kernel's synchronize would not),
-    "wrong" (an output off by a little, and an LSE never written), "unpinned" (selection runs
+    "wrong" (an output off by a little, and an LSE never written), "wrong-bwd" (--direction bwd:
+    dk off by a little), "unpinned" (selection runs
     another kernel than the pinned one), "fault" (a launch fails with a sticky CUDA error, after
     which the context is unusable)."""
     import torch
     patch_torch(torch)
     broken = {"context": False}
 
-    class Faulty(StandIn):
+    class Faulty(backward_stand_in(StandIn)):
+        def backward(self, ring, t, stream):
+            super().backward(ring, t, stream)
+            if t["q"].shape[2] == 256 and fault == "wrong-bwd":
+                t["dk"].add_(0.1)
+
         def forward(self, ring, q, k, v, out, lse, stream):
             if q.shape[2] == 256 and fault == "stall":
                 threading.Event().wait()
@@ -192,7 +239,7 @@ def faulty_child(lib, jsonl, fault):
     sys.argv = ["kernels.py", "--lib", lib, "--dtypes", "bf16", "--head-dims", "64", "--causal", "1", "--lengths",
                 "128,256,512", "--gqa", "1", "--q-heads", "2", "--tokens", "512", "--warmup", "1", "--iters", "1",
                 "--check-rows", "8", "--jsonl", jsonl, "--pin", "wgmma", "--stall-seconds",
-                "3" if fault == "stall" else "60"]
+                "3" if fault == "stall" else "60"] + (["--direction", "bwd"] if fault == "wrong-bwd" else [])
     return kernels.main()
 
 
@@ -206,7 +253,8 @@ def run_faulty(lib, folder, fault):
 
 def check_faults(lib, folder):
     """"" when each fault of faulty_child is reported as documented, else the problem."""
-    for fault, code, count in (("stall", 4, 2), ("wrong", 0, 3), ("unpinned", 0, 3), ("fault", 5, 2)):
+    for fault, code, count in (("stall", 4, 2), ("wrong", 0, 3), ("wrong-bwd", 0, 3), ("unpinned", 0, 3),
+                               ("fault", 5, 2)):
         child, rows = run_faulty(lib, folder, fault)
         if child.returncode != code or len(rows) != count:
             return f"{fault}: exit {child.returncode} with {len(rows)} rows, expected {code} and {count}: " \
@@ -221,6 +269,10 @@ def check_faults(lib, folder):
         elif fault == "wrong":
             if second.get("cpgen_check") != "FAILED" or "CHECK FAILED" not in child.stdout or "wrong" not in child.stdout:
                 return f"wrong: a wrong output was not marked: {second}"
+        elif fault == "wrong-bwd":
+            if (second.get("cpgen_check") != "FAILED" or not second.get("cpgen_dk_error", 0) > 2e-2
+                    or not second.get("cpgen_dq_error", 1) < 2e-2 or "dk error" not in child.stdout):
+                return f"wrong-bwd: a wrong dk was not marked (dq and dv right): {second}"
         elif fault == "unpinned":
             if "pin not honoured" not in second.get("failed", "") or "cudnn_note" not in second:
                 return f"unpinned: an unhonoured pin was not a failure with the peers still run: {second}"
@@ -262,7 +314,7 @@ def main():
         return faulty_child(args.lib, args.fault_child[1], args.fault_child[0])
     import torch
     patch_torch(torch)
-    kernels.Cpgen = lambda path: StandIn(path, torch)
+    kernels.Cpgen = lambda path: backward_stand_in(StandIn)(path, torch)
     problem = check_interleaving(torch)
     if problem:
         print(f"kernels_smoke: time_interleaved: {problem}", file=sys.stderr)
@@ -275,6 +327,7 @@ def main():
         ["--ranks", "2", "--scheme", "striped", "--pin", "wgmma-pingpong"],
         ["--ranks", "1", "--pin", "ring_fwd_wgmma_{dtype}_hd{head_dim}_{mask}_gqa{group}_bm128_bn64_c2_s3"],
         ["--ranks", "1", "--pin", "wgmma-persistent"],
+        ["--ranks", "1,4", "--scheme", "zigzag", "--direction", "bwd"],
     ]
     for n, extra in enumerate(runs):
         jsonl, table = os.path.join(folder, f"{n}.jsonl"), os.path.join(folder, f"{n}.md")
@@ -295,14 +348,24 @@ def main():
                 problems.append(f"failed: {r['failed']}")
             elif not r["cpgen_error"] < 2e-2 or r.get("cpgen_check") != "ok":
                 problems.append(f"cpgen error {r['cpgen_error']} (lse {r.get('cpgen_lse_error')}) on {r}")
+            elif "--direction" in extra and not (r.get("direction") == "bwd" and
+                                                 all(r.get(f"cpgen_{g}_error", 1) < 2e-2 for g in ("dq", "dk", "dv"))
+                                                 and r.get("cpgen_backward_uri") == "stand-in-backward"):
+                problems.append(f"a backward row without its gradients' errors or kernel: {r}")
             elif not r["cpgen_min_ms"] <= r["cpgen_ms"] <= r["cpgen_max_ms"]:
                 problems.append(f"timing spread out of order on {r}")
             for peer in ("cudnn", "flash"):
                 if f"{peer}_ms" not in r and not r.get(f"{peer}_note", "").startswith("n/a"):
                     problems.append(f"{peer}: neither timed nor noted: {r}")
+                if f"{peer}_ms" in r and r.get(f"{peer}_check") != "ok":
+                    problems.append(f"{peer}: timed, but its check is {r.get(f'{peer}_check')}: {r}")
+                if f"{peer}_ms" in r and "--direction" in extra and not r.get(f"{peer}_dk_error", 1) < 2e-2:
+                    problems.append(f"{peer}: a backward row without its dk error: {r}")
         table_rows = [line for line in open(table) if line.startswith("| ") and not line.startswith("| dtype")]
         if len(table_rows) != expected:
             problems.append(f"table has {len(table_rows)} rows, expected {expected}")
+        if "--direction" in extra and not all(" | bwd | " in line and "stand-in-backward" in line for line in table_rows):
+            problems.append(f"backward rows without their dir and kernel cells: {table_rows[:1]}")
         if problems:
             print(f"kernels_smoke: run {n} ({' '.join(extra)}): {problems[0]}", file=sys.stderr)
             return 1
@@ -312,7 +375,7 @@ def main():
         print(f"kernels_smoke: a faulty configuration: {problem}", file=sys.stderr)
         return 1
     print("kernels_smoke: a stalled configuration ends the run with status 4 and a stalled row, a wrong output "
-          "is CHECK FAILED, an unhonoured pin a failed row with its peers timed, a sticky CUDA error ends the "
+          "or gradient is CHECK FAILED, an unhonoured pin a failed row with its peers timed, a sticky CUDA error ends the "
           "run with status 5 after its row", file=sys.stderr)
     return 0
 

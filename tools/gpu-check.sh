@@ -121,7 +121,10 @@
 # untuned mma.sync kernel, which GQA 4 no longer selects on sm_90a; tuned, each step type runs
 # its own winner, e.g. a persistent launch for the short steps; --only ring --ring-tune, about
 # 30 s of tuning for the target row), the wider matrix (head dims 64 and 256, 4K and 32K,
-# GQA 4, 8 and 16) and memcheck over the step and ring tests (202 s). The report, the logs'
+# GQA 4, 8 and 16), the backward against SDPA's (--only kernels --kernels-args '--direction bwd
+# --head-dims 128 --lengths 8192,16384': cpgen's backward ring of one rank against
+# torch.autograd.grad of each backend, never timed on a GPU yet) and memcheck over the step and
+# ring tests (202 s). The report, the logs'
 # tarball (tables and jsonl inside), the ncu profiles and the exported cache come back under
 # files_at; tools/ncu-metrics.py reads the profiles on a machine without ncu.
 #

@@ -204,6 +204,10 @@ CPGEN_API cpgen_status cpgen_ring_synchronize(cpgen_ring* ring);
 CPGEN_API const char* cpgen_ring_kernel_uri(const cpgen_ring* ring);
 CPGEN_API const char* cpgen_ring_config_source(const cpgen_ring* ring);
 CPGEN_API const char* cpgen_ring_config_reason(const cpgen_ring* ring);
+/* The URI of the backward kernel of ring step 0 (its bwd- step type), selected with the forward
+ * ones when the ring was made (loaded by the first backward). Static per ring; valid until
+ * cpgen_ring_destroy; "" for a NULL ring. */
+CPGEN_API const char* cpgen_ring_backward_kernel_uri(const cpgen_ring* ring);
 /* The URI of the forward kernel a named family runs by default for the problem, written with its
  * terminating NUL into uri[0..size): family "wgmma" (the sm_90a family's default tiles, with the
  * _ivl/_cap features the problem's mask and softcap need), "wgmma-pingpong" (the same with the

@@ -413,6 +413,11 @@ const char* cpgen_ring_config_reason(const cpgen_ring* ring) {
   return ring ? ring->ring.config_reason().c_str() : "";
 }
 
+const char* cpgen_ring_backward_kernel_uri(const cpgen_ring* ring) {
+  if (!ring || ring->ring.backward_step_kernels().empty()) return "";
+  return ring->ring.backward_step_kernels().front().kernel_uri.c_str();
+}
+
 void cpgen_ring_destroy(cpgen_ring* ring) {
   // A destructor that fails (a CUDA context already torn down at exit) must not throw through C.
   guard([&] { delete ring; });

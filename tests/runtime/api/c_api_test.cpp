@@ -247,6 +247,7 @@ TEST(CApi, NullArgumentsAreErrorsNotCrashes) {
   EXPECT_STREQ(cpgen_ring_kernel_uri(nullptr), "");
   EXPECT_STREQ(cpgen_ring_config_source(nullptr), "");
   EXPECT_STREQ(cpgen_ring_config_reason(nullptr), "");
+  EXPECT_STREQ(cpgen_ring_backward_kernel_uri(nullptr), "");
   cpgen_ring_destroy(nullptr);
 }
 
@@ -336,6 +337,10 @@ TEST(CApi, BackwardArgumentsAreCheckedOnALoopbackRing) {
   p.cp_size = 2;
   cpgen_ring* ring = nullptr;
   ASSERT_EQ(cpgen_ring_create_loopback(&p, 0, nullptr, &ring), CPGEN_OK) << cpgen_last_error();
+  // Both kernels are known before any call: bf16 head dim 64, causal (valid_problem), GQA 1.
+  EXPECT_EQ(std::string(cpgen_ring_kernel_uri(ring)).rfind("ring_fwd_", 0), 0u) << cpgen_ring_kernel_uri(ring);
+  EXPECT_EQ(std::string(cpgen_ring_backward_kernel_uri(ring)).rfind("ring_bwd_bf16_hd64_causal_gqa1_", 0), 0u)
+      << cpgen_ring_backward_kernel_uri(ring);
   const void* none[2] = {nullptr, nullptr};
   void* none_out[2] = {nullptr, nullptr};
   const float* none_lse[2] = {nullptr, nullptr};
