@@ -34,6 +34,12 @@ a dir column, and its kernel column names the backward kernel.
 
   python3 bench/kernels.py --lib build/libcpgen.so --direction bwd --head-dims 128 --lengths 8192,16384
 
+--tune N first runs `cpgen tune` (the command line beside --lib, or --cpgen) over the
+configurations' problems, N candidates per workload of --direction, into a database of this run,
+and cpgen then runs the winners: the figure of a user who tunes before training, against SDPA's
+backends, which pick their own kernels. The header line gives the tune's seconds and command;
+every row carries "tuned": N. Not with --pin or --db.
+
 A cpgen failure (compile, launch, wrong kernel) marks the row failed and still times cuDNN and
 flash on the shape. A pinned kernel that selection did not run (--pin naming a kernel cpgen cannot
 use falls through to the next cache entry) is such a failure, not a row under the wrong name. A
@@ -88,6 +94,7 @@ import json
 import math
 import os
 import statistics
+import subprocess
 import sys
 import tempfile
 import threading
@@ -413,6 +420,39 @@ def pin_kernels(uris, folder):
     return os.path.join(folder, "empty.db")
 
 
+def tune_shapes(configs):
+    """The distinct problems of `configs` as a shapes file's object (examples/shapes/README.md):
+    what `cpgen tune` times candidates for, and what each configuration's ring then selects."""
+    shapes, seen = [], set()
+    for cfg in configs:
+        shape = {"batch": cfg["batch"], "q_heads": cfg["q_heads"], "kv_heads": cfg["kv_heads"],
+                 "head_dim": cfg["head_dim"], "seq_len": cfg["seq_len"], "cp_size": cfg["ranks"],
+                 "dtype": cfg["dtype"], "causal": bool(cfg["causal"]), "scheme": cfg["scheme"]}
+        key = json.dumps(shape, sort_keys=True)
+        if key not in seen:
+            seen.add(key)
+            shapes.append(dict(shape, name=f"{cfg['dtype']}-hd{cfg['head_dim']}-{'causal' if cfg['causal'] else 'full'}-"
+                                            f"s{cfg['seq_len']}-gqa{cfg['q_heads'] // cfg['kv_heads']}-r{cfg['ranks']}"))
+    return {"shapes": shapes}
+
+
+def tune(cli, configs, direction, candidates, folder):
+    """Runs `cpgen tune` over the configurations' problems into a database in `folder`; returns
+    (its path, the seconds it took, the command). Raises RuntimeError with the tune's last line."""
+    shapes = os.path.join(folder, "tune-shapes.json")
+    with open(shapes, "w") as f:
+        json.dump(tune_shapes(configs), f)
+    db = os.path.join(folder, "tuned.db")
+    cmd = [cli, "tune", "--shapes", shapes, "--db", db, "--only", direction, "--require-gpu", "--quiet",
+           "--max-candidates", str(candidates)]
+    started = time.monotonic()
+    done = subprocess.run(cmd, capture_output=True, text=True)
+    if done.returncode != 0:
+        last = (done.stderr or done.stdout).strip().splitlines()
+        raise RuntimeError(f"exit {done.returncode}: {last[-1] if last else 'no output'}")
+    return db, time.monotonic() - started, " ".join(cmd)
+
+
 def run_config(torch, cpgen, cfg, args):
     import torch.nn.functional as F
     from torch.nn.attention import SDPBackend, sdpa_kernel
@@ -724,6 +764,10 @@ def main():
                     help="print the kernel --pin gives each configuration and exit (no GPU needed)")
     ap.add_argument("--templates", default=None,
                     help="compile cpgen's kernels from the .cuh templates in DIR (another revision's, to compare)")
+    ap.add_argument("--tune", type=int, default=0, metavar="N",
+                    help="first time N candidates per workload of the configurations' problems with cpgen tune "
+                         "(--direction's, into a database of this run) and run their winners (0: no tuning)")
+    ap.add_argument("--cpgen", default=None, help="the cpgen command line --tune runs (default: cpgen beside --lib)")
     ap.add_argument("--jsonl", default=None, help="append one JSON object per configuration here")
     ap.add_argument("--markdown", default=None, help="write the table here as well")
     ap.add_argument("--stall-seconds", type=int, default=120,
@@ -731,6 +775,15 @@ def main():
     args = ap.parse_args()
     if args.list_pins and not args.pin:
         print("kernels.py: --list-pins needs --pin", file=sys.stderr)
+        return 2
+    if args.tune < 0 or (args.tune and (args.pin or args.db)):
+        print(f"kernels.py: --tune {args.tune}: a number of candidates per workload (0: no tuning), not with --pin "
+              "or --db (it selects from a database of its own)", file=sys.stderr)
+        return 2
+    args.cpgen = args.cpgen or os.path.join(os.path.dirname(os.path.abspath(args.lib)), "cpgen")
+    if args.tune and not os.access(args.cpgen, os.X_OK):
+        print(f"kernels.py: --tune needs the cpgen command line: '{args.cpgen}' is not executable (--cpgen PATH)",
+              file=sys.stderr)
         return 2
     if args.templates:
         folder = os.path.abspath(args.templates)
@@ -791,6 +844,16 @@ def main():
     pin_dir = tempfile.TemporaryDirectory(prefix="cpgen_kernels_") if args.pin else None
     if pin_dir:
         args.db = pin_kernels(uris, pin_dir.name)
+    tune_dir = tempfile.TemporaryDirectory(prefix="cpgen_kernels_tune_") if args.tune else None
+    if tune_dir:
+        try:
+            args.db, seconds, command = tune(args.cpgen, configs, args.direction, args.tune, tune_dir.name)
+        except (RuntimeError, OSError) as e:
+            print(f"kernels.py: --tune: cpgen tune failed: {e}", file=sys.stderr)
+            return 1
+        print(f"# tuned in {seconds:.0f} s: {command}", flush=True)
+        for cfg in configs:
+            cfg["tuned"] = args.tune
     rows = []
     watchdog = Watchdog(args.stall_seconds, args.jsonl)
     for cfg in configs:

@@ -197,6 +197,28 @@ def backward_stand_in(cls):
     return WithBackward
 
 
+def stand_in_tune(lib, seen):
+    """A stand-in for kernels.tune (cpgen tune needs a GPU): writes the shapes file as kernels.tune
+    does, has the real command line read it (cpgen explain --shapes: the same parser as tune's), and
+    returns a database path for the run. `seen` receives the shapes."""
+    cli = os.path.join(os.path.dirname(os.path.abspath(lib)), "cpgen")
+
+    def tune(cli_path, configs, direction, candidates, folder):
+        if cli_path != cli:
+            raise RuntimeError(f"tune ran {cli_path}, not the cpgen beside --lib ({cli})")
+        shapes = os.path.join(folder, "tune-shapes.json")
+        with open(shapes, "w") as f:
+            json.dump(kernels.tune_shapes(configs), f)
+        read = subprocess.run([cli, "explain", "--shapes", shapes, "--arch", "sm_90a", "--db",
+                               os.path.join(folder, "absent.db"), "--json"], capture_output=True, text=True)
+        if read.returncode != 0:
+            raise RuntimeError(f"cpgen explain refused the shapes file: {read.stderr.strip()}")
+        seen.append((json.load(open(shapes))["shapes"], direction, candidates))
+        return os.path.join(folder, "tuned.db"), 0.0, "stand-in tune"
+
+    return tune
+
+
 def faulty_child(lib, jsonl, fault):
     """The benchmark with one of the failures its checks exist for, on its second configuration
     (of three): "stall" (a launch that never returns, as a hung kernel's synchronize would not),
@@ -328,7 +350,10 @@ def main():
         ["--ranks", "1", "--pin", "ring_fwd_wgmma_{dtype}_hd{head_dim}_{mask}_gqa{group}_bm128_bn64_c2_s3"],
         ["--ranks", "1", "--pin", "wgmma-persistent"],
         ["--ranks", "1,4", "--scheme", "zigzag", "--direction", "bwd"],
+        ["--ranks", "1,4", "--scheme", "zigzag", "--tune", "3"],
     ]
+    tuned = []
+    kernels.tune = stand_in_tune(args.lib, tuned)
     for n, extra in enumerate(runs):
         jsonl, table = os.path.join(folder, f"{n}.jsonl"), os.path.join(folder, f"{n}.md")
         sys.argv = ["kernels.py", "--lib", args.lib, "--dtypes", "bf16,fp16", "--head-dims", "64", "--causal", "0,1",
@@ -366,6 +391,14 @@ def main():
             problems.append(f"table has {len(table_rows)} rows, expected {expected}")
         if "--direction" in extra and not all(" | bwd | " in line and "stand-in-backward" in line for line in table_rows):
             problems.append(f"backward rows without their dir and kernel cells: {table_rows[:1]}")
+        if "--tune" in extra:
+            # One tune over every distinct problem (the 16 configurations' 16), forward, 3 candidates.
+            if len(tuned) != 1 or len(tuned[0][0]) != expected or tuned[0][1:] != ("fwd", 3):
+                problems.append(f"the tune was not one call over the {expected} problems: {tuned}")
+            elif any(r.get("tuned") != 3 for r in rows):
+                problems.append(f"rows without tuned 3: {rows[0]}")
+            elif sorted(s["cp_size"] for s in tuned[0][0]).count(4) != expected // 2:
+                problems.append(f"the ring problems' cp_size is not their ranks: {tuned[0][0]}")
         if problems:
             print(f"kernels_smoke: run {n} ({' '.join(extra)}): {problems[0]}", file=sys.stderr)
             return 1

@@ -121,7 +121,10 @@
 # untuned mma.sync kernel, which GQA 4 no longer selects on sm_90a; tuned, each step type runs
 # its own winner, e.g. a persistent launch for the short steps; --only ring --ring-tune, about
 # 30 s of tuning for the target row), the wider matrix (head dims 64 and 256, 4K and 32K,
-# GQA 4, 8 and 16), the backward against SDPA's (--only kernels --kernels-args '--direction bwd
+# GQA 4, 8 and 16), the tuned figure against cuDNN (--only kernels --kernels-args '--tune 24
+# --dtypes bf16,fp16 --head-dims 128 --lengths 8192,16384 --gqa 1': each configuration's winner
+# of 24 candidates, as a user who tunes would run it; issue 13's target is about cpgen against
+# cuDNN, and cuDNN picks its own kernels), the backward against SDPA's (--only kernels --kernels-args '--direction bwd
 # --head-dims 128 --lengths 8192,16384': cpgen's backward ring of one rank against
 # torch.autograd.grad of each backend, never timed on a GPU yet) and memcheck over the step and
 # ring tests (202 s). The report, the logs'

@@ -84,5 +84,21 @@ TEST_F(BenchKernelsPin, TemplatesMustBeAFolderOfTemplates) {
   EXPECT_EQ(good.output, "bf16 hd64 causal gqa1: ring_fwd_wgmma_bf16_hd64_causal_gqa1_bm128_bn128_c2_s2\n");
 }
 
+// --tune N selects from a database of its own, so a pin (or --db) beside it is one line and exit
+// 2, and so is a cpgen command line that is not there; both before PyTorch is imported.
+TEST_F(BenchKernelsPin, TuneIsRefusedBesideAPinAndWithoutTheCommandLine) {
+  const std::string message = "kernels.py: --tune 3: a number of candidates per workload (0: no tuning), not with "
+                              "--pin or --db (it selects from a database of its own)\n";
+  const auto pinned = list("--pin wgmma --tune 3 --head-dims 64 --gqa 1");
+  EXPECT_EQ(pinned.code, 2) << pinned.output;
+  EXPECT_EQ(pinned.output, message);
+  const auto no_cli = testing::run_shell("python3 '" + std::string(CPGEN_SOURCE_DIR) + "/bench/kernels.py' --lib '" +
+                                             CPGEN_LIBRARY_PATH + "' --tune 3 --cpgen '" + dir_.path() + "/none'",
+                                         dir_.path() + "/no_cli.txt");
+  EXPECT_EQ(no_cli.code, 2) << no_cli.output;
+  EXPECT_EQ(no_cli.output, "kernels.py: --tune needs the cpgen command line: '" + dir_.path() +
+                               "/none' is not executable (--cpgen PATH)\n");
+}
+
 }  // namespace
 }  // namespace cpgen
