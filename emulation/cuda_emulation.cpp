@@ -689,6 +689,16 @@ void red_add_v2_f32(float* address, float x, float y) {
   address[1] = flush_subnormal(flush_subnormal(address[1]) + flush_subnormal(y));
 }
 
+uint32_t atom_add_u32(uint32_t* address, uint32_t value) {
+  if (!aligned(reinterpret_cast<uintptr_t>(address), 4, "atom.add reads and writes", "global")) return 0;
+  const GlobalBuffer* b = global_in_bounds(address, 4, "atom.add writes");
+  if (b == nullptr) return 0;
+  report_unwritten(*b, address, 4, 4, "atom.add adds to");
+  const uint32_t old = *address;
+  *address = old + value;  // unsigned: wraps modulo 2^32, as the ISA's .u32 add
+  return old;
+}
+
 namespace {
 std::string run_grid_guarded(Cta& cta);
 }  // namespace

@@ -109,6 +109,10 @@ void red_add_f32(float* address, float value);
 // element only, so another reduction may land between the two); the address is aligned to the
 // vector's 8 bytes and both words lie in global memory.
 void red_add_v2_f32(float* address, float x, float y);
+// PTX atom.global.add.u32: *address = *address + value (modulo 2^32) as one indivisible
+// read-modify-write, returning the old value; the address 4-byte aligned, in one of the launch's
+// buffers. Fibers never run in parallel, so each call is a whole atom in some serial order.
+uint32_t atom_add_u32(uint32_t* address, uint32_t value);
 
 // The sanitizer. Launches check what the emulator performs for the kernel: cp.async (source in
 // one of the launch's global buffers, destination in its dynamic shared memory), red.add (target

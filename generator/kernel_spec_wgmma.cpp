@@ -145,7 +145,7 @@ Feasibility check_wgmma_feasibility(const KernelSpec& spec, std::string_view arc
   Feasibility f;
   f.shared_limit = shared_memory_limit(arch);
   f.shared_bytes = device::wgmma_fwd_layout(spec.head_dim, spec.block_m, spec.block_n, wgmma_consumers(spec),
-                                            spec.stages)
+                                            spec.stages, spec.persistent)
                        .shared_bytes;
   // A consumer thread holds S (block_n / 2) and O (head_dim / 2) in fp32, plus about 60 more.
   const int accumulators = spec.block_n / 2 + spec.head_dim / 2;

@@ -91,10 +91,26 @@ std::string render_wgmma(const KernelSpec& spec) {
   src += constant("bool", "kPersistent", spec.persistent ? "true" : "false");
   src += "using Traits = cpgen::device::WgmmaFwdTraits<Element, kHeadDim, kBlockM, kBlockN, kConsumers, kStages, "
          "kCausal, kGqaGroup, kKeyIntervals, kSoftcap, kPingPong, kPersistent>;\n";
+  const std::string entry = "extern \"C\" __global__ void __launch_bounds__(" + std::to_string(spec.threads()) +
+                            ", 1) " + spec.uri() + "(const __grid_constant__ cpgen::RingFwdWgmmaParams params";
+  if (!spec.persistent) {
+    src += "}  // namespace\n\n";
+    return src + entry + ") {\n  cpgen::device::ring_fwd_step_wgmma<Traits>(params);\n}\n";
+  }
+  // A persistent launch also takes its zeroed work counter (step_fwd_wgmma.cuh). The templates of
+  // an earlier revision (CPGEN_TEMPLATES_DIR, tools/templates-at.sh) have a step without one and
+  // keep their fixed order: the call goes to whichever the templates have.
+  src += "template <typename T, typename P>\n"
+         "auto step_with_counter(const P& p, unsigned* counter, int)\n"
+         "    -> decltype(cpgen::device::ring_fwd_step_wgmma<T>(p, counter)) {\n"
+         "  cpgen::device::ring_fwd_step_wgmma<T>(p, counter);\n"
+         "}\n"
+         "template <typename T, typename P>\n"
+         "void step_with_counter(const P& p, unsigned*, long) {\n"
+         "  cpgen::device::ring_fwd_step_wgmma<T>(p);\n"
+         "}\n";
   src += "}  // namespace\n\n";
-  return src + "extern \"C\" __global__ void __launch_bounds__(" + std::to_string(spec.threads()) + ", 1) " +
-         spec.uri() + "(const __grid_constant__ cpgen::RingFwdWgmmaParams params) {\n" +
-         "  cpgen::device::ring_fwd_step_wgmma<Traits>(params);\n}\n";
+  return src + entry + ", unsigned* work_counter) {\n  step_with_counter<Traits>(params, work_counter, 0);\n}\n";
 }
 
 }  // namespace

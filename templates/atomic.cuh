@@ -1,6 +1,7 @@
-// Global-memory float reductions for the backward's dQ: red.global.add.f32 and, from sm_90, its
-// two-element vector form (no return value, so the SM does not wait for them). The CPU emulator
-// implements both from the PTX definition.
+// Global-memory atomics: the float reductions of the backward's dQ (red.global.add.f32 and, from
+// sm_90, its two-element vector form; no return value, so the SM does not wait for them) and the
+// unsigned add that returns the old value (atom.global.add.u32). The CPU emulator implements each
+// from its PTX definition.
 #pragma once
 
 #include "cpgen/platform.cuh"
@@ -33,6 +34,20 @@ CPGEN_DEVICE void red_add_f32x2(float* address, float x, float y CPGEN_SITE) {
 #else
   asm volatile("red.global.add.f32 [%0], %1;\n" ::"l"(address), "f"(x) : "memory");
   asm volatile("red.global.add.f32 [%0], %1;\n" ::"l"(address + 1), "f"(y) : "memory");
+#endif
+}
+
+// *address += value, atomically with respect to every other atomic on the same word; returns the
+// value it replaced (atom.global.add.u32; wraps modulo 2^32). A persistent kernel's CTAs take
+// their next work item with it (step_fwd_wgmma.cuh).
+CPGEN_DEVICE unsigned atomic_add_u32(unsigned* address, unsigned value CPGEN_SITE) {
+#if defined(CPGEN_EMULATION)
+  CPGEN_AT_SITE();
+  return emulation::atom_add_u32(address, value);
+#else
+  unsigned old;
+  asm volatile("atom.global.add.u32 %0, [%1], %2;\n" : "=r"(old) : "l"(address), "r"(value) : "memory");
+  return old;
 #endif
 }
 

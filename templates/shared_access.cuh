@@ -34,6 +34,32 @@ CPGEN_DEVICE void store_shared(V* p, V value CPGEN_SITE) {
   *p = value;
 }
 
+// The same for one 32-bit word at a shared-window address (what mbarriers and TMA take), where a
+// kernel keeps no generic pointer: one register less than a pointer for a thread that has few.
+CPGEN_DEVICE unsigned load_shared_u32(unsigned address CPGEN_SITE) {
+#if defined(CPGEN_EMULATION)
+  CPGEN_AT_SITE();
+  if (!emulation::shared_load(address, 4, 4)) return 0;
+  unsigned v;
+  memcpy(&v, shared_storage + address, 4);
+  return v;
+#else
+  unsigned v;
+  asm volatile("ld.shared.u32 %0, [%1];\n" : "=r"(v) : "r"(address) : "memory");
+  return v;
+#endif
+}
+
+CPGEN_DEVICE void store_shared_u32(unsigned address, unsigned value CPGEN_SITE) {
+#if defined(CPGEN_EMULATION)
+  CPGEN_AT_SITE();
+  if (!emulation::shared_store(address, 4, 4)) return;
+  memcpy(shared_storage + address, &value, 4);
+#else
+  asm volatile("st.shared.u32 [%0], %1;\n" ::"r"(address), "r"(value) : "memory");
+#endif
+}
+
 }  // namespace device
 }  // namespace cpgen
 

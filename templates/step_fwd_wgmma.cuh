@@ -43,11 +43,13 @@
 // of 8 elements (TMA global strides are multiples of 16 bytes).
 #pragma once
 
+#include "cpgen/atomic.cuh"
 #include "cpgen/hopper.cuh"
 #include "cpgen/layout.cuh"
 #include "cpgen/mask.cuh"
 #include "cpgen/named_barrier.cuh"
 #include "cpgen/params_wgmma.cuh"
+#include "cpgen/shared_access.cuh"
 #include "cpgen/softmax.cuh"
 #include "cpgen/step_fwd.cuh"  // block_key_tiles: both families run the same key tiles
 #include "cpgen/traits_wgmma.cuh"
@@ -73,6 +75,11 @@ struct WgmmaFwdShared {
   CPGEN_DEVICE u32 barrier(int array, int stage) const {
     return base + Traits::kBarrierOffset + 8 * (2 + array * Traits::kStages + stage);
   }
+  // A persistent CTA's item handoff after them (wgmma_fwd_for_each_item): slot s's full and empty
+  // barriers and the word that holds its item index.
+  CPGEN_DEVICE u32 item_full(int slot) const { return barrier(4, 0) + 8 * slot; }
+  CPGEN_DEVICE u32 item_empty(int slot) const { return barrier(4, 0) + 16 + 8 * slot; }
+  CPGEN_DEVICE u32 item_index(int slot) const { return barrier(4, 0) + 32 + 4 * slot; }
 };
 
 // One thread initializes every barrier; a __syncthreads must follow before any other uses them.
@@ -86,6 +93,13 @@ CPGEN_DEVICE void wgmma_fwd_init_barriers(const WgmmaFwdShared<Traits>& smem) {
     mbarrier_init(smem.v_full(s), 1);
     mbarrier_init(smem.k_empty(s), 128 * Traits::kConsumers);  // every consumer thread releases
     mbarrier_init(smem.v_empty(s), 128 * Traits::kConsumers);
+  }
+  if constexpr (Traits::kPersistent) {
+#pragma unroll
+    for (int slot = 0; slot < 2; ++slot) {
+      mbarrier_init(smem.item_full(slot), 1);                              // the scheduler's hand-over
+      mbarrier_init(smem.item_empty(slot), 128 * Traits::kConsumers + 1);  // the loader and every consumer read it
+    }
   }
   fence_proxy_async();  // the initialized barriers are visible to the TMA unit's complete_tx
 }
@@ -113,33 +127,87 @@ struct WgmmaFwdItem {
   int q_load;
 };
 
+// Work item `index` of a persistent launch (layout.cuh, persistent_item): its block, pair and key
+// tiles. False when it has nothing to do: a middle step's block that sees no key of the chunk (a
+// first step still writes the empty state, a last one finalizes the state it has).
+template <typename Traits>
+CPGEN_DEVICE bool wgmma_fwd_persistent_item(const RingFwdParams& params, int section_pairs, int index,
+                                            WgmmaFwdItem& item) {
+  const int blocks = (params.q_len * Traits::kGroup + Traits::kBlockM - 1) / Traits::kBlockM;
+  const PersistentItem at = persistent_item(index, blocks, params.batch, params.kv_heads, section_pairs);
+  item.batch = at.batch;
+  item.kv_head = at.kv_head;
+  item.m_block = at.m_block;
+  item.tiles = block_key_tiles<Traits>(params, at.m_block);
+  return item.tiles.end > item.tiles.begin || params.is_first_step || params.is_last_step;
+}
+
+// The producer's next item after `index`: gridDim.x + the work counter's old value as it takes one
+// (each item past the grid's first is taken once, in order, by whichever CTA asks first), or
+// without a counter the next of this CTA's fixed stride.
+CPGEN_DEVICE int wgmma_fwd_next_item(unsigned* work_counter, int index) {
+  return work_counter ? static_cast<int>(gridDim.x + atomic_add_u32(work_counter, 1u)) : index + static_cast<int>(gridDim.x);
+}
+
+// After a visited item: the stage ring and the Q tile count move on by what it loaded.
+CPGEN_DEVICE void wgmma_fwd_advance(WgmmaFwdItem& item) {
+  const int tile_count = item.tiles.end - item.tiles.begin;
+  if (tile_count > 0) {
+    item.run0 += tile_count;
+    ++item.q_load;
+  }
+}
+
+// A persistent CTA's scheduler (one thread of the producer warpgroup, beside the one that issues
+// the loads): starts at item blockIdx.x and then takes items in order from the launch's work
+// counter (wgmma_fwd_next_item), so a CTA that finishes early takes more and the launch's end is
+// not decided by a fixed share per CTA; without a counter (a null pointer) it steps by gridDim.x.
+// It hands each item to the loader and the consumers through two slots in shared memory (the
+// index, then an arrive on the slot's full barrier; they wait there, read it and arrive on its
+// empty barrier, which the scheduler waits for before the slot's next use), and hands over -1 at
+// the end; they skip the items that have nothing to do. A thread of its own that does nothing
+// else, so that it and the loader keep within the producer's 24 registers (the loader taking the
+// items itself spilled 180 bytes).
+template <typename Traits>
+CPGEN_DEVICE void wgmma_fwd_schedule(const RingFwdParams& params, unsigned* work_counter,
+                                     const WgmmaFwdShared<Traits>& smem) {
+  // Item indices fit an int (runtime/backend/launch_grid.cpp refuses a launch of more).
+  const int blocks = (params.q_len * Traits::kGroup + Traits::kBlockM - 1) / Traits::kBlockM;
+  const int items = blocks * params.batch * params.kv_heads;
+  int index = blockIdx.x;
+  for (int handed = 0;; ++handed) {
+    const int slot = handed & 1;
+    // The slot's last item (two hand-overs ago) has been read by the loader and every consumer.
+    if (handed >= 2) mbarrier_wait_parity(smem.item_empty(slot), ((handed >> 1) - 1) & 1);
+    store_shared_u32(smem.item_index(slot), static_cast<unsigned>(index < items ? index : -1));
+    mbarrier_arrive(smem.item_full(slot));  // releases the index to their waits
+    if (index >= items) return;
+    index = wgmma_fwd_next_item(work_counter, index);
+  }
+}
+
 // Calls visit(item) for each work item of this CTA that has something to do: the CTA's own query
-// block, or with kPersistent items blockIdx.x, blockIdx.x + gridDim.x, ... (layout.cuh,
-// persistent_item) minus those of a middle step that see no key of the chunk. The producer and
-// the consumers walk the same items, so their run and Q counts agree. `own` is the block of a
-// non-persistent launch, which the kernel has already found worth running.
+// block, or with kPersistent those of the items the scheduler hands over (wgmma_fwd_schedule), in
+// its order. The loader and the consumers see the same items in the same order, so their run and Q
+// counts agree. `own` is the block of a non-persistent launch, which the kernel has already found
+// worth running.
 template <typename Traits, typename Visit>
-CPGEN_DEVICE void wgmma_fwd_for_each_item(const RingFwdParams& params, int section_pairs, const WgmmaFwdItem& own,
-                                          Visit&& visit) {
+CPGEN_DEVICE void wgmma_fwd_for_each_item(const RingFwdParams& params, int section_pairs,
+                                          const WgmmaFwdShared<Traits>& smem, const WgmmaFwdItem& own, Visit&& visit) {
   if constexpr (Traits::kPersistent) {
-    const int blocks = (params.q_len * Traits::kGroup + Traits::kBlockM - 1) / Traits::kBlockM;
-    const long long items = static_cast<long long>(blocks) * params.batch * params.kv_heads;
     WgmmaFwdItem item{};
-    for (long long i = blockIdx.x; i < items; i += gridDim.x) {
-      const PersistentItem at = persistent_item(i, blocks, params.batch, params.kv_heads, section_pairs);
-      item.batch = at.batch;
-      item.kv_head = at.kv_head;
-      item.m_block = at.m_block;
-      item.tiles = block_key_tiles<Traits>(params, at.m_block);
-      const int tile_count = item.tiles.end - item.tiles.begin;
-      if (tile_count <= 0 && !params.is_first_step && !params.is_last_step) continue;
+    for (int taken = 0;; ++taken) {
+      const int slot = taken & 1;
+      mbarrier_wait_parity(smem.item_full(slot), (taken >> 1) & 1);
+      const int index = static_cast<int>(load_shared_u32(smem.item_index(slot)));
+      mbarrier_arrive(smem.item_empty(slot));
+      if (index < 0) return;
+      if (!wgmma_fwd_persistent_item<Traits>(params, section_pairs, index, item)) continue;
       visit(item);
-      if (tile_count > 0) {
-        item.run0 += tile_count;
-        ++item.q_load;
-      }
+      wgmma_fwd_advance(item);
     }
   } else {
+    (void)smem;
     visit(own);
   }
 }
@@ -495,8 +563,10 @@ CPGEN_DEVICE void wgmma_fwd_consume(const RingFwdParams& params, const WgmmaFwdS
   wgmma_fwd_store_state<Traits>(params, item.batch, item.kv_head, row0, o, row_max, row_sum);
 }
 
+// work_counter: a persistent launch's zeroed counter of taken items (wgmma_fwd_for_each_item; null:
+// a fixed stride); unused otherwise.
 template <typename Traits>
-CPGEN_DEVICE void ring_fwd_step_wgmma(const RingFwdWgmmaParams& wparams) {
+CPGEN_DEVICE void ring_fwd_step_wgmma(const RingFwdWgmmaParams& wparams, unsigned* work_counter = nullptr) {
   const RingFwdParams& params = wparams.base;
 
   extern __shared__ __align__(128) unsigned char shared_storage[];
@@ -525,15 +595,17 @@ CPGEN_DEVICE void ring_fwd_step_wgmma(const RingFwdWgmmaParams& wparams) {
   const int warpgroup = threadIdx.x / 128;
   if (warpgroup == 0) {
     setmaxnreg_dec<Traits::kProducerRegisters>();
-    if (threadIdx.x == 0)
-      wgmma_fwd_for_each_item<Traits>(params, wparams.section_pairs, own, [&](const WgmmaFwdItem& item) {
-        wgmma_fwd_produce<Traits>(wparams, smem, item);
-      });
+    if (threadIdx.x == 0) {
+      wgmma_fwd_for_each_item<Traits>(params, wparams.section_pairs, smem, own,
+                                      [&](const WgmmaFwdItem& item) { wgmma_fwd_produce<Traits>(wparams, smem, item); });
+    } else if (Traits::kPersistent && threadIdx.x == 32) {
+      wgmma_fwd_schedule<Traits>(params, work_counter, smem);
+    }
     return;
   }
   setmaxnreg_inc<Traits::kConsumerRegisters>();
   const int consumer = warpgroup - 1;
-  wgmma_fwd_for_each_item<Traits>(params, wparams.section_pairs, own, [&](const WgmmaFwdItem& item) {
+  wgmma_fwd_for_each_item<Traits>(params, wparams.section_pairs, smem, own, [&](const WgmmaFwdItem& item) {
     wgmma_fwd_consume<Traits>(params, smem, consumer, item);
   });
 }

@@ -17,6 +17,8 @@
 //   V tiles, kStages        the same
 //   mbarriers               Q full, Q empty; per stage K full, V full, K empty, V empty (8 bytes
 //                           each; Q empty paces a persistent CTA's next Q tile)
+//   item handoff            persistent only: item full and item empty of two slots (8 bytes
+//                           each), then the two slots' item indices (4 bytes each)
 // A column block is one TMA box of W-byte rows in the W-byte swizzle, which is both what TMA
 // writes and the canonical layout wgmma reads (K-major for Q and K, MN-major for V).
 //
@@ -47,10 +49,22 @@ constexpr int kWgmmaAlignSlack = 1024;
 // Registers per thread after setmaxnreg (see WgmmaFwdTraits): the producer warpgroup drops to the
 // first, the consumers grow to the second. setmaxnreg.inc blocks until the CTA's pool (what ptxas
 // allocated per thread, times the threads) has the registers, so the plan must fit that pool.
+// A persistent kernel's producer warpgroup runs two threads with work (the loader, and the
+// scheduler that hands the work items over, step_fwd_wgmma.cuh), which spilled 32 bytes in 24
+// registers (ptxas of NVRTC 13.0): it gets 32, and its consumers 232, which they fit without
+// spilling; the plan stays within the CTA's 168 per thread at two consumer warpgroups.
 constexpr int kWgmmaProducerRegisters = 24;
 constexpr int kWgmmaConsumerRegisters = 240;
-CPGEN_HOST_DEVICE constexpr int wgmma_register_plan(int consumers) {
-  return 128 * kWgmmaProducerRegisters + 128 * consumers * kWgmmaConsumerRegisters;
+constexpr int kWgmmaPersistentProducerRegisters = 32;
+constexpr int kWgmmaPersistentConsumerRegisters = 232;
+CPGEN_HOST_DEVICE constexpr int wgmma_producer_registers(bool persistent) {
+  return persistent ? kWgmmaPersistentProducerRegisters : kWgmmaProducerRegisters;
+}
+CPGEN_HOST_DEVICE constexpr int wgmma_consumer_registers(bool persistent) {
+  return persistent ? kWgmmaPersistentConsumerRegisters : kWgmmaConsumerRegisters;
+}
+CPGEN_HOST_DEVICE constexpr int wgmma_register_plan(int consumers, bool persistent = false) {
+  return 128 * wgmma_producer_registers(persistent) + 128 * consumers * wgmma_consumer_registers(persistent);
 }
 
 // S and O of one 64-row wgmma tile per consumer thread, fp32. 160 admits head dim 256 with 64-key
@@ -60,7 +74,7 @@ CPGEN_HOST_DEVICE constexpr int wgmma_register_plan(int consumers) {
 constexpr int kWgmmaAccumulatorBudget = 160;
 
 CPGEN_HOST_DEVICE constexpr WgmmaFwdLayout wgmma_fwd_layout(int head_dim, int block_m, int block_n, int consumers,
-                                                            int stages) {
+                                                            int stages, bool persistent = false) {
   WgmmaFwdLayout l{};
   l.threads = 128 * (1 + consumers);
   l.swizzle_bytes = wgmma_swizzle_bytes(head_dim);
@@ -71,7 +85,7 @@ CPGEN_HOST_DEVICE constexpr WgmmaFwdLayout wgmma_fwd_layout(int head_dim, int bl
   l.k_offset = l.q_offset + l.q_tile_bytes;
   l.v_offset = l.k_offset + stages * l.kv_tile_bytes;
   l.barrier_offset = l.v_offset + stages * l.kv_tile_bytes;
-  const int barrier_bytes = 8 * (2 + 4 * stages);
+  const int barrier_bytes = 8 * (2 + 4 * stages) + (persistent ? 8 * 4 + 4 * 2 : 0);
   l.shared_bytes = kWgmmaAlignSlack + l.barrier_offset + (barrier_bytes + 127) / 128 * 128;
   return l;
 }
@@ -103,7 +117,8 @@ struct WgmmaFwdTraits {
   // is __syncthreads'), and each phase counts both consumer warpgroups.
   static constexpr int kTurnBarrier = 1;
   static constexpr int kTurnThreads = 128 * kConsumers;  // both consumer warpgroups
-  static constexpr WgmmaFwdLayout kLayout = wgmma_fwd_layout(kHeadDim, kBlockM, kBlockN, kConsumers, kStages);
+  static constexpr WgmmaFwdLayout kLayout =
+      wgmma_fwd_layout(kHeadDim, kBlockM, kBlockN, kConsumers, kStages, kPersistent);
 
   static constexpr int kThreads = kLayout.threads;
   static constexpr int kColumnBlocks = kLayout.column_blocks;
@@ -130,8 +145,8 @@ struct WgmmaFwdTraits {
   // 384 x 168 with two consumer warpgroups, 33792 <= 256 x 232 with one), and .inc never asks
   // for fewer registers than a consumer already has. compile_kernel refuses a kernel for which
   // either fails (wgmma_register_plan_problem, runtime/jit/jit.h).
-  static constexpr int kProducerRegisters = kWgmmaProducerRegisters;
-  static constexpr int kConsumerRegisters = kWgmmaConsumerRegisters;
+  static constexpr int kProducerRegisters = wgmma_producer_registers(kPersistent);
+  static constexpr int kConsumerRegisters = wgmma_consumer_registers(kPersistent);
 
   static_assert(Element::kBytes == 2, "inputs are 16-bit (bf16 or fp16)");
   static_assert(kHeadDim == 64 || kHeadDim == 96 || kHeadDim == 128 || kHeadDim == 256,

@@ -112,6 +112,14 @@
 #       --ab e59b2ca,3360f1e,957337c,0432e3b
 #       --kernels-args '--dtypes bf16,fp16 --head-dims 128 --lengths 8192,16384 --gqa 1'",
 #       carry=[".gpudeps"], timeout_s=570)
+# Since that plan (2026-11-28, CPU only): the persistent launch takes its blocks from a work
+# counter instead of a fixed stride (a model put the fixed stride's end 2-3% after an even split
+# at 8K/16K causal, 11% at a 4K ring step; bench/persistent_schedule_model.py), with a scheduler
+# thread and a 32/232 register plan. The plain and ping-pong kernels' SASS is unchanged (checked
+# against 0432e3b's templates), so the plain table still isolates the four changes; the
+# persistent table's tree column adds the counter, and the commits' persistent kernels keep their
+# fixed stride (the generated entry calls their one-argument step). Their ratio of ratios, tree
+# over 0432e3b persistent against the same for plain, is the counter's share.
 # Keep each change whose column moves the mean ratio up past the noise (cuDNN's own TFLOP/s for
 # one configuration moved by up to 2% between the wgmma-family runs of the 2026-11-28 H200 call,
 # by 4% beside its mma.sync run), revert the rest (one commit each), pack again, and only then

@@ -47,6 +47,7 @@ class GpuTimer : public CandidateTimer {
 
   int device_;
   std::unique_ptr<gpu::Stream> stream_;
+  DeviceBuffer work_counter_;  // a persistent candidate's (gpu::launch_forward_kernel), in stream order
   WorkloadKey workload_;
   StepPositions positions_;
   AttentionShape mask_;  // step_mask of the workload

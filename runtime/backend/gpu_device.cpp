@@ -10,7 +10,8 @@
 
 namespace cpgen::gpu {
 
-GpuDevice::GpuDevice(int device, const StepKernel& kernel) : device_(device), kernel_(kernel) {}
+GpuDevice::GpuDevice(int device, const StepKernel& kernel)
+    : device_(device), kernel_(kernel), work_counter_(device, sizeof(unsigned)) {}
 
 DeviceAllocation GpuDevice::allocate(size_t bytes) {
   auto buffer = std::make_shared<DeviceBuffer>(device_, bytes);
@@ -34,7 +35,7 @@ void GpuDevice::zero(void* dst, size_t bytes) {
 }
 
 void GpuDevice::launch_forward(StepType step, const RingFwdParams& params) {
-  kernel_.launch(params, step, stream_);
+  kernel_.launch(params, step, stream_, work_counter_.as<unsigned>());
 }
 
 bool GpuDevice::forward_takes_query_view(StepType step) const {

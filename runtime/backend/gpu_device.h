@@ -10,6 +10,7 @@
 #include "runtime/backend/gpu_bwd_kernels.h"
 #include "runtime/backend/gpu_step_kernel.h"
 #include "runtime/backend/kernel_device.h"
+#include "runtime/cuda/device_buffer.h"
 
 namespace cpgen::gpu {
 
@@ -38,6 +39,7 @@ class GpuDevice final : public KernelDevice {
   int device_;
   const StepKernel& kernel_;
   CUstream stream_ = nullptr;
+  DeviceBuffer work_counter_;  // a persistent step kernel's (launch_forward_kernel); launches are in stream order
   const BackwardKernels* backward_ = nullptr;
 
   const BackwardKernels& backward() const;

@@ -2,6 +2,7 @@
 
 #include "cpgen/error.h"
 #include "runtime/backend/wgmma_params.h"
+#include "runtime/cuda/cuda_driver.h"
 #include "runtime/cuda/tensor_map.h"
 #include "runtime/jit/jit.h"
 #include "templates/layout.cuh"
@@ -9,7 +10,7 @@
 namespace cpgen::gpu {
 
 void launch_forward_kernel(const KernelSpec& spec, const LoadedKernel& kernel, int shared_bytes,
-                           const RingFwdParams& params, CUstream stream) {
+                           const RingFwdParams& params, CUstream stream, unsigned* work_counter) {
   const StepGrid grid =
       step_grid(spec, params, spec.persistent ? kernel.resident_ctas(spec.threads(), shared_bytes) : 0);
   LaunchShape shape;
@@ -25,8 +26,17 @@ void launch_forward_kernel(const KernelSpec& spec, const LoadedKernel& kernel, i
   }
   // wgmma_params names the URI in its own errors; the driver's launch error gets it here.
   const RingFwdWgmmaParams wgmma = wgmma_params(spec, params, &cu::encode_driver_tma_map, kernel.l2_cache_bytes());
+  if (spec.persistent && work_counter == nullptr)
+    throw Error(ErrorKind::kInternal, spec.uri() + ": a persistent launch needs its work counter");
   try {
-    kernel.launch_struct(&wgmma, shape);
+    if (spec.persistent) {
+      // Zero before the launch on the same stream, after the stream's previous launch used it.
+      CPGEN_CU_CHECK(
+          cu::driver().cuMemsetD32Async(reinterpret_cast<CUdeviceptr>(work_counter), 0, 1, stream));
+      kernel.launch_struct(&wgmma, work_counter, shape);
+    } else {
+      kernel.launch_struct(&wgmma, shape);
+    }
   } catch (const Error& e) {
     if (e.kind() != ErrorKind::kCuda) throw;
     throw Error(ErrorKind::kCuda, "launch of " + spec.uri() + " (grid " + std::to_string(grid.x) + "x" +
@@ -61,21 +71,22 @@ size_t StepKernel::add(const KernelSpec& spec, int device) {
   return loaded_.size() - 1;
 }
 
-void StepKernel::launch(const RingFwdParams& params, CUstream stream) const {
-  launch_loaded(loaded_.front(), params, stream);
+void StepKernel::launch(const RingFwdParams& params, CUstream stream, unsigned* work_counter) const {
+  launch_loaded(loaded_.front(), params, stream, work_counter);
 }
 
-void StepKernel::launch(const RingFwdParams& params, StepType step, CUstream stream) const {
-  launch_loaded(loaded_[index_of(step)], params, stream);
+void StepKernel::launch(const RingFwdParams& params, StepType step, CUstream stream, unsigned* work_counter) const {
+  launch_loaded(loaded_[index_of(step)], params, stream, work_counter);
 }
 
-void StepKernel::launch_loaded(const Loaded& k, const RingFwdParams& params, CUstream stream) const {
+void StepKernel::launch_loaded(const Loaded& k, const RingFwdParams& params, CUstream stream,
+                               unsigned* work_counter) const {
   if (params.kv_heads <= 0 || params.q_heads != params.kv_heads * k.spec.gqa_group)
     throw Error(ErrorKind::kInternal, k.spec.uri() + ": launched with q_heads " +
                                           std::to_string(params.q_heads) + " and kv_heads " +
                                           std::to_string(params.kv_heads) + ", which is not GQA group " +
                                           std::to_string(k.spec.gqa_group));
-  launch_forward_kernel(k.spec, *k.kernel, k.shared_bytes, params, stream);
+  launch_forward_kernel(k.spec, *k.kernel, k.shared_bytes, params, stream, work_counter);
 }
 
 }  // namespace cpgen::gpu

@@ -28,8 +28,11 @@ namespace cpgen::gpu {
 // tensor maps encoded by the driver for ring_fwd_wgmma_ (runtime/backend/wgmma_params.h). The ring
 // (StepKernel) and the tuner's timer launch through here, so what is timed is what runs. Throws
 // Error naming the URI (kBadInput: a tensor TMA cannot read; kCuda: a map or launch refused).
+// work_counter: one unsigned of device memory that no launch on another stream uses at the same
+// time; a persistent wgmma kernel takes its work items from it, zeroed here on `stream` first
+// (templates/step_fwd_wgmma.cuh). Other kernels ignore it; a persistent one without it is kInternal.
 void launch_forward_kernel(const KernelSpec& spec, const LoadedKernel& kernel, int shared_bytes,
-                           const RingFwdParams& params, CUstream stream);
+                           const RingFwdParams& params, CUstream stream, unsigned* work_counter);
 
 class StepKernel {
  public:
@@ -39,9 +42,9 @@ class StepKernel {
   // types not listed launch it. Equal specs are compiled and loaded once.
   StepKernel(const std::vector<std::pair<StepType, KernelSpec>>& per_step, const std::string& arch, int device);
   // Checks the params against the spec (GQA group) and enqueues one launch of the main spec.
-  void launch(const RingFwdParams& params, CUstream stream) const;
+  void launch(const RingFwdParams& params, CUstream stream, unsigned* work_counter) const;
   // The same with the spec of step type `step`.
-  void launch(const RingFwdParams& params, StepType step, CUstream stream) const;
+  void launch(const RingFwdParams& params, StepType step, CUstream stream, unsigned* work_counter) const;
   const KernelSpec& spec() const { return loaded_.front().spec; }
   const KernelSpec& spec(StepType step) const { return loaded_[index_of(step)].spec; }
   const std::string& arch() const { return arch_; }
@@ -54,7 +57,7 @@ class StepKernel {
   };
   size_t add(const KernelSpec& spec, int device);
   size_t index_of(StepType step) const { return by_step_[static_cast<size_t>(step)]; }
-  void launch_loaded(const Loaded& k, const RingFwdParams& params, CUstream stream) const;
+  void launch_loaded(const Loaded& k, const RingFwdParams& params, CUstream stream, unsigned* work_counter) const;
 
   std::string arch_;
   std::vector<Loaded> loaded_;

@@ -17,6 +17,11 @@ StepGrid step_grid(const KernelSpec& spec, const RingFwdParams& params, int resi
       throw Error(ErrorKind::kInternal, spec.uri() + ": a persistent launch needs the resident CTA count, got " +
                                             std::to_string(resident_ctas));
     const long long items = static_cast<long long>(grid.x) * params.batch * params.kv_heads;
+    // The CTAs hand item indices over as int (step_fwd_wgmma.cuh, wgmma_fwd_for_each_item).
+    if (items > INT32_MAX)
+      throw Error(ErrorKind::kBadInput, spec.uri() + ": " + std::to_string(items) +
+                                            " query blocks in one launch; a persistent launch takes at most " +
+                                            std::to_string(INT32_MAX) + " (the plain launch of its tiles takes more)");
     grid.x = static_cast<unsigned>(device::persistent_ctas(items, resident_ctas));
     return grid;
   }

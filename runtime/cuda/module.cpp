@@ -139,7 +139,7 @@ void LoadedKernel::reserve_dynamic_shared(int bytes) const {
   granted_dynamic_shared_.store(bytes, std::memory_order_release);
 }
 
-void LoadedKernel::launch_argument(void* argument, const LaunchShape& shape) const {
+void LoadedKernel::launch_arguments(void** arguments, const LaunchShape& shape) const {
   for (int d = 0; d < 3; ++d) {
     if (shape.grid[d] == 0 || shape.block[d] == 0) {
       throw Error(ErrorKind::kInternal, "launch of " + uri_ + " with an empty grid or block (dimension " +
@@ -151,10 +151,9 @@ void LoadedKernel::launch_argument(void* argument, const LaunchShape& shape) con
   }
   use_primary_context(device_);
   reserve_dynamic_shared(shape.dynamic_shared_bytes);
-  void* args[] = {argument};
   CPGEN_CU_CHECK(cu::driver().cuLaunchKernel(
       function_, shape.grid[0], shape.grid[1], shape.grid[2], shape.block[0], shape.block[1],
-      shape.block[2], static_cast<unsigned>(shape.dynamic_shared_bytes), shape.stream, args, nullptr));
+      shape.block[2], static_cast<unsigned>(shape.dynamic_shared_bytes), shape.stream, arguments, nullptr));
 }
 
 // The driver reads each argument through a non-const pointer: pass copies.
@@ -166,6 +165,11 @@ void LoadedKernel::launch(const RingFwdParams& params, const LaunchShape& shape)
 void LoadedKernel::launch_struct(const void* params, const LaunchShape& shape) const {
   // cuLaunchKernel reads the argument before it returns; it is never written.
   launch_argument(const_cast<void*>(params), shape);
+}
+
+void LoadedKernel::launch_struct(const void* params, void* pointer, const LaunchShape& shape) const {
+  void* arguments[] = {const_cast<void*>(params), &pointer};
+  launch_arguments(arguments, shape);
 }
 
 void LoadedKernel::launch(const RingBwdParams& params, const LaunchShape& shape) const {

@@ -80,11 +80,17 @@ class LoadedKernel {
   // needs the template include path this header's users may lack. That struct is the kernel's
   // __grid_constant__ parameter, so its tensor maps reach the TMA unit from parameter space.
   void launch_struct(const void* params, const LaunchShape& shape) const;
+  // The same with a second parameter, a device pointer: a persistent wgmma kernel's work counter.
+  void launch_struct(const void* params, void* pointer, const LaunchShape& shape) const;
 
  private:
-  // Checks the shape and enqueues the launch with `argument` (a copy of the params struct) as the
-  // kernel's only parameter.
-  void launch_argument(void* argument, const LaunchShape& shape) const;
+  // Checks the shape and enqueues the launch with `arguments` (a copy of the params struct, then
+  // any further parameter) as the kernel's parameters.
+  void launch_arguments(void** arguments, const LaunchShape& shape) const;
+  void launch_argument(void* argument, const LaunchShape& shape) const {
+    void* arguments[] = {argument};
+    launch_arguments(arguments, shape);
+  }
 
   std::string uri_;
   int device_;

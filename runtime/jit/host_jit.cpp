@@ -162,6 +162,9 @@ std::string emulated_source(const KernelSpec& spec) {
                     "#include \"cpgen/emulation/cuda_emulation.h\"\n"
                     "#include \"cpgen/emulation/emulated_launch.h\"\n\n";
   src += render_source(spec);
+  // A persistent wgmma kernel's work counter: one zeroed word per launch, a buffer of the launch
+  // like any other (its atomics are checked against it).
+  const bool counter = spec.kind == KernelKind::kForwardWgmma && spec.persistent;
   src += "\nextern \"C\" __attribute__((visibility(\"default\"))) int cpgen_emulated_launch(CpgenEmulatedLaunch* launch) {\n"
          "  std::string error;\n"
          "  if (launch->abi_version != CPGEN_EMULATED_ABI) {\n"
@@ -173,10 +176,15 @@ std::string emulated_source(const KernelSpec& spec) {
          "      std::vector<cpgen::emulation::GlobalBuffer> buffers;\n"
          "      for (int i = 0; i < launch->buffer_count; ++i)\n"
          "        buffers.push_back({launch->buffers[i].data, launch->buffers[i].bytes, launch->buffers[i].read_counts,\n"
-         "                           launch->buffers[i].poisoned != 0});\n"
+         "                           launch->buffers[i].poisoned != 0});\n" +
+         std::string(counter ? "      unsigned work_counter = 0;\n"
+                               "      if (!buffers.empty())  // none: no address is checked\n"
+                               "        buffers.push_back({&work_counter, sizeof work_counter, nullptr, false});\n"
+                             : "") +
          "      cpgen::emulation::set_global_buffers(buffers.data(), static_cast<int>(buffers.size()));\n"
          "      error = cpgen::emulation::launch(launch->grid_x, launch->grid_y, launch->grid_z, launch->threads,\n"
-         "                                       launch->shared_bytes, [&] { " + spec.uri() + "(params); });\n"
+         "                                       launch->shared_bytes, [&] { " + spec.uri() +
+         (counter ? "(params, &work_counter); });\n" : "(params); });\n") +
          "    } catch (const std::exception& e) {\n"
          "      error = e.what();\n"
          "    }\n"

@@ -362,15 +362,16 @@ CompiledKernel compile_source(const std::string& kernel_name, const std::string&
 std::string wgmma_register_plan_problem(const KernelSpec& spec, int registers) {
   if (spec.kind != KernelKind::kForwardWgmma || registers <= 0) return "";  // <= 0: not known
   const int pool = registers * spec.threads();
-  const int plan = device::wgmma_register_plan(wgmma_consumers(spec));
+  const int plan = device::wgmma_register_plan(wgmma_consumers(spec), spec.persistent);
+  const int producer = device::wgmma_producer_registers(spec.persistent);
+  const int consumer = device::wgmma_consumer_registers(spec.persistent);
   const char* problem = pool < plan ? "the consumers' setmaxnreg.inc would wait forever for registers"
-                        : registers > device::kWgmmaConsumerRegisters ? "the consumers' setmaxnreg.inc would shrink them"
-                                                                       : nullptr;
+                        : registers > consumer ? "the consumers' setmaxnreg.inc would shrink them"
+                                               : nullptr;
   if (!problem) return "";
   return "ptxas allocated " + std::to_string(registers) + " registers per thread at entry (" + std::to_string(pool) +
-         " for the CTA); setmaxnreg asks " + std::to_string(device::kWgmmaProducerRegisters) + " for the producer and " +
-         std::to_string(device::kWgmmaConsumerRegisters) + " for each consumer thread (" + std::to_string(plan) +
-         "): " + problem;
+         " for the CTA); setmaxnreg asks " + std::to_string(producer) + " for the producer and " +
+         std::to_string(consumer) + " for each consumer thread (" + std::to_string(plan) + "): " + problem;
 }
 
 CompiledKernel compile_kernel(const KernelSpec& spec, std::string_view arch, KernelStore* store) {

@@ -1,7 +1,9 @@
 // The persistent launch of the sm_90a forward step kernel (step_fwd_wgmma.cuh, kPersistent) in the
 // cases only it has, run by the emulator against float64: the number of resident CTAs at both
 // ends (one CTA for every query block, one CTA per block), the L2 sections of its item order, the
-// ping-pong schedule inside it, and one consumer warpgroup. The checks it shares with the
+// ping-pong schedule inside it, one consumer warpgroup, and the fixed stride without a work
+// counter (every other case takes its items from one, as the runtime launches it; the harness
+// checks the counter's end). The checks it shares with the
 // ping-pong schedule are step_fwd_wgmma_schedules_emulated_test.cpp's.
 #include <gtest/gtest.h>
 
@@ -54,6 +56,23 @@ TEST(StepFwdWgmmaPersistentEmulated, PingPongMaskedDocumentsWindowSoftcapZigzagR
                                                                 &skips);
   EXPECT_GT(skips.skipped_tiles, 0);
   EXPECT_GT(skips.empty_blocks, 0);
+}
+
+// Without a work counter (a null pointer) each CTA steps through the items by the grid's size: the
+// same hand-over to the consumers, over 2 and 3 CTAs, reads checked.
+TEST(StepFwdWgmmaPersistentEmulated, WithoutAWorkCounterEachCtaStepsByTheGrid) {
+  const testing::AttentionProblem p = testing::random_problem(2, 8, 2, 64, 2 * 2 * 64, true, 59);
+  for (int resident : {2, 3}) {
+    SCOPED_TRACE("resident CTAs " + std::to_string(resident));
+    RingSetup setup;
+    setup.shape = shape_of(p);
+    setup.ranks = partition(Scheme::kZigzag, p.seq_len, 2);
+    setup.count_reads = true;
+    setup.resident_ctas = resident;
+    setup.work_counter = false;
+    SkipCounts skips;
+    check_setup<PersistentBf16>(p, testing::reference_attention(p), setup, &skips);
+  }
 }
 
 // One consumer warpgroup: causal, striped (every tile straddles the diagonal), a ring of two.

@@ -63,6 +63,9 @@ struct RingSetup {
   // ... and walks the (batch, kv head) pairs in L2 sections of this many (layout.cuh
   // persistent_item): two, so that a problem of more pairs runs several sections.
   int section_pairs = 2;
+  // ... and takes its items from a zeroed work counter, as the runtime launches it; false: no
+  // counter (a null pointer), so each CTA steps through the items by the grid's size.
+  bool work_counter = true;
 };
 
 // What the read checks saw, summed over the run: the problem must exercise every kind of skip.
@@ -269,6 +272,10 @@ testing::RingRun run_emulated(const AttentionProblem& p, const RingSetup& setup,
         std::vector<emulation::GlobalBuffer> buffers =
             testing::poisoned_buffers(q, k_chunks[src], v_chunks[src], out, lse, o_state, m_state, l_state,
                                       q_positions, kv_positions, key_first, key_last);
+        // The launch's work counter, zeroed before each launch as the runtime does.
+        unsigned counter = 0;
+        unsigned* const work_counter = Traits::kPersistent && setup.work_counter ? &counter : nullptr;
+        if (work_counter) buffers.push_back({&counter, sizeof counter, nullptr, false});
         buffers[0].async_reads = count_q;
         buffers[1].async_reads = count_k;
         buffers[2].async_reads = count_v;
@@ -282,7 +289,7 @@ testing::RingRun run_emulated(const AttentionProblem& p, const RingSetup& setup,
           pairs = {1, 1};
         }
         const std::string error = emulation::launch(grid_x, pairs.y, pairs.z, Traits::kThreads, Traits::kSharedBytes,
-                                                    [&] { device::ring_fwd_step_wgmma<Traits>(prm); });
+                                                    [&] { device::ring_fwd_step_wgmma<Traits>(prm, work_counter); });
         emulation::set_global_buffers(nullptr, 0);
         const std::string where = "rank " + std::to_string(r) + " step " + std::to_string(step) + " queries [" +
                                   std::to_string(q0) + ", " + std::to_string(q0 + rows) + "): ";
@@ -291,6 +298,17 @@ testing::RingRun run_emulated(const AttentionProblem& p, const RingSetup& setup,
           return run;
         }
         ++run.launches;
+        // Every CTA took items until the counter passed the last: the grid's first items are
+        // theirs without a take, every other item one take, and each CTA's last take found none,
+        // so the counter ends at the item count.
+        if (work_counter) {
+          const long long want = static_cast<long long>(blocks) * B * HK;
+          if (counter != static_cast<unsigned>(want)) {
+            run.failure = where + "the work counter ended at " + std::to_string(counter) + ", not the " +
+                          std::to_string(want) + " items (over " + std::to_string(grid_x) + " CTAs)";
+            return run;
+          }
+        }
         if (setup.count_reads) {
           const std::vector<int> view(q_positions.begin() + q0, q_positions.begin() + q0 + rows);
           // The view's reads sit at its rows of the rank's Q buffer: shift them to the view's start.

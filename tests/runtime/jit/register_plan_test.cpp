@@ -1,5 +1,5 @@
 // wgmma_register_plan_problem (runtime/jit/jit.h): a wgmma kernel whose setmaxnreg plan (24
-// registers for the producer warpgroup, 240 for each consumer) does not fit what ptxas allocated
+// registers for the producer warpgroup, 240 for each consumer; 32 and 232 when persistent) does not fit what ptxas allocated
 // at entry is refused, because setmaxnreg.inc would wait forever for the CTA's pool, or would be
 // asked to shrink a consumer. The counts below are what-ifs around ptxas's real ones (168 at 384
 // threads, at most 232 at 256); the NVRTC compile tests check the real ones pass.
@@ -37,6 +37,21 @@ TEST(RegisterPlan, APoolSmallerThanThePlanWouldHangTheConsumers) {
 TEST(RegisterPlan, AnEntryCountAboveTheConsumersTargetWouldShrinkThem) {
   const std::string why = wgmma_register_plan_problem(kOneConsumer, 248);
   EXPECT_NE(why.find("setmaxnreg.inc would shrink them"), std::string::npos) << why;
+}
+
+// A persistent kernel's plan is 32 for the producer (its loader and scheduler) and 232 for each
+// consumer: 63488 at two consumers, within 384 x 168; a one-consumer kernel whose ptxas gave 240
+// at entry would have its consumers shrunk to 232.
+TEST(RegisterPlan, APersistentKernelPlansThirtyTwoAndTwoHundredThirtyTwo) {
+  const KernelSpec persistent = KernelSpec::parse("ring_fwd_wgmma_bf16_hd128_causal_gqa1_bm128_bn128_c2_s2_persistent");
+  EXPECT_EQ(wgmma_register_plan_problem(persistent, 168), "");
+  EXPECT_EQ(wgmma_register_plan_problem(persistent, 165),
+            "ptxas allocated 165 registers per thread at entry (63360 for the CTA); setmaxnreg asks 32 for the "
+            "producer and 232 for each consumer thread (63488): the consumers' setmaxnreg.inc would wait forever "
+            "for registers");
+  const KernelSpec one = KernelSpec::parse("ring_fwd_wgmma_fp16_hd96_causal_gqa2_bm64_bn128_c1_s3_persistent");
+  EXPECT_EQ(wgmma_register_plan_problem(one, 232), "");
+  EXPECT_NE(wgmma_register_plan_problem(one, 240).find("setmaxnreg.inc would shrink them"), std::string::npos);
 }
 
 TEST(RegisterPlan, OtherKindsAndUnknownCountsHaveNoPlan) {
