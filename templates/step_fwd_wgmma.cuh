@@ -30,15 +30,17 @@
 // writes the empty state and the last finalizes the state it has.
 //
 // With kPersistent a CTA runs many query blocks (work items, layout.cuh persistent_item) one
-// after the other through the same stage ring: the producer loads the next item's Q and first
-// tiles while the consumers finish the last item's P V and store, so an item's start and end are
-// not left to the tensor cores' idle time between CTAs.
+// after the other through the same stage ring, taking the next from the launch's work counter
+// (wgmma_fwd_schedule): the producer loads the next item's Q and first tiles while the consumers
+// finish the last item's P V and store, so an item's start and end are not left to the tensor
+// cores' idle time between CTAs.
 //
 // Launch: grid as step_fwd.cuh (blocks of kBlockM packed rows, (batch, kv head) pairs folded
-// over y and z), or with kPersistent grid.x = persistent_ctas(items, resident CTAs: one per SM)
-// and y = z = 1; block = Traits::kThreads, dynamic shared memory = Traits::kSharedBytes, and the
-// RingFwdWgmmaParams maps built from q_map_description / kv_map_description (params_wgmma.cuh)
-// with the traits' dtype, head dim, group, block_m and block_n. Requirements beyond those of
+// over y and z), or with kPersistent grid.x = persistent_ctas(items, resident CTAs: one per SM),
+// y = z = 1 and a second parameter, the zeroed work counter; block = Traits::kThreads, dynamic
+// shared memory = Traits::kSharedBytes, and the RingFwdWgmmaParams maps built from
+// q_map_description / kv_map_description (params_wgmma.cuh) with the traits' dtype, head dim,
+// group, block_m and block_n. Requirements beyond those of
 // step_fwd.cuh: q, k, v 16-byte aligned and every row, head and batch stride of them a multiple
 // of 8 elements (TMA global strides are multiples of 16 bytes).
 #pragma once
@@ -142,7 +144,7 @@ CPGEN_DEVICE bool wgmma_fwd_persistent_item(const RingFwdParams& params, int sec
   return item.tiles.end > item.tiles.begin || params.is_first_step || params.is_last_step;
 }
 
-// The producer's next item after `index`: gridDim.x + the work counter's old value as it takes one
+// The scheduler's next item after `index`: gridDim.x + the work counter's old value as it takes one
 // (each item past the grid's first is taken once, in order, by whichever CTA asks first), or
 // without a counter the next of this CTA's fixed stride.
 CPGEN_DEVICE int wgmma_fwd_next_item(unsigned* work_counter, int index) {
@@ -165,9 +167,9 @@ CPGEN_DEVICE void wgmma_fwd_advance(WgmmaFwdItem& item) {
 // It hands each item to the loader and the consumers through two slots in shared memory (the
 // index, then an arrive on the slot's full barrier; they wait there, read it and arrive on its
 // empty barrier, which the scheduler waits for before the slot's next use), and hands over -1 at
-// the end; they skip the items that have nothing to do. A thread of its own that does nothing
-// else, so that it and the loader keep within the producer's 24 registers (the loader taking the
-// items itself spilled 180 bytes).
+// the end; they skip the items that have nothing to do. A thread of its own: the loader taking
+// the items itself spilled 116-180 bytes in the producer's 24 registers, apart they spilled 32,
+// and with 32 registers (a persistent kernel's plan, traits_wgmma.cuh) none.
 template <typename Traits>
 CPGEN_DEVICE void wgmma_fwd_schedule(const RingFwdParams& params, unsigned* work_counter,
                                      const WgmmaFwdShared<Traits>& smem) {
