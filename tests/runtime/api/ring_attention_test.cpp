@@ -88,6 +88,19 @@ TEST(StepGrid, PersistentSpecsLaunchAtMostTheResidentCtas) {
   p.q_len = 8192;  // 256 blocks x 6 pairs
   EXPECT_EQ(gpu::step_grid(spec, p, 132).x, 132u);
   EXPECT_THROW(gpu::step_grid(spec, p), Error);
+  // The CTAs hand item indices over as int (step_fwd_wgmma.cuh): 2^32 items are past INT32_MAX,
+  // a bad input naming the limit.
+  p.q_len = 1 << 30;  // x GQA 4 / 128 rows: 2^25 blocks
+  p.batch = 64;       // x 2 kv heads: 128 pairs, 2^32 items
+  try {
+    gpu::step_grid(spec, p, 132);
+    ADD_FAILURE() << "a persistent launch of 2^32 items was not refused";
+  } catch (const Error& e) {
+    EXPECT_EQ(e.kind(), ErrorKind::kBadInput);
+    EXPECT_NE(std::string(e.what()).find("a persistent launch takes at most 2147483647"), std::string::npos) << e.what();
+  }
+  p.q_len = 8192;
+  p.batch = 3;
   spec.persistent = false;  // the plain grid, whatever the resident count
   EXPECT_EQ(gpu::step_grid(spec, p, 132).x, 256u);
 }
