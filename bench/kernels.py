@@ -325,6 +325,14 @@ def check_lse(torch, lse, refs, rows):
     return max(float((lse[batch, :, rows].double() - ref_lse).abs().max()) for batch, (_, ref_lse) in refs.items())
 
 
+def record_grads(row, prefix, errors):
+    """A backward check's errors into `row`: each gradient's, the worst, and the verdict."""
+    for name, e in errors.items():
+        row[f"{prefix}_{name}_error"] = e
+    row[f"{prefix}_error"] = worst(errors.values())
+    row[f"{prefix}_check"] = verdict(*errors.values())
+
+
 def worst(errors):
     """The largest of `errors`, NaN when any is NaN (an unwritten element)."""
     errors = list(errors)
@@ -486,10 +494,9 @@ def run_config(torch, cpgen, cfg, args):
     # cpgen: one rank on the whole sequence, or the loopback ring over the shards of every rank.
     # A backward row runs the forward once (untimed) for the out and lse its backward reads.
     if cfg["ranks"] == 1:
-        t = dict(q=q, k=k, v=v, out=torch.full_like(q, float("nan")), lse=nans((b, hq, s), torch.float32))
+        t = dict(q=q, k=k, v=v, out=nans(q.shape), lse=nans((b, hq, s), torch.float32))
         if backward:
-            t.update(dout=dout, dq=torch.full_like(q, float("nan")), dk=torch.full_like(k, float("nan")),
-                     dv=torch.full_like(v, float("nan")))
+            t.update(dout=dout, dq=nans(q.shape), dk=nans(k.shape), dv=nans(v.shape))
 
         def run_forward():
             cpgen.forward(ring, q, k, v, t["out"], t["lse"], stream)
@@ -523,9 +530,9 @@ def run_config(torch, cpgen, cfg, args):
                 run_forward()
 
         def gather():
+            # Each tensor over the whole sequence: its shard's shape with all s rows.
             names = ("dq", "dk", "dv") if backward else ("out", "lse")
-            full = [nans(q.shape if n in ("out", "dq") else k.shape if n in ("dk", "dv") else (b, hq, s),
-                         torch.float32 if n == "lse" else dt) for n in names]
+            full = [nans(shards[0][n].shape[:2] + (s,) + shards[0][n].shape[3:], shards[0][n].dtype) for n in names]
             for i, shard in zip(index, shards):
                 for tensor, n in zip(full, names):
                     tensor[:, :, i] = shard[n]
@@ -551,11 +558,7 @@ def run_config(torch, cpgen, cfg, args):
             run_cpgen()
             cpgen.check(cpgen.lib.cpgen_ring_synchronize(ring), "synchronize")
             if backward:
-                errors = check_grads(torch, gather(), grad_refs, rows, rows)
-                for name, e in errors.items():
-                    row[f"cpgen_{name}_error"] = e
-                row["cpgen_error"] = worst(errors.values())
-                row["cpgen_check"] = verdict(*errors.values())
+                record_grads(row, "cpgen", check_grads(torch, gather(), grad_refs, rows, rows))
             else:
                 got, got_lse = gather()
                 row["cpgen_error"] = check(torch, got, refs, rows)
@@ -601,11 +604,7 @@ def run_config(torch, cpgen, cfg, args):
                             return torch.autograd.grad(o, (leaves["q"], leaves["k"], leaves["v"]), dout,
                                                        retain_graph=True)
 
-                        errors = check_grads(torch, grad(), grad_refs, rows, rows)
-                        for what, e in errors.items():
-                            row[f"{name}_{what}_error"] = e
-                        row[f"{name}_error"] = worst(errors.values())
-                        row[f"{name}_check"] = verdict(*errors.values())
+                        record_grads(row, name, check_grads(torch, grad(), grad_refs, rows, rows))
                         timers[name] = grad
                     else:
                         torch.cuda.synchronize()

@@ -31,6 +31,7 @@ struct RaceLimit {
   double above_ms = 0;
   double check_above_ms = 0;
   bool applies(int runs) const { return probe_runs > 0 && probe_runs < runs; }
+  bool stops_at_check(double check_ms) const { return check_above_ms > 0 && check_ms > check_above_ms; }
 };
 
 // The outcome of a candidate the race stops at its checked launch: that launch's time as its one

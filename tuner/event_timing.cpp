@@ -4,6 +4,7 @@
 
 #include "runtime/cuda/cuda_driver.h"
 #include "runtime/cuda/gpu_stream.h"
+#include "runtime/cuda/module.h"
 #include "tuner/sample_stats.h"
 
 namespace cpgen {
@@ -29,7 +30,9 @@ std::vector<double> time_launches_ms(CUstream stream, int warmup, int runs, cons
   return samples;
 }
 
-double time_one_launch_ms(CUstream stream, const std::function<void()>& launch) {
+double time_checked_launch_ms(const KernelSpec& spec, const CompiledKernel& kernel, int device, CUstream stream,
+                              const std::function<void()>& launch) {
+  load_kernel(kernel, device).reserve_dynamic_shared(check_feasibility(spec, kernel.arch).shared_bytes);
   return time_launches_ms(stream, 0, 1, [&](int) { launch(); }).front();
 }
 

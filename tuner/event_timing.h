@@ -6,6 +6,8 @@
 #include <functional>
 #include <vector>
 
+#include "generator/kernel_spec.h"
+#include "runtime/jit/compiled_kernel.h"
 #include "tuner/candidate_timer.h"
 
 namespace cpgen {
@@ -16,9 +18,11 @@ namespace cpgen {
 // Throws Error(kCuda) as the driver calls do.
 std::vector<double> time_launches_ms(CUstream stream, int warmup, int runs, const std::function<void(int)>& launch);
 
-// Enqueues launch() between two timing events on `stream`, waits for it, and returns its
-// milliseconds (a candidate's checked launch).
-double time_one_launch_ms(CUstream stream, const std::function<void()>& launch);
+// A candidate's checked launch: loads `kernel` on `device` and reserves its shared memory, then
+// enqueues launch() between two timing events on `stream`, waits for it, and returns its
+// milliseconds; loaded first, so that the interval holds the launch and not the module's load.
+double time_checked_launch_ms(const KernelSpec& spec, const CompiledKernel& kernel, int device, CUstream stream,
+                              const std::function<void()>& launch);
 
 // The same under the tuner's race: the first race.probe_runs launches are timed and, when their
 // median is above race.above_ms, returned alone with *stopped_early set; else the rest follow

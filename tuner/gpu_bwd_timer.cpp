@@ -239,9 +239,8 @@ TimingOutcome GpuBackwardTimer::run_checked(const KernelSpec& spec, const Compil
   set.dv_acc.poison();
   double check_ms = 0;
   try {
-    // Loaded first, so that the timed interval holds the launch and not the module's load.
-    load_kernel(kernel, device_).reserve_dynamic_shared(check_feasibility(spec, kernel.arch).shared_bytes);
-    check_ms = time_one_launch_ms(stream_->get(), [&] { launch(spec, kernel, params_for(set, /*accumulate_dkv=*/false)); });
+    check_ms = time_checked_launch_ms(spec, kernel, device_, stream_->get(),
+                                      [&] { launch(spec, kernel, params_for(set, /*accumulate_dkv=*/false)); });
   } catch (const Error& e) {
     if (e.kind() != ErrorKind::kCuda && e.kind() != ErrorKind::kInfeasible) throw;
     return {Disposition::kLaunchFailed, {}, std::string(e.what()).substr(0, 400)};
@@ -283,7 +282,7 @@ TimingOutcome GpuBackwardTimer::measure(const KernelSpec& spec, const CompiledKe
 
   // The checked launch writes dk and dv where a timed one of a later step adds to them, so it moves
   // no more memory: one above the race's cut is slower.
-  if (race.check_above_ms > 0 && checked.check_ms > race.check_above_ms) return stopped_after_check(checked.check_ms);
+  if (race.stops_at_check(checked.check_ms)) return stopped_after_check(checked.check_ms);
 
   // Timing. bwd-diagonal is the chunk's first step in the ring (its owner writes dk/dv); every
   // other step type adds to accumulators that earlier steps filled, here zeros or earlier runs.

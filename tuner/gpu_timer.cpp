@@ -227,9 +227,8 @@ TimingOutcome GpuTimer::run_checked(const KernelSpec& spec, const CompiledKernel
   set.l_state.poison();
   double check_ms = 0;
   try {
-    // Loaded first, so that the timed interval holds the launch and not the module's load.
-    load_kernel(kernel, device_).reserve_dynamic_shared(check_feasibility(spec, kernel.arch).shared_bytes);
-    check_ms = time_one_launch_ms(stream_->get(), [&] { launch(spec, kernel, params_for(set, true, true)); });
+    check_ms = time_checked_launch_ms(spec, kernel, device_, stream_->get(),
+                                      [&] { launch(spec, kernel, params_for(set, true, true)); });
   } catch (const Error& e) {
     if (e.kind() != ErrorKind::kCuda && e.kind() != ErrorKind::kInfeasible) throw;
     return {Disposition::kLaunchFailed, {}, std::string(e.what()).substr(0, 400)};
@@ -294,7 +293,7 @@ TimingOutcome GpuTimer::measure(const KernelSpec& spec, const CompiledKernel& ke
   }
   // The checked launch (first and last step: no state read, out and lse written in place of the
   // fp32 state) moves no more memory than a timed one, so one above the race's cut is slower.
-  if (race.check_above_ms > 0 && checked.check_ms > race.check_above_ms) return stopped_after_check(checked.check_ms);
+  if (race.stops_at_check(checked.check_ms)) return stopped_after_check(checked.check_ms);
 
   // Timing. The diagonal step opens a ring (first step: state starts empty); every other step
   // merges into state from earlier steps, so those sets get one initializing launch first.

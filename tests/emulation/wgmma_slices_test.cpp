@@ -56,21 +56,34 @@ struct Seen {
 std::vector<uint16_t> g_image;
 Seen g_seen;
 
+// Thread 0 lays the tile image into shared memory for the CTA.
+void load_image() {
+  if (threadIdx.x == 0) memcpy(device::shared_storage, g_image.data(), g_image.size() * 2);
+  __syncthreads();
+}
+
+// Issues slices `first` and first + 1 into d (the first overwriting unless `accumulate`) and
+// commits them as one group.
+void slice_group(float (&d)[4], int first, bool accumulate) {
+  for (int s = first; s < first + 2; ++s)
+    emulation::wgmma_mma_async_ss(d, kN, true, slice_descriptor(0, s), slice_descriptor(kBStart, s),
+                                  accumulate || s > first, 1, 1, false, false);
+  emulation::wgmma_commit_group();
+}
+
+// "thread t D(row, column)", for a failure's message.
+std::string element_text(int t, const testing::Element& e) {
+  return "thread " + std::to_string(t) + " D(" + std::to_string(e.row) + ", " + std::to_string(e.column) + ")";
+}
+
 // Group 1: slices 0 and 1 into `first`; group 2: slices 2 and 3 into `second`.
 void two_groups() {
   const int t = static_cast<int>(threadIdx.x);
-  if (t == 0) memcpy(device::shared_storage, g_image.data(), g_image.size() * 2);
-  __syncthreads();
+  load_image();
   float first[4] = {}, second[4] = {};
   emulation::wgmma_fence();
-  for (int s = 0; s < 2; ++s)
-    emulation::wgmma_mma_async_ss(first, kN, true, slice_descriptor(0, s), slice_descriptor(kBStart, s), s > 0, 1, 1,
-                                  false, false);
-  emulation::wgmma_commit_group();
-  for (int s = 2; s < 4; ++s)
-    emulation::wgmma_mma_async_ss(second, kN, true, slice_descriptor(0, s), slice_descriptor(kBStart, s), s > 2, 1, 1,
-                                  false, false);
-  emulation::wgmma_commit_group();
+  slice_group(first, 0, false);
+  slice_group(second, 2, false);
   emulation::wgmma_wait_group(1);
   for (int i = 0; i < 4; ++i) {
     g_seen.first[t][i] = first[i];
@@ -89,8 +102,7 @@ TEST(WgmmaSlices, StartsInsideTheSwizzleAtomReadEachSliceAndWaitGroupOneRetiresT
       float low = 0.0f, high = 0.0f;
       for (int k = 0; k < 32; ++k) low += a_value(e.row, k) * b_value(e.column, k);
       for (int k = 32; k < 64; ++k) high += a_value(e.row, k) * b_value(e.column, k);
-      const std::string at = "thread " + std::to_string(t) + " D(" + std::to_string(e.row) + ", " +
-                             std::to_string(e.column) + ")";
+      const std::string at = element_text(t, e);
       ASSERT_EQ(g_seen.first[t][i], low) << at << ": slices 0 and 1, retired by wait_group(1)";
       ASSERT_TRUE(testing::is_signaling_nan(g_seen.second_early[t][i]))
           << at << ": the newest group is still pending after wait_group(1), its registers undefined";
@@ -108,16 +120,11 @@ Chained g_chained;
 
 void two_groups_one_accumulator() {
   const int t = static_cast<int>(threadIdx.x);
-  if (t == 0) memcpy(device::shared_storage, g_image.data(), g_image.size() * 2);
-  __syncthreads();
+  load_image();
   float acc[4] = {1, 1, 1, 1};
-  for (int group = 0; group < 2; ++group) {
-    emulation::wgmma_fence();
-    for (int s = 2 * group; s < 2 * group + 2; ++s)
-      emulation::wgmma_mma_async_ss(acc, kN, true, slice_descriptor(0, s), slice_descriptor(kBStart, s), true, 1, 1,
-                                    false, false);
-    emulation::wgmma_commit_group();
-  }
+  emulation::wgmma_fence();
+  slice_group(acc, 0, true);
+  slice_group(acc, 2, true);
   emulation::wgmma_wait_group(1);
   for (int i = 0; i < 4; ++i) g_chained.between[t][i] = acc[i];
   emulation::wgmma_wait_group(0);
@@ -132,8 +139,7 @@ TEST(WgmmaSlices, GroupsOnOneAccumulatorChainAndItStaysUndefinedUntilTheLastReti
       const testing::Element e = testing::accumulator_element(t, i);
       float sum = 1.0f;
       for (int k = 0; k < kK; ++k) sum += a_value(e.row, k) * b_value(e.column, k);
-      const std::string at = "thread " + std::to_string(t) + " D(" + std::to_string(e.row) + ", " +
-                             std::to_string(e.column) + ")";
+      const std::string at = element_text(t, e);
       ASSERT_TRUE(testing::is_signaling_nan(g_chained.between[t][i])) << at << ": the newer group still adds to it";
       ASSERT_EQ(g_chained.after[t][i], sum) << at << ": 1 + all four slices";
     }

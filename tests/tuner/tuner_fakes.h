@@ -69,7 +69,7 @@ class FakeTimer : public CandidateTimer {
     // The checked launch takes check_of(spec) (by default ms_of), and the race may end it there as
     // the GPU timers do (tuner/gpu_timer.cpp).
     const double check_ms = check_of ? check_of(spec) : ms_of(spec);
-    if (race.check_above_ms > 0 && check_ms > race.check_above_ms) return stopped_after_check(check_ms);
+    if (race.stops_at_check(check_ms)) return stopped_after_check(check_ms);
     TimingOutcome t{Disposition::kOk, {}, ""};
     t.check_ms = check_ms;
     for (int i = 0; i < runs; ++i) {
