@@ -1,5 +1,8 @@
 #include "cache/environment.h"
 
+#include <map>
+#include <mutex>
+
 #include "cpgen/error.h"
 #include "generator/render.h"
 #include "runtime/cuda/cuda_driver.h"
@@ -23,14 +26,38 @@ std::string json_string(const nlohmann::json& j, const char* field) {
 
 }  // namespace
 
-bool Environment::matches(const Environment& o) const {
-  return template_hash == o.template_hash && nvrtc_version == o.nvrtc_version &&
-         driver_version == o.driver_version && gpu_name == o.gpu_name && sm_count == o.sm_count;
+bool Environment::matches(const Environment& o) const { return template_hash == o.template_hash && same_setup(o); }
+
+bool Environment::same_setup(const Environment& o) const {
+  return nvrtc_version == o.nvrtc_version && driver_version == o.driver_version && gpu_name == o.gpu_name &&
+         sm_count == o.sm_count;
 }
 
-std::string Environment::key() const {
-  return "template " + template_hash + ", NVRTC " + nvrtc_version + ", driver " + driver_version + ", " +
-         gpu_name + " x" + std::to_string(sm_count) + " SMs";
+Environment Environment::for_kernel(const std::string& uri) const {
+  if (!per_kernel) return *this;
+  static std::mutex mutex;
+  static std::map<std::string, std::string> hashes;
+  Environment e = *this;
+  e.per_kernel = false;
+  std::lock_guard lock(mutex);
+  auto it = hashes.find(uri);
+  if (it == hashes.end()) {
+    std::string hash;
+    try {
+      hash = kernel_code_hash(KernelSpec::parse(uri));
+    } catch (const Error&) {
+      hash = "no kernel " + uri;
+    }
+    it = hashes.emplace(uri, std::move(hash)).first;
+  }
+  e.template_hash = it->second;
+  return e;
+}
+
+std::string Environment::key() const { return "template " + template_hash + ", " + setup_key(); }
+
+std::string Environment::setup_key() const {
+  return "NVRTC " + nvrtc_version + ", driver " + driver_version + ", " + gpu_name + " x" + std::to_string(sm_count) + " SMs";
 }
 
 nlohmann::json Environment::to_json() const {
@@ -58,6 +85,7 @@ Environment current_environment(int device) {
   Environment e;
   e.cpgen_version = CPGEN_VERSION;
   e.template_hash = template_hash_hex();
+  e.per_kernel = true;
   e.nvrtc_version = nvrtc_version();
   e.driver_version = "none";
   e.gpu_name = "none";

@@ -282,8 +282,11 @@ VerifyReport verify_database(Database& db, const Environment& current) {
   std::map<std::string, int64_t> by_env;
   for (const Record& r : all_records(db)) {
     ++report.records;
-    ++by_env[r.env.key()];
-    if (!r.env.matches(current)) ++report.other_environment;
+    ++by_env[r.env.setup_key()];
+    const Environment here = current.for_kernel(r.kernel_uri);
+    if (r.env.matches(here)) continue;
+    ++report.other_environment;
+    if (r.env.same_setup(here)) ++report.changed_code;
   }
   report.by_environment.assign(by_env.begin(), by_env.end());
   return report;

@@ -79,7 +79,8 @@ struct VerifyReport {
   int64_t workloads = 0;
   int64_t records = 0;
   int64_t other_environment = 0;        // records not made in the current environment
-  std::vector<std::pair<std::string, int64_t>> by_environment;  // Environment::key() -> count
+  int64_t changed_code = 0;             // of those, made on this setup for code changed since
+  std::vector<std::pair<std::string, int64_t>> by_environment;  // Environment::setup_key() -> count
   bool sound() const { return integrity.size() == 1 && integrity[0] == "ok"; }
 };
 VerifyReport verify_database(Database& db, const Environment& current);

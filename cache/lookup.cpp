@@ -40,6 +40,18 @@ std::optional<KernelSpec> usable_spec(const std::string& uri, const WorkloadKey&
   }
 }
 
+// best_record's rule for a cache: a workload whose winner entry was timed on this GPU class on a
+// kernel whose code has changed since answers no more, by any of its entries.
+bool cache_winner_changed(const PretunedCaches& caches, const WorkloadKey& ew, const Environment& env) {
+  for (const CacheEntry& e : caches.entries) {
+    if (!e.winner || !e.record || !(e.record->workload == ew)) continue;
+    const Environment here = env.for_kernel(e.record->kernel_uri);
+    return e.record->env.gpu_name == here.gpu_name && e.record->env.sm_count == here.sm_count &&
+           e.record->env.template_hash != here.template_hash;
+  }
+  return false;
+}
+
 bool same_except_lengths(WorkloadKey a, WorkloadKey b) {
   a.q_len = b.q_len;
   a.kv_len = b.kv_len;
@@ -81,6 +93,7 @@ static Selection select_in_order(const WorkloadKey& w, Database* db, const Envir
   if (db) {
     BestRecord best = best_record(*db, w, env);
     sel.ignored_other_environment += best.other_environment;
+    const bool winner_changed = best.winner_changed;
     if (best.record) {
       if (auto spec = usable_spec(best.record->kernel_uri, w)) {
         sel.spec = *spec;
@@ -117,6 +130,7 @@ static Selection select_in_order(const WorkloadKey& w, Database* db, const Envir
       ignored_note = "; " + std::to_string(sel.ignored_other_environment) +
                      " database record(s) of another environment were ignored";
     }
+    if (winner_changed) ignored_note += " (the tuned winner's kernel has changed since it was timed: tune again)";
   }
 
   if (database_only) return sel;
@@ -125,9 +139,10 @@ static Selection select_in_order(const WorkloadKey& w, Database* db, const Envir
   const CacheEntry* chosen = nullptr;
   int chosen_rank = 0;  // 0 exact, 1 + distance for a bucket; patterns handled below
   for (const CacheEntry& entry : caches.entries) {
-    if (!entry.record || !entry.record->valid() || !pretuned_env_matches(entry.record->env, env)) continue;
+    if (!entry.record || !entry.record->valid() || !pretuned_env_matches(entry.record->env, env.for_kernel(entry.record->kernel_uri))) continue;
     const WorkloadKey& ew = entry.record->workload;
     if (!same_except_lengths(ew, w) || !usable_spec(entry.kernel_uri, w)) continue;
+    if (cache_winner_changed(caches, ew, env)) continue;
     int rank = ew == w ? 0 : 1 + bucket_distance(ew, w);
     bool better = !chosen || rank < chosen_rank ||
                   (rank == chosen_rank && entry.winner != chosen->winner && entry.winner) ||

@@ -4,7 +4,7 @@
 //   2. database, nearest sequence bucket: the same workload at the closest local length
 //      (distance in powers of two of the query length; ties go to the shorter bucket);
 //   3. shipped pretuned caches: a measured entry for the exact workload, then the nearest
-//      bucket (same device and template hash; NVRTC and driver may differ), then a pattern
+//      bucket (same device and code hash; NVRTC and driver may differ), then a pattern
 //      entry (e.g. the default-heuristic cache);
 //   4. the documented default, KernelSpec::default_for.
 // A record or cache entry is only used if its kernel fits the workload (dtype, head dim, mask,

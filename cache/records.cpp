@@ -252,8 +252,11 @@ BestRecord best_record(Database& db, const WorkloadKey& w, const Environment& en
   std::optional<PinnedWinner> pin = pinned_winner(db, w);
   std::optional<Record> pinned;
   for (Record& r : records_for(db, w)) {
-    if (!r.env.matches(env)) {
+    const Environment here = env.for_kernel(r.kernel_uri);
+    if (!r.env.matches(here)) {
       ++best.other_environment;
+      const bool is_pinned = pin && pin->kernel_uri == r.kernel_uri && pin->env_key == r.env.key();
+      if (is_pinned && r.env.same_setup(here)) best.winner_changed = true;
       continue;
     }
     if (!r.valid()) continue;
@@ -263,6 +266,7 @@ BestRecord best_record(Database& db, const WorkloadKey& w, const Environment& en
     if (!best.record || *r.median_ms < *best.record->median_ms) best.record = r;
   }
   if (pinned) best.record = pinned;
+  if (best.winner_changed) best.record.reset();
   return best;
 }
 

@@ -66,11 +66,15 @@ std::optional<PinnedWinner> pinned_winner(Database& db, const WorkloadKey& w);
 // Pins the winner. Call inside a transaction.
 void pin_winner(Database& db, const WorkloadKey& w, const PinnedWinner& winner);
 
-// The fastest valid record of w made in an environment matching env; also counts the records
-// that were passed over because their environment differs.
+// The record of w to run in environment env: the pinned winner where it matches env, else the
+// fastest valid record that does; also counts the records passed over because their environment
+// differs. A pinned winner timed in this very setup whose kernel's code has changed since (only
+// the code hash differs) retires w's other records with it: they lost to a kernel that is no
+// longer here, so the fastest of them need not beat the default (winner_changed; none chosen).
 struct BestRecord {
   std::optional<Record> record;
   int other_environment = 0;
+  bool winner_changed = false;
 };
 BestRecord best_record(Database& db, const WorkloadKey& w, const Environment& env);
 

@@ -1,13 +1,16 @@
 // The template headers kernels are generated and compiled from: the ones embedded at build time,
 // or, where the environment sets CPGEN_TEMPLATES_DIR, every *.cuh file of that directory under
 // the same include names ("cpgen/<file>"). The override exists to compare two revisions of the
-// templates on one machine in one session (bench/kernels.py --templates DIR): the template hash,
-// the kernel store's keys and the tuning records all follow the files in use, so the kernels and
-// timings of two revisions never mix, and a byte-identical copy keys exactly as the embedded set.
+// templates on one machine in one session (bench/kernels.py --templates DIR): the kernel store's
+// keys and the tuning records follow the files each kernel includes (included_templates), so the
+// kernels and timings of two revisions never mix where they differ, and a byte-identical copy
+// keys exactly as the embedded set.
 #pragma once
 
 #include <span>
 #include <string>
+#include <string_view>
+#include <vector>
 
 #include "generator/embedded_templates.h"
 
@@ -19,5 +22,11 @@ std::span<const EmbeddedTemplate> template_files();
 
 // The override directory in use, or "" with the embedded templates.
 const std::string& template_files_dir();
+
+// The templates of `templates` that `source` includes, directly or through one another: every
+// line `#include "cpgen/NAME"` counts, whatever #if surrounds it, so the set may hold a template
+// a compile skips but never misses one it reads. In `templates`' order. What a kernel's code is
+// made of beside its rendered source (the kernel store's keys, the tuning records' code hash).
+std::vector<EmbeddedTemplate> included_templates(std::string_view source, std::span<const EmbeddedTemplate> templates);
 
 }  // namespace cpgen

@@ -90,7 +90,7 @@
 # combinations and leads the tuner's search. So, next: the tests and the wgmma phase (plain
 # wgmma/cuDNN should return to 6bd0c35's 0.93-0.99; persistent was 0.97-1.00 with the slower
 # order), then the forward tune again, whose export, made on the tree that ships it, goes to
-# caches/<gpu>-examples.json (a cache is used only under the template hash it was timed with).
+# caches/<gpu>-examples.json (a cache entry is used only while its kernel's code is unchanged).
 # Also since (CPU only): `cpgen bench` times each of the ring's launches alone, so the ring
 # phase's table splits the overhead into what the per-step kernels cost over one kernel (steps
 # alone / single) and what running the ranks together costs (ring / steps alone); and
@@ -123,8 +123,9 @@
 # Keep each change whose column moves the mean ratio up past the noise (cuDNN's own TFLOP/s for
 # one configuration moved by up to 2% between the wgmma-family runs of the 2026-11-28 H200 call,
 # by 4% beside its mma.sync run), revert the rest (one commit each), pack again, and only then
-# tune for the cache to ship (--only tune --tune-only fwd): a cache counts only under the
-# template hash it was timed with.
+# tune for the cache to ship (--only tune --tune-only fwd): a cache entry counts only while its
+# kernel's code (rendered source and included templates) is what it was timed on, and a workload
+# whose winner changed answers from none of its entries.
 # then the ring phase with --ring-tune (the loopback ring's overhead was +11.3% at N=8 with the
 # untuned mma.sync kernel, which GQA 4 no longer selects on sm_90a; tuned, each step type runs
 # its own winner, e.g. a persistent launch for the short steps; --only ring --ring-tune, about

@@ -47,7 +47,7 @@ Record Tuner::base_record(const WorkloadKey& w, const KernelSpec& spec) const {
   Record r;
   r.workload = w;
   r.kernel_uri = spec.uri();
-  r.env = env_;
+  r.env = env_.for_kernel(r.kernel_uri);
   r.created_at = now_unix_seconds();
   r.source = ranks_ && ranks_->size() > 1 ? "measured-rank" + std::to_string(ranks_->rank()) : "measured";
   return r;

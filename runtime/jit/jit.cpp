@@ -74,17 +74,27 @@ std::vector<EmbeddedTemplate> program_headers() {
   return headers;
 }
 
-// Digest of every embedded template, once per process: the generated source includes them, so
-// they are part of what a cubin was compiled from.
-const std::string& templates_digest() {
-  static const std::string digest = [] {
-    Sha256 h;
-    for (const EmbeddedTemplate& t : program_headers()) {
-      h.update_field(t.name);
-      h.update_field(std::string_view(t.contents, t.size));
-    }
-    return h.hex_digest();
-  }();
+// Digest of the headers NVRTC reads for `source`: the prelude it pre-includes and the templates
+// the source includes, directly or not (included_templates). A template no kernel of a family
+// includes (step_bwd.cuh for a forward kernel) leaves that family's keys alone.
+// Memoized by source: the runtime asks for a kernel's key whenever it looks one up.
+std::string included_headers_digest(const std::string& source) {
+  static std::mutex mutex;
+  static std::map<std::string, std::string> known;
+  {
+    std::lock_guard lock(mutex);
+    if (auto it = known.find(source); it != known.end()) return it->second;
+  }
+  Sha256 h;
+  h.update_field(kPreludeName);
+  h.update_field(kPreludeSource);
+  for (const EmbeddedTemplate& t : included_templates(source, template_files())) {
+    h.update_field(t.name);
+    h.update_field(std::string_view(t.contents, t.size));
+  }
+  std::string digest = h.hex_digest();
+  std::lock_guard lock(mutex);
+  known.emplace(source, digest);
   return digest;
 }
 
@@ -204,11 +214,20 @@ std::string kernel_store_key(const std::string& kernel_name, const std::string& 
   h.update_field("cpgen kernel key 1");
   h.update_field(kernel_name);
   h.update_field(source);
-  h.update_field(templates_digest());
+  h.update_field(included_headers_digest(source));
   for (const std::string& option : compile_options(arch)) h.update_field(option);
   h.update_field(nvrtc_version_tag());
   h.update_field(arch);
   return h.hex_digest();
+}
+
+std::string kernel_code_hash(const KernelSpec& spec) {
+  const std::string source = render_source(spec);
+  Sha256 h;
+  h.update_field("cpgen kernel code 1");
+  h.update_field(source);
+  h.update_field(included_headers_digest(source));
+  return h.hex_digest().substr(0, 16);
 }
 
 uint64_t nvrtc_compile_count() { return g_compile_count.load(); }

@@ -49,10 +49,15 @@ std::string nvrtc_version();
 // What identifies the compiler in store keys: the version plus the size of the loaded libnvrtc,
 // which changes between patch releases that share a major.minor.
 std::string nvrtc_version_tag();
-// The store key of kernel `kernel_name` of `source` compiled with the embedded templates and
+// The store key of kernel `kernel_name` of `source` compiled with the templates it includes and
 // compile_options(arch), by this NVRTC: a SHA-256 in hex.
 std::string kernel_store_key(const std::string& kernel_name, const std::string& source,
                              std::string_view arch);
+// The hash of kernel `spec`'s code as this build generates it (16 hex digits): its rendered
+// source and every header NVRTC reads for it (the prelude and the templates it includes). A
+// tuning record is trusted only for the same code (cache/environment.h), so an edit of the
+// templates retires the timings of the kernels it changes and of no others.
+std::string kernel_code_hash(const KernelSpec& spec);
 // How many times this process has called nvrtcCompileProgram (tests check that the store works).
 uint64_t nvrtc_compile_count();
 // Where a failed compile's source, headers, options and log are saved: $TMPDIR/cpgen/failed.

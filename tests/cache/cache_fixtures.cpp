@@ -57,7 +57,7 @@ Record test_record(const WorkloadKey& w, int bm, int bn, int warps, int stages, 
   Record r;
   r.workload = w;
   r.kernel_uri = s.uri();
-  r.env = env;
+  r.env = env.for_kernel(r.kernel_uri);  // as the tuner stamps it (a fixed test_env unchanged)
   r.created_at = 1763700000;
   if (ms > 0) {
     r.disposition = Disposition::kOk;

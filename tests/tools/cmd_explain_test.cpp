@@ -43,17 +43,17 @@ TEST_F(CmdExplain, MaskedShapeShowsTheSpecializedKernels) {
   EXPECT_EQ(plain.out.find("_cap"), std::string::npos) << plain.out;
 }
 
-// Under CPGEN_TEMPLATES_DIR the records and cache entries timed with the built-in templates are
-// passed over (their template hash differs); explain says so on its second line, and not without
-// the variable. Set for the child only: the test process keeps its own templates.
+// Under CPGEN_TEMPLATES_DIR the records and cache entries of kernels those templates change are
+// passed over (their code hash differs); explain says so on its second line, and not without the
+// variable. Set for the child only: the test process keeps its own templates.
 TEST_F(CmdExplain, UnderAnotherTemplatesFolderItSaysTimedRecordsDoNotApply) {
   const std::string folder = std::string(CPGEN_SOURCE_DIR) + "/templates";
   const std::string command = " '" + std::string(CPGEN_CLI_PATH) + "' explain --arch sm_90a --db " + path("none.db") +
                               " --shape " + kShape;
   const ShellResult with = run_shell("CPGEN_TEMPLATES_DIR='" + folder + "'" + command, path("with.log"));
   ASSERT_EQ(with.code, 0) << with.output;
-  const std::string line = "templates " + folder + " (CPGEN_TEMPLATES_DIR): records and cache entries timed with "
-                           "other templates do not apply\n";
+  const std::string line = "templates " + folder + " (CPGEN_TEMPLATES_DIR): records and cache entries apply only "
+                           "to kernels these templates leave unchanged\n";
   EXPECT_NE(with.output.find("\n" + line), std::string::npos) << with.output;
   const ShellResult without = run_shell("env -u CPGEN_TEMPLATES_DIR" + command, path("without.log"));
   ASSERT_EQ(without.code, 0) << without.output;

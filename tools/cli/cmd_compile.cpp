@@ -146,6 +146,7 @@ void compile_one(const CompileOptions& o, const std::string& arch, KernelStore* 
                           {"compile_ms", s.compile_ms},
                           {"from_store", s.from_store},
                           {"key", k.key},
+                          {"code_hash", kernel_code_hash(spec)},
                           {"nvrtc", nvrtc_version()},
                           {"templates", template_files_dir().empty() ? "built in" : template_files_dir()},
                           {"store", store_description}};

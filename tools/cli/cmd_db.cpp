@@ -54,6 +54,7 @@ void show(const DbOptions& o) {
     item["winner"] = best.record ? json(best.record->kernel_uri) : json(nullptr);
     item["winner_median_ms"] = best.record ? json(*best.record->median_ms) : json(nullptr);
     item["other_environment"] = best.other_environment;
+    item["winner_changed"] = best.winner_changed;
     out.push_back(item);
   }
   if (o.json_output) {
@@ -68,6 +69,7 @@ void show(const DbOptions& o) {
               << (item["winner"].is_null() ? std::string("none for this environment")
                                            : item["winner"].get<std::string>() + " (" + ms_or_dash(item["winner_median_ms"].get<double>()) + " ms)");
     if (item["other_environment"].get<int>() > 0) std::cout << "; " << item["other_environment"].get<int>() << " record(s) of another environment ignored";
+    if (item["winner_changed"].get<bool>()) std::cout << "; the tuned winner's kernel has changed since it was timed (tune again)";
     std::cout << "\n";
   }
 }
@@ -147,14 +149,16 @@ void verify_cmd(const DbOptions& o) {
     for (const auto& [key, n] : r.by_environment) by_env[key] = n;
     std::cout << json{{"db", db->path()}, {"integrity", r.integrity}, {"sound", r.sound()}, {"schema_version", r.schema_version},
                       {"workloads", r.workloads}, {"records", r.records}, {"other_environment", r.other_environment},
-                      {"by_environment", by_env}}.dump(2) << "\n";
+                      {"changed_code", r.changed_code}, {"by_environment", by_env}}.dump(2) << "\n";
   } else {
     std::cout << "database " << db->path() << ": integrity " << (r.sound() ? "ok" : "FAILED") << "\n";
     if (!r.sound()) {
       for (const auto& line : r.integrity) std::cout << "  " << line << "\n";
     } else {
       std::cout << "  schema version " << r.schema_version << ", " << r.workloads << " workload(s), " << r.records << " record(s)\n";
-      std::cout << "  " << r.other_environment << " record(s) of another environment (kept, ignored for selection)\n";
+      std::cout << "  " << r.other_environment << " record(s) of another environment (kept, ignored for selection)";
+      if (r.changed_code > 0) std::cout << ", " << r.changed_code << " of them timed here on kernel code changed since";
+      std::cout << "\n";
       for (const auto& [key, n] : r.by_environment) std::cout << "    " << n << " x " << key << "\n";
     }
   }

@@ -99,11 +99,11 @@ void run(const ExplainOptions& o) {
   }
   std::cout << "device " << last.device.gpu_name << " (" << last.device.arch << "), " << o.ring << " ring, database "
             << last.database_text() << "\n";
-  // Tuned records and timed cache entries count only under the template hash they were timed
-  // with, so under another folder of templates they are passed over: say why.
+  // Tuned records and timed cache entries count only for the kernel code they were timed on, so
+  // under another folder of templates those of every kernel it changes are passed over: say why.
   if (!template_files_dir().empty())
     std::cout << "templates " << template_files_dir()
-              << " (CPGEN_TEMPLATES_DIR): records and cache entries timed with other templates do not apply\n";
+              << " (CPGEN_TEMPLATES_DIR): records and cache entries apply only to kernels these templates leave unchanged\n";
   std::cout << "pretuned caches searched:";
   if (caches.dirs.empty()) std::cout << " none";
   for (const SearchedDir& d : caches.dirs) std::cout << " " << d.path << (d.exists ? "" : " (absent)");

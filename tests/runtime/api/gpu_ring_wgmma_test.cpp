@@ -67,8 +67,9 @@ class GpuRingWgmma : public TempDirTest {
     for (const WorkloadKey& w : workloads) {
       Record r = test_record(w, 128, 64, 4, 2, 0.1, Disposition::kOk, env);
       r.kernel_uri = spec.uri();
+      r.env = env.for_kernel(r.kernel_uri);
       put_record(db, r);
-      db.transaction([&] { pin_winner(db, w, {spec.uri(), 0.1, env.key(), "test"}); });
+      db.transaction([&] { pin_winner(db, w, {spec.uri(), 0.1, r.env.key(), "test"}); });
     }
     return db_path;
   }

@@ -60,16 +60,18 @@ Record record_of(const WorkloadKey& w, const KernelSpec& spec, double ms, const 
 
 // Stores a tuned winner of w: its record and the pin that `cpgen tune` writes.
 void put_winner(Database& db, const WorkloadKey& w, const KernelSpec& spec, double ms, const Environment& env) {
-  put_record(db, record_of(w, spec, ms, env));
-  db.transaction([&] { pin_winner(db, w, {spec.uri(), ms, env.key(), "tune"}); });
+  const Record r = record_of(w, spec, ms, env);
+  put_record(db, r);
+  db.transaction([&] { pin_winner(db, w, {spec.uri(), ms, r.env.key(), "tune"}); });
 }
 
 // The same for a kernel test_record cannot name (the wgmma family's): the record carries spec's URI.
 void put_winner_uri(Database& db, const WorkloadKey& w, const KernelSpec& spec, double ms, const Environment& env) {
   Record r = test_record(w, 128, 64, 4, 2, ms, Disposition::kOk, env);
   r.kernel_uri = spec.uri();
+  r.env = env.for_kernel(r.kernel_uri);
   put_record(db, r);
-  db.transaction([&] { pin_winner(db, w, {spec.uri(), ms, env.key(), "tune"}); });
+  db.transaction([&] { pin_winner(db, w, {spec.uri(), ms, r.env.key(), "tune"}); });
 }
 
 class KernelSelectTest : public TempDirTest {
@@ -237,8 +239,9 @@ TEST_F(KernelSelectTest, TunedBackwardWinnerIsSelectedAndExplained) {
     Database db(path("t.db"));
     Record r = record_of(bwd_diag, KernelSpec::default_for(Dtype::kBf16, 128, true, 4), 0.5, here);
     r.kernel_uri = tuned.uri();
+    r.env = here.for_kernel(r.kernel_uri);
     put_record(db, r);
-    db.transaction([&] { pin_winner(db, bwd_diag, {tuned.uri(), 0.5, here.key(), "tune"}); });
+    db.transaction([&] { pin_winner(db, bwd_diag, {tuned.uri(), 0.5, r.env.key(), "tune"}); });
   }
   const RingKernelSelection sel = select_ring_kernels(p, path("t.db"), kArch, 0);
   ASSERT_EQ(sel.backward_steps.size(), 3u);
@@ -273,8 +276,8 @@ TEST_F(KernelSelectTest, StaleEnvironmentRowIsNotChosen) {
   const WorkloadKey diag = workload_for(p, StepType::kDiagonal, device);
   {
     Database db(path("t.db"));
-    Environment stale = here;
-    stale.template_hash = "0000000000000000";  // kernels generated from older templates
+    Environment stale = here.for_kernel(fast.uri());
+    stale.template_hash = "0000000000000000";  // the kernel's code as older templates made it
     put_winner(db, diag, fast, 0.01, stale);
   }
   const RingKernelSelection sel = select_ring_kernels(p, path("t.db"), kArch, 0);
