@@ -139,9 +139,11 @@ static Selection select_in_order(const WorkloadKey& w, Database* db, const Envir
   const CacheEntry* chosen = nullptr;
   int chosen_rank = 0;  // 0 exact, 1 + distance for a bucket; patterns handled below
   for (const CacheEntry& entry : caches.entries) {
-    if (!entry.record || !entry.record->valid() || !pretuned_env_matches(entry.record->env, env.for_kernel(entry.record->kernel_uri))) continue;
+    if (!entry.record || !entry.record->valid()) continue;
     const WorkloadKey& ew = entry.record->workload;
     if (!same_except_lengths(ew, w) || !usable_spec(entry.kernel_uri, w)) continue;
+    // The code hash last: the first selection of a process hashes each kernel it asks about.
+    if (!pretuned_env_matches(entry.record->env, env.for_kernel(entry.record->kernel_uri))) continue;
     if (cache_winner_changed(caches, ew, env)) continue;
     int rank = ew == w ? 0 : 1 + bucket_distance(ew, w);
     bool better = !chosen || rank < chosen_rank ||

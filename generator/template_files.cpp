@@ -63,26 +63,32 @@ std::span<const EmbeddedTemplate> template_files() {
   return embedded_templates();
 }
 
+std::vector<std::string_view> include_names(std::string_view text) {
+  std::vector<std::string_view> names;
+  for (size_t line = 0; line < text.size();) {
+    size_t end = text.find('\n', line);
+    if (end == std::string_view::npos) end = text.size();
+    std::string_view l = text.substr(line, end - line);
+    line = end + 1;
+    const size_t first = l.find_first_not_of(" \t");
+    if (first == std::string_view::npos || l[first] != '#') continue;
+    l.remove_prefix(first + 1);
+    l.remove_prefix(std::min(l.size(), l.find_first_not_of(" \t")));
+    if (!l.starts_with("include")) continue;
+    const size_t open = l.find('"');
+    const size_t close = open == std::string_view::npos ? open : l.find('"', open + 1);
+    if (close != std::string_view::npos) names.push_back(l.substr(open + 1, close - open - 1));
+  }
+  return names;
+}
+
 std::vector<EmbeddedTemplate> included_templates(std::string_view source, std::span<const EmbeddedTemplate> templates) {
   std::vector<bool> taken(templates.size(), false);
   std::vector<std::string_view> pending{source};
   while (!pending.empty()) {
     const std::string_view text = pending.back();
     pending.pop_back();
-    for (size_t line = 0; line < text.size();) {
-      size_t end = text.find('\n', line);
-      if (end == std::string_view::npos) end = text.size();
-      std::string_view l = text.substr(line, end - line);
-      line = end + 1;
-      const size_t first = l.find_first_not_of(" \t");
-      if (first == std::string_view::npos || l[first] != '#') continue;
-      l.remove_prefix(first + 1);
-      l.remove_prefix(std::min(l.size(), l.find_first_not_of(" \t")));
-      if (!l.starts_with("include")) continue;
-      const size_t open = l.find('"');
-      const size_t close = open == std::string_view::npos ? open : l.find('"', open + 1);
-      if (close == std::string_view::npos) continue;
-      const std::string_view name = l.substr(open + 1, close - open - 1);
+    for (std::string_view name : include_names(text)) {
       for (size_t i = 0; i < templates.size(); ++i) {
         if (taken[i] || name != templates[i].name) continue;
         taken[i] = true;

@@ -77,13 +77,16 @@ std::vector<EmbeddedTemplate> program_headers() {
 // Digest of the headers NVRTC reads for `source`: the prelude it pre-includes and the templates
 // the source includes, directly or not (included_templates). A template no kernel of a family
 // includes (step_bwd.cuh for a forward kernel) leaves that family's keys alone.
-// Memoized by source: the runtime asks for a kernel's key whenever it looks one up.
+// Memoized by the source's own include lines, which decide the rest (a process's templates are
+// fixed): every kernel of a family includes the same header, so a family is hashed once.
 std::string included_headers_digest(const std::string& source) {
   static std::mutex mutex;
   static std::map<std::string, std::string> known;
+  std::string includes;
+  for (std::string_view name : include_names(source)) (includes += name) += '\n';
   {
     std::lock_guard lock(mutex);
-    if (auto it = known.find(source); it != known.end()) return it->second;
+    if (auto it = known.find(includes); it != known.end()) return it->second;
   }
   Sha256 h;
   h.update_field(kPreludeName);
@@ -94,7 +97,7 @@ std::string included_headers_digest(const std::string& source) {
   }
   std::string digest = h.hex_digest();
   std::lock_guard lock(mutex);
-  known.emplace(source, digest);
+  known.emplace(includes, digest);
   return digest;
 }
 
