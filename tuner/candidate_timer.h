@@ -3,6 +3,9 @@
 // implementation (tuner/gpu_timer.h) uses CUDA events; tests substitute a deterministic fake.
 #pragma once
 
+#include <algorithm>
+#include <functional>
+#include <optional>
 #include <string>
 #include <vector>
 
@@ -39,6 +42,22 @@ struct RaceLimit {
 inline TimingOutcome stopped_after_check(double check_ms) {
   TimingOutcome t{Disposition::kOk, {check_ms}, ""};
   t.stopped_early = t.stopped_after_check = true;
+  t.check_ms = check_ms;
+  return t;
+}
+
+// The race's cut at the checked launch, confirmed before it stops a candidate. That launch is the
+// first of a freshly loaded kernel, after the host compared the previous candidate's output with
+// the GPU idle: its instruction caches are empty and the clocks may still be rising. So a
+// candidate above the cut is launched once more the same way (relaunch_ms: that launch, timed)
+// and stopped only if this one is above the cut too; its sample is the faster of the two. nullopt:
+// not stopped, time it.
+inline std::optional<TimingOutcome> confirmed_stop_at_check(const RaceLimit& race, double check_ms,
+                                                            const std::function<double()>& relaunch_ms) {
+  if (!race.stops_at_check(check_ms)) return std::nullopt;
+  const double again = relaunch_ms();
+  if (!race.stops_at_check(again)) return std::nullopt;
+  TimingOutcome t = stopped_after_check(std::min(check_ms, again));
   t.check_ms = check_ms;
   return t;
 }

@@ -281,8 +281,13 @@ TimingOutcome GpuBackwardTimer::measure(const KernelSpec& spec, const CompiledKe
   }
 
   // The checked launch writes dk and dv where a timed one of a later step adds to them, so it moves
-  // no more memory: one above the race's cut is slower.
-  if (race.stops_at_check(checked.check_ms)) return stopped_after_check(checked.check_ms);
+  // no more memory: one above the race's cut is slower (once a second such launch, warm, confirms
+  // it; dq keeps adding up, which changes no timing).
+  if (auto stop = confirmed_stop_at_check(race, checked.check_ms, [&] {
+        return time_launches_ms(stream_->get(), 0, 1, [&](int) { launch(spec, kernel, params_for(sets_.front(), false)); })
+            .front();
+      }))
+    return *stop;
 
   // Timing. bwd-diagonal is the chunk's first step in the ring (its owner writes dk/dv); every
   // other step type adds to accumulators that earlier steps filled, here zeros or earlier runs.

@@ -292,8 +292,13 @@ TimingOutcome GpuTimer::measure(const KernelSpec& spec, const CompiledKernel& ke
                                                ", reference config " + value_text(reference_lse_[i])};
   }
   // The checked launch (first and last step: no state read, out and lse written in place of the
-  // fp32 state) moves no more memory than a timed one, so one above the race's cut is slower.
-  if (race.stops_at_check(checked.check_ms)) return stopped_after_check(checked.check_ms);
+  // fp32 state) moves no more memory than a timed one, so one above the race's cut is slower
+  // (once a second such launch, warm, confirms it).
+  if (auto stop = confirmed_stop_at_check(race, checked.check_ms, [&] {
+        return time_launches_ms(stream_->get(), 0, 1, [&](int) { launch(spec, kernel, params_for(sets_.front(), true, true)); })
+            .front();
+      }))
+    return *stop;
 
   // Timing. The diagonal step opens a ring (first step: state starts empty); every other step
   // merges into state from earlier steps, so those sets get one initializing launch first.

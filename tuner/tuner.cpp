@@ -244,10 +244,11 @@ WorkloadResult Tuner::tune_workload(const WorkloadKey& w, double started_s) {
       ++result.timed;
       if (t.stopped_early) {
         ++result.stopped_early;
-        char why[160];
+        char why[200];
         if (t.stopped_after_check)
-          std::snprintf(why, sizeof why, "timed no further after its checked launch: %.4g ms, above %.3g x the best so far, %.4g ms",
-                        t.check_ms, options_.race_check_margin, *result.winner->median_ms);
+          std::snprintf(why, sizeof why,
+                        "timed no further after its checked launch and one more: %.4g ms at best, above %.3g x the best so far, %.4g ms",
+                        median, options_.race_check_margin, *result.winner->median_ms);
         else
           std::snprintf(why, sizeof why, "timed no further after %zu runs: their median is above %.3g x the best so far, %.4g ms",
                         t.samples_ms.size(), options_.race_margin, *result.winner->median_ms);

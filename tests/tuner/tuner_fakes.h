@@ -46,7 +46,9 @@ class FakeTimer : public CandidateTimer {
   std::function<double(const KernelSpec&)> ms_of = [](const KernelSpec& s) {
     return 1.0 + 0.001 * s.block_m + 0.002 * s.block_n + 0.01 * s.stages + 0.1 * s.warps;
   };
-  std::function<double(const KernelSpec&)> check_of;  // the checked launch's time; unset: ms_of
+  // The checked launch's time (a cold first launch); unset: ms_of. A second, confirming launch
+  // takes ms_of.
+  std::function<double(const KernelSpec&)> check_of;
   std::set<std::string> wrong;
   bool reference_broken = false;
   std::vector<std::string> measured;  // URIs in the order they were measured
@@ -69,7 +71,7 @@ class FakeTimer : public CandidateTimer {
     // The checked launch takes check_of(spec) (by default ms_of), and the race may end it there as
     // the GPU timers do (tuner/gpu_timer.cpp).
     const double check_ms = check_of ? check_of(spec) : ms_of(spec);
-    if (race.stops_at_check(check_ms)) return stopped_after_check(check_ms);
+    if (auto stop = confirmed_stop_at_check(race, check_ms, [&] { return ms_of(spec); })) return *stop;
     TimingOutcome t{Disposition::kOk, {}, ""};
     t.check_ms = check_ms;
     for (int i = 0; i < runs; ++i) {

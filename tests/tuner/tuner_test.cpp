@@ -221,8 +221,9 @@ TEST_F(TunerTest, TheRaceStopsACandidateAtItsCheckedLaunchOnceTheBestTakesAMilli
         ++at_check;
         ASSERT_EQ(r.samples_ms.size(), 1u) << r.kernel_uri;
         EXPECT_NEAR(*r.median_ms, 2.0 * c.reference_ms, 1e-9);
-        char want[120];
-        std::snprintf(want, sizeof want, "timed no further after its checked launch: %.4g ms, above 1.5 x the best so far, %.4g ms",
+        char want[200];
+        std::snprintf(want, sizeof want,
+                      "timed no further after its checked launch and one more: %.4g ms at best, above 1.5 x the best so far, %.4g ms",
                       2.0 * c.reference_ms, *diag.winner->median_ms);
         EXPECT_EQ(r.detail, want);
       } else if (spec.warps == 8 || spec.stages == 3) {
@@ -243,6 +244,41 @@ TEST_F(TunerTest, TheRaceStopsACandidateAtItsCheckedLaunchOnceTheBestTakesAMilli
     EXPECT_EQ(timer.races.front().check_above_ms, 0.0);
     EXPECT_NEAR(timer.races.back().check_above_ms, c.cut ? 1.5 * *diag.winner->median_ms : 0.0, 1e-9);
   }
+}
+
+// The cut at the checked launch stops a candidate only when a second launch confirms it: a cold
+// first launch (clocks still rising, caches empty) twice the reference's time does not keep a
+// candidate that is faster when warm from being timed and winning.
+TEST_F(TunerTest, AColdCheckedLaunchAloneStopsNoCandidate) {
+  const KernelSpec reference = KernelSpec::default_for(Dtype::kBf16, 128, true, 4);
+  Database db(path("cold.db"));
+  FakeCompiler compiler;
+  FakeTimer timer;
+  // The reference 2 ms (above the cut's 1 ms floor). 8 warps: warm 0.9x the reference, its checked
+  // launch cold at 2x. 3 stages: 2x both ways.
+  timer.ms_of = [&](const KernelSpec& s) { return s == reference ? 2.0 : s.warps == 8 ? 1.8 : s.stages == 3 ? 4.0 : 2.2; };
+  timer.check_of = [&](const KernelSpec& s) { return s == reference ? 2.0 : s.warps == 8 ? 4.0 : timer.ms_of(s); };
+  TuneOptions options = quiet_options();
+  options.forward = true;
+  options.backward = false;
+  Tuner tuner(db, options, compiler.fn(), &timer, nullptr, test_env());
+  const WorkloadResult diag = tuner.tune({small_problem(4096, Scheme::kContiguous)}, kH200).workloads.at(0);
+  ASSERT_TRUE(diag.winner);
+  EXPECT_EQ(KernelSpec::parse(diag.winner->kernel_uri).warps, 8) << diag.winner->kernel_uri;
+  int cold = 0, cut = 0;
+  for (const Record& r : records_for(db, diag.workload)) {
+    if (r.disposition != Disposition::kOk) continue;
+    const KernelSpec spec = KernelSpec::parse(r.kernel_uri);
+    if (spec.warps == 8) {
+      ++cold;
+      EXPECT_EQ(r.samples_ms.size(), 20u) << r.kernel_uri;
+    } else if (spec.stages == 3 && r.samples_ms.size() == 1) {
+      ++cut;
+      EXPECT_NEAR(*r.median_ms, 4.0, 1e-9) << r.kernel_uri;
+    }
+  }
+  EXPECT_GT(cold, 0);
+  EXPECT_GT(cut, 0);
 }
 
 // Issue 13: on sm_90a the wgmma candidates go through the same steps as the mma.sync ones: without
