@@ -3,6 +3,7 @@
 
 #include <nlohmann/json.hpp>
 
+#include <algorithm>
 #include <cstdint>
 #include <cstdlib>
 #include <optional>
@@ -64,6 +65,9 @@ std::string find_cuda_tool(const std::string& name);
 // The SASS text of a cubin file by `cuobjdump -sass` (nvdisasm found as above). Sets *skip_reason
 // and returns "" when the tools are missing; throws std::runtime_error when cuobjdump fails.
 std::string disassemble_cubin(const std::string& cubin_path, std::string* skip_reason);
+
+// The lines of `text` as its newlines: a command's one-line error is "...\n".
+inline int line_count(const std::string& text) { return static_cast<int>(std::count(text.begin(), text.end(), '\n')); }
 
 struct CliResult {
   int exit_code = -1;

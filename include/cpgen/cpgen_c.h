@@ -145,7 +145,9 @@ typedef struct cpgen_ring cpgen_ring;
 CPGEN_API cpgen_status cpgen_ring_create_loopback(const cpgen_problem* problem, int32_t device,
                                                   const char* database_path, cpgen_ring** ring);
 /* NCCL: this process is one rank of nccl_comm (an ncclComm_t whose size is cp_size), on the
- * communicator's device. watchdog_seconds <= 0 takes the default (300 s). */
+ * communicator's device. watchdog_seconds <= 0 takes the default (300 s). $CPGEN_SM_MARGIN, where
+ * set, is the SMs a persistent step kernel leaves to NCCL (RingOptions::sm_margin); unset, such a
+ * kernel runs as its plain launch. */
 CPGEN_API cpgen_status cpgen_ring_create_nccl(const cpgen_problem* problem, void* nccl_comm,
                                               const char* database_path, double watchdog_seconds,
                                               cpgen_ring** ring);

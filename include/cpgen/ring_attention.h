@@ -75,6 +75,12 @@ struct RingOptions {
   int device = -1;                   // loopback: CUDA device ordinal; -1: 0
   double watchdog_seconds = 300;     // NCCL: a step whose transfer takes longer aborts the ring
   std::string arch;                  // kernel target ("sm_90a"...); empty: from the device
+  // SMs a persistent forward step leaves free for other kernels (NCCL's send and receive), as
+  // FlashAttention-3's and TransformerEngine's SM margins do; its grid covers the rest and its CTAs
+  // share the query blocks through a work counter. -1: $CPGEN_SM_MARGIN where set, else none: an
+  // NCCL ring then runs a persistent winner as its plain launch, a loopback ring on every SM.
+  // Unmeasured on a multi-GPU ring so far; step_kernels() says what each step runs.
+  int sm_margin = -1;
 };
 
 // One virtual rank's tensors (loopback forward_all). strides: null for the problem's layout.

@@ -1,5 +1,7 @@
 #include "runtime/api/kernel_select.h"
 
+#include <cerrno>
+#include <cstdlib>
 #include <filesystem>
 #include <memory>
 
@@ -84,6 +86,29 @@ void use_plain_launches_beside_exchange_kernels(RingKernelSelection& selection) 
     s.selection.reason += "; runs as its plain launch " + s.selection.spec.uri() + " instead of " + persistent +
                           ": the ring's NCCL exchange runs kernels beside the step, which a persistent grid "
                           "would keep off its SMs";
+  }
+}
+
+int ring_sm_margin(int option) {
+  if (option >= 0) return option;
+  const char* text = std::getenv("CPGEN_SM_MARGIN");
+  if (!text || !*text) return -1;
+  char* end = nullptr;
+  errno = 0;
+  const long value = std::strtol(text, &end, 10);
+  if (*end != '\0' || errno != 0 || value < 0 || value > 4096)
+    throw_bad_input(std::string("CPGEN_SM_MARGIN '") + text + "' is not allowed; allowed: a whole number of SMs, 0 to 4096");
+  return static_cast<int>(value);
+}
+
+void place_beside_exchange_kernels(RingKernelSelection& selection, int sm_margin) {
+  if (sm_margin < 0) {
+    use_plain_launches_beside_exchange_kernels(selection);
+    return;
+  }
+  for (StepSelection& s : selection.steps) {
+    if (s.selection.spec.persistent)
+      s.selection.reason += "; leaves " + std::to_string(sm_margin) + " SM(s) to the ring's NCCL kernels (SM margin)";
   }
 }
 

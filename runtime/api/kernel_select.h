@@ -76,4 +76,12 @@ RingKernelSelection select_ring_kernels(const Problem& problem, const std::strin
 // multi-GPU ring has timed either; the tuner times a step alone, where the persistent launch won
 // by 1-8% on the H200.) The loopback ring exchanges with copies, which take no SMs.
 void use_plain_launches_beside_exchange_kernels(RingKernelSelection& selection);
+
+// The SM margin of a ring (RingOptions::sm_margin): `option` where it is >= 0, else
+// $CPGEN_SM_MARGIN where set (kBadInput naming it when it is not a whole number >= 0), else -1.
+int ring_sm_margin(int option);
+// What a ring whose exchange runs kernels (NCCL) does with its selection: with no margin (-1),
+// use_plain_launches_beside_exchange_kernels; with one, its persistent steps stay persistent and
+// their reasons say how many SMs they leave to the exchange.
+void place_beside_exchange_kernels(RingKernelSelection& selection, int sm_margin);
 }  // namespace cpgen

@@ -12,6 +12,7 @@
 // the previous call's completion event (on the GPU; the host never waits).
 #include "cpgen/ring_attention.h"
 
+#include <algorithm>
 #include <chrono>
 #include <exception>
 #include <functional>
@@ -92,13 +93,15 @@ struct RingAttention::Impl {
   }
 
   // exchange_kernels: the transport runs kernels of its own beside the steps (NCCL), so persistent
-  // launches give way to plain ones (use_plain_launches_beside_exchange_kernels).
+  // launches leave the SM margin free or, with none, give way to plain ones
+  // (place_beside_exchange_kernels).
   void setup(int device, bool exchange_kernels) {
     this->device = device;
     use_primary_context(device);
     arch = options.arch.empty() ? device_arch(device) : options.arch;
+    const int sm_margin = ring_sm_margin(options.sm_margin);
     RingKernelSelection selection = select_ring_kernels(problem, options.database_path, arch, device);
-    if (exchange_kernels) use_plain_launches_beside_exchange_kernels(selection);
+    if (exchange_kernels) place_beside_exchange_kernels(selection, sm_margin);
     std::vector<std::pair<StepType, KernelSpec>> per_step;
     for (const auto& [workload, s] : selection.steps) {
       per_step.emplace_back(workload.step, s.spec);
@@ -112,7 +115,7 @@ struct RingAttention::Impl {
           {std::string(step_type_name(workload.step)), s.spec.uri(), s.source, s.origin, s.reason});
     }
     main_source = std::string(config_source_name(choices.front().source));
-    kernel = std::make_unique<gpu::StepKernel>(per_step, arch, device);
+    kernel = std::make_unique<gpu::StepKernel>(per_step, arch, device, std::max(sm_margin, 0));
     gpu::GpuDevice setup_device(device, *kernel);
     positions = std::make_unique<RingPositions>(problem, setup_device);
     done = std::make_unique<gpu::Event>();

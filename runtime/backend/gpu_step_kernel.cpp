@@ -10,9 +10,9 @@
 namespace cpgen::gpu {
 
 void launch_forward_kernel(const KernelSpec& spec, const LoadedKernel& kernel, int shared_bytes,
-                           const RingFwdParams& params, CUstream stream, unsigned* work_counter) {
+                           const RingFwdParams& params, CUstream stream, unsigned* work_counter, int sm_margin) {
   const StepGrid grid =
-      step_grid(spec, params, spec.persistent ? kernel.resident_ctas(spec.threads(), shared_bytes) : 0);
+      step_grid(spec, params, spec.persistent ? kernel.resident_ctas(spec.threads(), shared_bytes, sm_margin) : 0);
   LaunchShape shape;
   shape.grid[0] = grid.x;
   shape.grid[1] = grid.y;
@@ -51,8 +51,8 @@ StepKernel::StepKernel(const KernelSpec& spec, const std::string& arch, int devi
 }
 
 StepKernel::StepKernel(const std::vector<std::pair<StepType, KernelSpec>>& per_step, const std::string& arch,
-                       int device)
-    : arch_(arch) {
+                       int device, int sm_margin)
+    : arch_(arch), sm_margin_(sm_margin) {
   if (per_step.empty()) throw Error(ErrorKind::kInternal, "StepKernel: no spec given");
   for (const auto& [step, spec] : per_step) by_step_.at(static_cast<size_t>(step)) = add(spec, device);
 }
@@ -86,7 +86,7 @@ void StepKernel::launch_loaded(const Loaded& k, const RingFwdParams& params, CUs
                                           std::to_string(params.q_heads) + " and kv_heads " +
                                           std::to_string(params.kv_heads) + ", which is not GQA group " +
                                           std::to_string(k.spec.gqa_group));
-  launch_forward_kernel(k.spec, *k.kernel, k.shared_bytes, params, stream, work_counter);
+  launch_forward_kernel(k.spec, *k.kernel, k.shared_bytes, params, stream, work_counter, sm_margin_);
 }
 
 }  // namespace cpgen::gpu

@@ -31,16 +31,20 @@ namespace cpgen::gpu {
 // work_counter: one unsigned of device memory that no launch on another stream uses at the same
 // time; a persistent wgmma kernel takes its work items from it, zeroed here on `stream` first
 // (templates/step_fwd_wgmma.cuh). Other kernels ignore it; a persistent one without it is kInternal.
+// sm_margin: SMs a persistent launch leaves free (its grid covers the others; kBadInput when it
+// leaves none); other launches ignore it.
 void launch_forward_kernel(const KernelSpec& spec, const LoadedKernel& kernel, int shared_bytes,
-                           const RingFwdParams& params, CUstream stream, unsigned* work_counter);
+                           const RingFwdParams& params, CUstream stream, unsigned* work_counter, int sm_margin = 0);
 
 class StepKernel {
  public:
   // One spec for every step. Throws kInfeasible / kCompile / kCuda naming the URI.
   StepKernel(const KernelSpec& spec, const std::string& arch, int device);
   // A spec per step type; the first entry is the main one (what ring step 0 runs), and step
-  // types not listed launch it. Equal specs are compiled and loaded once.
-  StepKernel(const std::vector<std::pair<StepType, KernelSpec>>& per_step, const std::string& arch, int device);
+  // types not listed launch it. Equal specs are compiled and loaded once. sm_margin: SMs every
+  // persistent launch leaves free (launch_forward_kernel).
+  StepKernel(const std::vector<std::pair<StepType, KernelSpec>>& per_step, const std::string& arch, int device,
+             int sm_margin = 0);
   // Checks the params against the spec (GQA group) and enqueues one launch of the main spec.
   void launch(const RingFwdParams& params, CUstream stream, unsigned* work_counter) const;
   // The same with the spec of step type `step`.
@@ -60,6 +64,7 @@ class StepKernel {
   void launch_loaded(const Loaded& k, const RingFwdParams& params, CUstream stream, unsigned* work_counter) const;
 
   std::string arch_;
+  int sm_margin_ = 0;
   std::vector<Loaded> loaded_;
   static_assert(static_cast<size_t>(StepType::kBwdZigzagQHalf) < 8, "by_step_ covers every step type");
   std::array<size_t, 8> by_step_{};  // StepType value (forward and backward) -> index into loaded_ (0: the main spec)

@@ -103,10 +103,19 @@ int LoadedKernel::max_threads_per_block() const {
   return function_attribute(CU_FUNC_ATTRIBUTE_MAX_THREADS_PER_BLOCK, function_);
 }
 
-int LoadedKernel::resident_ctas(int block_threads, int dynamic_shared_bytes) const {
+int resident_ctas_beside(int per_sm, int sm_count, int sm_margin, const std::string& uri) {
+  if (sm_margin < 0 || sm_margin >= sm_count)
+    throw Error(ErrorKind::kBadInput, uri + ": an SM margin of " + std::to_string(sm_margin) + " is not allowed on a device of " +
+                                          std::to_string(sm_count) + " SMs; allowed: 0 to " + std::to_string(sm_count - 1));
+  return per_sm * (sm_count - sm_margin);
+}
+
+int LoadedKernel::resident_ctas(int block_threads, int dynamic_shared_bytes, int sm_margin) const {
   reserve_dynamic_shared(dynamic_shared_bytes);
+  const int sm_count = device_attribute(CU_DEVICE_ATTRIBUTE_MULTIPROCESSOR_COUNT, device_);
   std::lock_guard<std::mutex> lock(resident_mutex_);
-  if (resident_threads_ == block_threads && resident_shared_ == dynamic_shared_bytes) return resident_ctas_;
+  if (resident_threads_ == block_threads && resident_shared_ == dynamic_shared_bytes)
+    return resident_ctas_beside(resident_per_sm_, sm_count, sm_margin, uri_);
   int per_sm = 0;
   CPGEN_CU_CHECK(cu::driver().cuOccupancyMaxActiveBlocksPerMultiprocessor(&per_sm, function_, block_threads,
                                                                            static_cast<size_t>(dynamic_shared_bytes)));
@@ -117,8 +126,8 @@ int LoadedKernel::resident_ctas(int block_threads, int dynamic_shared_bytes) con
                                             std::to_string(device_));
   resident_threads_ = block_threads;
   resident_shared_ = dynamic_shared_bytes;
-  resident_ctas_ = per_sm * device_attribute(CU_DEVICE_ATTRIBUTE_MULTIPROCESSOR_COUNT, device_);
-  return resident_ctas_;
+  resident_per_sm_ = per_sm;
+  return resident_ctas_beside(per_sm, sm_count, sm_margin, uri_);
 }
 
 void LoadedKernel::reserve_dynamic_shared(int bytes) const {

@@ -45,6 +45,11 @@ class CallerContextGuard {
   CUcontext saved_ = nullptr;
 };
 
+// per_sm CTAs on each of `sm_count` SMs but `sm_margin`, which stay free for other kernels (NCCL's
+// beside a persistent step). Throws Error(kBadInput) naming `uri` when the margin is negative or
+// leaves no SM.
+int resident_ctas_beside(int per_sm, int sm_count, int sm_margin, const std::string& uri);
+
 class LoadedKernel {
  public:
   LoadedKernel(std::string uri, int device, CUmodule module, CUfunction function);
@@ -61,10 +66,11 @@ class LoadedKernel {
   // is above 48 KB and above what was already granted. Throws Error(kInfeasible) naming the kernel
   // and the device limit when the device cannot give that much.
   void reserve_dynamic_shared(int bytes) const;
-  // CTAs of `block_threads` threads and `dynamic_shared_bytes` (reserved first) the whole device
-  // keeps resident at once: the occupancy calculator's CTAs per SM times the SMs. What a
-  // persistent kernel is launched with (runtime/backend/launch_grid.h). Computed once per shape.
-  int resident_ctas(int block_threads, int dynamic_shared_bytes) const;
+  // CTAs of `block_threads` threads and `dynamic_shared_bytes` (reserved first) the device keeps
+  // resident at once on all its SMs but `sm_margin`: the occupancy calculator's CTAs per SM times
+  // those SMs (resident_ctas_beside). What a persistent kernel is launched with
+  // (runtime/backend/launch_grid.h). The occupancy is computed once per shape.
+  int resident_ctas(int block_threads, int dynamic_shared_bytes, int sm_margin = 0) const;
   // The device's L2 cache in bytes (CU_DEVICE_ATTRIBUTE_L2_CACHE_SIZE, read at load, not per
   // launch): what a persistent kernel's item order is sized to (runtime/backend/wgmma_params.h).
   long long l2_cache_bytes() const { return l2_cache_bytes_; }
@@ -99,7 +105,7 @@ class LoadedKernel {
   mutable std::mutex shared_mutex_;
   mutable std::atomic<int> granted_dynamic_shared_{kDefaultDynamicSharedLimit};
   mutable std::mutex resident_mutex_;
-  mutable int resident_threads_ = 0, resident_shared_ = -1, resident_ctas_ = 0;
+  mutable int resident_threads_ = 0, resident_shared_ = -1, resident_per_sm_ = 0;
   long long l2_cache_bytes_;
 };
 

@@ -18,6 +18,7 @@
 namespace cpgen {
 namespace {
 
+using testing::line_count;
 using testing::run_cli;
 using testing::slurp;
 using testing::TempDir;
@@ -25,12 +26,6 @@ using testing::TempDir;
 // The flagship config (must not spill) and a cheaper one for tests that only need some kernel.
 const std::string kUri = "ring_fwd_bf16_hd128_causal_gqa4_bm128_bn64_w4_s2";
 const std::string kSmallUri = "ring_fwd_fp16_hd64_full_gqa1_bm64_bn64_w4_s2";
-
-size_t line_count(const std::string& text) {
-  size_t lines = 0;
-  for (char c : text) lines += c == '\n';
-  return lines + (!text.empty() && text.back() != '\n');
-}
 
 TEST(CliCompile, HelpExitsZero) {
   auto root = run_cli("--help");
@@ -83,11 +78,11 @@ TEST(CliCompile, EmitSourceWritesTheGeneratedSource) {
 void expect_emit_misuse_refused(const std::string& option, const std::string& earlier, const std::string& file) {
   auto all = run_cli("compile --all --filter hd64 --no-store " + option + " " + file);
   EXPECT_EQ(all.exit_code, 2);
-  EXPECT_EQ(line_count(all.err), 1u) << all.err;
+  EXPECT_EQ(line_count(all.err), 1) << all.err;
   auto same = run_cli("compile --spec " + kSmallUri + " --no-store " + earlier + " " + file + " " + option + " " + file);
   EXPECT_EQ(same.exit_code, 2);
   EXPECT_NE(same.err.find(earlier + " and " + option + " name the same file"), std::string::npos) << same.err;
-  EXPECT_EQ(line_count(same.err), 1u) << same.err;
+  EXPECT_EQ(line_count(same.err), 1) << same.err;
 }
 
 // The PTX that ptxas compiled, beside the cubin: also for a kernel the store serves (it keeps
@@ -132,7 +127,7 @@ TEST(CliCompile, EmitCubinWritesTheCompiledKernel) {
 TEST(CliCompile, BadHeadDimExitsTwoWithOneLineNamingTheField) {
   auto r = run_cli("compile --spec ring_fwd_bf16_hd100_causal_gqa4_bm128_bn64_w4_s2 --no-store");
   EXPECT_EQ(r.exit_code, 2);
-  EXPECT_EQ(line_count(r.err), 1u) << r.err;
+  EXPECT_EQ(line_count(r.err), 1) << r.err;
   EXPECT_NE(r.err.find("head_dim"), std::string::npos) << r.err;
   EXPECT_NE(r.err.find("64, 96, 128, 256"), std::string::npos) << r.err;
   EXPECT_TRUE(r.out.empty()) << r.out;
@@ -141,7 +136,7 @@ TEST(CliCompile, BadHeadDimExitsTwoWithOneLineNamingTheField) {
 TEST(CliCompile, BadArchAndMissingSpecExitTwo) {
   auto arch = run_cli("compile --spec " + kUri + " --arch sm_75 --no-store");
   EXPECT_EQ(arch.exit_code, 2);
-  EXPECT_EQ(line_count(arch.err), 1u) << arch.err;
+  EXPECT_EQ(line_count(arch.err), 1) << arch.err;
   EXPECT_NE(arch.err.find("sm_80, sm_86, sm_89, sm_90, sm_90a, sm_100, sm_120"), std::string::npos) << arch.err;
   auto neither = run_cli("compile --no-store");
   EXPECT_EQ(neither.exit_code, 2);
@@ -322,7 +317,7 @@ TEST(CliCompile, DefaultsCompilesEachCombinationsDefaultsOnceIntoTheStore) {
   for (const std::string& bad : refused_modes) {
     auto refused = run_cli("compile " + bad + " --arch sm_90 --store " + store.path());
     EXPECT_EQ(refused.exit_code, 2) << bad;
-    EXPECT_EQ(line_count(refused.err), 1u) << bad << ": " << refused.err;
+    EXPECT_EQ(line_count(refused.err), 1) << bad << ": " << refused.err;
   }
 }
 

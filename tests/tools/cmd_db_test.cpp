@@ -22,8 +22,6 @@ namespace {
 
 namespace fs = std::filesystem;
 
-int line_count(const std::string& text) { return static_cast<int>(std::count(text.begin(), text.end(), '\n')); }
-
 class CmdDb : public TempDirTest {
  protected:
   void make_db(const std::string& p) {

@@ -13,8 +13,6 @@
 namespace cpgen::testing {
 namespace {
 
-int line_count(const std::string& text) { return static_cast<int>(std::count(text.begin(), text.end(), '\n')); }
-
 const char* kShape =
     R"('{"q_heads": 8, "kv_heads": 8, "head_dim": 128, "seq_len": 4096, "cp_size": 2, "dtype": "bf16", "causal": true}')";
 

@@ -10,8 +10,6 @@
 namespace cpgen::testing {
 namespace {
 
-int line_count(const std::string& text) { return static_cast<int>(std::count(text.begin(), text.end(), '\n')); }
-
 class CmdTune : public TempDirTest {
  protected:
   std::string shapes() const { return std::string(CPGEN_SOURCE_DIR) + "/examples/shapes/video-dit-full-cp8.json"; }

@@ -14,6 +14,7 @@
 namespace cpgen {
 namespace {
 
+using testing::line_count;
 using testing::run_cli;
 
 std::string vectors(const std::string& name) { return testing::vectors_dir() + "/" + name; }
@@ -22,10 +23,6 @@ std::string temp_path(const std::string& name) {
   return (std::filesystem::temp_directory_path() /
           ("cpgen_verify_" + std::to_string(::getpid()) + "_" + name))
       .string();
-}
-
-int line_count(const std::string& text) {
-  return static_cast<int>(std::count(text.begin(), text.end(), '\n'));
 }
 
 TEST(CmdVerify, PassesOnEveryTensorAndReportsJson) {

@@ -10,8 +10,6 @@
 namespace cpgen::testing {
 namespace {
 
-int line_count(const std::string& text) { return static_cast<int>(std::count(text.begin(), text.end(), '\n')); }
-
 TEST(Cli, UnknownCommandIsNamedAndTheCommandsListed) {
   CliResult r = run_cli("frobnicate");
   EXPECT_EQ(r.exit_code, 2);

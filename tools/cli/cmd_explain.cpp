@@ -61,7 +61,7 @@ void run(const ExplainOptions& o) {
   for (const Problem& p : problems) {
     selections.push_back(selector.select(p));
     // What RingAttention does after selecting for a ring whose exchange runs kernels of its own.
-    if (o.ring == "nccl") use_plain_launches_beside_exchange_kernels(selections.back());
+    if (o.ring == "nccl") place_beside_exchange_kernels(selections.back(), ring_sm_margin(-1));
     progress.advance();
   }
   const RingKernelSelection& last = selections.back();
@@ -128,7 +128,7 @@ const CommandRegistrar kExplain("explain", [](CLI::App& root) {
   cmd->add_option("--arch", o->arch, "target arch when no GPU is present (sm_80, sm_90, sm_90a; default: the device's, else sm_90a)");
   cmd->add_option("--ring", o->ring,
                   "the ring the kernels are for: nccl (default; one GPU per rank, where a persistent winner runs as its "
-                  "plain launch beside NCCL's kernels) or loopback (every rank on one GPU, as cpgen bench and verify run it)");
+                  "plain launch beside NCCL's kernels unless $CPGEN_SM_MARGIN leaves SMs to them) or loopback (every rank on one GPU, as cpgen bench and verify run it)");
   cmd->add_flag("--json", o->json_output, "print JSON");
   cmd->callback([o] { run(*o); });
 });

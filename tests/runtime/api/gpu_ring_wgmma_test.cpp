@@ -165,7 +165,9 @@ TEST_F(GpuRingWgmma, PersistentLoopbackReproducesTheFormat1Vectors) {
 // The persistent launch with several query blocks per CTA: GQA 4 over 4 batch entries of 8 KV
 // heads, 512 tokens over a causal zigzag ring of two: 8 blocks x 32 pairs = 256 per launch, about
 // two per CTA on a 132-SM GPU, with step 1's blocks that see no key skipped between those that
-// run. Against float64 on the full sequence.
+// run. Against float64 on the full sequence. Then with an SM margin of 96 (RingOptions::sm_margin):
+// the grid shrinks to the SMs left (36 CTAs on an H100 or H200, 7 or more blocks each), which
+// share the blocks through the work counter.
 TEST_F(GpuRingWgmma, PersistentLoopbackOnMoreQueryBlocksThanTheGpuHasSms) {
   use_persistent();
   require_sm90a();
@@ -178,16 +180,19 @@ TEST_F(GpuRingWgmma, PersistentLoopbackOnMoreQueryBlocksThanTheGpuHasSms) {
   std::iota(positions.begin(), positions.end(), 0);
   const ReferenceForward ref =
       reference_forward(attention_shape_of(p), to_double(q), to_double(k), to_double(v), positions, positions);
-  for (Dtype dtype : {Dtype::kBf16, Dtype::kFp16}) {
-    p.dtype = dtype;
-    RingOptions options;
-    options.database_path = database_with_wgmma_winners(p);
-    options.arch = kArch;
-    const gpu::GpuRingResult r = gpu::run_gpu_ring_loopback(p, q, k, v, options);
-    EXPECT_TRUE(r.kernel_uri.ends_with("_persistent")) << r.kernel_uri;
-    expect_close_to(r.out, r.lse, ref.out, ref.lse, p.head_dim,
-                    "random gqa4 causal zigzag N=2 " + std::string(dtype_name(dtype)) + " kernel " + r.kernel_uri);
-  }
+  for (int sm_margin : {-1, 96})
+    for (Dtype dtype : {Dtype::kBf16, Dtype::kFp16}) {
+      p.dtype = dtype;
+      RingOptions options;
+      options.database_path = database_with_wgmma_winners(p);
+      options.arch = kArch;
+      options.sm_margin = sm_margin;
+      const gpu::GpuRingResult r = gpu::run_gpu_ring_loopback(p, q, k, v, options);
+      EXPECT_TRUE(r.kernel_uri.ends_with("_persistent")) << r.kernel_uri;
+      expect_close_to(r.out, r.lse, ref.out, ref.lse, p.head_dim,
+                      "random gqa4 causal zigzag N=2 " + std::string(dtype_name(dtype)) + " SM margin " +
+                          std::to_string(sm_margin) + " kernel " + r.kernel_uri);
+    }
 }
 
 }  // namespace

@@ -17,6 +17,7 @@
 #include "cpgen/ring_attention.h"
 #include "generator/kernel_spec_wgmma.h"
 #include "runtime/api/gpu_ring_run.h"
+#include "runtime/cuda/module.h"
 #include "runtime/ring/reference.h"
 #include "tests/cache/cache_fixtures.h"
 #include "tests/runtime/api/gpu_ring_check.h"
@@ -222,6 +223,75 @@ TEST_F(KernelSelectTest, ExplainShowsThePlainLaunchOfAPersistentWinnerForAnNcclR
   EXPECT_EQ(bad.exit_code, 2);
   EXPECT_EQ(bad.out, "");
   EXPECT_NE(bad.err.find("--ring 'ib' is not a ring; nccl (one GPU per rank) or loopback"), std::string::npos) << bad.err;
+}
+
+// With an SM margin ($CPGEN_SM_MARGIN, RingOptions::sm_margin) a persistent winner stays persistent
+// beside NCCL's kernels and says how many SMs it leaves them; explain follows the variable, and a
+// value that is no count of SMs is bad input naming it.
+TEST_F(KernelSelectTest, AnSmMarginKeepsAPersistentWinnerBesideExchangeKernels) {
+  const Problem p = zigzag_problem();
+  KernelSpec persistent = wgmma_default_for(p.dtype, static_cast<int>(p.head_dim), p.causal,
+                                            static_cast<int>(p.gqa_group()));
+  persistent.block_n = 64;
+  persistent.persistent = true;
+  {
+    Database db(path("t.db"));
+    put_winner_uri(db, workload_for(p, StepType::kDiagonal, device), persistent, 0.4, here);
+  }
+  RingKernelSelection sel = select_ring_kernels(p, path("t.db"), kArch, 0);
+  place_beside_exchange_kernels(sel, 8);
+  const Selection& d = sel.for_step(StepType::kDiagonal).selection;
+  EXPECT_EQ(d.spec, persistent) << d.spec.uri();
+  EXPECT_NE(d.reason.find("leaves 8 SM(s) to the ring's NCCL kernels"), std::string::npos) << d.reason;
+
+  EXPECT_EQ(ring_sm_margin(3), 3);
+  {
+    ScopedEnv unset("CPGEN_SM_MARGIN", nullptr);
+    EXPECT_EQ(ring_sm_margin(-1), -1);
+  }
+  {
+    ScopedEnv set("CPGEN_SM_MARGIN", "16");
+    EXPECT_EQ(ring_sm_margin(-1), 16);
+    EXPECT_EQ(ring_sm_margin(0), 0);  // the option wins
+    CliResult r = run_cli("explain --json --arch " + std::string(kArch) + " --db " + path("t.db") + " --shape " + kShapeJson);
+    ASSERT_EQ(r.exit_code, 0) << r.err;
+    EXPECT_EQ(nlohmann::json::parse(r.out)["shapes"][0]["steps"][0]["kernel"], persistent.uri());
+  }
+  for (const char* bad : {"x", "-2", "8 SMs", "99999"}) {
+    SCOPED_TRACE(bad);
+    ScopedEnv set("CPGEN_SM_MARGIN", bad);
+    try {
+      ring_sm_margin(-1);
+      ADD_FAILURE() << "no error";
+    } catch (const Error& e) {
+      EXPECT_EQ(e.kind(), ErrorKind::kBadInput);
+      EXPECT_NE(std::string(e.what()).find(std::string("CPGEN_SM_MARGIN '") + bad + "' is not allowed"), std::string::npos)
+          << e.what();
+    }
+    CliResult r = run_cli("explain --arch " + std::string(kArch) + " --db " + path("t.db") + " --shape " + kShapeJson);
+    EXPECT_EQ(r.exit_code, 2);
+    EXPECT_EQ(r.out, "");
+    EXPECT_EQ(line_count(r.err), 1) << r.err;
+  }
+}
+
+// The SMs a persistent launch covers: all but the margin, which must leave one.
+TEST(ResidentCtas, AllSmsButTheMargin) {
+  EXPECT_EQ(resident_ctas_beside(2, 132, 0, "k"), 264);
+  EXPECT_EQ(resident_ctas_beside(1, 132, 8, "k"), 124);
+  EXPECT_EQ(resident_ctas_beside(1, 132, 131, "k"), 1);
+  for (int margin : {132, -1}) {
+    try {
+      resident_ctas_beside(1, 132, margin, "ring_fwd_x");
+      ADD_FAILURE() << margin;
+    } catch (const Error& e) {
+      EXPECT_EQ(e.kind(), ErrorKind::kBadInput);
+      EXPECT_NE(std::string(e.what()).find("ring_fwd_x: an SM margin of " + std::to_string(margin) +
+                                           " is not allowed on a device of 132 SMs; allowed: 0 to 131"),
+                std::string::npos)
+          << e.what();
+    }
+  }
 }
 
 // A tuned backward winner is selected for its bwd- step type only, and explain shows it among the
