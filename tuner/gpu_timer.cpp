@@ -39,7 +39,7 @@ double GpuTimer::output_tolerance(Dtype dtype) {
   return 2 * u;
 }
 
-double GpuTimer::lse_tolerance(double lse) { return 1e-3 + 1e-5 * std::abs(lse); }
+double GpuTimer::lse_tolerance(double lse) { return kLseAbsolute + kLseRelative * std::abs(lse); }
 
 GpuTimer::GpuTimer(int device) : device_(device) {
   use_primary_context(device_);
@@ -174,8 +174,13 @@ TimingOutcome GpuTimer::begin_workload(const WorkloadKey& w, const KernelSpec& r
   }
   CPGEN_CU_CHECK(api.cuCtxSynchronize());
 
-  TimingOutcome check = run_checked(reference_spec, reference, &reference_out_, &reference_lse_);
+  TimingOutcome check = run_checked(reference_spec, reference);
   if (check.disposition != Disposition::kOk) return check;
+  reference_out_ = sets_.front().out.download_as<uint16_t>();
+  reference_lse_ = sets_.front().lse.download_as<float>();
+  if (!compare_) compare_ = std::make_unique<GpuCompare>(device_);
+  reference_out_dev_ = DeviceBuffer::from_host(device_, reference_out_);
+  reference_lse_dev_ = DeviceBuffer::from_host(device_, reference_lse_);
   // The reference against float64, on a spread of rows: first and last rows of each head (the
   // mask's edges) and a stride through the middle, over every (batch, head).
   const double tol = output_tolerance(w.dtype);
@@ -217,8 +222,7 @@ TimingOutcome GpuTimer::begin_workload(const WorkloadKey& w, const KernelSpec& r
   return {Disposition::kOk, {}, ""};
 }
 
-TimingOutcome GpuTimer::run_checked(const KernelSpec& spec, const CompiledKernel& kernel, std::vector<uint16_t>* out,
-                                    std::vector<float>* lse) {
+TimingOutcome GpuTimer::run_checked(const KernelSpec& spec, const CompiledKernel& kernel) {
   InputSet& set = sets_.front();
   set.out.poison();
   set.lse.poison();
@@ -233,12 +237,6 @@ TimingOutcome GpuTimer::run_checked(const KernelSpec& spec, const CompiledKernel
     if (e.kind() != ErrorKind::kCuda && e.kind() != ErrorKind::kInfeasible) throw;
     return {Disposition::kLaunchFailed, {}, std::string(e.what()).substr(0, 400)};
   }
-  // Into the caller's vectors, which keep their size from one candidate to the next: a fresh
-  // vector per download would fault in hundreds of MB of pages per candidate at 32K.
-  out->resize(set.out.bytes() / sizeof(uint16_t));
-  lse->resize(set.lse.bytes() / sizeof(float));
-  set.out.download(out->data(), set.out.bytes());
-  set.lse.download(lse->data(), set.lse.bytes());
   TimingOutcome ok{Disposition::kOk, {}, ""};
   ok.check_ms = check_ms;
   return ok;
@@ -249,47 +247,33 @@ TimingOutcome GpuTimer::measure(const KernelSpec& spec, const CompiledKernel& ke
   if (backward_active_) return backward_->measure(spec, kernel, warmup, runs, race);
   use_primary_context(device_);
   const WorkloadKey& w = workload_;
-  std::vector<uint16_t>& out = candidate_out_;
-  std::vector<float>& lse = candidate_lse_;
-  TimingOutcome checked = run_checked(spec, kernel, &out, &lse);
+  TimingOutcome checked = run_checked(spec, kernel);
   if (checked.disposition != Disposition::kOk) return checked;
-  // Every element against the reference config; a poisoned (NaN) element was never written.
+  // Every element against the reference config, on the GPU; a poisoned (NaN) element was never
+  // written. Only a disagreeing element comes to the host, for the message.
   const double tol = 2 * output_tolerance(w.dtype);
+  const InputSet& set = sets_.front();
+  const int64_t n_out = static_cast<int64_t>(reference_out_.size()), n_lse = static_cast<int64_t>(reference_lse_.size());
+  const Disagreement bad = compare_->run(set.out, reference_out_dev_, n_out, tol, w.dtype, set.lse, reference_lse_dev_,
+                                         n_lse, 2 * kLseAbsolute, 2 * kLseRelative, stream_->get());
+  const auto element_at = [](const DeviceBuffer& buffer, int64_t i, auto* value) {
+    CPGEN_CU_CHECK(cu::driver().cuMemcpyDtoH(value, buffer.address() + static_cast<size_t>(i) * sizeof *value, sizeof *value));
+  };
   const int64_t hd = w.head_dim;
-  const int64_t n_out = static_cast<int64_t>(out.size()), n_lse = static_cast<int64_t>(lse.size());
-  std::atomic<int64_t> bad_out{n_out}, bad_lse{n_lse};
-  parallel_ranges(n_out, [&](int64_t begin, int64_t end) {
-    for (int64_t i = begin; i < end; ++i) {
-      const double got = decode_16(out[i], w.dtype), want = decode_16(reference_out_[i], w.dtype);
-      if (!(std::abs(got - want) <= tol)) {
-        int64_t seen = bad_out.load();
-        while (i < seen && !bad_out.compare_exchange_weak(seen, i)) {
-        }
-        return;
-      }
-    }
-  });
-  parallel_ranges(n_lse, [&](int64_t begin, int64_t end) {
-    for (int64_t i = begin; i < end; ++i) {
-      if (!(std::abs(lse[i] - reference_lse_[i]) <= 2 * lse_tolerance(reference_lse_[i]))) {
-        int64_t seen = bad_lse.load();
-        while (i < seen && !bad_lse.compare_exchange_weak(seen, i)) {
-        }
-        return;
-      }
-    }
-  });
-  if (bad_out < n_out) {
-    const int64_t i = bad_out, row_index = i / hd;
+  if (bad.out >= 0) {
+    const int64_t i = bad.out, row_index = i / hd;
+    uint16_t got = 0;
+    element_at(set.out, i, &got);
     return {Disposition::kWrongResult, {}, spec.uri() + " out" +
                 describe_element(row_index / (w.q_heads * w.q_len), row_index / w.q_len % w.q_heads, row_index % w.q_len, i % hd) +
-                " = " + value_text(decode_16(out[i], w.dtype)) + ", reference config " +
+                " = " + value_text(decode_16(got, w.dtype)) + ", reference config " +
                 value_text(decode_16(reference_out_[i], w.dtype)) + " (tolerance " + value_text(tol) + ")"};
   }
-  if (bad_lse < n_lse) {
-    const int64_t i = bad_lse;
-    return {Disposition::kWrongResult, {}, spec.uri() + " lse row " + std::to_string(i) + " = " + value_text(lse[i]) +
-                                               ", reference config " + value_text(reference_lse_[i])};
+  if (bad.lse >= 0) {
+    float got = 0;
+    element_at(set.lse, bad.lse, &got);
+    return {Disposition::kWrongResult, {}, spec.uri() + " lse row " + std::to_string(bad.lse) + " = " + value_text(got) +
+                                               ", reference config " + value_text(reference_lse_[bad.lse])};
   }
   // The checked launch (first and last step: no state read, out and lse written in place of the
   // fp32 state) moves no more memory than a timed one, so one above the race's cut is slower
@@ -327,8 +311,8 @@ void GpuTimer::end_workload() {
   host_q_.clear();
   host_k_.clear();
   host_v_.clear();
-  candidate_out_ = {};
-  candidate_lse_ = {};
+  reference_out_dev_ = DeviceBuffer();
+  reference_lse_dev_ = DeviceBuffer();
 }
 
 std::unique_ptr<CandidateTimer> make_gpu_timer_if_present(int device) {

@@ -1,5 +1,6 @@
 // The GPU timing harness: one workload's inputs on a device, the reference config checked against
-// float64, each candidate checked against the reference on poisoned outputs, then timed with CUDA
+// float64, each candidate checked against the reference on poisoned outputs (on the GPU,
+// tuner/gpu_compare.h), then timed with CUDA
 // events one launch at a time after a warm-up, rotating through enough input sets that the L2
 // cache never holds the previous launch's data (so small tiles are not flattered by warm L2).
 // Backward workloads (bwd- step types) go to GpuBackwardTimer (tuner/gpu_bwd_timer.h), so the
@@ -16,6 +17,7 @@
 #include "templates/params.cuh"
 #include "tuner/candidate_timer.h"
 #include "tuner/gpu_bwd_timer.h"
+#include "tuner/gpu_compare.h"
 #include "tuner/step_inputs.h"
 
 namespace cpgen {
@@ -33,16 +35,17 @@ class GpuTimer : public CandidateTimer {
   // Tolerances of one output against float64 (the reference check); a candidate against the
   // reference config gets twice these, since both carry their own rounding.
   static double output_tolerance(Dtype dtype);
-  static double lse_tolerance(double lse);
+  static double lse_tolerance(double lse);  // kLseAbsolute + kLseRelative |lse|
+  static constexpr double kLseAbsolute = 1e-3, kLseRelative = 1e-5;
 
  private:
   struct InputSet {
     DeviceBuffer q, k, v, out, lse, o_state, m_state, l_state;
   };
   RingFwdParams params_for(const InputSet& set, bool first, bool last) const;
-  // Runs once as a whole single step (first and last) on set 0 with poisoned out and lse.
-  TimingOutcome run_checked(const KernelSpec& spec, const CompiledKernel& kernel, std::vector<uint16_t>* out,
-                            std::vector<float>* lse);
+  // Runs once as a whole single step (first and last) on set 0 with poisoned out and lse, timed
+  // (TimingOutcome::check_ms); its out and lse stay in set 0.
+  TimingOutcome run_checked(const KernelSpec& spec, const CompiledKernel& kernel);
   void launch(const KernelSpec& spec, const CompiledKernel& kernel, const RingFwdParams& params);
 
   int device_;
@@ -55,10 +58,10 @@ class GpuTimer : public CandidateTimer {
   DeviceBuffer q_key_first_, q_key_last_;  // step_key_intervals; empty for an unmasked workload
   std::vector<InputSet> sets_;
   std::vector<double> host_q_, host_k_, host_v_;  // set 0, for the float64 reference
-  std::vector<uint16_t> reference_out_;
-  std::vector<float> reference_lse_;
-  std::vector<uint16_t> candidate_out_;  // the candidate's output, reused from one to the next
-  std::vector<float> candidate_lse_;
+  std::vector<uint16_t> reference_out_;  // the reference config's out and lse, on the host for the
+  std::vector<float> reference_lse_;     // float64 check and the messages, and on the device for
+  DeviceBuffer reference_out_dev_, reference_lse_dev_;  // the candidates' check
+  std::unique_ptr<GpuCompare> compare_;  // made on the first forward workload
   double useful_flops_ = 0;
   std::unique_ptr<GpuBackwardTimer> backward_;  // made on the first backward workload
   bool backward_active_ = false;                // the current workload is a backward one
