@@ -139,6 +139,21 @@
 # ring tests (202 s). The report, the logs'
 # tarball (tables and jsonl inside), the ncu profiles and the exported cache come back under
 # files_at; tools/ncu-metrics.py reads the profiles on a machine without ncu.
+# Since (stop 39, 2026-11-28, CPU only, unmeasured): kernel store keys and tuning records follow
+# each kernel's own code (its source and the templates it includes), so pack again whatever the
+# state of .gpudeps (every store key changed; a fresh checkout has none anyway). The tuner checks
+# candidates on the GPU (tuner/gpu_compare.h: no 268 MB download and CPU compare per candidate at
+# 32K) and stops one at its checked launch only when a second launch confirms it; the tune phase's
+# "seconds:" lines show where each workload's time goes now. RingOptions::sm_margin /
+# CPGEN_SM_MARGIN: a persistent step beside NCCL on all SMs but the margin (GPU test in the tests
+# phase: GpuRingWgmma.PersistentLoopbackOnMoreQueryBlocksThanTheGpuHasSms, margin 96; also
+# GpuCompare.OnAGpuItFindsTheFirstDisagreementOfEach). With 15 minutes of device time in all, one
+# full call is what a session gets: put the A/B and the tune in it, the ring after them, e.g.
+#   run(command="tools/gpu-check.sh --budget 540 --only build,tests,wgmma,tune,ring --tune-only fwd
+#       --ab e59b2ca,3360f1e,957337c,0432e3b
+#       --kernels-args '--dtypes bf16,fp16 --head-dims 128 --lengths 8192,16384 --gqa 1'",
+#       carry=[".gpudeps"], timeout_s=580)
+# and give_back at once; the report names what the budget skipped.
 #
 # The GPU machines have nvcc, CMake, PyTorch and the nvidia-nccl Python package but maybe none of
 # the Debian -dev packages, and no network. Choice: vendor nothing in the repository; use what the
