@@ -19,8 +19,8 @@ struct Environment {
   std::string driver_version;  // "13.0", or "none" without a driver
   std::string gpu_name;        // "NVIDIA H200", or "none" without a device
   int sm_count = 0;
-  // This build's own environment (current_environment): its template_hash is the hash of every
-  // template and so of no one kernel; for_kernel gives each kernel's. Not stored with records.
+  // This build's own environment (current_environment): its template_hash names no kernel's code
+  // ("per-kernel"); for_kernel gives each kernel's. Not stored with records.
   bool per_kernel = false;
 
   // True when a record made in `other` may be trusted here (per_kernel is not compared: compare

@@ -3,12 +3,9 @@
 // to the URI (so the symbol, the NVRTC program name and the cache key agree).
 #include "generator/render.h"
 
-#include <cstdio>
 #include <string>
-#include <vector>
 
 #include "cpgen/error.h"
-#include "generator/template_files.h"
 #include "generator/kernel_spec_wgmma.h"
 
 namespace cpgen {
@@ -131,54 +128,6 @@ std::string render_source(const KernelSpec& spec) {
   }
   throw Error(ErrorKind::kInternal, "render_source: unhandled kernel kind " +
                                         std::to_string(static_cast<int>(spec.kind)));
-}
-
-namespace {
-
-// One spec of each kind, each with every specialization flag off and on: between them they take
-// every branch of the rendering above.
-std::vector<KernelSpec> rendering_probes() {
-  std::vector<KernelSpec> probes;
-  for (bool flags : {false, true}) {
-    KernelSpec fwd = KernelSpec::default_for(Dtype::kBf16, 128, true, 4);
-    KernelSpec bwd = KernelSpec::backward_default_for(Dtype::kBf16, 128, true, 4);
-    KernelSpec wgmma = wgmma_default_for(Dtype::kBf16, 128, true, 4);
-    for (KernelSpec* s : {&fwd, &bwd, &wgmma}) s->key_intervals = s->softcap = flags;
-    wgmma.pingpong = wgmma.persistent = flags;
-    probes.insert(probes.end(), {fwd, bwd, wgmma});
-  }
-  probes.push_back(KernelSpec::backward_pre(Dtype::kFp16, 64));
-  probes.push_back(KernelSpec::backward_convert(Dtype::kFp16, 64));
-  return probes;
-}
-
-}  // namespace
-
-uint64_t template_hash() {
-  static const uint64_t hash = [] {
-    uint64_t h = 1469598103934665603ull;  // FNV-1a
-    const auto fold = [&h](const char* bytes, size_t size) {
-      for (size_t i = 0; i < size; ++i) h = (h ^ static_cast<unsigned char>(bytes[i])) * 1099511628211ull;
-    };
-    for (const EmbeddedTemplate& t : template_files()) {
-      fold(t.name, std::char_traits<char>::length(t.name));
-      fold(t.contents, t.size);
-    }
-    // And what the generator writes around the templates (constants, launch bounds, entry
-    // points): a change there alters the kernels as surely as a template edit does.
-    for (const KernelSpec& probe : rendering_probes()) {
-      const std::string source = render_source(probe);
-      fold(source.data(), source.size());
-    }
-    return h;
-  }();
-  return hash;
-}
-
-std::string template_hash_hex() {
-  char buf[17];
-  snprintf(buf, sizeof buf, "%016llx", static_cast<unsigned long long>(template_hash()));
-  return buf;
 }
 
 }  // namespace cpgen

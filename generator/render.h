@@ -11,11 +11,5 @@
 namespace cpgen {
 
 std::string render_source(const KernelSpec& spec);
-// A hash over every embedded template's name and contents and over the sources rendered for a
-// fixed set of specs that takes every branch of render_source: this build's template set as a
-// whole (current_environment shows it). A tuning record carries its own kernel's code hash
-// instead (runtime/jit/jit.h kernel_code_hash), so an edit retires only the kernels it changes.
-uint64_t template_hash();
-std::string template_hash_hex();
 
 }  // namespace cpgen

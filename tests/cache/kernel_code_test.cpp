@@ -82,7 +82,6 @@ TEST(KernelCodeHash, IsOneKernelsAndStable) {
   EXPECT_EQ(ha.find_first_not_of("0123456789abcdef"), std::string::npos) << ha;
   EXPECT_EQ(ha, kernel_code_hash(a));
   EXPECT_NE(ha, kernel_code_hash(b));
-  EXPECT_NE(ha, template_hash_hex());
 }
 
 TEST(KernelCodeHash, ThisBuildsEnvironmentStampsEachKernelWithItsOwn) {
@@ -97,7 +96,7 @@ TEST(KernelCodeHash, ThisBuildsEnvironmentStampsEachKernelWithItsOwn) {
   // A record stamped with the whole template set's hash (before records were per kernel) is of
   // another environment; so is one of another kernel.
   Environment whole_set = stamped;
-  whole_set.template_hash = template_hash_hex();
+  whole_set.template_hash = "89735f41fbf7a737";  // the template set's hash of the 2026-11-28 H200 tune
   EXPECT_FALSE(whole_set.matches(here.for_kernel(fwd.uri())));
   EXPECT_FALSE(here.for_kernel(wgmma_default_for(Dtype::kBf16, 128, true, 4).uri()).matches(stamped));
   // A URI that names no kernel matches no record; a fixed environment is left as it is.
