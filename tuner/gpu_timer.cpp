@@ -179,8 +179,11 @@ TimingOutcome GpuTimer::begin_workload(const WorkloadKey& w, const KernelSpec& r
   reference_out_ = sets_.front().out.download_as<uint16_t>();
   reference_lse_ = sets_.front().lse.download_as<float>();
   if (!compare_) compare_ = std::make_unique<GpuCompare>(device_);
-  reference_out_dev_ = DeviceBuffer::from_host(device_, reference_out_);
-  reference_lse_dev_ = DeviceBuffer::from_host(device_, reference_lse_);
+  // A device copy for the candidates' check (set 0's out and lse are poisoned again for each).
+  reference_out_dev_ = DeviceBuffer(device_, sets_.front().out.bytes());
+  reference_lse_dev_ = DeviceBuffer(device_, sets_.front().lse.bytes());
+  CPGEN_CU_CHECK(api.cuMemcpyDtoD(reference_out_dev_.address(), sets_.front().out.address(), sets_.front().out.bytes()));
+  CPGEN_CU_CHECK(api.cuMemcpyDtoD(reference_lse_dev_.address(), sets_.front().lse.address(), sets_.front().lse.bytes()));
   // The reference against float64, on a spread of rows: first and last rows of each head (the
   // mask's edges) and a stride through the middle, over every (batch, head).
   const double tol = output_tolerance(w.dtype);

@@ -112,10 +112,9 @@ int resident_ctas_beside(int per_sm, int sm_count, int sm_margin, const std::str
 
 int LoadedKernel::resident_ctas(int block_threads, int dynamic_shared_bytes, int sm_margin) const {
   reserve_dynamic_shared(dynamic_shared_bytes);
-  const int sm_count = device_attribute(CU_DEVICE_ATTRIBUTE_MULTIPROCESSOR_COUNT, device_);
   std::lock_guard<std::mutex> lock(resident_mutex_);
   if (resident_threads_ == block_threads && resident_shared_ == dynamic_shared_bytes)
-    return resident_ctas_beside(resident_per_sm_, sm_count, sm_margin, uri_);
+    return resident_ctas_beside(resident_per_sm_, resident_sm_count_, sm_margin, uri_);
   int per_sm = 0;
   CPGEN_CU_CHECK(cu::driver().cuOccupancyMaxActiveBlocksPerMultiprocessor(&per_sm, function_, block_threads,
                                                                            static_cast<size_t>(dynamic_shared_bytes)));
@@ -127,7 +126,8 @@ int LoadedKernel::resident_ctas(int block_threads, int dynamic_shared_bytes, int
   resident_threads_ = block_threads;
   resident_shared_ = dynamic_shared_bytes;
   resident_per_sm_ = per_sm;
-  return resident_ctas_beside(per_sm, sm_count, sm_margin, uri_);
+  resident_sm_count_ = device_attribute(CU_DEVICE_ATTRIBUTE_MULTIPROCESSOR_COUNT, device_);
+  return resident_ctas_beside(per_sm, resident_sm_count_, sm_margin, uri_);
 }
 
 void LoadedKernel::reserve_dynamic_shared(int bytes) const {

@@ -105,7 +105,7 @@ class LoadedKernel {
   mutable std::mutex shared_mutex_;
   mutable std::atomic<int> granted_dynamic_shared_{kDefaultDynamicSharedLimit};
   mutable std::mutex resident_mutex_;
-  mutable int resident_threads_ = 0, resident_shared_ = -1, resident_per_sm_ = 0;
+  mutable int resident_threads_ = 0, resident_shared_ = -1, resident_per_sm_ = 0, resident_sm_count_ = 0;
   long long l2_cache_bytes_;
 };
 
