@@ -284,8 +284,8 @@ TimingOutcome GpuBackwardTimer::measure(const KernelSpec& spec, const CompiledKe
   // no more memory: one above the race's cut is slower (once a second such launch, warm, confirms
   // it; dq keeps adding up, which changes no timing).
   if (auto stop = confirmed_stop_at_check(race, checked.check_ms, [&] {
-        return time_launches_ms(stream_->get(), 0, 1, [&](int) { launch(spec, kernel, params_for(sets_.front(), false)); })
-            .front();
+        return time_checked_launch_ms(spec, kernel, device_, stream_->get(),
+                                      [&] { launch(spec, kernel, params_for(sets_.front(), false)); });
       }))
     return *stop;
 

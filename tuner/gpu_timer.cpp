@@ -282,8 +282,8 @@ TimingOutcome GpuTimer::measure(const KernelSpec& spec, const CompiledKernel& ke
   // fp32 state) moves no more memory than a timed one, so one above the race's cut is slower
   // (once a second such launch, warm, confirms it).
   if (auto stop = confirmed_stop_at_check(race, checked.check_ms, [&] {
-        return time_launches_ms(stream_->get(), 0, 1, [&](int) { launch(spec, kernel, params_for(sets_.front(), true, true)); })
-            .front();
+        return time_checked_launch_ms(spec, kernel, device_, stream_->get(),
+                                      [&] { launch(spec, kernel, params_for(sets_.front(), true, true)); });
       }))
     return *stop;
 

@@ -75,6 +75,15 @@ void put_winner_uri(Database& db, const WorkloadKey& w, const KernelSpec& spec, 
   db.transaction([&] { pin_winner(db, w, {spec.uri(), ms, r.env.key(), "tune"}); });
 }
 
+// A persistent wgmma winner for p: the family's default tiles but BLOCK_N 64, so that its plain
+// launch is told apart from a fallback to the default.
+KernelSpec persistent_winner_for(const Problem& p) {
+  KernelSpec spec = wgmma_default_for(p.dtype, static_cast<int>(p.head_dim), p.causal, static_cast<int>(p.gqa_group()));
+  spec.block_n = 64;
+  spec.persistent = true;
+  return spec;
+}
+
 class KernelSelectTest : public TempDirTest {
  protected:
   Environment here = current_environment(0);           // as select_ring_kernels computes it
@@ -161,10 +170,7 @@ TEST_F(KernelSelectTest, AWgmmaWinnerIsSelectedAndExplained) {
 TEST_F(KernelSelectTest, APersistentWinnerRunsAsItsPlainLaunchBesideExchangeKernels) {
   const Problem p = zigzag_problem();
   const WorkloadKey diag = workload_for(p, StepType::kDiagonal, device);
-  KernelSpec persistent = wgmma_default_for(p.dtype, static_cast<int>(p.head_dim), p.causal,
-                                            static_cast<int>(p.gqa_group()));
-  persistent.block_n = 64;  // not the default, so the plain launch is told apart from a fallback
-  persistent.persistent = true;
+  const KernelSpec persistent = persistent_winner_for(p);
   {
     Database db(path("t.db"));
     put_winner_uri(db, diag, persistent, 0.4, here);
@@ -195,10 +201,7 @@ TEST_F(KernelSelectTest, APersistentWinnerRunsAsItsPlainLaunchBesideExchangeKern
 // as the plain launch there, as RingAttention runs it, and as itself for --ring loopback.
 TEST_F(KernelSelectTest, ExplainShowsThePlainLaunchOfAPersistentWinnerForAnNcclRing) {
   const Problem p = zigzag_problem();
-  KernelSpec persistent = wgmma_default_for(p.dtype, static_cast<int>(p.head_dim), p.causal,
-                                            static_cast<int>(p.gqa_group()));
-  persistent.block_n = 64;
-  persistent.persistent = true;
+  const KernelSpec persistent = persistent_winner_for(p);
   KernelSpec plain = persistent;
   plain.persistent = false;
   {
@@ -230,10 +233,7 @@ TEST_F(KernelSelectTest, ExplainShowsThePlainLaunchOfAPersistentWinnerForAnNcclR
 // value that is no count of SMs is bad input naming it.
 TEST_F(KernelSelectTest, AnSmMarginKeepsAPersistentWinnerBesideExchangeKernels) {
   const Problem p = zigzag_problem();
-  KernelSpec persistent = wgmma_default_for(p.dtype, static_cast<int>(p.head_dim), p.causal,
-                                            static_cast<int>(p.gqa_group()));
-  persistent.block_n = 64;
-  persistent.persistent = true;
+  const KernelSpec persistent = persistent_winner_for(p);
   {
     Database db(path("t.db"));
     put_winner_uri(db, workload_for(p, StepType::kDiagonal, device), persistent, 0.4, here);
