@@ -94,6 +94,7 @@ struct Cta {
   FiberContext scheduler;
   Dim3 block;
   Dim3 grid;
+  Dim3 block_dim;  // (threads, 1, 1): the emulator runs one-dimensional CTAs
   int current = -1;
   int threads = 0;
   long progress = 0;  // barriers opened and threads finished, to detect a deadlock
@@ -339,6 +340,7 @@ void at_site(const char* file, int line) {
 const Dim3& thread_idx() { return g_cta->fibers[g_cta->current].thread; }
 const Dim3& block_idx() { return g_cta->block; }
 const Dim3& grid_dim() { return g_cta->grid; }
+const Dim3& block_dim() { return g_cta->block_dim; }
 
 namespace {
 
@@ -699,6 +701,14 @@ uint32_t atom_add_u32(uint32_t* address, uint32_t value) {
   return old;
 }
 
+void red_min_u64(uint64_t* address, uint64_t value) {
+  if (!aligned(reinterpret_cast<uintptr_t>(address), 8, "red.min reads and writes", "global")) return;
+  const GlobalBuffer* b = global_in_bounds(address, 8, "red.min writes");
+  if (b == nullptr) return;
+  report_unwritten(*b, address, 8, 8, "red.min compares with");
+  if (value < *address) *address = value;  // both uint64_t: the unsigned order of .u64
+}
+
 namespace {
 std::string run_grid_guarded(Cta& cta);
 }  // namespace
@@ -716,6 +726,7 @@ std::string launch(unsigned grid_x, unsigned grid_y, unsigned grid_z, unsigned t
   if (threads % 32 != 0) return "threads must be whole warps";
   Cta cta;
   cta.threads = static_cast<int>(threads);
+  cta.block_dim = {threads, 1, 1};
   cta.body = &body;
   cta.fibers.resize(threads);
   for (Fiber& f : cta.fibers) f.stack.reset(new char[kStackBytes]);

@@ -54,6 +54,7 @@ struct Dim3 {
 const Dim3& thread_idx();
 const Dim3& block_idx();
 const Dim3& grid_dim();
+const Dim3& block_dim();  // (threads, 1, 1)
 
 void syncthreads();  // barrier.sync 0 with every thread of the CTA
 void syncwarp();
@@ -113,6 +114,10 @@ void red_add_v2_f32(float* address, float x, float y);
 // read-modify-write, returning the old value; the address 4-byte aligned, in one of the launch's
 // buffers. Fibers never run in parallel, so each call is a whole atom in some serial order.
 uint32_t atom_add_u32(uint32_t* address, uint32_t value);
+// PTX red.global.min.u64: *address = min(*address, value), the two compared as unsigned 64-bit
+// integers, as one indivisible read-modify-write; the address 8-byte aligned, in one of the
+// launch's buffers. As above, each call is a whole reduction in some serial order.
+void red_min_u64(uint64_t* address, uint64_t value);
 
 // The sanitizer. Launches check what the emulator performs for the kernel: cp.async (source in
 // one of the launch's global buffers, destination in its dynamic shared memory), red.add (target
@@ -188,6 +193,7 @@ extern __thread unsigned char shared_storage[];  // the kernel's extern __shared
 #define threadIdx (::cpgen::emulation::thread_idx())
 #define blockIdx (::cpgen::emulation::block_idx())
 #define gridDim (::cpgen::emulation::grid_dim())
+#define blockDim (::cpgen::emulation::block_dim())
 // The caller's line goes with the barrier, so that the lanes of a warp can be checked to reach
 // the same one (barrier.sync.aligned) and a finding names it.
 inline void __syncthreads(const char* file = __builtin_FILE(), int line = __builtin_LINE()) {
@@ -198,6 +204,11 @@ inline void __syncwarp(unsigned = 0xffffffffu) { ::cpgen::emulation::syncwarp();
 inline float __int_as_float(int i) {
   float f;
   memcpy(&f, &i, 4);
+  return f;
+}
+inline float __uint_as_float(unsigned u) {
+  float f;
+  memcpy(&f, &u, 4);
   return f;
 }
 inline float __shfl_xor_sync(unsigned, float v, int lane_mask) {

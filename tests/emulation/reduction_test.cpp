@@ -129,5 +129,74 @@ TEST(Reduction, VectorPairOffItsAlignmentOrOutsideTheBuffersIsCaught) {
   EXPECT_EQ(sums[5], 2.0f);
 }
 
+// red.global.min.u64 (the tuner's comparison kernels keep their first disagreeing index with it):
+// the smaller as unsigned 64-bit integers, so a value with the top bit set is the larger, never a
+// negative; an equal or larger value leaves the word alone.
+TEST(Reduction, UnsignedMinKeepsTheSmallerInTheUnsignedOrder) {
+  struct MinCase {
+    uint64_t old_value, value, want;
+    const char* what;
+  };
+  const MinCase cases[] = {
+      {100, 7, 7, "a smaller value replaces"},
+      {7, 100, 7, "a larger value leaves it"},
+      {7, 7, 7, "an equal value leaves it"},
+      {1, uint64_t{1} << 63, 1, "the top bit set is large, not negative"},
+      {uint64_t{1} << 63, 1, 1, "below a top-bit value"},
+      {~uint64_t{0}, ~uint64_t{0} - 1, ~uint64_t{0} - 1, "at the top of the range"},
+      {uint64_t{5} << 32, (uint64_t{4} << 32) | 0xffffffffu, (uint64_t{4} << 32) | 0xffffffffu,
+       "the high word decides before the low"},
+  };
+  for (const MinCase& c : cases) {
+    alignas(8) static uint64_t word;
+    word = c.old_value;
+    static uint64_t value;
+    value = c.value;
+    ASSERT_EQ(emulation::launch(1, 1, 32, 0, [] {
+                if (threadIdx.x == 3) emulation::red_min_u64(&word, value);
+              }),
+              "");
+    EXPECT_EQ(word, c.want) << c.what;
+  }
+  // Every thread of two CTAs reduces its own value: the minimum of all stays.
+  alignas(8) static uint64_t word;
+  word = 1000000;
+  ASSERT_EQ(emulation::launch(2, 1, 64, 0, [] {
+              emulation::red_min_u64(&word, 5000 + 37 * ((threadIdx.x * 11 + blockIdx.x * 5) % 64));
+            }),
+            "");
+  EXPECT_EQ(word, 5000u);
+}
+
+TEST(Reduction, UnsignedMinOffItsAlignmentOutsideTheBuffersOrOnUnwrittenMemoryIsCaught) {
+  alignas(16) static uint64_t words[4];
+  testing::LaunchBuffers buffers({{words, 3 * sizeof(uint64_t)}});
+  words[0] = words[1] = words[2] = words[3] = 50;
+  expect_finding(emulation::launch(1, 1, 32, 0, [] {
+                   if (threadIdx.x == 1) emulation::red_min_u64(reinterpret_cast<uint64_t*>(reinterpret_cast<char*>(words) + 4), 1);
+                 }),
+                 {"thread 1 of block (0, 0, 0)", "red.min", "not aligned to 8 bytes"});
+  expect_finding(emulation::launch(1, 1, 32, 0, [] {
+                   if (threadIdx.x == 2) emulation::red_min_u64(&words[3], 1);
+                 }),
+                 {"thread 2 of block (0, 0, 0)", "red.min writes global bytes", "outside every buffer"});
+  for (uint64_t w : words) EXPECT_EQ(w, 50u) << "a reported reduction does not happen";
+
+  // A poisoned buffer whose word nothing wrote: compute-sanitizer initcheck's uninitialized read.
+  alignas(8) static uint64_t fresh[2];
+  fresh[0] = ~uint64_t{0};
+  fresh[1] = 9;
+  testing::LaunchBuffers poisoned({{fresh, sizeof fresh, nullptr, true}});
+  expect_finding(emulation::launch(1, 1, 32, 0, [] {
+                   if (threadIdx.x == 0) emulation::red_min_u64(&fresh[0], 1);
+                 }),
+                 {"red.min compares with", "nothing wrote them"});
+  EXPECT_EQ(emulation::launch(1, 1, 32, 0, [] {
+              if (threadIdx.x == 0) emulation::red_min_u64(&fresh[1], 4);
+            }),
+            "");
+  EXPECT_EQ(fresh[1], 4u);
+}
+
 }  // namespace
 }  // namespace cpgen
