@@ -1,10 +1,12 @@
-// The tuner's check of a candidate's output against the reference config's, on the GPU: every
-// element of out and lse, and the first index that disagrees in each, kept by an atomic minimum.
-// The host then reads two words where it downloaded the output (hundreds of MB at 32K) and
-// compared it on the CPU (tuner/gpu_compare.h). The predicates are __host__ __device__, so the CPU
-// tests check them against the host's own decoding of the 16-bit types.
+// The tuner's check of a candidate's results against the reference config's, on the GPU: every
+// element of the forward's out and lse, or of the backward's dq, dk and dv, and the first index
+// that disagrees in each tensor, kept by an atomic minimum. The host then reads a word per tensor
+// where it downloaded the results (hundreds of MB at 32K) and compared them on the CPU
+// (tuner/gpu_compare.h). The predicates are __host__ __device__, so the CPU tests check them
+// against the host's own decoding and tolerances; the kernels run under the CPU emulator too.
 #pragma once
 
+#include "cpgen/global_access.cuh"
 #include "cpgen/platform.cuh"
 
 namespace cpgen {
@@ -21,6 +23,17 @@ struct CompareParams {
   float lse_absolute, lse_relative;  // |got - want| at most absolute + relative |want|
   unsigned long long* first;   // [0] out, [1] lse: n and n_lse before the launch, the first
                                // disagreeing index after it (unchanged where all agree)
+};
+
+// One fp32 gradient (dq, dk or dv) of `rows` rows of head_dim, against the reference config's.
+struct GradientCompareParams {
+  const float* got;
+  const float* want;
+  long long rows;
+  int head_dim;
+  float relative;              // |got - want| at most relative (|want| + rms of want's row)
+  unsigned long long* first;   // rows * head_dim before the launch, the first disagreeing flat
+                               // index after it (unchanged where all agree)
 };
 
 namespace device {
@@ -61,11 +74,27 @@ CPGEN_HOST_DEVICE bool lses_agree(float got, float want, float absolute, float r
   return d <= bound && -d <= bound;
 }
 
+// Two correct configs differ only in summation order, by a small part of the terms' size, for
+// which the row's rms stands (tuner/step_inputs_bwd.h gradient_agreement_tolerance); a NaN on
+// either side disagrees.
+CPGEN_HOST_DEVICE bool gradients_agree(float got, float want, float row_rms, float relative) {
+  const float d = got - want;
+  const float bound = relative * ((want < 0 ? -want : want) + row_rms);
+  return d <= bound && -d <= bound;
+}
+
 #if defined(__CUDACC__)
 
-// *address = min(*address, value), atomically.
-CPGEN_DEVICE void red_min_u64(unsigned long long* address, unsigned long long value) {
+// *address = min(*address, value) as unsigned 64-bit integers, atomically with respect to every
+// other atomic on the word (red.global.min.u64; address 8-byte aligned). Here rather than in
+// atomic.cuh: a kernel's code hash covers the templates it includes, and no step kernel needs it.
+CPGEN_DEVICE void red_min_u64(unsigned long long* address, unsigned long long value CPGEN_SITE) {
+#if defined(CPGEN_EMULATION)
+  CPGEN_AT_SITE();
+  emulation::red_min_u64(reinterpret_cast<uint64_t*>(address), static_cast<uint64_t>(value));
+#else
   asm volatile("red.global.min.u64 [%0], %1;\n" ::"l"(address), "l"(value) : "memory");
+#endif
 }
 
 // Each thread walks its indices upward and stops at its first disagreement, so the minimum over
@@ -74,16 +103,47 @@ CPGEN_DEVICE void compare_outputs(const CompareParams& p) {
   const long long stride = static_cast<long long>(gridDim.x) * blockDim.x;
   const long long start = static_cast<long long>(blockIdx.x) * blockDim.x + threadIdx.x;
   for (long long i = start; i < p.n; i += stride) {
-    if (!outputs_agree(p.got[i], p.want[i], p.tolerance, p.bf16 != 0)) {
+    if (!outputs_agree(load_global(p.got + i), load_global(p.want + i), p.tolerance, p.bf16 != 0)) {
       red_min_u64(&p.first[0], static_cast<unsigned long long>(i));
       break;
     }
   }
   for (long long i = start; i < p.n_lse; i += stride) {
-    if (!lses_agree(p.got_lse[i], p.want_lse[i], p.lse_absolute, p.lse_relative)) {
+    if (!lses_agree(load_global(p.got_lse + i), load_global(p.want_lse + i), p.lse_absolute, p.lse_relative)) {
       red_min_u64(&p.first[1], static_cast<unsigned long long>(i));
       break;
     }
+  }
+}
+
+// A warp per row: each lane takes elements lane, lane + 32, ... of it, the warp sums the squares
+// of the reference row for its rms, and each lane checks its elements in order. A warp walks its
+// rows upward and stops after the first row where any lane disagrees, so the minimum over all
+// lanes is the first disagreeing element of all. Every lane of a warp runs the same rows, so the
+// shuffles and the vote have the whole warp. Launched with whole warps.
+CPGEN_DEVICE void compare_gradients(const GradientCompareParams& p) {
+  const int lane = static_cast<int>(threadIdx.x % 32);
+  const long long warps = static_cast<long long>(gridDim.x) * (blockDim.x / 32);
+  const long long first_row = static_cast<long long>(blockIdx.x) * (blockDim.x / 32) + threadIdx.x / 32;
+  for (long long row = first_row; row < p.rows; row += warps) {
+    const float* got = p.got + row * p.head_dim;
+    const float* want = p.want + row * p.head_dim;
+    float squares = 0.0f;
+    for (int d = lane; d < p.head_dim; d += 32) {
+      const float x = load_global(want + d);
+      squares += x * x;
+    }
+    for (int offset = 16; offset >= 1; offset /= 2) squares += __shfl_xor_sync(0xffffffffu, squares, offset);
+    const float rms = sqrtf(squares / static_cast<float>(p.head_dim));
+    bool bad = false;
+    for (int d = lane; d < p.head_dim; d += 32) {
+      if (!gradients_agree(load_global(got + d), load_global(want + d), rms, p.relative)) {
+        red_min_u64(p.first, static_cast<unsigned long long>(row * p.head_dim + d));
+        bad = true;
+        break;
+      }
+    }
+    if (__any_sync(0xffffffffu, bad)) break;
   }
 }
 

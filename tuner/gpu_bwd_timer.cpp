@@ -182,7 +182,19 @@ TimingOutcome GpuBackwardTimer::begin_workload(const WorkloadKey& w, const Kerne
                   " (not written or not finite)"};
     }
   }
-  return check_against_float64(reference_spec);
+  const TimingOutcome against_float64 = check_against_float64(reference_spec);
+  if (against_float64.disposition != Disposition::kOk) return against_float64;
+  // Device copies for the candidates' check (set 0's accumulators are reset for each).
+  if (!compare_) compare_ = std::make_unique<GpuCompare>(device_);
+  const auto copy_of = [&](const DeviceBuffer& from) {
+    DeviceBuffer to(device_, from.bytes());
+    CPGEN_CU_CHECK(api.cuMemcpyDtoD(to.address(), from.address(), from.bytes()));
+    return to;
+  };
+  reference_dq_ = copy_of(sets_.front().dq_acc);
+  reference_dk_ = copy_of(sets_.front().dk_acc);
+  reference_dv_ = copy_of(sets_.front().dv_acc);
+  return against_float64;
 }
 
 TimingOutcome GpuBackwardTimer::check_against_float64(const KernelSpec& spec) const {
@@ -245,9 +257,11 @@ TimingOutcome GpuBackwardTimer::run_checked(const KernelSpec& spec, const Compil
     if (e.kind() != ErrorKind::kCuda && e.kind() != ErrorKind::kInfeasible) throw;
     return {Disposition::kLaunchFailed, {}, std::string(e.what()).substr(0, 400)};
   }
-  out->dq = set.dq_acc.download_as<float>();
-  out->dk = set.dk_acc.download_as<float>();
-  out->dv = set.dv_acc.download_as<float>();
+  if (out) {
+    out->dq = set.dq_acc.download_as<float>();
+    out->dk = set.dk_acc.download_as<float>();
+    out->dv = set.dv_acc.download_as<float>();
+  }
   TimingOutcome ok{Disposition::kOk, {}, ""};
   ok.check_ms = check_ms;
   return ok;
@@ -257,28 +271,9 @@ TimingOutcome GpuBackwardTimer::measure(const KernelSpec& spec, const CompiledKe
                                         const RaceLimit& race) {
   use_primary_context(device_);
   const WorkloadKey& w = workload_;
-  Gradients got;
-  TimingOutcome checked = run_checked(spec, kernel, &got);
+  TimingOutcome checked = run_checked(spec, kernel, nullptr);
   if (checked.disposition != Disposition::kOk) return checked;
-  // Every element of dq, dk and dv against the reference config.
-  const struct {
-    const char* name;
-    const std::vector<float>* got;
-    const std::vector<float>* want;
-    int heads;
-    int64_t len;
-  } tensors[] = {{"dq", &got.dq, &reference_.dq, w.q_heads, w.q_len},
-                 {"dk", &got.dk, &reference_.dk, w.kv_heads, w.kv_len},
-                 {"dv", &got.dv, &reference_.dv, w.kv_heads, w.kv_len}};
-  for (const auto& t : tensors) {
-    double tol = 0;
-    const int64_t at = first_gradient_mismatch(*t.got, *t.want, w.head_dim, w.dtype, &tol);
-    if (at >= 0) {
-      return {Disposition::kWrongResult, {}, spec.uri() + " " + element_name(t.name, at, t.heads, t.len, w.head_dim) + " = " +
-                  value_text((*t.got)[at]) + ", reference config " + value_text((*t.want)[at]) + " (tolerance " +
-                  value_text(tol) + ")"};
-    }
-  }
+  if (TimingOutcome wrong = compare_with_reference(spec); wrong.disposition != Disposition::kOk) return wrong;
 
   // The checked launch writes dk and dv where a timed one of a later step adds to them, so it moves
   // no more memory: one above the race's cut is slower (once a second such launch, warm, confirms
@@ -304,9 +299,45 @@ TimingOutcome GpuBackwardTimer::measure(const KernelSpec& spec, const CompiledKe
   return result;
 }
 
+TimingOutcome GpuBackwardTimer::compare_with_reference(const KernelSpec& spec) {
+  const WorkloadKey& w = workload_;
+  const InputSet& set = sets_.front();
+  const struct {
+    const char* name;
+    const DeviceBuffer* got;
+    const DeviceBuffer* want;
+    const std::vector<float>* want_host;
+    int heads;
+    int64_t len;
+  } tensors[] = {{"dq", &set.dq_acc, &reference_dq_, &reference_.dq, w.q_heads, w.q_len},
+                 {"dk", &set.dk_acc, &reference_dk_, &reference_.dk, w.kv_heads, w.kv_len},
+                 {"dv", &set.dv_acc, &reference_dv_, &reference_.dv, w.kv_heads, w.kv_len}};
+  const int hd = w.head_dim;
+  for (const auto& t : tensors) {
+    const int64_t rows = static_cast<int64_t>(t.want_host->size()) / hd;
+    const int64_t at =
+        compare_->run_gradient(*t.got, *t.want, rows, hd, gradient_agreement_relative(w.dtype), stream_->get());
+    if (at < 0) continue;
+    // Only the disagreeing element comes to the host, for the message; its tolerance from want's row.
+    float got = 0;
+    CPGEN_CU_CHECK(cu::driver().cuMemcpyDtoH(&got, t.got->address() + static_cast<size_t>(at) * sizeof got, sizeof got));
+    const float* row = t.want_host->data() + at / hd * hd;
+    double squares = 0;
+    for (int d = 0; d < hd; ++d) squares += static_cast<double>(row[d]) * row[d];
+    const double want = (*t.want_host)[at];
+    const double tol = gradient_agreement_tolerance(w.dtype, want, std::sqrt(squares / hd));
+    return {Disposition::kWrongResult, {}, spec.uri() + " " + element_name(t.name, at, t.heads, t.len, hd) + " = " +
+                value_text(got) + ", reference config " + value_text(want) + " (tolerance " + value_text(tol) + ")"};
+  }
+  return {Disposition::kOk, {}, ""};
+}
+
 void GpuBackwardTimer::end_workload() {
   sets_.clear();
   reference_ = {};
+  reference_dq_ = DeviceBuffer();
+  reference_dk_ = DeviceBuffer();
+  reference_dv_ = DeviceBuffer();
   host_ = {};
   q_positions_ = DeviceBuffer();
   kv_positions_ = DeviceBuffer();

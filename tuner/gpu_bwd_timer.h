@@ -2,7 +2,8 @@
 // tuner/gpu_timer.h: one workload's inputs on a device (tuner/step_inputs_bwd.h), the reference
 // config's dq, dk and dv checked against float64 on sampled rows, each candidate run on the same
 // inputs with zeroed dq and poisoned dk/dv accumulators and every element of the three compared
-// with the reference config's, then timed with CUDA events over rotating input sets. GpuTimer
+// with the reference config's on the GPU (tuner/gpu_compare.h), then timed with CUDA events over
+// rotating input sets. GpuTimer
 // hands backward workloads to it, so the tuner sees one timer.
 #pragma once
 
@@ -16,6 +17,7 @@
 #include "runtime/cuda/gpu_stream.h"
 #include "templates/params_bwd.cuh"
 #include "tuner/candidate_timer.h"
+#include "tuner/gpu_compare.h"
 #include "tuner/step_inputs_bwd.h"
 
 namespace cpgen {
@@ -39,8 +41,12 @@ class GpuBackwardTimer : public CandidateTimer {
   };
   RingBwdParams params_for(const InputSet& set, bool accumulate_dkv) const;
   void launch(const KernelSpec& spec, const CompiledKernel& kernel, const RingBwdParams& params);
-  // One launch on set 0 as the chunk's first step: dq_acc zeroed, dk_acc and dv_acc poisoned.
+  // One launch on set 0 as the chunk's first step: dq_acc zeroed, dk_acc and dv_acc poisoned;
+  // its gradients stay in set 0's accumulators, and are downloaded into *out when out is given.
   TimingOutcome run_checked(const KernelSpec& spec, const CompiledKernel& kernel, Gradients* out);
+  // The first element of the candidate's gradients in set 0 that disagrees with the reference
+  // config's, as kWrongResult naming it; kOk where every element agrees.
+  TimingOutcome compare_with_reference(const KernelSpec& spec);
   // The reference config's gradients against float64 on sampled rows; kOk or kWrongResult.
   TimingOutcome check_against_float64(const KernelSpec& spec) const;
 
@@ -52,6 +58,8 @@ class GpuBackwardTimer : public CandidateTimer {
   DeviceBuffer q_key_first_, q_key_last_;  // step_key_intervals; empty for an unmasked workload
   std::vector<InputSet> sets_;
   Gradients reference_;
+  DeviceBuffer reference_dq_, reference_dk_, reference_dv_;  // device copies, for the candidates' check
+  std::unique_ptr<GpuCompare> compare_;
   double useful_flops_ = 0;
 };
 

@@ -1,11 +1,13 @@
-// The tuner's candidate check on the GPU (templates/compare.cuh): a candidate's out and lse
-// against the reference config's, every element, without copying either to the host.
+// The tuner's candidate check on the GPU (templates/compare.cuh): a candidate's out and lse, or
+// its dq, dk and dv, against the reference config's, every element, without copying any of them
+// to the host.
 #pragma once
 
 #include <cuda.h>
 
 #include <cstdint>
 #include <string>
+#include <string_view>
 
 #include "cpgen/types.h"
 #include "runtime/cuda/device_buffer.h"
@@ -14,9 +16,11 @@ namespace cpgen {
 
 class LoadedKernel;
 
-// The NVRTC source of the comparison kernel (its name: kCompareKernel).
+// The comparison kernels: the forward's out and lse, and one fp32 gradient.
 inline constexpr const char* kCompareKernel = "cpgen_compare_outputs";
-std::string compare_source();
+inline constexpr const char* kCompareGradientsKernel = "cpgen_compare_gradients";
+// The NVRTC source of one of them (`kernel`: either name above).
+std::string compare_source(std::string_view kernel);
 
 // The first element of each tensor where got and want disagree; -1 where every element agrees.
 struct Disagreement {
@@ -26,18 +30,25 @@ struct Disagreement {
 
 class GpuCompare {
  public:
-  // Compiles (through the kernel store) and loads the comparison kernel on `device`.
+  // Each kernel is compiled (through the kernel store) and loaded on `device` at its first run.
   explicit GpuCompare(int device);
   // out: `n` 16-bit elements of `dtype`, within `tolerance`; lse: `n_lse` floats, within
   // lse_absolute + lse_relative |want|. Runs on `stream` and waits for it.
   Disagreement run(const DeviceBuffer& got, const DeviceBuffer& want, int64_t n, double tolerance, Dtype dtype,
                    const DeviceBuffer& got_lse, const DeviceBuffer& want_lse, int64_t n_lse, double lse_absolute,
                    double lse_relative, CUstream stream);
+  // A gradient of `rows` rows of `head_dim` fp32 elements: each within relative (|want| + the
+  // rms of want's row). The first disagreeing flat index, or -1.
+  int64_t run_gradient(const DeviceBuffer& got, const DeviceBuffer& want, int64_t rows, int head_dim, double relative,
+                       CUstream stream);
 
  private:
+  const LoadedKernel& kernel(std::string_view name, const LoadedKernel*& loaded);
+
   int device_;
-  const LoadedKernel* kernel_;
-  DeviceBuffer first_;  // the kernel's two minima
+  const LoadedKernel* outputs_ = nullptr;
+  const LoadedKernel* gradients_ = nullptr;
+  DeviceBuffer first_;  // the kernels' minima
 };
 
 }  // namespace cpgen

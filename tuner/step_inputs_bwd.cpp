@@ -176,8 +176,10 @@ double gradient_agreement_tolerance(Dtype dtype, double want, double row_rms) {
   // of; a near-zero element of a large row (terms cancelling) keeps the row's tolerance. Two
   // emulated configs (64x64 and 32x32 tiles) agree within u/4 of (|want| + row_rms), so 4 u keeps
   // a 16-fold margin, while a kernel ignoring the causal mask is far outside it.
-  return 4 * ulp_at_one(dtype) * (std::abs(want) + row_rms);
+  return gradient_agreement_relative(dtype) * (std::abs(want) + row_rms);
 }
+
+double gradient_agreement_relative(Dtype dtype) { return 4 * ulp_at_one(dtype); }
 
 int64_t first_gradient_mismatch(const std::vector<float>& got, const std::vector<float>& want, int head_dim,
                                 Dtype dtype, double* tolerance) {

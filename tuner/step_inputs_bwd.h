@@ -80,8 +80,9 @@ void reference_dkv_row(const BackwardStepInputs& in, int64_t b, int64_t kvh, int
 // The most a kernel's fp32 gradient element may differ from float64, given its magnitude.
 double gradient_tolerance(Dtype dtype, double magnitude);
 // The most a candidate's element may differ from the reference config's `want`, where row_rms is
-// the root mean square of want's row.
+// the root mean square of want's row: gradient_agreement_relative(dtype) (|want| + row_rms).
 double gradient_agreement_tolerance(Dtype dtype, double want, double row_rms);
+double gradient_agreement_relative(Dtype dtype);
 
 // The first element (flat index) where `got` and `want` ([rows, head_dim] fp32) disagree beyond
 // gradient_agreement_tolerance, NaN included; -1 when they agree everywhere. Sets *tolerance to

@@ -8,12 +8,14 @@
 #include <vector>
 
 #include "cpgen/compare.cuh"
+#include "cpgen/error.h"
 #include "runtime/cuda/device_buffer.h"
 #include "runtime/cuda/gpu_stream.h"
 #include "runtime/jit/jit.h"
 #include "test_util.h"
 #include "tuner/gpu_compare.h"
 #include "tuner/step_inputs.h"
+#include "tuner/step_inputs_bwd.h"
 
 namespace cpgen::testing {
 namespace {
@@ -55,11 +57,36 @@ TEST(GpuCompare, AgreementIsWithinTheToleranceAndNeverWithANan) {
   EXPECT_FALSE(lses_agree(1.0f, std::numeric_limits<float>::quiet_NaN(), 1e30f, 0.0f));
 }
 
-TEST(GpuCompare, TheKernelCompilesWithoutSpillsForEveryGpuTheTunerTimes) {
-  for (const char* arch : {"sm_80", "sm_90a"}) {
-    const CompiledKernel k = compile_source(kCompareKernel, compare_source(), arch, nullptr);
-    EXPECT_EQ(k.stats.spill_bytes, 0) << arch;
-    EXPECT_FALSE(k.cubin.empty()) << arch;
+TEST(GpuCompare, TheKernelsCompileWithoutSpillsForEveryGpuTheTunerTimes) {
+  for (const char* kernel : {kCompareKernel, kCompareGradientsKernel}) {
+    for (const char* arch : {"sm_80", "sm_90a"}) {
+      const CompiledKernel k = compile_source(kernel, compare_source(kernel), arch, nullptr);
+      EXPECT_EQ(k.stats.spill_bytes, 0) << kernel << " " << arch;
+      EXPECT_FALSE(k.cubin.empty()) << kernel << " " << arch;
+    }
+  }
+  EXPECT_THROW(compare_source("cpgen_compare_something"), Error);
+}
+
+TEST(GpuCompare, GradientAgreementIsTheHostsToleranceAndNeverWithANan) {
+  using device::gradients_agree;
+  for (Dtype dtype : {Dtype::kBf16, Dtype::kFp16}) {
+    const float rel = static_cast<float>(gradient_agreement_relative(dtype));
+    for (const double want : {-3.0, -0.25, 0.0, 0.5, 8.0}) {
+      for (const double rms : {0.0, 0.125, 1.0, 4.0}) {
+        const double tol = gradient_agreement_tolerance(dtype, want, rms);
+        const float w = static_cast<float>(want), r = static_cast<float>(rms);
+        EXPECT_TRUE(gradients_agree(static_cast<float>(want + 0.9 * tol), w, r, rel)) << want << " rms " << rms;
+        EXPECT_TRUE(gradients_agree(static_cast<float>(want - 0.9 * tol), w, r, rel)) << want << " rms " << rms;
+        if (tol > 0) {
+          EXPECT_FALSE(gradients_agree(static_cast<float>(want + 1.1 * tol), w, r, rel)) << want << " rms " << rms;
+          EXPECT_FALSE(gradients_agree(static_cast<float>(want - 1.1 * tol), w, r, rel)) << want << " rms " << rms;
+        }
+      }
+    }
+    EXPECT_FALSE(gradients_agree(std::numeric_limits<float>::quiet_NaN(), 1.0f, 1.0f, rel));
+    EXPECT_FALSE(gradients_agree(1.0f, std::numeric_limits<float>::quiet_NaN(), 1.0f, rel));
+    EXPECT_FALSE(gradients_agree(1.0f, 1.0f, std::numeric_limits<float>::quiet_NaN(), rel));
   }
 }
 
@@ -89,6 +116,27 @@ TEST(GpuCompare, OnAGpuItFindsTheFirstDisagreementOfEach) {
   d = run();
   EXPECT_EQ(d.out, 777777);
   EXPECT_EQ(d.lse, 3);
+}
+
+// On a GPU: the gradient check's first disagreement, a NaN before it, and none where all agree.
+TEST(GpuCompare, OnAGpuTheGradientCheckFindsTheFirstDisagreement) {
+  CPGEN_REQUIRE_GPU();
+  const int hd = 128;
+  const int64_t rows = 20000;
+  std::vector<float> want(rows * hd);
+  for (size_t i = 0; i < want.size(); ++i) want[i] = static_cast<float>(static_cast<int>(i % 97) - 48) / 16.0f;
+  std::vector<float> got = want;
+  GpuCompare compare(0);
+  gpu::Stream stream;
+  const double rel = gradient_agreement_relative(Dtype::kBf16);
+  const auto run = [&] {
+    return compare.run_gradient(DeviceBuffer::from_host(0, got), DeviceBuffer::from_host(0, want), rows, hd, rel,
+                                stream.get());
+  };
+  EXPECT_EQ(run(), -1);
+  got[19000 * hd + 3] += 1.0f;
+  got[12345 * hd + 127] = std::numeric_limits<float>::quiet_NaN();
+  EXPECT_EQ(run(), 12345 * hd + 127);
 }
 
 }  // namespace

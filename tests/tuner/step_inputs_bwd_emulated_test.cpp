@@ -3,7 +3,8 @@
 // config is within gradient_tolerance of the float64 rows on every row (so the GPU harness does
 // not reject a correct reference), another tile config agrees with it within the agreement
 // tolerance (so a correct candidate is kept), and a kernel that ignores the causal mask does not
-// (so a wrong one is rejected).
+// (so a wrong one is rejected); the GPU's comparison kernel (templates/compare.cuh), emulated
+// too, gives the host check's answer on each.
 #include <gtest/gtest.h>
 
 #include <cmath>
@@ -17,6 +18,7 @@
 // Last: defines __CUDACC__ and the CUDA keywords for the template headers below.
 #include "emulation/cuda_emulation.h"
 #include "cpgen/step_bwd.cuh"
+#include "cpgen/compare.cuh"
 
 namespace cpgen {
 namespace {
@@ -65,6 +67,21 @@ Gradients run_step(const BackwardStepInputs& in, const StepKeyIntervals* interva
   g.failure = emulation::launch(grid_x, pairs.y, pairs.z, Traits::kThreads, Traits::kSharedBytes,
                                 [&] { device::ring_bwd_step<Traits>(params); });
   return g;
+}
+
+// The tuner's check as the GPU makes it (GpuCompare::run_gradient): the first disagreeing flat
+// index, or -1. Two CTAs of two warps, so warps stride over the rows.
+int64_t device_first_mismatch(const std::vector<float>& got, const std::vector<float>& want, int head_dim, Dtype dtype) {
+  unsigned long long first = want.size();
+  GradientCompareParams p{};
+  p.got = got.data();
+  p.want = want.data();
+  p.rows = static_cast<long long>(want.size()) / head_dim;
+  p.head_dim = head_dim;
+  p.relative = static_cast<float>(gradient_agreement_relative(dtype));
+  p.first = &first;
+  EXPECT_EQ(emulation::launch(2, 1, 64, 0, [&] { device::compare_gradients(p); }), "");
+  return first < want.size() ? static_cast<int64_t>(first) : -1;
 }
 
 WorkloadKey diagonal_workload(Dtype dtype) {
@@ -126,12 +143,18 @@ void check_dtype(Dtype dtype) {
   EXPECT_EQ(first_gradient_mismatch(other.dq, reference.dq, 64, dtype, &tol), -1);
   EXPECT_EQ(first_gradient_mismatch(other.dk, reference.dk, 64, dtype, &tol), -1);
   EXPECT_EQ(first_gradient_mismatch(other.dv, reference.dv, 64, dtype, &tol), -1);
+  EXPECT_EQ(device_first_mismatch(other.dq, reference.dq, 64, dtype), -1);
+  EXPECT_EQ(device_first_mismatch(other.dk, reference.dk, 64, dtype), -1);
+  EXPECT_EQ(device_first_mismatch(other.dv, reference.dv, 64, dtype), -1);
 
   const Gradients unmasked = run_step<Unmasked>(in);
   ASSERT_EQ(unmasked.failure, "");
-  EXPECT_GE(first_gradient_mismatch(unmasked.dq, reference.dq, 64, dtype, &tol), 0)
-      << "a kernel ignoring the causal mask agreed with the reference config on dq";
-  EXPECT_GE(first_gradient_mismatch(unmasked.dv, reference.dv, 64, dtype, &tol), 0);
+  const int64_t dq_at = first_gradient_mismatch(unmasked.dq, reference.dq, 64, dtype, &tol);
+  const int64_t dv_at = first_gradient_mismatch(unmasked.dv, reference.dv, 64, dtype, &tol);
+  EXPECT_GE(dq_at, 0) << "a kernel ignoring the causal mask agreed with the reference config on dq";
+  EXPECT_GE(dv_at, 0);
+  EXPECT_EQ(device_first_mismatch(unmasked.dq, reference.dq, 64, dtype), dq_at);
+  EXPECT_EQ(device_first_mismatch(unmasked.dv, reference.dv, 64, dtype), dv_at);
 }
 
 TEST(StepInputsBwdEmulated, Bf16DefaultMatchesFloat64AndTheToleranceSeparatesRightFromWrong) {
