@@ -153,10 +153,11 @@ Feasibility check_wgmma_feasibility(const KernelSpec& spec, std::string_view arc
   if (arch != kWgmmaArch) {
     f.reason = "the wgmma family runs on " + std::string(kWgmmaArch) + " only (wgmma, TMA, setmaxnreg); got " +
                std::string(arch);
-  } else if (accumulators > device::kWgmmaAccumulatorBudget) {
+  } else if (const int budget = device::wgmma_accumulator_budget(wgmma_consumers(spec)); accumulators > budget) {
     // First: no stage count or shared memory size can make up for it.
     f.reason = "needs " + std::to_string(accumulators) + " fp32 accumulator registers per thread (S and O); the " +
-               "budget is " + std::to_string(device::kWgmmaAccumulatorBudget);
+               "budget is " + std::to_string(budget) + " at " + std::to_string(wgmma_consumers(spec)) +
+               " consumer warpgroups";
   } else if (f.shared_bytes > f.shared_limit) {
     f.reason = "needs " + std::to_string(f.shared_bytes) + " bytes of shared memory; " + std::string(arch) +
                " allows " + std::to_string(f.shared_limit);

@@ -30,7 +30,9 @@ inline constexpr int kSupportedWgmmaGqaGroups[] = {1, 2, 4, 8, 16};
 // Keys per tile, the N of S = Q K^T: 176 (head dims up to 128) is FlashAttention-3's tile for
 // unmasked head dim 128.
 inline constexpr int kSupportedWgmmaBlockN[] = {64, 128, 176};
-inline constexpr int kSupportedWgmmaConsumers[] = {1, 2};
+// Consumer warpgroups: three (192 query rows, 160 registers each) is FlashAttention-3's split at
+// head dim 64, where the softmax weighs most against the MMAs.
+inline constexpr int kSupportedWgmmaConsumers[] = {1, 2, 3};
 // At least two: a consumer issues the S of tile t + 1 (waiting for its stage to fill) before it
 // releases the stage of tile t, so one stage would wait on itself.
 inline constexpr int kSupportedWgmmaStages[] = {2, 3, 4};

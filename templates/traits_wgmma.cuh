@@ -53,25 +53,37 @@ constexpr int kWgmmaAlignSlack = 1024;
 // scheduler that hands the work items over, step_fwd_wgmma.cuh), which spilled 32 bytes in 24
 // registers (ptxas of NVRTC 13.0): it gets 32, and its consumers 232, which they fit without
 // spilling; the plan stays within the CTA's 168 per thread at two consumer warpgroups.
+// Three consumer warpgroups (512 threads) start at 128 registers each, the whole 64K file: the
+// producer drops to 24 (persistent: 32) and the consumers grow to 160, 128 x 24 + 384 x 160 =
+// 64512 (persistent: 65536). FlashAttention-3 runs head dim 64 this way, 192 query rows a CTA.
 constexpr int kWgmmaProducerRegisters = 24;
 constexpr int kWgmmaConsumerRegisters = 240;
 constexpr int kWgmmaPersistentProducerRegisters = 32;
 constexpr int kWgmmaPersistentConsumerRegisters = 232;
+constexpr int kWgmmaThreeConsumerRegisters = 160;
 CPGEN_HOST_DEVICE constexpr int wgmma_producer_registers(bool persistent) {
   return persistent ? kWgmmaPersistentProducerRegisters : kWgmmaProducerRegisters;
 }
-CPGEN_HOST_DEVICE constexpr int wgmma_consumer_registers(bool persistent) {
-  return persistent ? kWgmmaPersistentConsumerRegisters : kWgmmaConsumerRegisters;
+CPGEN_HOST_DEVICE constexpr int wgmma_consumer_registers(int consumers, bool persistent) {
+  return consumers == 3 ? kWgmmaThreeConsumerRegisters
+                        : persistent ? kWgmmaPersistentConsumerRegisters : kWgmmaConsumerRegisters;
 }
 CPGEN_HOST_DEVICE constexpr int wgmma_register_plan(int consumers, bool persistent = false) {
-  return 128 * wgmma_producer_registers(persistent) + 128 * consumers * wgmma_consumer_registers(persistent);
+  return 128 * wgmma_producer_registers(persistent) + 128 * consumers * wgmma_consumer_registers(consumers, persistent);
 }
 
 // S and O of one 64-row wgmma tile per consumer thread, fp32. 160 admits head dim 256 with 64-key
 // tiles (32 + 128; FlashAttention-3 runs the same split); beyond it the consumer's 240 registers
-// leave too little for P, the row statistics and addresses. The generator's feasibility check
-// (generator/kernel_spec_wgmma.cpp) reads this and wgmma_fwd_layout, so the two cannot drift.
+// leave too little for P, the row statistics and addresses. Three consumers have 160 registers:
+// 96 admits head dim 64 with 128-key tiles (64 + 32), FlashAttention-3's tile there. The
+// generator's feasibility check (generator/kernel_spec_wgmma.cpp) reads this and
+// wgmma_fwd_layout, so the two cannot drift; ptxas's spill report has the last word (the tuner
+// prunes a candidate that spills).
 constexpr int kWgmmaAccumulatorBudget = 160;
+constexpr int kWgmmaThreeConsumerAccumulatorBudget = 96;
+CPGEN_HOST_DEVICE constexpr int wgmma_accumulator_budget(int consumers) {
+  return consumers == 3 ? kWgmmaThreeConsumerAccumulatorBudget : kWgmmaAccumulatorBudget;
+}
 
 CPGEN_HOST_DEVICE constexpr WgmmaFwdLayout wgmma_fwd_layout(int head_dim, int block_m, int block_n, int consumers,
                                                             int stages, bool persistent = false) {
@@ -116,7 +128,7 @@ struct WgmmaFwdTraits {
   // The CTA barriers of the ping-pong turns: consumer c waits for its turn at kTurnBarrier + c (0
   // is __syncthreads'), and each phase counts both consumer warpgroups.
   static constexpr int kTurnBarrier = 1;
-  static constexpr int kTurnThreads = 128 * kConsumers;  // both consumer warpgroups
+  static constexpr int kTurnThreads = 128 * kConsumers;  // both consumer warpgroups (ping-pong has two)
   static constexpr WgmmaFwdLayout kLayout =
       wgmma_fwd_layout(kHeadDim, kBlockM, kBlockN, kConsumers, kStages, kPersistent);
 
@@ -142,16 +154,17 @@ struct WgmmaFwdTraits {
   // under __launch_bounds__(threads, 1): 168 at 384 threads (64K split evenly, rounded to 8),
   // 232 at 256 (measured). The producer keeps what a loop of TMA issues needs and the consumers
   // grow to 240; the sum stays within the CTA's allocation (128 x 24 + 256 x 240 = 64512 =
-  // 384 x 168 with two consumer warpgroups, 33792 <= 256 x 232 with one), and .inc never asks
-  // for fewer registers than a consumer already has. compile_kernel refuses a kernel for which
+  // 384 x 168 with two consumer warpgroups, 33792 <= 256 x 232 with one; with three, 128 at 512
+  // threads and consumers of 160, above), and .inc never asks for fewer registers than a
+  // consumer already has. compile_kernel refuses a kernel for which
   // either fails (wgmma_register_plan_problem, runtime/jit/jit.h).
   static constexpr int kProducerRegisters = wgmma_producer_registers(kPersistent);
-  static constexpr int kConsumerRegisters = wgmma_consumer_registers(kPersistent);
+  static constexpr int kConsumerRegisters = wgmma_consumer_registers(kConsumers, kPersistent);
 
   static_assert(Element::kBytes == 2, "inputs are 16-bit (bf16 or fp16)");
   static_assert(kHeadDim == 64 || kHeadDim == 96 || kHeadDim == 128 || kHeadDim == 256,
                 "head dim 64, 96, 128 or 256: whole swizzled column blocks of 64 (96: 32) elements");
-  static_assert(kConsumers == 1 || kConsumers == 2, "one or two consumer warpgroups");
+  static_assert(kConsumers >= 1 && kConsumers <= 3, "one to three consumer warpgroups");
   static_assert(!kPingPong || kConsumers == 2, "ping-pong alternates two consumer warpgroups");
   static_assert(kBlockM == 64 * kConsumers, "each consumer warpgroup owns the 64 rows of one wgmma m64");
   // 176 is the widest S that leaves O of head dim 128 inside the budget (88 + 64 registers): a
@@ -169,7 +182,7 @@ struct WgmmaFwdTraits {
   static_assert(kStages >= 2 && kStages <= 4, "2 to 4 K/V stages");
   static_assert(kGroup == 1 || kGroup == 2 || kGroup == 4 || kGroup == 8 || kGroup == 16, "GQA group 1, 2, 4, 8 or 16");
   static_assert(kBlockM % kGroup == 0, "block_m must hold whole GQA groups");
-  static constexpr int kAccumulatorBudget = kWgmmaAccumulatorBudget;
+  static constexpr int kAccumulatorBudget = wgmma_accumulator_budget(kConsumers);
   static_assert(kScoreRegisters + kOutputRegisters <= kAccumulatorBudget, "S and O accumulators must fit in registers");
 #if defined(__CUDA_ARCH__)
   static_assert(kSharedBytes <= shared_limit_for_arch(__CUDA_ARCH__),

@@ -28,8 +28,13 @@ inline constexpr int kTuneStages[] = {1, 2, 3};
 // The sm_90a wgmma family's axes (generator/kernel_spec_wgmma.h): key tile, consumer warpgroups
 // (block_m = 64 per consumer) and stages. Searched on sm_90a only, next to the mma.sync grid, for
 // the workloads the family can run in the shape they are timed in (runtime/ring/kernel_support.h).
-inline constexpr int kTuneWgmmaBlockN[] = {64, 128, 176};
-inline constexpr int kTuneWgmmaConsumers[] = {1, 2};
+// Key tiles in search order: the default's 128, then 176 (FlashAttention-3's unmasked head dim
+// 128 tile), then 64.
+inline constexpr int kTuneWgmmaBlockN[] = {128, 176, 64};
+// Consumers in search order, so a capped search (--max-candidates) drops the least likely first:
+// two (the default's), three (FlashAttention-3's choice at head dim 64), then one, which lost to
+// two wherever the first H200 tune timed both (2026-11-28: 1.25-1.34x slower at head dim 256).
+inline constexpr int kTuneWgmmaConsumers[] = {2, 3, 1};
 inline constexpr int kTuneWgmmaStages[] = {2, 3, 4};
 
 // The backward axes: query tiles of the inner loop, key tiles per CTA, warps, Q/dO stages. Every

@@ -386,7 +386,7 @@ std::string wgmma_register_plan_problem(const KernelSpec& spec, int registers) {
   const int pool = registers * spec.threads();
   const int plan = device::wgmma_register_plan(wgmma_consumers(spec), spec.persistent);
   const int producer = device::wgmma_producer_registers(spec.persistent);
-  const int consumer = device::wgmma_consumer_registers(spec.persistent);
+  const int consumer = device::wgmma_consumer_registers(wgmma_consumers(spec), spec.persistent);
   const char* problem = pool < plan ? "the consumers' setmaxnreg.inc would wait forever for registers"
                         : registers > consumer ? "the consumers' setmaxnreg.inc would shrink them"
                                                : nullptr;

@@ -10,6 +10,8 @@
 // softmax while the warpgroup's O += P V is in flight, when cuobjdump exists. Needs no GPU.
 #include <gtest/gtest.h>
 
+#include <cstdio>
+
 #include <cstdlib>
 #include <filesystem>
 #include <fstream>
@@ -55,7 +57,15 @@ const std::vector<std::pair<KernelSpec, CompiledKernel>>& compiled() {
           KernelSpec::parse("ring_fwd_wgmma_bf16_hd128_causal_gqa1_bm128_bn128_c2_s2_persistent"),
           KernelSpec::parse("ring_fwd_wgmma_bf16_hd128_full_gqa1_bm128_bn128_c2_s2_pingpong_persistent"),
           KernelSpec::parse("ring_fwd_wgmma_fp16_hd256_causal_ivl_cap_gqa8_bm128_bn64_c2_s2_persistent"),
-          KernelSpec::parse("ring_fwd_wgmma_fp16_hd96_causal_gqa2_bm64_bn128_c1_s3_persistent")})
+          KernelSpec::parse("ring_fwd_wgmma_fp16_hd96_causal_gqa2_bm64_bn128_c1_s3_persistent"),
+          // three consumer warpgroups (512 threads, 160 registers each): FlashAttention-3's head
+          // dim 64 tile, plain, in the heaviest mask variant and persistent (persistent with both
+          // mask features spills 572 bytes at 128-key tiles, NVRTC 13.0: the tuner prunes it),
+          // and head dim 128 with 64-key tiles (S 32 + O 64, the three-consumer budget)
+          KernelSpec::parse("ring_fwd_wgmma_fp16_hd64_full_gqa1_bm192_bn128_c3_s2"),
+          KernelSpec::parse("ring_fwd_wgmma_bf16_hd64_causal_ivl_cap_gqa4_bm192_bn128_c3_s2"),
+          KernelSpec::parse("ring_fwd_wgmma_bf16_hd64_causal_gqa4_bm192_bn128_c3_s2_persistent"),
+          KernelSpec::parse("ring_fwd_wgmma_bf16_hd128_causal_gqa1_bm192_bn64_c3_s3")})
       out.emplace_back(s, compile_kernel(s, "sm_90a", nullptr));
     return out;
   }();
@@ -74,7 +84,7 @@ TEST(StepFwdWgmmaCompile, RepresentativeDefaultsCompileForSm90aWithoutSpills) {
       // setmaxnreg's plan fits what ptxas allocated (compile_kernel refuses a kernel whose plan
       // does not: wgmma_register_plan_problem); restated here so a change of either shows.
       EXPECT_EQ(wgmma_register_plan_problem(spec, k.stats.registers), "");
-      EXPECT_LE(k.stats.registers, device::kWgmmaConsumerRegisters);
+      EXPECT_LE(k.stats.registers, device::wgmma_consumer_registers(wgmma_consumers(spec), spec.persistent));
       // ptxas C7514: it serialized the wgmma pipeline because plain instructions read accumulators
       // of an unretired group (a branch around the groups of the main loop did that once).
       EXPECT_EQ(k.log.find("C7514"), std::string::npos) << k.log;
@@ -138,6 +148,14 @@ TEST(StepFwdWgmmaCompile, SassHoldsWgmmaTmaAndTheMeasuredLoopOrder) {
       if (!skip.empty()) GTEST_SKIP() << skip;
       for (const char* instruction : {"HGMMA", "UTMALDG"})
         EXPECT_NE(text.find(instruction), std::string::npos) << instruction << " missing from the SASS";
+      // The setmaxnreg plan as the SASS carries it: the consumers grow to their count (160 with
+      // three consumers, 240 or 232 with fewer) and the producer drops to its own.
+      char grow[64], drop[64];
+      std::snprintf(grow, sizeof grow, "USETMAXREG.TRY_ALLOC.CTAPOOL UP0, 0x%x ",
+                    device::wgmma_consumer_registers(wgmma_consumers(spec), spec.persistent));
+      std::snprintf(drop, sizeof drop, "USETMAXREG.DEALLOC.CTAPOOL 0x%x ", device::wgmma_producer_registers(spec.persistent));
+      EXPECT_NE(text.find(grow), std::string::npos) << grow;
+      EXPECT_NE(text.find(drop), std::string::npos) << drop;
       // Ping-pong turns: a barrier sync and an arrive on a barrier id from a register (1 + the
       // consumer), which only the ping-pong kernels have; every kernel has __syncthreads' BAR.SYNC 0x0.
       const bool turns = text.find("BAR.SYNC.DEFER_BLOCKING R") != std::string::npos;

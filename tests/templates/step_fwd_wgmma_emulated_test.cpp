@@ -111,6 +111,23 @@ TEST(StepFwdWgmmaEmulated, Fp16Hd64Causal176KeyTilesGqa2ZigzagRing) {
   check_random<WgmmaFwdTraits<Fp16, 64, 64, 176, 1, 3, true, 2>>(1, 1, 2 * 2 * 100, 11, 2);
 }
 
+// Three consumer warpgroups (192-row blocks, 512 threads, 160 registers each: FlashAttention-3's
+// split at head dim 64). A zigzag ring of two with 200 local rows: a whole block and an 8-row one
+// whose second and third consumers have no rows; and a ring of four with 96 local rows, one block
+// whose third consumer is empty and whose second holds a partial 32.
+TEST(StepFwdWgmmaEmulated, Fp16Hd64CausalThreeConsumersZigzagRingsOfTwoAndFour) {
+  using Traits = WgmmaFwdTraits<Fp16, 64, 192, 128, 3, 2, true, 1>;
+  static_assert(Traits::kThreads == 512 && Traits::kConsumerRegisters == 160);
+  check_random<Traits>(1, 1, 2 * 2 * 100, 13, 2);
+  check_random<Traits>(1, 1, 2 * 4 * 48, 14, 4);
+}
+
+// Three consumers at head dim 128 with 64-key tiles (S 32 + O 64 registers, the three-consumer
+// budget), bf16, GQA 4: the 192-row block holds 48 positions of four heads.
+TEST(StepFwdWgmmaEmulated, Bf16Hd128CausalThreeConsumersGqa4ZigzagRingOfFour) {
+  check_random<WgmmaFwdTraits<Bf16, 128, 192, 64, 3, 3, true, 4>>(1, 1, 2 * 4 * 40, 15, 4);
+}
+
 // ---- The mask contract, state_len and strides -------------------------------------------------
 
 // A launch over a view of the queries (the zigzag query-half step) writes its rows of the rank's

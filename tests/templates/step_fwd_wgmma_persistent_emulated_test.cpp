@@ -23,6 +23,9 @@ using PersistentPingPongMasked = WgmmaFwdTraits<Bf16, 64, 128, 64, 2, 2, true, 4
 // One consumer warpgroup: 64-row blocks, so twice the blocks per CTA.
 using PersistentOneConsumer = WgmmaFwdTraits<Fp16, 64, 64, 64, 1, 2, true, 1, false, false, false, true>;
 
+// Three consumer warpgroups: 192-row blocks, the producer at 32 registers and the consumers at 160.
+using PersistentThreeConsumers = WgmmaFwdTraits<Bf16, 64, 192, 64, 3, 2, true, 2, false, false, false, true>;
+
 static_assert(PersistentBf16::kPersistent && !PersistentBf16::kPingPong);
 
 // A single CTA runs every block of the launch (the longest chain of Q reloads and stage phases),
@@ -78,6 +81,14 @@ TEST(StepFwdWgmmaPersistentEmulated, WithoutAWorkCounterEachCtaStepsByTheGrid) {
 // One consumer warpgroup: causal, striped (every tile straddles the diagonal), a ring of two.
 TEST(StepFwdWgmmaPersistentEmulated, OneConsumerCausalStripedRingOfTwo) {
   check_random<PersistentOneConsumer>(2, 2, 2 * 2 * 70, 56, 2, Split::kStriped);
+}
+
+// Three consumers in the persistent launch: two CTAs over more blocks than CTAs (GQA 2, 200 local
+// rows: 400 packed rows, three 192-row blocks per (batch, kv head), the last partial), reads checked.
+TEST(StepFwdWgmmaPersistentEmulated, ThreeConsumersOverMoreBlocksThanCtas) {
+  const testing::AttentionProblem p = testing::random_problem(1, 2, 1, 64, 2 * 2 * 100, true, 59);
+  const SkipCounts skips = check_zigzag_reads<PersistentThreeConsumers>(p, 2, 2);
+  EXPECT_GT(skips.skipped_tiles, 0) << "the causal blocks skip the key tiles past their diagonal";
 }
 
 }  // namespace

@@ -1,5 +1,6 @@
 #include <gtest/gtest.h>
 
+#include <algorithm>
 #include <set>
 
 #include "generator/kernel_spec_wgmma.h"
@@ -249,6 +250,44 @@ TEST(Candidates, Sm90aForwardWorkloadsAlsoSearchTheWgmmaFamily) {
   EXPECT_GE(wgmma.size(), 8u);
   // The default stays the plain schedule until a GPU has measured ping-pong.
   EXPECT_FALSE(wgmma_default_for(Dtype::kBf16, 128, true, 4).pingpong);
+}
+
+// Three consumer warpgroups (FlashAttention-3's split at head dim 64) come before one in the
+// search order, so the tune's 24-candidate search of a head dim 64 workload times them; one
+// consumer's configs are what the cap cuts first.
+TEST(Candidates, AShortHeadDim64SearchTimesThreeConsumersBeforeOne) {
+  WorkloadKey w = llama_diagonal();
+  w.dtype = Dtype::kFp16;
+  w.head_dim = 64;
+  w.causal = false;
+  w.step = StepType::kFull;
+  w.q_heads = w.kv_heads = 16;
+  const CandidateSet set = enumerate_candidates(w, 24);
+  ASSERT_EQ(set.viable.size(), 24u);
+  int three = 0, one = 0;
+  for (const KernelSpec& s : set.viable) {
+    if (s.kind != KernelKind::kForwardWgmma) continue;
+    three += wgmma_consumers(s) == 3;
+    one += wgmma_consumers(s) == 1;
+  }
+  // FlashAttention-3's head dim 64 tile (192 x 128) is in; three consumers have six viable configs
+  // (128- and 64-key tiles at 2-4 stages; 176 keys need 120 accumulator registers, over their 96),
+  // of which the cap leaves at least the three 128-key ones.
+  KernelSpec fa3 = wgmma_default_for(Dtype::kFp16, 64, false, 1);
+  fa3.warps = 16;
+  fa3.block_m = 192;
+  EXPECT_NE(std::find(set.viable.begin(), set.viable.end(), fa3), set.viable.end()) << fa3.uri();
+  EXPECT_GE(three, 3);
+  EXPECT_EQ(one, 0) << "the cap cuts one consumer's configs first";
+  int all_three = 0;
+  for (const KernelSpec& s : enumerate_candidates(w).viable)
+    all_three += s.kind == KernelKind::kForwardWgmma && wgmma_consumers(s) == 3;
+  EXPECT_EQ(all_three, 6);
+  for (const PrunedCandidate& p : set.pruned)
+    if (p.spec.kind == KernelKind::kForwardWgmma && wgmma_consumers(p.spec) == 3) {
+      EXPECT_EQ(p.spec.block_n, 176) << p.spec.uri();
+      EXPECT_NE(p.reason.find("budget is 96 at 3 consumer warpgroups"), std::string::npos) << p.reason;
+    }
 }
 
 // Where the family cannot run the workload as it is timed, no wgmma candidate appears: another

@@ -1,5 +1,6 @@
 // wgmma_register_plan_problem (runtime/jit/jit.h): a wgmma kernel whose setmaxnreg plan (24
-// registers for the producer warpgroup, 240 for each consumer; 32 and 232 when persistent) does not fit what ptxas allocated
+// registers for the producer warpgroup, 240 for each consumer; 32 and 232 when persistent; 160 for
+// each of three consumers) does not fit what ptxas allocated
 // at entry is refused, because setmaxnreg.inc would wait forever for the CTA's pool, or would be
 // asked to shrink a consumer. The counts below are what-ifs around ptxas's real ones (168 at 384
 // threads, at most 232 at 256); the NVRTC compile tests check the real ones pass.
@@ -52,6 +53,21 @@ TEST(RegisterPlan, APersistentKernelPlansThirtyTwoAndTwoHundredThirtyTwo) {
   const KernelSpec one = KernelSpec::parse("ring_fwd_wgmma_fp16_hd96_causal_gqa2_bm64_bn128_c1_s3_persistent");
   EXPECT_EQ(wgmma_register_plan_problem(one, 232), "");
   EXPECT_NE(wgmma_register_plan_problem(one, 240).find("setmaxnreg.inc would shrink them"), std::string::npos);
+}
+
+// Three consumers: 512 threads, 128 registers each at entry (the whole 64K file); the plan is 24
+// for the producer and 160 for each consumer (64512), persistent 32 and 160 (65536, all of it).
+TEST(RegisterPlan, ThreeConsumersPlanOneHundredSixtyEach) {
+  const KernelSpec three = KernelSpec::parse("ring_fwd_wgmma_fp16_hd64_full_gqa1_bm192_bn128_c3_s2");
+  EXPECT_EQ(wgmma_register_plan_problem(three, 128), "");
+  EXPECT_EQ(wgmma_register_plan_problem(three, 120),
+            "ptxas allocated 120 registers per thread at entry (61440 for the CTA); setmaxnreg asks 24 for the "
+            "producer and 160 for each consumer thread (64512): the consumers' setmaxnreg.inc would wait forever "
+            "for registers");
+  const KernelSpec persistent = KernelSpec::parse("ring_fwd_wgmma_fp16_hd64_full_gqa1_bm192_bn128_c3_s2_persistent");
+  EXPECT_EQ(wgmma_register_plan_problem(persistent, 128), "");
+  EXPECT_NE(wgmma_register_plan_problem(persistent, 127).find("would wait forever"), std::string::npos);
+  EXPECT_NE(wgmma_register_plan_problem(three, 168).find("setmaxnreg.inc would shrink them"), std::string::npos);
 }
 
 TEST(RegisterPlan, OtherKindsAndUnknownCountsHaveNoPlan) {
