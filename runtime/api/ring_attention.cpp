@@ -100,6 +100,10 @@ struct RingAttention::Impl {
     use_primary_context(device);
     arch = options.arch.empty() ? device_arch(device) : options.arch;
     const int sm_margin = ring_sm_margin(options.sm_margin);
+    // A margin that leaves the device no SM is refused here, at creation, rather than at the first
+    // forward of a persistent step (the same one-line rule and message).
+    if (sm_margin >= 0)
+      resident_ctas_beside(1, device_sm_count(device), sm_margin, "the ring's SM margin (RingOptions::sm_margin or CPGEN_SM_MARGIN)");
     RingKernelSelection selection = select_ring_kernels(problem, options.database_path, arch, device);
     if (exchange_kernels) place_beside_exchange_kernels(selection, sm_margin);
     std::vector<std::pair<StepType, KernelSpec>> per_step;

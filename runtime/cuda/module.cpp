@@ -110,6 +110,8 @@ int resident_ctas_beside(int per_sm, int sm_count, int sm_margin, const std::str
   return per_sm * (sm_count - sm_margin);
 }
 
+int device_sm_count(int device) { return device_attribute(CU_DEVICE_ATTRIBUTE_MULTIPROCESSOR_COUNT, device); }
+
 int LoadedKernel::resident_ctas(int block_threads, int dynamic_shared_bytes, int sm_margin) const {
   reserve_dynamic_shared(dynamic_shared_bytes);
   std::lock_guard<std::mutex> lock(resident_mutex_);

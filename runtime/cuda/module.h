@@ -49,6 +49,8 @@ class CallerContextGuard {
 // beside a persistent step). Throws Error(kBadInput) naming `uri` when the margin is negative or
 // leaves no SM.
 int resident_ctas_beside(int per_sm, int sm_count, int sm_margin, const std::string& uri);
+// The SMs of CUDA device `device` (its multiprocessor count).
+int device_sm_count(int device);
 
 class LoadedKernel {
  public:

@@ -19,6 +19,7 @@
 #include "cache/environment.h"
 #include "cache/records.h"
 #include "cpgen/error.h"
+#include "cpgen/ring_attention.h"
 #include "generator/kernel_spec_wgmma.h"
 #include "runtime/api/gpu_ring_run.h"
 #include "runtime/core/attention_shape.h"
@@ -193,6 +194,28 @@ TEST_F(GpuRingWgmma, PersistentLoopbackOnMoreQueryBlocksThanTheGpuHasSms) {
                       "random gqa4 causal zigzag N=2 " + std::string(dtype_name(dtype)) + " SM margin " +
                           std::to_string(sm_margin) + " kernel " + r.kernel_uri);
     }
+}
+
+// An SM margin that leaves the device no SM is refused when the ring is made, in one line naming
+// the option and the device's SM count, before any kernel is selected or compiled.
+TEST_F(GpuRingWgmma, AnSmMarginLeavingNoSmIsRefusedAtCreation) {
+  require_sm90a();
+  if (::testing::Test::IsSkipped()) return;
+  const Problem p{.batch = 1, .q_heads = 2, .kv_heads = 2, .head_dim = 64, .seq_len = 256, .cp_size = 2,
+                  .causal = true, .scheme = Scheme::kZigzag};
+  RingOptions options;
+  options.arch = kArch;
+  options.sm_margin = device_sm_count(0);
+  try {
+    RingAttention ring = RingAttention::loopback(p, options);
+    FAIL() << "a margin of every SM was accepted";
+  } catch (const Error& e) {
+    EXPECT_EQ(e.kind(), ErrorKind::kBadInput);
+    EXPECT_NE(std::string(e.what()).find("the ring's SM margin (RingOptions::sm_margin or CPGEN_SM_MARGIN): an SM margin of " +
+                                         std::to_string(options.sm_margin) + " is not allowed"),
+              std::string::npos)
+        << e.what();
+  }
 }
 
 }  // namespace
