@@ -65,7 +65,6 @@ Disagreement GpuCompare::run(const DeviceBuffer& got, const DeviceBuffer& want, 
   return d;
 }
 
-
 int64_t GpuCompare::run_gradient(const DeviceBuffer& got, const DeviceBuffer& want, int64_t rows, int head_dim,
                                  double relative, CUstream stream) {
   const unsigned long long start = static_cast<unsigned long long>(rows) * static_cast<unsigned long long>(head_dim);
