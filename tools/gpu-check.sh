@@ -154,6 +154,14 @@
 #       --kernels-args '--dtypes bf16,fp16 --head-dims 128 --lengths 8192,16384 --gqa 1'",
 #       carry=[".gpudeps"], timeout_s=580)
 # and give_back at once; the report names what the budget skipped.
+# Since (stop 40, 2026-11-29, CPU only, unmeasured): the backward tune checks candidates on the GPU
+# too (GpuCompare::run_gradient; GPU test GpuCompare.OnAGpuTheGradientCheckFindsTheFirstDisagreement,
+# and the tests phase's GpuBwdTimer cases run it); the wgmma family has three-consumer candidates
+# (bm192, _c3: FlashAttention-3's head dim 64 split), searched after two consumers and before one,
+# so the forward tune of examples/shapes times them on encoder-hd64-32k-cp4 (video-dit-full-cp8)
+# and the hd128 workloads' 64-key tiles: its winners say whether three consumers pay. Pack again
+# (new candidates). To see them against cuDNN, one more --kernels-args run with --head-dims 64 and
+# --pin 'ring_fwd_wgmma_{dtype}_hd{head_dim}_{mask}_gqa{group}_bm192_bn128_c3_s2'.
 #
 # The GPU machines have nvcc, CMake, PyTorch and the nvidia-nccl Python package but maybe none of
 # the Debian -dev packages, and no network. Choice: vendor nothing in the repository; use what the
