@@ -178,7 +178,8 @@ KernelSpec wgmma_default_for(Dtype dtype, int head_dim, bool causal, int gqa_gro
   s.gqa_group = gqa_group;
   s.block_m = 128;
   // Head dim 256: a 128-register O accumulator per consumer thread leaves room for 64-key S tiles
-  // only (32 registers; 128 keys would need 64), and its tiles fill 192 KB of shared at 2 stages.
+  // (32 registers; 128 keys would need 64; 80 keys, 40, are a tuner candidate until a GPU has
+  // timed them), and its tiles fill 192 KB of shared at 2 stages.
   s.block_n = head_dim == 256 ? 64 : 128;
   s.warps = 12;  // one producer and two consumer warpgroups
   s.stages = 2;

@@ -28,8 +28,8 @@ namespace cpgen {
 inline constexpr int kSupportedWgmmaHeadDims[] = {64, 96, 128, 256};
 inline constexpr int kSupportedWgmmaGqaGroups[] = {1, 2, 4, 8, 16};
 // Keys per tile, the N of S = Q K^T: 176 (head dims up to 128) is FlashAttention-3's tile for
-// unmasked head dim 128.
-inline constexpr int kSupportedWgmmaBlockN[] = {64, 128, 176};
+// unmasked head dim 128, 80 its tile for head dim 256.
+inline constexpr int kSupportedWgmmaBlockN[] = {64, 80, 128, 176};
 // Consumer warpgroups: three (192 query rows, 160 registers each) is FlashAttention-3's split at
 // head dim 64, where the softmax weighs most against the MMAs.
 inline constexpr int kSupportedWgmmaConsumers[] = {1, 2, 3};

@@ -294,6 +294,7 @@ CPGEN_DEVICE void wgmma_fence_operand(float (&d)[kRegs]) {
 #define CPGEN_WG_REGS_16 CPGEN_WG_R8_0
 #define CPGEN_WG_REGS_32 CPGEN_WG_R8_0 ", " CPGEN_WG_R8_1
 #define CPGEN_WG_REGS_64 CPGEN_WG_REGS_32 ", " CPGEN_WG_R8_2 ", " CPGEN_WG_R8_3
+#define CPGEN_WG_REGS_80 CPGEN_WG_REGS_64 ", " CPGEN_WG_R8_4
 #define CPGEN_WG_REGS_96 CPGEN_WG_REGS_64 ", " CPGEN_WG_R8_4 ", " CPGEN_WG_R8_5
 #define CPGEN_WG_REGS_128 CPGEN_WG_REGS_64 ", " CPGEN_WG_R8_4 ", " CPGEN_WG_R8_5 ", " CPGEN_WG_R8_6 ", " CPGEN_WG_R8_7
 #define CPGEN_WG_REGS_176 CPGEN_WG_REGS_128 ", " CPGEN_WG_R8_8 ", " CPGEN_WG_R8_9 ", " CPGEN_WG_R8_10
@@ -308,6 +309,7 @@ CPGEN_DEVICE void wgmma_fence_operand(float (&d)[kRegs]) {
 #define CPGEN_WG_OUT_16 CPGEN_WG_D16(0)
 #define CPGEN_WG_OUT_32 CPGEN_WG_D16(0), CPGEN_WG_D16(16)
 #define CPGEN_WG_OUT_64 CPGEN_WG_OUT_32, CPGEN_WG_D16(32), CPGEN_WG_D16(48)
+#define CPGEN_WG_OUT_40 CPGEN_WG_OUT_32, CPGEN_WG_D4(32), CPGEN_WG_D4(36)
 #define CPGEN_WG_OUT_48 CPGEN_WG_OUT_32, CPGEN_WG_D16(32)
 #define CPGEN_WG_OUT_88 CPGEN_WG_OUT_64, CPGEN_WG_D16(64), CPGEN_WG_D4(80), CPGEN_WG_D4(84)
 #define CPGEN_WG_OUT_128 CPGEN_WG_OUT_64, CPGEN_WG_D16(64), CPGEN_WG_D16(80), CPGEN_WG_D16(96), CPGEN_WG_D16(112)
@@ -353,6 +355,7 @@ CPGEN_WG_DEFINE(8, 4, 4, 5, 6, 7, 8, 9, 10, 11, 12)
 CPGEN_WG_DEFINE(16, 8, 8, 9, 10, 11, 12, 13, 14, 15, 16)
 CPGEN_WG_DEFINE(32, 16, 16, 17, 18, 19, 20, 21, 22, 23, 24)
 CPGEN_WG_DEFINE(64, 32, 32, 33, 34, 35, 36, 37, 38, 39, 40)
+CPGEN_WG_DEFINE(80, 40, 40, 41, 42, 43, 44, 45, 46, 47, 48)  // S of 80-key tiles (head dim 256)
 CPGEN_WG_DEFINE(96, 48, 48, 49, 50, 51, 52, 53, 54, 55, 56)  // O += P V at head dim 96
 CPGEN_WG_DEFINE(128, 64, 64, 65, 66, 67, 68, 69, 70, 71, 72)
 CPGEN_WG_DEFINE(176, 88, 88, 89, 90, 91, 92, 93, 94, 95, 96)  // S of 176-key tiles
@@ -362,7 +365,7 @@ CPGEN_WG_DEFINE(256, 128, 128, 129, 130, 131, 132, 133, 134, 135, 136)
 // d (64 x N, this thread's N/2 registers) = A * B, plus d when `accumulate`; A (64 x 16) and B
 // (16 x N) in shared memory through descriptors, K-major, or MN-major when kTransA / kTransB.
 // The result is in d only after the wgmma_wait that retires the group. Inline PTX exists for
-// N = 8, 16, 32, 64, 96, 128, 176, 256; the emulator takes any multiple of 8 up to 256.
+// N = 8, 16, 32, 64, 80, 96, 128, 176, 256; the emulator takes any multiple of 8 up to 256.
 template <typename T, int N, bool kTransA = false, bool kTransB = false>
 CPGEN_DEVICE void wgmma_ss(float (&d)[N / 2], u64 desc_a, u64 desc_b, bool accumulate CPGEN_SITE) {
   static_assert(N >= 8 && N <= 256 && N % 8 == 0, "wgmma m64nNk16: N is a multiple of 8 from 8 to 256");

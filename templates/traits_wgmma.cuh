@@ -72,14 +72,14 @@ CPGEN_HOST_DEVICE constexpr int wgmma_register_plan(int consumers, bool persiste
   return 128 * wgmma_producer_registers(persistent) + 128 * consumers * wgmma_consumer_registers(consumers, persistent);
 }
 
-// S and O of one 64-row wgmma tile per consumer thread, fp32. 160 admits head dim 256 with 64-key
-// tiles (32 + 128; FlashAttention-3 runs the same split); beyond it the consumer's 240 registers
-// leave too little for P, the row statistics and addresses. Three consumers have 160 registers:
+// S and O of one 64-row wgmma tile per consumer thread, fp32. 168 admits head dim 256 with 80-key
+// tiles (40 + 128; FlashAttention-3's tile there; no spills in any variant, NVRTC 13.0); beyond
+// it the consumer's 240 registers leave too little for P, the row statistics and addresses. Three consumers have 160 registers:
 // 96 admits head dim 64 with 128-key tiles (64 + 32), FlashAttention-3's tile there. The
 // generator's feasibility check (generator/kernel_spec_wgmma.cpp) reads this and
 // wgmma_fwd_layout, so the two cannot drift; ptxas's spill report has the last word (the tuner
 // prunes a candidate that spills).
-constexpr int kWgmmaAccumulatorBudget = 160;
+constexpr int kWgmmaAccumulatorBudget = 168;
 constexpr int kWgmmaThreeConsumerAccumulatorBudget = 96;
 CPGEN_HOST_DEVICE constexpr int wgmma_accumulator_budget(int consumers) {
   return consumers == 3 ? kWgmmaThreeConsumerAccumulatorBudget : kWgmmaAccumulatorBudget;
@@ -169,8 +169,10 @@ struct WgmmaFwdTraits {
   static_assert(kBlockM == 64 * kConsumers, "each consumer warpgroup owns the 64 rows of one wgmma m64");
   // 176 is the widest S that leaves O of head dim 128 inside the budget (88 + 64 registers): a
   // third fewer softmax rounds and barrier waits per key than 128, for the unmasked steps that
-  // make up most of a ring. Each N needs its inline PTX (hopper.cuh, CPGEN_WG_DEFINE).
-  static_assert(kBlockN == 64 || kBlockN == 128 || kBlockN == 176, "block_n (the wgmma N of S) is 64, 128 or 176");
+  // make up most of a ring; 80 the widest at head dim 256 (40 + 128), a quarter more keys per
+  // round than 64. Each N needs its inline PTX (hopper.cuh, CPGEN_WG_DEFINE).
+  static_assert(kBlockN == 64 || kBlockN == 80 || kBlockN == 128 || kBlockN == 176,
+                "block_n (the wgmma N of S) is 64, 80, 128 or 176");
   static_assert(kBlockN <= 256 && kBlockN / kGroup <= 256, "a TMA box dimension is at most 256");
   // Every column block starts on a whole swizzle atom (8 lines of W bytes), where both TMA's
   // writes and wgmma's descriptors (base offset 0) put the pattern's origin.

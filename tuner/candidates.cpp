@@ -60,6 +60,7 @@ std::vector<KernelSpec> wgmma_space(const WorkloadKey& w) {
   for (int consumers : kTuneWgmmaConsumers)
     for (int bn : kTuneWgmmaBlockN)
       for (int stages : kTuneWgmmaStages) {
+        if (bn == kTuneWgmmaHeadDim256BlockN && w.head_dim != 256) continue;
         KernelSpec s = base;
         s.block_m = 64 * consumers;
         s.warps = 4 * (1 + consumers);

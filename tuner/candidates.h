@@ -29,8 +29,11 @@ inline constexpr int kTuneStages[] = {1, 2, 3};
 // (block_m = 64 per consumer) and stages. Searched on sm_90a only, next to the mma.sync grid, for
 // the workloads the family can run in the shape they are timed in (runtime/ring/kernel_support.h).
 // Key tiles in search order: the default's 128, then 176 (FlashAttention-3's unmasked head dim
-// 128 tile), then 64.
-inline constexpr int kTuneWgmmaBlockN[] = {128, 176, 64};
+// 128 tile), then 64, then 80, searched at head dim 256 only: there 128 keys do not fit (S 64 +
+// O 128 registers) and 80 is the widest tile that does, FlashAttention-3's choice (S 40 + O 128,
+// and 2 stages of 80 x 256 K and V tiles in 227 KB); below it 128 fits and 80 has no reason.
+inline constexpr int kTuneWgmmaHeadDim256BlockN = 80;
+inline constexpr int kTuneWgmmaBlockN[] = {128, 176, 64, kTuneWgmmaHeadDim256BlockN};
 // Consumers in search order, so a capped search (--max-candidates) drops the least likely first:
 // two (the default's), three (FlashAttention-3's choice at head dim 64), then one, which lost to
 // two wherever the first H200 tune timed both (2026-11-28: 1.25-1.34x slower at head dim 256).

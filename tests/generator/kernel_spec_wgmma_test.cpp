@@ -65,7 +65,7 @@ TEST(KernelSpecWgmma, ParseIsTheInverseOfUri) {
             }
   // dtypes x head dims x causal x groups, then (consumers 1 + consumers 2 with and without
   // ping-pong + consumers 3) x persistent or not x block_n x stages x masks.
-  EXPECT_EQ(count, 2 * 4 * 2 * 5 * (1 + 2 + 1) * 2 * 3 * 3 * 4);
+  EXPECT_EQ(count, 2 * 4 * 2 * 5 * (1 + 2 + 1) * 2 * 4 * 3 * 4);
   // The mma.sync family's URIs still parse as that family.
   EXPECT_EQ(KernelSpec::parse("ring_fwd_bf16_hd128_causal_gqa4_bm128_bn64_w4_s2").kind, KernelKind::kForwardStep);
 }
@@ -80,7 +80,7 @@ TEST(KernelSpecWgmma, BadUrisGetOneLineSayingWhatIsAllowed) {
            // three consumers have no partner to alternate with either
            {"ring_fwd_wgmma_bf16_hd64_causal_gqa1_bm192_bn128_c3_s2_pingpong", "needs 2 consumer warpgroups"},
            {"ring_fwd_wgmma_bf16_hd128_causal_gqa32_bm128_bn128_c2_s2", "allowed: 1, 2, 4, 8, 16"},
-           {"ring_fwd_wgmma_bf16_hd128_causal_gqa1_bm128_bn32_c2_s2", "allowed: 64, 128, 176"},
+           {"ring_fwd_wgmma_bf16_hd128_causal_gqa1_bm128_bn32_c2_s2", "allowed: 64, 80, 128, 176"},
            {"ring_fwd_wgmma_bf16_hd128_causal_gqa1_bm128_bn192_c2_s2", "block_n 192 is not supported"},
            {"ring_fwd_wgmma_bf16_hd128_causal_gqa1_bm128_bn128_w12_s2", "must read 'c<number>'"},
            // the mask tokens in the mma.sync family's order only, each once

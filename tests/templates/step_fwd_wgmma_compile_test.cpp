@@ -65,7 +65,11 @@ const std::vector<std::pair<KernelSpec, CompiledKernel>>& compiled() {
           KernelSpec::parse("ring_fwd_wgmma_fp16_hd64_full_gqa1_bm192_bn128_c3_s2"),
           KernelSpec::parse("ring_fwd_wgmma_bf16_hd64_causal_ivl_cap_gqa4_bm192_bn128_c3_s2"),
           KernelSpec::parse("ring_fwd_wgmma_bf16_hd64_causal_gqa4_bm192_bn128_c3_s2_persistent"),
-          KernelSpec::parse("ring_fwd_wgmma_bf16_hd128_causal_gqa1_bm192_bn64_c3_s3")})
+          KernelSpec::parse("ring_fwd_wgmma_bf16_hd128_causal_gqa1_bm192_bn64_c3_s3"),
+          // 80-key tiles at head dim 256 (S 40 + O 128 registers), plain and persistent in the
+          // heaviest mask variant
+          KernelSpec::parse("ring_fwd_wgmma_bf16_hd256_full_gqa1_bm128_bn80_c2_s2"),
+          KernelSpec::parse("ring_fwd_wgmma_fp16_hd256_causal_ivl_cap_gqa8_bm128_bn80_c2_s2_pingpong_persistent")})
       out.emplace_back(s, compile_kernel(s, "sm_90a", nullptr));
     return out;
   }();

@@ -111,6 +111,13 @@ TEST(StepFwdWgmmaEmulated, Fp16Hd64Causal176KeyTilesGqa2ZigzagRing) {
   check_random<WgmmaFwdTraits<Fp16, 64, 64, 176, 1, 3, true, 2>>(1, 1, 2 * 2 * 100, 11, 2);
 }
 
+// 80-key tiles at head dim 256 (wgmma N = 80, five k-steps of P V; S 40 + O 128 registers):
+// 200 keys per chunk are two whole tiles and a 40-key partial one, so the two-stage ring wraps;
+// causal over a zigzag ring of two, GQA 2.
+TEST(StepFwdWgmmaEmulated, Fp16Hd256Causal80KeyTilesGqa2ZigzagRing) {
+  check_random<WgmmaFwdTraits<Fp16, 256, 128, 80, 2, 2, true, 2>>(1, 1, 2 * 2 * 100, 16, 2);
+}
+
 // Three consumer warpgroups (192-row blocks, 512 threads, 160 registers each: FlashAttention-3's
 // split at head dim 64). A zigzag ring of two with 200 local rows: a whole block and an 8-row one
 // whose second and third consumers have no rows; and a ring of four with 96 local rows, one block

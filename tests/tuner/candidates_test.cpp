@@ -238,6 +238,7 @@ TEST(Candidates, Sm90aForwardWorkloadsAlsoSearchTheWgmmaFamily) {
   for (int consumers : kTuneWgmmaConsumers)
     for (int bn : kTuneWgmmaBlockN)
       for (int stages : kTuneWgmmaStages) {
+        if (bn == kTuneWgmmaHeadDim256BlockN) continue;  // head dim 256 only (below)
         const std::string uri = "ring_fwd_wgmma_bf16_hd128_causal_gqa4_bm" + std::to_string(64 * consumers) + "_bn" +
                                 std::to_string(bn) + "_c" + std::to_string(consumers) + "_s" + std::to_string(stages);
         EXPECT_TRUE(listed.count(uri)) << uri;
@@ -288,6 +289,39 @@ TEST(Candidates, AShortHeadDim64SearchTimesThreeConsumersBeforeOne) {
       EXPECT_EQ(p.spec.block_n, 176) << p.spec.uri();
       EXPECT_NE(p.reason.find("budget is 96 at 3 consumer warpgroups"), std::string::npos) << p.reason;
     }
+}
+
+// 80-key tiles are searched at head dim 256 only, where 128 keys do not fit the registers: its
+// two-stage configs are viable (the plain and ping-pong schedules), three stages are pruned for
+// shared memory; no other head dim lists them.
+TEST(Candidates, EightyKeyTilesAtHeadDim256Only) {
+  WorkloadKey w = llama_diagonal();
+  w.head_dim = 256;
+  const auto listed_with_80 = [](const CandidateSet& set) {
+    std::vector<std::string> out;
+    for (const KernelSpec& s : set.viable)
+      if (s.block_n == 80) out.push_back(s.uri());
+    for (const PrunedCandidate& p : set.pruned)
+      if (p.spec.block_n == 80) out.push_back(p.spec.uri() + " (pruned: " + p.reason + ")");
+    return out;
+  };
+  const CandidateSet set = enumerate_candidates(w);
+  const std::string plain = "ring_fwd_wgmma_bf16_hd256_causal_gqa4_bm128_bn80_c2_s2";
+  int viable = 0;
+  for (const KernelSpec& s : set.viable) viable += s.block_n == 80;
+  EXPECT_NE(std::find_if(set.viable.begin(), set.viable.end(), [&](const KernelSpec& s) { return s.uri() == plain; }),
+            set.viable.end());
+  EXPECT_NE(std::find_if(set.viable.begin(), set.viable.end(),
+                         [&](const KernelSpec& s) { return s.uri() == plain + "_pingpong"; }),
+            set.viable.end());
+  for (const PrunedCandidate& p : set.pruned)
+    if (p.spec.block_n == 80 && wgmma_consumers(p.spec) == 2)
+      EXPECT_NE(p.reason.find("shared memory"), std::string::npos) << p.spec.uri() << ": " << p.reason;
+  EXPECT_GE(viable, 3) << "two consumers (plain, ping-pong) and one";
+  for (int head_dim : {64, 96, 128}) {
+    w.head_dim = head_dim;
+    EXPECT_TRUE(listed_with_80(enumerate_candidates(w)).empty()) << "head dim " << head_dim;
+  }
 }
 
 // Where the family cannot run the workload as it is timed, no wgmma candidate appears: another
