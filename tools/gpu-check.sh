@@ -159,8 +159,9 @@
 # and the tests phase's GpuBwdTimer cases run it); the wgmma family has three-consumer candidates
 # (bm192, _c3: FlashAttention-3's head dim 64 split), searched after two consumers and before one,
 # so the forward tune of examples/shapes times them on encoder-hd64-32k-cp4 (video-dit-full-cp8)
-# and the hd128 workloads' 64-key tiles: its winners say whether three consumers pay. Pack again
-# (new candidates). To see them against cuDNN, one more --kernels-args run with --head-dims 64 and
+# and the hd128 workloads' 64-key tiles: its winners say whether three consumers pay; likewise
+# 80-key tiles at head dim 256 (FlashAttention-3's tile there) on gemma-2b-mqa-32k-cp4
+# (gqa-heavy). Pack again (new candidates). To see them against cuDNN, one more --kernels-args run with --head-dims 64 and
 # --pin 'ring_fwd_wgmma_{dtype}_hd{head_dim}_{mask}_gqa{group}_bm192_bn128_c3_s2'.
 #
 # The GPU machines have nvcc, CMake, PyTorch and the nvidia-nccl Python package but maybe none of
