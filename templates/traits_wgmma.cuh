@@ -74,11 +74,11 @@ CPGEN_HOST_DEVICE constexpr int wgmma_register_plan(int consumers, bool persiste
 
 // S and O of one 64-row wgmma tile per consumer thread, fp32. 168 admits head dim 256 with 80-key
 // tiles (40 + 128; FlashAttention-3's tile there; no spills in any variant, NVRTC 13.0); beyond
-// it the consumer's 240 registers leave too little for P, the row statistics and addresses. Three consumers have 160 registers:
-// 96 admits head dim 64 with 128-key tiles (64 + 32), FlashAttention-3's tile there. The
-// generator's feasibility check (generator/kernel_spec_wgmma.cpp) reads this and
-// wgmma_fwd_layout, so the two cannot drift; ptxas's spill report has the last word (the tuner
-// prunes a candidate that spills).
+// it the consumer's 240 registers leave too little for P, the row statistics and addresses.
+// Three consumers have 160 registers: 96 admits head dim 64 with 128-key tiles (64 + 32),
+// FlashAttention-3's tile there. The generator's feasibility check (generator/kernel_spec_wgmma.cpp)
+// reads this and wgmma_fwd_layout, so the two cannot drift; ptxas's spill report has the last
+// word (the tuner prunes a candidate that spills).
 constexpr int kWgmmaAccumulatorBudget = 168;
 constexpr int kWgmmaThreeConsumerAccumulatorBudget = 96;
 CPGEN_HOST_DEVICE constexpr int wgmma_accumulator_budget(int consumers) {
@@ -128,7 +128,7 @@ struct WgmmaFwdTraits {
   // The CTA barriers of the ping-pong turns: consumer c waits for its turn at kTurnBarrier + c (0
   // is __syncthreads'), and each phase counts both consumer warpgroups.
   static constexpr int kTurnBarrier = 1;
-  static constexpr int kTurnThreads = 128 * kConsumers;  // both consumer warpgroups (ping-pong has two)
+  static constexpr int kTurnThreads = 128 * kConsumers;  // both consumer warpgroups (ping-pong: two)
   static constexpr WgmmaFwdLayout kLayout =
       wgmma_fwd_layout(kHeadDim, kBlockM, kBlockN, kConsumers, kStages, kPersistent);
 
