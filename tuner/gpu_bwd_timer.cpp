@@ -139,17 +139,12 @@ TimingOutcome GpuBackwardTimer::begin_workload(const WorkloadKey& w, const Kerne
     } else {
       // Copies at other addresses are as cold in L2 as fresh data and cost no host time.
       const InputSet& first = sets_.front();
-      auto copy_of = [&](const DeviceBuffer& from) {
-        DeviceBuffer to(device_, from.bytes());
-        CPGEN_CU_CHECK(api.cuMemcpyDtoD(to.address(), from.address(), from.bytes()));
-        return to;
-      };
-      set.q = copy_of(first.q);
-      set.k = copy_of(first.k);
-      set.v = copy_of(first.v);
-      set.dout = copy_of(first.dout);
-      set.lse = copy_of(first.lse);
-      set.delta = copy_of(first.delta);
+      set.q = first.q.copy();
+      set.k = first.k.copy();
+      set.v = first.v.copy();
+      set.dout = first.dout.copy();
+      set.lse = first.lse.copy();
+      set.delta = first.delta.copy();
     }
     // Zeroed, so that a step that adds (every step type but bwd-diagonal) adds to finite values.
     set.dq_acc = DeviceBuffer(device_, q_elems * 4);
@@ -186,14 +181,9 @@ TimingOutcome GpuBackwardTimer::begin_workload(const WorkloadKey& w, const Kerne
   if (against_float64.disposition != Disposition::kOk) return against_float64;
   // Device copies for the candidates' check (set 0's accumulators are reset for each).
   if (!compare_) compare_ = std::make_unique<GpuCompare>(device_);
-  const auto copy_of = [&](const DeviceBuffer& from) {
-    DeviceBuffer to(device_, from.bytes());
-    CPGEN_CU_CHECK(api.cuMemcpyDtoD(to.address(), from.address(), from.bytes()));
-    return to;
-  };
-  reference_dq_ = copy_of(sets_.front().dq_acc);
-  reference_dk_ = copy_of(sets_.front().dk_acc);
-  reference_dv_ = copy_of(sets_.front().dv_acc);
+  reference_dq_ = sets_.front().dq_acc.copy();
+  reference_dk_ = sets_.front().dk_acc.copy();
+  reference_dv_ = sets_.front().dv_acc.copy();
   return against_float64;
 }
 
@@ -319,13 +309,9 @@ TimingOutcome GpuBackwardTimer::compare_with_reference(const KernelSpec& spec) {
         compare_->run_gradient(*t.got, *t.want, rows, hd, gradient_agreement_relative(w.dtype), stream_->get());
     if (at < 0) continue;
     // Only the disagreeing element comes to the host, for the message; its tolerance from want's row.
-    float got = 0;
-    CPGEN_CU_CHECK(cu::driver().cuMemcpyDtoH(&got, t.got->address() + static_cast<size_t>(at) * sizeof got, sizeof got));
-    const float* row = t.want_host->data() + at / hd * hd;
-    double squares = 0;
-    for (int d = 0; d < hd; ++d) squares += static_cast<double>(row[d]) * row[d];
+    const float got = t.got->element<float>(static_cast<size_t>(at));
     const double want = (*t.want_host)[at];
-    const double tol = gradient_agreement_tolerance(w.dtype, want, std::sqrt(squares / hd));
+    const double tol = gradient_agreement_tolerance(w.dtype, want, row_rms(t.want_host->data() + at / hd * hd, hd));
     return {Disposition::kWrongResult, {}, spec.uri() + " " + element_name(t.name, at, t.heads, t.len, hd) + " = " +
                 value_text(got) + ", reference config " + value_text(want) + " (tolerance " + value_text(tol) + ")"};
   }

@@ -158,12 +158,9 @@ TimingOutcome GpuTimer::begin_workload(const WorkloadKey& w, const KernelSpec& r
       set.k = DeviceBuffer::from_host(device_, encode_exact_all(host_k_, w.dtype));
       set.v = DeviceBuffer::from_host(device_, encode_exact_all(host_v_, w.dtype));
     } else {
-      set.q = DeviceBuffer(device_, q_elems * 2);
-      set.k = DeviceBuffer(device_, kv_elems * 2);
-      set.v = DeviceBuffer(device_, kv_elems * 2);
-      CPGEN_CU_CHECK(api.cuMemcpyDtoD(set.q.address(), sets_[0].q.address(), q_elems * 2));
-      CPGEN_CU_CHECK(api.cuMemcpyDtoD(set.k.address(), sets_[0].k.address(), kv_elems * 2));
-      CPGEN_CU_CHECK(api.cuMemcpyDtoD(set.v.address(), sets_[0].v.address(), kv_elems * 2));
+      set.q = sets_[0].q.copy();
+      set.k = sets_[0].k.copy();
+      set.v = sets_[0].v.copy();
     }
     set.out = DeviceBuffer(device_, q_elems * 2);
     set.lse = DeviceBuffer(device_, rows * 4);
@@ -180,10 +177,8 @@ TimingOutcome GpuTimer::begin_workload(const WorkloadKey& w, const KernelSpec& r
   reference_lse_ = sets_.front().lse.download_as<float>();
   if (!compare_) compare_ = std::make_unique<GpuCompare>(device_);
   // A device copy for the candidates' check (set 0's out and lse are poisoned again for each).
-  reference_out_dev_ = DeviceBuffer(device_, sets_.front().out.bytes());
-  reference_lse_dev_ = DeviceBuffer(device_, sets_.front().lse.bytes());
-  CPGEN_CU_CHECK(api.cuMemcpyDtoD(reference_out_dev_.address(), sets_.front().out.address(), sets_.front().out.bytes()));
-  CPGEN_CU_CHECK(api.cuMemcpyDtoD(reference_lse_dev_.address(), sets_.front().lse.address(), sets_.front().lse.bytes()));
+  reference_out_dev_ = sets_.front().out.copy();
+  reference_lse_dev_ = sets_.front().lse.copy();
   // The reference against float64, on a spread of rows: first and last rows of each head (the
   // mask's edges) and a stride through the middle, over every (batch, head).
   const double tol = output_tolerance(w.dtype);
@@ -259,22 +254,17 @@ TimingOutcome GpuTimer::measure(const KernelSpec& spec, const CompiledKernel& ke
   const int64_t n_out = static_cast<int64_t>(reference_out_.size()), n_lse = static_cast<int64_t>(reference_lse_.size());
   const Disagreement bad = compare_->run(set.out, reference_out_dev_, n_out, tol, w.dtype, set.lse, reference_lse_dev_,
                                          n_lse, 2 * kLseAbsolute, 2 * kLseRelative, stream_->get());
-  const auto element_at = [](const DeviceBuffer& buffer, int64_t i, auto* value) {
-    CPGEN_CU_CHECK(cu::driver().cuMemcpyDtoH(value, buffer.address() + static_cast<size_t>(i) * sizeof *value, sizeof *value));
-  };
   const int64_t hd = w.head_dim;
   if (bad.out >= 0) {
     const int64_t i = bad.out, row_index = i / hd;
-    uint16_t got = 0;
-    element_at(set.out, i, &got);
+    const uint16_t got = set.out.element<uint16_t>(static_cast<size_t>(i));
     return {Disposition::kWrongResult, {}, spec.uri() + " out" +
                 describe_element(row_index / (w.q_heads * w.q_len), row_index / w.q_len % w.q_heads, row_index % w.q_len, i % hd) +
                 " = " + value_text(decode_16(got, w.dtype)) + ", reference config " +
                 value_text(decode_16(reference_out_[i], w.dtype)) + " (tolerance " + value_text(tol) + ")"};
   }
   if (bad.lse >= 0) {
-    float got = 0;
-    element_at(set.lse, bad.lse, &got);
+    const float got = set.lse.element<float>(static_cast<size_t>(bad.lse));
     return {Disposition::kWrongResult, {}, spec.uri() + " lse row " + std::to_string(bad.lse) + " = " + value_text(got) +
                                                ", reference config " + value_text(reference_lse_[bad.lse])};
   }

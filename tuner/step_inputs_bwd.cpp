@@ -181,6 +181,12 @@ double gradient_agreement_tolerance(Dtype dtype, double want, double row_rms) {
 
 double gradient_agreement_relative(Dtype dtype) { return 4 * ulp_at_one(dtype); }
 
+double row_rms(const float* row, int head_dim) {
+  double squares = 0;
+  for (int d = 0; d < head_dim; ++d) squares += static_cast<double>(row[d]) * row[d];
+  return std::sqrt(squares / head_dim);
+}
+
 int64_t first_gradient_mismatch(const std::vector<float>& got, const std::vector<float>& want, int head_dim,
                                 Dtype dtype, double* tolerance) {
   if (got.size() != want.size() || head_dim <= 0 || want.size() % head_dim != 0) {
@@ -192,9 +198,7 @@ int64_t first_gradient_mismatch(const std::vector<float>& got, const std::vector
   parallel_ranges(rows, [&](int64_t begin, int64_t end) {
     for (int64_t r = begin; r < end && r * head_dim < first.load(); ++r) {
       const size_t base = static_cast<size_t>(r) * head_dim;
-      double squares = 0;
-      for (int d = 0; d < head_dim; ++d) squares += static_cast<double>(want[base + d]) * want[base + d];
-      const double rms = std::sqrt(squares / head_dim);
+      const double rms = row_rms(want.data() + base, head_dim);
       for (int d = 0; d < head_dim; ++d) {
         const double g = got[base + d], x = want[base + d];
         // Written as a negation so that a NaN on either side (a poisoned, unwritten element) fails.
@@ -210,10 +214,7 @@ int64_t first_gradient_mismatch(const std::vector<float>& got, const std::vector
   });
   const int64_t at = first.load();
   if (at >= static_cast<int64_t>(want.size())) return -1;
-  const int64_t base = at / head_dim * head_dim;
-  double squares = 0;
-  for (int d = 0; d < head_dim; ++d) squares += static_cast<double>(want[base + d]) * want[base + d];
-  if (tolerance) *tolerance = gradient_agreement_tolerance(dtype, want[at], std::sqrt(squares / head_dim));
+  if (tolerance) *tolerance = gradient_agreement_tolerance(dtype, want[at], row_rms(want.data() + at / head_dim * head_dim, head_dim));
   return at;
 }
 

@@ -83,6 +83,8 @@ double gradient_tolerance(Dtype dtype, double magnitude);
 // the root mean square of want's row: gradient_agreement_relative(dtype) (|want| + row_rms).
 double gradient_agreement_tolerance(Dtype dtype, double want, double row_rms);
 double gradient_agreement_relative(Dtype dtype);
+// The root mean square of the head_dim values at `row`, in float64.
+double row_rms(const float* row, int head_dim);
 
 // The first element (flat index) where `got` and `want` ([rows, head_dim] fp32) disagree beyond
 // gradient_agreement_tolerance, NaN included; -1 when they agree everywhere. Sets *tolerance to

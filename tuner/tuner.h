@@ -37,9 +37,10 @@ struct TuneOptions {
   // checked launch alone (the one compared with the reference, timed with events) took more than
   // race_check_margin times the best, and a second such launch too (CandidateTimer's
   // confirmed_stop_at_check: the first may run cold), is timed no further: no warmup, no probe
-  // (its record keeps the faster of the two as its one sample and says so). That launch moves no more memory than a
-  // timed one (a first and last step: no state read), so it does not make a candidate look slower
-  // than it is; below the floor a first launch's fixed costs could. 0: no such cut. At 32K a
+  // (its record keeps the faster of the two as its one sample and says so). That launch moves no
+  // more memory than a timed one (a first and last step: no state read), so it does not make a
+  // candidate look slower than it is; below the floor a first launch's fixed costs could. 0: no
+  // such cut. At 32K a
   // loser's warmup and probe took 10 launches of 20-55 ms each (the H200 forward tune of
   // 2026-11-28: 311 of 393 timed candidates were 1.5x the best or slower).
   double race_check_margin = 1.5;

@@ -103,7 +103,7 @@ struct RingAttention::Impl {
     // A margin that leaves the device no SM is refused here, at creation, rather than at the first
     // forward of a persistent step (the same one-line rule and message).
     if (sm_margin >= 0)
-      resident_ctas_beside(1, device_sm_count(device), sm_margin, "the ring's SM margin (RingOptions::sm_margin or CPGEN_SM_MARGIN)");
+      check_sm_margin(sm_margin, device_sm_count(device), "the ring's SM margin (RingOptions::sm_margin or CPGEN_SM_MARGIN)");
     RingKernelSelection selection = select_ring_kernels(problem, options.database_path, arch, device);
     if (exchange_kernels) place_beside_exchange_kernels(selection, sm_margin);
     std::vector<std::pair<StepType, KernelSpec>> per_step;

@@ -62,11 +62,19 @@ void DeviceBuffer::upload(const void* host, size_t bytes) {
   gpu::finish_legacy_stream();  // the DMA from the staging copy may still be under way
 }
 
-void DeviceBuffer::download(void* host, size_t bytes) const {
-  check_range(bytes, bytes_, "download");
+void DeviceBuffer::download(void* host, size_t bytes, size_t offset) const {
+  check_range(offset + bytes, bytes_, "download");
   if (bytes == 0) return;
   use_primary_context(device_);
-  CPGEN_CU_CHECK(cu::driver().cuMemcpyDtoH(host, address_, bytes));
+  CPGEN_CU_CHECK(cu::driver().cuMemcpyDtoH(host, address_ + offset, bytes));
+}
+
+DeviceBuffer DeviceBuffer::copy() const {
+  DeviceBuffer to(device_, bytes_);
+  if (bytes_ == 0) return to;
+  CPGEN_CU_CHECK(cu::driver().cuMemcpyDtoD(to.address_, address_, bytes_));
+  gpu::finish_legacy_stream();  // a device-to-device copy returns before it is done
+  return to;
 }
 
 void DeviceBuffer::fill_bytes(uint8_t value) {

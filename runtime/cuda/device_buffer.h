@@ -38,9 +38,21 @@ class DeviceBuffer {
   // they run on), so work on any stream enqueued after them sees the bytes. download does not wait
   // for other streams: synchronize the work that wrote the buffer first.
   void upload(const void* host, size_t bytes);
-  void download(void* host, size_t bytes) const;
+  // download: from byte `offset` on (0: the start).
+  void download(void* host, size_t bytes, size_t offset = 0) const;
   void fill_bytes(uint8_t value);
   void poison() { fill_bytes(0xFF); }
+  // A new buffer on the same device holding these bytes (a device-to-device copy, in place when
+  // this returns, as upload's).
+  DeviceBuffer copy() const;
+
+  // Element i of the buffer as an array of T (one small download, as download).
+  template <typename T>
+  T element(size_t i) const {
+    T value{};
+    download(&value, sizeof value, i * sizeof value);
+    return value;
+  }
 
   template <typename T>
   std::vector<T> download_as() const {

@@ -103,10 +103,14 @@ int LoadedKernel::max_threads_per_block() const {
   return function_attribute(CU_FUNC_ATTRIBUTE_MAX_THREADS_PER_BLOCK, function_);
 }
 
-int resident_ctas_beside(int per_sm, int sm_count, int sm_margin, const std::string& uri) {
+void check_sm_margin(int sm_margin, int sm_count, const std::string& what) {
   if (sm_margin < 0 || sm_margin >= sm_count)
-    throw Error(ErrorKind::kBadInput, uri + ": an SM margin of " + std::to_string(sm_margin) + " is not allowed on a device of " +
+    throw Error(ErrorKind::kBadInput, what + ": an SM margin of " + std::to_string(sm_margin) + " is not allowed on a device of " +
                                           std::to_string(sm_count) + " SMs; allowed: 0 to " + std::to_string(sm_count - 1));
+}
+
+int resident_ctas_beside(int per_sm, int sm_count, int sm_margin, const std::string& uri) {
+  check_sm_margin(sm_margin, sm_count, uri);
   return per_sm * (sm_count - sm_margin);
 }
 

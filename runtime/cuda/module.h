@@ -45,9 +45,11 @@ class CallerContextGuard {
   CUcontext saved_ = nullptr;
 };
 
+// Throws Error(kBadInput) naming `what` when an SM margin is negative or leaves none of the
+// device's `sm_count` SMs.
+void check_sm_margin(int sm_margin, int sm_count, const std::string& what);
 // per_sm CTAs on each of `sm_count` SMs but `sm_margin`, which stay free for other kernels (NCCL's
-// beside a persistent step). Throws Error(kBadInput) naming `uri` when the margin is negative or
-// leaves no SM.
+// beside a persistent step); check_sm_margin first, naming `uri`.
 int resident_ctas_beside(int per_sm, int sm_count, int sm_margin, const std::string& uri);
 // The SMs of CUDA device `device` (its multiprocessor count).
 int device_sm_count(int device);

@@ -1,4 +1,5 @@
-// The RAII device buffer used by GPU tests: round trips, poisoning, bounds, ownership.
+// The RAII device buffer used by GPU tests: round trips, poisoning, copies, single elements,
+// bounds, ownership.
 #include <gtest/gtest.h>
 
 #include <cmath>
@@ -48,6 +49,22 @@ TEST(DeviceBuffer, CopiesPastTheEndAreRejected) {
     EXPECT_EQ(e.kind(), ErrorKind::kInternal);
   }
   EXPECT_THROW(buffer.download(host.data(), host.size()), Error);
+}
+
+// copy() is a second buffer with the same bytes, independent of the first; element(i) reads one
+// value, and an element past the end is rejected as a download past it is.
+TEST(DeviceBuffer, CopyIsIndependentAndElementReadsOneValue) {
+  CPGEN_REQUIRE_GPU();
+  std::vector<float> values(1000);
+  for (size_t i = 0; i < values.size(); ++i) values[i] = static_cast<float>(i) * 0.5f;
+  DeviceBuffer buffer = DeviceBuffer::from_host(0, values);
+  DeviceBuffer copy = buffer.copy();
+  EXPECT_NE(copy.address(), buffer.address());
+  buffer.poison();
+  EXPECT_EQ(copy.download_as<float>(), values);
+  EXPECT_EQ(copy.element<float>(777), 388.5f);
+  EXPECT_EQ(copy.element<float>(999), 499.5f);
+  EXPECT_THROW(copy.element<float>(1000), Error);
 }
 
 TEST(DeviceBuffer, MoveTransfersOwnership) {
