@@ -10,6 +10,7 @@
 #include "runtime/cuda/cuda_driver.h"
 #include "runtime/cuda/module.h"
 #include "tuner/event_timing.h"
+#include "tuner/input_sets.h"
 #include "tuner/parallel_for.h"
 
 namespace cpgen {
@@ -113,20 +114,7 @@ TimingOutcome GpuBackwardTimer::begin_workload(const WorkloadKey& w, const Kerne
   const size_t q_elems = host_.q.size(), kv_elems = host_.k.size(), rows = host_.lse.size();
   // q, dout, k, v in 16 bits; lse, delta, dq_acc, dk_acc, dv_acc in fp32.
   const size_t set_bytes = q_elems * 2 * 2 + kv_elems * 2 * 2 + rows * 4 * 2 + q_elems * 4 + kv_elems * 4 * 2;
-  // As the forward harness: sets spanning four times the L2, two to eight, within half the free memory.
-  CUdevice dev = 0;
-  CPGEN_CU_CHECK(api.cuDeviceGet(&dev, device_));
-  int l2_bytes = 0;
-  CPGEN_CU_CHECK(api.cuDeviceGetAttribute(&l2_bytes, CU_DEVICE_ATTRIBUTE_L2_CACHE_SIZE, dev));
-  size_t free_bytes = 0, total_bytes = 0;
-  CPGEN_CU_CHECK(api.cuMemGetInfo(&free_bytes, &total_bytes));
-  if (set_bytes > free_bytes / 2) {
-    throw Error(ErrorKind::kCuda, "tune: one backward input set of " + w.describe() + " needs " +
-                                      std::to_string(set_bytes >> 20) + " MiB; the device has " +
-                                      std::to_string(free_bytes >> 20) + " MiB free");
-  }
-  size_t count = std::clamp<size_t>((4 * static_cast<size_t>(l2_bytes) + set_bytes - 1) / set_bytes, 2, 8);
-  count = std::min(count, std::max<size_t>(1, free_bytes / 2 / set_bytes));
+  const size_t count = device_input_set_count(device_, set_bytes, "backward input set of " + w.describe());
   for (size_t s = 0; s < count; ++s) {
     InputSet set;
     if (s == 0) {

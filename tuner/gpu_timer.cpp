@@ -12,6 +12,7 @@
 #include "runtime/backend/gpu_step_kernel.h"
 #include "runtime/cuda/module.h"
 #include "tuner/event_timing.h"
+#include "tuner/input_sets.h"
 #include "tuner/parallel_for.h"
 #include "tuner/tuner.h"
 
@@ -129,20 +130,7 @@ TimingOutcome GpuTimer::begin_workload(const WorkloadKey& w, const KernelSpec& r
   const size_t kv_elems = static_cast<size_t>(w.batch) * w.kv_heads * w.kv_len * w.head_dim;
   const size_t rows = static_cast<size_t>(w.batch) * w.q_heads * w.q_len;
   const size_t set_bytes = q_elems * 2 * 2 + kv_elems * 2 * 2 + q_elems * 4 + rows * 4 * 3;
-  // Enough sets that one pass over them is four times the L2, at least two, at most eight, and
-  // never more than half of the free memory.
-  CUdevice dev = 0;
-  CPGEN_CU_CHECK(api.cuDeviceGet(&dev, device_));
-  int l2_bytes = 0;
-  CPGEN_CU_CHECK(api.cuDeviceGetAttribute(&l2_bytes, CU_DEVICE_ATTRIBUTE_L2_CACHE_SIZE, dev));
-  size_t free_bytes = 0, total_bytes = 0;
-  CPGEN_CU_CHECK(api.cuMemGetInfo(&free_bytes, &total_bytes));
-  size_t count = std::clamp<size_t>((4 * static_cast<size_t>(l2_bytes) + set_bytes - 1) / set_bytes, 2, 8);
-  count = std::min(count, std::max<size_t>(1, free_bytes / 2 / set_bytes));
-  if (set_bytes > free_bytes / 2) {
-    throw Error(ErrorKind::kCuda, "tune: one input set of " + w.describe() + " needs " + std::to_string(set_bytes >> 20) +
-                                      " MiB; the device has " + std::to_string(free_bytes >> 20) + " MiB free");
-  }
+  const size_t count = device_input_set_count(device_, set_bytes, "input set of " + w.describe());
   // Set 0 gets random values; the others are device copies of it. L2 caches by address, so a
   // copy at another address is as cold as fresh data, and filling it costs no host time.
   // k/64 values in [-1, 1], exact in both 16-bit types (step_inputs.h), drawn in parallel: at a
