@@ -4,6 +4,8 @@
 #include <cmath>
 #include <iterator>
 #include <cstdlib>
+#include <utility>
+#include <vector>
 
 #include "cache/records.h"
 #include "cpgen/error.h"
@@ -138,13 +140,21 @@ static Selection select_in_order(const WorkloadKey& w, Database* db, const Envir
   // Pretuned caches: measured entries first (exact, then nearest bucket), then patterns.
   const CacheEntry* chosen = nullptr;
   int chosen_rank = 0;  // 0 exact, 1 + distance for a bucket; patterns handled below
+  // cache_winner_changed of each workload asked about, found once (it scans every entry).
+  std::vector<std::pair<const WorkloadKey*, bool>> changed;
+  auto winner_changed_of = [&](const WorkloadKey& ew) {
+    for (const auto& [key, is_changed] : changed)
+      if (*key == ew) return is_changed;
+    changed.emplace_back(&ew, cache_winner_changed(caches, ew, env));
+    return changed.back().second;
+  };
   for (const CacheEntry& entry : caches.entries) {
     if (!entry.record || !entry.record->valid()) continue;
     const WorkloadKey& ew = entry.record->workload;
     if (!same_except_lengths(ew, w) || !usable_spec(entry.kernel_uri, w)) continue;
     // The code hash last: the first selection of a process hashes each kernel it asks about.
     if (!pretuned_env_matches(entry.record->env, env.for_kernel(entry.record->kernel_uri))) continue;
-    if (cache_winner_changed(caches, ew, env)) continue;
+    if (winner_changed_of(ew)) continue;
     int rank = ew == w ? 0 : 1 + bucket_distance(ew, w);
     bool better = !chosen || rank < chosen_rank ||
                   (rank == chosen_rank && entry.winner != chosen->winner && entry.winner) ||
