@@ -14,6 +14,7 @@
 #include "cpgen/nccl_bootstrap.h"
 #include "cpgen/problem.h"
 #include "cpgen/ring_attention.h"
+#include "runtime/core/problem_limits.h"
 #include "runtime/cuda/cuda_driver.h"
 #include "runtime/ring/partition.h"
 #include "runtime/ring/kernel_support.h"
@@ -112,6 +113,11 @@ cpgen::Problem to_problem(const cpgen_problem* c, const char* function, bool for
       cpgen::throw_bad_input(std::string(function) + ": document_count " + std::to_string(c->document_count) +
                              (c->document_count < 0 ? " is negative" : " with documents NULL") +
                              "; allowed: 0 (one document), or a count with that many lengths in documents");
+    // The limit before the copy: a count past it would read (or, wrapping the pointer sum, skip)
+    // memory the caller never gave.
+    if (c->document_count > cpgen::kMaxDocuments)
+      cpgen::throw_bad_input(std::string(function) + ": document_count " + std::to_string(c->document_count) +
+                             " is too large; at most " + std::to_string(cpgen::kMaxDocuments) + " documents are allowed");
     if (c->document_count > 0) p.documents.assign(c->documents, c->documents + c->document_count);
     p.window_left = c->window_left;
     p.window_right = c->window_right;

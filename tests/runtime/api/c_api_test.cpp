@@ -6,6 +6,7 @@
 #include <gtest/gtest.h>
 
 #include <cstddef>
+#include <cstdint>
 #include <cstring>
 #include <string>
 #include <thread>
@@ -83,6 +84,19 @@ TEST(CApi, EveryBadMaskOrLayoutFieldIsNamed) {
       {"documents sum to 1096", [](cpgen_problem& p) { p.documents = kShort; p.document_count = 2; }},
       {"document_count -1 is negative", [](cpgen_problem& p) { p.document_count = -1; }},
       {"document_count 3 with documents NULL", [](cpgen_problem& p) { p.document_count = 3; }},
+      // Counts past the limit are refused before any entry is read: 2^61 entries of 8 bytes wrap
+      // the pointer sum back to the array's start (it read nothing and passed), 2^40 ran out of
+      // host memory, INT64_MAX overflowed a vector's size (both an internal error).
+      {"document_count 1048577 is too large; at most 1048576",
+       [](cpgen_problem& p) { p.documents = kShort; p.document_count = (int64_t{1} << 20) + 1; }},
+      {"document_count 2305843009213693952 is too large",
+       [](cpgen_problem& p) { p.documents = kShort; p.document_count = int64_t{1} << 61; }},
+      {"document_count 2305843009213693954 is too large",
+       [](cpgen_problem& p) { p.documents = kShort; p.document_count = (int64_t{1} << 61) + 2; }},
+      {"document_count 1099511627776 is too large",
+       [](cpgen_problem& p) { p.documents = kShort; p.document_count = int64_t{1} << 40; }},
+      {"document_count 9223372036854775807 is too large",
+       [](cpgen_problem& p) { p.documents = kShort; p.document_count = INT64_MAX; }},
       {"window_left is -2", [](cpgen_problem& p) { p.window_left = -2; }},
       {"window_right is -7", [](cpgen_problem& p) { p.window_right = -7; }},
       {"softcap", [](cpgen_problem& p) { p.softcap = -1; }},
