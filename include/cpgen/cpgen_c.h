@@ -121,10 +121,11 @@ CPGEN_API cpgen_status cpgen_partition_positions(const cpgen_problem* problem, i
 CPGEN_API cpgen_status cpgen_device_count(int32_t* count);
 
 /* NCCL communicators for cpgen_ring_create_nccl, through a file every rank can read: rank 0
- * writes NCCL's unique id there (atomically) and removes it once all ranks joined; the others wait
- * up to timeout_seconds for it. job_key (may be NULL) must match between ranks, so that a stale
- * file of an earlier job is never used. *comm receives an ncclComm_t. CPGEN_ERR_NCCL when cpgen
- * was built without NCCL. */
+ * writes NCCL's unique id there (atomically) and removes it once all ranks joined, or when its own
+ * init fails; the others wait up to timeout_seconds for it. job_key (may be NULL) must match
+ * between ranks, so that a stale file of an earlier job is never used. device: the rank's CUDA
+ * device ordinal, 0 and up. *comm receives an ncclComm_t. CPGEN_ERR_NCCL when cpgen was built
+ * without NCCL. */
 CPGEN_API cpgen_status cpgen_nccl_comm_from_file(const char* path, int32_t rank, int32_t nranks,
                                                  int32_t device, double timeout_seconds,
                                                  const char* job_key, void** comm);

@@ -47,7 +47,8 @@ struct NcclFileBootstrap {
   std::string job_key;           // optional: written by rank 0, must match on the others, so a
                                  // stale file from an earlier job is never used
 };
-// Rank 0 writes the id file and removes it once every rank joined; returns the ncclComm_t.
+// Rank 0 writes the id file and removes it once every rank joined (or when its own init fails);
+// returns the ncclComm_t. A negative device is kBadInput.
 // Errors name the rank, the path and what went wrong (timeout, mismatched nranks or job key).
 void* nccl_comm_from_file(const NcclFileBootstrap& options);
 

@@ -143,16 +143,25 @@ void* nccl_comm_from_file(const NcclFileBootstrap& o) {
   if (o.nranks < 1 || o.rank < 0 || o.rank >= o.nranks)
     throw_bad_input("nccl_comm_from_file: rank " + std::to_string(o.rank) +
                     " is outside [0, nranks " + std::to_string(o.nranks) + ")");
+  if (o.device < 0)
+    throw_bad_input("nccl_comm_from_file: device " + std::to_string(o.device) +
+                    " is not a device ordinal; allowed: 0 and up");
   NcclUniqueId id{};
-  if (o.rank == 0) {
-    id = nccl_unique_id();
-    write_id_file(o, id);
-  } else {
-    id = wait_for_id_file(o);
+  if (o.rank != 0) return nccl_comm_init(wait_for_id_file(o), o.rank, o.nranks, o.device);
+  id = nccl_unique_id();
+  write_id_file(o, id);
+  void* comm = nullptr;
+  try {
+    comm = nccl_comm_init(id, o.rank, o.nranks, o.device);
+  } catch (...) {
+    // A failed rank 0 takes its id back: the file would otherwise wait there for the next job's
+    // ranks (with no job key, any of them) to join an id no rank 0 serves.
+    std::error_code ignored;
+    std::filesystem::remove(o.path, ignored);
+    throw;
   }
-  void* comm = nccl_comm_init(id, o.rank, o.nranks, o.device);
   // Init is collective: once it returned on rank 0 every rank has read the file.
-  if (o.rank == 0) std::filesystem::remove(o.path);
+  std::filesystem::remove(o.path);
   return comm;
 }
 

@@ -6,6 +6,7 @@
 #include <gtest/gtest.h>
 
 #include <chrono>
+#include <filesystem>
 #include <fstream>
 #include <string>
 
@@ -90,6 +91,28 @@ TEST(NcclBootstrap, BadRankIsBadInput) {
   Error e = bootstrap_error(o);
   EXPECT_EQ(e.kind(), ErrorKind::kBadInput);
   EXPECT_NE(std::string(e.what()).find("rank 3"), std::string::npos) << e.what();
+}
+
+TEST(NcclBootstrap, ANegativeDeviceIsBadInputAndWritesNoFile) {
+  testing::TempDir dir("nccl_boot");
+  NcclFileBootstrap o = options_in(dir, 0, 2);
+  o.device = -1;
+  Error e = bootstrap_error(o);
+  EXPECT_EQ(e.kind(), ErrorKind::kBadInput);
+  EXPECT_NE(std::string(e.what()).find("device -1"), std::string::npos) << e.what();
+  EXPECT_FALSE(std::filesystem::exists(o.path));
+}
+
+// Rank 0 writes the id file before its communicator init; an init that fails (here on a device
+// no machine has: with or without a GPU, or NCCL unable to load before the file) leaves no file
+// for a later job's ranks to join. Before the fix the file stayed, and a rank 1 without a job
+// key took it at once.
+TEST(NcclBootstrap, ARankZeroWhoseInitFailsLeavesNoIdFile) {
+  testing::TempDir dir("nccl_boot");
+  NcclFileBootstrap o = options_in(dir, 0, 2);
+  o.device = 1000;
+  bootstrap_error(o);
+  EXPECT_FALSE(std::filesystem::exists(o.path));
 }
 
 #else
