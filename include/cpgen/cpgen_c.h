@@ -141,8 +141,8 @@ CPGEN_API cpgen_status cpgen_nccl_library(int32_t* version, const char** path);
 /* A ring attention object for one problem; see cpgen/ring_attention.h. */
 typedef struct cpgen_ring cpgen_ring;
 
-/* Loopback: all cp_size ranks as virtual ranks in this process, on CUDA device `device`.
- * database_path may be NULL (default lookup). */
+/* Loopback: all cp_size ranks as virtual ranks in this process, on CUDA device `device` (-1:
+ * device 0; below -1: CPGEN_ERR_BAD_INPUT). database_path may be NULL (default lookup). */
 CPGEN_API cpgen_status cpgen_ring_create_loopback(const cpgen_problem* problem, int32_t device,
                                                   const char* database_path, cpgen_ring** ring);
 /* NCCL: this process is one rank of nccl_comm (an ncclComm_t whose size is cp_size), on the

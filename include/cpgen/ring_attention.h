@@ -72,7 +72,7 @@ const char* version();  // "0.1.0"
 struct RingOptions {
   std::string database_path;         // tuning database (read, never created); empty: $CPGEN_DB,
                                      // else $XDG_CACHE_HOME/cpgen/cpgen.db, else ~/.cache/cpgen/cpgen.db
-  int device = -1;                   // loopback: CUDA device ordinal; -1: 0
+  int device = -1;                   // loopback: CUDA device ordinal; -1: 0; below: kBadInput
   double watchdog_seconds = 300;     // NCCL: a step whose transfer takes longer aborts the ring
   std::string arch;                  // kernel target ("sm_90a"...); empty: from the device
   // SMs a persistent forward step leaves free for other kernels (NCCL's send and receive), as

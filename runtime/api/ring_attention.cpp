@@ -286,10 +286,13 @@ RingAttention RingAttention::loopback(const Problem& problem, const RingOptions&
   const CallerContextGuard keep;  // the caller's current context, back on return
   problem.validate();
   check_kernel_ring_problem(problem);  // what the kernels run today, before the device
+  if (options.device < -1)
+    throw_bad_input("RingAttention::loopback: device " + std::to_string(options.device) +
+                    " is not a device ordinal; allowed: -1 (device 0) or 0 and up");
   auto impl = std::make_unique<Impl>();
   impl->problem = problem;
   impl->options = options;
-  impl->setup(options.device < 0 ? 0 : options.device, /*exchange_kernels=*/false);
+  impl->setup(options.device == -1 ? 0 : options.device, /*exchange_kernels=*/false);
   const int n = static_cast<int>(problem.cp_size);
   impl->loopback = std::make_unique<gpu::LoopbackRing>(n);
   impl->fork_event = std::make_unique<gpu::Event>();

@@ -375,6 +375,18 @@ TEST(CApi, BackwardArgumentsAreCheckedOnALoopbackRing) {
   cpgen_ring_destroy(ring);
 }
 
+// A loopback device below -1 names no device: refused before any device is looked for (it ran
+// on device 0 before). -1 means device 0, as RingOptions::device documents.
+TEST(CApi, ALoopbackDeviceBelowMinusOneIsBadInput) {
+  cpgen_problem p = valid_problem();
+  cpgen_ring* ring = reinterpret_cast<cpgen_ring*>(0x1);
+  EXPECT_EQ(cpgen_ring_create_loopback(&p, -5, nullptr, &ring), CPGEN_ERR_BAD_INPUT);
+  EXPECT_EQ(ring, nullptr);
+  const std::string message = cpgen_last_error();
+  EXPECT_NE(message.find("device -5"), std::string::npos) << message;
+  EXPECT_EQ(message.find('\n'), std::string::npos) << message;
+}
+
 TEST(CApi, NcclRingNeedsACommunicator) {
   cpgen_problem p = valid_problem();
   cpgen_ring* ring = nullptr;
