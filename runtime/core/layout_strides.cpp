@@ -2,6 +2,8 @@
 
 #include <algorithm>
 #include <array>
+#include <optional>
+#include <utility>
 
 #include "cpgen/error.h"
 
@@ -22,9 +24,24 @@ ShardStrides layout_shard_strides(const Problem& p, int64_t rows) {
   return {q, kv, kv, q, q, q, kv, kv};
 }
 
+namespace {
+
+// a * b + c, or nothing where it leaves int64.
+std::optional<int64_t> multiply_add(int64_t a, int64_t b, int64_t c) {
+  int64_t product = 0, sum = 0;
+  if (__builtin_mul_overflow(a, b, &product) || __builtin_add_overflow(product, c, &sum)) return std::nullopt;
+  return sum;
+}
+
+}  // namespace
+
 int64_t tensor_span(const TensorStrides& s, int64_t batch, int64_t heads, int64_t rows, int64_t head_dim) {
   if (batch <= 0 || heads <= 0 || rows <= 0) return 0;
-  return (batch - 1) * s.batch + (heads - 1) * s.head + (rows - 1) * s.row + head_dim;
+  std::optional<int64_t> span = head_dim;
+  for (const auto& [count, stride] : {std::pair{batch, s.batch}, {heads, s.head}, {rows, s.row}})
+    if (span) span = multiply_add(count - 1, stride, *span);
+  if (!span) throw_bad_input("a tensor's strides span more than 2^63 elements");
+  return *span;
 }
 
 void check_tensor_strides(const TensorStrides& s, const std::string& what, int64_t batch, int64_t heads,
@@ -50,7 +67,11 @@ void check_tensor_strides(const TensorStrides& s, const std::string& what, int64
       throw_bad_input(what + ": " + d.name + " stride " + std::to_string(d.stride) + " makes its " +
                       std::to_string(d.size) + " entries overlap; allowed: at least " + std::to_string(extent) +
                       " (the extent of " + inside + " inside it)");
-    extent = d.stride * (d.size - 1) + extent;
+    const std::optional<int64_t> next = multiply_add(d.stride, d.size - 1, extent);
+    if (!next)
+      throw_bad_input(what + ": " + d.name + " stride " + std::to_string(d.stride) + " over " + std::to_string(d.size) +
+                      " entries spans more than 2^63 elements; allowed: strides whose tensor fits in memory");
+    extent = *next;
     inside = d.name;
   }
 }

@@ -3,6 +3,7 @@
 
 #include <gtest/gtest.h>
 
+#include <cstdint>
 #include <set>
 #include <string>
 #include <vector>
@@ -91,6 +92,20 @@ TEST(LayoutStrides, CheckNamesTheStrideAndWhatIsAllowed) {
   EXPECT_EQ(message_of({7 * 8, 0, 64}, 1, 1, 4, 64), "");
   // A rank without rows holds no element: its presets (all 0 but the row) overlap nothing.
   EXPECT_EQ(message_of(layout_strides("bhsd", 2, 2, 0, 64), 2, 2, 0, 64), "");
+}
+
+// Strides whose extent leaves int64 are refused, not wrapped into a small extent that the next
+// dimension then passes (head stride INT64_MAX - 7 over 3 heads was accepted).
+TEST(LayoutStrides, AnExtentPastInt64IsRefused) {
+  const int64_t huge = INT64_MAX - 7;  // a multiple of 8
+  EXPECT_NE(message_of({0, huge, 128}, 1, 3, 1, 128).find("head stride " + std::to_string(huge) +
+                                                          " over 3 entries spans more than 2^63 elements"),
+            std::string::npos);
+  EXPECT_NE(message_of({int64_t{1} << 62, int64_t{1} << 60, 128}, 3, 2, 1, 128).find("batch stride"), std::string::npos);
+  // The largest extent that fits is fine.
+  EXPECT_EQ(message_of({0, int64_t{1} << 61, 128}, 1, 3, 1, 128), "");
+  EXPECT_THROW(tensor_span({0, int64_t{1} << 60, int64_t{1} << 60}, 1, 2, 16, 128), Error);
+  EXPECT_EQ(tensor_span({0, int64_t{1} << 61, 128}, 1, 3, 1, 128), (int64_t{1} << 62) + 128);
 }
 
 }  // namespace
