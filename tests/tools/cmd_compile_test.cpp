@@ -83,6 +83,17 @@ void expect_emit_misuse_refused(const std::string& option, const std::string& ea
   EXPECT_EQ(same.exit_code, 2);
   EXPECT_NE(same.err.find(earlier + " and " + option + " name the same file"), std::string::npos) << same.err;
   EXPECT_EQ(line_count(same.err), 1) << same.err;
+  // The same file spelled another way (a "./" inside the path): compared as files, not strings.
+  const std::filesystem::path f(file);
+  const std::string respelled = (f.parent_path() / "." / f.filename()).string();
+  auto alias = run_cli("compile --spec " + kSmallUri + " --no-store " + earlier + " " + file + " " + option + " " + respelled);
+  EXPECT_EQ(alias.exit_code, 2) << alias.err;
+  EXPECT_NE(alias.err.find("name the same file"), std::string::npos) << alias.err;
+  // A folder in place of the file, refused before the compile with the reason.
+  auto folder = run_cli("compile --spec " + kSmallUri + " --no-store " + option + " " + f.parent_path().string());
+  EXPECT_EQ(folder.exit_code, 2) << folder.err;
+  EXPECT_NE(folder.err.find("is a directory"), std::string::npos) << folder.err;
+  EXPECT_EQ(line_count(folder.err), 1) << folder.err;
 }
 
 // The PTX that ptxas compiled, beside the cubin: also for a kernel the store serves (it keeps

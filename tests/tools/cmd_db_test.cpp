@@ -77,6 +77,29 @@ TEST_F(CmdDb, JsonOrTextFileInPlaceOfADatabaseIsRefusedByEveryCommand) {
   }
 }
 
+// export -o naming the database it reads (by its path, a "./" respelling or a link) is refused,
+// and the database keeps its bytes; it was replaced by the JSON before. An -o in a missing folder
+// or naming a folder is refused before the database is read, with the reason.
+TEST_F(CmdDb, ExportOverItsOwnDatabaseIsRefusedAndTheDatabaseKept) {
+  make_db(path("a.db"));
+  fs::create_symlink(path("a.db"), path("link.db"));
+  const std::string before = slurp(path("a.db"));
+  for (const std::string& out : {path("a.db"), (dir_ / "." / "a.db").string(), path("link.db")}) {
+    CliResult r = run_cli("db export --db " + path("a.db") + " -o " + out);
+    EXPECT_EQ(r.exit_code, 2) << out << ": " << r.err;
+    EXPECT_NE(r.err.find("is the same file as the database"), std::string::npos) << r.err;
+    EXPECT_EQ(line_count(r.err), 1) << r.err;
+    EXPECT_EQ(slurp(path("a.db")), before) << out;
+  }
+  for (const auto& [out, reason] : {std::pair<std::string, std::string>{path("no/such/x.json"), "does not exist"},
+                                    {dir_.string(), "is a directory"}}) {
+    CliResult r = run_cli("db export --db " + path("a.db") + " -o " + out);
+    EXPECT_EQ(r.exit_code, 2) << r.err;
+    EXPECT_NE(r.err.find(reason), std::string::npos) << r.err;
+    EXPECT_EQ(line_count(r.err), 1) << r.err;
+  }
+}
+
 TEST_F(CmdDb, ImportOfADirectoryIsBadInput) {
   CliResult r = run_cli("db import " + dir_.string() + " --db " + path("a.db"));
   EXPECT_EQ(r.exit_code, 2) << r.err;

@@ -9,6 +9,7 @@
 #include <fstream>
 
 #include "runtime/ring/vectors.h"
+#include "temp_dir.h"
 #include "test_util.h"
 
 namespace cpgen {
@@ -169,6 +170,20 @@ TEST(CmdVerify, OutputInAMissingFolderFailsBeforeTheRun) {
   EXPECT_NE(r.err.find("does not exist"), std::string::npos) << r.err;
   EXPECT_EQ(r.err.find("vectors.json"), std::string::npos) << "the run must not have started: " << r.err;
   EXPECT_EQ(line_count(r.err), 1) << r.err;
+}
+
+// --output naming the --vectors file it reads (here through a "./" respelling) is refused before
+// the run, and the vectors file stays as it was; it was overwritten with the results before.
+TEST(CmdVerify, OutputOverItsOwnVectorsIsRefusedAndTheVectorsKept) {
+  testing::TempDir dir("verify_out");
+  const std::string copy = dir.path() + "/v.json";
+  std::filesystem::copy_file(vectors("mha_causal_hd64_s64.json"), copy);
+  const std::string before = testing::slurp(copy);
+  const auto r = run_cli("verify --vectors " + copy + " --scheme zigzag --ranks 2 --output " + dir.path() + "/./v.json");
+  EXPECT_EQ(r.exit_code, 2) << r.err;
+  EXPECT_NE(r.err.find("is the same file as --vectors"), std::string::npos) << r.err;
+  EXPECT_EQ(line_count(r.err), 1) << r.err;
+  EXPECT_EQ(testing::slurp(copy), before);
 }
 
 TEST(CmdVerify, RanksBeyondAnIntNamesTheFieldAndTheRange) {

@@ -96,9 +96,11 @@ void compile_one(const CompileOptions& o, const std::string& arch, KernelStore* 
   const auto emits = emit_options(o);
   for (size_t i = 0; i < std::size(emits); ++i)
     for (size_t j = i + 1; j < std::size(emits); ++j)
-      if (!emits[i].second->empty() && *emits[i].second == *emits[j].second)
+      if (!emits[i].second->empty() && !emits[j].second->empty() && same_file(*emits[i].second, *emits[j].second))
         throw_bad_input(std::string(emits[i].first) + " and " + emits[j].first + " name the same file '" +
                         *emits[i].second + "'; give two files");
+  for (const auto& [option, file] : emits)
+    if (!file->empty()) check_output_file(*file, "compile", option);
   if (!o.emit_source.empty()) {
     std::ofstream out(o.emit_source, std::ios::binary);
     out << render_source(spec);

@@ -10,6 +10,7 @@
 #include "cache/records.h"
 #include "cpgen/error.h"
 #include "tools/cli/cli_db.h"
+#include "tools/cli/store_dir.h"
 #include "tools/cli/command.h"
 #include "tools/cli/json_input.h"
 
@@ -75,6 +76,11 @@ void show(const DbOptions& o) {
 }
 
 void export_cmd(const DbOptions& o) {
+  const bool to_file = !o.output.empty() && o.output != "-";
+  if (to_file) {
+    check_output_file(o.output, "db export", "-o");
+    if (!o.defaults) check_distinct_files(o.output, "-o", resolve_db_path(o.db), "the database", "db export");
+  }
   json doc;
   if (o.defaults) {
     doc = default_heuristic_cache();
@@ -83,7 +89,7 @@ void export_cmd(const DbOptions& o) {
     doc = export_cache(*db);
   }
   const std::string text = cache_text(doc);
-  if (o.output.empty() || o.output == "-") {
+  if (!to_file) {
     std::cout << text;
     return;
   }

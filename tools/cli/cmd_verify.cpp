@@ -129,7 +129,10 @@ void run_verify(const VerifyOptions& opt) {
   if (!opt.random && opt.ranks == 0) throw_bad_input("verify: --ranks is required with --vectors");
   if (!opt.scheme.empty()) (void)parse_scheme(opt.scheme);
   // Checked before the run, which may take minutes, rather than when the results are written.
-  if (!opt.output_path.empty()) check_output_file(opt.output_path, "verify", "--output");
+  if (!opt.output_path.empty()) {
+    check_output_file(opt.output_path, "verify", "--output");
+    check_distinct_files(opt.output_path, "--output", opt.vectors_path, "--vectors", "verify");
+  }
   const VerifyBackend* backend = find_verify_backend(opt.backend);
   if (!backend)
     throw_bad_input("--backend '" + opt.backend + "' is not available in this build; allowed: " +

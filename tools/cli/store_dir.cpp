@@ -42,4 +42,21 @@ void check_output_file(const std::string& path, const std::string& what, const s
   }
 }
 
+bool same_file(const std::string& a, const std::string& b) {
+  std::error_code ec;
+  if (fs::exists(a, ec) && fs::exists(b, ec)) {
+    const bool same = fs::equivalent(a, b, ec);
+    if (!ec) return same;
+  }
+  const fs::path ca = fs::weakly_canonical(fs::absolute(a, ec), ec), cb = fs::weakly_canonical(fs::absolute(b, ec), ec);
+  return ca == cb;
+}
+
+void check_distinct_files(const std::string& output, const std::string& option, const std::string& other,
+                          const std::string& other_option, const std::string& what) {
+  if (output.empty() || other.empty() || !same_file(output, other)) return;
+  throw_bad_input(what + ": " + option + " " + output + " is the same file as " + other_option + " " + other +
+                  ", which it would overwrite; pass another path");
+}
+
 }  // namespace cpgen::cli

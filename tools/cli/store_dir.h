@@ -10,8 +10,17 @@ namespace cpgen::cli {
 // `what` starts the message, e.g. "compile".
 void check_store_dir(const std::string& dir, const std::string& what);
 
-// The same for a file a command will write (verify --output): its folder must exist and be
-// writable, and the path must not be a folder.
+// The same for a file a command will write (verify --output, db export -o, compile --emit-*):
+// its folder must exist and be writable, and the path must not be a folder.
 void check_output_file(const std::string& path, const std::string& what, const std::string& option);
+
+// Whether two paths name one file: the same file where both exist (links and relative paths
+// included), else the same normalized absolute path.
+bool same_file(const std::string& a, const std::string& b);
+
+// An output that is a command's input (or another of its outputs) is bad input: `what: option
+// output is the same file as other_option other; ...`. Nothing when either path is empty.
+void check_distinct_files(const std::string& output, const std::string& option, const std::string& other,
+                          const std::string& other_option, const std::string& what);
 
 }  // namespace cpgen::cli
