@@ -5,6 +5,7 @@
 #include <unistd.h>
 
 #include <chrono>
+#include <cerrno>
 #include <cstdlib>
 #include <cstring>
 #include <filesystem>
@@ -88,6 +89,12 @@ bool is_unusable_file(int code) { return code == SQLITE_NOTADB || code == SQLITE
 
 bool has_sqlite_header(const std::string& path) {
   std::ifstream in(path, std::ios::binary);
+  // A file that cannot be opened says nothing about what it holds: an intact database the user
+  // may not read must not be called "not SQLite" (nor moved aside as such at the default path).
+  if (!in.is_open()) {
+    const int error = errno;
+    throw Error(ErrorKind::kIo, "cannot read the tuning database " + path + ": " + std::strerror(error));
+  }
   char header[sizeof kSqliteHeader] = {};
   if (!in.read(header, sizeof header)) return false;
   return std::memcmp(header, kSqliteHeader, sizeof header) == 0;
@@ -132,8 +139,17 @@ Database::Database(const std::string& path, PathOwner owner) : path_(path) {
   }
   FolderLock lock(parent.empty() ? std::string(".") : parent.string());
   open_checked(owner);
-  configure();
-  migrate();
+  try {
+    // A newer cpgen's file is refused before anything is written to it (configure switches the
+    // journal to WAL, which changes the file's header).
+    refuse_newer_schema();
+    configure();
+    migrate();
+  } catch (...) {
+    sqlite3_close_v2(db_);  // no destructor runs for a constructor that throws
+    db_ = nullptr;
+    throw;
+  }
 }
 
 Database::Database(const std::string& path, ReadOnly options) : path_(path) {
@@ -306,14 +322,19 @@ int Database::schema_version() {
   return version.step() ? std::stoi(version.column_text(0)) : 0;
 }
 
+void Database::refuse_newer_schema() {
+  const int version = schema_version();
+  if (version > kSchemaVersion) {
+    throw Error(ErrorKind::kDatabase, "the tuning database " + path_ + " has schema version " + std::to_string(version) +
+                                          ", written by a newer cpgen; this build reads versions up to " +
+                                          std::to_string(kSchemaVersion) + " (pass --db to use another file)");
+  }
+}
+
 void Database::migrate() {
   transaction([&] {
+    refuse_newer_schema();  // again inside the write lock: another process may have migrated it
     int version = schema_version();
-    if (version > kSchemaVersion) {
-      throw Error(ErrorKind::kDatabase, "the tuning database " + path_ + " has schema version " + std::to_string(version) +
-                                            ", written by a newer cpgen; this build reads versions up to " +
-                                            std::to_string(kSchemaVersion) + " (pass --db to use another file)");
-    }
     const auto& steps = schema_migrations();
     for (int v = version; v < kSchemaVersion; ++v) exec(std::string(steps.at(v)));
     if (version == kSchemaVersion) return;

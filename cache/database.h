@@ -33,7 +33,8 @@ using WarningSink = std::function<void(const std::string&)>;
 WarningSink set_warning_sink(WarningSink sink);
 void warn(const std::string& message);
 
-// True when the file starts with the 16-byte SQLite header ("SQLite format 3" and a NUL).
+// True when the file starts with the 16-byte SQLite header ("SQLite format 3" and a NUL); false
+// for a shorter file. Throws Error(kIo) naming the path and the reason when it cannot be opened.
 bool has_sqlite_header(const std::string& path);
 
 // Who chose the path of a writing open (see the top of this file).
@@ -83,6 +84,7 @@ class Database {
   void open_checked(PathOwner owner);
   void move_aside(const std::string& why);
   void configure();
+  void refuse_newer_schema();  // throws kDatabase for a schema version above this build's
   void migrate();
 
   std::string path_;

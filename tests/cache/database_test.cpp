@@ -112,6 +112,25 @@ TEST_F(DatabaseTest, NewerSchemaIsRefusedWithAClearMessage) {
   EXPECT_TRUE(fs::exists(db_path));  // refused, never moved aside or rewritten
 }
 
+// A newer cpgen's file in rollback-journal mode (as any SQLite tool leaves one) is refused with
+// its bytes as they were and no side files: the WAL switch used to run before the version check,
+// rewriting the header and leaving -wal and -shm beside it.
+TEST_F(DatabaseTest, NewerSchemaIsRefusedBeforeAnythingIsWritten) {
+  const std::string db_path = path("future.db");
+  {
+    Database db(db_path);
+    db.exec("UPDATE meta SET value = '99' WHERE key = 'schema_version'");
+  }
+  sqlite3* raw = nullptr;
+  ASSERT_EQ(sqlite3_open(db_path.c_str(), &raw), SQLITE_OK);
+  ASSERT_EQ(sqlite3_exec(raw, "PRAGMA journal_mode = DELETE", nullptr, nullptr, nullptr), SQLITE_OK);
+  sqlite3_close(raw);
+  const std::string before = slurp(db_path);
+  EXPECT_THROW(Database db(db_path), Error);
+  EXPECT_EQ(slurp(db_path), before);
+  for (const char* suffix : {"-wal", "-shm", "-journal"}) EXPECT_FALSE(fs::exists(db_path + suffix)) << suffix;
+}
+
 TEST_F(DatabaseTest, SqliteFailuresCarryTheCallAndMessage) {
   Database db(path("x.db"));
   try {

@@ -10,6 +10,8 @@
 #include <cstdlib>
 #include <filesystem>
 #include <fstream>
+#include <functional>
+#include <utility>
 
 #include "../cache/cache_fixtures.h"
 #include "../cache/damaged_db.h"
@@ -206,23 +208,15 @@ TEST_F(CmdDb, NoOpenLockFilesAreLeftBehind) {
   }
 }
 
-// The tests run as root, which ignores permissions; a child process drops to `nobody` to show
-// that the read-only commands need no write access at all.
-TEST_F(CmdDb, ReadOnlyCommandsWorkOnAReadOnlyDatabaseInAReadOnlyFolderAsNonRoot) {
-  if (::geteuid() != 0) GTEST_SKIP() << "not root: cannot switch to nobody (run as root, or see the chmod checks below)";
-  const std::string folder = path("shared");
-  fs::create_directory(folder);
-  const std::string db = folder + "/team.db";
-  make_db(db);
-  fs::permissions(db, fs::perms::owner_read | fs::perms::group_read | fs::perms::others_read);
-  fs::permissions(folder, fs::perms::owner_read | fs::perms::owner_exec | fs::perms::group_read | fs::perms::group_exec |
-                              fs::perms::others_read | fs::perms::others_exec);
-  const auto before = folder_snapshot(folder);
-  const std::string shape_arg = shape();
+// The tests run as root, which ignores permissions; these run `body` in a child process that
+// dropped to `nobody`. body returns 0 when all was as expected, else nonzero, and appends what it
+// saw to its report. The result is the child's exit code with the report; 77 when the switch
+// could not be made or nobody cannot run the command line (the caller skips).
+std::pair<int, std::string> run_as_nobody(const std::function<int(std::string&)>& body) {
   int pipe_fds[2];
-  ASSERT_EQ(::pipe(pipe_fds), 0);
+  if (::pipe(pipe_fds) != 0) return {1, "pipe failed"};
   const pid_t child = ::fork();
-  ASSERT_GE(child, 0);
+  if (child < 0) return {1, "fork failed"};
   if (child == 0) {
     ::close(pipe_fds[0]);
     std::string report;
@@ -236,19 +230,7 @@ TEST_F(CmdDb, ReadOnlyCommandsWorkOnAReadOnlyDatabaseInAReadOnlyFolderAsNonRoot)
       report = std::string("nobody cannot run ") + CPGEN_CLI_PATH + ": a folder on its path is private to root";
       code = 77;
     } else {
-      ::setenv("XDG_CACHE_HOME", (folder + "/no-cache").c_str(), 1);
-      for (const std::string& command : {"db show --db " + db, "db export --db " + db, "db verify --db " + db,
-                                         "explain --db " + db + " --shape " + shape_arg}) {
-        CliResult r = run_cli(command);
-        if (r.exit_code != 0) {
-          report += command + " exited " + std::to_string(r.exit_code) + ": " + r.err + "\n";
-          code = 1;
-        } else if (command.rfind("explain", 0) == 0 && r.out.find("database-exact") == std::string::npos &&
-                   r.out.find(db) == std::string::npos) {
-          report += "explain did not read the database: " + r.out + "\n";
-          code = 1;
-        }
-      }
+      code = body(report);
     }
     (void)!::write(pipe_fds[1], report.data(), report.size());
     ::close(pipe_fds[1]);
@@ -261,12 +243,80 @@ TEST_F(CmdDb, ReadOnlyCommandsWorkOnAReadOnlyDatabaseInAReadOnlyFolderAsNonRoot)
   for (ssize_t n; (n = ::read(pipe_fds[0], buffer, sizeof buffer)) > 0;) report.append(buffer, n);
   ::close(pipe_fds[0]);
   int status = 0;
-  ASSERT_EQ(::waitpid(child, &status, 0), child);
-  ASSERT_TRUE(WIFEXITED(status));
-  if (WEXITSTATUS(status) == 77) GTEST_SKIP() << report;
-  EXPECT_EQ(WEXITSTATUS(status), 0) << report;
+  if (::waitpid(child, &status, 0) != child || !WIFEXITED(status)) return {1, report + " (the child did not exit)"};
+  return {WEXITSTATUS(status), report};
+}
+
+// The read-only commands need no write access at all.
+TEST_F(CmdDb, ReadOnlyCommandsWorkOnAReadOnlyDatabaseInAReadOnlyFolderAsNonRoot) {
+  if (::geteuid() != 0) GTEST_SKIP() << "not root: cannot switch to nobody (run as root, or see the chmod checks below)";
+  const std::string folder = path("shared");
+  fs::create_directory(folder);
+  const std::string db = folder + "/team.db";
+  make_db(db);
+  fs::permissions(db, fs::perms::owner_read | fs::perms::group_read | fs::perms::others_read);
+  fs::permissions(folder, fs::perms::owner_read | fs::perms::owner_exec | fs::perms::group_read | fs::perms::group_exec |
+                              fs::perms::others_read | fs::perms::others_exec);
+  const auto before = folder_snapshot(folder);
+  const std::string shape_arg = shape();
+  const auto [code, report] = run_as_nobody([&](std::string& report) {
+    int code = 0;
+    ::setenv("XDG_CACHE_HOME", (folder + "/no-cache").c_str(), 1);
+    for (const std::string& command : {"db show --db " + db, "db export --db " + db, "db verify --db " + db,
+                                       "explain --db " + db + " --shape " + shape_arg}) {
+      CliResult r = run_cli(command);
+      if (r.exit_code != 0) {
+        report += command + " exited " + std::to_string(r.exit_code) + ": " + r.err + "\n";
+        code = 1;
+      } else if (command.rfind("explain", 0) == 0 && r.out.find("database-exact") == std::string::npos &&
+                 r.out.find(db) == std::string::npos) {
+        report += "explain did not read the database: " + r.out + "\n";
+        code = 1;
+      }
+    }
+    return code;
+  });
+  if (code == 77) GTEST_SKIP() << report;
+  EXPECT_EQ(code, 0) << report;
   EXPECT_EQ(folder_snapshot(folder), before) << "a read-only command created or changed a file";
   fs::permissions(folder, fs::perms::owner_all);
+}
+
+// A sound database the user may not read is reported as unreadable, never as "not an SQLite
+// database", and at cpgen's default path it is not moved aside as such (a writing command used
+// to rename another user's intact cpgen.db to cpgen.db.corrupt-<time>).
+TEST_F(CmdDb, AnUnreadableDatabaseIsNeitherCalledNotSqliteNorMovedAside) {
+  if (::geteuid() != 0) GTEST_SKIP() << "not root: cannot switch to nobody";
+  const std::string cache = path("cache"), folder = cache + "/cpgen", db = folder + "/cpgen.db";
+  fs::create_directories(folder);
+  make_db(db);
+  ASSERT_EQ(run_cli("db export --db " + db + " -o " + path("cache/g.json")).exit_code, 0);
+  fs::permissions(db, fs::perms::owner_read | fs::perms::owner_write);  // root's alone
+  fs::permissions(path("cache/g.json"), fs::perms::all);
+  fs::permissions(cache, fs::perms::all);
+  fs::permissions(folder, fs::perms::all);  // nobody may create files beside it
+  fs::permissions(dir_, fs::perms::all);
+  const std::string before = slurp(db);
+  const auto [code, report] = run_as_nobody([&](std::string& report) {
+    ::setenv("XDG_CACHE_HOME", cache.c_str(), 1);
+    ::unsetenv("CPGEN_DB");
+    int code = 0;
+    for (const std::string& command : {"db import " + cache + "/g.json", "db show --db " + db}) {
+      CliResult r = run_cli(command);
+      if (r.exit_code == 0 || r.err.find("cannot read the tuning database") == std::string::npos ||
+          r.err.find("not an SQLite database") != std::string::npos) {
+        report += command + " exited " + std::to_string(r.exit_code) + ": " + r.err + "\n";
+        code = 1;
+      }
+    }
+    return code;
+  });
+  fs::permissions(dir_, fs::perms::owner_all);
+  if (code == 77) GTEST_SKIP() << report;
+  EXPECT_EQ(code, 0) << report;
+  EXPECT_EQ(slurp(db), before);
+  for (const auto& entry : fs::directory_iterator(folder))
+    EXPECT_EQ(entry.path().filename().string().find(".corrupt-"), std::string::npos) << entry.path();
 }
 
 }  // namespace
