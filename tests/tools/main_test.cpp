@@ -2,7 +2,11 @@
 // program's name.
 #include <gtest/gtest.h>
 
+#include <sys/wait.h>
+#include <unistd.h>
+
 #include <algorithm>
+#include <cstdlib>
 #include <filesystem>
 
 #include "test_util.h"
@@ -20,6 +24,33 @@ TEST(Cli, UnknownCommandIsNamedAndTheCommandsListed) {
   }
   EXPECT_EQ(r.err.find("_nccl-rank"), std::string::npos) << "internal commands stay hidden: " << r.err;
   EXPECT_EQ(r.err.find("A subcommand is required"), std::string::npos) << r.err;
+}
+
+// A command's own subcommands answer a typo the same way (CLI11 said "A subcommand is required").
+TEST(Cli, UnknownSubcommandIsNamedAndTheSubcommandsListed) {
+  CliResult r = run_cli("db shwo");
+  EXPECT_EQ(r.exit_code, 2);
+  EXPECT_EQ(line_count(r.err), 1) << r.err;
+  EXPECT_NE(r.err.find("unknown db subcommand 'shwo'"), std::string::npos) << r.err;
+  for (const char* sub : {"show", "export", "import", "merge", "verify"})
+    EXPECT_NE(r.err.find(sub), std::string::npos) << sub << " missing from: " << r.err;
+}
+
+// Standard output that cannot be written (a full disk: /dev/full) fails the command with one line,
+// where a truncated `db export > cache.json` exited 0 before.
+TEST(Cli, AFailedWriteOfStandardOutputExitsOne) {
+  if (!std::filesystem::exists("/dev/full")) GTEST_SKIP() << "no /dev/full here";
+  const std::filesystem::path err = std::filesystem::temp_directory_path() / ("cpgen_full_" + std::to_string(::getpid()));
+  for (const char* args : {"db export --defaults", "plan --shapes examples/shapes/gqa-heavy.json"}) {
+    const std::string cmd = "cd " + source_dir() + " && " + CPGEN_CLI_PATH + " " + args + " >/dev/full 2>" + err.string();
+    const int status = std::system(cmd.c_str());
+    ASSERT_TRUE(WIFEXITED(status)) << args;
+    EXPECT_EQ(WEXITSTATUS(status), 1) << args;
+    const std::string message = slurp(err.string());
+    EXPECT_NE(message.find("cannot write the standard output"), std::string::npos) << args << ": " << message;
+    EXPECT_EQ(line_count(message), 1) << message;
+  }
+  std::filesystem::remove(err);
 }
 
 TEST(Cli, NoDoubledCpgenPrefix) {

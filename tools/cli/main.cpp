@@ -65,11 +65,20 @@ int main(int argc, char** argv) {
   app.require_subcommand(1);
   app.set_version_flag("--version", CPGEN_CLI_VERSION);
   for (auto& [name, setup] : cpgen::cli::registry()) setup(app);
-  // CLI11 answers a misspelt command with "A subcommand is required", which hides the typo.
+  // CLI11 answers a misspelt command with "A subcommand is required", which hides the typo; the
+  // same for a command's own subcommands (db show, export, ...).
   if (argc > 1 && argv[1][0] != '-' && !cpgen::cli::is_command(app, argv[1])) {
     std::cerr << "cpgen: unknown command '" << argv[1] << "'; commands: " << cpgen::cli::command_list(app)
               << " (see cpgen --help)\n";
     return 2;
+  }
+  if (argc > 2 && argv[2][0] != '-') {
+    const CLI::App* command = app.get_subcommand(argv[1]);
+    if (!cpgen::cli::all_commands(*command).empty() && !cpgen::cli::is_command(*command, argv[2])) {
+      std::cerr << "cpgen: unknown " << argv[1] << " subcommand '" << argv[2]
+                << "'; subcommands: " << cpgen::cli::command_list(*command) << " (see cpgen " << argv[1] << " --help)\n";
+      return 2;
+    }
   }
   try {
     app.parse(argc, argv);
@@ -90,6 +99,13 @@ int main(int argc, char** argv) {
   } catch (const std::exception& e) {
     std::cout.flush();
     std::cerr << "cpgen: internal error: " << e.what() << "\n";
+    return 1;
+  }
+  // Output that never reached its file (a full disk, a closed descriptor) is a failure: a
+  // truncated `cpgen db export > cache.json` must not exit 0.
+  std::cout.flush();
+  if (!std::cout) {
+    std::cerr << "cpgen: cannot write the standard output (a full disk or a closed file?); what was printed is incomplete\n";
     return 1;
   }
   return cpgen::cli::exit_code();
