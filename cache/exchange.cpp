@@ -4,8 +4,11 @@
 #include <cmath>
 #include <cstdio>
 #include <map>
+#include <optional>
 #include <tuple>
+#include <type_traits>
 
+#include "cache/json_integer.h"
 #include "cpgen/error.h"
 #include "generator/kernel_spec.h"
 #include "generator/kernel_spec_wgmma.h"
@@ -23,6 +26,12 @@ json optional_json(const std::optional<T>& value) {
 template <typename T>
 std::optional<T> optional_field(const json& entry, const char* name, const std::string& where) {
   if (!entry.contains(name) || entry[name].is_null()) return std::nullopt;
+  if constexpr (std::is_integral_v<T> && !std::is_same_v<T, bool>) {
+    const std::optional<T> value = exact_integer<T>(entry[name]);
+    if (!value)
+      throw_bad_input(where + ": field '" + name + "' must be " + integer_range_text<T>() + ", got " + entry[name].dump());
+    return value;
+  }
   try {
     return entry[name].get<T>();
   } catch (const json::exception&) {
@@ -182,9 +191,9 @@ void check_cache_header(const json& doc, const std::string& where) {
   if (!doc.contains("version") || !doc["version"].is_number_integer()) {
     throw_bad_input(where + ": field 'version' is missing or not an integer");
   }
-  int version = doc["version"].get<int>();
-  if (version < 1 || version > kCacheFormatVersion) {
-    throw_bad_input(where + ": cache format version " + std::to_string(version) + " is not supported; this build reads 1.." +
+  const std::optional<int> version = exact_integer<int>(doc["version"]);
+  if (!version || *version < 1 || *version > kCacheFormatVersion) {
+    throw_bad_input(where + ": cache format version " + doc["version"].dump() + " is not supported; this build reads 1.." +
                     std::to_string(kCacheFormatVersion));
   }
   if (!doc.contains("entries") || !doc["entries"].is_array()) {

@@ -1,5 +1,10 @@
 #include "cache/workload.h"
 
+#include <optional>
+#include <type_traits>
+
+#include "cache/json_integer.h"
+
 #include "cpgen/error.h"
 #include "runtime/core/enum_names.h"
 #include "runtime/ring/kernel_support.h"
@@ -11,6 +16,13 @@ namespace {
 template <typename T>
 T field(const nlohmann::json& j, const char* name) {
   if (!j.contains(name)) throw_bad_input(std::string("workload field '") + name + "' is missing");
+  if constexpr (std::is_integral_v<T> && !std::is_same_v<T, bool>) {
+    const std::optional<T> value = exact_integer<T>(j[name]);
+    if (!value)
+      throw_bad_input(std::string("workload field '") + name + "' must be " + integer_range_text<T>() + ", got " +
+                      j[name].dump());
+    return *value;
+  }
   try {
     return j[name].get<T>();
   } catch (const nlohmann::json::exception&) {
@@ -180,6 +192,7 @@ WorkloadKey WorkloadKey::from_json(const nlohmann::json& j) {
   w.gpu_name = field<std::string>(j, "gpu_name");
   w.arch = field<std::string>(j, "arch");
   w.sm_count = field<int>(j, "sm_count");
+  if (w.sm_count < 0) throw_bad_input("workload sm_count " + std::to_string(w.sm_count) + " is negative; allowed: 0 or more");
   // Mask fields are optional: a record written before masks existed is unmasked.
   if (j.contains("window_left")) w.mask.window_left = field<int64_t>(j, "window_left");
   if (j.contains("window_right")) w.mask.window_right = field<int64_t>(j, "window_right");

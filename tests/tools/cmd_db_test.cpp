@@ -136,10 +136,19 @@ TEST_F(CmdDb, ImportOfBadEntriesExitsTwoAndLeavesTheDatabaseUnchanged) {
       {"negative time", [](nlohmann::json& e) { e["median_ms"] = -2.5; }},
       {"NaN time (JSON null)", [](nlohmann::json& e) { e["median_ms"] = nullptr; }},
       {"missing time", [](nlohmann::json& e) { e.erase("median_ms"); }},
+      // Integers outside their field's type, or not integers, were read modulo 2^32 or rounded
+      // down: head_dim 4294967424 as 128, 128.9 as 128, batch 2^32 + 1 as 1, registers 2^32 + 168 as 168.
+      {"head_dim past an int", [](nlohmann::json& e) { e["workload"]["head_dim"] = int64_t{4294967424}; }},
+      {"head_dim not an integer", [](nlohmann::json& e) { e["workload"]["head_dim"] = 128.9; }},
+      {"batch past an int", [](nlohmann::json& e) { e["workload"]["batch"] = int64_t{4294967297}; }},
+      {"q_len far past int64", [](nlohmann::json& e) { e["workload"]["q_len"] = 1e300; }},
+      {"negative sm_count", [](nlohmann::json& e) { e["workload"]["sm_count"] = -5; }},
+      {"registers past an int", [](nlohmann::json& e) { e["registers"] = int64_t{4295967464}; }},
   };
   for (const Case& c : cases) {
     nlohmann::json bad = doc;
     for (auto& entry : bad["entries"]) entry["workload"]["q_len"] = 99;  // new entries, all would be added
+    ASSERT_TRUE(bad["entries"][1].contains("registers")) << bad["entries"][1].dump();
     c.edit(bad["entries"][1]);
     std::ofstream(path("bad.json")) << bad.dump(2);
     CliResult r = run_cli("db import " + path("bad.json") + " --db " + path("a.db"));
@@ -153,6 +162,24 @@ TEST_F(CmdDb, ImportOfBadEntriesExitsTwoAndLeavesTheDatabaseUnchanged) {
   text.replace(text.find("\"median_ms\": ") + 13, 1, "NaN, \"x\": 1");
   std::ofstream(path("nan.json")) << text;
   EXPECT_EQ(run_cli("db import " + path("nan.json") + " --db " + path("a.db")).exit_code, 2);
+  EXPECT_EQ(export_of(path("a.db")), before);
+  // A format version past an int was read as version 1215752191 (99999999999 mod 2^32), 2^32 + 1
+  // as 1 (and accepted).
+  for (const int64_t version : {int64_t{99999999999}, int64_t{4294967297}}) {
+    nlohmann::json bad = doc;
+    bad["version"] = version;
+    std::ofstream(path("version.json")) << bad.dump(2);
+    CliResult r = run_cli("db import " + path("version.json") + " --db " + path("a.db"));
+    EXPECT_EQ(r.exit_code, 2) << r.err;
+    EXPECT_NE(r.err.find("version " + std::to_string(version) + " is not supported"), std::string::npos) << r.err;
+  }
+  // An endless source is read up to the limit and refused, not until the memory runs out.
+  if (fs::exists("/dev/zero")) {
+    CliResult r = run_cli("db import /dev/zero --db " + path("a.db"));
+    EXPECT_EQ(r.exit_code, 2) << r.err;
+    EXPECT_NE(r.err.find("is longer than 256 MiB"), std::string::npos) << r.err;
+    EXPECT_EQ(line_count(r.err), 1) << r.err;
+  }
   EXPECT_EQ(export_of(path("a.db")), before);
 }
 

@@ -4,7 +4,6 @@
 #include <cstring>
 #include <filesystem>
 #include <fstream>
-#include <sstream>
 
 #include "cpgen/error.h"
 
@@ -51,10 +50,16 @@ nlohmann::json read_json_file(const std::string& path, const std::string& what) 
   if (std::filesystem::is_directory(path, ec)) throw_bad_input(what + ": " + path + " is a directory; pass a JSON file");
   std::ifstream in(path, std::ios::binary);
   if (!in) throw_bad_input(what + ": cannot read " + path + ": " + std::strerror(errno));
-  std::ostringstream buffer;
-  buffer << in.rdbuf();
+  // Read in pieces up to the limit, so an endless source stops at it rather than at the memory.
+  std::string text;
+  char piece[1 << 16];
+  while (in.read(piece, sizeof piece) || in.gcount() > 0) {
+    text.append(piece, static_cast<size_t>(in.gcount()));
+    if (text.size() > kMaxJsonFileBytes)
+      throw_bad_input(what + ": " + path + " is longer than " + std::to_string(kMaxJsonFileBytes >> 20) +
+                      " MiB; a cpgen JSON file is far smaller (is it the right file?)");
+  }
   if (in.bad()) throw_bad_input(what + ": cannot read " + path);
-  const std::string text = buffer.str();
   try {
     return nlohmann::json::parse(text);
   } catch (const nlohmann::json::parse_error& e) {
