@@ -78,9 +78,16 @@ std::string file_uri(const std::string& path) {
   return uri;
 }
 
-std::string not_sqlite_message(const std::string& path) {
-  return path + " is not an SQLite database (it does not start with the SQLite header); it was left as it is; "
-                "pass --db with the path of a cpgen tuning database";
+std::string not_sqlite_message(const std::string& path, bool merge_source = false) {
+  return path + " is not an SQLite database (it does not start with the SQLite header); it was left as it is; " +
+         (merge_source ? "merge reads another cpgen tuning database (db import reads a JSON cache)"
+                       : "pass --db with the path of a cpgen tuning database");
+}
+
+// What a read-only open of a damaged file suggests.
+const char* damaged_advice(bool merge_source) {
+  return merge_source ? " (cpgen db verify --db FILE reports it; merge leaves the file it reads as it is)"
+                      : " (cpgen db verify reports it; a writing command moves it aside)";
 }
 
 bool is_unusable_file(int code) { return code == SQLITE_NOTADB || code == SQLITE_CORRUPT; }
@@ -158,7 +165,7 @@ Database::Database(const std::string& path, ReadOnly options) : path_(path) {
   if (fs::is_directory(path_, ec)) throw_bad_input("database path " + path_ + " is a directory; pass the path of a file");
   if (!fs::is_regular_file(path_, ec)) throw Error(ErrorKind::kDatabase, "no tuning database file at " + path_);
   if (fs::file_size(path_, ec) == 0 && !ec) throw_bad_input(path_ + " is an empty file, not a cpgen tuning database");
-  if (!has_sqlite_header(path_)) throw_bad_input(not_sqlite_message(path_));
+  if (!has_sqlite_header(path_)) throw_bad_input(not_sqlite_message(path_, options.merge_source));
   // Plain SQLITE_OPEN_READONLY is not enough to leave a folder untouched: on a WAL database it
   // creates "-wal" and "-shm" files next to it when the folder is writable, and leaves them
   // there (a read-only connection cannot checkpoint them away); in a read-only folder it fails.
@@ -188,7 +195,7 @@ Database::Database(const std::string& path, ReadOnly options) : path_(path) {
     } catch (const SqliteError& e) {
       if (!is_unusable_file(e.code())) throw;
       throw Error(ErrorKind::kDatabase, "the tuning database " + path_ + " is damaged: " + sqlite3_errstr(e.code()) +
-                                            " (cpgen db verify reports it; a writing command moves it aside)");
+                                            damaged_advice(options.merge_source));
     }
     if (version == 0) throw Error(ErrorKind::kDatabase, "the file at " + path_ + " is not a cpgen tuning database (no meta table)");
     if (version != kSchemaVersion) {
@@ -208,7 +215,7 @@ Database::Database(const std::string& path, ReadOnly options) : path_(path) {
       if (problems.size() != 1 || problems[0] != "ok") {
         throw Error(ErrorKind::kDatabase, "the tuning database " + path_ + " is damaged: " +
                                               (problems.empty() ? std::string("quick_check returned nothing") : problems[0]) +
-                                              " (cpgen db verify reports it; a writing command moves it aside)");
+                                              damaged_advice(options.merge_source));
       }
     }
   } catch (...) {

@@ -58,6 +58,9 @@ class Database {
   // quick_check, so that a damaged file is reported at the open rather than by a later query.
   struct ReadOnly {
     bool check_integrity = false;
+    // The file is the source of a merge (db merge OTHER), not a --db: messages say so instead of
+    // suggesting --db or a writing command that would move it aside.
+    bool merge_source = false;
   };
   Database(const std::string& path, ReadOnly options);
   ~Database();

@@ -222,7 +222,7 @@ CacheEntries read_cache_entries(const json& doc, const std::string& where) {
 }
 
 CacheEntries read_database_entries(const std::string& other_path) {
-  Database other(other_path, Database::ReadOnly{.check_integrity = true});
+  Database other(other_path, Database::ReadOnly{.check_integrity = true, .merge_source = true});
   return read_cache_entries(export_cache(other), other_path);
 }
 

@@ -66,6 +66,11 @@ TEST_F(CmdDb, JsonOrTextFileInPlaceOfADatabaseIsRefusedByEveryCommand) {
       EXPECT_NE(r.err.find(file), std::string::npos) << command << "\n" << r.err;
       EXPECT_EQ(r.err.find(".cpp:"), std::string::npos) << "no C++ source line: " << r.err;
       EXPECT_EQ(folder_snapshot(dir_.string()), before) << command << ": the folder changed";
+      // The file merged from is named as such; --db is not what was wrong.
+      if (command.rfind("db merge " + file, 0) == 0) {
+        EXPECT_NE(r.err.find("merge reads another cpgen tuning database"), std::string::npos) << r.err;
+        EXPECT_EQ(r.err.find("pass --db"), std::string::npos) << r.err;
+      }
     }
     // $CPGEN_DB names the file just as --db does.
     ScopedEnv env("CPGEN_DB", file.c_str());

@@ -53,6 +53,17 @@ TEST(Cli, AFailedWriteOfStandardOutputExitsOne) {
   std::filesystem::remove(err);
 }
 
+// A control character in what the user typed (a newline in a file name) is written as \xNN, so
+// an error stays one line.
+TEST(Cli, AnErrorNamingAPathWithANewlineIsOneLine) {
+  for (const char* command : {"db show --db 'no\nsuch.db'", "verify --vectors 'no\nsuch.json' --scheme zigzag --ranks 2"}) {
+    CliResult r = run_cli(command);
+    EXPECT_EQ(r.exit_code, 2) << command << ": " << r.err;
+    EXPECT_EQ(line_count(r.err), 1) << r.err;
+    EXPECT_NE(r.err.find("no\\x0asuch"), std::string::npos) << r.err;
+  }
+}
+
 TEST(Cli, NoDoubledCpgenPrefix) {
   CliResult unknown = run_cli("frobnicate");
   EXPECT_EQ(unknown.err.find("cpgen: cpgen"), std::string::npos) << unknown.err;

@@ -31,6 +31,22 @@ std::string without_program_name(const std::string& message) {
   return message;
 }
 
+// An error is one line: control characters (a newline in a file name) are written as \xNN, as
+// the shapes reader writes them.
+std::string one_line(const std::string& message) {
+  std::string out;
+  for (const char c : message) {
+    if (static_cast<unsigned char>(c) >= 0x20) {
+      out += c;
+      continue;
+    }
+    char escaped[8];
+    std::snprintf(escaped, sizeof escaped, "\\x%02x", static_cast<unsigned char>(c));
+    out += escaped;
+  }
+  return out;
+}
+
 // The visible commands, for the line that answers an unknown one.
 std::vector<const CLI::App*> all_commands(const CLI::App& app) {
   return app.get_subcommands(std::function<bool(const CLI::App*)>([](const CLI::App*) { return true; }));
@@ -90,15 +106,15 @@ int main(int argc, char** argv) {
     return app.exit(e);
   } catch (const CLI::ParseError& e) {
     // One line, the way every other bad input is reported.
-    std::cerr << "cpgen: " << cpgen::cli::without_program_name(e.what()) << " (see cpgen --help)\n";
+    std::cerr << "cpgen: " << cpgen::cli::one_line(cpgen::cli::without_program_name(e.what())) << " (see cpgen --help)\n";
     return 2;
   } catch (const cpgen::Error& e) {
     std::cout.flush();
-    std::cerr << "cpgen: " << cpgen::cli::without_program_name(e.what()) << "\n";
+    std::cerr << "cpgen: " << cpgen::cli::one_line(cpgen::cli::without_program_name(e.what())) << "\n";
     return e.kind() == cpgen::ErrorKind::kBadInput ? 2 : 1;
   } catch (const std::exception& e) {
     std::cout.flush();
-    std::cerr << "cpgen: internal error: " << e.what() << "\n";
+    std::cerr << "cpgen: internal error: " << cpgen::cli::one_line(e.what()) << "\n";
     return 1;
   }
   // Output that never reached its file (a full disk, a closed descriptor) is a failure: a
