@@ -220,8 +220,7 @@ cpgen_status cpgen_partition_rows(const cpgen_problem* problem, int32_t rank, in
     if (rank < 0 || rank >= p.cp_size)
       cpgen::throw_bad_input(std::string(fn) + ": rank " + std::to_string(rank) + " is outside [0, cp_size " +
                              std::to_string(p.cp_size) + ")");
-    *rows = static_cast<int64_t>(
-        cpgen::partition_positions(p.scheme, p.seq_len, static_cast<int>(p.cp_size), rank, p.documents).size());
+    *rows = cpgen::partition_rows(p.scheme, p.seq_len, static_cast<int>(p.cp_size), rank, p.documents);
   });
 }
 
@@ -234,12 +233,13 @@ cpgen_status cpgen_partition_positions(const cpgen_problem* problem, int32_t ran
     if (rank < 0 || rank >= p.cp_size)
       cpgen::throw_bad_input(std::string(fn) + ": rank " + std::to_string(rank) +
                              " is outside [0, cp_size " + std::to_string(p.cp_size) + ")");
-    std::vector<int64_t> local =
-        cpgen::partition_positions(p.scheme, p.seq_len, static_cast<int>(p.cp_size), rank, p.documents);
-    if (capacity < local.size())
+    // The capacity check needs the count only; the positions are listed once it passes.
+    const int64_t rows = cpgen::partition_rows(p.scheme, p.seq_len, static_cast<int>(p.cp_size), rank, p.documents);
+    if (capacity < static_cast<uint64_t>(rows))
       cpgen::throw_bad_input(std::string(fn) + ": capacity " + std::to_string(capacity) + " is less than the " +
-                             std::to_string(local.size()) + " rows of rank " + std::to_string(rank) +
-                             " (cpgen_partition_rows)");
+                             std::to_string(rows) + " rows of rank " + std::to_string(rank) + " (cpgen_partition_rows)");
+    const std::vector<int64_t> local =
+        cpgen::partition_positions(p.scheme, p.seq_len, static_cast<int>(p.cp_size), rank, p.documents);
     for (size_t i = 0; i < local.size(); ++i) positions[i] = local[i];
   });
 }

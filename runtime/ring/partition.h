@@ -30,6 +30,11 @@ void check_partitionable(Scheme scheme, int64_t seq_len, int cp_size);
 std::vector<int64_t> partition_positions(Scheme scheme, int64_t seq_len, int cp_size, int rank,
                                          const std::vector<int64_t>& documents = {});
 
+// partition_positions(...).size(), counted per document without listing the positions (a
+// 2^30-token sequence on one rank listed 8 GB to count them).
+int64_t partition_rows(Scheme scheme, int64_t seq_len, int cp_size, int rank,
+                       const std::vector<int64_t>& documents = {});
+
 // Inverse of partition_positions: which rank holds `position` and at which local index.
 struct PositionOwner {
   int rank;

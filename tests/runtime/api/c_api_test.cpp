@@ -323,6 +323,25 @@ TEST(CApi, PartitionPositionsMatchReferenceLayouts) {
   EXPECT_NE(std::string(cpgen_last_error()).find("rank 8"), std::string::npos);
 }
 
+// The largest sequence a problem may have is counted, not listed (one rank of 2^30 tokens took 27 s
+// and 8 GB to count; PartitionVarlen.RowCountsAreThePositionsCounted counts 2^39), and a capacity
+// too small is refused before anything is listed.
+TEST(CApi, PartitionRowsOfTheLongestSequenceAreCountedNotListed) {
+  cpgen_problem p = valid_problem();
+  p.kv_heads = p.q_heads;  // GQA 1: 2^30 packed rows, the limit
+  p.seq_len = int64_t{1} << 30;
+  p.cp_size = 1;
+  ASSERT_EQ(cpgen_problem_validate(&p), CPGEN_OK) << cpgen_last_error();
+  int64_t rows = -1;
+  ASSERT_EQ(cpgen_partition_rows(&p, 0, &rows), CPGEN_OK) << cpgen_last_error();
+  EXPECT_EQ(rows, int64_t{1} << 30);
+  int64_t one = -1;
+  EXPECT_EQ(cpgen_partition_positions(&p, 0, &one, 1), CPGEN_ERR_BAD_INPUT);
+  EXPECT_NE(std::string(cpgen_last_error()).find("capacity 1 is less than the 1073741824 rows"), std::string::npos)
+      << cpgen_last_error();
+  EXPECT_EQ(one, -1);
+}
+
 TEST(CApi, RingWithoutGpuReportsNoDevice) {
   std::string why;
   if (cpgen::testing::have_gpu(&why)) GTEST_SKIP() << "a GPU is present; this checks the no-GPU path";

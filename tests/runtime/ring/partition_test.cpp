@@ -200,6 +200,26 @@ TEST(PartitionVarlen, EveryPositionOnceAndEachRankIncreasing) {
     }
 }
 
+// partition_rows counts what partition_positions lists, per document, for every scheme and rank:
+// the cases above, every single document up to 70 tokens over 1-9 ranks, and a 2^40-token
+// sequence (2^39 per rank of two) that listing could not count.
+TEST(PartitionVarlen, RowCountsAreThePositionsCounted) {
+  auto check = [](const std::vector<int64_t>& documents, int cp_size) {
+    const int64_t seq_len = total_of(documents);
+    for (Scheme scheme : {Scheme::kContiguous, Scheme::kZigzag, Scheme::kZigzagToken, Scheme::kStriped})
+      for (int r = 0; r < cp_size; ++r)
+        ASSERT_EQ(partition_rows(scheme, seq_len, cp_size, r, documents),
+                  static_cast<int64_t>(partition_positions(scheme, seq_len, cp_size, r, documents).size()))
+            << scheme_name(scheme) << " N=" << cp_size << " rank " << r << " seq_len " << seq_len;
+  };
+  for (const VarlenCase& c : kVarlenCases) check(c.documents, c.cp_size);
+  for (int64_t length = 0; length <= 70; ++length)
+    for (int cp_size = 1; cp_size <= 9; ++cp_size) check({length}, cp_size);
+  for (Scheme scheme : {Scheme::kContiguous, Scheme::kZigzag, Scheme::kZigzagToken, Scheme::kStriped})
+    EXPECT_EQ(partition_rows(scheme, int64_t{1} << 40, 2, 1), int64_t{1} << 39) << scheme_name(scheme);
+  EXPECT_THROW(partition_rows(Scheme::kZigzag, 100, 4, 4), Error);
+}
+
 // Within every document, what each rank gets differs by at most one token between ranks. For
 // zigzag too: with the first L mod 2N chunks one longer, rank r's chunks r and 2N-1-r hold
 // together either [r < m] or 1 + [r > 2N-1-m] extra tokens, m = L mod 2N.
