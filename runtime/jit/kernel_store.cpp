@@ -5,6 +5,7 @@
 #include <unistd.h>
 
 #include <atomic>
+#include <chrono>
 #include <cerrno>
 #include <cstdio>
 #include <cstdlib>
@@ -17,40 +18,36 @@
 #include <random>
 
 #include "cpgen/error.h"
+#include "runtime/core/content_checksum.h"
 #include "runtime/core/user_cache_dir.h"
 
 namespace cpgen {
 namespace {
 
 // Entry layout: a magic line, one line of JSON metadata, then the cubin bytes. The metadata holds
-// the cubin's size and checksum, so a truncated or damaged entry is detected and reads as absent.
-constexpr std::string_view kMagic = "cpgen-kernel-store 2\n";
+// the cubin's size and a checksum of itself (without that field) and the cubin together, so a
+// truncated or damaged entry, header included, is detected and reads as absent. Format 2 covered
+// the cubin alone: a flipped bit in its stats (spill_bytes 0 -> 8) was served.
+constexpr std::string_view kMagic = "cpgen-kernel-store 3\n";
 constexpr std::string_view kSuffix = ".cpgenk";
+constexpr std::string_view kTempMarker = ".tmp.";
+// A temporary file this old was left by a writer that died before its rename.
+constexpr auto kStaleTemp = std::chrono::hours(1);
 
-// Detects damage, not tampering: FNV-1a's multiply-xor step applied to 8-byte words (then to the
-// tail bytes), about 8x faster than per byte, so an 80 KB cubin checks in ~10 us of the
-// under-1-ms load budget.
-uint64_t checksum(std::string_view bytes) {
-  constexpr uint64_t kPrime = 1099511628211ull;
-  uint64_t h = 1469598103934665603ull ^ bytes.size();
-  size_t i = 0;
-  for (; i + 8 <= bytes.size(); i += 8) {
-    uint64_t word;
-    std::memcpy(&word, bytes.data() + i, 8);
-    h = (h ^ word) * kPrime;
-    h ^= h >> 29;  // fold high bits down: the multiply alone never moves them to lower bits
-  }
-  for (; i < bytes.size(); ++i) h = (h ^ static_cast<unsigned char>(bytes[i])) * kPrime;
-  return h;
+// The checksum of an entry: its metadata as written (entry_checksum left out) and its cubin.
+uint64_t entry_checksum(nlohmann::json meta, std::string_view cubin) {
+  meta.erase("entry_checksum");
+  return content_checksum(cubin, content_checksum(meta.dump()));
 }
 
 std::string errno_text() { return std::strerror(errno); }
 
 bool read_file(const std::string& path, std::string& out) {
-  int fd = ::open(path.c_str(), O_RDONLY | O_CLOEXEC);
+  // O_NONBLOCK: a FIFO at an entry's name would block the open; only a regular file is read.
+  int fd = ::open(path.c_str(), O_RDONLY | O_CLOEXEC | O_NONBLOCK);
   if (fd < 0) return false;
   struct stat st;
-  bool ok = ::fstat(fd, &st) == 0;
+  bool ok = ::fstat(fd, &st) == 0 && S_ISREG(st.st_mode);
   if (ok) {
     out.resize(static_cast<size_t>(st.st_size));
     size_t done = 0;
@@ -85,7 +82,7 @@ std::string temp_name(const std::string& final_path) {
     return (static_cast<uint64_t>(device()) << 32) ^ device();
   }();
   char suffix[64];
-  std::snprintf(suffix, sizeof suffix, ".tmp.%d.%016llx.%llu", static_cast<int>(::getpid()),
+  std::snprintf(suffix, sizeof suffix, "%s%d.%016llx.%llu", std::string(kTempMarker).c_str(), static_cast<int>(::getpid()),
                 static_cast<unsigned long long>(process_nonce),
                 static_cast<unsigned long long>(counter++));
   return final_path + suffix;
@@ -115,7 +112,7 @@ std::optional<CompiledKernel> DirectoryKernelStore::get(const std::string& key) 
     const std::string_view cubin = std::string_view(bytes).substr(header_end + 1);
     if (meta.at("key").get<std::string>() != key) return std::nullopt;
     if (meta.at("cubin_bytes").get<size_t>() != cubin.size()) return std::nullopt;
-    if (meta.at("cubin_checksum").get<uint64_t>() != checksum(cubin)) return std::nullopt;
+    if (meta.at("entry_checksum").get<uint64_t>() != entry_checksum(meta, cubin)) return std::nullopt;
     CompiledKernel k;
     k.key = key;
     k.uri = meta.at("uri").get<std::string>();
@@ -148,7 +145,6 @@ void DirectoryKernelStore::put(const CompiledKernel& kernel) {
       {"uri", kernel.uri},
       {"arch", kernel.arch},
       {"cubin_bytes", kernel.cubin.size()},
-      {"cubin_checksum", checksum(kernel.cubin)},
       {"log", kernel.log},
       {"stats",
        {{"registers", kernel.stats.registers},
@@ -156,11 +152,13 @@ void DirectoryKernelStore::put(const CompiledKernel& kernel) {
         {"stack_bytes", kernel.stats.stack_bytes},
         {"shared_bytes", kernel.stats.shared_bytes},
         {"compile_ms", kernel.stats.compile_ms}}}};
+  meta["entry_checksum"] = entry_checksum(meta, kernel.cubin);
   std::string entry(kMagic);
   entry += meta.dump();  // one line: dump() escapes the log's newlines
   entry += '\n';
   entry += kernel.cubin;
 
+  std::call_once(swept_, [&] { remove_stale_temps(); });
   const std::string final_path = entry_path(kernel.key);
   const std::string temp_path = temp_name(final_path);
   int fd = ::open(temp_path.c_str(), O_WRONLY | O_CREAT | O_EXCL | O_CLOEXEC, 0644);
@@ -180,6 +178,20 @@ void DirectoryKernelStore::put(const CompiledKernel& kernel) {
     std::string why = errno_text();
     ::unlink(temp_path.c_str());
     throw Error(ErrorKind::kIo, "cannot publish kernel store entry " + final_path + ": " + why);
+  }
+}
+
+void DirectoryKernelStore::remove_stale_temps() {
+  // Another writer's temporary file is renamed within seconds; one an hour old belongs to a
+  // process that died (killed, out of disk) between its create and its rename.
+  std::error_code ec;
+  const auto now = std::filesystem::file_time_type::clock::now();
+  for (std::filesystem::directory_iterator it(dir_, ec), end; !ec && it != end; it.increment(ec)) {
+    const std::string name = it->path().filename().string();
+    if (name.find(std::string(kSuffix) + std::string(kTempMarker)) == std::string::npos) continue;
+    std::error_code time_ec;
+    const auto written = std::filesystem::last_write_time(it->path(), time_ec);
+    if (!time_ec && now - written > kStaleTemp) std::filesystem::remove(it->path(), time_ec);
   }
 }
 

@@ -4,6 +4,7 @@
 // it; every implementation must be safe to use from several threads and several processes.
 #pragma once
 
+#include <mutex>
 #include <optional>
 #include <string>
 
@@ -25,7 +26,8 @@ class KernelStore {
 };
 
 // One file per kernel, <dir>/<key>.cpgenk, written to a unique temporary name in the same
-// directory and then rename()d over the final name, which POSIX makes atomic.
+// directory and then rename()d over the final name, which POSIX makes atomic. The first put of a
+// process removes temporary names older than an hour (writers that died before their rename).
 class DirectoryKernelStore : public KernelStore {
  public:
   explicit DirectoryKernelStore(std::string dir);
@@ -37,7 +39,9 @@ class DirectoryKernelStore : public KernelStore {
   std::string entry_path(const std::string& key) const;
 
  private:
+  void remove_stale_temps();
   std::string dir_;
+  std::once_flag swept_;
 };
 
 // $CPGEN_KERNEL_DIR, else $XDG_CACHE_HOME/cpgen/kernels, else $HOME/.cache/cpgen/kernels

@@ -58,5 +58,30 @@ TEST_F(SqliteKernelStoreTest, PutGetAcrossConnectionsAndThreads) {
   EXPECT_FALSE(reader.get("key-a"));
 }
 
+// SQLite's own checks never look inside a blob: a flipped cubin byte or a changed stat of a row
+// reads as absent by the row's checksum (a damaged cubin was served before), and put repairs it.
+TEST_F(SqliteKernelStoreTest, ADamagedCubinOrStatReadsAsAbsent) {
+  SqliteKernelStore store(path("k.db"));
+  const std::string cubin(4096, 'c');
+  store.put(kernel("key", cubin));
+  ASSERT_TRUE(store.get("key"));
+  {
+    Database raw(path("k.db"));
+    std::string damaged = cubin;
+    damaged[3000] ^= 0x01;
+    Statement update = raw.prepare("UPDATE kernels SET cubin = ? WHERE key = 'key'");
+    update.bind_blob(1, damaged);
+    update.run();
+  }
+  EXPECT_FALSE(store.get("key"));
+  store.put(kernel("key", cubin));
+  ASSERT_TRUE(store.get("key"));
+  {
+    Database raw(path("k.db"));
+    raw.exec("UPDATE kernels SET stats = replace(stats, '\"spill_bytes\":0', '\"spill_bytes\":8') WHERE key = 'key'");
+  }
+  EXPECT_FALSE(store.get("key"));
+}
+
 }  // namespace
 }  // namespace cpgen::testing

@@ -1,9 +1,11 @@
 // The directory kernel store on synthetic entries (no NVRTC): round trips, damage detection,
 // atomic publication under concurrent writers and readers, and the default location.
 #include <gtest/gtest.h>
+#include <sys/stat.h>
 #include <unistd.h>
 
 #include <atomic>
+#include <chrono>
 #include <cstdlib>
 #include <filesystem>
 #include <fstream>
@@ -96,6 +98,16 @@ TEST(KernelStore, DamagedEntriesReadAsAbsentAndPutRepairsThem) {
   spit(path, good + "extra");  // trailing bytes: size mismatch
   EXPECT_FALSE(store.get("key").has_value());
 
+  // A flipped bit in the metadata line (spill_bytes 8 -> 0, one bit: 0x38 -> 0x30): format 2's
+  // checksum covered the cubin only, and the changed stat was served.
+  std::string header_bit = good;
+  const size_t spill = header_bit.find("\"spill_bytes\":8");
+  ASSERT_NE(spill, std::string::npos) << good.substr(0, 300);
+  header_bit[spill + 14] ^= 0x08;
+  ASSERT_EQ(header_bit.substr(spill, 15), "\"spill_bytes\":0");
+  spit(path, header_bit);
+  EXPECT_FALSE(store.get("key").has_value());
+
   // An entry copied under another key's name is not that key's kernel.
   spit(store.entry_path("other"), good);
   EXPECT_FALSE(store.get("other").has_value());
@@ -104,6 +116,33 @@ TEST(KernelStore, DamagedEntriesReadAsAbsentAndPutRepairsThem) {
   auto repaired = store.get("key");
   ASSERT_TRUE(repaired.has_value());
   EXPECT_EQ(repaired->cubin, k.cubin);
+}
+
+// Only a regular file is an entry: a FIFO at an entry's name reads as absent at once (its open
+// blocked forever before), as does a folder.
+TEST(KernelStore, AnEntryThatIsNotARegularFileReadsAsAbsentWithoutBlocking) {
+  TempDir dir("store");
+  DirectoryKernelStore store(dir.path());
+  ASSERT_EQ(::mkfifo(store.entry_path("fifo").c_str(), 0644), 0);
+  EXPECT_FALSE(store.get("fifo").has_value());
+  std::filesystem::create_directory(store.entry_path("folder"));
+  EXPECT_FALSE(store.get("folder").has_value());
+}
+
+// A writer killed between its create and its rename leaves a temporary file; the first put of a
+// process removes those older than an hour and leaves younger ones (a live writer's) alone.
+TEST(KernelStore, TheFirstPutRemovesStaleTemporaryFiles) {
+  TempDir dir("store");
+  DirectoryKernelStore store(dir.path());
+  const std::string stale = store.entry_path("a") + ".tmp.123.00000000deadbeef.0";
+  const std::string fresh = store.entry_path("b") + ".tmp.456.00000000deadbeef.0";
+  spit(stale, "partial");
+  spit(fresh, "partial");
+  std::filesystem::last_write_time(stale, std::filesystem::file_time_type::clock::now() - std::chrono::hours(2));
+  store.put(make_kernel("k", 'c', 100));
+  EXPECT_FALSE(std::filesystem::exists(stale));
+  EXPECT_TRUE(std::filesystem::exists(fresh));
+  EXPECT_TRUE(store.get("k").has_value());
 }
 
 TEST(KernelStore, ConcurrentWritersNeverExposeAPartialEntry) {
