@@ -24,6 +24,9 @@ struct CompiledKernel {
   std::string cubin;  // bytes
   CompileStats stats;
   std::string log;    // NVRTC and ptxas log of the compile that produced the cubin
+  // Why the store could not keep this fresh compile ("" when it did, or without a store): the
+  // kernel is good, and a command that fills a store reports it.
+  std::string not_stored;
   // The PTX that NVRTC handed to ptxas; only from an NVRTC compile (the store keeps none), for
   // reading what ptxas then scheduled (`cpgen compile --emit-ptx`).
   std::string ptx;

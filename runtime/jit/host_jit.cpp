@@ -88,13 +88,28 @@ int run_logged(const std::vector<std::string>& argv, const fs::path& log_path) {
 }
 
 fs::path make_work_dir(const std::string& uri) {
-  fs::path base = fs::temp_directory_path() / "cpgen" / "emulated";
-  fs::create_directories(base);
+  // Per user: a shared /tmp/cpgen/emulated made by one user (0755) refused every other one.
+  fs::path base = fs::temp_directory_path() / ("cpgen-" + std::to_string(::getuid())) / "emulated";
+  std::error_code ec;
+  fs::create_directories(base, ec);
+  if (ec) throw Error(ErrorKind::kIo, "emulated compile: cannot create " + base.string() + ": " + ec.message());
   std::string pattern = (base / (uri.substr(0, 80) + "-XXXXXX")).string();
   if (!::mkdtemp(pattern.data()))
     throw Error(ErrorKind::kIo, "emulated compile: cannot create a folder under " + base.string() + ": " +
                                     std::strerror(errno));
   return pattern;
+}
+
+// Puts a fresh object in the store, as the NVRTC path does: one the store cannot keep (read-only,
+// full) is still good, and only costs a compile next time; not_stored says why.
+void keep(KernelStore* store, CompiledKernel& object) {
+  if (!store) return;
+  try {
+    store->put(object);
+  } catch (const Error& e) {
+    object.log += "\ncpgen: not stored: " + std::string(e.what());
+    object.not_stored = e.what();
+  }
 }
 
 const char* params_type(KernelKind kind) {
@@ -302,7 +317,7 @@ std::string emulator_runtime_object(KernelStore* store, const HostCompiler& comp
   object.cubin = std::move(compiled.bytes);
   object.log = std::move(compiled.log);
   object.stats.cubin_bytes = static_cast<int>(object.cubin.size());
-  if (store) store->put(object);
+  keep(store, object);
   return objects[key] = object.cubin;
 }
 
@@ -353,7 +368,7 @@ CompiledKernel compile_emulated(const KernelSpec& spec, KernelStore* store, cons
   kernel.stats.compile_ms = ms_since_start();
   std::error_code ec;
   fs::remove_all(dir, ec);
-  if (store) store->put(kernel);
+  keep(store, kernel);
   return kernel;
 }
 

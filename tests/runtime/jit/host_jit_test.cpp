@@ -3,12 +3,16 @@
 #include <gtest/gtest.h>
 
 #include <sys/stat.h>
+#include <unistd.h>
 
 #include <filesystem>
 #include <fstream>
+#include <optional>
+#include <string>
 
 #include "cpgen/error.h"
 #include "runtime/jit/host_jit.h"
+#include "runtime/jit/kernel_store.h"
 #include "temp_dir.h"
 
 namespace cpgen {
@@ -131,6 +135,8 @@ TEST(HostJit, AFailedCompileKeepsTheSourceAndShowsTheLog) {
   };
   const std::string kept = kept_folder(message);
   ASSERT_FALSE(kept.empty()) << message;
+  // Under this user's own folder: a shared /tmp/cpgen/emulated made by another user refused it.
+  EXPECT_NE(kept.find("/cpgen-" + std::to_string(::getuid()) + "/emulated/"), std::string::npos) << kept;
   EXPECT_TRUE(std::filesystem::exists(kept + "/kernel.cpp")) << kept;
   EXPECT_TRUE(std::filesystem::exists(kept + "/include/cpgen/emulation/cuda_emulation.h")) << kept;
   std::filesystem::remove_all(kept);
@@ -151,6 +157,29 @@ TEST(HostJit, AFailedCompileKeepsTheSourceAndShowsTheLog) {
   EXPECT_TRUE(std::filesystem::exists(silent_kept + "/runtime.cpp")) << silent_kept;
   std::filesystem::remove_all(silent_kept);
   EXPECT_TRUE(std::filesystem::is_empty(store_dir.path()));
+}
+
+// A store that cannot keep anything (read-only, full).
+class RefusingStore : public KernelStore {
+ public:
+  std::optional<CompiledKernel> get(const std::string&) override { return std::nullopt; }
+  void put(const CompiledKernel&) override { throw Error(ErrorKind::kIo, "cannot write: the store is full"); }
+  std::string describe() const override { return "a full store"; }
+};
+
+// A store that cannot keep the compiled object does not fail the compile (the object is good; the
+// NVRTC path already behaved so): not_stored says why. The whole emulated run failed before.
+TEST(HostJit, AStoreThatCannotKeepTheObjectDoesNotFailTheCompile) {
+  TempDir bin("fake_cxx_ok");
+  const std::string fake = bin.path() + "/c++";
+  // Writes a stand-in object to the path after -o.
+  std::ofstream(fake) << "#!/bin/sh\nwhile [ $# -gt 0 ]; do if [ \"$1\" = -o ]; then printf 'object' > \"$2\"; fi; shift; done\n";
+  ::chmod(fake.c_str(), 0755);
+  RefusingStore store;
+  const KernelSpec spec = KernelSpec::default_for(Dtype::kFp16, 64, true, 1);
+  const CompiledKernel k = compile_emulated(spec, &store, HostCompiler{fake, fake + " | writes"});
+  EXPECT_EQ(k.cubin, "object");
+  EXPECT_NE(k.not_stored.find("the store is full"), std::string::npos) << k.not_stored;
 }
 
 }  // namespace
