@@ -374,6 +374,7 @@ CompiledKernel compile_source(const std::string& kernel_name, const std::string&
     } catch (const Error& e) {
       // The cubin is good; failing to keep it only costs a recompile next time.
       k.log += "\ncpgen: not stored: " + std::string(e.what());
+      k.not_stored = e.what();
     }
   }
   promise.set_value(k);

@@ -6,6 +6,7 @@
 #include <cstdlib>
 #include <filesystem>
 #include <fstream>
+#include <nlohmann/json.hpp>
 #include <set>
 
 #include "generator/kernel_spec.h"
@@ -21,6 +22,7 @@ namespace {
 using testing::line_count;
 using testing::run_cli;
 using testing::slurp;
+using testing::ScopedEnv;
 using testing::TempDir;
 
 // The flagship config (must not spill) and a cheaper one for tests that only need some kernel.
@@ -62,6 +64,69 @@ TEST(CliCompile, SpecJsonReportsResourcesAndTheSecondRunComesFromTheStore) {
   EXPECT_EQ(k["cubin_bytes"], j["cubin_bytes"]);
   EXPECT_EQ(k["repeat"]["count"], 2);
   EXPECT_EQ(k["repeat"]["from_store"], true);
+}
+
+// What can never be a store is refused up front, with the reason: a --store that is a link to a
+// missing folder (every write failed behind it, and compile said nothing), or $CPGEN_KERNEL_DIR
+// naming a file.
+TEST(CliCompile, AStoreThatCanNeverBeOneIsBadInput) {
+  TempDir dir("cli");
+  const std::string link = dir.path() + "/link";
+  std::filesystem::create_symlink(dir.path() + "/missing", link);
+  auto dangling = run_cli("compile --spec " + kSmallUri + " --arch sm_80 --store " + link);
+  EXPECT_EQ(dangling.exit_code, 2) << dangling.err;
+  EXPECT_NE(dangling.err.find("is a link to a missing folder"), std::string::npos) << dangling.err;
+  EXPECT_EQ(line_count(dangling.err), 1) << dangling.err;
+  const std::string file = dir.path() + "/file";
+  std::ofstream(file) << "x";
+  ScopedEnv env("CPGEN_KERNEL_DIR", file.c_str());
+  auto not_a_folder = run_cli("compile --spec " + kSmallUri + " --arch sm_80");
+  EXPECT_EQ(not_a_folder.exit_code, 2) << not_a_folder.err;
+  EXPECT_NE(not_a_folder.err.find("is not a directory"), std::string::npos) << not_a_folder.err;
+}
+
+// A compile the store could not keep fails the command (exit 1) with one line naming the store
+// and why, after its report; it exited 0 saying nothing. Here the entry's name is taken by a
+// folder, so the store's rename fails.
+TEST(CliCompile, ACompileTheStoreCouldNotKeepExitsOne) {
+  TempDir dir("cli");
+  auto probe = run_cli("compile --spec " + kSmallUri + " --arch sm_80 --no-store --json");
+  ASSERT_EQ(probe.exit_code, 0) << probe.err;
+  const std::string key = nlohmann::json::parse(probe.out).at("key").get<std::string>();
+  const std::string store = dir.path() + "/store";
+  std::filesystem::create_directories(store + "/" + key + ".cpgenk/taken");
+  auto r = run_cli("compile --spec " + kSmallUri + " --arch sm_80 --store " + store);
+  EXPECT_EQ(r.exit_code, 1) << r.err;
+  EXPECT_NE(r.out.find("registers"), std::string::npos) << "the report still comes: " << r.out;
+  EXPECT_NE(r.err.find("1 of 1 compiled kernel(s) could not be kept in the store (directory " + store + ")"),
+            std::string::npos)
+      << r.err;
+  EXPECT_EQ(line_count(r.err), 1) << r.err;
+  // --defaults (whose purpose is filling a store) likewise, here for the hd64 causal default.
+  const std::string default_uri = "ring_fwd_bf16_hd64_causal_gqa1_bm128_bn64_w4_s2";
+  auto default_probe = run_cli("compile --spec " + default_uri + " --arch sm_80 --no-store --json");
+  ASSERT_EQ(default_probe.exit_code, 0) << default_probe.err;
+  std::filesystem::create_directories(store + "/" + nlohmann::json::parse(default_probe.out).at("key").get<std::string>() +
+                                      ".cpgenk/taken");
+  auto all = run_cli("compile --defaults --filter " + default_uri + " --arch sm_80 --store " + store);
+  EXPECT_EQ(all.exit_code, 1) << all.err;
+  EXPECT_NE(all.err.find("1 of 1 compiled kernel(s) could not be kept in the store"), std::string::npos) << all.err;
+}
+
+// Under a file-size limit smaller than the entry, the store's write fails and is reported (exit 1,
+// no temporary file left); SIGXFSZ killed the process before (exit 153).
+TEST(CliCompile, AFileSizeLimitIsAStoreErrorNotASignal) {
+  TempDir dir("cli");
+  const std::string store = dir.path() + "/store";
+  const std::string cmd = "ulimit -f 16; exec " + std::string(CPGEN_CLI_PATH) + " compile --spec " + kSmallUri +
+                          " --arch sm_80 --store " + store + " >/dev/null 2>" + dir.path() + "/err";
+  const int status = std::system(("sh -c '" + cmd + "'").c_str());
+  ASSERT_TRUE(WIFEXITED(status)) << "killed by signal " << (WIFSIGNALED(status) ? WTERMSIG(status) : 0);
+  EXPECT_EQ(WEXITSTATUS(status), 1);
+  const std::string err = slurp(dir.path() + "/err");
+  EXPECT_NE(err.find("could not be kept in the store"), std::string::npos) << err;
+  for (const auto& entry : std::filesystem::directory_iterator(store))
+    EXPECT_EQ(entry.path().filename().string().find(".tmp."), std::string::npos) << entry.path();
 }
 
 TEST(CliCompile, EmitSourceWritesTheGeneratedSource) {

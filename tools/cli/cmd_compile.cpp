@@ -10,6 +10,7 @@
 #include <chrono>
 #include <cstdio>
 #include <fstream>
+#include <functional>
 #include <iostream>
 #include <iterator>
 #include <memory>
@@ -77,6 +78,8 @@ StoreChoice choose_store(const CompileOptions& o) {
     c.owned = std::make_unique<DirectoryKernelStore>(o.store_dir);
     c.store = c.owned.get();
   } else {
+    check_store_dir(default_kernel_dir(), "compile", "the kernel store ($CPGEN_KERNEL_DIR or the default)",
+                    /*writable=*/false);
     c.store = default_kernel_store();
   }
   c.description = c.store->describe();
@@ -88,6 +91,22 @@ std::string first_line(const std::string& text) { return text.substr(0, text.fin
 // The --emit options of one kernel, each with the file it names ("" when not given).
 std::array<std::pair<const char*, const std::string*>, 3> emit_options(const CompileOptions& o) {
   return {{{"--emit-source", &o.emit_source}, {"--emit-cubin", &o.emit_cubin}, {"--emit-ptx", &o.emit_ptx}}};
+}
+
+// Compiles that the store could not keep make a command that fills a store fail (exit 1) with
+// one line on stderr: how many, where, and the first reason (a full disk, a dangling link).
+void report_not_stored(size_t total, const std::string& store_description,
+                       const std::function<void(const std::function<void(const std::string&)>&)>& for_each_reason) {
+  size_t count = 0;
+  std::string first;
+  for_each_reason([&](const std::string& why) {
+    if (count++ == 0) first = why;
+  });
+  if (count == 0) return;
+  std::cout.flush();
+  std::cerr << "cpgen: " << count << " of " << total << " compiled kernel(s) could not be kept in the store (" << store_description
+            << "): " << first << "\n";
+  set_exit_code(1);
 }
 
 void compile_one(const CompileOptions& o, const std::string& arch, KernelStore* store,
@@ -161,6 +180,9 @@ void compile_one(const CompileOptions& o, const std::string& arch, KernelStore* 
                        {"max_ms", repeat_ms.back()}};
     }
     std::cout << out.dump(2) << "\n";
+    report_not_stored(1, store_description, [&](const std::function<void(const std::string&)>& each) {
+      if (!k.not_stored.empty()) each(k.not_stored);
+    });
     return;
   }
   char ms[32];
@@ -186,6 +208,9 @@ void compile_one(const CompileOptions& o, const std::string& arch, KernelStore* 
   if (!o.emit_source.empty()) std::cout << "  source        " << o.emit_source << "\n";
   if (!o.emit_cubin.empty()) std::cout << "  cubin         " << o.emit_cubin << "\n";
   if (!o.emit_ptx.empty()) std::cout << "  ptx           " << o.emit_ptx << "\n";
+  report_not_stored(1, store_description, [&](const std::function<void(const std::string&)>& each) {
+    if (!k.not_stored.empty()) each(k.not_stored);
+  });
 }
 
 enum class Outcome { kCompiled, kCached, kInfeasible, kFailed };
@@ -204,7 +229,8 @@ struct Job {
   KernelSpec spec;
   Outcome outcome = Outcome::kFailed;
   CompileStats stats;
-  std::string reason;  // why infeasible or failed (one line)
+  std::string reason;      // why infeasible or failed (one line)
+  std::string not_stored;  // why the store could not keep a fresh compile
 };
 
 // Every candidate of every supported combination, forward and backward (step and preprocessing
@@ -302,6 +328,7 @@ void compile_all(const CompileOptions& o, const std::string& arch, KernelStore* 
         try {
           CompiledKernel k = compile_kernel(job.spec, arch, store);
           job.stats = k.stats;
+          job.not_stored = first_line(k.not_stored);
           job.outcome = k.stats.from_store ? Outcome::kCached : Outcome::kCompiled;
         } catch (const Error& e) {
           job.outcome = e.kind() == ErrorKind::kInfeasible ? Outcome::kInfeasible : Outcome::kFailed;
@@ -364,6 +391,10 @@ void compile_all(const CompileOptions& o, const std::string& arch, KernelStore* 
               << store_description << ")\n";
   }
   if (counts[3] > 0) set_exit_code(1);
+  report_not_stored(jobs.size(), store_description, [&](const std::function<void(const std::string&)>& each) {
+    for (const Job& job : jobs)
+      if (!job.not_stored.empty()) each(job.not_stored);
+  });
 }
 
 void run(const CompileOptions& o) {

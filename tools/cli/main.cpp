@@ -1,5 +1,6 @@
 // cpgen: the command line. Exit codes: 0 success, 2 bad input (one line naming the field and
 // what is allowed), 1 any other failure; a command may choose another (tune --require-gpu: 3).
+#include <csignal>
 #include <cstdio>
 #include <iostream>
 #include <functional>
@@ -77,6 +78,9 @@ int exit_code() { return g_exit_code; }
 }  // namespace cpgen::cli
 
 int main(int argc, char** argv) {
+  // Past a file-size limit (ulimit -f) a write then fails with EFBIG, which the store and the
+  // output files report, instead of the signal killing the process with a temporary file left.
+  std::signal(SIGXFSZ, SIG_IGN);
   CLI::App app{"cpgen: code-generating kernel compiler and autotuner for context-parallel ring attention"};
   app.require_subcommand(1);
   app.set_version_flag("--version", CPGEN_CLI_VERSION);

@@ -9,21 +9,25 @@
 namespace cpgen::cli {
 namespace fs = std::filesystem;
 
-void check_store_dir(const std::string& dir, const std::string& what) {
+void check_store_dir(const std::string& dir, const std::string& what, const std::string& option, bool writable) {
   std::error_code ec;
+  const std::string named = what + ": " + option + " " + dir;
   if (fs::exists(dir, ec)) {
-    if (!fs::is_directory(dir, ec)) throw_bad_input(what + ": --store " + dir + " is not a directory; pass a folder for compiled kernels");
-    if (::access(dir.c_str(), W_OK | X_OK) != 0) throw_bad_input(what + ": --store " + dir + " is not writable");
+    if (!fs::is_directory(dir, ec)) throw_bad_input(named + " is not a directory; pass a folder for compiled kernels");
+    if (writable && ::access(dir.c_str(), W_OK | X_OK) != 0) throw_bad_input(named + " is not writable");
     return;
   }
+  // A link to nothing cannot be created as a folder (every store write failed behind it).
+  if (fs::is_symlink(dir, ec)) throw_bad_input(named + " is a link to a missing folder (" + fs::read_symlink(dir, ec).string() + ")");
+  if (!writable) return;
   // The store creates missing folders; the nearest existing ancestor must allow that.
   fs::path ancestor = fs::absolute(dir, ec).parent_path();
   while (!ancestor.empty() && !fs::exists(ancestor, ec) && ancestor != ancestor.parent_path()) ancestor = ancestor.parent_path();
   if (!fs::is_directory(ancestor, ec)) {
-    throw_bad_input(what + ": --store " + dir + " cannot be created: " + ancestor.string() + " is not a directory");
+    throw_bad_input(named + " cannot be created: " + ancestor.string() + " is not a directory");
   }
   if (::access(ancestor.c_str(), W_OK | X_OK) != 0) {
-    throw_bad_input(what + ": --store " + dir + " cannot be created: " + ancestor.string() + " is not writable");
+    throw_bad_input(named + " cannot be created: " + ancestor.string() + " is not writable");
   }
 }
 

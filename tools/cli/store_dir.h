@@ -7,8 +7,12 @@
 
 namespace cpgen::cli {
 
-// `what` starts the message, e.g. "compile".
-void check_store_dir(const std::string& dir, const std::string& what);
+// `what` starts the message, e.g. "compile"; `option` names where the folder came from
+// ("--store", or "the kernel store ($CPGEN_KERNEL_DIR or the default)"). Without `writable` only
+// what can never be a store is refused (a file, a link to nothing): a read-only store that was
+// filled ahead of a job is a store to read.
+void check_store_dir(const std::string& dir, const std::string& what, const std::string& option = "--store",
+                     bool writable = true);
 
 // The same for a file a command will write (verify --output, db export -o, compile --emit-*):
 // its folder must exist and be writable, and the path must not be a folder.
