@@ -201,6 +201,41 @@ TEST(CmdPlan, PackedShapeReportsRankTokensImbalanceAndSkippedSteps) {
   EXPECT_NE(text.out.find("ring steps skipped by the mask"), std::string::npos) << text.out;
 }
 
+// Shapes that differ only in their mask are planned each on its own: a file's repeated shapes
+// are planned once, and the key that found them left the mask out, so a packed or windowed shape
+// took the plain shape's plan (tiles work model, no skipped step).
+TEST(CmdPlan, ShapesThatDifferOnlyInTheirMaskArePlannedApart) {
+  const auto dir = std::filesystem::temp_directory_path() / ("cpgen_plan_masks_" + std::to_string(::getpid()));
+  std::filesystem::create_directories(dir);
+  const std::string base = R"("q_heads": 8, "kv_heads": 8, "head_dim": 64, "seq_len": 4096, "cp_size": 4,
+                              "dtype": "bf16", "causal": true, "scheme": "zigzag")";
+  const auto together = (dir / "together.json").string(), alone = (dir / "alone.json").string();
+  std::ofstream(together) << R"({"shapes": [{"name": "plain", )" << base << R"(},
+      {"name": "packed", )" << base << R"(, "documents": [1024, 1024, 1024, 1024]},
+      {"name": "windowed", )" << base << R"(, "window": {"left": 128, "right": 0}}]})";
+  std::ofstream(alone) << R"({"shapes": [{"name": "packed", )" << base << R"(, "documents": [1024, 1024, 1024, 1024]},
+      {"name": "windowed", )" << base << R"(, "window": {"left": 128, "right": 0}}]})";
+  const auto r_together = run_cli("plan --json --shapes " + together);
+  const auto r_alone = run_cli("plan --json --shapes " + alone);
+  std::filesystem::remove_all(dir);
+  ASSERT_EQ(r_together.exit_code, 0) << r_together.err;
+  ASSERT_EQ(r_alone.exit_code, 0) << r_alone.err;
+  // Each masked shape's entries as planned beside the plain shape and on their own.
+  auto entries_of = [](const std::string& out, const std::string& name) {
+    nlohmann::json picked = nlohmann::json::array();
+    const nlohmann::json doc = nlohmann::json::parse(out);  // alive while its entries are read
+    for (const auto& e : doc.at("entries"))
+      if (e.at("shape") == name) picked.push_back(e);
+    return picked;
+  };
+  for (const char* name : {"packed", "windowed"}) {
+    const auto beside = entries_of(r_together.out, name), own = entries_of(r_alone.out, name);
+    ASSERT_FALSE(own.empty()) << name;
+    EXPECT_EQ(beside, own) << name;
+    EXPECT_NE(beside, entries_of(r_together.out, "plain")) << name;
+  }
+}
+
 TEST(CmdPlan, OneRankHasNoRatioInJson) {
   const auto dir = std::filesystem::temp_directory_path() / ("cpgen_plan_test1_" + std::to_string(::getpid()));
   std::filesystem::create_directories(dir);

@@ -155,11 +155,14 @@ void print_table(const std::vector<ShapePlan>& plans, const PlanRates& rates) {
       "instead of the ring.\n");
 }
 
-// Every field of a problem but its name: what a plan depends on.
-using ProblemKey = std::tuple<int64_t, int64_t, int64_t, int64_t, int64_t, int64_t, int, bool, int, double>;
+// Every field of a problem but its name: what a plan depends on. The mask fields and the layout
+// were left out, so a shape with documents or a window took the plan of the same shape without.
+using ProblemKey = std::tuple<int64_t, int64_t, int64_t, int64_t, int64_t, int64_t, int, bool, int, double,
+                              std::vector<int64_t>, int64_t, int64_t, double, std::string>;
 ProblemKey key_of(const Problem& p) {
-  return {p.batch, p.q_heads, p.kv_heads, p.head_dim, p.seq_len, p.cp_size, static_cast<int>(p.dtype),
-          p.causal, static_cast<int>(p.scheme), p.softmax_scale};
+  return {p.batch,  p.q_heads,        p.kv_heads,  p.head_dim,    p.seq_len,
+          p.cp_size, static_cast<int>(p.dtype), p.causal, static_cast<int>(p.scheme), p.softmax_scale,
+          p.documents, p.window_left,   p.window_right, p.softcap, p.layout};
 }
 
 void run_plan(const PlanArgs& args) {
