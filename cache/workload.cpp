@@ -1,5 +1,6 @@
 #include "cache/workload.h"
 
+#include <algorithm>
 #include <optional>
 #include <type_traits>
 
@@ -8,6 +9,7 @@
 #include "cpgen/error.h"
 #include "runtime/core/enum_names.h"
 #include "runtime/ring/kernel_support.h"
+#include "runtime/ring/partition.h"
 #include "runtime/ring/schedule.h"
 
 namespace cpgen {
@@ -252,10 +254,15 @@ WorkloadKey workload_for(const Problem& p, StepType step, const DeviceClass& dev
   w.batch = static_cast<int>(p.batch);
   w.scheme = p.scheme;
   w.step = step;
-  const int64_t local = p.local_seq_len();
+  // The largest rank's rows: where lengths do not divide, ranks differ, and the floor of seq_len /
+  // cp_size keyed a 4097-token, 4-rank step as 1024 rows (its largest rank holds 1025) and a
+  // 3-token one over 4 ranks as 0. A zigzag half step covers one chunk of it.
+  int64_t local = 0;
+  for (int r = 0; r < p.cp_size; ++r)
+    local = std::max(local, partition_rows(p.scheme, p.seq_len, static_cast<int>(p.cp_size), r, p.documents));
   const StepType shape = forward_shape(step);
-  w.q_len = shape == StepType::kZigzagQHalf ? local / 2 : local;
-  w.kv_len = shape == StepType::kZigzagKvHalf ? local / 2 : local;
+  w.q_len = shape == StepType::kZigzagQHalf ? (local + 1) / 2 : local;
+  w.kv_len = shape == StepType::kZigzagKvHalf ? (local + 1) / 2 : local;
   w.gpu_name = device.gpu_name;
   w.arch = device.arch;
   w.sm_count = device.sm_count;

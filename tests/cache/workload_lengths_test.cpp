@@ -1,0 +1,47 @@
+// A workload's lengths: the rows of the largest rank, whether or not the length divides.
+#include <gtest/gtest.h>
+
+#include "cache/workload.h"
+#include "cpgen/problem.h"
+
+namespace cpgen::testing {
+namespace {
+
+Problem problem(int64_t seq_len, int64_t cp_size, Scheme scheme) {
+  Problem p;
+  p.q_heads = 8;
+  p.kv_heads = 8;
+  p.head_dim = 64;
+  p.seq_len = seq_len;
+  p.cp_size = cp_size;
+  p.scheme = scheme;
+  p.causal = true;
+  return p;
+}
+
+// Where the length divides nothing moves: the lengths every tuned record is keyed by stay.
+TEST(WorkloadLengths, DividingLengthsKeepTheirRowsPerRank) {
+  const Problem p = problem(32768, 8, Scheme::kZigzag);
+  EXPECT_EQ(workload_for(p, StepType::kDiagonal, DeviceClass{}).q_len, 4096);
+  EXPECT_EQ(workload_for(p, StepType::kZigzagKvHalf, DeviceClass{}).kv_len, 2048);
+  EXPECT_EQ(workload_for(p, StepType::kZigzagQHalf, DeviceClass{}).q_len, 2048);
+  EXPECT_EQ(workload_for(p, StepType::kZigzagQHalf, DeviceClass{}).kv_len, 4096);
+}
+
+// Ranks that differ key the step by the largest (the floor of seq_len / cp_size keyed 4097 tokens
+// over 4 ranks as 1024 rows, and 3 tokens over 4 as 0, a workload db import refuses).
+TEST(WorkloadLengths, UnevenLengthsKeyTheLargestRank) {
+  EXPECT_EQ(workload_for(problem(4097, 4, Scheme::kContiguous), StepType::kFull, DeviceClass{}).q_len, 1025);
+  EXPECT_EQ(workload_for(problem(1000, 7, Scheme::kStriped), StepType::kDiagonal, DeviceClass{}).q_len, 143);
+  const Problem tiny = problem(3, 4, Scheme::kZigzag);
+  for (StepType step : {StepType::kDiagonal, StepType::kZigzagKvHalf, StepType::kZigzagQHalf}) {
+    const WorkloadKey w = workload_for(tiny, step, DeviceClass{});
+    EXPECT_GE(w.q_len, 1) << step_type_name(step);
+    EXPECT_GE(w.kv_len, 1) << step_type_name(step);
+  }
+  // 4097 over 8 zigzag chunks: chunk 0 has 513 tokens, so a half step covers up to 513.
+  EXPECT_EQ(workload_for(problem(4097, 4, Scheme::kZigzag), StepType::kZigzagKvHalf, DeviceClass{}).kv_len, 513);
+}
+
+}  // namespace
+}  // namespace cpgen::testing
