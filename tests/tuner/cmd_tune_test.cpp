@@ -207,9 +207,25 @@ TEST_F(CmdTuneTest, BadInputExitsTwoWithOneLine) {
   EXPECT_NE(cut.err.find("--check-race-margin 0.9 is not allowed; allowed: 0 (no such cut) or >= 1"), std::string::npos)
       << cut.err;
   EXPECT_EQ(std::count(cut.err.begin(), cut.err.end(), '\n'), 1) << cut.err;
-  CliResult runs = run_cli("tune --shapes " + shapes_file() + common() + " --runs 5");
-  EXPECT_EQ(runs.exit_code, 2);
-  EXPECT_NE(runs.err.find("at least 20"), std::string::npos) << runs.err;
+  // Numeric options are checked as text, before the database exists: --runs and --warmup were
+  // checked after it was created (a refused tune left a database), NaN was no --budget-s limit,
+  // an empty value was 0, and hex was a count.
+  const std::pair<const char*, const char*> options[] = {
+      {" --runs 5", "--runs: must be an integer 20..1000000, got 5"},
+      {" --warmup 0", "--warmup: must be an integer 1..1000000, got 0"},
+      {" --budget-s nan", "--budget-s: must be a finite number >= 0 (0: no limit), got 'nan'"},
+      {" --budget-s ''", "--budget-s: must be a finite number >= 0 (0: no limit), got ''"},
+      {" --max-candidates ''", "--max-candidates: must be an integer 0..1000000 (0: all)"},
+      {" --max-candidates 0x10", "--max-candidates: must be an integer 0..1000000 (0: all), got 0x10"},
+      {" --race-margin ''", "--race-margin: must be a finite number >= 0, got ''"},
+  };
+  for (const auto& [option, message] : options) {
+    CliResult bad = run_cli("tune --shapes " + shapes_file() + common() + option);
+    EXPECT_EQ(bad.exit_code, 2) << option;
+    EXPECT_NE(bad.err.find(message), std::string::npos) << option << ": " << bad.err;
+    EXPECT_EQ(std::count(bad.err.begin(), bad.err.end(), '\n'), 1) << bad.err;
+    EXPECT_FALSE(std::filesystem::exists(path("t.db"))) << option << " created the database";
+  }
 }
 
 // The GPU acceptance of the forward: one shape, at least 24 candidates, under 30 s, and a verified

@@ -16,6 +16,7 @@
 #include "runtime/ring/plan.h"
 #include "runtime/ring/shapes.h"
 #include "tools/cli/command.h"
+#include "tools/cli/int_range.h"
 #include "tools/cli/slow_progress.h"
 
 namespace cpgen::cli {
@@ -197,9 +198,11 @@ const CommandRegistrar kPlan("plan", [](CLI::App& root) {
   cmd->add_option("--shapes", args->shapes, "shapes file (JSON, see examples/shapes)")->required();
   cmd->add_option("--link-gbps", args->link_gbps,
                   "link bandwidth between ring neighbours per direction, in GB/s (10^9 bytes/s, not gigabits)")
-      ->capture_default_str();
+      ->capture_default_str()
+      ->check(number_at_least(0, " (GB/s, 10^9 bytes per second)", /*strict=*/true));
   cmd->add_option("--tflops", args->tflops, "sustained attention throughput per GPU, in TFLOP/s")
-      ->capture_default_str();
+      ->capture_default_str()
+      ->check(number_at_least(0, " (10^12 FLOP/s)", /*strict=*/true));
   cmd->add_flag("--json", args->json, "print JSON: one entry per (shape, scheme) and the recommendation per shape");
   cmd->callback([args] { run_plan(*args); });
 });

@@ -170,20 +170,26 @@ const CommandRegistrar kTune("tune", [](CLI::App& root) {
   cmd->add_option("--only", o->only, "tune only one direction: fwd (the forward step types) or bwd (the backward ones); default both");
   add_db_option(cmd, &o->db);
   cmd->add_option("--arch", o->arch, "target arch: sm_80, sm_90, sm_90a (default: the GPU's, else sm_90a)");
-  cmd->add_option("--budget-s", o->budget_s, "stop timing new candidates after this many seconds (0: no limit)");
+  cmd->add_option("--budget-s", o->budget_s, "stop timing new candidates after this many seconds (0: no limit)")
+      ->check(number_at_least(0, " (0: no limit)"));
   cmd->add_flag("--json", o->json_output, "print JSON");
   cmd->add_flag("--require-gpu", o->require_gpu, "exit 3 when no GPU is present instead of compiling only");
-  cmd->add_option("--max-candidates", o->max_candidates, "at most this many viable candidates per workload (0: all)");
+  cmd->add_option("--max-candidates", o->max_candidates, "at most this many viable candidates per workload (0: all)")
+      ->check(int_range(0, 1000000, " (0: all)"));
   cmd->add_option("-j,--jobs", o->jobs, "parallel compiles (default: CPU count)")->check(int_range(0, 1024, " (0: one per CPU)"));
-  cmd->add_option("--runs", o->runs, "timed launches per candidate, at least 20 (the median is kept)");
-  cmd->add_option("--warmup", o->warmup, "untimed launches before timing");
+  // Checked here, before the database is opened (the Tuner checks them again for its other callers).
+  cmd->add_option("--runs", o->runs, "timed launches per candidate, at least 20 (the median is kept)")
+      ->check(int_range(20, 1000000));
+  cmd->add_option("--warmup", o->warmup, "untimed launches before timing")->check(int_range(1, 1000000));
   cmd->add_option("--race-margin", o->race_margin,
                   "time a candidate no further when its first 5 runs' median is above this many times the best "
-                  "so far (default 1.25; 0: time every candidate fully)");
+                  "so far (default 1.25; 0: time every candidate fully)")
+      ->check(number_at_least(0));
   cmd->add_option("--check-race-margin", o->check_race_margin,
                   "time a candidate no further, not even warmed up, when the launch that checked its output took "
                   "more than this many times the best so far, once the best takes at least 1 ms (default 1.5; 0: "
-                  "never)");
+                  "never)")
+      ->check(number_at_least(0));
   cmd->add_option("--store", o->store_dir, "compiled-kernel store directory (default: $CPGEN_KERNEL_DIR, $XDG_CACHE_HOME/cpgen/kernels or ~/.cache/cpgen/kernels)");
   cmd->add_flag("--no-store", o->no_store, "always run NVRTC and store no compiled kernels");
   cmd->add_flag("--kernels-in-db", o->kernels_in_db, "keep compiled kernels in the database's kernels table instead of a directory");

@@ -1,4 +1,4 @@
-// A CLI11 validator for integer options that checks the text before CLI11 converts it, so that a
+// CLI11 validators for integer options that checks the text before CLI11 converts it, so that a
 // value beyond the option's type (--ranks 99999999999) and one outside the allowed range (--jobs
 // -2) both give one line naming the option and the range, e.g.
 //   cpgen: --jobs: must be an integer 0..1024 (0: one per CPU), got -2 (see cpgen --help)
@@ -7,6 +7,7 @@
 #include <CLI/CLI.hpp>
 
 #include <cerrno>
+#include <cmath>
 #include <cstdint>
 #include <cstdlib>
 #include <string>
@@ -23,6 +24,24 @@ inline CLI::Validator int_range(int64_t lo, int64_t hi, const std::string& note 
         const bool whole = !text.empty() && end && *end == '\0';
         if (!whole || errno == ERANGE || value < lo || value > hi) {
           return "must be " + allowed + ", got " + (text.size() > 40 ? text.substr(0, 40) + "..." : text);
+        }
+        return std::string();
+      },
+      allowed);
+}
+
+// The same for a real-valued option: the whole text a finite number (no empty value, which CLI11
+// reads as 0, no "nan"), at least `lo` (with `strict`, above it).
+inline CLI::Validator number_at_least(double lo, const std::string& note = "", bool strict = false) {
+  const std::string allowed = std::string("a finite number ") + (strict ? "> " : ">= ") + CLI::detail::to_string(lo) + note;
+  return CLI::Validator(
+      [lo, strict, allowed](std::string& text) -> std::string {
+        errno = 0;
+        char* end = nullptr;
+        const double value = std::strtod(text.c_str(), &end);
+        const bool whole = !text.empty() && end && *end == '\0';
+        if (!whole || errno == ERANGE || !std::isfinite(value) || value < lo || (strict && value == lo)) {
+          return "must be " + allowed + ", got '" + (text.size() > 40 ? text.substr(0, 40) + "..." : text) + "'";
         }
         return std::string();
       },
