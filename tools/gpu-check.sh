@@ -165,8 +165,8 @@
 # --pin 'ring_fwd_wgmma_{dtype}_hd{head_dim}_{mask}_gqa{group}_bm192_bn128_c3_s2'.
 # Stop 41 (2026-11-29, CPU only) changed no template, but the kernel store's entry format (3: the
 # checksum covers the metadata too), so a .gpudeps packed before it holds entries that read as
-# absent: the one it left in the checkout was packed at 4128324 (.gpudeps/KERNELS says so) with the
-# AB_REV list above and serves as long as `git diff 4128324 -- templates runtime/jit/kernel_store.cpp`
+# absent: the one it left in the checkout was packed at 064df36 (.gpudeps/KERNELS says so) with the
+# AB_REV list above and serves as long as `git diff 064df36 -- templates runtime/jit/kernel_store.cpp`
 # is empty; pack again otherwise.
 #
 # The GPU machines have nvcc, CMake, PyTorch and the nvidia-nccl Python package but maybe none of

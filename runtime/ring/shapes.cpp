@@ -172,8 +172,8 @@ void read_mask_fields(const Json& entry, const ShapeReader& reader, Problem& p) 
     reader.fail("documents", "and cu_seqlens describe the same packing; give one of them");
   if (auto it = entry.find("documents"); it != entry.end()) {
     if (!it->is_array() || it->empty() || static_cast<int64_t>(it->size()) > kMaxDocuments)
-      reader.fail("documents", "must be an array of 1.." + std::to_string(kMaxDocuments) +
-                                   " document lengths, got " + describe(*it));
+      reader.fail("documents", "must be an array of 1.." + std::to_string(kMaxDocuments) + " document lengths, got " +
+                                   (it->is_array() ? "an array of " + std::to_string(it->size()) : describe(*it)));
     int64_t total = 0;
     for (const Json& length : *it) {
       p.documents.push_back(reader.integer(length, "documents", 0, p.seq_len));
@@ -186,7 +186,8 @@ void read_mask_fields(const Json& entry, const ShapeReader& reader, Problem& p) 
   if (auto it = entry.find("cu_seqlens"); it != entry.end()) {
     if (!it->is_array() || it->size() < 2 || static_cast<int64_t>(it->size()) > kMaxDocuments + 1)
       reader.fail("cu_seqlens", "must be an array of 2.." + std::to_string(kMaxDocuments + 1) +
-                                    " document boundaries from 0 to seq_len, got " + describe(*it));
+                                    " document boundaries from 0 to seq_len, got " +
+                                    (it->is_array() ? "an array of " + std::to_string(it->size()) : describe(*it)));
     int64_t previous = 0;
     for (size_t i = 0; i < it->size(); ++i) {
       const int64_t bound = reader.integer((*it)[i], "cu_seqlens", 0, p.seq_len);

@@ -38,6 +38,7 @@ const std::map<std::string, std::string> kExpectedMessage = {
     {"gqa_group_unsupported.json", "kv_heads 2 gives a GQA group of 32"},
     {"head_dim_unsupported.json", "head_dim 80 is not supported; allowed: 64, 96, 128, 256"},
     {"documents_sum_wrong.json", "shapes[0] (\"packed\"): documents sum to 999; they must sum to seq_len 1000"},
+    {"documents_empty.json", "documents must be an array of 1..1048576 document lengths, got an array of 0"},
     {"window_negative.json", "window.left must be an integer 0..1073741824, got -4096"},
     {"softcap_zero.json", "softcap must be a number > 0"},
     {"layout_unknown.json", "layout \"bsdh\" is not supported; allowed: bhsd, bshd, sbhd, thd"},

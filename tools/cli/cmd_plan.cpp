@@ -43,7 +43,7 @@ std::string bytes_text(int64_t bytes) {
 }
 
 std::string seconds_text(double seconds) {
-  char text[32];
+  char text[352];  // room for any double in %.2f (a rate of 1e-300 gives a time near 1e300 s)
   if (seconds >= 1) std::snprintf(text, sizeof text, "%.2f s", seconds);
   else if (seconds >= 1e-3) std::snprintf(text, sizeof text, "%.2f ms", seconds * 1e3);
   else std::snprintf(text, sizeof text, "%.1f us", seconds * 1e6);
