@@ -32,8 +32,8 @@ std::string without_program_name(const std::string& message) {
   return message;
 }
 
-// An error is one line: control characters (a newline in a file name) are written as \xNN, as
-// the shapes reader writes them.
+// Bad input is one line: control characters (a newline in a file name) are written as \xNN, as
+// the shapes reader writes them. Other errors keep their lines (a compile error's NVRTC log).
 std::string one_line(const std::string& message) {
   std::string out;
   for (const char c : message) {
@@ -114,11 +114,13 @@ int main(int argc, char** argv) {
     return 2;
   } catch (const cpgen::Error& e) {
     std::cout.flush();
-    std::cerr << "cpgen: " << cpgen::cli::one_line(cpgen::cli::without_program_name(e.what())) << "\n";
-    return e.kind() == cpgen::ErrorKind::kBadInput ? 2 : 1;
+    const std::string message = cpgen::cli::without_program_name(e.what());
+    const bool bad_input = e.kind() == cpgen::ErrorKind::kBadInput;
+    std::cerr << "cpgen: " << (bad_input ? cpgen::cli::one_line(message) : message) << "\n";
+    return bad_input ? 2 : 1;
   } catch (const std::exception& e) {
     std::cout.flush();
-    std::cerr << "cpgen: internal error: " << cpgen::cli::one_line(e.what()) << "\n";
+    std::cerr << "cpgen: internal error: " << e.what() << "\n";
     return 1;
   }
   // Output that never reached its file (a full disk, a closed descriptor) is a failure: a
