@@ -51,8 +51,8 @@ std::optional<CompiledKernel> SqliteKernelStore::get(const std::string& key) {
 void SqliteKernelStore::put(const CompiledKernel& kernel) {
   std::lock_guard<std::mutex> lock(mutex_);
   nlohmann::json stats = {{"registers", kernel.stats.registers},   {"spill_bytes", kernel.stats.spill_bytes},
-                                {"stack_bytes", kernel.stats.stack_bytes}, {"shared_bytes", kernel.stats.shared_bytes},
-                                {"compile_ms", kernel.stats.compile_ms},   {"log", kernel.log}};
+                          {"stack_bytes", kernel.stats.stack_bytes}, {"shared_bytes", kernel.stats.shared_bytes},
+                          {"compile_ms", kernel.stats.compile_ms},   {"log", kernel.log}};
   stats["checksum"] = row_checksum(stats, kernel.cubin);
   // The key hashes the NVRTC version among other things; the column keeps it readable.
   put_kernel_blob(*db_, {kernel.key, kernel.uri, kernel.arch, nvrtc_version(), kernel.cubin, stats.dump(), now_unix_seconds()});

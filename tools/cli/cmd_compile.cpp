@@ -10,7 +10,6 @@
 #include <chrono>
 #include <cstdio>
 #include <fstream>
-#include <functional>
 #include <iostream>
 #include <iterator>
 #include <memory>
@@ -19,6 +18,7 @@
 #include <set>
 #include <thread>
 #include <utility>
+#include <vector>
 
 #include "cache/environment.h"
 #include "cpgen/error.h"
@@ -95,17 +95,14 @@ std::array<std::pair<const char*, const std::string*>, 3> emit_options(const Com
 
 // Compiles that the store could not keep make a command that fills a store fail (exit 1) with
 // one line on stderr: how many, where, and the first reason (a full disk, a dangling link).
-void report_not_stored(size_t total, const std::string& store_description,
-                       const std::function<void(const std::function<void(const std::string&)>&)>& for_each_reason) {
-  size_t count = 0;
-  std::string first;
-  for_each_reason([&](const std::string& why) {
-    if (count++ == 0) first = why;
-  });
-  if (count == 0) return;
+// `reasons`: CompiledKernel::not_stored of each kernel ("" for one that was kept).
+void report_not_stored(const std::vector<std::string>& reasons, const std::string& store_description) {
+  const auto first = std::find_if(reasons.begin(), reasons.end(), [](const std::string& why) { return !why.empty(); });
+  if (first == reasons.end()) return;
+  const auto count = std::count_if(reasons.begin(), reasons.end(), [](const std::string& why) { return !why.empty(); });
   std::cout.flush();
-  std::cerr << "cpgen: " << count << " of " << total << " compiled kernel(s) could not be kept in the store (" << store_description
-            << "): " << first << "\n";
+  std::cerr << "cpgen: " << count << " of " << reasons.size() << " compiled kernel(s) could not be kept in the store ("
+            << store_description << "): " << first_line(*first) << "\n";
   set_exit_code(1);
 }
 
@@ -180,9 +177,7 @@ void compile_one(const CompileOptions& o, const std::string& arch, KernelStore* 
                        {"max_ms", repeat_ms.back()}};
     }
     std::cout << out.dump(2) << "\n";
-    report_not_stored(1, store_description, [&](const std::function<void(const std::string&)>& each) {
-      if (!k.not_stored.empty()) each(k.not_stored);
-    });
+    report_not_stored({k.not_stored}, store_description);
     return;
   }
   char ms[32];
@@ -208,9 +203,7 @@ void compile_one(const CompileOptions& o, const std::string& arch, KernelStore* 
   if (!o.emit_source.empty()) std::cout << "  source        " << o.emit_source << "\n";
   if (!o.emit_cubin.empty()) std::cout << "  cubin         " << o.emit_cubin << "\n";
   if (!o.emit_ptx.empty()) std::cout << "  ptx           " << o.emit_ptx << "\n";
-  report_not_stored(1, store_description, [&](const std::function<void(const std::string&)>& each) {
-    if (!k.not_stored.empty()) each(k.not_stored);
-  });
+  report_not_stored({k.not_stored}, store_description);
 }
 
 enum class Outcome { kCompiled, kCached, kInfeasible, kFailed };
@@ -244,7 +237,7 @@ std::vector<Job> all_jobs(const std::string& filter, const std::string& arch, bo
   auto add = [&](const KernelSpec& spec) {
     const std::string uri = spec.uri();
     if (!filter.empty() && uri.find(filter) == std::string::npos) return;
-    if (seen.insert(uri).second) jobs.push_back(Job{spec, Outcome::kFailed, {}, {}});
+    if (seen.insert(uri).second) jobs.push_back(Job{spec, Outcome::kFailed, {}, {}, {}});
   };
   if (defaults_only) {
     // Each default as the runtime picks it for this arch (smaller tiles where the documented
@@ -328,7 +321,7 @@ void compile_all(const CompileOptions& o, const std::string& arch, KernelStore* 
         try {
           CompiledKernel k = compile_kernel(job.spec, arch, store);
           job.stats = k.stats;
-          job.not_stored = first_line(k.not_stored);
+          job.not_stored = k.not_stored;
           job.outcome = k.stats.from_store ? Outcome::kCached : Outcome::kCompiled;
         } catch (const Error& e) {
           job.outcome = e.kind() == ErrorKind::kInfeasible ? Outcome::kInfeasible : Outcome::kFailed;
@@ -391,10 +384,10 @@ void compile_all(const CompileOptions& o, const std::string& arch, KernelStore* 
               << store_description << ")\n";
   }
   if (counts[3] > 0) set_exit_code(1);
-  report_not_stored(jobs.size(), store_description, [&](const std::function<void(const std::string&)>& each) {
-    for (const Job& job : jobs)
-      if (!job.not_stored.empty()) each(job.not_stored);
-  });
+  std::vector<std::string> not_stored;
+  for (const Job& job : jobs)
+    if (job.outcome == Outcome::kCompiled || job.outcome == Outcome::kCached) not_stored.push_back(job.not_stored);
+  report_not_stored(not_stored, store_description);
 }
 
 void run(const CompileOptions& o) {
