@@ -11,9 +11,25 @@
 #include <utility>
 #include <vector>
 
+#include "cpgen/problem.h"
 #include "cpgen/types.h"
 
 namespace cpgen::testing {
+
+// A ring problem for the tests: bf16, head dim 64, the given scheme, lengths, mask and heads.
+inline Problem ring_problem(Scheme scheme, int64_t seq_len, int64_t cp_size, bool causal, int64_t q_heads = 4,
+                            int64_t kv_heads = 2, int64_t batch = 2) {
+  Problem p;
+  p.batch = batch;
+  p.q_heads = q_heads;
+  p.kv_heads = kv_heads;
+  p.head_dim = 64;
+  p.seq_len = seq_len;
+  p.cp_size = cp_size;
+  p.causal = causal;
+  p.scheme = scheme;
+  return p;
+}
 
 // Whether `scheme` splits seq_len rows over cp_size ranks (check_partitionable without the throw).
 bool partitionable(Scheme scheme, int64_t seq_len, int cp_size);

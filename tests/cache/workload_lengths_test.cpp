@@ -3,20 +3,13 @@
 
 #include "cache/workload.h"
 #include "cpgen/problem.h"
+#include "test_util.h"
 
 namespace cpgen::testing {
 namespace {
 
 Problem problem(int64_t seq_len, int64_t cp_size, Scheme scheme) {
-  Problem p;
-  p.q_heads = 8;
-  p.kv_heads = 8;
-  p.head_dim = 64;
-  p.seq_len = seq_len;
-  p.cp_size = cp_size;
-  p.scheme = scheme;
-  p.causal = true;
-  return p;
+  return ring_problem(scheme, seq_len, cp_size, /*causal=*/true, /*q_heads=*/8, /*kv_heads=*/8, /*batch=*/1);
 }
 
 // Where the length divides nothing moves: the lengths every tuned record is keyed by stay.

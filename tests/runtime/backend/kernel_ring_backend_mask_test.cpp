@@ -13,6 +13,7 @@
 #include "runtime/core/attention_shape.h"
 #include "runtime/ring/partition.h"
 #include "runtime/ring/schedule.h"
+#include "test_util.h"
 
 namespace cpgen {
 namespace {
@@ -35,16 +36,7 @@ class RecordingDevice final : public KernelDevice {
 };
 
 Problem problem(Scheme scheme, int cp_size, int64_t seq_len) {
-  Problem p;
-  p.batch = 1;
-  p.q_heads = 2;
-  p.kv_heads = 1;
-  p.head_dim = 64;
-  p.seq_len = seq_len;
-  p.cp_size = cp_size;
-  p.causal = true;
-  p.scheme = scheme;
-  return p;
+  return testing::ring_problem(scheme, seq_len, cp_size, /*causal=*/true, /*q_heads=*/2, /*kv_heads=*/1, /*batch=*/1);
 }
 
 struct Rank {

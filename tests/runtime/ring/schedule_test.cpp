@@ -5,6 +5,7 @@
 
 #include "cpgen/error.h"
 #include "runtime/ring/partition.h"
+#include "test_util.h"
 
 namespace cpgen {
 namespace {
@@ -38,27 +39,13 @@ TEST(Schedule, ClassifyTile) {
   EXPECT_EQ(classify_tile(0, 15, 2, 13, true), TileWork::kMasked);
 }
 
-Problem problem(Scheme scheme, int64_t seq_len, int64_t cp_size, bool causal, int64_t q_heads = 4,
-                int64_t kv_heads = 2) {
-  Problem p;
-  p.batch = 2;
-  p.q_heads = q_heads;
-  p.kv_heads = kv_heads;
-  p.head_dim = 64;
-  p.seq_len = seq_len;
-  p.cp_size = cp_size;
-  p.causal = causal;
-  p.scheme = scheme;
-  return p;
-}
-
 // Brute force over elements: a tile pair is skipped when no (query, key) pair in it has
 // key <= query, full when every pair does, masked otherwise.
 TEST(Schedule, RankWorkMatchesBruteForce) {
   for (Scheme scheme : {Scheme::kContiguous, Scheme::kZigzag, Scheme::kZigzagToken,
                         Scheme::kStriped}) {
     for (auto [rows_per_tile, block_n] : {std::pair{1, 1}, std::pair{2, 4}, std::pair{3, 5}}) {
-      const Problem p = problem(scheme, 48, 3, true);
+      const Problem p = testing::ring_problem(scheme, 48, 3, true);
       const int64_t g = p.gqa_group();
       const auto work = rank_work(p, static_cast<int>(rows_per_tile * g), block_n);
       ASSERT_EQ(work.size(), 3u);
@@ -96,7 +83,7 @@ TEST(Schedule, RankWorkMatchesBruteForce) {
 
 // At one query and one key per tile, the computed work is exactly the causal pairs.
 TEST(Schedule, ElementTilesCountCausalPairs) {
-  const Problem p = problem(Scheme::kZigzag, 64, 4, true);
+  const Problem p = testing::ring_problem(Scheme::kZigzag, 64, 4, true);
   const auto work = rank_work(p, static_cast<int>(p.gqa_group()), 1);
   double total = 0;
   for (const RankWork& w : work) {
@@ -107,7 +94,7 @@ TEST(Schedule, ElementTilesCountCausalPairs) {
 }
 
 TEST(Schedule, FullAttentionWorkIsUniform) {
-  const Problem p = problem(Scheme::kContiguous, 256, 4, false);
+  const Problem p = testing::ring_problem(Scheme::kContiguous, 256, 4, false);
   for (const RankWork& w : rank_work(p, 64, 32)) {
     EXPECT_DOUBLE_EQ(w.flops, 4.0 * 64 * 256 * p.head_dim * p.batch * p.q_heads);
     EXPECT_EQ(w.masked_tiles, 0);
@@ -118,18 +105,18 @@ TEST(Schedule, FullAttentionWorkIsUniform) {
 }
 
 TEST(Schedule, ZigzagBalancesCausalWorkAndContiguousDoesNot) {
-  const auto zigzag = rank_work(problem(Scheme::kZigzag, 1024, 4, true), 32, 32);
+  const auto zigzag = rank_work(testing::ring_problem(Scheme::kZigzag, 1024, 4, true), 32, 32);
   for (const RankWork& w : zigzag) EXPECT_DOUBLE_EQ(w.flops, zigzag[0].flops);
-  const auto contiguous = rank_work(problem(Scheme::kContiguous, 1024, 4, true), 32, 32);
+  const auto contiguous = rank_work(testing::ring_problem(Scheme::kContiguous, 1024, 4, true), 32, 32);
   EXPECT_LT(contiguous[0].flops, contiguous[1].flops);
   EXPECT_LT(contiguous[2].flops, contiguous[3].flops);
   EXPECT_EQ(contiguous[0].skipped_tiles > 0, true);
 }
 
 TEST(Schedule, RankWorkRejectsBadInput) {
-  EXPECT_THROW(rank_work(problem(Scheme::kZigzag, 100, 8, true), 64, 64), Error);
-  EXPECT_THROW(rank_work(problem(Scheme::kZigzag, 128, 2, true), 0, 64), Error);
-  EXPECT_THROW(rank_work(problem(Scheme::kZigzag, 128, 2, true, 3, 2), 64, 64), Error);
+  EXPECT_THROW(rank_work(testing::ring_problem(Scheme::kZigzag, 100, 8, true), 64, 64), Error);
+  EXPECT_THROW(rank_work(testing::ring_problem(Scheme::kZigzag, 128, 2, true), 0, 64), Error);
+  EXPECT_THROW(rank_work(testing::ring_problem(Scheme::kZigzag, 128, 2, true, 3, 2), 64, 64), Error);
 }
 
 }  // namespace
