@@ -122,7 +122,7 @@ void merge_cmd(const DbOptions& o) {
   std::error_code ec;
   if (!std::filesystem::exists(o.input, ec)) throw_bad_input("merge: no database at " + o.input);
   const std::string target = resolve_db_path(o.db);
-  if (std::filesystem::exists(target, ec) && std::filesystem::equivalent(o.input, target, ec)) {
+  if (same_file(o.input, target)) {
     throw_bad_input("merge: " + o.input + " is the database being merged into (" + target + ")");
   }
   // The source is only read: opened read-only, never moved or repaired.
