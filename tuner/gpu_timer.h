@@ -57,7 +57,7 @@ class GpuTimer : public CandidateTimer {
   DeviceBuffer q_positions_, kv_positions_;
   DeviceBuffer q_key_first_, q_key_last_;  // step_key_intervals; empty for an unmasked workload
   std::vector<InputSet> sets_;
-  std::vector<double> host_q_, host_k_, host_v_;  // set 0, for the float64 reference
+  std::vector<double> host_k_, host_v_;  // set 0's keys and values, for the float64 reference
   std::vector<uint16_t> reference_out_;  // the reference config's out and lse, on the host for the
   std::vector<float> reference_lse_;     // float64 check and the messages, and on the device for
   DeviceBuffer reference_out_dev_, reference_lse_dev_;  // the candidates' check

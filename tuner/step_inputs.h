@@ -55,9 +55,15 @@ double decode_16(uint16_t bits, Dtype dtype);
 // takes 200 million): tensor `tensor_id` of `seed`, by the counter-based parallel draw of
 // `cpgen verify --random` (runtime/ring/sampled_check.h grid_draw).
 std::vector<double> grid_values(uint64_t seed, uint64_t tensor_id, size_t count);
-// encode_exact of every value, in parallel; throws as encode_exact does for the first value (in
-// order) that is not exact.
-std::vector<uint16_t> encode_exact_all(const std::vector<double>& values, Dtype dtype);
+// The timing inputs of a workload: tensor ids of the draws under timing_seed(w).
+enum InputTensor : uint64_t { kInputQ = 0, kInputK = 1, kInputV = 2, kInputDout = 3, kInputOut = 4 };
+uint64_t timing_seed(const WorkloadKey& w);
+// Values first .. first + count - 1 of that tensor: the rows a check reads, without the rest.
+std::vector<double> grid_values_at(uint64_t seed, uint64_t tensor_id, size_t first, size_t count);
+// encode_exact_all(grid_values(seed, tensor_id, count), dtype), drawn straight into 16 bits in
+// parallel: what the GPU receives, without the 8-byte values (a gigabyte for the queries of a 32K
+// step) or the per-value exactness check (each of the 129 possible values is checked once).
+std::vector<uint16_t> grid_bits(uint64_t seed, uint64_t tensor_id, size_t count, Dtype dtype);
 
 // Query-key pairs a launch computes usefully: for each query, the keys at or before it (all keys
 // when not causal). Times 4 * head_dim * batch * q_heads gives the useful FLOPs.

@@ -38,11 +38,11 @@ BackwardStepInputs backward_step_inputs(const WorkloadKey& w, uint64_t seed) {
   const size_t q_elems = static_cast<size_t>(w.batch) * w.q_heads * w.q_len * w.head_dim;
   const size_t kv_elems = static_cast<size_t>(w.batch) * w.kv_heads * w.kv_len * w.head_dim;
   // Five tensors of the seed (step_inputs.h grid_values), drawn in parallel.
-  in.q = grid_values(seed, 0, q_elems);
-  in.k = grid_values(seed, 1, kv_elems);
-  in.v = grid_values(seed, 2, kv_elems);
-  in.dout = grid_values(seed, 3, q_elems);
-  in.out = grid_values(seed, 4, q_elems);
+  in.q = grid_values(seed, kInputQ, q_elems);
+  in.k = grid_values(seed, kInputK, kv_elems);
+  in.v = grid_values(seed, kInputV, kv_elems);
+  in.dout = grid_values(seed, kInputDout, q_elems);
+  in.out = grid_values(seed, kInputOut, q_elems);
   // Visible keys per query row: the keys of the step inside the row's interval of the mask.
   std::vector<float> row_lse(w.q_len);
   for (int64_t i = 0; i < w.q_len; ++i) {

@@ -16,15 +16,6 @@ namespace {
 
 constexpr double kNegInf = -std::numeric_limits<double>::infinity();
 
-// splitmix64: a counter-based hash, so element i of a tensor does not depend on how many values
-// were drawn before it (and the draw is the same on every platform).
-uint64_t mix(uint64_t x) {
-  x += 0x9e3779b97f4a7c15ull;
-  x = (x ^ (x >> 30)) * 0xbf58476d1ce4e5b9ull;
-  x = (x ^ (x >> 27)) * 0x94d049bb133111ebull;
-  return x ^ (x >> 31);
-}
-
 // Runs task(0 .. count-1) on every hardware thread; tasks write disjoint outputs. The first
 // exception is rethrown after every thread has stopped.
 template <typename Task>
@@ -101,15 +92,12 @@ void for_each_sample(const SampledReference& ref, const std::string& tensor, con
 }  // namespace
 
 std::vector<double> grid_draw(uint64_t seed, uint64_t tensor_id, int64_t count, int half_steps, int denominator) {
-  const uint64_t steps = static_cast<uint64_t>(2 * half_steps + 1);  // -half_steps .. half_steps
-  const uint64_t stream = mix(seed ^ mix(tensor_id));
+  const GridDraw draw(seed, tensor_id, half_steps);
   std::vector<double> values(static_cast<size_t>(count));
   constexpr int64_t kBlock = 1 << 20;
   parallel_for((count + kBlock - 1) / kBlock, [&](int64_t block) {
-    for (int64_t i = block * kBlock; i < std::min(count, (block + 1) * kBlock); ++i) {
-      const int64_t n = static_cast<int64_t>(mix(stream + static_cast<uint64_t>(i)) % steps) - half_steps;
-      values[static_cast<size_t>(i)] = static_cast<double>(n) / denominator;
-    }
+    for (int64_t i = block * kBlock; i < std::min(count, (block + 1) * kBlock); ++i)
+      values[static_cast<size_t>(i)] = static_cast<double>(draw.step(i)) / denominator;
   });
   return values;
 }

@@ -26,6 +26,31 @@ AttentionVectors random_vectors(const Problem& problem, uint64_t seed);
 // the same bits on every machine and thread count. The tuner's inputs use it too.
 std::vector<double> grid_draw(uint64_t seed, uint64_t tensor_id, int64_t count, int half_steps, int denominator);
 
+// One element of that draw: step(i) is the n of element i, so grid_draw's value i is
+// step(i) / denominator. For a caller that wants some elements only, or the values in another
+// form (the tuner writes 16-bit inputs from the steps without making doubles first).
+class GridDraw {
+ public:
+  GridDraw(uint64_t seed, uint64_t tensor_id, int half_steps)
+      : stream_(mix(seed ^ mix(tensor_id))), steps_(static_cast<uint64_t>(2 * half_steps + 1)), half_steps_(half_steps) {}
+  int step(int64_t i) const {
+    return static_cast<int>(mix(stream_ + static_cast<uint64_t>(i)) % steps_) - half_steps_;
+  }
+
+ private:
+  // splitmix64: a counter-based hash, so element i of a tensor does not depend on how many
+  // values were drawn before it (and the draw is the same on every platform).
+  static uint64_t mix(uint64_t x) {
+    x += 0x9e3779b97f4a7c15ull;
+    x = (x ^ (x >> 30)) * 0xbf58476d1ce4e5b9ull;
+    x = (x ^ (x >> 27)) * 0x94d049bb133111ebull;
+    return x ^ (x >> 31);
+  }
+
+  uint64_t stream_, steps_;  // steps_: -half_steps .. half_steps
+  int half_steps_;
+};
+
 // Which sequence positions are checked: the first and last position of every rank's shard (in
 // its local order), then positions spread evenly over the sequence, up to max_rows in all
 // (or every position when seq_len <= max_rows). Sorted, without repeats.

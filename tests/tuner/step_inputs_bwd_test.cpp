@@ -23,6 +23,18 @@ WorkloadKey small_backward(StepType step, int q_heads = 4, int kv_heads = 2, int
   return w;
 }
 
+// The backward timer uploads grid_bits of the seed's tensors kInputQ, kInputK, kInputV and
+// kInputDout, and checks against these host tensors: they must be the same draws.
+TEST(StepInputsBwd, HostTensorsAreTheTimingSeedsDraws) {
+  const WorkloadKey w = small_backward(StepType::kBwdDiagonal);
+  const BackwardStepInputs in = backward_step_inputs(w, 7);
+  EXPECT_EQ(in.q, grid_values(7, kInputQ, in.q.size()));
+  EXPECT_EQ(in.k, grid_values(7, kInputK, in.k.size()));
+  EXPECT_EQ(in.v, grid_values(7, kInputV, in.v.size()));
+  EXPECT_EQ(in.dout, grid_values(7, kInputDout, in.dout.size()));
+  EXPECT_EQ(in.out, grid_values(7, kInputOut, in.out.size()));
+}
+
 TEST(StepInputsBwd, InputsAreExactDeterministicAndPlausible) {
   const WorkloadKey w = small_backward(StepType::kBwdDiagonal);
   const BackwardStepInputs a = backward_step_inputs(w, 7), b = backward_step_inputs(w, 7);

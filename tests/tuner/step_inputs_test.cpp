@@ -197,24 +197,33 @@ TEST(StepInputs, GridValuesAreExactReproducibleAndIndependentPerSeedAndTensor) {
   EXPECT_TRUE(grid_values(1, 0, 0).empty());
 }
 
-// encode_exact_all is encode_exact of each value, in order, and throws as it does for the first
-// value that cannot be held exactly.
-TEST(StepInputs, EncodeExactAllMatchesEncodeExactAndRefusesARoundedValue) {
-  const std::vector<double> values = grid_values(7, 0, 3 << 16);
+// What the GPU receives: grid_bits is encode_exact of grid_values, element by element, for every
+// element of a draw spanning several threads' ranges, in both 16-bit types.
+TEST(StepInputs, GridBitsAreTheExactEncodingsOfGridValues) {
+  const size_t count = 3 * (size_t{1} << 20) + 1001;
+  const std::vector<double> values = grid_values(42, kInputK, count);
   for (Dtype dtype : {Dtype::kBf16, Dtype::kFp16}) {
-    const std::vector<uint16_t> bits = encode_exact_all(values, dtype);
-    ASSERT_EQ(bits.size(), values.size());
-    for (size_t i = 0; i < values.size(); i += 997) EXPECT_EQ(bits[i], encode_exact(values[i], dtype)) << i;
-    std::vector<double> bad = values;
-    bad[(1 << 16) + 5] = 1.0 / 3.0;  // not exact in either type
-    try {
-      encode_exact_all(bad, dtype);
-      ADD_FAILURE() << "1/3 was encoded";
-    } catch (const Error& e) {
-      EXPECT_EQ(e.kind(), ErrorKind::kInternal);
-      EXPECT_NE(std::string(e.what()).find("not exact"), std::string::npos) << e.what();
-    }
+    const std::vector<uint16_t> bits = grid_bits(42, kInputK, count, dtype);
+    ASSERT_EQ(bits.size(), count);
+    size_t wrong = 0;
+    for (size_t i = 0; i < count; ++i) wrong += bits[i] != encode_exact(values[i], dtype);
+    EXPECT_EQ(wrong, 0u) << dtype_name(dtype);
+    EXPECT_NE(bits, grid_bits(42, kInputV, count, dtype)) << "another tensor is another draw";
   }
+  EXPECT_TRUE(grid_bits(1, kInputQ, 0, Dtype::kBf16).empty());
+}
+
+// The rows a check reads: grid_values_at(first, count) is that slice of the whole draw, across
+// the draw's parallel blocks too.
+TEST(StepInputs, GridValuesAtIsASliceOfTheWholeDraw) {
+  const size_t count = (size_t{1} << 20) + 4096;
+  const std::vector<double> all = grid_values(9, kInputQ, count);
+  for (size_t first : {size_t{0}, size_t{127}, (size_t{1} << 20) - 64, count - 128}) {
+    const std::vector<double> slice = grid_values_at(9, kInputQ, first, 128);
+    ASSERT_EQ(slice.size(), 128u);
+    EXPECT_TRUE(std::equal(slice.begin(), slice.end(), all.begin() + static_cast<std::ptrdiff_t>(first))) << first;
+  }
+  EXPECT_TRUE(grid_values_at(9, kInputQ, 5, 0).empty());
 }
 
 }  // namespace
