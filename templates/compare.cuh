@@ -68,7 +68,12 @@ CPGEN_HOST_DEVICE bool outputs_agree(unsigned short got, unsigned short want, fl
   return d <= tolerance && -d <= tolerance;
 }
 
+// A row that sees no key of the step (a window or documents) has lse -inf in every config:
+// equal values agree even where their difference is a NaN, and an infinite want (whose relative
+// bound is infinite) agrees with nothing else. A NaN never equals anything.
 CPGEN_HOST_DEVICE bool lses_agree(float got, float want, float absolute, float relative) {
+  if (got == want) return true;
+  if (!(want - want == 0.0f)) return false;  // want is infinite (or a NaN)
   const float d = got - want;
   const float bound = absolute + relative * (want < 0 ? -want : want);
   return d <= bound && -d <= bound;

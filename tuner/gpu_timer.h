@@ -36,6 +36,9 @@ class GpuTimer : public CandidateTimer {
   // reference config gets twice these, since both carry their own rounding.
   static double output_tolerance(Dtype dtype);
   static double lse_tolerance(double lse);  // kLseAbsolute + kLseRelative |lse|
+  // got within lse_tolerance(want) of want; equal infinities agree (a row that sees no key of the
+  // step has lse -inf), a NaN never does.
+  static bool lse_agrees(double got, double want);
   static constexpr double kLseAbsolute = 1e-3, kLseRelative = 1e-5;
 
  private:

@@ -95,6 +95,27 @@ TEST(GpuCompareEmulated, OutputsReportTheFirstDisagreementOfEachTensor) {
   EXPECT_EQ(f.out, 0u) << "1/64 off is outside a tolerance of 1/128 from the first element on";
 }
 
+// Rows that see no key of the step (a window, documents) have lse -inf in every config: the
+// kernel lets -inf agree with -inf, and with nothing else.
+TEST(GpuCompareEmulated, RowsWithoutKeysAgreeOnMinusInfinityOnly) {
+  const std::vector<uint16_t> out(256, encode_exact(0.0, Dtype::kBf16));
+  const float inf = std::numeric_limits<float>::infinity();
+  std::vector<float> want_lse(300, 7.5f);
+  for (int i = 100; i < 200; ++i) want_lse[i] = -inf;
+  OutputsFound f = run_outputs(out, out, 1e-3f, want_lse, want_lse, 2, 64);
+  ASSERT_EQ(f.failure, "");
+  EXPECT_EQ(f.lse, 300u) << "every -inf row agrees with itself";
+  std::vector<float> got_lse = want_lse;
+  got_lse[150] = 0.0f;  // a candidate that gives an empty row a finite lse
+  got_lse[250] = -inf;  // and a seeing row -inf
+  f = run_outputs(out, out, 1e-3f, got_lse, want_lse, 2, 64);
+  ASSERT_EQ(f.failure, "");
+  EXPECT_EQ(f.lse, 150u);
+  got_lse[150] = -inf;
+  f = run_outputs(out, out, 1e-3f, got_lse, want_lse, 2, 64);
+  EXPECT_EQ(f.lse, 250u);
+}
+
 uint64_t run_gradient(const std::vector<float>& got, const std::vector<float>& want, int head_dim, float relative,
                       unsigned grid, unsigned threads, std::string* failure) {
   std::vector<uint64_t> first = {want.size()};

@@ -55,6 +55,13 @@ TEST(GpuCompare, AgreementIsWithinTheToleranceAndNeverWithANan) {
   EXPECT_FALSE(lses_agree(-100.0f, -100.2f, 0.0f, 1e-3f));
   EXPECT_FALSE(lses_agree(std::numeric_limits<float>::quiet_NaN(), 1.0f, 1e30f, 0.0f));
   EXPECT_FALSE(lses_agree(1.0f, std::numeric_limits<float>::quiet_NaN(), 1e30f, 0.0f));
+  const float nan = std::numeric_limits<float>::quiet_NaN(), inf = std::numeric_limits<float>::infinity();
+  EXPECT_FALSE(lses_agree(nan, nan, 1e30f, 1e30f)) << "an unwritten row against an unwritten row";
+  // A row that sees no key: -inf in the reference config and the candidate alike.
+  EXPECT_TRUE(lses_agree(-inf, -inf, 1e-3f, 1e-5f));
+  EXPECT_FALSE(lses_agree(-inf, 0.0f, 1e-3f, 1e-5f));
+  EXPECT_FALSE(lses_agree(0.0f, -inf, 1e-3f, 1e-5f));
+  EXPECT_FALSE(lses_agree(inf, -inf, 1e30f, 1e30f));
 }
 
 TEST(GpuCompare, TheKernelsCompileWithoutSpillsForEveryGpuTheTunerTimes) {

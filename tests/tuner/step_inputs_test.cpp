@@ -2,6 +2,7 @@
 
 #include <algorithm>
 #include <cmath>
+#include <limits>
 
 #include "cpgen/error.h"
 #include "runtime/ring/schedule.h"
@@ -167,6 +168,31 @@ TEST(StepInputs, TolerancesFollowThePrecision) {
   EXPECT_EQ(GpuTimer::output_tolerance(Dtype::kBf16), std::ldexp(1.0, -6));
   EXPECT_EQ(GpuTimer::output_tolerance(Dtype::kFp16), std::ldexp(1.0, -9));
   EXPECT_LT(GpuTimer::lse_tolerance(10.0), 2e-3);
+}
+
+// Under a window, a zigzag step's queries far past its keys see none of them: the float64 lse
+// of such a row is -inf, as the kernel's is, and the check must accept that (-inf - -inf is a
+// NaN, which no tolerance admits; every masked workload with such rows was rejected for it).
+TEST(StepInputs, ARowThatSeesNoKeyOfTheStepHasLseMinusInfinityAndAgrees) {
+  WorkloadKey w = test_workload(1024, StepType::kZigzagKvHalf);
+  w.causal = true;
+  w.mask.window_left = 64;
+  w.mask.window_right = 0;
+  const StepPositions pos = step_positions(w);
+  const AttentionShape mask = step_mask(w, pos);
+  const std::vector<double> q(w.head_dim, 0.25), k(static_cast<size_t>(w.kv_len * w.head_dim), 0.5),
+      v(static_cast<size_t>(w.kv_len * w.head_dim), 1.0);
+  std::vector<double> out(w.head_dim);
+  double lse = 0;
+  reference_row(q.data(), k.data(), v.data(), w.kv_len, w.head_dim, mask, pos.q.back(), pos.kv, out.data(), &lse);
+  ASSERT_EQ(lse, -std::numeric_limits<double>::infinity()) << "the last query of the step sees no key";
+  const double kernel_lse = -std::numeric_limits<float>::infinity();
+  EXPECT_TRUE(GpuTimer::lse_agrees(kernel_lse, lse));
+  EXPECT_FALSE(GpuTimer::lse_agrees(0.0, lse));
+  EXPECT_FALSE(GpuTimer::lse_agrees(lse, 0.0));
+  EXPECT_FALSE(GpuTimer::lse_agrees(std::nan(""), std::nan("")));
+  EXPECT_TRUE(GpuTimer::lse_agrees(10.0005, 10.0));
+  EXPECT_FALSE(GpuTimer::lse_agrees(10.01, 10.0));
 }
 
 // The timing harness's random inputs: values k/64 with |k| <= 64 (exact in both 16-bit types),
