@@ -89,9 +89,9 @@ RingFwdParams GpuTimer::params_for(const InputSet& set, bool first, bool last) c
   p.kv_heads = w.kv_heads;
   p.q_len = static_cast<int>(w.q_len);
   p.kv_len = static_cast<int>(w.kv_len);
-  // The tuned problem's scale is 1/sqrt(head_dim) unless the user set one; timing does not
-  // depend on it.
-  p.scale_log2 = static_cast<float>(1.0 / std::sqrt(static_cast<double>(hd)) * M_LOG2E);
+  // Peaked scores (forward_timing_mask): the check then sees outputs of the values' size. What a
+  // launch costs does not depend on the scale.
+  p.scale_log2 = static_cast<float>(mask_.scale * M_LOG2E);
   p.is_first_step = first ? 1 : 0;
   p.is_last_step = last ? 1 : 0;
   return p;
@@ -117,7 +117,7 @@ TimingOutcome GpuTimer::begin_workload(const WorkloadKey& w, const KernelSpec& r
   const cu::DriverApi& api = cu::driver();
   workload_ = w;
   positions_ = step_positions(w);
-  mask_ = step_mask(w, positions_);
+  mask_ = forward_timing_mask(w, positions_);
   useful_flops_ = 4.0 * static_cast<double>(visible_pairs(positions_, mask_)) * w.head_dim * w.batch * w.q_heads;
   q_positions_ = DeviceBuffer::from_host(device_, positions_.q);
   kv_positions_ = DeviceBuffer::from_host(device_, positions_.kv);

@@ -56,7 +56,7 @@ class GpuTimer : public CandidateTimer {
   DeviceBuffer work_counter_;  // a persistent candidate's (gpu::launch_forward_kernel), in stream order
   WorkloadKey workload_;
   StepPositions positions_;
-  AttentionShape mask_;  // step_mask of the workload
+  AttentionShape mask_;  // forward_timing_mask of the workload
   DeviceBuffer q_positions_, kv_positions_;
   DeviceBuffer q_key_first_, q_key_last_;  // step_key_intervals; empty for an unmasked workload
   std::vector<InputSet> sets_;

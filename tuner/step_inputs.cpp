@@ -89,6 +89,12 @@ AttentionShape step_mask(const WorkloadKey& w, const StepPositions& pos) {
   return mask;
 }
 
+AttentionShape forward_timing_mask(const WorkloadKey& w, const StepPositions& pos) {
+  AttentionShape mask = step_mask(w, pos);
+  if (!w.mask.softcap) mask.scale = kForwardLogitScale / std::sqrt(static_cast<double>(w.head_dim));
+  return mask;
+}
+
 StepKeyIntervals step_key_intervals(const AttentionShape& mask, const StepPositions& pos) {
   StepKeyIntervals out;
   out.first.reserve(pos.q.size());

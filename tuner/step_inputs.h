@@ -26,7 +26,7 @@ StepPositions step_positions(const WorkloadKey& w);
 
 // The softcap a softcap workload is timed with. The key holds softcap on/off only, since the
 // value is a kernel argument that costs the same whatever it is; it is chosen near the size of
-// the timers' logits (inputs in [-1, 1], scale 1/sqrt(head_dim): |logit| about 0.3) so that the
+// the backward timer's logits (inputs in [-1, 1], scale 1/sqrt(head_dim): |logit| about 0.3) so that the
 // float64 check of the reference config tells a kernel that applies the cap from one that
 // ignores it (at Gemma 2's 50 the cap would change no logit by more than rounding).
 inline constexpr double kTuneSoftcap = 1.0;
@@ -34,8 +34,22 @@ inline constexpr double kTuneSoftcap = 1.0;
 // The mask of w's representative step in the mask model (runtime/core/attention_shape.h): causal
 // or not, w's window sides, and for a documents workload documents of exactly
 // w.mask.document_len tokens packed from position 0 over every position of pos (the last one
-// shorter); kTuneSoftcap for a softcap workload; scale 1/sqrt(head_dim) as the timers use.
+// shorter); kTuneSoftcap for a softcap workload; scale 1/sqrt(head_dim), as the backward timer
+// uses (the forward timer's: forward_timing_mask below).
 AttentionShape step_mask(const WorkloadKey& w, const StepPositions& pos);
+
+// The forward timer's scores: scale kForwardLogitScale / sqrt(head_dim) in place of 1 / sqrt(head_dim).
+// The grid's q.k has a variance of head_dim / 9, so the logits have a standard deviation of 4
+// and a row's softmax is peaked, as a trained model's rows are: its output is of the values'
+// size (rms 0.23 at 16K keys), not the near-average of thousands of them (rms 0.0045 with
+// 1/sqrt(head_dim), under bf16's tolerance of 2^-6, so that a zero, shifted or wrong-head output
+// passed the check: a reviewer's find). A softcap workload keeps step_mask's small logits and
+// kTuneSoftcap: the GPU's tanh.approx.f32 errs by up to 2^-11 of a capped logit's size, which
+// for logits near 8 comes close to fp16's tolerance, while the cap still moves the small logits
+// by more than the check's tolerance. The backward keeps step_mask's too: its inputs stand for
+// a forward of their own (lse = ln(visible keys)).
+inline constexpr double kForwardLogitScale = 12.0;
+AttentionShape forward_timing_mask(const WorkloadKey& w, const StepPositions& pos);
 
 // What a key-intervals kernel reads for the step's local queries (params q_key_first and
 // q_key_last): visible_keys(mask, pos.q[i]) with the ends clamped to int32 as the ring runtime

@@ -170,6 +170,56 @@ TEST(StepInputs, TolerancesFollowThePrecision) {
   EXPECT_LT(GpuTimer::lse_tolerance(10.0), 2e-3);
 }
 
+// The forward timer's check is absolute (GpuTimer::output_tolerance): its scores are peaked
+// (forward_timing_mask), so that a row's output is of the values' size and an output that is
+// zero, or a softcap the kernel ignores, is far outside the tolerance. With 1/sqrt(head_dim) the
+// rows of a 16K-key step averaged thousands of values to under the tolerance.
+TEST(StepInputs, ForwardTimingScoresArePeakedSoTheCheckSeesTheOutputs) {
+  WorkloadKey w = test_workload(16384, StepType::kFull);
+  w.causal = false;
+  const StepPositions pos = step_positions(w);
+  const uint64_t seed = timing_seed(w);
+  const std::vector<double> k = grid_values(seed, kInputK, static_cast<size_t>(w.kv_len * w.head_dim));
+  const std::vector<double> v = grid_values(seed, kInputV, static_cast<size_t>(w.kv_len * w.head_dim));
+  const double tol = GpuTimer::output_tolerance(Dtype::kBf16);
+  // The share of a few rows' output elements farther than the tolerance from zero, and (with
+  // `other`) the share of those rows whose out or lse is outside the check's tolerance of the
+  // row under another mask.
+  auto outside = [&](const AttentionShape& mask, const AttentionShape* other) {
+    int64_t far = 0, total = 0, rows_far = 0, rows = 0;
+    std::vector<double> out(w.head_dim), out2(w.head_dim);
+    double lse = 0, lse2 = 0;
+    for (int64_t row = 0; row < w.q_len; row += w.q_len / 8, ++rows) {
+      const std::vector<double> q = grid_values_at(seed, kInputQ, row * w.head_dim, w.head_dim);
+      reference_row(q.data(), k.data(), v.data(), w.kv_len, w.head_dim, mask, pos.q[row], pos.kv, out.data(), &lse);
+      if (other) {
+        reference_row(q.data(), k.data(), v.data(), w.kv_len, w.head_dim, *other, pos.q[row], pos.kv, out2.data(),
+                      &lse2);
+      }
+      bool row_far = other && !GpuTimer::lse_agrees(lse, lse2);
+      for (int64_t d = 0; d < w.head_dim; ++d, ++total) {
+        const bool element_far = std::abs(out[d] - (other ? out2[d] : 0.0)) > tol;
+        far += element_far;
+        row_far = row_far || element_far;
+      }
+      rows_far += row_far;
+    }
+    return other ? static_cast<double>(rows_far) / static_cast<double>(rows)
+                 : static_cast<double>(far) / static_cast<double>(total);
+  };
+  EXPECT_GT(outside(forward_timing_mask(w, pos), nullptr), 0.8);
+  EXPECT_LT(outside(step_mask(w, pos), nullptr), 0.01) << "why the forward timer does not use 1/sqrt(head_dim)";
+  // A softcap workload keeps the small logits (tanh.approx's error grows with them); the check
+  // still tells a kernel that ignores the cap.
+  w.mask.softcap = true;
+  const AttentionShape capped = forward_timing_mask(w, pos);
+  EXPECT_EQ(capped.softcap, kTuneSoftcap);
+  EXPECT_EQ(capped.scale, step_mask(w, pos).scale);
+  AttentionShape uncapped = capped;
+  uncapped.softcap = 0;
+  EXPECT_EQ(outside(capped, &uncapped), 1.0) << "a kernel that ignores the cap must fail the check on every row";
+}
+
 // Under a window, a zigzag step's queries far past its keys see none of them: the float64 lse
 // of such a row is -inf, as the kernel's is, and the check must accept that (-inf - -inf is a
 // NaN, which no tolerance admits; every masked workload with such rows was rejected for it).
