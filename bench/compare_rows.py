@@ -18,50 +18,83 @@ One row per configuration, one column per run: the run's cpgen TFLOP/s over its 
 TFLOP/s (the runs' SDPA timings are separate measurements, so this is the figure that compares
 across runs), with the cpgen TFLOP/s beside it. The last row is each column's mean ratio over the
 configurations that every run measured and checked correct, the figure a keep-or-revert decision
-reads first.
+reads first. A row whose cuDNN output failed its check has no ratio to cuDNN ("cuDNN wrong", left
+out of the mean); a file that holds one configuration twice (two runs appended to it) is refused.
+The tables add batch, ring and dir columns where the rows differ in them, and a backward row's
+kernel is the backward kernel it timed.
 """
 import json
 import os
 import sys
 
 sys.path.insert(0, os.path.dirname(os.path.abspath(__file__)))
-from kernels import fmt  # noqa: E402  (the table cells of kernels.py; it imports torch only when run)
+from kernels import fmt, ring_name  # noqa: E402  (kernels.py's table cells; it imports torch only when run)
 
 # direction: "bwd" on kernels.py --direction bwd rows, absent (None) on forward ones.
 KEY = ("dtype", "head_dim", "causal", "seq_len", "q_heads", "kv_heads", "batch", "ranks", "scheme", "direction")
 
 
+class Repeated(ValueError):
+    pass
+
+
 def load(path):
-    rows = {}
+    """{configuration: row} of a kernels.py --jsonl file. A configuration that appears twice (two
+    runs appended to one file) is refused: which of its rows to join cannot be told."""
+    rows, seen = {}, {}
     with open(path) as f:
-        for line in f:
+        for number, line in enumerate(f, 1):
             line = line.strip()
             if line:
                 row = json.loads(line)
-                rows[tuple(row.get(k) for k in KEY)] = row
+                key = tuple(row.get(k) for k in KEY)
+                if key in rows:
+                    raise Repeated(f"{path}: line {number} repeats the configuration of line {seen[key]} "
+                                   "(kernels.py --jsonl appends: give each run a file of its own)")
+                rows[key], seen[key] = row, number
     return rows
 
 
+def shape_columns(rows):
+    """The shape columns a table needs for these rows: dtype, hd, causal, seq and gqa always, and
+    batch, ring (kernels.py's ranks and scheme) and dir only where the rows differ in them, so that
+    two rows never look alike. Returns [(title, cell(row))]."""
+    columns = [("dtype", lambda r: r["dtype"]), ("hd", lambda r: r["head_dim"]), ("causal", lambda r: int(r["causal"])),
+               ("seq", lambda r: r["seq_len"]), ("gqa", lambda r: r["q_heads"] // r["kv_heads"])]
+    for title, get in (("batch", lambda r: r.get("batch")), ("ring", ring_name),
+                       ("dir", lambda r: r.get("direction") or "fwd")):
+        if len({get(r) for r in rows}) > 1:
+            columns.append((title, get))
+    return columns
+
+
+def kernel_of(row):
+    """The kernel a row timed: the backward kernel on a --direction bwd row (its forward ran
+    untimed), else the forward one; the failure where there is none."""
+    uri = row.get("cpgen_backward_uri") if row.get("direction") == "bwd" else row.get("cpgen_uri")
+    return uri or row.get("failed", "")
+
+
+def cudnn_ratio(row, spec):
+    """A row's ratio to cuDNN, "wrong" where cuDNN's own output failed kernels.py's check."""
+    return "wrong" if row.get("cudnn_check") == "FAILED" else fmt(row.get("ratio_cudnn"), spec)
+
+
 def table(base, other):
-    lines = ["| dtype | hd | causal | seq | gqa | base TFLOP/s | other TFLOP/s | other / base | base vs cuDNN |"
+    pairs = [(b, o) for key, o in other.items() if (b := base.get(key)) is not None]
+    columns = shape_columns([o for _, o in pairs])
+    lines = ["| " + " | ".join(t for t, _ in columns) + " | base TFLOP/s | other TFLOP/s | other / base | base vs cuDNN |"
              " other vs cuDNN | base kernel | other kernel |",
-             "|---|---|---|---|---|---|---|---|---|---|---|---|"]
-    joined = 0
-    for key, o in other.items():
-        b = base.get(key)
-        if b is None:
-            continue
-        joined += 1
+             "|" + "---|" * (len(columns) + 7)]
+    for b, o in pairs:
         bt, ot = b.get("cpgen_tflops"), o.get("cpgen_tflops")
         # A kernel whose output failed kernels.py's check has no ratio worth reading.
         wrong = "FAILED" in (b.get("cpgen_check"), o.get("cpgen_check"))
         ratio = "wrong" if wrong else fmt(ot / bt if bt and ot else None, ".2f")
-        lines.append(
-            f"| {o['dtype']} | {o['head_dim']} | {int(o['causal'])} | {o['seq_len']} | {o['q_heads'] // o['kv_heads']} "
-            f"| {fmt(bt, '.0f')} | {fmt(ot, '.0f')} | {ratio} | {fmt(b.get('ratio_cudnn'), '.2f')} "
-            f"| {fmt(o.get('ratio_cudnn'), '.2f')} | {b.get('cpgen_uri', b.get('failed', ''))} "
-            f"| {o.get('cpgen_uri', o.get('failed', ''))} |")
-    return lines, joined
+        lines.append("| " + " | ".join(str(get(o)) for _, get in columns) +
+                     f" | {fmt(bt, '.0f')} | {fmt(ot, '.0f')} | {ratio} | {cudnn_ratio(b, '.2f')} "
+                     f"| {cudnn_ratio(o, '.2f')} | {kernel_of(b)} | {kernel_of(o)} |")
+    return lines, len(pairs)
 
 
 def cell(row):
@@ -72,12 +105,16 @@ def cell(row):
         return "failed"
     if row.get("cpgen_check") == "FAILED":
         return "wrong"
+    if row.get("cudnn_check") == "FAILED":
+        return f"cuDNN wrong ({fmt(row.get('cpgen_tflops'), '.0f')})"
     return f"{fmt(row.get('ratio_cudnn'), '.3f')} ({fmt(row.get('cpgen_tflops'), '.0f')})"
 
 
 def usable(row):
-    """Whether a row counts toward the mean: measured, checked correct, with a cuDNN ratio."""
+    """Whether a row counts toward the mean: measured, checked correct (cpgen and cuDNN both), with
+    a cuDNN ratio."""
     return (row is not None and "failed" not in row and row.get("cpgen_check") != "FAILED"
+            and row.get("cudnn_check") != "FAILED"
             and isinstance(row.get("ratio_cudnn"), (int, float)) and row["ratio_cudnn"] == row["ratio_cudnn"])
 
 
@@ -87,17 +124,20 @@ def many_table(runs):
     for _, rows in runs:
         keys += [k for k in rows if k not in keys]
     labels = [label for label, _ in runs]
-    lines = ["| dtype | hd | causal | seq | gqa | " + " | ".join(f"{label} vs cuDNN (TFLOP/s)" for label in labels) + " |",
-             "|---|---|---|---|---|" + "---|" * len(labels)]
+    first = {key: next(rows[key] for _, rows in runs if key in rows) for key in keys}
+    columns = shape_columns(list(first.values()))
+    lines = ["| " + " | ".join(t for t, _ in columns) + " | " +
+             " | ".join(f"{label} vs cuDNN (TFLOP/s)" for label in labels) + " |",
+             "|" + "---|" * (len(columns) + len(labels))]
     common = []
     for key in keys:
-        row = next(rows[key] for _, rows in runs if key in rows)
-        lines.append(f"| {row['dtype']} | {row['head_dim']} | {int(row['causal'])} | {row['seq_len']} "
-                     f"| {row['q_heads'] // row['kv_heads']} | " + " | ".join(cell(rows.get(key)) for _, rows in runs) + " |")
+        lines.append("| " + " | ".join(str(get(first[key])) for _, get in columns) + " | " +
+                     " | ".join(cell(rows.get(key)) for _, rows in runs) + " |")
         if all(usable(rows.get(key)) for _, rows in runs):
             common.append(key)
     means = [sum(rows[k]["ratio_cudnn"] for k in common) / len(common) if common else None for _, rows in runs]
-    lines.append(f"| mean of {len(common)} | | | | | " + " | ".join(fmt(m, ".3f") for m in means) + " |")
+    lines.append(f"| mean of {len(common)} |" + " |" * (len(columns) - 1) + " " +
+                 " | ".join(fmt(m, ".3f") for m in means) + " |")
     return lines, len(common)
 
 

@@ -80,5 +80,69 @@ TEST_F(CompareRows, ManyRefusesWhatItCannotJoinInOneLine) {
   EXPECT_EQ(broken.output.rfind("compare_rows: y: ", 0), 0u) << broken.output;
 }
 
+// kernels.py --jsonl appends, so a file two runs went into holds each configuration twice: which
+// row to join cannot be told, and the file is refused in one line naming both lines (it kept the
+// last one silently, so that a good row could stand for a failed one or the other way round).
+TEST_F(CompareRows, AConfigurationTwiceInOneFileIsRefused) {
+  const std::string a = file("a.jsonl", row(false, 8192, 600, 0.90));
+  const std::string twice = file("twice.jsonl", row(false, 8192, 600, 0.90) + row(true, 8192, 530, 0.88) +
+                                                    row(false, 8192, 610, 0.91));
+  const auto r = many("x='" + a + "' y='" + twice + "'");
+  EXPECT_EQ(r.code, 2);
+  EXPECT_EQ(r.output, "compare_rows: y: " + twice +
+                          ": line 3 repeats the configuration of line 1 (kernels.py --jsonl appends: give each run "
+                          "a file of its own)\n");
+  const auto pair = testing::run_shell(
+      "python3 '" + std::string(CPGEN_SOURCE_DIR) + "/bench/compare_rows.py' '" + a + "' '" + twice + "'",
+      dir_.path() + "/pair.txt");
+  EXPECT_EQ(pair.code, 2);
+  EXPECT_NE(pair.output.find("line 3 repeats the configuration of line 1"), std::string::npos) << pair.output;
+}
+
+// A row whose cuDNN output failed kernels.py's check has no ratio to cuDNN: the cell says so, the
+// mean leaves it out (it counted a ratio of 3.0 against a wrong cuDNN), and the two-run table
+// prints "wrong" in its vs-cuDNN column, as kernels.py's own table does.
+TEST_F(CompareRows, ARatioToAWrongCudnnOutputIsNotCounted) {
+  std::string bad = row(false, 8192, 640, 3.0);
+  bad.insert(bad.rfind('}'), ", \"cudnn_check\": \"FAILED\"");
+  const std::string a = file("a.jsonl", row(false, 8192, 600, 0.90) + row(true, 8192, 530, 0.88));
+  const std::string b = file("b.jsonl", bad + row(true, 8192, 560, 0.93));
+  const auto r = many("a='" + a + "' b='" + b + "'");
+  ASSERT_EQ(r.code, 0) << r.output;
+  EXPECT_NE(r.output.find("| bf16 | 128 | 0 | 8192 | 1 | 0.900 (600) | cuDNN wrong (640) |"), std::string::npos) << r.output;
+  EXPECT_NE(r.output.find("| mean of 1 | | | | | 0.880 | 0.930 |"), std::string::npos) << r.output;
+  const auto pair = testing::run_shell(
+      "python3 '" + std::string(CPGEN_SOURCE_DIR) + "/bench/compare_rows.py' '" + a + "' '" + b + "'",
+      dir_.path() + "/pair.txt");
+  ASSERT_EQ(pair.code, 0) << pair.output;
+  EXPECT_NE(pair.output.find("| 600 | 640 | 1.07 | 0.90 | wrong | k | k |"), std::string::npos) << pair.output;
+}
+
+// Rows that differ only in their ring (kernels.py --ranks) or direction get the columns that tell
+// them apart, and a backward row names the backward kernel it timed, not the forward one that ran
+// untimed before it.
+TEST_F(CompareRows, RowsDifferingInTheirRingOrDirectionAreToldApart) {
+  std::string ring8 = row(true, 8192, 500, 0.85);
+  const std::string one_rank = "\"ranks\": 1, \"scheme\": \"contiguous\"";
+  ring8.replace(ring8.find(one_rank), one_rank.size(), "\"ranks\": 8, \"scheme\": \"zigzag\"");
+  std::string bwd = row(true, 8192, 400, 0.80);
+  bwd.insert(bwd.rfind('}'), ", \"direction\": \"bwd\", \"cpgen_backward_uri\": \"ring_bwd_x\"");
+  const std::string a = file("a.jsonl", row(true, 8192, 530, 0.88) + ring8 + bwd);
+  const std::string b = file("b.jsonl", row(true, 8192, 560, 0.93) + ring8 + bwd);
+  const auto r = many("a='" + a + "' b='" + b + "'");
+  ASSERT_EQ(r.code, 0) << r.output;
+  EXPECT_NE(r.output.find("| dtype | hd | causal | seq | gqa | ring | dir | a vs cuDNN"), std::string::npos) << r.output;
+  EXPECT_NE(r.output.find("| bf16 | 128 | 1 | 8192 | 1 | 1 | fwd | 0.880 (530) | 0.930 (560) |"), std::string::npos)
+      << r.output;
+  EXPECT_NE(r.output.find("| bf16 | 128 | 1 | 8192 | 1 | 8 zigzag | fwd | 0.850 (500) | 0.850 (500) |"),
+            std::string::npos) << r.output;
+  EXPECT_NE(r.output.find("| bf16 | 128 | 1 | 8192 | 1 | 1 | bwd |"), std::string::npos) << r.output;
+  const auto pair = testing::run_shell(
+      "python3 '" + std::string(CPGEN_SOURCE_DIR) + "/bench/compare_rows.py' '" + a + "' '" + b + "'",
+      dir_.path() + "/pair.txt");
+  ASSERT_EQ(pair.code, 0) << pair.output;
+  EXPECT_NE(pair.output.find("| ring_bwd_x | ring_bwd_x |"), std::string::npos) << pair.output;
+}
+
 }  // namespace
 }  // namespace cpgen
