@@ -85,7 +85,9 @@ hold the GPU call until its time limit. Status 5: a CUDA error made the context 
 The markdown table goes to stdout too. GQA groups are made with --q-heads query heads over
 q_heads / group KV heads; SDPA gets enable_gqa=True (or K/V repeated when a backend refuses it,
 which the table marks with "cudnn: rep" or "flash: rep"; a refusal's reason is PyTorch's warning,
-kept in the note). The flash backend is PyTorch's own FlashAttention (FA2 unless the build has
+kept in the note). The repeated K/V are made once, outside the timed call, and a backward row
+differentiates with respect to them (dk and dv summed over each group for the check, untimed),
+so a peer's time is its attention alone. --pin is for forward rows: no backward kernel is pinned. The flash backend is PyTorch's own FlashAttention (FA2 unless the build has
 enabled FA3); the header line says which torch and cuDNN ran.
 """
 import argparse
@@ -575,19 +577,19 @@ def run_config(torch, cpgen, cfg, args):
             with warnings.catch_warnings(record=True) as caught:
                 warnings.simplefilter("always")  # a refusal's reasons are warnings, shown once otherwise
                 try:
-                    # A backward row differentiates with respect to leaf copies of q, k and v
-                    # (through the repeat when the backend needs repeated K/V, so dk and dv come
-                    # back per KV head), and times torch.autograd.grad of the forward's output.
-                    leaves = {n: x.detach().clone().requires_grad_() if backward else x
-                              for n, x in (("q", q), ("k", k), ("v", v))}
-                    inputs = {"gqa": group > 1, "rep": False}
+                    # A backward row differentiates with respect to leaf copies of q, k and v, and
+                    # times torch.autograd.grad of the forward's output.
+                    def make_leaves(kk, vv):
+                        return {n: x.detach().clone().requires_grad_() if backward else x
+                                for n, x in (("q", q), ("k", kk), ("v", vv))}
 
-                    def call(backend=backend, inputs=inputs):
-                        kk, vv = leaves["k"], leaves["v"]
-                        if inputs["rep"]:
-                            kk, vv = kk.repeat_interleave(group, 1), vv.repeat_interleave(group, 1)
+                    leaves = make_leaves(k, v)
+                    inputs = {"gqa": group > 1}
+
+                    def call(backend=backend, inputs=inputs, leaves=leaves):
                         with sdpa_kernel([backend]):
-                            return F.scaled_dot_product_attention(leaves["q"], kk, vv, enable_gqa=inputs["gqa"],
+                            return F.scaled_dot_product_attention(leaves["q"], leaves["k"], leaves["v"],
+                                                                  enable_gqa=inputs["gqa"],
                                                                   is_causal=bool(cfg["causal"]))
 
                     try:
@@ -595,8 +597,12 @@ def run_config(torch, cpgen, cfg, args):
                     except RuntimeError:
                         if group == 1:
                             raise
-                        # The backend refuses enable_gqa: give it repeated K/V (same arithmetic).
-                        inputs.update(gqa=False, rep=True)
+                        # The backend refuses enable_gqa: give it K/V repeated per query head (same
+                        # arithmetic), made once here, so that the timed call is the backend's
+                        # attention alone (the repeat, and its reduction in the backward, are not
+                        # the kernel's work).
+                        leaves.update(make_leaves(k.repeat_interleave(group, 1), v.repeat_interleave(group, 1)))
+                        inputs.update(gqa=False)
                         row[f"{name}_note"] = "rep"
                         o = call()
                     if backward:
@@ -604,7 +610,15 @@ def run_config(torch, cpgen, cfg, args):
                             return torch.autograd.grad(o, (leaves["q"], leaves["k"], leaves["v"]), dout,
                                                        retain_graph=True)
 
-                        record_grads(row, name, check_grads(torch, grad(), grad_refs, rows, rows))
+                        def per_kv_head(grads):
+                            # Repeated K/V leaves give dk and dv per query head: the group's sum
+                            # is the KV head's (untimed, for the check only).
+                            dq, dk, dv = grads
+                            if dk.shape[1] == hkv:
+                                return grads
+                            return dq, *(x.unflatten(1, (hkv, group)).sum(2) for x in (dk, dv))
+
+                        record_grads(row, name, check_grads(torch, per_kv_head(grad()), grad_refs, rows, rows))
                         timers[name] = grad
                     else:
                         torch.cuda.synchronize()
@@ -774,6 +788,12 @@ def main():
     args = ap.parse_args()
     if args.list_pins and not args.pin:
         print("kernels.py: --list-pins needs --pin", file=sys.stderr)
+        return 2
+    if args.pin and args.direction == "bwd":
+        # A pin is a forward kernel (a pattern entry of a cache); selection never gives a backward
+        # step a forward kernel, so every pinned row would time the same backward default.
+        print(f"kernels.py: --pin '{args.pin}' names forward kernels; --direction bwd times the backward kernels "
+              "selection picks (no backward pin exists): leave out one of the two", file=sys.stderr)
         return 2
     if args.tune < 0 or (args.tune and (args.pin or args.db)):
         print(f"kernels.py: --tune {args.tune}: a number of candidates per workload (0: no tuning), not with --pin "

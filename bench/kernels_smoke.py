@@ -260,8 +260,8 @@ def faulty_child(lib, jsonl, fault):
     kernels.Cpgen = lambda path: Faulty(path, torch)
     sys.argv = ["kernels.py", "--lib", lib, "--dtypes", "bf16", "--head-dims", "64", "--causal", "1", "--lengths",
                 "128,256,512", "--gqa", "1", "--q-heads", "2", "--tokens", "512", "--warmup", "1", "--iters", "1",
-                "--check-rows", "8", "--jsonl", jsonl, "--pin", "wgmma", "--stall-seconds",
-                "3" if fault == "stall" else "60"] + (["--direction", "bwd"] if fault == "wrong-bwd" else [])
+                "--check-rows", "8", "--jsonl", jsonl, "--stall-seconds", "3" if fault == "stall" else "60"] + \
+        (["--direction", "bwd"] if fault == "wrong-bwd" else ["--pin", "wgmma"])  # a pin is forward only
     return kernels.main()
 
 

@@ -100,5 +100,15 @@ TEST_F(BenchKernelsPin, TuneIsRefusedBesideAPinAndWithoutTheCommandLine) {
                                "/none' is not executable (--cpgen PATH)\n");
 }
 
+// A pin names forward kernels, which selection never runs for a backward step: a pinned backward
+// row timed the backward default under the pinned forward kernel's name (found by a reviewer).
+// The pair is one line and exit 2, before PyTorch is imported.
+TEST_F(BenchKernelsPin, APinIsRefusedBesideTheBackwardDirection) {
+  const auto r = list("--pin mma.sync --direction bwd --head-dims 64 --gqa 1");
+  EXPECT_EQ(r.code, 2) << r.output;
+  EXPECT_EQ(r.output, "kernels.py: --pin 'mma.sync' names forward kernels; --direction bwd times the backward "
+                      "kernels selection picks (no backward pin exists): leave out one of the two\n");
+}
+
 }  // namespace
 }  // namespace cpgen
