@@ -76,7 +76,11 @@ for i in range(n):
         lines.append(f"| `{cmd}` | | failed: {err[-1] if err else 'no output'} | | | | | | | | | | |")
         if target: verdict = "target row FAILED to run"
         continue
-    check = "ok" if r["check"]["passed"] else f"FAILED ({r['check']['out_rel_error']:.2e})"
+    c = r["check"]
+    check = "ok" if c["passed"] else (f"FAILED (out {c['out_rel_error']:.2e}, lse {c['lse_max_abs_error']:.2e}, "
+                                      f"{c.get('nonfinite', 0)} elements unwritten)")
+    if not c.get("grads_finite", True):
+        check += "; the backward left gradients unwritten"
     alone = r.get("steps_alone_ms") or 0
     split = (f"{alone:.3f} | {alone / r['single_ms']:.3f} | {r['ring_ms'] / alone:.3f}" if alone > 0
              else f"{r.get('steps_note') or 'not timed'} | | ")

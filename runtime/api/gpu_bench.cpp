@@ -136,11 +136,12 @@ void SliceErrors::add(const SliceErrors& o) {
   sq_ref += o.sq_ref;
   lse_max = std::isnan(o.lse_max) || std::isnan(lse_max) ? NAN : std::max(lse_max, o.lse_max);
   rows += o.rows;
+  nonfinite += o.nonfinite;
 }
 
 double SliceErrors::relative() const { return sq_ref > 0 ? std::sqrt(sq_diff / sq_ref) : std::sqrt(sq_diff); }
 
-bool SliceErrors::passed() const { return rows > 0 && relative() <= 2e-2 && lse_max <= 2e-2; }
+bool SliceErrors::passed() const { return rows > 0 && relative() <= 2e-2 && lse_max <= 2e-2 && nonfinite == 0; }
 
 SliceErrors check_slice(const Problem& p, const BenchInputs& in, const std::vector<std::vector<float>>& outs,
                         const std::vector<std::vector<float>>& lses, int rank,
@@ -156,6 +157,13 @@ SliceErrors check_slice(const Problem& p, const BenchInputs& in, const std::vect
     owners.push_back(owner);
   }
   SliceErrors e;
+  // Every element of the checked ranks' outputs, not only the sampled rows: an unwritten one keeps
+  // its NaN poison wherever it is.
+  for (int r = 0; r < static_cast<int>(outs.size()); ++r) {
+    if (rank >= 0 && r != rank) continue;
+    for (const std::vector<float>* t : {&outs[r], &lses.at(r)})
+      for (float x : *t) e.nonfinite += !std::isfinite(x);
+  }
   if (rows.empty()) return e;
   // The first and the last batch (a batch stride gone wrong shows in the last), the first and the
   // last query head of each.
@@ -240,6 +248,7 @@ BenchResult bench_loopback(const Problem& p, const BenchOptions& o) {
   for (int rank = 0; rank < n; ++rank) download_outputs(p, shards[rank], outs[rank], lses[rank]);
   const SliceErrors errors = check_slice(p, in, outs, lses, -1, check_positions(s, o.check_rows));
   r.checked_rows = errors.rows;
+  r.check_nonfinite = errors.nonfinite;
   r.check_out_error = errors.relative();
   r.check_lse_error = errors.lse_max;
   r.check_passed = errors.passed();

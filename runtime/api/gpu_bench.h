@@ -60,6 +60,7 @@ struct BenchResult {
   double check_out_error = 0;       // relative Frobenius error on the checked slice
   double check_lse_error = 0;       // max |lse error| on the checked slice
   int checked_rows = 0;
+  int64_t check_nonfinite = 0;      // unwritten out or lse elements anywhere (SliceErrors::nonfinite)
   bool check_passed = false;
 };
 
@@ -87,9 +88,13 @@ struct SliceErrors {
   double sq_diff = 0, sq_ref = 0;  // sums of squares: relative error = sqrt(sq_diff / sq_ref)
   double lse_max = 0;              // max |lse error|; NaN if any output row was not written
   int rows = 0;
+  // out and lse elements anywhere in the checked ranks' shards (not only the sampled rows) that
+  // are NaN or infinite: the outputs are poisoned with NaN before the checked run, so these were
+  // never written (a causal or full problem's every row sees a key, so no lse is -inf).
+  int64_t nonfinite = 0;
   void add(const SliceErrors& other);
   double relative() const;
-  bool passed() const;  // relative <= 2e-2 and lse_max <= 2e-2 (docs/formats.md tolerances)
+  bool passed() const;  // relative <= 2e-2, lse_max <= 2e-2 (docs/formats.md tolerances), nonfinite 0
 };
 SliceErrors check_slice(const Problem& problem, const BenchInputs& in,
                         const std::vector<std::vector<float>>& outs,

@@ -113,6 +113,7 @@ gpu::BenchResult bench_nccl(const Problem& p, const BenchArgs& a, const gpu::Ben
     part.sq_ref = j["sq_ref"].get<double>();
     part.lse_max = j["lse_max"].get<double>() < 0 ? NAN : j["lse_max"].get<double>();
     part.rows = j["rows"].get<int>();
+    part.nonfinite = j["nonfinite"].get<int64_t>();
     e.add(part);
     r.kernel_uri = j["kernel"].get<std::string>();
     r.config_source = j["config_source"].get<std::string>();
@@ -123,6 +124,7 @@ gpu::BenchResult bench_nccl(const Problem& p, const BenchArgs& a, const gpu::Ben
   r.grads_finite = true;
   for (const auto& j : ranks) r.grads_finite = r.grads_finite && j["grads_finite"].get<bool>();
   r.checked_rows = e.rows;
+  r.check_nonfinite = e.nonfinite;
   r.check_out_error = e.relative();
   r.check_lse_error = e.lse_max;
   r.check_passed = e.passed();
@@ -182,6 +184,7 @@ void run_bench(const BenchArgs& a) {
                         {"check", {{"rows", r.checked_rows},
                                    {"out_rel_error", r.check_out_error},
                                    {"lse_max_abs_error", r.check_lse_error},
+                                   {"nonfinite", r.check_nonfinite},
                                    {"passed", r.check_passed},
                                    {"grads_finite", r.grads_finite}}}};
     std::cout << j.dump(2) << "\n";
@@ -207,8 +210,9 @@ void run_bench(const BenchArgs& a) {
     std::printf("backward   %.3f ms  %.1f TFLOP/s (2.5x forward FLOPs; %s)\n", r.backward_ms, r.backward_tflops,
                 r.backward_kernel_uri.c_str());
     std::printf("fwd+bwd    %.3f ms  %.1f TFLOP/s (3.5x forward FLOPs)\n", r.fwd_bwd_ms, r.fwd_bwd_tflops);
-    std::printf("check      %s: %d rows, out rel error %.2e, lse max error %.2e\n",
-                r.check_passed ? "ok" : "FAILED", r.checked_rows, r.check_out_error, r.check_lse_error);
+    std::printf("check      %s: %d rows, out rel error %.2e, lse max error %.2e, %lld elements unwritten\n",
+                r.check_passed ? "ok" : "FAILED", r.checked_rows, r.check_out_error, r.check_lse_error,
+                static_cast<long long>(r.check_nonfinite));
   }
   if (!r.check_passed) {
     std::cerr << "cpgen bench: the ring's output does not match the CPU reference\n";

@@ -131,7 +131,7 @@ nlohmann::json run_bench(const RankArgs& a, void* comm) {
     for (float x : *g) finite = finite && std::isfinite(x);
   return {{"rank", a.rank}, {"kernel", ring.kernel_uri()}, {"config_source", ring.config_source()},
           {"ring_ms", ms}, {"sq_diff", std::isnan(e.sq_diff) ? -1.0 : e.sq_diff}, {"sq_ref", e.sq_ref},
-          {"lse_max", std::isnan(e.lse_max) ? -1.0 : e.lse_max}, {"rows", e.rows},
+          {"lse_max", std::isnan(e.lse_max) ? -1.0 : e.lse_max}, {"rows", e.rows}, {"nonfinite", e.nonfinite},
           {"backward_kernel", ring.backward_step_kernels().front().kernel_uri}, {"backward_ms", backward_ms},
           {"fwd_bwd_ms", fwd_bwd_ms}, {"grads_finite", finite}};
 }

@@ -6,6 +6,7 @@
 
 #include <gtest/gtest.h>
 
+#include <algorithm>
 #include <cmath>
 #include <vector>
 
@@ -56,6 +57,37 @@ TEST(BenchCheck, ReferenceOutputsPassAndAWrongValueInTheLastBatchFails) {
   bad_out = outs;
   bad_out[0][at * p.head_dim] = NAN;
   EXPECT_FALSE(check_slice(p, in, bad_out, lses, -1, rows).passed());
+}
+
+// Rows the check does not sample are still scanned for what the kernel never wrote: the outputs
+// start as NaN, so an unwritten element anywhere (here a whole head of both batches, and one lse
+// off the sampled rows) fails the check, where it passed when only the sampled rows were read.
+TEST(BenchCheck, AnUnwrittenElementOutsideTheSampledRowsFails) {
+  Problem p = small_problem();
+  p.q_heads = 4;
+  p.kv_heads = 2;
+  const BenchInputs in = bench_inputs(p, 7);
+  std::vector<std::vector<float>> outs, lses;
+  reference_outputs(p, in, outs, lses);
+  const std::vector<int64_t> rows = check_positions(p.seq_len, 8);
+  ASSERT_TRUE(check_slice(p, in, outs, lses, -1, rows).passed());
+  std::vector<std::vector<float>> bad_out = outs;
+  for (int64_t batch = 0; batch < p.batch; ++batch) {  // head 1: never a checked slice (heads 0 and 3 are)
+    const size_t first = static_cast<size_t>((batch * p.q_heads + 1) * p.seq_len * p.head_dim);
+    std::fill(bad_out[0].begin() + first, bad_out[0].begin() + first + p.seq_len * p.head_dim, NAN);
+  }
+  const SliceErrors heads = check_slice(p, in, bad_out, lses, -1, rows);
+  EXPECT_FALSE(heads.passed());
+  EXPECT_EQ(heads.nonfinite, 2 * p.seq_len * p.head_dim);
+  EXPECT_LE(heads.relative(), 1e-6) << "the sampled slices themselves are right";
+  int64_t unsampled = 1;
+  while (std::find(rows.begin(), rows.end(), unsampled) != rows.end()) ++unsampled;
+  std::vector<std::vector<float>> bad_lse = lses;
+  bad_lse[0][static_cast<size_t>(unsampled)] = NAN;
+  EXPECT_EQ(check_slice(p, in, outs, bad_lse, -1, rows).nonfinite, 1);
+  EXPECT_FALSE(check_slice(p, in, outs, bad_lse, -1, rows).passed());
+  // One rank's check (an NCCL rank's) scans its own shard only.
+  EXPECT_EQ(check_slice(p, in, {outs[0], bad_out[0]}, {lses[0], lses[0]}, 0, rows).nonfinite, 0);
 }
 
 }  // namespace
