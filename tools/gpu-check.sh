@@ -148,12 +148,18 @@
 # CPGEN_SM_MARGIN: a persistent step beside NCCL on all SMs but the margin (GPU test in the tests
 # phase: GpuRingWgmma.PersistentLoopbackOnMoreQueryBlocksThanTheGpuHasSms, margin 96; also
 # GpuCompare.OnAGpuItFindsTheFirstDisagreementOfEach). With 15 minutes of device time in all, one
-# full call is what a session gets: put the A/B and the tune in it, the ring after them, e.g.
-#   run(command="tools/gpu-check.sh --budget 540 --only build,tests,wgmma,tune,ring --tune-only fwd
+# full call is what a session gets. A rehearsal of this script on the CPU with stand-ins (stop 42:
+# build 95 s, tests 150 s, 1.75 s per benchmark configuration, 25 s per tune file, 30 s per ring
+# row) put the wgmma phase with four --ab commits at 170 s and showed that build,tests,wgmma,tune,
+# ring does not fit 540 s: the tune's last file was cut and the ring skipped. So the A/B call
+# leaves the tune out (its cache is shipped only after the keep-or-revert anyway):
+#   run(command="tools/gpu-check.sh --budget 540 --only build,tests,wgmma,ring
 #       --ab e59b2ca,3360f1e,957337c,0432e3b
 #       --kernels-args '--dtypes bf16,fp16 --head-dims 128 --lengths 8192,16384 --gqa 1'",
 #       carry=[".gpudeps"], timeout_s=580)
-# and give_back at once; the report names what the budget skipped.
+# then, on the warm machine if device time is left, `--budget 200 --only tune --tune-only fwd`
+# (the tune-time target and its per-workload seconds; a tune file no longer starts with under
+# 60 s left), and give_back; the report names what the budget skipped.
 # Since (stop 40, 2026-11-29, CPU only, unmeasured): the backward tune checks candidates on the GPU
 # too (GpuCompare::run_gradient; GPU test GpuCompare.OnAGpuTheGradientCheckFindsTheFirstDisagreement,
 # and the tests phase's GpuBwdTimer cases run it); the wgmma family has three-consumer candidates
@@ -243,9 +249,20 @@ done
 # would run defaults against this tree's winners.
 [ "$RING_TUNE" = 1 ] && [ ${#AB_REVS[@]} -gt 0 ] &&
   usage_error "--ring-tune with --ab: the commits' templates would run defaults against this tree's tuned kernels"
+declare -A AB_SEEN=()  # commit -> the --ab name that gave it: one commit twice would time it twice
 for rev in "${AB_REVS[@]}"; do
-  git -C "$ROOT" rev-parse --verify -q "$rev^{commit}" >/dev/null || usage_error "--ab '$rev': not a commit of this checkout"
+  full=$(git -C "$ROOT" rev-parse --verify -q "$rev^{commit}") || usage_error "--ab '$rev': not a commit of this checkout"
+  [ -n "${AB_SEEN[$full]:-}" ] && usage_error "--ab '$rev': the same commit as '${AB_SEEN[$full]}'"
+  AB_SEEN[$full]=$rev
 done
+# --kernels-args as the shell would split it (quotes group, as in --pin '...{dtype}...'), once:
+# every benchmark call passes the same words.
+KARGS=()
+if [ -n "${KERNELS_ARGS//[[:space:]]/}" ]; then
+  printf '%s' "$KERNELS_ARGS" | xargs printf '' 2>/dev/null ||
+    usage_error "--kernels-args '$KERNELS_ARGS': an unmatched quote"
+  mapfile -d '' -t KARGS < <(printf '%s' "$KERNELS_ARGS" | xargs printf '%s\0')
+fi
 [ -z "$BUDGET" ] && { [ -n "${OUT:-}" ] && BUDGET=570 || BUDGET=0; }
 # --only runs its phases in the order it names them (a one-call session puts first what matters
 # most), the build always first; otherwise every phase not skipped runs, in ALL_PHASES order.
@@ -289,12 +306,13 @@ COMMIT=$(git -C "$ROOT" rev-parse --short HEAD 2>/dev/null || echo unknown)
 # The device tool copies the working tree, and its git HEAD can be older (the first H100 calls
 # showed the session's first commit for trees several commits later): when the tree differs from
 # HEAD's, the report names the tree's hash as well, which `git log --format='%h %t'` maps back to
-# the commit on the dev machine.
+# the commit on the dev machine. The reports this script writes into bench/results are left out,
+# or an earlier call's report would make every later call's tree a changed one.
 tree_of_worktree() {
   local index
   index=$(mktemp) || return
   GIT_INDEX_FILE=$index git -C "$ROOT" read-tree HEAD 2>/dev/null &&
-    GIT_INDEX_FILE=$index git -C "$ROOT" add -A 2>/dev/null &&
+    GIT_INDEX_FILE=$index git -C "$ROOT" add -A -- . ':(exclude)bench/results/*-gpu-check*.md' 2>/dev/null &&
     GIT_INDEX_FILE=$index git -C "$ROOT" write-tree 2>/dev/null | cut -c1-7
   rm -f "$index"
 }
@@ -347,7 +365,7 @@ left() { [ "$BUDGET" -eq 0 ] && echo 999999 || echo $(( START + BUDGET - $(date 
 run() {
   local name=$1
   shift
-  printf '%s\n' "$*" >>"$COMMANDS"
+  { printf '%q ' "$@"; echo; } >>"$COMMANDS"  # quoted, so that a line pasted into a shell runs as it ran
   echo "+ $*" >&2
   local limit
   limit=$(( $(left) - 20 ))
@@ -377,6 +395,7 @@ gpu_phase() {
   can_start "$1" "$2" || return 1
   [ -n "$GPU_NAME" ] || { phase_status "$1" "not run: no GPU"; return 1; }
   need_build || { phase_status "$1" "not run: no build"; STATUS=1; return 1; }
+  can_start "$1" "$2" || return 1  # again, after a build this call had to make first
 }
 # The sm_90a family's kernel for a benchmark configuration (bench/kernels.py --pin): its default
 # tiles for each configuration, which cpgen names (cpgen_family_kernel_uri). The ping-pong variant
@@ -479,6 +498,8 @@ phase_build() {
     phase_status build "SKIPPED: a required dependency is missing (${missing[*]})"
     return 1
   fi
+  # An earlier call's logs must not stand for this one's (a configure that fails runs no build).
+  rm -f "$LOGS/configure.log" "$LOGS/build.log"
   if run configure cmake -S "$ROOT" -B "$BUILD" "${args[@]}" && run build cmake --build "$BUILD" -j "$(nproc)"; then
     BUILD_OK=1
     phase_status build "ok"
@@ -487,11 +508,13 @@ phase_build() {
   fi
   phase_status build "FAILED (errors below)"
   {
-    echo "Build errors (first 30) and the log's last 15 lines:"
+    local last=$LOGS/build.log
+    [ -f "$last" ] || last=$LOGS/configure.log  # the configure failed
+    echo "Build errors (first 30) and the last 15 lines of $(basename "$last"):"
     echo
     grep -hE "error|Error|No rule" "$LOGS/configure.log" "$LOGS/build.log" 2>/dev/null | head -30 | sed 's/^/    /'
     echo "    ..."
-    tail -15 "$LOGS/build.log" 2>/dev/null | sed 's/^/    /'
+    tail -15 "$last" 2>/dev/null | sed 's/^/    /'
   } >"$LOGS/phases/build.md"
   return 1
 }
@@ -499,7 +522,9 @@ need_build() {
   [ $BUILD_OK = 1 ] && return 0
   if [[ " ${PHASES[*]} " == *" build "* ]]; then return 1; fi  # it ran in this call and failed
   PHASES=(build "${PHASES[@]}")  # so that a failure is reported
+  local started=$PHASE_START  # the phase that asked keeps its own clock
   phase_build; local rc=$?
+  PHASE_START=$started
   write_report
   return $rc
 }
@@ -594,8 +619,7 @@ kernel_section() {  # NAME RC: the table, and the configurations that failed or 
 }
 phase_kernels() {
   gpu_phase kernels 90 || return 0
-  # shellcheck disable=SC2086 (KERNELS_ARGS is a list of options)
-  kernel_bench kernels $KERNELS_ARGS
+  kernel_bench kernels "${KARGS[@]}"
   local rc=$?
   phase_status kernels "$(kernel_section kernels $rc)"
   return 0
@@ -625,8 +649,7 @@ variant_bench() {
   local name=$1 pin=$2 base=$3 other=$4 title=$5 join=$6 rc status
   shift 6
   [ "$(left)" -ge 60 ] || { echo "not run: under 60 s of the budget left"; return 0; }
-  # shellcheck disable=SC2086
-  kernel_bench "$name" --pin "$pin" --gqa 1 "$@" $KERNELS_ARGS >&2
+  kernel_bench "$name" --pin "$pin" --gqa 1 "$@" "${KARGS[@]}" >&2
   rc=$?
   status=$(kernel_section "$name" $rc)
   join_section "$name" "$status" "$title" "$base" "$other" "$join"
@@ -650,8 +673,7 @@ ab_summary() {
 }
 phase_wgmma() {
   gpu_phase wgmma 90 || return 0
-  # shellcheck disable=SC2086
-  kernel_bench wgmma --pin "$WGMMA_PIN" --gqa 1 $KERNELS_ARGS
+  kernel_bench wgmma --pin "$WGMMA_PIN" --gqa 1 "${KARGS[@]}"
   local rc=$? plain skip="" pingpong persistent
   plain=$(kernel_section wgmma $rc)
   # A plain run that stalled (exit 4: a kernel that never finished) or faulted (exit 5: a CUDA
@@ -691,6 +713,8 @@ phase_wgmma() {
     done
     ab_summary plain wgmma
     ab_summary persistent persistent
+  elif [ ${#AB_REVS[@]} -gt 0 ]; then
+    ab="; A/B: $skip"
   fi
   phase_status wgmma "$plain; ping-pong: $pingpong; persistent: $persistent$ab"
   return 0
@@ -709,6 +733,7 @@ phase_ncu() {
   # samples at the wait for a warpgroup's P V), which its timings (0.98-1.02x plain) did not show.
   for family in mma.sync wgmma wgmma-persistent wgmma-pingpong; do
     local pin=(--pin "$family")  # family names of kernels.py --pin
+    rm -f "$LOGS/ncu-$family.ncu-rep"  # an earlier call's profile must not stand for a failed one
     # The first launch whose name starts ring_fwd (the URI is the kernel's name): kernels.py's
     # checked run, before any timing. --clock-control none: the clocks the benchmarks ran at.
     # SourceCounters names the SASS lines the warps stall at: the 2026-11-27 H200 profile of
@@ -747,24 +772,38 @@ phase_ring() {
   # of the six rows' 3 minutes), then on each commit.
   local target_only=0
   [ ${#AB_REVS[@]} -gt 0 ] && target_only=1
+  # An earlier call's table and rows (a warm machine keeps the logs) must not stand for this one's.
+  rm -f "$LOGS/ring-overhead.md" "$LOGS"/ring-ab-*.log "$LOGS/phases/ring.md"
   run ring env CPGEN="$BUILD/cpgen" TARGET_ONLY=$target_only TUNE=$RING_TUNE TUNE_CANDIDATES="$TUNE_CANDIDATES" \
     "$ROOT/bench/ring_overhead.sh" "$LOGS/ring-overhead.md"
   local rc=$?
-  local verdict
-  verdict="$(grep -E '^target' "$LOGS/ring.log" | tail -1); $(grep -c '^ring_overhead: row [0-9]* failed' "$LOGS/ring.log") rows failed"
-  phase_status ring "${verdict:-no verdict}$([ $rc = 124 ] || [ $rc = 137 ] && echo '; STOPPED by the budget')"
-  [ -f "$LOGS/ring-overhead.md" ] && sed 's/^# /### /' "$LOGS/ring-overhead.md" >"$LOGS/phases/ring.md"
+  local verdict status
+  verdict=$(grep -E '^target' "$LOGS/ring.log" | tail -1)
+  status="${verdict:-no verdict (ring_overhead.sh wrote none)}; $(grep -c '^ring_overhead: row [0-9]* failed' "$LOGS/ring.log") rows failed"
+  { [ $rc = 124 ] || [ $rc = 137 ]; } && status="$status; STOPPED by the budget"
+  if [ -f "$LOGS/ring-overhead.md" ]; then sed 's/^# /### /' "$LOGS/ring-overhead.md" >"$LOGS/phases/ring.md"
+  else echo "ring_overhead.sh wrote no table (exit $rc); its log's last lines:" >"$LOGS/phases/ring.md"
+    tail -10 "$LOGS/ring.log" | sed 's/^/    /' >>"$LOGS/phases/ring.md"; fi
   # --ab: the target row (N=8) once more on each REV's templates, right after this tree's, while
-  # the budget lasts.
-  local i
+  # the budget lasts; the status counts the rows that failed or did not run.
+  local i ab_failed=0 ab_skipped=0
   for i in "${!AB_REVS[@]}"; do
-    [ "$(left)" -gt 60 ] || break
+    if [ "$(left)" -le 60 ]; then
+      ab_skipped=$((ab_skipped + 1))
+      { echo; echo "### The target row on ${AB_REVS[$i]}'s templates (\`--ab\`): not run, under 60 s of the budget left"; } \
+        >>"$LOGS/phases/ring.md"
+      continue
+    fi
     run "ring-ab-$((i + 1))" env CPGEN_TEMPLATES_DIR="${AB_DIRS[$i]}" "$BUILD/cpgen" bench --shape "$RING_TARGET_SHAPE" \
       --ranks 8 --iters 20 --warmup 5
     rc=$?
+    [ $rc = 0 ] || ab_failed=$((ab_failed + 1))
     { echo; echo "### The target row on ${AB_REVS[$i]}'s templates (\`--ab\`, exit $rc)"; echo
       grep -v '^$' "$LOGS/ring-ab-$((i + 1)).log" | tail -24 | sed 's/^/    /'; } >>"$LOGS/phases/ring.md"
   done
+  [ ${#AB_REVS[@]} -gt 0 ] &&
+    status="$status; A/B target rows: $((${#AB_REVS[@]} - ab_failed - ab_skipped)) ran, $ab_failed FAILED, $ab_skipped not run (budget)"
+  phase_status ring "$status"
   # The same target shape as a whole loopback ring against SDPA on the full sequence (issue 14,
   # point 4), N = 1 being one kernel launch.
   if [ "$(left)" -gt 60 ]; then
@@ -787,6 +826,12 @@ phase_tune() {
     echo "| shapes file | seconds | result |"; echo "|---|---|---|"; } >"$LOGS/phases/tune.md"
   for f in "$ROOT"/examples/shapes/*.json; do
     name=$(basename "$f" .json)
+    # A file started with too little left is stopped part way and its minutes are lost.
+    if [ "$(left)" -lt 60 ]; then
+      echo "| $name | | not run: under 60 s of the budget left |" >>"$LOGS/phases/tune.md"
+      failed=1
+      continue
+    fi
     t0=$(date +%s)
     run "tune-$name" "$BUILD/cpgen" tune --shapes "$f" --db "$db" --require-gpu --max-candidates "$TUNE_CANDIDATES" \
       ${TUNE_ONLY:+--only "$TUNE_ONLY"}
@@ -800,11 +845,18 @@ phase_tune() {
   done
   { echo; echo "Seconds per workload (cpgen tune: compiling, preparing the inputs and checking the reference,"
     echo "checking and timing the candidates):"; echo; cat "$seconds" 2>/dev/null; } >>"$LOGS/phases/tune.md"
-  run tune-export "$BUILD/cpgen" db export --db "$db" -o "$cache"
+  local exported=1
+  { run tune-export "$BUILD/cpgen" db export --db "$db" -o "$cache" && [ -s "$cache" ]; } || exported=0
   run tune-show "$BUILD/cpgen" db show --db "$db"
   { echo; echo "Winners (cpgen db show):"; echo; sed 's/^/    /' "$LOGS/tune-show.log" | head -80; } >>"$LOGS/phases/tune.md"
   [ -n "${OUT:-}" ] && [ -d "${OUT:-}" ] && cp "$cache" "$OUT/" 2>/dev/null
-  phase_status tune "$([ $failed = 0 ] && echo ok || echo 'FAILED or stopped (below)'); cache $(basename "$cache")"
+  if [ $exported = 0 ]; then
+    failed=1
+    { echo; echo "The export FAILED; its log's last lines:"; echo; tail -5 "$LOGS/tune-export.log" | sed 's/^/    /'; } \
+      >>"$LOGS/phases/tune.md"
+  fi
+  phase_status tune "$([ $failed = 0 ] && echo ok || echo 'FAILED, stopped or cut short (below)'); \
+$([ $exported = 1 ] && echo "cache $(basename "$cache")" || echo 'NO cache: the export failed')"
   return $failed
 }
 

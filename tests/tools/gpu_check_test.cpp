@@ -51,6 +51,22 @@ class GpuCheck : public ::testing::Test {
   void stand_in_gpu() {
     std::ofstream(dir_.path() + "/bin/nvidia-smi") << "#!/bin/sh\necho 'Stand-in GPU'\n";
   }
+  // Stand-ins for a GPU machine's tools, so that a GPU phase runs its shell to the end without one:
+  // an nvidia-smi naming a GPU, a cmake that succeeds (or prints `cmake_says` and fails), a
+  // python3 that appends its arguments, one per line, to python3.args and exits 0, and
+  // build()/cpgen running `cpgen_body` (sh).
+  void stand_in_machine(const std::string& cpgen_body, const std::string& cmake_says = "") {
+    stand_in_gpu();
+    const std::string cmake = dir_.path() + "/bin/cmake", python = dir_.path() + "/bin/python3";
+    std::ofstream(cmake) << "#!/bin/sh\n"
+                         << (cmake_says.empty() ? "exit 0\n" : "echo '" + cmake_says + "'\nexit 1\n");
+    std::ofstream(python) << "#!/bin/sh\nfor a in \"$@\"; do printf '%s\\n' \"$a\" >>'" << dir_.path()
+                          << "/python3.args'; done\nexit 0\n";
+    fs::create_directories(build());
+    std::ofstream(build() + "/cpgen") << "#!/bin/sh\n" << cpgen_body << "\n";
+    for (const std::string& f : {cmake, python, build() + "/cpgen"}) fs::permissions(f, fs::perms::owner_all);
+  }
+  std::string logs() const { return build() + "/gpu-check-logs"; }
   std::string out() const { return dir_.path() + "/out"; }
   std::string build() const { return dir_.path() + "/build"; }
   std::string report() const { return dir_.path() + "/report.md"; }
@@ -92,6 +108,64 @@ TEST_F(GpuCheck, AnAbRevisionThatIsNoCommitIsRefused) {
   EXPECT_EQ(r.code, 2);
   EXPECT_EQ(r.output, "gpu-check: --ab 'no-such-revision': not a commit of this checkout (see --help)\n");
   EXPECT_FALSE(fs::exists(report()));
+}
+
+// One commit named twice by --ab would be timed twice and leave both A/B tables unreadable (their
+// columns are named by commit); --kernels-args with an unmatched quote cannot be split. Both are
+// one line and exit 2 before anything runs.
+TEST_F(GpuCheck, AnAbCommitNamedTwiceAndAnUnmatchedQuoteAreRefused) {
+  const ScriptRun twice = check("--ab HEAD,HEAD~0 --only wgmma");
+  EXPECT_EQ(twice.code, 2);
+  EXPECT_EQ(twice.output, "gpu-check: --ab 'HEAD~0': the same commit as 'HEAD' (see --help)\n");
+  const ScriptRun quote = check("--only kernels --kernels-args \"--pin 'ring_fwd_{dtype}\"");
+  EXPECT_EQ(quote.code, 2);
+  EXPECT_EQ(quote.output, "gpu-check: --kernels-args '--pin 'ring_fwd_{dtype}': an unmatched quote (see --help)\n");
+  EXPECT_FALSE(fs::exists(report()));
+}
+
+// --kernels-args reaches bench/kernels.py split as the shell would split it: a quoted word is one
+// argument, without its quotes (they were passed on literally, so a --pin template never matched).
+TEST_F(GpuCheck, TheKernelsArgsReachTheBenchmarkAsTheShellWouldSplitThem) {
+  stand_in_machine("exit 0");
+  const ScriptRun r = check("--only kernels --budget 600 --kernels-args \"--dtypes bf16 --pin 'ring_fwd_{dtype} *'\"");
+  ASSERT_EQ(r.code, 0) << r.output;
+  const std::string args = slurp(dir_.path() + "/python3.args");
+  EXPECT_NE(args.find("\n--dtypes\nbf16\n--pin\nring_fwd_{dtype} *\n"), std::string::npos) << args;
+}
+
+// On a warm machine an earlier call's logs stay: a configure that fails reports its own log (the
+// report showed the earlier call's "[100%] Built target" and not the cause), and a ring phase
+// whose script writes no table does not show the earlier call's table and verdict.
+TEST_F(GpuCheck, AWarmMachinesEarlierLogsDoNotStandForThisCalls) {
+  stand_in_machine("echo 'cpgen: no device' >&2; exit 1", "CMake Error: Could not find CLI11");
+  fs::create_directories(logs() + "/phases");
+  std::ofstream(logs() + "/build.log") << "[100%] Built target cpgen\n";
+  const ScriptRun build = check("--only build");
+  EXPECT_EQ(build.code, 1) << build.output;
+  std::string text = slurp(report());
+  EXPECT_NE(text.find("| build | FAILED"), std::string::npos) << text;
+  EXPECT_NE(text.find("CMake Error: Could not find CLI11"), std::string::npos) << text;
+  EXPECT_EQ(text.find("Built target"), std::string::npos) << text;
+
+  stand_in_machine("echo 'cpgen: no device' >&2; exit 1");
+  std::ofstream(logs() + "/ring-overhead.md") << "# An earlier table\n\n**target MISSED: overhead +11.26%**\n";
+  const ScriptRun ring = check("--only ring --budget 600");
+  text = slurp(report());
+  EXPECT_EQ(text.find("An earlier table"), std::string::npos) << text;
+  EXPECT_EQ(text.find("+11.26%"), std::string::npos) << text;
+  EXPECT_NE(text.find("| ring | no verdict"), std::string::npos) << text;
+}
+
+// A tune whose export fails says so in its status and ships no cache (it said "ok; cache ...").
+TEST_F(GpuCheck, ATuneWhoseExportFailsSaysNoCache) {
+  stand_in_machine("case \"$1 $2\" in 'db export') echo 'cpgen db export: disk full' >&2; exit 1 ;; esac; exit 0");
+  const ScriptRun r = check("--only tune --tune-only fwd --budget 600");
+  EXPECT_EQ(r.code, 1) << r.output;
+  const std::string text = slurp(report());
+  EXPECT_NE(text.find("| tune | FAILED, stopped or cut short (below); NO cache: the export failed"), std::string::npos)
+      << text;
+  EXPECT_NE(text.find("cpgen db export: disk full"), std::string::npos) << text;
+  EXPECT_FALSE(fs::exists(out() + "/h200-examples.json"));
 }
 
 // The commits of --ab run under their own templates, where this tree's tuned records do not apply.
