@@ -153,7 +153,11 @@ int64_t ensure_workload(Database& db, const WorkloadKey& w) {
   return sqlite3_last_insert_rowid(db.handle());
 }
 
-StoreResult store_record(Database& db, const Record& r) {
+namespace {
+
+// store_record with `replace`: whether r takes the place of a record of the same identity that
+// better_record would keep.
+StoreResult store_record_as(Database& db, const Record& r, bool replace) {
   const int64_t workload_id = ensure_workload(db, r.workload);
   Statement existing = db.prepare(std::string("SELECT ") + kRecordColumns +
                                   ", r.id FROM records r JOIN workloads w ON w.id = r.workload_id WHERE r.workload_id = ? AND "
@@ -163,7 +167,7 @@ StoreResult store_record(Database& db, const Record& r) {
   existing.bind(5, r.env.driver_version).bind(6, r.env.gpu_name).bind(7, r.env.sm_count);
   StoreResult result = StoreResult::kAdded;
   if (existing.step()) {
-    if (!better_record(r, read_record(existing))) return StoreResult::kKept;
+    if (!replace && !better_record(r, read_record(existing))) return StoreResult::kKept;
     Statement remove = db.prepare("DELETE FROM records WHERE id = ?");
     remove.bind(1, existing.column_int(30)).run();
     result = StoreResult::kReplaced;
@@ -186,9 +190,26 @@ StoreResult store_record(Database& db, const Record& r) {
   return result;
 }
 
+}  // namespace
+
+StoreResult store_record(Database& db, const Record& r) { return store_record_as(db, r, false); }
+
 StoreResult put_record(Database& db, const Record& r) {
   StoreResult result = StoreResult::kKept;
   db.transaction([&] { result = store_record(db, r); });
+  return result;
+}
+
+StoreResult put_measured_record(Database& db, const Record& r) {
+  const bool result_of_a_run = r.disposition == Disposition::kOk || r.disposition == Disposition::kWrongResult ||
+                               r.disposition == Disposition::kLaunchFailed;
+  StoreResult result = StoreResult::kKept;
+  db.transaction([&] {
+    result = store_record_as(db, r, result_of_a_run);
+    if (!result_of_a_run || r.valid()) return;
+    const std::optional<PinnedWinner> pin = pinned_winner(db, r.workload);
+    if (pin && pin->kernel_uri == r.kernel_uri && pin->env_key == r.env.key()) unpin_winner(db, r.workload);
+  });
   return result;
 }
 
@@ -244,6 +265,16 @@ void pin_winner(Database& db, const WorkloadKey& w, const PinnedWinner& winner) 
   Statement update = db.prepare(
       "UPDATE workloads SET winner_uri = ?, winner_median_ms = ?, winner_env = ?, winner_decided_by = ? WHERE id = ?");
   update.bind(1, winner.kernel_uri).bind(2, winner.median_ms).bind(3, winner.env_key).bind(4, winner.decided_by).bind(5, id);
+  update.run();
+}
+
+void unpin_winner(Database& db, const WorkloadKey& w) {
+  const std::optional<int64_t> id = find_workload(db, w);
+  if (!id) return;
+  Statement update = db.prepare(
+      "UPDATE workloads SET winner_uri = NULL, winner_median_ms = NULL, winner_env = NULL, winner_decided_by = NULL "
+      "WHERE id = ?");
+  update.bind(1, *id);
   update.run();
 }
 

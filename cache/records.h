@@ -49,6 +49,13 @@ int64_t ensure_workload(Database& db, const WorkloadKey& w);
 StoreResult store_record(Database& db, const Record& r);
 // Convenience: store_record in its own transaction.
 StoreResult put_record(Database& db, const Record& r);
+// A record `cpgen tune` made just now, in its own transaction. Where it carries a result (ok,
+// wrong-result, launch-failed) it replaces the record of the same identity whatever that one
+// says, and a failing one also unpins its kernel where the workload's winner is that kernel in
+// that environment: a kernel that fails today must not be kept, nor run, on an older ok record
+// (store_record kept the valid one). Other dispositions (not-timed, infeasible,
+// compile-failed) say nothing new of how the kernel runs and go through store_record.
+StoreResult put_measured_record(Database& db, const Record& r);
 
 std::vector<Record> records_for(Database& db, const WorkloadKey& w);
 std::vector<Record> all_records(Database& db);
@@ -65,6 +72,8 @@ struct PinnedWinner {
 std::optional<PinnedWinner> pinned_winner(Database& db, const WorkloadKey& w);
 // Pins the winner. Call inside a transaction.
 void pin_winner(Database& db, const WorkloadKey& w, const PinnedWinner& winner);
+// Removes w's pinned winner, if any. Call inside a transaction.
+void unpin_winner(Database& db, const WorkloadKey& w);
 
 // The record of w to run in environment env: the pinned winner where it matches env, else the
 // fastest valid record that does; also counts the records passed over because their environment

@@ -53,7 +53,7 @@ Record Tuner::base_record(const WorkloadKey& w, const KernelSpec& spec) const {
   return r;
 }
 
-void Tuner::store(const Record& r) { put_record(db_, r); }
+void Tuner::store(const Record& r) { put_measured_record(db_, r); }
 
 TuneReport Tuner::tune(const std::vector<Problem>& problems, const DeviceClass& device) {
   const double started = now_s();
@@ -69,33 +69,54 @@ TuneReport Tuner::tune(const std::vector<Problem>& problems, const DeviceClass& 
   for (const WorkloadKey& w : workloads) report.workloads.push_back(tune_workload(w, started));
 
   if (ranks_ && ranks_->size() > 1) {
-    // Rank 0's decisions, one entry per workload (null where it found no valid candidate).
+    // Rank 0's workloads and decisions, one entry per workload (winner null where it found no
+    // valid candidate). It is the last collective, so a rank that cannot adopt them says why and
+    // fails after it, leaving no rank waiting.
     nlohmann::json decisions = nlohmann::json::array();
     if (root) {
-      for (const WorkloadResult& r : report.workloads) decisions.push_back(r.winner ? record_to_json(*r.winner, true) : nlohmann::json(nullptr));
+      for (const WorkloadResult& r : report.workloads)
+        decisions.push_back({{"workload", r.workload.to_json()},
+                             {"winner", r.winner ? record_to_json(*r.winner, true) : nlohmann::json(nullptr)}});
     }
     const nlohmann::json agreed = nlohmann::json::parse(ranks_->broadcast_from_root(root ? decisions.dump() : std::string()));
+    const std::string rank = "rank " + std::to_string(ranks_->rank());
     if (!agreed.is_array() || agreed.size() != report.workloads.size()) {
-      throw Error(ErrorKind::kInternal, "tune: rank 0 broadcast " + std::to_string(agreed.size()) + " decisions for " +
-                                            std::to_string(report.workloads.size()) + " workloads; the ranks tuned different shapes files");
+      throw_bad_input("tune: rank 0 tuned " + std::to_string(agreed.size()) + " workloads and " + rank + " " +
+                      std::to_string(report.workloads.size()) + "; give every rank the same shapes file and GPU type");
     }
+    std::vector<std::optional<Record>> winners;
     for (size_t i = 0; i < agreed.size(); ++i) {
-      WorkloadResult& result = report.workloads[i];
-      if (agreed[i].is_null()) {
-        result.winner.reset();
+      const WorkloadResult& result = report.workloads[i];
+      const WorkloadKey theirs = WorkloadKey::from_json(agreed[i].at("workload"));
+      if (!(theirs == result.workload)) {
+        throw_bad_input("tune: rank 0 tuned " + theirs.describe() + " where " + rank + " has " + result.workload.describe() +
+                        "; give every rank the same shapes file and GPU type");
+      }
+      if (agreed[i].at("winner").is_null()) {
+        winners.emplace_back();
         continue;
       }
-      Record winner = record_from_json(agreed[i], "rank 0 broadcast");
-      if (!(winner.workload == result.workload)) {
-        throw Error(ErrorKind::kInternal, "tune: rank 0 decided for " + winner.workload.describe() + " where this rank has " +
-                                              result.workload.describe() + "; the ranks see different devices or shapes");
+      Record winner = record_from_json(agreed[i].at("winner"), "rank 0 broadcast");
+      // A record counts only in the environment it was made in (cache/records.h best_record): one
+      // this rank's lookup would pass over leaves it running another kernel than rank 0.
+      const Environment here = env_.for_kernel(winner.kernel_uri);
+      if (!winner.env.matches(here)) {
+        throw_bad_input("tune: rank 0 timed " + winner.kernel_uri + " in " + winner.env.key() + ", and " + rank +
+                        " runs it in " + here.key() + ", where that timing does not count (this rank would run " +
+                        "another kernel); tune each kind of node apart");
       }
       if (!root) winner.source = "rank0-broadcast";
+      winners.push_back(std::move(winner));
+    }
+    for (size_t i = 0; i < winners.size(); ++i) {
+      WorkloadResult& result = report.workloads[i];
+      result.winner = winners[i];
+      if (!winners[i]) continue;
+      const Record& winner = *winners[i];
       db_.transaction([&] {
         store_record(db_, winner);
         pin_winner(db_, winner.workload, {winner.kernel_uri, *winner.median_ms, winner.env.key(), "tune-rank0"});
       });
-      result.winner = winner;
     }
   }
   report.seconds = now_s() - started;

@@ -45,6 +45,40 @@ TEST_F(RecordsTest, KeepTheBetterRecordOfOneIdentity) {
   EXPECT_EQ(records_for(db, w).size(), 2u);
 }
 
+// What a tune measures now replaces what it measured before for the same kernel and environment:
+// a pinned kernel that fails today loses its ok record and its pin (under the keep-the-better
+// rule both stayed and jobs kept running it, a reviewer's find); a not-timed record (a budget
+// that ran out) changes nothing.
+TEST_F(RecordsTest, AMeasuredFailureReplacesTheOkRecordAndItsPin) {
+  Database db(path("r.db"));
+  const WorkloadKey w = test_workload();
+  const Record ok = test_record(w, 128, 64, 4, 2, 1.0), other = test_record(w, 128, 128, 8, 2, 1.5);
+  put_record(db, ok);
+  put_record(db, other);
+  db.transaction([&] { pin_winner(db, w, {ok.kernel_uri, 1.0, ok.env.key(), "tune"}); });
+
+  Record untimed = test_record(w, 128, 64, 4, 2, 0, Disposition::kNotTimed);
+  EXPECT_EQ(put_measured_record(db, untimed), StoreResult::kKept);
+  ASSERT_TRUE(pinned_winner(db, w));
+  EXPECT_EQ(best_record(db, w, test_env()).record->kernel_uri, ok.kernel_uri);
+
+  EXPECT_EQ(put_measured_record(db, test_record(w, 128, 64, 4, 2, 0, Disposition::kWrongResult)), StoreResult::kReplaced);
+  EXPECT_FALSE(pinned_winner(db, w)) << "the failing kernel's pin is gone";
+  const BestRecord best = best_record(db, w, test_env());
+  ASSERT_TRUE(best.record);
+  EXPECT_EQ(best.record->kernel_uri, other.kernel_uri);
+
+  // A slower ok measurement replaces a faster old one of the same kernel; a failure of a kernel
+  // that is not the pinned one leaves the pin.
+  db.transaction([&] { pin_winner(db, w, {other.kernel_uri, 1.5, other.env.key(), "tune"}); });
+  EXPECT_EQ(put_measured_record(db, test_record(w, 128, 64, 4, 2, 2.5)), StoreResult::kReplaced);
+  EXPECT_EQ(put_measured_record(db, test_record(w, 128, 64, 4, 2, 0, Disposition::kLaunchFailed)), StoreResult::kReplaced);
+  ASSERT_TRUE(pinned_winner(db, w));
+  EXPECT_EQ(pinned_winner(db, w)->kernel_uri, other.kernel_uri);
+  // Import and merge keep the better record, as before.
+  EXPECT_EQ(put_record(db, test_record(w, 128, 128, 8, 2, 0, Disposition::kWrongResult)), StoreResult::kKept);
+}
+
 TEST_F(RecordsTest, BestRecordIgnoresOtherEnvironmentsAndFailures) {
   Database db(path("r.db"));
   WorkloadKey w = test_workload();

@@ -459,6 +459,69 @@ TEST_F(TunerTest, RanksAdoptRankZerosWinners) {
   }
 }
 
+// Runs one tune per rank on threads: rank r tunes problems_of(r) with env_of(r), its timer made
+// by timer_of(r). Returns each rank's error ("" where it succeeded) and database.
+struct RankRun {
+  std::vector<std::string> errors;
+  std::vector<std::unique_ptr<Database>> dbs;
+};
+RankRun tune_on_thread_ranks(const std::function<std::string(int)>& db_path, int ranks,
+                             const std::function<Problem(int)>& problem_of,
+                             const std::function<Environment(int)>& env_of,
+                             const std::function<void(int, FakeTimer&)>& timer_of) {
+  ThreadRanks group(ranks);
+  RankRun run;
+  run.errors.resize(ranks);
+  std::vector<std::unique_ptr<FakeTimer>> timers;
+  for (int r = 0; r < ranks; ++r) {
+    run.dbs.push_back(std::make_unique<Database>(db_path(r)));
+    timers.push_back(std::make_unique<FakeTimer>());
+    timer_of(r, *timers[r]);
+  }
+  std::vector<std::thread> threads;
+  for (int r = 0; r < ranks; ++r) {
+    threads.emplace_back([&, r] {
+      try {
+        ThreadRanks::Member member(&group, r);
+        FakeCompiler compiler;
+        Tuner tuner(*run.dbs[r], quiet_options(), compiler.fn(), timers[r].get(), &member, env_of(r));
+        tuner.tune({problem_of(r)}, kH200);
+      } catch (const std::exception& e) {
+        run.errors[r] = e.what();
+      }
+    });
+  }
+  for (auto& t : threads) t.join();
+  return run;
+}
+
+// A rank whose driver (or NVRTC, GPU, kernel code) differs from rank 0's would pass over rank 0's
+// records when it selects (they count only where they were made) and run other kernels without a
+// word: it fails instead, naming both environments, after the last collective (rank 0 finishes).
+TEST_F(TunerTest, ARankInAnotherEnvironmentThanRankZeroFailsNamingBoth) {
+  const RankRun run = tune_on_thread_ranks(
+      [&](int r) { return path("env" + std::to_string(r) + ".db"); }, 2, [](int) { return small_problem(); },
+      [](int r) { return r == 0 ? test_env() : test_env("12.8"); }, [](int, FakeTimer&) {});
+  EXPECT_EQ(run.errors[0], "");
+  EXPECT_NE(run.errors[1].find("rank 1 runs it in"), std::string::npos) << run.errors[1];
+  EXPECT_NE(run.errors[1].find("driver 12.8"), std::string::npos) << run.errors[1];
+  EXPECT_NE(run.errors[1].find("tune each kind of node apart"), std::string::npos) << run.errors[1];
+  EXPECT_TRUE(all_workloads(*run.dbs[1]).empty() || !pinned_winner(*run.dbs[1], all_workloads(*run.dbs[1]).front()))
+      << "nothing adopted";
+}
+
+// Ranks that tune other shapes fail even where rank 0 found no winner to compare (its reference
+// failed), where the ranks' workloads were compared only through rank 0's winners.
+TEST_F(TunerTest, RanksTuningOtherShapesFailEvenWhereRankZeroFoundNoWinner) {
+  const RankRun run = tune_on_thread_ranks(
+      [&](int r) { return path("shape" + std::to_string(r) + ".db"); }, 2,
+      [](int r) { return small_problem(r == 0 ? 4096 : 2048); }, [](int) { return test_env(); },
+      [](int r, FakeTimer& t) { t.reference_broken = r == 0; });
+  EXPECT_EQ(run.errors[0], "");
+  EXPECT_NE(run.errors[1].find("rank 0 tuned"), std::string::npos) << run.errors[1];
+  EXPECT_NE(run.errors[1].find("give every rank the same shapes file"), std::string::npos) << run.errors[1];
+}
+
 // What one process of the multi-process tests runs: its own connection to the database at db_path
 // and a one-job tune of `problems` with fake compiles and `timer`.
 void tune_alone(const std::string& db_path, FakeTimer& timer, const std::vector<Problem>& problems) {
