@@ -13,7 +13,8 @@ sequence: the same useful work. Every configuration:
 
   1. draws fresh normal(0, 1) inputs in [batch, heads, seq, head_dim] layout;
   2. poisons each output with NaN, runs each implementation once and checks it against a float64
-     reference on a sample of query rows of the first and the last batch (relative Frobenius
+     reference on a sample of query rows of the first and the last batch (--check-rows spread
+     evenly, and for a forward the first and last row of every 64-position block; relative Frobenius
      error, every element written; cpgen's LSE too, absolute error): above 2e-2 (bf16 and fp16) or
      NaN the row's check says FAILED, the table says CHECK FAILED and gives no ratio;
   3. times them with CUDA events, interleaved: warm-up runs of each, then --iters rounds, each
@@ -246,17 +247,39 @@ def useful_flops(cfg):
     return flops * (BACKWARD_FLOPS_FACTOR if cfg.get("direction") == "bwd" else 1.0)
 
 
-def reference_rows(torch, q, k, v, rows, group, causal, batch):
+def reference_rows(torch, q, k, v, rows, group, causal, batch, chunk=128):
     """float64 attention of query rows `rows` of `batch`, every query head: (out [heads, rows, d],
-    natural-log lse [heads, rows])."""
-    qs = q[batch, :, rows].double()
+    natural-log lse [heads, rows]), `chunk` rows at a time (a 32K row's scores over 32 heads are
+    8 MB in float64)."""
     kk = k[batch].double().repeat_interleave(group, dim=0)
     vv = v[batch].double().repeat_interleave(group, dim=0)
-    scores = qs @ kk.transpose(-1, -2) / math.sqrt(q.shape[-1])
-    if causal:
-        keys = torch.arange(k.shape[2], device=q.device)
-        scores = scores.masked_fill(keys[None, None, :] > rows[None, :, None], float("-inf"))
-    return torch.softmax(scores, dim=-1) @ vv, torch.logsumexp(scores, dim=-1)
+    keys = torch.arange(k.shape[2], device=q.device)
+    outs, lses = [], []
+    for part in rows.split(chunk):
+        scores = q[batch, :, part].double() @ kk.transpose(-1, -2) / math.sqrt(q.shape[-1])
+        if causal:
+            scores = scores.masked_fill(keys[None, None, :] > part[None, :, None], float("-inf"))
+        outs.append(torch.softmax(scores, dim=-1) @ vv)
+        lses.append(torch.logsumexp(scores, dim=-1))
+    return torch.cat(outs, dim=1), torch.cat(lses, dim=1)
+
+
+# A forward row's check also reads the first and the last row of every block of this many
+# positions, so that every query block of a kernel (64 to 192 packed rows) has checked rows at or
+# near its edges, where masks and tile bounds go wrong: --check-rows spread evenly left 192 of a
+# 32K row's 256 blocks of 128 unchecked.
+EDGE_BLOCK = 64
+
+
+def check_rows(torch, s, count, backward):
+    """The sequence positions a row's check reads: `count` spread evenly, and for a forward row the
+    edges of every EDGE_BLOCK-position block (a backward row checks dk and dv at the same
+    positions, each over every query, so it keeps the spread alone)."""
+    rows = torch.linspace(0, s - 1, count, device="cuda").round().long()
+    if not backward:
+        edges = torch.arange(0, s, EDGE_BLOCK, device="cuda")
+        rows = torch.cat([rows, edges, (edges + EDGE_BLOCK - 1).clamp(max=s - 1)])
+    return rows.unique()
 
 
 def reference_grads(torch, q, k, v, dout, rows, keys, group, causal, batch, chunk=512):
@@ -476,7 +499,7 @@ def run_config(torch, cpgen, cfg, args):
     v = torch.randn(b, hkv, s, d, device="cuda", dtype=dt, generator=gen)
     backward = cfg.get("direction") == "bwd"
     dout = torch.randn(b, hq, s, d, device="cuda", dtype=dt, generator=gen) if backward else None
-    rows = torch.linspace(0, s - 1, args.check_rows, device="cuda").round().long().unique()
+    rows = check_rows(torch, s, args.check_rows, backward)
     # The first and the last batch: a batch stride gone wrong shows in the last one. The backward
     # checks dq at the same query rows and dk, dv at the same positions as keys.
     batches = sorted({0, b - 1})
