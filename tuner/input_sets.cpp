@@ -13,7 +13,7 @@ size_t input_set_count(size_t l2_bytes, size_t free_bytes, size_t set_bytes, con
     throw Error(ErrorKind::kCuda, "tune: one " + what + " needs " + std::to_string(set_bytes >> 20) + " MiB; the device has " +
                                       std::to_string(free_bytes >> 20) + " MiB free");
   }
-  const size_t count = std::clamp<size_t>((4 * l2_bytes + set_bytes - 1) / set_bytes, 2, 8);
+  const size_t count = std::clamp<size_t>((4 * l2_bytes + set_bytes - 1) / set_bytes, 2, kMaxInputSets);
   return std::min(count, free_bytes / 2 / set_bytes);
 }
 

@@ -21,11 +21,15 @@ TEST(InputSets, EnoughSetsToSpanFourTimesTheL2) {
   EXPECT_EQ(input_set_count(50 * kMiB, 140 * 1024 * kMiB, 199 * kMiB, "x"), 2u);
 }
 
-TEST(InputSets, AtLeastTwoAtMostEight) {
+TEST(InputSets, AtLeastTwoAtMostTheCap) {
   // A set larger than four L2s still rotates through two, so no launch reuses the last one's.
   EXPECT_EQ(input_set_count(50 * kMiB, 140 * 1024 * kMiB, 2048 * kMiB, "x"), 2u);
-  // A tiny set would need 200 copies; eight are enough to leave the L2 cold.
-  EXPECT_EQ(input_set_count(50 * kMiB, 140 * 1024 * kMiB, 1 * kMiB, "x"), 8u);
+  // A small set gets its 200 copies, which together span four L2s: with eight (the old cap) all
+  // of them fit in the L2 at once and every launch found its inputs there.
+  EXPECT_EQ(input_set_count(50 * kMiB, 140 * 1024 * kMiB, 1 * kMiB, "x"), 200u);
+  EXPECT_EQ(input_set_count(50 * kMiB, 140 * 1024 * kMiB, 5 * kMiB, "x") * 5 * kMiB >= 200 * kMiB, true);
+  // Sets of under 0.8 MiB stop at the cap.
+  EXPECT_EQ(input_set_count(50 * kMiB, 140 * 1024 * kMiB, kMiB / 4, "x"), kMaxInputSets);
 }
 
 TEST(InputSets, NeverMoreThanHalfTheFreeMemory) {
