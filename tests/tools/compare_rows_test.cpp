@@ -37,6 +37,12 @@ class CompareRows : public ::testing::Test {
     return testing::run_shell("python3 '" + std::string(CPGEN_SOURCE_DIR) + "/bench/compare_rows.py' --many " + args,
                               dir_.path() + "/log.txt");
   }
+  // The two-run table of BASE and OTHER.
+  testing::ShellResult pair(const std::string& base, const std::string& other) {
+    return testing::run_shell("python3 '" + std::string(CPGEN_SOURCE_DIR) + "/bench/compare_rows.py' '" + base + "' '" +
+                                  other + "'",
+                              dir_.path() + "/pair.txt");
+  }
   testing::TempDir dir_{"compare_rows"};
 };
 
@@ -92,11 +98,9 @@ TEST_F(CompareRows, AConfigurationTwiceInOneFileIsRefused) {
   EXPECT_EQ(r.output, "compare_rows: y: " + twice +
                           ": line 3 repeats the configuration of line 1 (kernels.py --jsonl appends: give each run "
                           "a file of its own)\n");
-  const auto pair = testing::run_shell(
-      "python3 '" + std::string(CPGEN_SOURCE_DIR) + "/bench/compare_rows.py' '" + a + "' '" + twice + "'",
-      dir_.path() + "/pair.txt");
-  EXPECT_EQ(pair.code, 2);
-  EXPECT_NE(pair.output.find("line 3 repeats the configuration of line 1"), std::string::npos) << pair.output;
+  const auto two = pair(a, twice);
+  EXPECT_EQ(two.code, 2);
+  EXPECT_NE(two.output.find("line 3 repeats the configuration of line 1"), std::string::npos) << two.output;
 }
 
 // A row whose cuDNN output failed kernels.py's check has no ratio to cuDNN: the cell says so, the
@@ -111,11 +115,9 @@ TEST_F(CompareRows, ARatioToAWrongCudnnOutputIsNotCounted) {
   ASSERT_EQ(r.code, 0) << r.output;
   EXPECT_NE(r.output.find("| bf16 | 128 | 0 | 8192 | 1 | 0.900 (600) | cuDNN wrong (640) |"), std::string::npos) << r.output;
   EXPECT_NE(r.output.find("| mean of 1 | | | | | 0.880 | 0.930 |"), std::string::npos) << r.output;
-  const auto pair = testing::run_shell(
-      "python3 '" + std::string(CPGEN_SOURCE_DIR) + "/bench/compare_rows.py' '" + a + "' '" + b + "'",
-      dir_.path() + "/pair.txt");
-  ASSERT_EQ(pair.code, 0) << pair.output;
-  EXPECT_NE(pair.output.find("| 600 | 640 | 1.07 | 0.90 | wrong | k | k |"), std::string::npos) << pair.output;
+  const auto two = pair(a, b);
+  ASSERT_EQ(two.code, 0) << two.output;
+  EXPECT_NE(two.output.find("| 600 | 640 | 1.07 | 0.90 | wrong | k | k |"), std::string::npos) << two.output;
 }
 
 // Rows that differ only in their ring (kernels.py --ranks) or direction get the columns that tell
@@ -137,11 +139,9 @@ TEST_F(CompareRows, RowsDifferingInTheirRingOrDirectionAreToldApart) {
   EXPECT_NE(r.output.find("| bf16 | 128 | 1 | 8192 | 1 | 8 zigzag | fwd | 0.850 (500) | 0.850 (500) |"),
             std::string::npos) << r.output;
   EXPECT_NE(r.output.find("| bf16 | 128 | 1 | 8192 | 1 | 1 | bwd |"), std::string::npos) << r.output;
-  const auto pair = testing::run_shell(
-      "python3 '" + std::string(CPGEN_SOURCE_DIR) + "/bench/compare_rows.py' '" + a + "' '" + b + "'",
-      dir_.path() + "/pair.txt");
-  ASSERT_EQ(pair.code, 0) << pair.output;
-  EXPECT_NE(pair.output.find("| ring_bwd_x | ring_bwd_x |"), std::string::npos) << pair.output;
+  const auto two = pair(a, b);
+  ASSERT_EQ(two.code, 0) << two.output;
+  EXPECT_NE(two.output.find("| ring_bwd_x | ring_bwd_x |"), std::string::npos) << two.output;
 }
 
 }  // namespace

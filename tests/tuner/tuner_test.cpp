@@ -418,51 +418,13 @@ class ThreadRanks {
   int generation_ = 0;
 };
 
-TEST_F(TunerTest, RanksAdoptRankZerosWinners) {
-  constexpr int kRanks = 3;
-  ThreadRanks group(kRanks);
-  std::vector<std::unique_ptr<Database>> dbs;
-  std::vector<std::unique_ptr<FakeTimer>> timers;
-  for (int r = 0; r < kRanks; ++r) {
-    dbs.push_back(std::make_unique<Database>(path("rank" + std::to_string(r) + ".db")));
-    timers.push_back(std::make_unique<FakeTimer>());
-    // Each rank's GPU would rank the candidates differently; only rank 0's view may count.
-    timers[r]->ms_of = [r](const KernelSpec& s) { return r == 0 ? 1.0 + s.stages + 0.001 * s.block_m : 10.0 - s.stages - 0.001 * s.block_n; };
-  }
-  std::vector<TuneReport> reports(kRanks);
-  std::vector<std::string> errors(kRanks);
-  std::vector<std::thread> threads;
-  for (int r = 0; r < kRanks; ++r) {
-    threads.emplace_back([&, r] {
-      try {
-        ThreadRanks::Member member(&group, r);
-        FakeCompiler compiler;
-        Tuner tuner(*dbs[r], quiet_options(), compiler.fn(), timers[r].get(), &member, test_env());
-        reports[r] = tuner.tune({small_problem(4096, Scheme::kContiguous)}, kH200);
-      } catch (const std::exception& e) {
-        errors[r] = e.what();
-      }
-    });
-  }
-  for (auto& t : threads) t.join();
-  for (int r = 0; r < kRanks; ++r) ASSERT_EQ(errors[r], "") << "rank " << r;
-  EXPECT_TRUE(timers[1]->measured.empty()) << "only rank 0 times";
-  for (size_t i = 0; i < reports[0].workloads.size(); ++i) {
-    ASSERT_TRUE(reports[0].workloads[i].winner);
-    const std::string chosen = reports[0].workloads[i].winner->kernel_uri;
-    for (int r = 0; r < kRanks; ++r) {
-      ASSERT_TRUE(reports[r].workloads[i].winner) << "rank " << r;
-      EXPECT_EQ(reports[r].workloads[i].winner->kernel_uri, chosen) << "rank " << r;
-      Selection s = select_config(reports[r].workloads[i].workload, dbs[r].get(), test_env(), PretunedCaches{});
-      EXPECT_EQ(s.spec.uri(), chosen) << "rank " << r << " would run another kernel";
-    }
-  }
-}
-
-// Runs one tune per rank on threads: rank r tunes problems_of(r) with env_of(r), its timer made
-// by timer_of(r). Returns each rank's error ("" where it succeeded) and database.
+// Runs one tune per rank on threads: rank r tunes problem_of(r) with env_of(r) and a fake timer
+// that timer_of(r) sets up. Returns each rank's report, error ("" where it succeeded), timer and
+// database.
 struct RankRun {
+  std::vector<TuneReport> reports;
   std::vector<std::string> errors;
+  std::vector<std::unique_ptr<FakeTimer>> timers;
   std::vector<std::unique_ptr<Database>> dbs;
 };
 RankRun tune_on_thread_ranks(const std::function<std::string(int)>& db_path, int ranks,
@@ -471,12 +433,12 @@ RankRun tune_on_thread_ranks(const std::function<std::string(int)>& db_path, int
                              const std::function<void(int, FakeTimer&)>& timer_of) {
   ThreadRanks group(ranks);
   RankRun run;
+  run.reports.resize(ranks);
   run.errors.resize(ranks);
-  std::vector<std::unique_ptr<FakeTimer>> timers;
   for (int r = 0; r < ranks; ++r) {
     run.dbs.push_back(std::make_unique<Database>(db_path(r)));
-    timers.push_back(std::make_unique<FakeTimer>());
-    timer_of(r, *timers[r]);
+    run.timers.push_back(std::make_unique<FakeTimer>());
+    timer_of(r, *run.timers[r]);
   }
   std::vector<std::thread> threads;
   for (int r = 0; r < ranks; ++r) {
@@ -484,8 +446,8 @@ RankRun tune_on_thread_ranks(const std::function<std::string(int)>& db_path, int
       try {
         ThreadRanks::Member member(&group, r);
         FakeCompiler compiler;
-        Tuner tuner(*run.dbs[r], quiet_options(), compiler.fn(), timers[r].get(), &member, env_of(r));
-        tuner.tune({problem_of(r)}, kH200);
+        Tuner tuner(*run.dbs[r], quiet_options(), compiler.fn(), run.timers[r].get(), &member, env_of(r));
+        run.reports[r] = tuner.tune({problem_of(r)}, kH200);
       } catch (const std::exception& e) {
         run.errors[r] = e.what();
       }
@@ -493,6 +455,31 @@ RankRun tune_on_thread_ranks(const std::function<std::string(int)>& db_path, int
   }
   for (auto& t : threads) t.join();
   return run;
+}
+
+TEST_F(TunerTest, RanksAdoptRankZerosWinners) {
+  constexpr int kRanks = 3;
+  const RankRun run = tune_on_thread_ranks(
+      [&](int r) { return path("rank" + std::to_string(r) + ".db"); }, kRanks,
+      [](int) { return small_problem(4096, Scheme::kContiguous); }, [](int) { return test_env(); },
+      [](int r, FakeTimer& t) {
+        // Each rank's GPU would rank the candidates differently; only rank 0's view may count.
+        t.ms_of = [r](const KernelSpec& s) {
+          return r == 0 ? 1.0 + s.stages + 0.001 * s.block_m : 10.0 - s.stages - 0.001 * s.block_n;
+        };
+      });
+  for (int r = 0; r < kRanks; ++r) ASSERT_EQ(run.errors[r], "") << "rank " << r;
+  EXPECT_TRUE(run.timers[1]->measured.empty()) << "only rank 0 times";
+  for (size_t i = 0; i < run.reports[0].workloads.size(); ++i) {
+    ASSERT_TRUE(run.reports[0].workloads[i].winner);
+    const std::string chosen = run.reports[0].workloads[i].winner->kernel_uri;
+    for (int r = 0; r < kRanks; ++r) {
+      ASSERT_TRUE(run.reports[r].workloads[i].winner) << "rank " << r;
+      EXPECT_EQ(run.reports[r].workloads[i].winner->kernel_uri, chosen) << "rank " << r;
+      Selection s = select_config(run.reports[r].workloads[i].workload, run.dbs[r].get(), test_env(), PretunedCaches{});
+      EXPECT_EQ(s.spec.uri(), chosen) << "rank " << r << " would run another kernel";
+    }
+  }
 }
 
 // A rank whose driver (or NVRTC, GPU, kernel code) differs from rank 0's would pass over rank 0's
