@@ -100,12 +100,25 @@ void NcclTransport::start(std::span<const RingExchange> exchanges, int id) {
   Event& done = event_for(done_events_, id, capturing);
   ready.record(compute_stream_);
   CPGEN_CU_CHECK(api.cuStreamWaitEvent(comm_stream_.get(), ready.get(), 0));
-  size_t watch_index = 0;
+  // The watch's own events (ready_events_ and done_events_ order the streams, and the next call
+  // records them again, maybe before the GPU reaches this exchange).
+  Event* watch_done = nullptr;
   if (!capturing) {
     std::lock_guard lock(mutex_);
+    for (Watch& w : watches_) {
+      if (!w.complete) continue;
+      free_events_.push_back(std::move(w.reached));
+      free_events_.push_back(std::move(w.done));
+    }
     std::erase_if(watches_, [](const Watch& w) { return w.complete; });
-    watches_.push_back({id, done.get(), std::chrono::steady_clock::now(), false, false});
-    watch_index = watches_.size() - 1;
+    Watch watch;
+    watch.id = id;
+    watch.reached = pooled_event();
+    watch.done = pooled_event();
+    watch.started = std::chrono::steady_clock::now();
+    watch.reached->record(comm_stream_.get());
+    watch_done = watch.done.get();
+    watches_.push_back(std::move(watch));
   }
   wake_.notify_all();
   const int prev = (rank_ - 1 + size_) % size_;
@@ -131,15 +144,31 @@ void NcclTransport::start(std::span<const RingExchange> exchanges, int id) {
     group_open = false;  // ncclGroupEnd closes the group whether or not it succeeds
     CPGEN_NCCL_CHECK(nccl::api().ncclGroupEnd());
   } catch (const Error&) {
+    if (watch_done) {
+      // Nothing of this exchange was enqueued: its watch must not hold wait_idle (synchronize)
+      // until the timeout and then abort the communicator as a stall.
+      std::lock_guard lock(mutex_);
+      for (Watch& w : watches_)
+        if (w.done.get() == watch_done) w.complete = true;
+    }
     check();  // the watchdog's message names the stalled peer; prefer it
     throw;
   }
   done.record(comm_stream_.get());
   if (!capturing) {
+    watch_done->record(comm_stream_.get());
     std::lock_guard lock(mutex_);
-    watches_[watch_index].enqueued = true;
+    for (Watch& w : watches_)
+      if (w.done.get() == watch_done) w.enqueued = true;
     connected_ = true;
   }
+}
+
+std::unique_ptr<Event> NcclTransport::pooled_event() {
+  if (free_events_.empty()) return std::make_unique<Event>();
+  std::unique_ptr<Event> event = std::move(free_events_.back());
+  free_events_.pop_back();
+  return event;
 }
 
 void NcclTransport::finish(int id) {
@@ -160,6 +189,10 @@ void NcclTransport::wait_idle() {
     wake_.wait_for(lock, kPollInterval);
   }
   if (!error_.empty()) throw Error(ErrorKind::kNccl, error_);
+  for (Watch& w : watches_) {
+    free_events_.push_back(std::move(w.reached));
+    free_events_.push_back(std::move(w.done));
+  }
   watches_.clear();
 }
 
@@ -178,6 +211,13 @@ void NcclTransport::fire(const std::string& why) {
 
 void NcclTransport::watchdog_loop() {
   cu::driver().cuCtxSetCurrent(context_);
+  // This thread never captures: in the thread-local mode another thread's capture (global mode
+  // forbids event queries from every thread, and a query would invalidate that capture) leaves
+  // its queries alone.
+  if (cu::driver().cuThreadExchangeStreamCaptureMode) {
+    CUstreamCaptureMode mode = CU_STREAM_CAPTURE_MODE_THREAD_LOCAL;
+    cu::driver().cuThreadExchangeStreamCaptureMode(&mode);
+  }
   const auto timeout = std::chrono::duration<double>(watchdog_seconds_);
   std::unique_lock lock(mutex_);
   while (!stopping_) {
@@ -200,7 +240,14 @@ void NcclTransport::watchdog_loop() {
     for (Watch& w : watches_) {
       if (w.complete) continue;
       if (w.enqueued) {
-        CUresult status = cu::driver().cuEventQuery(w.done);
+        // Reached first: the exchange's time counts from when the GPU got to it, not from when
+        // the host, maybe a whole call ahead, issued it.
+        CUresult status = w.on_gpu ? CUDA_SUCCESS : cu::driver().cuEventQuery(w.reached->get());
+        if (status == CUDA_SUCCESS && !w.on_gpu) {
+          w.on_gpu = true;
+          w.started = now;
+        }
+        if (status == CUDA_SUCCESS) status = cu::driver().cuEventQuery(w.done->get());
         if (status == CUDA_SUCCESS) {
           w.complete = true;
           continue;

@@ -8,9 +8,15 @@
 // first with blocking semantics would deadlock a ring). finish(id) only makes the compute stream
 // wait for the group's completion event; the host never blocks inside the ring.
 //
-// A watchdog thread polls ncclCommGetAsyncError and the completion events. An exchange that has
-// not completed within the timeout aborts the communicator (ncclCommAbort) and records an error
-// naming this rank, the ring step and the peers; start/finish/check() throw it from then on.
+// A watchdog thread polls ncclCommGetAsyncError and each exchange's own pair of events (taken from
+// a pool and recorded by that exchange alone: the per-id events that order the streams are
+// recorded again by the next call of the ring, often before the GPU has reached this one, and a
+// watch on them never saw its exchange complete when the host ran a call ahead). An exchange that
+// has not completed within the timeout, counted from when the GPU reached it (from when it was
+// issued while the GPU has not), aborts the communicator (ncclCommAbort) and records an error
+// naming this rank, the ring step and the peers; start/finish/check() throw it from then on. The
+// watchdog thread queries in the thread-local capture mode, so that another thread capturing a
+// graph in the global mode (PyTorch's default) neither forbids its queries nor is broken by them.
 //
 // The communicator the watchdog may abort is cpgen's own. The caller's communicator often carries
 // data- or tensor-parallel traffic too, and aborting it under the caller (who then destroys it)
@@ -73,9 +79,11 @@ class NcclTransport final : public Transport {
  private:
   struct Watch {
     int id = 0;
-    CUevent done = nullptr;
-    std::chrono::steady_clock::time_point started;
+    std::unique_ptr<Event> reached;  // recorded on the comm stream where the exchange begins
+    std::unique_ptr<Event> done;     // and where it ends; both recorded by this exchange only
+    std::chrono::steady_clock::time_point started;  // issued, then reached by the GPU
     bool enqueued = false;  // the NCCL group returned and `done` is recorded
+    bool on_gpu = false;    // `reached` completed: the timeout counts from then
     bool complete = false;
   };
 
@@ -83,6 +91,7 @@ class NcclTransport final : public Transport {
   void fire(const std::string& why);  // aborts the communicator once
   std::string describe_stall(int id) const;
   Event& event_for(std::map<int, std::unique_ptr<Event>>& events, int id, bool capturing);
+  std::unique_ptr<Event> pooled_event();  // under mutex_; never while capturing
 
   ncclComm_t comm_;
   CUcontext context_;
@@ -97,6 +106,7 @@ class NcclTransport final : public Transport {
   mutable std::mutex mutex_;
   std::condition_variable wake_;
   std::vector<Watch> watches_;
+  std::vector<std::unique_ptr<Event>> free_events_;  // the events of completed watches, for reuse
   std::string error_;
   std::atomic<bool> aborted_{false};
   bool connected_ = false;  // an uncaptured exchange went through: NCCL has connected the peers

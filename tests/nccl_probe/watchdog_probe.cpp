@@ -1,0 +1,117 @@
+// The NCCL transport's watchdog on the stand-in driver and NCCL of standin_cuda.cpp (no GPU):
+// runs the real NcclTransport and ring_forward with a stub backend whose steps are GPU work, in
+// one of three situations the watchdog once got wrong, and exits 0 when no false alarm and no
+// hang came of it (1 with the reason otherwise):
+//   runahead  back-to-back forwards for 2.5 s without a synchronize, the host a bounded queue
+//             ahead of the GPU, watchdog 1 s: no stall may be reported (each exchange's watch
+//             followed per-id events that the next call recorded again, and aborted the ring)
+//   capture   an uncaptured forward still running when a captured one starts: no error (the
+//             captured call recorded the watched events inside the capture)
+//   sendfail  a forward whose ncclSend fails throws, and the synchronize after it returns at once
+//             (the failed exchange's watch held it for the whole timeout, then aborted the ring)
+// Leaves through _Exit: the stand-in's GPU thread runs until the process ends.
+#include <dlfcn.h>
+
+#include <chrono>
+#include <cstdio>
+#include <cstdlib>
+#include <string>
+#include <thread>
+
+#include "cpgen/error.h"
+#include "runtime/cuda/cuda_driver.h"
+#include "runtime/cuda/gpu_stream.h"
+#include "runtime/ring/ring_driver.h"
+#include "runtime/transport/nccl_transport.h"
+
+using namespace cpgen;
+using Clock = std::chrono::steady_clock;
+
+namespace {
+
+int (*gpu_work)(void*, long) = nullptr;
+long step_us = 2000;
+
+// A ring backend whose forward step is GPU work on the compute stream.
+struct StubBackend : RingBackend {
+  CUstream stream = nullptr;
+  char k[2][64], v[2][64], dk[2][64], dv[2][64];
+  std::vector<BufferView> kv_buffers(int i) override { return {{k[i], 64}, {v[i], 64}}; }
+  std::vector<BufferView> dkv_buffers(int i) override { return {{dk[i], 64}, {dv[i], 64}}; }
+  void forward_begin() override {}
+  void forward_step(const RingStep&) override { gpu_work(stream, step_us); }
+  void backward_begin() override {}
+  void backward_step(const RingStep&) override {}
+  void accumulate_dkv(int, bool) override { gpu_work(stream, step_us); }
+  void backward_end(int) override {}
+};
+
+double since(Clock::time_point t) { return std::chrono::duration<double>(Clock::now() - t).count(); }
+
+[[noreturn]] void leave(int code, const std::string& line) {
+  std::printf("%s\n", line.c_str());
+  std::fflush(stdout);
+  std::_Exit(code);
+}
+
+}  // namespace
+
+int main(int argc, char** argv) {
+  if (argc != 2) leave(2, "usage: watchdog_probe runahead|capture|sendfail");
+  const std::string mode = argv[1];
+  void* driver = dlopen("libcuda.so.1", RTLD_NOW);
+  gpu_work = driver ? reinterpret_cast<int (*)(void*, long)>(dlsym(driver, "fake_work")) : nullptr;
+  int* fail_send = driver ? static_cast<int*>(dlsym(driver, "fake_fail_next_send")) : nullptr;
+  int* aborts = driver ? static_cast<int*>(dlsym(driver, "fake_aborts")) : nullptr;
+  if (!gpu_work || !fail_send || !aborts) leave(1, "not the stand-in driver (LD_LIBRARY_PATH?)");
+  try {
+    cu::driver();
+    gpu::NcclTransport transport(reinterpret_cast<ncclComm_t>(0x1), nullptr, mode == "capture" ? 30.0 : 1.0);
+    gpu::Stream stream;
+    StubBackend backend;
+    backend.stream = stream.get();
+    transport.set_compute_stream(stream.get());
+    const Clock::time_point t0 = Clock::now();
+    if (mode == "runahead") {
+      long calls = 0;
+      while (since(t0) < 2.5) {
+        ring_forward(backend, transport);
+        ++calls;
+      }
+      transport.wait_idle();
+      if (*aborts != 0) leave(1, "runahead: the communicator was aborted");
+      leave(0, "runahead: " + std::to_string(calls) + " forwards, no stall");
+    } else if (mode == "capture") {
+      step_us = 50000;  // the uncaptured forward still runs when the capture starts
+      ring_forward(backend, transport);
+      const cu::DriverApi& api = cu::driver();
+      CPGEN_CU_CHECK(api.cuStreamBeginCapture(stream.get(), CU_STREAM_CAPTURE_MODE_THREAD_LOCAL));
+      ring_forward(backend, transport);
+      CUgraph graph = nullptr;
+      CPGEN_CU_CHECK(api.cuStreamEndCapture(stream.get(), &graph));
+      std::this_thread::sleep_for(std::chrono::milliseconds(300));
+      transport.check();
+      if (*aborts != 0) leave(1, "capture: the communicator was aborted");
+      leave(0, "capture: no error");
+    } else if (mode == "sendfail") {
+      ring_forward(backend, transport);
+      transport.wait_idle();
+      *fail_send = 1;
+      bool threw = false;
+      try {
+        ring_forward(backend, transport);
+      } catch (const Error&) {
+        threw = true;
+      }
+      if (!threw) leave(1, "sendfail: the failed send did not throw");
+      const Clock::time_point t1 = Clock::now();
+      transport.wait_idle();
+      const double waited = since(t1);
+      if (waited > 0.5 || *aborts != 0) leave(1, "sendfail: the synchronize after the failure waited " + std::to_string(waited) + " s");
+      leave(0, "sendfail: synchronize returned at once");
+    }
+    leave(2, "unknown mode " + mode);
+  } catch (const std::exception& e) {
+    leave(1, mode + ": " + e.what());
+  }
+}

@@ -1,0 +1,52 @@
+// The NCCL transport's watchdog (runtime/transport/nccl_transport.h) without a GPU: the probe
+// (tests/nccl_probe/watchdog_probe.cpp) runs the real transport and ring loop on a stand-in CUDA
+// driver and NCCL (tests/nccl_probe/standin_cuda.cpp) in three situations that once ended in a
+// false stall and an aborted communicator: the host a call or more ahead of the GPU, a capture
+// started while an uncaptured call still runs, and a send that fails (whose watch then held the
+// next synchronize for the whole timeout).
+#include <gtest/gtest.h>
+
+#include <string>
+
+#include "tests/temp_dir.h"
+#include "tests/test_util.h"
+
+namespace cpgen {
+namespace {
+
+#ifdef CPGEN_WATCHDOG_PROBE_PATH
+
+testing::ShellResult probe(const std::string& mode, const std::string& log) {
+  return testing::run_shell(std::string("env LD_LIBRARY_PATH='") + CPGEN_STANDIN_CUDA_DIR +
+                                "' CPGEN_NCCL_LIBRARY='" CPGEN_STANDIN_CUDA_DIR "/libcuda.so.1' '" CPGEN_WATCHDOG_PROBE_PATH
+                                "' " + mode,
+                            log);
+}
+
+class WatchdogStandIn : public ::testing::Test {
+ protected:
+  testing::TempDir dir_{"watchdog"};
+};
+
+TEST_F(WatchdogStandIn, AHostAheadOfTheGpuIsNoStall) {
+  const testing::ShellResult r = probe("runahead", dir_.path() + "/log.txt");
+  EXPECT_EQ(r.code, 0) << r.output;
+  EXPECT_NE(r.output.find("no stall"), std::string::npos) << r.output;
+}
+
+TEST_F(WatchdogStandIn, ACaptureWhileAnUncapturedCallRunsIsNoFailure) {
+  const testing::ShellResult r = probe("capture", dir_.path() + "/log.txt");
+  EXPECT_EQ(r.code, 0) << r.output;
+  EXPECT_NE(r.output.find("capture: no error"), std::string::npos) << r.output;
+}
+
+TEST_F(WatchdogStandIn, AFailedSendLeavesNoWatchBehind) {
+  const testing::ShellResult r = probe("sendfail", dir_.path() + "/log.txt");
+  EXPECT_EQ(r.code, 0) << r.output;
+  EXPECT_NE(r.output.find("synchronize returned at once"), std::string::npos) << r.output;
+}
+
+#endif
+
+}  // namespace
+}  // namespace cpgen
