@@ -261,12 +261,17 @@ TEST(HopperSanitizer, TmaCopyWhosePhaseNeverCompletes) {
 // A stage refilled by TMA while the consumer's wgmma on it is still in flight: warpgroup 1
 // releases the stage (arrives on `empty`) before or after its wgmma.wait_group; thread 0 then
 // loads the stage again. A 64 x 16 bf16 tile, K-major with the 32-byte swizzle (rows of 32 bytes,
-// SBO 256), is both A and B.
+// SBO 256), is both A and B. The orders: the wgmma retired before the release (right); released,
+// then the refill waited for before the retiring wait_group; released and retired at once, with
+// no wait between (the emulator then runs the retirement before the producer's next step, and
+// only the order of the release and the retirement tells that the refill may race the MMA).
 alignas(128) uint16_t g_stage_data[64 * 16];
 emulation::TensorMap g_stage_map;
 constexpr uint32_t kFull = 0, kEmpty = 8;
 
-template <bool kRetireBeforeRelease>
+enum class Release { kAfterRetire, kBeforeRetireWaiting, kBeforeRetireAtOnce };
+
+template <Release kOrder>
 void refill_stage() {
   const unsigned t = threadIdx.x;
   if (t == 0) {
@@ -290,8 +295,9 @@ void refill_stage() {
   emulation::wgmma_fence();
   emulation::wgmma_mma_async_ss(d, 8, true, desc, desc, false, 1, 1, false, false);
   emulation::wgmma_commit_group();
-  if (kRetireBeforeRelease) emulation::wgmma_wait_group(0);
+  if (kOrder == Release::kAfterRetire) emulation::wgmma_wait_group(0);
   emulation::mbarrier_arrive(kEmpty);
+  if (kOrder == Release::kBeforeRetireAtOnce) emulation::wgmma_wait_group(0);
   emulation::mbarrier_wait_parity(kFull, 1);
   emulation::wgmma_wait_group(0);
 }
@@ -304,10 +310,14 @@ TEST(HopperSanitizer, TmaRefillsAStageAWgmmaStillReads) {
                                                strides, box, ones, 0, emulation::kTensorMapSwizzle32B, 0, 0),
             "");
   testing::LaunchBuffers buffers({{g_stage_data, sizeof g_stage_data}});
-  expect_finding(emulation::launch(1, 1, 256, 4096, refill_stage<false>),
+  expect_finding(emulation::launch(1, 1, 256, 4096, refill_stage<Release::kBeforeRetireWaiting>),
                  {"thread 0 of", "a TMA copy lands in shared bytes [0x400, 0xc00) that thread 1",
                   "'s wgmma.mma_async still reads (no wgmma.wait_group retired it)"});
-  EXPECT_EQ(emulation::launch(1, 1, 256, 4096, refill_stage<true>), "");
+  expect_finding(emulation::launch(1, 1, 256, 4096, refill_stage<Release::kBeforeRetireAtOnce>),
+                 {"a TMA copy lands in shared bytes [0x400, 0xc00) that thread 1",
+                  "'s wgmma.mma_async read until the wgmma.wait_group that retired it, and that wait_group is not "
+                  "ordered before this write (was the stage released before its wgmma retired?)"});
+  EXPECT_EQ(emulation::launch(1, 1, 256, 4096, refill_stage<Release::kAfterRetire>), "");
 }
 
 // testing::issue_small_wgmma; `zero_operands` writes its operands first (with plain stores, which
