@@ -320,6 +320,29 @@ TEST(HopperSanitizer, TmaRefillsAStageAWgmmaStillReads) {
   EXPECT_EQ(emulation::launch(1, 1, 256, 4096, refill_stage<Release::kAfterRetire>), "");
 }
 
+// wgmma.fence, commit_group and wait_group are .sync.aligned: one warp of a warpgroup running an
+// extra commit_group and wait_group (after the same wgmma as the others) is reported at the CTA's
+// end; the same sequence in every warp is not.
+template <bool kOneWarpDiffers>
+void group_ops_by_warp() {
+  if (threadIdx.x == 0) memset(cpgen::device::shared_storage, 0, 4096);
+  __syncthreads();
+  float d[4] = {};
+  testing::issue_small_wgmma(d);
+  if (kOneWarpDiffers && threadIdx.x / 32 == 1) {
+    emulation::wgmma_commit_group();
+    emulation::wgmma_wait_group(1);
+  }
+  emulation::wgmma_wait_group(0);
+}
+
+TEST(HopperSanitizer, WgmmaGroupOpsDifferingBetweenWarpsOfAWarpgroup) {
+  expect_finding(emulation::launch(1, 1, 128, 4096, group_ops_by_warp<true>),
+                 {"thread 32 ran 5 wgmma.fence/commit_group/wait_group but thread 0 of its warpgroup ran 3",
+                  "they are .sync.aligned"});
+  EXPECT_EQ(emulation::launch(1, 1, 128, 4096, group_ops_by_warp<false>), "");
+}
+
 // testing::issue_small_wgmma; `zero_operands` writes its operands first (with plain stores, which
 // the emulator does not see).
 template <bool kFence, bool kWait, bool kZeroOperands, uint32_t kBaseOffset = 0>
