@@ -77,7 +77,9 @@ for i in range(n):
         if target: verdict = "target row FAILED to run"
         continue
     c = r["check"]
-    check = "ok" if c["passed"] else (f"FAILED (out {c['out_rel_error']:.2e}, lse {c['lse_max_abs_error']:.2e}, "
+    # An error that is NaN (a row never written) comes as null in cpgen's JSON.
+    err = lambda x: "nan" if x is None else f"{x:.2e}"
+    check = "ok" if c["passed"] else (f"FAILED (out {err(c['out_rel_error'])}, lse {err(c['lse_max_abs_error'])}, "
                                       f"{c.get('nonfinite', 0)} elements unwritten)")
     if not c.get("grads_finite", True):
         check += "; the backward left gradients unwritten"

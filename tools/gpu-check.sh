@@ -851,7 +851,7 @@ phase_tune() {
   { run tune-export "$BUILD/cpgen" db export --db "$db" -o "$cache" && [ -s "$cache" ]; } || exported=0
   run tune-show "$BUILD/cpgen" db show --db "$db"
   { echo; echo "Winners (cpgen db show):"; echo; sed 's/^/    /' "$LOGS/tune-show.log" | head -80; } >>"$LOGS/phases/tune.md"
-  [ -n "${OUT:-}" ] && [ -d "${OUT:-}" ] && cp "$cache" "$OUT/" 2>/dev/null
+  [ $exported = 1 ] && [ -n "${OUT:-}" ] && [ -d "${OUT:-}" ] && cp "$cache" "$OUT/" 2>/dev/null
   if [ $exported = 0 ]; then
     failed=1
     { echo; echo "The export FAILED; its log's last lines:"; echo; tail -5 "$LOGS/tune-export.log" | sed 's/^/    /'; } \

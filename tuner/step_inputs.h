@@ -74,7 +74,7 @@ enum InputTensor : uint64_t { kInputQ = 0, kInputK = 1, kInputV = 2, kInputDout 
 uint64_t timing_seed(const WorkloadKey& w);
 // Values first .. first + count - 1 of that tensor: the rows a check reads, without the rest.
 std::vector<double> grid_values_at(uint64_t seed, uint64_t tensor_id, size_t first, size_t count);
-// encode_exact_all(grid_values(seed, tensor_id, count), dtype), drawn straight into 16 bits in
+// encode_exact of each of grid_values(seed, tensor_id, count), in dtype, drawn straight into 16 bits in
 // parallel: what the GPU receives, without the 8-byte values (a gigabyte for the queries of a 32K
 // step) or the per-value exactness check (each of the 129 possible values is checked once).
 std::vector<uint16_t> grid_bits(uint64_t seed, uint64_t tensor_id, size_t count, Dtype dtype);

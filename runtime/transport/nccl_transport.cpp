@@ -103,6 +103,7 @@ void NcclTransport::start(std::span<const RingExchange> exchanges, int id) {
   // The watch's own events (ready_events_ and done_events_ order the streams, and the next call
   // records them again, maybe before the GPU reaches this exchange).
   Event* watch_done = nullptr;
+  Event* watch_reached = nullptr;
   if (!capturing) {
     std::lock_guard lock(mutex_);
     for (Watch& w : watches_) {
@@ -116,10 +117,14 @@ void NcclTransport::start(std::span<const RingExchange> exchanges, int id) {
     watch.reached = pooled_event();
     watch.done = pooled_event();
     watch.started = std::chrono::steady_clock::now();
-    watch.reached->record(comm_stream_.get());
+    watch_reached = watch.reached.get();
     watch_done = watch.done.get();
     watches_.push_back(std::move(watch));
   }
+  // Recorded without the lock: a record may block while the launch queue is full, as it is when
+  // the ring stalls, and the watchdog needs the lock to abort it (it reads `reached` only once
+  // the watch is enqueued).
+  if (watch_reached) watch_reached->record(comm_stream_.get());
   wake_.notify_all();
   const int prev = (rank_ - 1 + size_) % size_;
   const int next = (rank_ + 1) % size_;
@@ -237,11 +242,16 @@ void NcclTransport::watchdog_loop() {
     }
     const auto now = std::chrono::steady_clock::now();
     std::string stall;
+    // The exchanges run in order on the one comm stream, so only the oldest incomplete one can be
+    // the stalled one: it alone is timed, from when the GPU reached it, or, not reached yet, from
+    // when it was issued or its predecessor completed, whichever is later (a host running calls
+    // ahead issued the later ones long before the GPU could reach them).
+    bool predecessor_completed = false;
     for (Watch& w : watches_) {
       if (w.complete) continue;
+      if (predecessor_completed && !w.on_gpu) w.started = std::max(w.started, now);
+      predecessor_completed = false;
       if (w.enqueued) {
-        // Reached first: the exchange's time counts from when the GPU got to it, not from when
-        // the host, maybe a whole call ahead, issued it.
         CUresult status = w.on_gpu ? CUDA_SUCCESS : cu::driver().cuEventQuery(w.reached->get());
         if (status == CUDA_SUCCESS && !w.on_gpu) {
           w.on_gpu = true;
@@ -250,6 +260,7 @@ void NcclTransport::watchdog_loop() {
         if (status == CUDA_SUCCESS) status = cu::driver().cuEventQuery(w.done->get());
         if (status == CUDA_SUCCESS) {
           w.complete = true;
+          predecessor_completed = true;
           continue;
         }
         if (status != CUDA_ERROR_NOT_READY) {
@@ -258,10 +269,8 @@ void NcclTransport::watchdog_loop() {
           break;
         }
       }
-      if (now - w.started > timeout) {
-        stall = describe_stall(w.id);
-        break;
-      }
+      if (now - w.started > timeout) stall = describe_stall(w.id);
+      break;  // the later ones wait for this one
     }
     if (!stall.empty()) {
       lock.unlock();

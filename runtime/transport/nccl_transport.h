@@ -11,9 +11,11 @@
 // A watchdog thread polls ncclCommGetAsyncError and each exchange's own pair of events (taken from
 // a pool and recorded by that exchange alone: the per-id events that order the streams are
 // recorded again by the next call of the ring, often before the GPU has reached this one, and a
-// watch on them never saw its exchange complete when the host ran a call ahead). An exchange that
-// has not completed within the timeout, counted from when the GPU reached it (from when it was
-// issued while the GPU has not), aborts the communicator (ncclCommAbort) and records an error
+// watch on them never saw its exchange complete when the host ran a call ahead). The exchanges
+// run in order on one stream, so only the oldest incomplete one is timed: if it has not completed
+// within the timeout, counted from when the GPU reached it (while it has not, from when it was
+// issued or its predecessor completed, whichever is later), it aborts the communicator
+// (ncclCommAbort) and records an error
 // naming this rank, the ring step and the peers; start/finish/check() throw it from then on. The
 // watchdog thread queries in the thread-local capture mode, so that another thread capturing a
 // graph in the global mode (PyTorch's default) neither forbids its queries nor is broken by them.

@@ -7,7 +7,8 @@
 // rules the transport relies on: a record on a capturing stream makes the event a captured one,
 // which cuEventQuery answers with CUDA_ERROR_CAPTURED_EVENT (907), and a stream that waits on a
 // captured event joins the capture. ncclSend takes FAKE_XFER_US microseconds of GPU time on its
-// stream; fake_fail_next_send makes the next one fail with ncclInvalidArgument.
+// stream; fake_fail_next_send makes the next one fail with ncclInvalidArgument, and
+// fake_stall_next_send makes the next one's transfer never end until ncclCommAbort.
 #include <chrono>
 #include <condition_variable>
 #include <cstdio>
@@ -28,6 +29,7 @@ namespace {
 struct Ev { unsigned long long recorded = 0, done = 0; bool captured = false; };
 struct Op { int kind; long us; Ev* ev; unsigned long long seq; std::function<void()> fn; };  // 0 work, 1 record, 2 wait, 3 fn
 struct St { std::deque<Op> q; bool capturing = false; int cap = 0; };
+std::atomic<bool> aborted{false};  // ncclCommAbort ran: a stalled transfer ends
 std::mutex mu; std::condition_variable cv;
 std::set<St*> streams; St legacy;
 unsigned long long seqc = 0; int capc = 0;
@@ -47,6 +49,7 @@ void gpu() {
       if (op.kind == 2 && op.ev->done < op.seq) continue;
       if (op.kind == 0) { l.unlock(); std::this_thread::sleep_for(microseconds(op.us)); l.lock(); }
       if (op.kind == 3) { l.unlock(); op.fn(); l.lock(); }
+      if (op.kind == 4) cv.wait(l, [] { return aborted.load(); });  // a stalled transfer: until the abort
       if (op.kind == 1 && op.ev->done < op.seq) op.ev->done = op.seq;
       s->q.pop_front(); progressed = true; cv.notify_all(); break;
     }
@@ -128,6 +131,7 @@ int cuGraphExecDestroy(void*) { return 0; }
 int cuGraphDestroy(void*) { return 0; }
 // ---- NCCL ----
 std::atomic<int> fake_fail_next_send{0};
+std::atomic<int> fake_stall_next_send{0};  // the next send's transfer never ends until an abort
 std::atomic<int> fake_aborts{0};
 long xfer_us() { const char* e = getenv("FAKE_XFER_US"); return e ? atol(e) : 500; }
 int ncclGetVersion(int* v) { *v = 22809; return 0; }
@@ -137,14 +141,29 @@ int ncclGetUniqueId(void*) { return 0; }
 int ncclCommInitRank(void** c, int, ...) { *c = new int(0); return 0; }
 int ncclCommSplit(void*, int, int, void** n, void*) { *n = new int(0); return 0; }
 int ncclCommDestroy(void*) { return 0; }
-int ncclCommAbort(void*) { ++fake_aborts; return 0; }
+int ncclCommAbort(void*) {
+  ++fake_aborts;
+  std::lock_guard<std::mutex> l(mu);
+  aborted = true;
+  cv.notify_all();
+  return 0;
+}
 int ncclCommGetAsyncError(void*, int* r) { *r = 0; return 0; }
 int ncclCommCount(void*, int* n) { const char* e = getenv("FAKE_NCCL_SIZE"); *n = e ? atoi(e) : 2; return 0; }
 int ncclCommCuDevice(void*, int* d) { *d = 0; return 0; }
 int ncclCommUserRank(void*, int* r) { *r = 0; return 0; }
 int ncclGroupStart() { return 0; }
 int ncclGroupEnd() { return 0; }
-int ncclSend(const void*, size_t, int, int, void*, void* s) { if (fake_fail_next_send.exchange(0)) return 4; return fake_work(s, xfer_us()); }
+int ncclSend(const void*, size_t, int, int, void*, void* s) {
+  if (fake_fail_next_send.exchange(0)) return 4;
+  if (fake_stall_next_send.exchange(0)) {
+    start_gpu();
+    std::unique_lock<std::mutex> l(mu);
+    push(S(s), {4, 0, nullptr, 0}, l);
+    return 0;
+  }
+  return fake_work(s, xfer_us());
+}
 int ncclRecv(void*, size_t, int, int, void*, void*) { return 0; }
 int ncclBroadcast(const void*, void*, size_t, int, int, void*, void*) { return 0; }
 }

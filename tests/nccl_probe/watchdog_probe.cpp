@@ -9,6 +9,12 @@
 //             captured call recorded the watched events inside the capture)
 //   sendfail  a forward whose ncclSend fails throws, and the synchronize after it returns at once
 //             (the failed exchange's watch held it for the whole timeout, then aborted the ring)
+//   stall     (run with FAKE_QMAX=5 FAKE_NCCL_SIZE=4) the first send of the second forward never
+//             ends while the host keeps issuing forwards until its launch queue is full: the
+//             watchdog aborts within a few seconds and the error names ring step 0 (a record
+//             made while holding the watchdog's lock blocked on the full queue, so the abort never
+//             came; and a later exchange, issued before the stalled one was reached, timed out
+//             first and was named instead)
 // Leaves through _Exit: the stand-in's GPU thread runs until the process ends.
 #include <dlfcn.h>
 
@@ -62,8 +68,9 @@ int main(int argc, char** argv) {
   void* driver = dlopen("libcuda.so.1", RTLD_NOW);
   gpu_work = driver ? reinterpret_cast<int (*)(void*, long)>(dlsym(driver, "fake_work")) : nullptr;
   int* fail_send = driver ? static_cast<int*>(dlsym(driver, "fake_fail_next_send")) : nullptr;
+  int* stall_send = driver ? static_cast<int*>(dlsym(driver, "fake_stall_next_send")) : nullptr;
   int* aborts = driver ? static_cast<int*>(dlsym(driver, "fake_aborts")) : nullptr;
-  if (!gpu_work || !fail_send || !aborts) leave(1, "not the stand-in driver (LD_LIBRARY_PATH?)");
+  if (!gpu_work || !fail_send || !stall_send || !aborts) leave(1, "not the stand-in driver (LD_LIBRARY_PATH?)");
   try {
     cu::driver();
     gpu::NcclTransport transport(reinterpret_cast<ncclComm_t>(0x1), nullptr, mode == "capture" ? 30.0 : 1.0);
@@ -109,6 +116,22 @@ int main(int argc, char** argv) {
       const double waited = since(t1);
       if (waited > 0.5 || *aborts != 0) leave(1, "sendfail: the synchronize after the failure waited " + std::to_string(waited) + " s");
       leave(0, "sendfail: synchronize returned at once");
+    } else if (mode == "stall") {
+      ring_forward(backend, transport);
+      transport.wait_idle();
+      *stall_send = 1;
+      std::string error;
+      try {
+        while (since(t0) < 20) ring_forward(backend, transport);
+      } catch (const Error& e) {
+        error = e.what();
+      }
+      const double when = since(t0);
+      if (error.empty()) leave(1, "stall: no error after 20 s");
+      if (*aborts != 1) leave(1, "stall: " + std::to_string(*aborts) + " aborts: " + error);
+      if (when > 10) leave(1, "stall: the error came after " + std::to_string(when) + " s: " + error);
+      if (error.find("ring step 0:") == std::string::npos) leave(1, "stall: not ring step 0: " + error);
+      leave(0, "stall: aborted, " + error);
     }
     leave(2, "unknown mode " + mode);
   } catch (const std::exception& e) {

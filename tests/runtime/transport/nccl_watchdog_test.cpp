@@ -16,10 +16,12 @@ namespace {
 
 #ifdef CPGEN_WATCHDOG_PROBE_PATH
 
-testing::ShellResult probe(const std::string& mode, const std::string& log) {
-  return testing::run_shell(std::string("env LD_LIBRARY_PATH='") + CPGEN_STANDIN_CUDA_DIR +
-                                "' CPGEN_NCCL_LIBRARY='" CPGEN_STANDIN_CUDA_DIR "/libcuda.so.1' '" CPGEN_WATCHDOG_PROBE_PATH
-                                "' " + mode,
+// The probe in `mode`, stopped after 60 s (a watchdog that never fires leaves it blocked: exit 124).
+testing::ShellResult probe(const std::string& mode, const std::string& log, const std::string& env = "") {
+  return testing::run_shell(std::string("env ") + env + " LD_LIBRARY_PATH='" + CPGEN_STANDIN_CUDA_DIR +
+                                "' CPGEN_NCCL_LIBRARY='" CPGEN_STANDIN_CUDA_DIR
+                                "/libcuda.so.1' timeout 60 '" CPGEN_WATCHDOG_PROBE_PATH "' " +
+                                mode,
                             log);
 }
 
@@ -44,6 +46,17 @@ TEST_F(WatchdogStandIn, AFailedSendLeavesNoWatchBehind) {
   const testing::ShellResult r = probe("sendfail", dir_.path() + "/log.txt");
   EXPECT_EQ(r.code, 0) << r.output;
   EXPECT_NE(r.output.find("synchronize returned at once"), std::string::npos) << r.output;
+}
+
+// A stalled transfer while the host fills its launch queue: the watchdog aborts the ring within a
+// few seconds, naming the stalled exchange's step (the host's record blocked on the full queue
+// while holding the lock the watchdog needs, so it never fired; and a later exchange was named).
+TEST_F(WatchdogStandIn, AStallIsAbortedAndNamedWhileTheHostWaitsOnAFullQueue) {
+  const testing::ShellResult r = probe("stall", dir_.path() + "/log.txt", "FAKE_QMAX=5 FAKE_NCCL_SIZE=4");
+  EXPECT_EQ(r.code, 0) << r.output;
+  EXPECT_NE(r.output.find("stall: aborted, NCCL ring stalled on rank 0 at K/V exchange of ring step 0:"),
+            std::string::npos)
+      << r.output;
 }
 
 #endif
