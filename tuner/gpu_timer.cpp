@@ -6,6 +6,7 @@
 #include <cmath>
 #include <cstdio>
 
+#include "cpgen/compare.cuh"
 #include "cpgen/error.h"
 #include "generator/kernel_spec.h"
 #include "runtime/cuda/cuda_driver.h"
@@ -43,7 +44,9 @@ double GpuTimer::output_tolerance(Dtype dtype) {
 double GpuTimer::lse_tolerance(double lse) { return kLseAbsolute + kLseRelative * std::abs(lse); }
 
 bool GpuTimer::lse_agrees(double got, double want) {
-  return got == want || (std::isfinite(want) && std::abs(got - want) <= lse_tolerance(want));
+  // The rule the candidates' check runs on the GPU (compare.cuh), with this check's tolerances.
+  return device::lses_agree(static_cast<float>(got), static_cast<float>(want), static_cast<float>(kLseAbsolute),
+                            static_cast<float>(kLseRelative));
 }
 
 GpuTimer::GpuTimer(int device) : device_(device) {

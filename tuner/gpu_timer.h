@@ -37,7 +37,7 @@ class GpuTimer : public CandidateTimer {
   static double output_tolerance(Dtype dtype);
   static double lse_tolerance(double lse);  // kLseAbsolute + kLseRelative |lse|
   // got within lse_tolerance(want) of want; equal infinities agree (a row that sees no key of the
-  // step has lse -inf), a NaN never does.
+  // step has lse -inf), a NaN never does: compare.cuh's lses_agree, the candidates' rule.
   static bool lse_agrees(double got, double want);
   static constexpr double kLseAbsolute = 1e-3, kLseRelative = 1e-5;
 
