@@ -138,7 +138,11 @@ class RingAttention {
 
   // The forward ring over this rank's shard (NCCL, or loopback with cp_size 1). strides: null
   // for the problem's layout; read during the call only. A stride that is not allowed fails with
-  // kBadInput, one line naming the tensor, the stride and what is allowed.
+  // kBadInput, one line naming the tensor, the stride and what is allowed. NCCL: a call that
+  // fails after it began its first exchange (a launch error, say) aborts the ring's communicator
+  // before it throws, since its peers wait for exchanges this rank will not issue; every later
+  // call and synchronize() throw kNccl naming the cause. A failure before any exchange (bad
+  // input) leaves the ring usable. Backward likewise.
   void forward(const void* q, const void* k, const void* v, void* out, float* lse, void* stream,
                const ShardStrides* strides = nullptr);
   // Loopback: the forward ring over every virtual rank; ranks.size() == cp_size.

@@ -162,9 +162,11 @@ struct RingAttention::Impl {
       return;
     }
     // A capture cannot wait on an event recorded outside it; if that work is finished no wait is
-    // needed, and if it is not the call is refused rather than captured unordered.
+    // needed, and if it is not the call is refused rather than captured unordered. The query runs
+    // in the relaxed capture mode: in the caller's (global or thread-local) mode it would be
+    // refused and would invalidate the caller's capture.
     if (pending && done_stream != stream) {
-      const CUresult status = api.cuEventQuery(done->get());
+      const CUresult status = gpu::query_event_outside_capture(done->get());
       if (status == CUDA_ERROR_NOT_READY)
         throw_bad_input("RingAttention::forward: capturing a forward on one stream while the previous "
                         "forward, on another stream, may still run; call synchronize() first or "
@@ -212,6 +214,10 @@ struct RingAttention::Impl {
       throw_bad_input(std::string(fn) + ": the first " + (backward ? "backward" : "forward") +
                       " of a loopback ring cannot be captured into a CUDA graph (it creates the "
                       "ring's CUDA events); run one without capture first");
+    // Every rank's tensors are checked before the fork: a rank stream that waited on the fork
+    // event of a capture has joined that capture, and a bad tensor of a later rank would leave it
+    // there, unjoined, failing the caller's cuStreamEndCapture instead of this call alone.
+    for (int r = 0; r < n; ++r) bind(r);
     order_after_previous(stream, capturing);
     fork_event->record(stream);
     loopback->reset();
@@ -222,7 +228,6 @@ struct RingAttention::Impl {
       CPGEN_CU_CHECK(api.cuStreamWaitEvent(rs, fork_event->get(), 0));
       loopback->set_compute_stream(r, rs);
       devices[r]->set_stream(rs);
-      bind(r);
       rank_backends.push_back(backends[r].get());
       endpoints.push_back(&loopback->endpoint(r));
     }
@@ -353,7 +358,7 @@ void RingAttention::forward(const void* q, const void* k, const void* v, void* o
   m.devices[0]->set_stream(cu_stream);
   m.backends[0]->bind({q, k, v, out, lse, nullptr, nullptr, nullptr, nullptr, strides});
   m.nccl->set_compute_stream(cu_stream);
-  ring_forward(*m.backends[0], *m.nccl);
+  m.nccl->run_call("forward", [&] { ring_forward(*m.backends[0], *m.nccl); });
   m.record_done(cu_stream, capturing);
 #else
   throw Error(ErrorKind::kInternal, "RingAttention: no transport");
@@ -392,7 +397,7 @@ void RingAttention::backward(const void* q, const void* k, const void* v, const 
   m.devices[0]->set_stream(cu_stream);
   m.backends[0]->bind_backward(Impl::backward_tensors(shard));
   m.nccl->set_compute_stream(cu_stream);
-  ring_backward(*m.backends[0], *m.nccl);
+  m.nccl->run_call("backward", [&] { ring_backward(*m.backends[0], *m.nccl); });
   m.record_done(cu_stream, capturing);
   if (!capturing) m.backward_ran = true;
 #else

@@ -37,6 +37,16 @@ bool is_capturing(CUstream stream) {
   return status != CU_STREAM_CAPTURE_STATUS_NONE;
 }
 
+CUresult query_event_outside_capture(CUevent event) {
+  const cu::DriverApi& api = cu::driver();
+  if (!api.cuThreadExchangeStreamCaptureMode) return api.cuEventQuery(event);
+  CUstreamCaptureMode mode = CU_STREAM_CAPTURE_MODE_RELAXED;
+  CPGEN_CU_CHECK(api.cuThreadExchangeStreamCaptureMode(&mode));  // `mode` now holds the thread's
+  const CUresult status = api.cuEventQuery(event);
+  CPGEN_CU_CHECK(api.cuThreadExchangeStreamCaptureMode(&mode));  // and the thread has it back
+  return status;
+}
+
 void finish_legacy_stream() { CPGEN_CU_CHECK(cu::driver().cuStreamSynchronize(CU_STREAM_LEGACY)); }
 
 }  // namespace cpgen::gpu

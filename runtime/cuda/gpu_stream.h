@@ -43,6 +43,15 @@ class Event {
 // such work must not allocate, create events or synchronize with the host.
 bool is_capturing(CUstream stream);
 
+// cuEventQuery of an event recorded outside any capture, from a thread that may itself be
+// capturing. A query is one of the calls the capture modes forbid: from a thread whose own capture
+// (global or thread-local mode) is active, or beside another thread's global-mode capture, it
+// fails with CUDA_ERROR_STREAM_CAPTURE_UNSUPPORTED and invalidates the capture. So the query runs
+// with this thread in the relaxed mode (cuThreadExchangeStreamCaptureMode) and the thread's mode
+// is put back after it; an event recorded inside a capture still answers
+// CUDA_ERROR_CAPTURED_EVENT. With a driver that lacks the exchange, a plain query.
+CUresult query_event_outside_capture(CUevent event);
+
 // Waits until the work on the legacy default stream is done. cuMemsetD8 and a pageable
 // cuMemcpyHtoD run there and may return before their bytes land (CUDA driver API, "API
 // synchronization behavior"), and cpgen's streams are non-blocking, so they do not wait for that

@@ -86,8 +86,22 @@ void NcclTransport::check() const {
   if (!error_.empty()) throw Error(ErrorKind::kNccl, error_);
 }
 
+void NcclTransport::run_call(const char* what, const std::function<void()>& call) {
+  const int64_t starts_before = starts_;
+  try {
+    call();
+  } catch (const std::exception& e) {
+    if (starts_ != starts_before)
+      fire("NCCL ring on rank " + std::to_string(rank_) + ": a " + what +
+           " failed after its exchanges began, and its peers wait for exchanges this rank will not "
+           "issue; the communicator was aborted. The failure: " + e.what());
+    throw;
+  }
+}
+
 void NcclTransport::start(std::span<const RingExchange> exchanges, int id) {
   check();
+  ++starts_;
   const cu::DriverApi& api = cu::driver();
   const bool capturing = is_capturing(compute_stream_);
   if (capturing && !connected_)

@@ -41,8 +41,10 @@
 #include <nccl.h>
 
 #include <atomic>
+#include <cstdint>
 #include <chrono>
 #include <condition_variable>
+#include <functional>
 #include <map>
 #include <memory>
 #include <mutex>
@@ -70,6 +72,14 @@ class NcclTransport final : public Transport {
   void start(std::span<const RingExchange> exchanges, int id) override;
   void finish(int id) override;
 
+  // Runs one call of the ring on this transport (`call` issues its exchanges: ring_forward or
+  // ring_backward), named `what` ("forward") in the error. An exception that leaves the call
+  // after it began its first exchange aborts the communicator before it is rethrown: the peers
+  // are inside the same call, waiting for exchanges this rank will not issue, and a later call of
+  // this rank would pair its exchanges with theirs of this one (wrong K/V, silently, or a hang).
+  // From then on start/finish/check() throw an error naming this rank, `what` and the cause. An
+  // exception before any exchange (bad input) leaves the ring as it was.
+  void run_call(const char* what, const std::function<void()>& call);
   // Throws the watchdog's error if it fired.
   void check() const;
   // Blocks until every started exchange completed (or the watchdog fired, then throws).
@@ -111,6 +121,7 @@ class NcclTransport final : public Transport {
   std::vector<std::unique_ptr<Event>> free_events_;  // the events of completed watches, for reuse
   std::string error_;
   std::atomic<bool> aborted_{false};
+  int64_t starts_ = 0;        // start() calls, failed ones too (run_call compares them)
   bool connected_ = false;  // an uncaptured exchange went through: NCCL has connected the peers
   bool stopping_ = false;
   std::thread watchdog_;

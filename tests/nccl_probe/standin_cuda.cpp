@@ -6,7 +6,13 @@
 // ahead of the GPU as far as a real driver lets it, and blocks beyond; capture follows the CUDA
 // rules the transport relies on: a record on a capturing stream makes the event a captured one,
 // which cuEventQuery answers with CUDA_ERROR_CAPTURED_EVENT (907), and a stream that waits on a
-// captured event joins the capture. ncclSend takes FAKE_XFER_US microseconds of GPU time on its
+// captured event joins the capture. The capture modes (CUDA driver API, cuStreamBeginCapture and
+// cuThreadExchangeStreamCaptureMode): cuEventQuery is one of the calls they forbid; from a thread
+// in the relaxed mode it is allowed, else it is forbidden while the thread's own capture (begun in
+// the global or thread-local mode) is active, and, for a thread in the global mode (every thread's
+// default), while another thread's global-mode capture is; a forbidden query answers
+// CUDA_ERROR_STREAM_CAPTURE_UNSUPPORTED (900) and invalidates those captures, whose
+// cuStreamEndCapture then fails with CUDA_ERROR_STREAM_CAPTURE_INVALIDATED (901). ncclSend takes FAKE_XFER_US microseconds of GPU time on its
 // stream; fake_fail_next_send makes the next one fail with ncclInvalidArgument, and
 // fake_stall_next_send makes the next one's transfer never end until ncclCommAbort.
 #include <chrono>
@@ -26,9 +32,10 @@
 #include <algorithm>
 using namespace std::chrono;
 namespace {
-struct Ev { unsigned long long recorded = 0, done = 0; bool captured = false; };
+struct Capture { std::thread::id thread; int mode = 0; bool invalidated = false; };  // mode: 0 global, 1 thread-local, 2 relaxed
+struct Ev { unsigned long long recorded = 0, done = 0; bool captured = false; Capture* capture = nullptr; };
 struct Op { int kind; long us; Ev* ev; unsigned long long seq; std::function<void()> fn; };  // 0 work, 1 record, 2 wait, 3 fn
-struct St { std::deque<Op> q; bool capturing = false; int cap = 0; };
+struct St { std::deque<Op> q; bool capturing = false; int cap = 0; Capture* capture = nullptr; };
 std::atomic<bool> aborted{false};  // ncclCommAbort ran: a stalled transfer ends
 std::mutex mu; std::condition_variable cv;
 std::set<St*> streams; St legacy;
@@ -56,6 +63,22 @@ void gpu() {
     if (!progressed) cv.wait_for(l, milliseconds(1));
   }
 }
+thread_local int thread_mode = 0;  // the thread's capture interaction mode: global by default
+// Whether a call the capture modes forbid is forbidden to this thread now (under mu); if so the
+// captures it would disturb are invalidated.
+bool forbidden_now() {
+  if (thread_mode == 2) return false;
+  std::vector<St*> all(streams.begin(), streams.end()); all.push_back(&legacy);
+  bool forbidden = false;
+  for (St* s : all) {
+    if (!s->capturing || !s->capture) continue;
+    Capture* c = s->capture;
+    const bool own = c->thread == std::this_thread::get_id() && c->mode != 2;
+    const bool others_global = thread_mode == 0 && c->thread != std::this_thread::get_id() && c->mode == 0;
+    if (own || others_global) { c->invalidated = true; forbidden = true; }
+  }
+  return forbidden;
+}
 void start_gpu() { std::call_once(gpu_once, [] { std::thread(gpu).detach(); }); }
 void push(St* s, Op op, std::unique_lock<std::mutex>& l) {
   if (s->capturing) return;  // captured: becomes a graph node, not run now
@@ -68,7 +91,12 @@ extern "C" {
 int fake_work(void* stream, long us) { start_gpu(); std::unique_lock<std::mutex> l(mu); push(S(stream), {0, us, nullptr, 0}, l); return 0; }
 int cuInit(unsigned) { start_gpu(); return 0; }
 int cuDriverGetVersion(int* v) { *v = 13000; return 0; }
-int cuGetErrorName(int e, const char** s) { *s = e == 907 ? "CUDA_ERROR_CAPTURED_EVENT" : e == 600 ? "CUDA_ERROR_NOT_READY" : "CUDA_ERROR_OTHER"; return 0; }
+int cuGetErrorName(int e, const char** s) {
+  *s = e == 907 ? "CUDA_ERROR_CAPTURED_EVENT" : e == 600 ? "CUDA_ERROR_NOT_READY"
+     : e == 900 ? "CUDA_ERROR_STREAM_CAPTURE_UNSUPPORTED" : e == 901 ? "CUDA_ERROR_STREAM_CAPTURE_INVALIDATED" : "CUDA_ERROR_OTHER";
+  return 0;
+}
+int cuThreadExchangeStreamCaptureMode(int* mode) { std::swap(*mode, thread_mode); return 0; }
 int cuGetErrorString(int e, const char** s) { return cuGetErrorName(e, s); }
 int cuDeviceGetCount(int* c) { *c = 1; return 0; }
 int cuDeviceGet(int* d, int o) { *d = o; return 0; }
@@ -110,21 +138,32 @@ int cuEventCreate(void** e, unsigned) { *e = new Ev; return 0; }
 int cuEventDestroy_v2(void*) { return 0; }
 int cuEventRecord(void* e, void* s) {
   std::unique_lock<std::mutex> l(mu); Ev* ev = (Ev*)e; St* st = S(s);
-  if (st->capturing) { ev->captured = true; return 0; }
+  if (st->capturing) { ev->captured = true; ev->capture = st->capture; return 0; }
   ev->captured = false; ev->recorded = ++seqc; push(st, {1, 0, ev, ev->recorded}, l); return 0;
 }
-int cuEventQuery(void* e) { std::lock_guard<std::mutex> l(mu); Ev* ev = (Ev*)e; if (ev->captured) return 907; return ev->done >= ev->recorded ? 0 : 600; }
+int cuEventQuery(void* e) { std::lock_guard<std::mutex> l(mu); Ev* ev = (Ev*)e; if (forbidden_now()) return 900; if (ev->captured) return 907; return ev->done >= ev->recorded ? 0 : 600; }
 int cuEventSynchronize(void* e) { std::unique_lock<std::mutex> l(mu); Ev* ev = (Ev*)e; if (ev->captured) return 907; cv.wait(l, [&] { return ev->done >= ev->recorded; }); return 0; }
 int cuEventElapsedTime_v2(float* ms, void*, void*) { *ms = 0; return 0; }
 int cuStreamWaitEvent(void* s, void* e, unsigned) {
   std::unique_lock<std::mutex> l(mu); Ev* ev = (Ev*)e; St* st = S(s);
-  if (ev->captured) { st->capturing = true; return 0; }  // joins the capture
+  if (ev->captured) { st->capturing = true; st->capture = ev->capture; return 0; }  // joins the capture
   if (getenv("FAKE_DROP_WAITS") && rand() % 3 == 0) return 0;
   push(st, {2, 0, ev, ev->recorded}, l); return 0;
 }
-int cuStreamIsCapturing(void* s, int* status) { std::lock_guard<std::mutex> l(mu); *status = S(s)->capturing ? 1 : 0; return 0; }
-int cuStreamBeginCapture_v2(void* s, int) { std::lock_guard<std::mutex> l(mu); S(s)->capturing = true; return 0; }
-int cuStreamEndCapture(void*, void** g) { std::lock_guard<std::mutex> l(mu); for (St* s : streams) s->capturing = false; legacy.capturing = false; *g = (void*)0x99; return 0; }
+int cuStreamIsCapturing(void* s, int* status) {
+  std::lock_guard<std::mutex> l(mu); St* st = S(s);
+  *status = !st->capturing ? 0 : st->capture && st->capture->invalidated ? 2 : 1; return 0;
+}
+int cuStreamBeginCapture_v2(void* s, int mode) {
+  std::lock_guard<std::mutex> l(mu); St* st = S(s);
+  st->capturing = true; st->capture = new Capture{std::this_thread::get_id(), mode, false}; return 0;
+}
+int cuStreamEndCapture(void* s, void** g) {
+  std::lock_guard<std::mutex> l(mu);
+  const bool invalidated = S(s)->capture && S(s)->capture->invalidated;
+  for (St* st : streams) st->capturing = false; legacy.capturing = false;
+  *g = invalidated ? nullptr : (void*)0x99; return invalidated ? 901 : 0;
+}
 int cuGraphInstantiateWithFlags(void** e, void*, unsigned long long) { *e = (void*)0x98; return 0; }
 int cuGraphLaunch(void*, void*) { return 0; }
 int cuGraphExecDestroy(void*) { return 0; }

@@ -5,8 +5,10 @@
 //   runahead  back-to-back forwards for 2.5 s without a synchronize, the host a bounded queue
 //             ahead of the GPU, watchdog 1 s: no stall may be reported (each exchange's watch
 //             followed per-id events that the next call recorded again, and aborted the ring)
-//   capture   an uncaptured forward still running when a captured one starts: no error (the
-//             captured call recorded the watched events inside the capture)
+//   capture   an uncaptured forward still running when a captured one starts, the capture in
+//             the global mode (PyTorch's default): no error (the captured call recorded the
+//             watched events inside the capture; and in the global mode another thread's
+//             capture forbids the watchdog's queries unless it left that mode)
 //   sendfail  a forward whose ncclSend fails throws, and the synchronize after it returns at once
 //             (the failed exchange's watch held it for the whole timeout, then aborted the ring)
 //   stall     (run with FAKE_QMAX=5 FAKE_NCCL_SIZE=4) the first send of the second forward never
@@ -15,6 +17,14 @@
 //             made while holding the watchdog's lock blocked on the full queue, so the abort never
 //             came; and a later exchange, issued before the stalled one was reached, timed out
 //             first and was named instead)
+//   callfail  ring calls through NcclTransport::run_call that throw: before their first exchange
+//             (the ring stays usable: a later forward runs) and at their first step (the
+//             communicator is aborted at once, the error names the cause, and synchronize fails
+//             at once instead of waiting for the watchdog: the peers wait on this rank)
+//   query     gpu::query_event_outside_capture from a thread capturing in the global mode: it
+//             answers and the capture survives (a plain cuEventQuery is refused, 900, and
+//             invalidates the capture; the probe checks the stand-in does so), and the thread's
+//             capture mode is the same after it
 // Leaves through _Exit: the stand-in's GPU thread runs until the process ends.
 #include <dlfcn.h>
 
@@ -42,10 +52,16 @@ long step_us = 2000;
 struct StubBackend : RingBackend {
   CUstream stream = nullptr;
   char k[2][64], v[2][64], dk[2][64], dv[2][64];
+  bool fail_begin = false, fail_step = false;  // throw from forward_begin, from the first forward_step
   std::vector<BufferView> kv_buffers(int i) override { return {{k[i], 64}, {v[i], 64}}; }
   std::vector<BufferView> dkv_buffers(int i) override { return {{dk[i], 64}, {dv[i], 64}}; }
-  void forward_begin() override {}
-  void forward_step(const RingStep&) override { gpu_work(stream, step_us); }
+  void forward_begin() override {
+    if (fail_begin) throw Error(ErrorKind::kBadInput, "stand-in bad input");
+  }
+  void forward_step(const RingStep&) override {
+    if (fail_step) throw Error(ErrorKind::kCuda, "stand-in launch failure");
+    gpu_work(stream, step_us);
+  }
   void backward_begin() override {}
   void backward_step(const RingStep&) override {}
   void accumulate_dkv(int, bool) override { gpu_work(stream, step_us); }
@@ -63,7 +79,7 @@ double since(Clock::time_point t) { return std::chrono::duration<double>(Clock::
 }  // namespace
 
 int main(int argc, char** argv) {
-  if (argc != 2) leave(2, "usage: watchdog_probe runahead|capture|sendfail");
+  if (argc != 2) leave(2, "usage: watchdog_probe runahead|capture|sendfail|stall|callfail|query");
   const std::string mode = argv[1];
   void* driver = dlopen("libcuda.so.1", RTLD_NOW);
   gpu_work = driver ? reinterpret_cast<int (*)(void*, long)>(dlsym(driver, "fake_work")) : nullptr;
@@ -92,7 +108,7 @@ int main(int argc, char** argv) {
       step_us = 50000;  // the uncaptured forward still runs when the capture starts
       ring_forward(backend, transport);
       const cu::DriverApi& api = cu::driver();
-      CPGEN_CU_CHECK(api.cuStreamBeginCapture(stream.get(), CU_STREAM_CAPTURE_MODE_THREAD_LOCAL));
+      CPGEN_CU_CHECK(api.cuStreamBeginCapture(stream.get(), CU_STREAM_CAPTURE_MODE_GLOBAL));
       ring_forward(backend, transport);
       CUgraph graph = nullptr;
       CPGEN_CU_CHECK(api.cuStreamEndCapture(stream.get(), &graph));
@@ -116,6 +132,61 @@ int main(int argc, char** argv) {
       const double waited = since(t1);
       if (waited > 0.5 || *aborts != 0) leave(1, "sendfail: the synchronize after the failure waited " + std::to_string(waited) + " s");
       leave(0, "sendfail: synchronize returned at once");
+    } else if (mode == "callfail") {
+      auto failing = [&](const char* which) {
+        try {
+          transport.run_call("forward", [&] { ring_forward(backend, transport); });
+        } catch (const Error& e) {
+          return std::string(e.what());
+        }
+        leave(1, std::string("callfail: the ") + which + " failure did not throw");
+      };
+      backend.fail_begin = true;
+      const std::string before = failing("bad-input");
+      backend.fail_begin = false;
+      if (before.find("stand-in bad input") == std::string::npos) leave(1, "callfail: rethrew " + before);
+      if (*aborts != 0) leave(1, "callfail: a failure before any exchange aborted the ring");
+      transport.run_call("forward", [&] { ring_forward(backend, transport); });
+      transport.wait_idle();
+      backend.fail_step = true;
+      const std::string during = failing("step");
+      if (during.find("stand-in launch failure") == std::string::npos) leave(1, "callfail: rethrew " + during);
+      if (*aborts != 1) leave(1, "callfail: " + std::to_string(*aborts) + " aborts after a failed step");
+      const Clock::time_point t1 = Clock::now();
+      std::string after;
+      try {
+        transport.wait_idle();
+      } catch (const Error& e) {
+        after = e.what();
+      }
+      if (since(t1) > 0.5) leave(1, "callfail: synchronize took " + std::to_string(since(t1)) + " s");
+      if (after.find("a forward failed after its exchanges began") == std::string::npos ||
+          after.find("stand-in launch failure") == std::string::npos)
+        leave(1, "callfail: synchronize said: " + after);
+      leave(0, "callfail: aborted at once, " + after);
+    } else if (mode == "query") {
+      const cu::DriverApi& api = cu::driver();
+      gpu::Stream other;
+      gpu::Event event;
+      gpu_work(other.get(), 200000);
+      event.record(other.get());
+      CUgraph graph = nullptr;
+      CPGEN_CU_CHECK(api.cuStreamBeginCapture(stream.get(), CU_STREAM_CAPTURE_MODE_GLOBAL));
+      const CUresult helper = gpu::query_event_outside_capture(event.get());
+      const CUresult ended = api.cuStreamEndCapture(stream.get(), &graph);
+      CUstreamCaptureMode thread_mode = CU_STREAM_CAPTURE_MODE_RELAXED;
+      CPGEN_CU_CHECK(api.cuThreadExchangeStreamCaptureMode(&thread_mode));
+      if (helper != CUDA_ERROR_NOT_READY || ended != CUDA_SUCCESS || thread_mode != CU_STREAM_CAPTURE_MODE_GLOBAL)
+        leave(1, "query: the helper answered " + cu::describe(helper) + ", the capture ended with " +
+                     cu::describe(ended) + ", the thread's mode is " + std::to_string(thread_mode));
+      CPGEN_CU_CHECK(api.cuThreadExchangeStreamCaptureMode(&thread_mode));  // back to global
+      CPGEN_CU_CHECK(api.cuStreamBeginCapture(stream.get(), CU_STREAM_CAPTURE_MODE_GLOBAL));
+      const CUresult plain = api.cuEventQuery(event.get());
+      const CUresult plain_ended = api.cuStreamEndCapture(stream.get(), &graph);
+      if (plain != CUDA_ERROR_STREAM_CAPTURE_UNSUPPORTED || plain_ended != CUDA_ERROR_STREAM_CAPTURE_INVALIDATED)
+        leave(1, "query: the stand-in let a plain query through (" + cu::describe(plain) + ", " +
+                     cu::describe(plain_ended) + ")");
+      leave(0, "query: answered not ready, the capture survived");
     } else if (mode == "stall") {
       ring_forward(backend, transport);
       transport.wait_idle();

@@ -1,9 +1,10 @@
 // The NCCL transport's watchdog (runtime/transport/nccl_transport.h) without a GPU: the probe
 // (tests/nccl_probe/watchdog_probe.cpp) runs the real transport and ring loop on a stand-in CUDA
-// driver and NCCL (tests/nccl_probe/standin_cuda.cpp) in three situations that once ended in a
-// false stall and an aborted communicator: the host a call or more ahead of the GPU, a capture
-// started while an uncaptured call still runs, and a send that fails (whose watch then held the
-// next synchronize for the whole timeout).
+// driver and NCCL (tests/nccl_probe/standin_cuda.cpp) in situations that once ended in a false
+// stall and an aborted communicator (the host a call or more ahead of the GPU, a global-mode
+// capture started while an uncaptured call still runs, a send that fails), in a true stall, in a
+// ring call that fails midway (which must abort at once), and checks the event query that
+// RingAttention makes while its caller captures.
 #include <gtest/gtest.h>
 
 #include <string>
@@ -51,6 +52,25 @@ TEST_F(WatchdogStandIn, AFailedSendLeavesNoWatchBehind) {
 // A stalled transfer while the host fills its launch queue: the watchdog aborts the ring within a
 // few seconds, naming the stalled exchange's step (the host's record blocked on the full queue
 // while holding the lock the watchdog needs, so it never fired; and a later exchange was named).
+// A ring call that throws once its exchanges began aborts the communicator at once (the peers
+// wait for this rank's exchanges; a later call would pair with theirs of this one); one that throws
+// before any exchange leaves the ring usable.
+TEST_F(WatchdogStandIn, ACallFailingMidRingAbortsAtOnceAndOneFailingBeforeItDoesNot) {
+  const testing::ShellResult r = probe("callfail", dir_.path() + "/log.txt");
+  EXPECT_EQ(r.code, 0) << r.output;
+  EXPECT_NE(r.output.find("callfail: aborted at once, NCCL ring on rank 0: a forward failed after its exchanges began"),
+            std::string::npos)
+      << r.output;
+}
+
+// RingAttention asks whether the previous call finished while the caller captures: the query runs
+// in the relaxed mode, so it neither fails nor invalidates the caller's global-mode capture.
+TEST_F(WatchdogStandIn, AQueryOutsideTheCaptureLeavesAGlobalCaptureValid) {
+  const testing::ShellResult r = probe("query", dir_.path() + "/log.txt");
+  EXPECT_EQ(r.code, 0) << r.output;
+  EXPECT_NE(r.output.find("query: answered not ready, the capture survived"), std::string::npos) << r.output;
+}
+
 TEST_F(WatchdogStandIn, AStallIsAbortedAndNamedWhileTheHostWaitsOnAFullQueue) {
   const testing::ShellResult r = probe("stall", dir_.path() + "/log.txt", "FAKE_QMAX=5 FAKE_NCCL_SIZE=4");
   EXPECT_EQ(r.code, 0) << r.output;
