@@ -57,8 +57,9 @@ divided into the peer's: above 1.0 cpgen is faster.
   python3 bench/kernels.py ... --ranks 8 --scheme zigzag --head-dims 128 --lengths 32768   # a ring
 
 --pin runs a chosen kernel instead of the selected one: a family name, mma.sync, wgmma,
-wgmma-pingpong or wgmma-persistent (the family's default tiles for each configuration, as cpgen_family_kernel_uri
-names them; mma.sync also where sm_90a's default is the wgmma family),
+wgmma-pingpong or wgmma-persistent (the family's default tiles for each configuration on the GPU's
+arch, or --arch's, as cpgen_family_kernel_uri_for_arch names them; mma.sync also where sm_90a's
+default is the wgmma family; --list-pins without --arch: the tiles of the 227 KB targets),
 or a URI template filled per configuration ({dtype}, {head_dim}, {group}, {mask}: causal or full):
 
   --pin wgmma
@@ -166,8 +167,9 @@ class Cpgen:
         lib.cpgen_ring_backward_kernel_uri.restype = ctypes.c_char_p
         lib.cpgen_ring_destroy.argtypes = [ctypes.c_void_p]
         lib.cpgen_ring_destroy.restype = None
-        lib.cpgen_family_kernel_uri.argtypes = [ctypes.POINTER(CpgenProblem), ctypes.c_char_p, ctypes.c_char_p,
-                                                ctypes.c_size_t]
+        lib.cpgen_family_kernel_uri_for_arch.argtypes = [ctypes.POINTER(CpgenProblem), ctypes.c_char_p,
+                                                         ctypes.c_char_p, ctypes.c_char_p, ctypes.c_size_t]
+        lib.cpgen_device_arch.argtypes = [ctypes.c_int, ctypes.c_char_p, ctypes.c_size_t]
 
     def check(self, status, what):
         if status != 0:
@@ -184,12 +186,20 @@ class Cpgen:
         self.check(self.lib.cpgen_problem_validate(ctypes.byref(p)), "problem_validate")
         return p
 
-    def family_uri(self, cfg, family):
-        """The URI of the forward kernel `family` (one of FAMILIES) runs by default for cfg."""
+    def family_uri(self, cfg, family, arch=None):
+        """The URI of the forward kernel `family` (one of FAMILIES) runs by default for cfg, with
+        tiles that fit `arch` (None: those of the 227 KB targets)."""
         p = self.problem(cfg)
         buf = ctypes.create_string_buffer(256)
-        self.check(self.lib.cpgen_family_kernel_uri(ctypes.byref(p), family.encode(), buf, len(buf)),
-                   "family_kernel_uri")
+        self.check(self.lib.cpgen_family_kernel_uri_for_arch(ctypes.byref(p), family.encode(),
+                                                             arch.encode() if arch else None, buf, len(buf)),
+                   "family_kernel_uri_for_arch")
+        return buf.value.decode()
+
+    def device_arch(self, device):
+        """The arch cpgen compiles for on CUDA device `device`, e.g. sm_90a."""
+        buf = ctypes.create_string_buffer(32)
+        self.check(self.lib.cpgen_device_arch(device, buf, len(buf)), "device_arch")
         return buf.value.decode()
 
     def positions(self, cfg):
@@ -419,9 +429,9 @@ FAMILIES = ("mma.sync", "wgmma", "wgmma-pingpong", "wgmma-persistent")
 PEERS = ("cudnn", "flash")  # the SDPA backends timed beside cpgen, by their row prefix
 
 
-def pinned_uris(cpgen, configs, pin):
+def pinned_uris(cpgen, configs, pin, arch=None):
     """The kernel of each distinct (dtype, head_dim, causal, group) of the configurations, in
-    order: a family's default for it (asked of cpgen), or the URI template filled in."""
+    order: a family's default for it on `arch` (asked of cpgen), or the URI template filled in."""
     uris = {}
     for cfg in configs:
         group = cfg["q_heads"] // cfg["kv_heads"]
@@ -429,7 +439,7 @@ def pinned_uris(cpgen, configs, pin):
         if key in uris:
             continue
         if pin in FAMILIES:
-            uris[key] = cpgen.family_uri(cfg, pin)
+            uris[key] = cpgen.family_uri(cfg, pin, arch)
         else:
             uris[key] = pin.format(dtype=cfg["dtype"], head_dim=cfg["head_dim"], group=group,
                                    mask="causal" if cfg["causal"] else "full")
@@ -796,6 +806,9 @@ def main():
     ap.add_argument("--check-rows", type=int, default=64)
     ap.add_argument("--pin", default=None,
                     help="run this instead of the selected kernel: a family (" + ", ".join(FAMILIES) + ") or a kernel URI template")
+    ap.add_argument("--arch", default=None,
+                    help="the arch whose tiles a family --pin gets (default: the GPU's, e.g. sm_90a; "
+                         "--list-pins without it: the tiles of the 227 KB targets)")
     ap.add_argument("--list-pins", action="store_true",
                     help="print the kernel --pin gives each configuration and exit (no GPU needed)")
     ap.add_argument("--templates", default=None,
@@ -861,7 +874,11 @@ def main():
     uris = {}
     if args.pin:
         try:
-            uris = pinned_uris(cpgen, configs, args.pin)
+            if args.pin in FAMILIES and not args.arch and not args.list_pins:
+                import torch
+                if torch.cuda.is_available():  # else the check below says so
+                    args.arch = cpgen.device_arch(torch.cuda.current_device())
+            uris = pinned_uris(cpgen, configs, args.pin, args.arch)
         except KeyError as e:
             print(f"kernels.py: --pin '{args.pin}': unknown placeholder {{{e.args[0]}}}; allowed: {{dtype}}, "
                   "{head_dim}, {group}, {mask}, or a family: " + ", ".join(FAMILIES), file=sys.stderr)

@@ -66,6 +66,7 @@ def patch_torch(torch):
     torch.cuda.synchronize = lambda *a: None
     torch.cuda.empty_cache = lambda: None
     torch.cuda.is_available = lambda: True
+    torch.cuda.current_device = lambda: 0
     torch.cuda.get_device_name = lambda *a: "CPU stand-in"
     torch.backends.cudnn.version = lambda: None  # asks the (absent) devices otherwise
     torch.cuda.current_stream = lambda *a: types.SimpleNamespace(cuda_stream=0)
@@ -114,6 +115,10 @@ class StandIn(kernels.Cpgen):
 
             def cpgen_ring_destroy(self, ring):
                 rings.pop(ring, None)
+
+            def cpgen_device_arch(self, device, buf, size):
+                buf.value = b"sm_90a"  # an H100's or H200's
+                return 0
 
         self.lib = Lib()
 

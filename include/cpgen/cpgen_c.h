@@ -221,6 +221,18 @@ CPGEN_API const char* cpgen_ring_backward_kernel_uri(const cpgen_ring* ring);
  * the family cannot run, or a buffer too small (128 bytes always suffice). */
 CPGEN_API cpgen_status cpgen_family_kernel_uri(const cpgen_problem* problem, const char* family, char* uri,
                                                size_t size);
+/* The same for the target arch ("sm_80", "sm_86", "sm_89", "sm_90", "sm_90a", "sm_100", "sm_120",
+ * as cpgen_device_arch names a GPU's): the tiles that fit its shared memory (mma.sync at head dim
+ * 256 on the 99 KB sm_86, sm_89 and sm_120 gets smaller key tiles). cpgen_family_kernel_uri's
+ * tiles are those of the 227 KB targets. A wgmma family on an arch other than sm_90a, or an arch
+ * not listed, is CPGEN_ERR_BAD_INPUT. arch NULL or "": as cpgen_family_kernel_uri. */
+CPGEN_API cpgen_status cpgen_family_kernel_uri_for_arch(const cpgen_problem* problem, const char* family,
+                                                        const char* arch, char* uri, size_t size);
+/* The arch cpgen compiles for on CUDA device `device` (e.g. "sm_90a" for an H100 or H200),
+ * written with its NUL into arch[0..size) (16 bytes always suffice). CPGEN_ERR_NO_DEVICE without a
+ * CUDA driver; CPGEN_ERR_BAD_INPUT for a device that is not present or a capability cpgen does
+ * not target. */
+CPGEN_API cpgen_status cpgen_device_arch(int device, char* arch, size_t size);
 /* Frees the ring (NULL is allowed). Does not destroy the NCCL communicator. */
 CPGEN_API void cpgen_ring_destroy(cpgen_ring* ring);
 

@@ -16,6 +16,7 @@
 #include "cpgen/ring_attention.h"
 #include "runtime/core/problem_limits.h"
 #include "runtime/cuda/cuda_driver.h"
+#include "runtime/cuda/module.h"
 #include "runtime/ring/partition.h"
 #include "runtime/ring/kernel_support.h"
 
@@ -393,17 +394,43 @@ cpgen_status cpgen_ring_synchronize(cpgen_ring* ring) {
   });
 }
 
+namespace {
+// Writes `text` and its NUL into out[0..size), or fails naming `fn` and the size needed.
+void copy_out(const std::string& text, char* out, size_t size, const char* fn) {
+  if (text.size() + 1 > size)
+    cpgen::throw_bad_input(std::string(fn) + ": size " + std::to_string(size) + " cannot hold '" + text +
+                           "' and its NUL; allowed: " + std::to_string(text.size() + 1) + " or more");
+  memcpy(out, text.c_str(), text.size() + 1);
+}
+
+void family_uri(const cpgen_problem* problem, const char* family, const char* arch, char* uri, size_t size,
+                const char* fn) {
+  require(family, "family", fn);
+  require(uri, "uri", fn);
+  const cpgen::Problem p = to_problem(problem, fn);
+  copy_out(cpgen::family_default_spec(p, family, fn, arch ? arch : "").uri(), uri, size, fn);
+}
+}  // namespace
+
 cpgen_status cpgen_family_kernel_uri(const cpgen_problem* problem, const char* family, char* uri, size_t size) {
+  return guard([&] { family_uri(problem, family, nullptr, uri, size, "cpgen_family_kernel_uri"); });
+}
+
+cpgen_status cpgen_family_kernel_uri_for_arch(const cpgen_problem* problem, const char* family, const char* arch,
+                                              char* uri, size_t size) {
+  return guard([&] { family_uri(problem, family, arch, uri, size, "cpgen_family_kernel_uri_for_arch"); });
+}
+
+cpgen_status cpgen_device_arch(int device, char* arch, size_t size) {
   return guard([&] {
-    const char* fn = "cpgen_family_kernel_uri";
-    require(family, "family", fn);
-    require(uri, "uri", fn);
-    const cpgen::Problem p = to_problem(problem, fn);
-    const std::string name = cpgen::family_default_spec(p, family, fn).uri();
-    if (name.size() + 1 > size)
-      cpgen::throw_bad_input(std::string(fn) + ": size " + std::to_string(size) + " cannot hold '" + name +
-                             "' and its NUL; allowed: " + std::to_string(name.size() + 1) + " or more");
-    memcpy(uri, name.c_str(), name.size() + 1);
+    const char* fn = "cpgen_device_arch";
+    require(arch, "arch", fn);
+    cpgen::cu::driver();  // kNoDevice, with the reason
+    const int count = cpgen::cu::device_count();
+    if (device < 0 || device >= count)
+      cpgen::throw_bad_input(std::string(fn) + ": device " + std::to_string(device) + " is not present; allowed: 0 to " +
+                             std::to_string(count - 1));
+    copy_out(cpgen::device_arch(device), arch, size, fn);
   });
 }
 

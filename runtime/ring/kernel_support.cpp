@@ -49,18 +49,32 @@ bool is_kernel_family(const std::string& name) {
   return false;
 }
 
-KernelSpec family_default_spec(const Problem& p, const std::string& family, const std::string& where) {
+KernelSpec family_default_spec(const Problem& p, const std::string& family, const std::string& where,
+                               std::string_view arch) {
   if (!is_kernel_family(family)) {
     std::string allowed;
     for (const char* f : kKernelFamilies) allowed += (allowed.empty() ? "" : ", ") + std::string(f);
     throw_bad_input(where + ": family '" + family + "' is not known; allowed: " + allowed);
   }
+  const bool mma_sync = family == "mma.sync";
+  if (!arch.empty()) {
+    try {
+      validate_arch(arch);
+    } catch (const Error& e) {
+      throw_bad_input(where + ": " + e.what());
+    }
+    if (!mma_sync && arch != "sm_90a")
+      throw_bad_input(where + ": family '" + family + "' runs on sm_90a only (wgmma and TMA), not on " +
+                      std::string(arch) + "; allowed there: mma.sync");
+  }
   const int group = static_cast<int>(p.q_heads / p.kv_heads);
+  const int hd = static_cast<int>(p.head_dim);
   // mma.sync: the family's documented tiles whatever the arch's default is (on sm_90a the wgmma
   // family's for some shapes, generator/kernel_spec_wgmma.h), so that a benchmark can set the two
-  // families side by side.
-  KernelSpec spec = family == "mma.sync" ? KernelSpec::default_for(p.dtype, static_cast<int>(p.head_dim), p.causal, group)
-                                         : wgmma_default_for(p.dtype, static_cast<int>(p.head_dim), p.causal, group);
+  // families side by side; on an arch with less shared memory, those tiles cut down to fit.
+  KernelSpec spec = !mma_sync    ? wgmma_default_for(p.dtype, hd, p.causal, group)
+                    : arch.empty() ? KernelSpec::default_for(p.dtype, hd, p.causal, group)
+                                   : KernelSpec::default_for_arch(p.dtype, hd, p.causal, group, arch);
   spec.key_intervals = kernel_needs_key_intervals(p);
   spec.softcap = kernel_needs_softcap(p);
   spec.pingpong = family == "wgmma-pingpong";

@@ -7,6 +7,7 @@
 #pragma once
 
 #include <string>
+#include <string_view>
 
 #include "cpgen/problem.h"
 #include "generator/kernel_spec.h"
@@ -53,7 +54,12 @@ std::string kernel_family_refusal(const KernelSpec& spec, const Problem& problem
 // `verify --spec wgmma`, cpgen_family_kernel_uri and bench/kernels.py --pin wgmma all come here.
 // Throws Error(kBadInput) "<where>: family '<name>' is not known; allowed: mma.sync, wgmma,
 // wgmma-pingpong, wgmma-persistent" for another name.
-KernelSpec family_default_spec(const Problem& problem, const std::string& family, const std::string& where);
+// `arch` empty: the family's documented tiles, as on the 227 KB targets. Otherwise the tiles
+// that fit `arch` (mma.sync: KernelSpec::default_for_arch, e.g. block_n 32 at head dim 256 on the
+// 99 KB sm_89), and kBadInput for a wgmma family on an arch other than sm_90a or an arch that is
+// not supported (one line each, naming what is allowed).
+KernelSpec family_default_spec(const Problem& problem, const std::string& family, const std::string& where,
+                               std::string_view arch = {});
 // Whether `name` is one of the family names above.
 bool is_kernel_family(const std::string& name);
 

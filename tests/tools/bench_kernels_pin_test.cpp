@@ -72,6 +72,22 @@ TEST_F(BenchKernelsPin, ATemplateIsFilledAndABadPinIsOneLine) {
   EXPECT_EQ(std::count(group32.output.begin(), group32.output.end(), '\n'), 1) << group32.output;
 }
 
+// --arch: a family's tiles for that arch (what the benchmark asks of the GPU's arch when --arch is
+// not given): mma.sync at head dim 256 fits the 99 KB sm_89 with smaller key tiles; a wgmma family
+// off sm_90a is one line and exit 2.
+TEST_F(BenchKernelsPin, AnArchGetsTheTilesThatFitIt) {
+  const auto mma = list("--pin mma.sync --arch sm_89 --dtypes bf16 --head-dims 128,256 --causal 1 --gqa 1");
+  ASSERT_EQ(mma.code, 0) << mma.output;
+  EXPECT_EQ(mma.output,
+            "bf16 hd128 causal gqa1: ring_fwd_bf16_hd128_causal_gqa1_bm128_bn64_w4_s2\n"
+            "bf16 hd256 causal gqa1: ring_fwd_bf16_hd256_causal_gqa1_bm64_bn32_w4_s2\n");
+  const auto wgmma = list("--pin wgmma --arch sm_89 --head-dims 64 --gqa 1");
+  EXPECT_EQ(wgmma.code, 2) << wgmma.output;
+  EXPECT_EQ(wgmma.output,
+            "kernels.py: --pin 'wgmma': cpgen family_kernel_uri_for_arch: cpgen_family_kernel_uri_for_arch: family "
+            "'wgmma' runs on sm_90a only (wgmma and TMA), not on sm_89; allowed there: mma.sync\n");
+}
+
 // --templates: a folder without .cuh templates is one line and exit 2; a folder of them pins as
 // usual (the templates matter only once kernels compile, which --list-pins never does).
 TEST_F(BenchKernelsPin, TemplatesMustBeAFolderOfTemplates) {

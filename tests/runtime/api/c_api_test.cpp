@@ -13,6 +13,7 @@
 #include <vector>
 
 #include "cpgen/ring_attention.h"
+#include "generator/kernel_spec.h"
 #include "test_util.h"
 
 namespace {
@@ -192,6 +193,55 @@ TEST(CApi, FamilyKernelUriNamesTheFamilyDefaultForTheProblem) {
   EXPECT_EQ(std::string(cpgen_last_error()).find('\n'), std::string::npos) << cpgen_last_error();
   EXPECT_EQ(cpgen_family_kernel_uri(nullptr, "wgmma", uri, sizeof uri), CPGEN_ERR_BAD_INPUT);
   EXPECT_EQ(cpgen_family_kernel_uri(&p, nullptr, uri, sizeof uri), CPGEN_ERR_BAD_INPUT);
+}
+
+// The same for a target arch: mma.sync's head dim 256 tiles cut down to fit the 99 KB sm_89 (the
+// documented ones do not), the same tiles where they fit, a wgmma family only on sm_90a, an arch
+// cpgen does not target refused; NULL or "" is the arch-free answer.
+TEST(CApi, FamilyKernelUriForArchGivesTilesThatFitTheArch) {
+  cpgen_problem p = valid_problem();  // bf16, hd 128, causal, 32 q heads over 8 kv heads
+  p.head_dim = 256;
+  char uri[128];
+  ASSERT_EQ(cpgen_family_kernel_uri_for_arch(&p, "mma.sync", "sm_89", uri, sizeof uri), CPGEN_OK)
+      << cpgen_last_error();
+  const std::string on_89 = uri;
+  const cpgen::KernelSpec fitted = cpgen::KernelSpec::parse(on_89);
+  EXPECT_TRUE(cpgen::check_feasibility(fitted, "sm_89").feasible) << on_89;
+  EXPECT_EQ(fitted, cpgen::KernelSpec::default_for_arch(cpgen::Dtype::kBf16, 256, true, 4, "sm_89"));
+  ASSERT_EQ(cpgen_family_kernel_uri(&p, "mma.sync", uri, sizeof uri), CPGEN_OK) << cpgen_last_error();
+  EXPECT_FALSE(cpgen::check_feasibility(cpgen::KernelSpec::parse(uri), "sm_89").feasible) << uri;  // why the arch matters
+  ASSERT_EQ(cpgen_family_kernel_uri_for_arch(&p, "mma.sync", "sm_90a", uri, sizeof uri), CPGEN_OK);
+  EXPECT_STREQ(uri, "ring_fwd_bf16_hd256_causal_gqa4_bm64_bn64_w4_s2");
+  ASSERT_EQ(cpgen_family_kernel_uri_for_arch(&p, "wgmma", "sm_90a", uri, sizeof uri), CPGEN_OK);
+  EXPECT_STREQ(uri, "ring_fwd_wgmma_bf16_hd256_causal_gqa4_bm128_bn64_c2_s2");
+  ASSERT_EQ(cpgen_family_kernel_uri_for_arch(&p, "wgmma", "", uri, sizeof uri), CPGEN_OK);
+  EXPECT_STREQ(uri, "ring_fwd_wgmma_bf16_hd256_causal_gqa4_bm128_bn64_c2_s2");
+  ASSERT_EQ(cpgen_family_kernel_uri_for_arch(&p, "mma.sync", nullptr, uri, sizeof uri), CPGEN_OK);
+  EXPECT_STREQ(uri, "ring_fwd_bf16_hd256_causal_gqa4_bm64_bn64_w4_s2");
+
+  std::memset(uri, 'x', sizeof uri);
+  EXPECT_EQ(cpgen_family_kernel_uri_for_arch(&p, "wgmma-pingpong", "sm_100", uri, sizeof uri), CPGEN_ERR_BAD_INPUT);
+  EXPECT_STREQ(cpgen_last_error(),
+               "cpgen_family_kernel_uri_for_arch: family 'wgmma-pingpong' runs on sm_90a only (wgmma and TMA), "
+               "not on sm_100; allowed there: mma.sync");
+  EXPECT_EQ(cpgen_family_kernel_uri_for_arch(&p, "mma.sync", "sm_75", uri, sizeof uri), CPGEN_ERR_BAD_INPUT);
+  EXPECT_STREQ(cpgen_last_error(),
+               "cpgen_family_kernel_uri_for_arch: arch 'sm_75' is not supported; allowed: sm_80, sm_86, sm_89, "
+               "sm_90, sm_90a, sm_100, sm_120");
+  EXPECT_EQ(uri[0], 'x');  // nothing written
+}
+
+// Without a GPU the device's arch is a no-device error; bad arguments are bad input.
+TEST(CApi, DeviceArchNeedsADevice) {
+  char arch[16];
+  EXPECT_EQ(cpgen_device_arch(0, nullptr, sizeof arch), CPGEN_ERR_BAD_INPUT);
+  const cpgen_status status = cpgen_device_arch(0, arch, sizeof arch);
+  if (status == CPGEN_OK) {  // a GPU: an arch cpgen targets
+    EXPECT_NO_THROW(cpgen::validate_arch(arch)) << arch;
+    EXPECT_EQ(cpgen_device_arch(-1, arch, sizeof arch), CPGEN_ERR_BAD_INPUT);
+  } else {
+    EXPECT_EQ(status, CPGEN_ERR_NO_DEVICE) << cpgen_last_error();
+  }
 }
 
 // A layout and shards of unequal length pass every check before the device: without a GPU the
