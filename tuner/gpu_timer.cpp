@@ -175,6 +175,11 @@ TimingOutcome GpuTimer::begin_workload(const WorkloadKey& w, const KernelSpec& r
   // A device copy for the candidates' check (set 0's out and lse are poisoned again for each).
   reference_out_dev_ = sets_.front().out.copy();
   reference_lse_dev_ = sets_.front().lse.copy();
+  // What three steps over the same keys give (measure's merge check): each lse plus ln 3; a row
+  // that sees no key keeps -inf.
+  reference_lse_merged_ = reference_lse_;
+  for (float& lse : reference_lse_merged_) lse += static_cast<float>(std::log(3.0));
+  reference_lse_merged_dev_ = DeviceBuffer::from_host(device_, reference_lse_merged_);
   // The reference against float64, on a spread of rows: first and last rows of each head (the
   // mask's edges) and a stride through the middle, over every (batch, head).
   const double tol = output_tolerance(w.dtype);
@@ -216,13 +221,43 @@ TimingOutcome GpuTimer::begin_workload(const WorkloadKey& w, const KernelSpec& r
   return {Disposition::kOk, {}, ""};
 }
 
-TimingOutcome GpuTimer::run_checked(const KernelSpec& spec, const CompiledKernel& kernel) {
+void GpuTimer::poison_set_zero() {
   InputSet& set = sets_.front();
   set.out.poison();
   set.lse.poison();
   set.o_state.poison();
   set.m_state.poison();
   set.l_state.poison();
+}
+
+TimingOutcome GpuTimer::compare_to_reference(const KernelSpec& spec, const DeviceBuffer& lse_want,
+                                             const std::vector<float>& lse_want_host, const std::string& after) {
+  const WorkloadKey& w = workload_;
+  const double tol = 2 * output_tolerance(w.dtype);
+  const InputSet& set = sets_.front();
+  const int64_t n_out = static_cast<int64_t>(reference_out_.size()), n_lse = static_cast<int64_t>(lse_want_host.size());
+  const Disagreement bad = compare_->run(set.out, reference_out_dev_, n_out, tol, w.dtype, set.lse, lse_want, n_lse,
+                                         2 * kLseAbsolute, 2 * kLseRelative, stream_->get());
+  const int64_t hd = w.head_dim;
+  if (bad.out >= 0) {
+    const int64_t i = bad.out, row_index = i / hd;
+    const uint16_t got = set.out.element<uint16_t>(static_cast<size_t>(i));
+    return {Disposition::kWrongResult, {}, spec.uri() + " out" +
+                describe_element(row_index / (w.q_heads * w.q_len), row_index / w.q_len % w.q_heads, row_index % w.q_len, i % hd) +
+                " = " + value_text(decode_16(got, w.dtype)) + after + ", reference config " +
+                value_text(decode_16(reference_out_[i], w.dtype)) + " (tolerance " + value_text(tol) + ")"};
+  }
+  if (bad.lse >= 0) {
+    const float got = set.lse.element<float>(static_cast<size_t>(bad.lse));
+    return {Disposition::kWrongResult, {}, spec.uri() + " lse row " + std::to_string(bad.lse) + " = " + value_text(got) +
+                                               after + ", reference config " + value_text(lse_want_host[bad.lse])};
+  }
+  return {Disposition::kOk, {}, ""};
+}
+
+TimingOutcome GpuTimer::run_checked(const KernelSpec& spec, const CompiledKernel& kernel) {
+  InputSet& set = sets_.front();
+  poison_set_zero();
   double check_ms = 0;
   try {
     check_ms = time_checked_launch_ms(spec, kernel, device_, stream_->get(),
@@ -245,25 +280,8 @@ TimingOutcome GpuTimer::measure(const KernelSpec& spec, const CompiledKernel& ke
   if (checked.disposition != Disposition::kOk) return checked;
   // Every element against the reference config, on the GPU; a poisoned (NaN) element was never
   // written. Only a disagreeing element comes to the host, for the message.
-  const double tol = 2 * output_tolerance(w.dtype);
-  const InputSet& set = sets_.front();
-  const int64_t n_out = static_cast<int64_t>(reference_out_.size()), n_lse = static_cast<int64_t>(reference_lse_.size());
-  const Disagreement bad = compare_->run(set.out, reference_out_dev_, n_out, tol, w.dtype, set.lse, reference_lse_dev_,
-                                         n_lse, 2 * kLseAbsolute, 2 * kLseRelative, stream_->get());
-  const int64_t hd = w.head_dim;
-  if (bad.out >= 0) {
-    const int64_t i = bad.out, row_index = i / hd;
-    const uint16_t got = set.out.element<uint16_t>(static_cast<size_t>(i));
-    return {Disposition::kWrongResult, {}, spec.uri() + " out" +
-                describe_element(row_index / (w.q_heads * w.q_len), row_index / w.q_len % w.q_heads, row_index % w.q_len, i % hd) +
-                " = " + value_text(decode_16(got, w.dtype)) + ", reference config " +
-                value_text(decode_16(reference_out_[i], w.dtype)) + " (tolerance " + value_text(tol) + ")"};
-  }
-  if (bad.lse >= 0) {
-    const float got = set.lse.element<float>(static_cast<size_t>(bad.lse));
-    return {Disposition::kWrongResult, {}, spec.uri() + " lse row " + std::to_string(bad.lse) + " = " + value_text(got) +
-                                               ", reference config " + value_text(reference_lse_[bad.lse])};
-  }
+  if (TimingOutcome wrong = compare_to_reference(spec, reference_lse_dev_, reference_lse_, ""); wrong.disposition != Disposition::kOk)
+    return wrong;
   // The checked launch (first and last step: no state read, out and lse written in place of the
   // fp32 state) moves no more memory than a timed one, so one above the race's cut is slower
   // (once a second such launch, warm, confirms it).
@@ -272,6 +290,24 @@ TimingOutcome GpuTimer::measure(const KernelSpec& spec, const CompiledKernel& ke
                                       [&] { launch(spec, kernel, params_for(sets_.front(), true, true)); });
       }))
     return *stop;
+
+  // The merge path, which the single step never takes (it neither reads nor writes the fp32
+  // state), once the candidate may still win: three steps over the same keys, first, middle and
+  // last. They see every score three times, so their out is the single step's and their lse is
+  // its plus ln 3.
+  try {
+    poison_set_zero();
+    launch(spec, kernel, params_for(sets_.front(), true, false));
+    launch(spec, kernel, params_for(sets_.front(), false, false));
+    launch(spec, kernel, params_for(sets_.front(), false, true));
+  } catch (const Error& e) {
+    if (e.kind() != ErrorKind::kCuda && e.kind() != ErrorKind::kInfeasible) throw;
+    return {Disposition::kLaunchFailed, {}, std::string(e.what()).substr(0, 400)};
+  }
+  if (TimingOutcome wrong = compare_to_reference(spec, reference_lse_merged_dev_, reference_lse_merged_,
+                                                 " after three steps over the same keys (first, middle, last)");
+      wrong.disposition != Disposition::kOk)
+    return wrong;
 
   // Timing. The diagonal step opens a ring (first step: state starts empty); every other step
   // merges into state from earlier steps, so those sets get one initializing launch first.
@@ -297,10 +333,12 @@ void GpuTimer::end_workload() {
   sets_.clear();
   reference_out_.clear();
   reference_lse_.clear();
+  reference_lse_merged_.clear();
   host_k_.clear();
   host_v_.clear();
   reference_out_dev_ = DeviceBuffer();
   reference_lse_dev_ = DeviceBuffer();
+  reference_lse_merged_dev_ = DeviceBuffer();
 }
 
 std::unique_ptr<CandidateTimer> make_gpu_timer_if_present(int device) {
