@@ -228,7 +228,8 @@ def faulty_child(lib, jsonl, fault):
     """The benchmark with one of the failures its checks exist for, on its second configuration
     (of three): "stall" (a launch that never returns, as a hung kernel's synchronize would not),
     "wrong" (an output off by a little, and an LSE never written), "wrong-edge" (one row at a
-    block's edge wrong, which only the block-edge rows of the check read), "wrong-bwd" (--direction bwd:
+    block's edge wrong, which only the block-edge rows of the check read), "wrong-row" (one head's
+    row at a block's edge 6% off, which an error over all checked rows at once let pass), "wrong-bwd" (--direction bwd:
     dk off by a little), "unpinned" (selection runs
     another kernel than the pinned one), "fault" (a launch fails with a sticky CUDA error, after
     which the context is unusable)."""
@@ -253,6 +254,8 @@ def faulty_child(lib, jsonl, fault):
                 lse.fill_(float("nan"))
             if fault == "wrong-edge":
                 out[:, :, 128].add_(0.5)  # the first row of a block, off the evenly spread rows
+            if fault == "wrong-row":
+                out[:, 1, 191].mul_(1.06)  # one head's row 6% off: 1/sqrt(rows) of that over all rows
             if fault == "fault":
                 broken["context"] = True
                 raise RuntimeError("cpgen ring_forward: CUDA_ERROR_ILLEGAL_ADDRESS: an illegal memory access")
@@ -283,7 +286,7 @@ def run_faulty(lib, folder, fault):
 
 def check_faults(lib, folder):
     """"" when each fault of faulty_child is reported as documented, else the problem."""
-    for fault, code, count in (("stall", 4, 2), ("wrong", 0, 3), ("wrong-edge", 0, 3), ("wrong-bwd", 0, 3), ("unpinned", 0, 3),
+    for fault, code, count in (("stall", 4, 2), ("wrong", 0, 3), ("wrong-edge", 0, 3), ("wrong-row", 0, 3), ("wrong-bwd", 0, 3), ("unpinned", 0, 3),
                                ("fault", 5, 2)):
         child, rows = run_faulty(lib, folder, fault)
         if child.returncode != code or len(rows) != count:
@@ -299,9 +302,9 @@ def check_faults(lib, folder):
         elif fault == "wrong":
             if second.get("cpgen_check") != "FAILED" or "CHECK FAILED" not in child.stdout or "wrong" not in child.stdout:
                 return f"wrong: a wrong output was not marked: {second}"
-        elif fault == "wrong-edge":
+        elif fault in ("wrong-edge", "wrong-row"):
             if second.get("cpgen_check") != "FAILED":
-                return f"wrong-edge: a wrong row at a block's edge was not caught: {second}"
+                return f"{fault}: a wrong row was not caught: {second}"
         elif fault == "wrong-bwd":
             if (second.get("cpgen_check") != "FAILED" or not second.get("cpgen_dk_error", 0) > 2e-2
                     or not second.get("cpgen_dq_error", 1) < 2e-2 or "dk error" not in child.stdout):
