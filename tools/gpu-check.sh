@@ -846,7 +846,8 @@ phase_tune() {
     { [ $rc = 124 ] || [ $rc = 137 ]; } && break
   done
   { echo; echo "Seconds per workload (cpgen tune: compiling, preparing the inputs and checking the reference,"
-    echo "checking and timing the candidates):"; echo; cat "$seconds" 2>/dev/null; } >>"$LOGS/phases/tune.md"
+    echo "checking and timing the candidates, of which the timer's calls and storing the records):"; echo
+    cat "$seconds" 2>/dev/null; } >>"$LOGS/phases/tune.md"
   local exported=1
   { run tune-export "$BUILD/cpgen" db export --db "$db" -o "$cache" && [ -s "$cache" ]; } || exported=0
   run tune-show "$BUILD/cpgen" db show --db "$db"

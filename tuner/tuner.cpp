@@ -244,7 +244,9 @@ WorkloadResult Tuner::tune_workload(const WorkloadKey& w, double started_s) {
     if (options_.race_check_margin > 0 && result.winner && o != reference &&
         *result.winner->median_ms >= options_.race_check_min_ms)
       race.check_above_ms = options_.race_check_margin * *result.winner->median_ms;
+    const double measure_started = now_s();
     TimingOutcome t = timer_->measure(o->spec, *o->kernel, options_.warmup, options_.runs, race);
+    result.measure_s += now_s() - measure_started;
     Record r = base_record(w, o->spec);
     r.disposition = t.disposition;
     r.detail = t.detail;
@@ -280,7 +282,9 @@ WorkloadResult Tuner::tune_workload(const WorkloadKey& w, double started_s) {
     } else {
       ++result.rejected;
     }
+    const double store_started = now_s();
     store(r);  // each timing commits on its own: a killed tune keeps everything measured so far
+    result.store_s += now_s() - store_started;
     progress.advance(result.winner ? "best " + result.winner->kernel_uri : "");
   }
   progress.finish();

@@ -71,8 +71,11 @@ struct WorkloadResult {
   std::string note;          // e.g. why nothing was timed
   // Where the workload's time went: compiling its candidates (those not compiled for an earlier
   // workload of the tune), preparing the inputs and checking the reference against float64
-  // (CandidateTimer::begin_workload), and checking and timing the candidates (measure).
+  // (CandidateTimer::begin_workload), and checking and timing the candidates (measure). Of
+  // timing_s, measure_s went to the timer's calls (the GPU's launches and the checks) and store_s
+  // to writing each candidate's record into the database (one commit each).
   double compile_s = 0, setup_s = 0, timing_s = 0;
+  double measure_s = 0, store_s = 0;
 };
 
 struct TuneReport {

@@ -121,6 +121,8 @@ TEST_F(CmdTuneTest, JsonReportParses) {
     EXPECT_GE(item["compile_s"].get<double>(), 0) << item.dump();
     EXPECT_EQ(item["setup_s"].get<double>(), 0) << item.dump();
     EXPECT_EQ(item["timing_s"].get<double>(), 0) << item.dump();
+    EXPECT_EQ(item["measure_s"].get<double>(), 0) << item.dump();
+    EXPECT_EQ(item["store_s"].get<double>(), 0) << item.dump();
   }
   EXPECT_NE(j["notice"].get<std::string>().find("timing needs a GPU"), std::string::npos);
 }

@@ -340,6 +340,11 @@ TEST_F(TunerTest, EachWorkloadSaysWhereItsTimeWent) {
     // Five or more candidates of 50 ms each: counted in setup, it would pass 0.25 s.
     EXPECT_LT(r.setup_s, 0.05 + 0.2) << "the candidates' time is not setup: " << r.workload.describe();
     EXPECT_GE(r.timing_s, 0.05 * r.timed) << r.workload.describe();
+    // Of the timing: the timer's calls (50 ms each) and the records' commits, apart and within it.
+    EXPECT_GE(r.measure_s, 0.05 * r.timed) << r.workload.describe();
+    EXPECT_GT(r.store_s, 0) << r.workload.describe();
+    EXPECT_LT(r.store_s, 0.05) << "the timer's calls are not storing: " << r.workload.describe();
+    EXPECT_LE(r.measure_s + r.store_s, r.timing_s) << r.workload.describe();
     EXPECT_GE(r.compile_s, 0) << r.workload.describe();
     sum += r.compile_s + r.setup_s + r.timing_s;
   }

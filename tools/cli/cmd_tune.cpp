@@ -143,7 +143,8 @@ void run(const TuneCliOptions& o) {
                            {"pruned", r.pruned}, {"compiled", r.compiled}, {"compile_failed", r.compile_failed}, {"timed", r.timed}, {"stopped_early", r.stopped_early}, {"rejected", r.rejected},
                            {"not_timed", r.not_timed}, {"winner", r.winner ? json(r.winner->kernel_uri) : json(nullptr)},
                            {"winner_median_ms", r.winner ? json(*r.winner->median_ms) : json(nullptr)}, {"note", r.note},
-                           {"compile_s", r.compile_s}, {"setup_s", r.setup_s}, {"timing_s", r.timing_s}});
+                           {"compile_s", r.compile_s}, {"setup_s", r.setup_s}, {"timing_s", r.timing_s},
+                           {"measure_s", r.measure_s}, {"store_s", r.store_s}});
     }
     std::cout << json{{"db", db->path()}, {"device", device_class.gpu_name}, {"arch", device_class.arch}, {"timed", report.timed},
                       {"seconds", report.seconds}, {"notice", report.notice}, {"workloads", workloads}}.dump(2) << "\n";
@@ -157,7 +158,8 @@ void run(const TuneCliOptions& o) {
               << r.stopped_early << " stopped early by the race), " << r.rejected
               << " rejected (wrong result or launch failure), " << r.not_timed << " not timed\n";
     std::cout << "    seconds: " << r.compile_s << " compiling, " << r.setup_s << " preparing inputs and checking the reference, "
-              << r.timing_s << " checking and timing the candidates\n";
+              << r.timing_s << " checking and timing the candidates (" << r.measure_s << " in the timer, " << r.store_s
+              << " storing records)\n";
     if (r.winner) std::cout << "    winner: " << r.winner->kernel_uri << " (" << ms_text(*r.winner->median_ms) << " median)\n";
   }
   if (!report.notice.empty()) std::cout << "note: " << report.notice << "\n";
