@@ -4,6 +4,7 @@
 #pragma once
 
 #include <algorithm>
+#include <cmath>
 #include <functional>
 #include <optional>
 #include <string>
@@ -60,6 +61,19 @@ inline std::optional<TimingOutcome> confirmed_stop_at_check(const RaceLimit& rac
   TimingOutcome t = stopped_after_check(std::min(check_ms, again));
   t.check_ms = check_ms;
   return t;
+}
+
+// How many of up to `warmup` launches a candidate warms up with before it is timed: enough for
+// about kWarmupMs of its GPU work by its checked launch's time, at least one, at most `warmup`
+// (no checked time: `warmup`). By then the candidate has run once or more (its check, a forward's
+// merge check, the race's relaunch), so its code is loaded and the clocks are up; five more
+// launches of a 32K step (14-55 ms each on an H200) cost a workload of 24 candidates 2-6 s.
+inline constexpr double kWarmupMs = 25;
+inline int warmup_launches(int warmup, double check_ms) {
+  if (warmup <= 0) return 0;
+  if (!(check_ms > 0)) return warmup;
+  const double wanted = std::ceil(kWarmupMs / check_ms);
+  return wanted >= warmup ? warmup : std::max(1, static_cast<int>(wanted));
 }
 
 class CandidateTimer {

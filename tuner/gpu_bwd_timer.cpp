@@ -269,7 +269,7 @@ TimingOutcome GpuBackwardTimer::measure(const KernelSpec& spec, const CompiledKe
   const bool accumulate = w.step != StepType::kBwdDiagonal;
   TimingOutcome result{Disposition::kOk, {}, ""};
   try {
-    result.samples_ms = time_launches_ms(stream_->get(), warmup, runs, race, [&](int i) {
+    result.samples_ms = time_launches_ms(stream_->get(), warmup_launches(warmup, checked.check_ms), runs, race, [&](int i) {
       launch(spec, kernel, params_for(sets_[static_cast<size_t>(i) % sets_.size()], accumulate));
     }, &result.stopped_early);
   } catch (const Error& e) {

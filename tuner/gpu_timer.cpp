@@ -317,7 +317,7 @@ TimingOutcome GpuTimer::measure(const KernelSpec& spec, const CompiledKernel& ke
     if (!first) {
       for (const InputSet& set : sets_) launch(spec, kernel, params_for(set, true, false));
     }
-    result.samples_ms = time_launches_ms(stream_->get(), warmup, runs, race, [&](int i) {
+    result.samples_ms = time_launches_ms(stream_->get(), warmup_launches(warmup, checked.check_ms), runs, race, [&](int i) {
       launch(spec, kernel, params_for(sets_[static_cast<size_t>(i) % sets_.size()], first, false));
     }, &result.stopped_early);
   } catch (const Error& e) {

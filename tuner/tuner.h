@@ -26,7 +26,7 @@ struct TuneOptions {
   int jobs = 0;              // parallel compiles; 0: one per hardware thread
   int max_candidates = 0;    // 0: all viable candidates per workload
   double budget_s = 0;       // 0: no limit; otherwise stop timing new candidates after this long
-  int warmup = 5;
+  int warmup = 5;            // at most; fewer for long launches (candidate_timer.h, warmup_launches)
   int runs = 20;             // timed launches per candidate (the median is recorded)
   // The race: once a workload has a fully timed best, a candidate whose first race_runs timed
   // launches have a median above race_margin times the best's is timed no further (its record

@@ -5,6 +5,7 @@
 #include <signal.h>
 
 #include <chrono>
+#include <cmath>
 #include <condition_variable>
 #include <thread>
 
@@ -180,6 +181,21 @@ TEST_F(TunerTest, TheRaceStopsClearlySlowerCandidatesAfterTheirProbeRuns) {
     ASSERT_FALSE(timer.races.empty());
     EXPECT_EQ(timer.races.front().probe_runs, 0);
   }
+}
+
+// The warm-up by the checked launch's time: about 25 ms of launches, at least one, at most the
+// --warmup asked for; without a checked time, all of them.
+TEST(WarmupLaunches, AboutTwentyFiveMillisecondsOfWorkAtLeastOneAtMostAsked) {
+  EXPECT_EQ(warmup_launches(5, 0.1), 5);   // short launches: every one asked for
+  EXPECT_EQ(warmup_launches(5, 6.0), 5);   // ceil(25 / 6) = 5
+  EXPECT_EQ(warmup_launches(5, 10.0), 3);  // ceil(2.5)
+  EXPECT_EQ(warmup_launches(5, 14.0), 2);  // a 32K step on an H200
+  EXPECT_EQ(warmup_launches(5, 55.0), 1);
+  EXPECT_EQ(warmup_launches(5, 1e9), 1);
+  EXPECT_EQ(warmup_launches(2, 1.0), 2);
+  EXPECT_EQ(warmup_launches(5, 0), 5);     // no checked time
+  EXPECT_EQ(warmup_launches(5, std::nan("")), 5);
+  EXPECT_EQ(warmup_launches(0, 14.0), 0);
 }
 
 // The race's first cut: once the best so far takes at least 1 ms, a candidate whose checked launch
