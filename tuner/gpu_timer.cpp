@@ -231,7 +231,8 @@ void GpuTimer::poison_set_zero() {
 }
 
 TimingOutcome GpuTimer::compare_to_reference(const KernelSpec& spec, const DeviceBuffer& lse_want,
-                                             const std::vector<float>& lse_want_host, const std::string& after) {
+                                             const std::vector<float>& lse_want_host, const std::string& after,
+                                             const std::string& lse_want_is) {
   const WorkloadKey& w = workload_;
   const double tol = 2 * output_tolerance(w.dtype);
   const InputSet& set = sets_.front();
@@ -250,7 +251,8 @@ TimingOutcome GpuTimer::compare_to_reference(const KernelSpec& spec, const Devic
   if (bad.lse >= 0) {
     const float got = set.lse.element<float>(static_cast<size_t>(bad.lse));
     return {Disposition::kWrongResult, {}, spec.uri() + " lse row " + std::to_string(bad.lse) + " = " + value_text(got) +
-                                               after + ", reference config " + value_text(lse_want_host[bad.lse])};
+                                               after + ", reference config" + lse_want_is + " " +
+                                               value_text(lse_want_host[bad.lse])};
   }
   return {Disposition::kOk, {}, ""};
 }
@@ -280,7 +282,8 @@ TimingOutcome GpuTimer::measure(const KernelSpec& spec, const CompiledKernel& ke
   if (checked.disposition != Disposition::kOk) return checked;
   // Every element against the reference config, on the GPU; a poisoned (NaN) element was never
   // written. Only a disagreeing element comes to the host, for the message.
-  if (TimingOutcome wrong = compare_to_reference(spec, reference_lse_dev_, reference_lse_, ""); wrong.disposition != Disposition::kOk)
+  if (TimingOutcome wrong = compare_to_reference(spec, reference_lse_dev_, reference_lse_, "", "");
+      wrong.disposition != Disposition::kOk)
     return wrong;
   // The checked launch (first and last step: no state read, out and lse written in place of the
   // fp32 state) moves no more memory than a timed one, so one above the race's cut is slower
@@ -300,12 +303,15 @@ TimingOutcome GpuTimer::measure(const KernelSpec& spec, const CompiledKernel& ke
     poison_set_zero();
     launch(spec, kernel, params_for(sets_.front(), true, false));
     launch(spec, kernel, params_for(sets_.front(), false, true));
+    // A fault of the merge path (a wrong state row, say) shows here, as this candidate's.
+    CPGEN_CU_CHECK(cu::driver().cuStreamSynchronize(stream_->get()));
   } catch (const Error& e) {
     if (e.kind() != ErrorKind::kCuda && e.kind() != ErrorKind::kInfeasible) throw;
     return {Disposition::kLaunchFailed, {}, std::string(e.what()).substr(0, 400)};
   }
   if (TimingOutcome wrong = compare_to_reference(spec, reference_lse_merged_dev_, reference_lse_merged_,
-                                                 " after two steps over the same keys (first, then last)");
+                                                 " after two steps over the same keys (first, then last)",
+                                                 " (its lse + ln 2)");
       wrong.disposition != Disposition::kOk)
     return wrong;
 

@@ -54,9 +54,11 @@ class GpuTimer : public CandidateTimer {
   void poison_set_zero();
   // Set 0's out against the reference config's and its lse against `lse_want` (on the device, and
   // its host copy for the message), on the GPU (GpuCompare); kWrongResult naming the first
-  // disagreeing element, `after` saying how it was computed.
+  // disagreeing element, `after` saying how it was computed and `lse_want_is` what `lse_want` is
+  // of the reference config's (" (its lse + ln 2)", or "" for its lse).
   TimingOutcome compare_to_reference(const KernelSpec& spec, const DeviceBuffer& lse_want,
-                                     const std::vector<float>& lse_want_host, const std::string& after);
+                                     const std::vector<float>& lse_want_host, const std::string& after,
+                                     const std::string& lse_want_is);
   void launch(const KernelSpec& spec, const CompiledKernel& kernel, const RingFwdParams& params);
 
   int device_;

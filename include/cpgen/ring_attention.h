@@ -142,7 +142,8 @@ class RingAttention {
   // fails after it began its first exchange (a launch error, say) aborts the ring's communicator
   // before it throws, since its peers wait for exchanges this rank will not issue; every later
   // call and synchronize() throw kNccl naming the cause. A failure before any exchange (bad
-  // input) leaves the ring usable. Backward likewise.
+  // input, a refused first capture) or of a captured call leaves the ring usable. Backward
+  // likewise.
   void forward(const void* q, const void* k, const void* v, void* out, float* lse, void* stream,
                const ShardStrides* strides = nullptr);
   // Loopback: the forward ring over every virtual rank; ranks.size() == cp_size.

@@ -88,10 +88,13 @@ void NcclTransport::check() const {
 
 void NcclTransport::run_call(const char* what, const std::function<void()>& call) {
   const int64_t starts_before = starts_;
+  // A captured call's exchanges only enter the caller's graph: no peer waits on them, and the
+  // failed capture is discarded (an abort, which frees memory, is not even allowed then).
+  const bool capturing = is_capturing(compute_stream_);
   try {
     call();
   } catch (const std::exception& e) {
-    if (starts_ != starts_before)
+    if (!capturing && starts_ != starts_before)
       fire("NCCL ring on rank " + std::to_string(rank_) + ": a " + what +
            " failed after its exchanges began, and its peers wait for exchanges this rank will not "
            "issue; the communicator was aborted. The failure: " + e.what());
@@ -101,7 +104,6 @@ void NcclTransport::run_call(const char* what, const std::function<void()>& call
 
 void NcclTransport::start(std::span<const RingExchange> exchanges, int id) {
   check();
-  ++starts_;
   const cu::DriverApi& api = cu::driver();
   const bool capturing = is_capturing(compute_stream_);
   if (capturing && !connected_)
@@ -142,6 +144,8 @@ void NcclTransport::start(std::span<const RingExchange> exchanges, int id) {
   wake_.notify_all();
   const int prev = (rank_ - 1 + size_) % size_;
   const int next = (rank_ + 1) % size_;
+  // From here on the peers may see this exchange (run_call): the refusals above sent nothing.
+  ++starts_;
   try {
     // Connection setup for a new peer happens inside the first group and may block until the
     // peer joins; the watchdog aborts the communicator if it never does, which makes this return.

@@ -21,6 +21,10 @@
 //             (the ring stays usable: a later forward runs) and at their first step (the
 //             communicator is aborted at once, the error names the cause, and synchronize fails
 //             at once instead of waiting for the watchdog: the peers wait on this rank)
+//   capfail   calls through run_call that fail while capturing leave the ring usable: the first
+//             forward captured (refused before any exchange reached NCCL), and a captured
+//             forward failing at its first step (its exchanges only entered the graph); an
+//             uncaptured forward after each runs and synchronizes
 //   query     gpu::query_event_outside_capture from a thread capturing in the global mode: it
 //             answers and the capture survives (a plain cuEventQuery is refused, 900, and
 //             invalidates the capture; the probe checks the stand-in does so), and the thread's
@@ -164,6 +168,30 @@ int main(int argc, char** argv) {
           after.find("stand-in launch failure") == std::string::npos)
         leave(1, "callfail: synchronize said: " + after);
       leave(0, "callfail: aborted at once, " + after);
+    } else if (mode == "capfail") {
+      const cu::DriverApi& api = cu::driver();
+      auto captured_failure = [&](const char* which, bool fail_step) {
+        CUgraph graph = nullptr;
+        CPGEN_CU_CHECK(api.cuStreamBeginCapture(stream.get(), CU_STREAM_CAPTURE_MODE_GLOBAL));
+        std::string error;
+        backend.fail_step = fail_step;
+        try {
+          transport.run_call("forward", [&] { ring_forward(backend, transport); });
+        } catch (const Error& e) {
+          error = e.what();
+        }
+        backend.fail_step = false;
+        api.cuStreamEndCapture(stream.get(), &graph);  // the failed capture is discarded
+        if (error.empty()) leave(1, std::string("capfail: the ") + which + " did not throw");
+        if (*aborts != 0) leave(1, std::string("capfail: the ") + which + " aborted the ring: " + error);
+        transport.run_call("forward", [&] { ring_forward(backend, transport); });
+        transport.wait_idle();
+        return error;
+      };
+      const std::string first = captured_failure("first forward captured", false);
+      if (first.find("cannot be captured") == std::string::npos) leave(1, "capfail: the first capture said: " + first);
+      const std::string step = captured_failure("captured forward failing at its first step", true);
+      leave(0, "capfail: both failures left the ring usable (" + step + ")");
     } else if (mode == "query") {
       const cu::DriverApi& api = cu::driver();
       gpu::Stream other;

@@ -49,9 +49,6 @@ TEST_F(WatchdogStandIn, AFailedSendLeavesNoWatchBehind) {
   EXPECT_NE(r.output.find("synchronize returned at once"), std::string::npos) << r.output;
 }
 
-// A stalled transfer while the host fills its launch queue: the watchdog aborts the ring within a
-// few seconds, naming the stalled exchange's step (the host's record blocked on the full queue
-// while holding the lock the watchdog needs, so it never fired; and a later exchange was named).
 // A ring call that throws once its exchanges began aborts the communicator at once (the peers
 // wait for this rank's exchanges; a later call would pair with theirs of this one); one that throws
 // before any exchange leaves the ring usable.
@@ -63,6 +60,15 @@ TEST_F(WatchdogStandIn, ACallFailingMidRingAbortsAtOnceAndOneFailingBeforeItDoes
       << r.output;
 }
 
+// A call that fails while capturing leaves the ring usable: the refused first capture sent
+// nothing, and a captured call's exchanges only entered the graph, which the failure discards.
+TEST_F(WatchdogStandIn, ACallFailingWhileCapturingLeavesTheRingUsable) {
+  const testing::ShellResult r = probe("capfail", dir_.path() + "/log.txt");
+  EXPECT_EQ(r.code, 0) << r.output;
+  EXPECT_NE(r.output.find("capfail: both failures left the ring usable (stand-in launch failure)"), std::string::npos)
+      << r.output;
+}
+
 // RingAttention asks whether the previous call finished while the caller captures: the query runs
 // in the relaxed mode, so it neither fails nor invalidates the caller's global-mode capture.
 TEST_F(WatchdogStandIn, AQueryOutsideTheCaptureLeavesAGlobalCaptureValid) {
@@ -71,6 +77,9 @@ TEST_F(WatchdogStandIn, AQueryOutsideTheCaptureLeavesAGlobalCaptureValid) {
   EXPECT_NE(r.output.find("query: answered not ready, the capture survived"), std::string::npos) << r.output;
 }
 
+// A stalled transfer while the host fills its launch queue: the watchdog aborts the ring within a
+// few seconds, naming the stalled exchange's step (the host's record blocked on the full queue
+// while holding the lock the watchdog needs, so it never fired; and a later exchange was named).
 TEST_F(WatchdogStandIn, AStallIsAbortedAndNamedWhileTheHostWaitsOnAFullQueue) {
   const testing::ShellResult r = probe("stall", dir_.path() + "/log.txt", "FAKE_QMAX=5 FAKE_NCCL_SIZE=4");
   EXPECT_EQ(r.code, 0) << r.output;
