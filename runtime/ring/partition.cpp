@@ -199,6 +199,63 @@ int64_t partition_rows(Scheme scheme, int64_t seq_len, int cp_size, int rank, co
   return rows;
 }
 
+std::vector<int64_t> partition_rows_all(Scheme scheme, int64_t seq_len, int cp_size,
+                                        const std::vector<int64_t>& documents) {
+  if (cp_size < 1)
+    throw_bad_input(std::string(scheme_name(scheme)) + " needs cp_size >= 1; got " + std::to_string(cp_size));
+  const int64_t n = cp_size;
+  // Every scheme gives each rank of a document a share that is the same for all ranks plus one
+  // row for the ranks of at most two ranges (document_rows): the shares add up in `common`, the
+  // ranges in a difference array.
+  int64_t common = 0;
+  std::vector<int64_t> step(static_cast<size_t>(n) + 1, 0);
+  auto plus_one = [&](int64_t begin, int64_t end) {  // ranks [begin, end)
+    begin = std::max<int64_t>(begin, 0);
+    end = std::min(end, n);
+    if (begin >= end) return;
+    ++step[begin];
+    --step[end];
+  };
+  for (int64_t length : document_lengths(seq_len, documents)) {
+    switch (scheme) {
+      case Scheme::kContiguous:
+      case Scheme::kStriped:
+        // Contiguous: length / n each, one more for the first length % n ranks. Striped: the
+        // same count ((length - 1 - rank) / n + 1 for rank < length).
+        common += length / n;
+        plus_one(0, length % n);
+        break;
+      case Scheme::kZigzag: {
+        // Chunks rank and 2n - 1 - rank of 2n: length / 2n each, one more for the first
+        // length % 2n chunks.
+        const int64_t rem = length % (2 * n);
+        common += 2 * (length / (2 * n));
+        plus_one(0, rem);
+        plus_one(2 * n - rem, n);
+        break;
+      }
+      case Scheme::kZigzagToken: {
+        // One per whole fold; the short last fold's m tokens go to offsets below m, which are
+        // the first m ranks after an even number of folds and the last m after an odd one.
+        const int64_t folds = length / n, m = length % n;
+        common += folds;
+        if (folds % 2 == 0)
+          plus_one(0, m);
+        else
+          plus_one(n - m, n);
+        break;
+      }
+    }
+  }
+  std::vector<int64_t> rows(static_cast<size_t>(n));
+  int64_t extra = 0;
+  for (int64_t r = 0; r < n; ++r) {
+    extra += step[r];
+    rows[r] = common + extra;
+  }
+  return rows;
+}
+
 PositionOwner position_owner(Scheme scheme, int64_t seq_len, int cp_size, int64_t position) {
   check_partitionable(scheme, seq_len, cp_size);
   if (position < 0 || position >= seq_len)

@@ -35,6 +35,11 @@ std::vector<int64_t> partition_positions(Scheme scheme, int64_t seq_len, int cp_
 int64_t partition_rows(Scheme scheme, int64_t seq_len, int cp_size, int rank,
                        const std::vector<int64_t>& documents = {});
 
+// partition_rows of every rank, [cp_size], in one pass over the documents: O(documents + cp_size)
+// where asking each rank is O(documents x cp_size) (2^20 documents over 1024 ranks took 25 s).
+std::vector<int64_t> partition_rows_all(Scheme scheme, int64_t seq_len, int cp_size,
+                                        const std::vector<int64_t>& documents = {});
+
 // Inverse of partition_positions: which rank holds `position` and at which local index.
 struct PositionOwner {
   int rank;

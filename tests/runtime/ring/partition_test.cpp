@@ -5,6 +5,7 @@
 #include <gtest/gtest.h>
 
 #include <numeric>
+#include <random>
 #include <set>
 
 #include "cpgen/error.h"
@@ -218,6 +219,39 @@ TEST(PartitionVarlen, RowCountsAreThePositionsCounted) {
   for (Scheme scheme : {Scheme::kContiguous, Scheme::kZigzag, Scheme::kZigzagToken, Scheme::kStriped})
     EXPECT_EQ(partition_rows(scheme, int64_t{1} << 40, 2, 1), int64_t{1} << 39) << scheme_name(scheme);
   EXPECT_THROW(partition_rows(Scheme::kZigzag, 100, 4, 4), Error);
+}
+
+// partition_rows_all is partition_rows of every rank, for every scheme: the cases above, every
+// single document up to 70 tokens over 1-9 ranks, random lists of documents (empty ones too), and
+// 2^20 documents over 1024 ranks, whose rows add up to the sequence.
+TEST(PartitionVarlen, EveryRanksRowCountsAtOnceAreEachRanks) {
+  const Scheme schemes[] = {Scheme::kContiguous, Scheme::kZigzag, Scheme::kZigzagToken, Scheme::kStriped};
+  auto check = [&](const std::vector<int64_t>& documents, int cp_size) {
+    const int64_t seq_len = total_of(documents);
+    for (Scheme scheme : schemes) {
+      const std::vector<int64_t> all = partition_rows_all(scheme, seq_len, cp_size, documents);
+      ASSERT_EQ(all.size(), static_cast<size_t>(cp_size));
+      for (int r = 0; r < cp_size; ++r)
+        ASSERT_EQ(all[r], partition_rows(scheme, seq_len, cp_size, r, documents))
+            << scheme_name(scheme) << " N=" << cp_size << " rank " << r << " seq_len " << seq_len;
+    }
+  };
+  for (const VarlenCase& c : kVarlenCases) check(c.documents, c.cp_size);
+  for (int64_t length = 0; length <= 70; ++length)
+    for (int cp_size = 1; cp_size <= 9; ++cp_size) check({length}, cp_size);
+  std::mt19937 rng(7);
+  for (int trial = 0; trial < 200; ++trial) {
+    std::vector<int64_t> documents(1 + rng() % 12);
+    for (int64_t& d : documents) d = rng() % 40;
+    check(documents, 1 + static_cast<int>(rng() % 9));
+  }
+  const std::vector<int64_t> many(int64_t{1} << 20, 3);
+  for (Scheme scheme : schemes) {
+    const std::vector<int64_t> rows = partition_rows_all(scheme, 3 << 20, 1024, many);
+    EXPECT_EQ(std::accumulate(rows.begin(), rows.end(), int64_t{0}), int64_t{3} << 20) << scheme_name(scheme);
+  }
+  EXPECT_THROW(partition_rows_all(Scheme::kZigzag, 10, 0), Error);
+  EXPECT_THROW(partition_rows_all(Scheme::kZigzag, 10, 2, {3, 3}), Error);  // does not sum to seq_len
 }
 
 // Within every document, what each rank gets differs by at most one token between ranks. For
