@@ -394,6 +394,9 @@ Json parse_json(const std::string& text, const std::string& source) {
   if (std::all_of(text.begin(), text.end(), [](char c) { return c == ' ' || c == '\t' || c == '\n' || c == '\r'; })) {
     throw_bad_input(source + ": the file is empty; expected {\"shapes\": [ ... ]}");
   }
+  // The parser stops at a NUL byte as at the end of the text, so what followed one was never read.
+  if (const size_t nul = text.find('\0'); nul != std::string::npos)
+    throw_bad_input(source + ": a NUL byte at " + line_column(text, nul) + "; a shapes file is JSON text");
   StructureGuard guard(source);
   try {
     return Json::parse(text, std::ref(guard));

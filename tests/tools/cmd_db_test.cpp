@@ -128,6 +128,18 @@ TEST_F(CmdDb, TruncatedJsonIsOneLineWithoutJsonException) {
   EXPECT_FALSE(fs::exists(path("b.db")));
 }
 
+// A NUL byte after the export (the parser took it for the end and never read the rest): one line
+// naming where, exit 2, no database.
+TEST_F(CmdDb, ANulByteInTheFileIsOneLine) {
+  make_db(path("a.db"));
+  std::ofstream(path("nul.json"), std::ios::binary) << export_of(path("a.db")) << std::string("\0{\"more\": 1}", 13);
+  CliResult r = run_cli("db import " + path("nul.json") + " --db " + path("b.db"));
+  EXPECT_EQ(r.exit_code, 2) << r.err;
+  EXPECT_EQ(line_count(r.err), 1) << r.err;
+  EXPECT_NE(r.err.find("holds a NUL byte at line"), std::string::npos) << r.err;
+  EXPECT_FALSE(fs::exists(path("b.db")));
+}
+
 TEST_F(CmdDb, ImportOfBadEntriesExitsTwoAndLeavesTheDatabaseUnchanged) {
   make_db(path("a.db"));
   const std::string before = export_of(path("a.db"));

@@ -60,6 +60,10 @@ nlohmann::json read_json_file(const std::string& path, const std::string& what) 
                       " MiB; a cpgen JSON file is far smaller (is it the right file?)");
   }
   if (in.bad()) throw_bad_input(what + ": cannot read " + path);
+  // The parser stops at a NUL byte as at the end of the text, so what follows one went unread.
+  if (const size_t nul = text.find('\0'); nul != std::string::npos)
+    throw_bad_input(what + ": " + path + " holds a NUL byte at " + line_column(text, nul) +
+                    "; a JSON file is text (is it the right file?)");
   try {
     return nlohmann::json::parse(text);
   } catch (const nlohmann::json::parse_error& e) {

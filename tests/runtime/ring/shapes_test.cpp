@@ -323,7 +323,9 @@ TEST(Shapes, ReportsWhereTheJsonIsBroken) {
   expect_rejected(shapes_text({}) + " trailing", {"not valid JSON"});
   expect_rejected(shapes_text({}) + shapes_text({}), {"not valid JSON"});
   // A NUL byte and a raw newline inside a string.
-  expect_rejected(std::string("{\"shapes\": [\"a\0b\"]}", 19), {"not valid JSON", "line 1"});
+  expect_rejected(std::string("{\"shapes\": [\"a\0b\"]}", 19), {"a NUL byte at line 1, column 15"});
+  // After the document: the parser took the NUL for the end and never read what followed.
+  expect_rejected(shapes_text({}) + std::string("\0 trailing", 10), {"a NUL byte at line"});
   // The raw newline itself is the offending byte: the last column of line 1.
   expect_rejected("{\"shapes\": [{\"name\": \"a\nb\"}]}", {"not valid JSON at line 1, column 24", "U+000A"});
 }
