@@ -277,6 +277,15 @@ for p in "${WANTED[@]}"; do
   if [ "$p" = build ]; then PHASES=(build "${PHASES[@]}"); else PHASES+=("$p"); fi
 done
 [ ${#PHASES[@]} -gt 0 ] || usage_error "no phase left to run"
+# The wgmma phase pins forward kernels (--pin), which kernels.py refuses beside --direction bwd:
+# say so now rather than after the build, in each of the phase's benchmark calls.
+if [[ " ${PHASES[*]} " == *" wgmma "* ]]; then
+  for i in "${!KARGS[@]}"; do
+    if [ "${KARGS[$i]}" = --direction=bwd ] || { [ "${KARGS[$i]}" = --direction ] && [ "${KARGS[$((i + 1))]:-}" = bwd ]; }; then
+      usage_error "--kernels-args '$KERNELS_ARGS': the wgmma phase pins forward kernels, which --direction bwd cannot time; run the backward with --only kernels"
+    fi
+  done
+fi
 
 START=$(date +%s)
 [ -z "$DEPS" ] && [ -d "$ROOT/.gpudeps" ] && DEPS=$ROOT/.gpudeps

@@ -123,6 +123,24 @@ TEST_F(GpuCheck, AnAbCommitNamedTwiceAndAnUnmatchedQuoteAreRefused) {
   EXPECT_FALSE(fs::exists(report()));
 }
 
+// The wgmma phase pins forward kernels, which kernels.py refuses beside --direction bwd: one line
+// and exit 2 before the build, not a failed benchmark call per pinned family after it; the kernels
+// phase alone takes the backward.
+TEST_F(GpuCheck, ABackwardDirectionBesideTheWgmmaPhaseIsRefused) {
+  const std::string message =
+      "gpu-check: --kernels-args '--direction bwd --head-dims 128': the wgmma phase pins forward kernels, which "
+      "--direction bwd cannot time; run the backward with --only kernels (see --help)\n";
+  const ScriptRun r = check("--only build,wgmma --kernels-args '--direction bwd --head-dims 128'");
+  EXPECT_EQ(r.code, 2);
+  EXPECT_EQ(r.output, message);
+  const ScriptRun equals = check("--only wgmma --kernels-args '--direction=bwd'");
+  EXPECT_EQ(equals.code, 2) << equals.output;
+  EXPECT_FALSE(fs::exists(report()));
+  stand_in_machine("exit 0");
+  const ScriptRun kernels = check("--only kernels --budget 600 --kernels-args '--direction bwd'");
+  EXPECT_EQ(kernels.code, 0) << kernels.output;
+}
+
 // --kernels-args reaches bench/kernels.py split as the shell would split it: a quoted word is one
 // argument, without its quotes (they were passed on literally, so a --pin template never matched).
 TEST_F(GpuCheck, TheKernelsArgsReachTheBenchmarkAsTheShellWouldSplitThem) {
