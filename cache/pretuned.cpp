@@ -48,9 +48,12 @@ PretunedCaches load_pretuned_caches(const std::vector<std::string>& dirs) {
     for (const fs::path& file : files) {
       if (!seen_names.insert(file.filename().string()).second) continue;
       try {
-        std::ifstream in(file);
+        std::ifstream in(file, std::ios::binary);
         if (!in) throw Error(ErrorKind::kIo, "cannot read it");
-        nlohmann::json doc = nlohmann::json::parse(in);
+        const std::string text((std::istreambuf_iterator<char>(in)), std::istreambuf_iterator<char>());
+        // The parser stops at a NUL byte as at the end of the text: what followed one went unread.
+        if (text.find('\0') != std::string::npos) throw_bad_input("it holds a NUL byte; a cache is JSON text");
+        nlohmann::json doc = nlohmann::json::parse(text);
         check_cache_header(doc, file.string());
         const auto& entries = doc["entries"];
         std::vector<CacheEntry> parsed;

@@ -116,6 +116,8 @@ double relative_error_impl(const std::vector<T>& actual, const std::vector<doubl
 }  // namespace
 
 AttentionVectors parse_attention_vectors(const std::string& text, const std::string& source) {
+  // The parser stops at a NUL byte as at the end of the text: what followed one went unread.
+  if (text.find('\0') != std::string::npos) throw_bad_input(source + ": not a vectors file: it holds a NUL byte");
   json doc = json::parse(text, nullptr, /*allow_exceptions=*/false);
   if (doc.is_discarded()) throw_bad_input(source + ": not a vectors file: not valid JSON");
   if (!doc.is_object()) throw_bad_input(source + ": not a vectors file: top level is not an object");

@@ -6,6 +6,7 @@
 
 #include <cstdlib>
 #include <filesystem>
+#include <fstream>
 #include <optional>
 
 #include "temp_dir.h"
@@ -34,6 +35,19 @@ TEST(PretunedDirs, LoadRecordsEveryFolderAndWhetherItExists) {
   EXPECT_EQ(caches.dirs[1].path, kSourceCaches);
   EXPECT_TRUE(caches.dirs[1].exists);
   EXPECT_FALSE(caches.files.empty());
+}
+
+// A cache file with a NUL byte after its document is skipped (the parser took the NUL for the end
+// and never read what followed); the folder's other caches load.
+TEST(PretunedDirs, ACacheWithANulByteIsSkipped) {
+  testing::TempDir dir("pretuned_nul");
+  const std::string good = R"({"format": "cpgen-tuning-cache", "version": 1, "entries": []})";
+  for (const auto& [name, text] : {std::pair<std::string, std::string>{"a.json", good},
+                                   {"b.json", good + std::string("\0{\"entries\": 1}", 15)}}) {
+    std::ofstream(dir.path() + "/" + name, std::ios::binary) << text;
+  }
+  const PretunedCaches caches = load_pretuned_caches({dir.path()});
+  EXPECT_EQ(caches.files, std::vector<std::string>{dir.path() + "/a.json"});
 }
 
 TEST(PretunedDirs, ExplainListsTheFoldersItSearched) {

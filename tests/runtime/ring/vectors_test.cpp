@@ -77,6 +77,13 @@ TEST(VectorsFile, RejectsWhatIsNotAVectorsFile) {
   doc["batch"] = -1;
   EXPECT_EQ(error_of(doc), "tiny.json: field 'batch' must be a positive integer; got -1");
   EXPECT_THROW(parse_attention_vectors("[1, 2]", "x"), Error);
+  // A NUL after a valid file: the parser took it for the end and never read what followed.
+  try {
+    parse_attention_vectors(tiny_vectors().dump() + std::string("\0{}", 3), "nul.json");
+    ADD_FAILURE() << "a file with a NUL byte was read";
+  } catch (const Error& e) {
+    EXPECT_STREQ(e.what(), "nul.json: not a vectors file: it holds a NUL byte");
+  }
 }
 
 TEST(VectorsFile, RelativeError) {
