@@ -104,6 +104,9 @@ void NcclTransport::run_call(const char* what, const std::function<void()>& call
 
 void NcclTransport::start(std::span<const RingExchange> exchanges, int id) {
   check();
+  // Peers are inside this call from here on, whatever fails next (run_call); the refusals below
+  // come only while capturing, whose failures run_call leaves alone.
+  ++starts_;
   const cu::DriverApi& api = cu::driver();
   const bool capturing = is_capturing(compute_stream_);
   if (capturing && !connected_)
@@ -144,8 +147,6 @@ void NcclTransport::start(std::span<const RingExchange> exchanges, int id) {
   wake_.notify_all();
   const int prev = (rank_ - 1 + size_) % size_;
   const int next = (rank_ + 1) % size_;
-  // From here on the peers may see this exchange (run_call): the refusals above sent nothing.
-  ++starts_;
   try {
     // Connection setup for a new peer happens inside the first group and may block until the
     // peer joins; the watchdog aborts the communicator if it never does, which makes this return.

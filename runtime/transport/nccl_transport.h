@@ -78,9 +78,9 @@ class NcclTransport final : public Transport {
   // are inside the same call, waiting for exchanges this rank will not issue, and a later call of
   // this rank would pair its exchanges with theirs of this one (wrong K/V, silently, or a hang).
   // From then on start/finish/check() throw an error naming this rank, `what` and the cause. An
-  // exception before any exchange reached NCCL (bad input, a refused first capture) leaves the
-  // ring as it was, and so does any exception of a captured call (its exchanges only entered the
-  // caller's graph, which the failed capture discards).
+  // exception before the call's first exchange (bad input) leaves the ring as it was, and so does
+  // any exception of a captured call (its exchanges only entered the caller's graph, which the
+  // failed capture discards; the refused first capture is one).
   void run_call(const char* what, const std::function<void()>& call);
   // Throws the watchdog's error if it fired.
   void check() const;
@@ -123,7 +123,7 @@ class NcclTransport final : public Transport {
   std::vector<std::unique_ptr<Event>> free_events_;  // the events of completed watches, for reuse
   std::string error_;
   std::atomic<bool> aborted_{false};
-  int64_t starts_ = 0;        // start() calls that reached NCCL, failed ones too (run_call compares them)
+  int64_t starts_ = 0;        // start() calls past check(), failed ones too (run_call compares them)
   bool connected_ = false;  // an uncaptured exchange went through: NCCL has connected the peers
   bool stopping_ = false;
   std::thread watchdog_;
