@@ -64,16 +64,17 @@ inline std::optional<TimingOutcome> confirmed_stop_at_check(const RaceLimit& rac
 }
 
 // How many of up to `warmup` launches a candidate warms up with before it is timed: enough for
-// about kWarmupMs of its GPU work by its checked launch's time, at least one, at most `warmup`
+// about kWarmupMs of its GPU work by its checked launch's time, at least two, at most `warmup`
 // (no checked time: `warmup`). By then the candidate has run once or more (its check, a forward's
 // merge check, the race's relaunch), so its code is loaded and the clocks are up; five more
-// launches of a 32K step (14-55 ms each on an H200) cost a workload of 24 candidates 2-6 s.
+// launches of a 32K step (14-55 ms each on an H200) cost a workload of 24 candidates 2-6 s. The
+// checked launch was the kernel's first, maybe cold and slower than the rest: hence two, not one.
 inline constexpr double kWarmupMs = 25;
 inline int warmup_launches(int warmup, double check_ms) {
   if (warmup <= 0) return 0;
   if (!(check_ms > 0)) return warmup;
-  const double wanted = std::ceil(kWarmupMs / check_ms);
-  return wanted >= warmup ? warmup : std::max(1, static_cast<int>(wanted));
+  const double wanted = std::max(2.0, std::ceil(kWarmupMs / check_ms));
+  return wanted >= warmup ? warmup : static_cast<int>(wanted);
 }
 
 class CandidateTimer {

@@ -51,4 +51,11 @@ std::vector<double> time_launches_ms(CUstream stream, int warmup, int runs, cons
   return samples;
 }
 
+TimingOutcome launch_failure(const Error& e, bool infeasible_too) {
+  const bool cuda = e.kind() == ErrorKind::kCuda;
+  if (!cuda && !(infeasible_too && e.kind() == ErrorKind::kInfeasible)) throw;
+  if (cuda && cu::driver().cuCtxSynchronize() != CUDA_SUCCESS) throw;
+  return {Disposition::kLaunchFailed, {}, std::string(e.what()).substr(0, 400)};
+}
+
 }  // namespace cpgen

@@ -6,6 +6,7 @@
 #include <functional>
 #include <vector>
 
+#include "cpgen/error.h"
 #include "generator/kernel_spec.h"
 #include "runtime/jit/compiled_kernel.h"
 #include "tuner/candidate_timer.h"
@@ -29,5 +30,13 @@ double time_checked_launch_ms(const KernelSpec& spec, const CompiledKernel& kern
 // (launch numbers continue) and all `runs` samples are returned.
 std::vector<double> time_launches_ms(CUstream stream, int warmup, int runs, const RaceLimit& race,
                                      const std::function<void(int)>& launch, bool* stopped_early);
+
+// What a candidate's failed launch becomes, called from the handler of `e`: kLaunchFailed with
+// the error's first 400 characters for a kCuda error (and kInfeasible where `infeasible_too`)
+// after which the current context still works (a launch the driver refused for its resources).
+// Anything else is rethrown, also a CUDA error the context did not survive: a fault on the GPU
+// (an illegal address, say) is sticky, every later call of the process fails, and recording it
+// would file that failure against every candidate after this one, replacing their records.
+TimingOutcome launch_failure(const Error& e, bool infeasible_too);
 
 }  // namespace cpgen

@@ -234,8 +234,7 @@ TimingOutcome GpuBackwardTimer::run_checked(const KernelSpec& spec, const Compil
     check_ms = time_checked_launch_ms(spec, kernel, device_, stream_->get(),
                                       [&] { launch(spec, kernel, params_for(set, /*accumulate_dkv=*/false)); });
   } catch (const Error& e) {
-    if (e.kind() != ErrorKind::kCuda && e.kind() != ErrorKind::kInfeasible) throw;
-    return {Disposition::kLaunchFailed, {}, std::string(e.what()).substr(0, 400)};
+    return launch_failure(e, /*infeasible_too=*/true);
   }
   if (out) {
     out->dq = set.dq_acc.download_as<float>();
@@ -273,8 +272,7 @@ TimingOutcome GpuBackwardTimer::measure(const KernelSpec& spec, const CompiledKe
       launch(spec, kernel, params_for(sets_[static_cast<size_t>(i) % sets_.size()], accumulate));
     }, &result.stopped_early);
   } catch (const Error& e) {
-    if (e.kind() != ErrorKind::kCuda) throw;
-    result = {Disposition::kLaunchFailed, {}, std::string(e.what()).substr(0, 400)};
+    result = launch_failure(e, /*infeasible_too=*/false);
   }
   return result;
 }

@@ -175,10 +175,10 @@ TimingOutcome GpuTimer::begin_workload(const WorkloadKey& w, const KernelSpec& r
   // A device copy for the candidates' check (set 0's out and lse are poisoned again for each).
   reference_out_dev_ = sets_.front().out.copy();
   reference_lse_dev_ = sets_.front().lse.copy();
-  // What two steps over the same keys give (measure's merge check): each lse plus ln 2; a row
+  // What three steps over the same keys give (measure's merge check): each lse plus ln 3; a row
   // that sees no key keeps -inf.
   reference_lse_merged_ = reference_lse_;
-  for (float& lse : reference_lse_merged_) lse += static_cast<float>(std::log(2.0));
+  for (float& lse : reference_lse_merged_) lse += static_cast<float>(std::log(3.0));
   reference_lse_merged_dev_ = DeviceBuffer::from_host(device_, reference_lse_merged_);
   // The reference against float64, on a spread of rows: first and last rows of each head (the
   // mask's edges) and a stride through the middle, over every (batch, head).
@@ -265,8 +265,7 @@ TimingOutcome GpuTimer::run_checked(const KernelSpec& spec, const CompiledKernel
     check_ms = time_checked_launch_ms(spec, kernel, device_, stream_->get(),
                                       [&] { launch(spec, kernel, params_for(set, true, true)); });
   } catch (const Error& e) {
-    if (e.kind() != ErrorKind::kCuda && e.kind() != ErrorKind::kInfeasible) throw;
-    return {Disposition::kLaunchFailed, {}, std::string(e.what()).substr(0, 400)};
+    return launch_failure(e, /*infeasible_too=*/true);
   }
   TimingOutcome ok{Disposition::kOk, {}, ""};
   ok.check_ms = check_ms;
@@ -294,24 +293,25 @@ TimingOutcome GpuTimer::measure(const KernelSpec& spec, const CompiledKernel& ke
       }))
     return *stop;
 
-  // The merge path, which the single step never takes (it neither reads nor writes the fp32
-  // state), once the candidate may still win: two steps over the same keys, a first that writes
-  // the state and a last that reads it, merges and writes out and lse. They see every score
-  // twice, so their out is the single step's and their lse is its plus ln 2. (A middle step only
-  // chains the two; a third launch would cost a 32K workload's survivors 30 ms each.)
+  // The merge paths, which the single step never takes (it neither reads nor writes the fp32
+  // state), once the candidate may still win: three steps over the same keys, a first that
+  // writes the state, a middle that reads, merges and writes it back (the path every timed launch
+  // of a later step takes, with code of its own: a block without key tiles leaves its rows alone
+  // there) and a last that writes out and lse. They see every score three times, so their out is
+  // the single step's and their lse is its plus ln 3.
   try {
     poison_set_zero();
     launch(spec, kernel, params_for(sets_.front(), true, false));
+    launch(spec, kernel, params_for(sets_.front(), false, false));
     launch(spec, kernel, params_for(sets_.front(), false, true));
     // A fault of the merge path (a wrong state row, say) shows here, as this candidate's.
     CPGEN_CU_CHECK(cu::driver().cuStreamSynchronize(stream_->get()));
   } catch (const Error& e) {
-    if (e.kind() != ErrorKind::kCuda && e.kind() != ErrorKind::kInfeasible) throw;
-    return {Disposition::kLaunchFailed, {}, std::string(e.what()).substr(0, 400)};
+    return launch_failure(e, /*infeasible_too=*/true);
   }
   if (TimingOutcome wrong = compare_to_reference(spec, reference_lse_merged_dev_, reference_lse_merged_,
-                                                 " after two steps over the same keys (first, then last)",
-                                                 " (its lse + ln 2)");
+                                                 " after three steps over the same keys (first, middle, last)",
+                                                 " (its lse + ln 3)");
       wrong.disposition != Disposition::kOk)
     return wrong;
 
@@ -327,8 +327,7 @@ TimingOutcome GpuTimer::measure(const KernelSpec& spec, const CompiledKernel& ke
       launch(spec, kernel, params_for(sets_[static_cast<size_t>(i) % sets_.size()], first, false));
     }, &result.stopped_early);
   } catch (const Error& e) {
-    if (e.kind() != ErrorKind::kCuda) throw;
-    result = {Disposition::kLaunchFailed, {}, std::string(e.what()).substr(0, 400)};
+    result = launch_failure(e, /*infeasible_too=*/false);
   }
   return result;
 }

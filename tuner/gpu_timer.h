@@ -48,14 +48,14 @@ class GpuTimer : public CandidateTimer {
   RingFwdParams params_for(const InputSet& set, bool first, bool last) const;
   // Runs once as a whole single step (first and last) on set 0 with poisoned out and lse, timed
   // (TimingOutcome::check_ms); its out and lse stay in set 0. measure() then also checks the merge
-  // path: two steps over the same keys.
+  // paths: three steps over the same keys.
   TimingOutcome run_checked(const KernelSpec& spec, const CompiledKernel& kernel);
   // Poisons set 0's out, lse and fp32 state (NaN: a word never written shows).
   void poison_set_zero();
   // Set 0's out against the reference config's and its lse against `lse_want` (on the device, and
   // its host copy for the message), on the GPU (GpuCompare); kWrongResult naming the first
   // disagreeing element, `after` saying how it was computed and `lse_want_is` what `lse_want` is
-  // of the reference config's (" (its lse + ln 2)", or "" for its lse).
+  // of the reference config's (" (its lse + ln 3)", or "" for its lse).
   TimingOutcome compare_to_reference(const KernelSpec& spec, const DeviceBuffer& lse_want,
                                      const std::vector<float>& lse_want_host, const std::string& after,
                                      const std::string& lse_want_is);
@@ -74,7 +74,7 @@ class GpuTimer : public CandidateTimer {
   std::vector<uint16_t> reference_out_;  // the reference config's out and lse, on the host for the
   std::vector<float> reference_lse_;     // float64 check and the messages, and on the device for
   DeviceBuffer reference_out_dev_, reference_lse_dev_;  // the candidates' check
-  std::vector<float> reference_lse_merged_;  // reference_lse_ + ln 2: two steps over the same keys
+  std::vector<float> reference_lse_merged_;  // reference_lse_ + ln 3: three steps over the same keys
   DeviceBuffer reference_lse_merged_dev_;
   std::unique_ptr<GpuCompare> compare_;  // made on the first forward workload
   double useful_flops_ = 0;

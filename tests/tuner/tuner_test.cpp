@@ -12,6 +12,7 @@
 #include "cache/lookup.h"
 #include "cache/records.h"
 #include "generator/kernel_spec_wgmma.h"
+#include "tuner/event_timing.h"
 #include "../cache/cache_fixtures.h"
 #include "../cache/child_processes.h"
 #include "tuner/candidates.h"
@@ -183,19 +184,50 @@ TEST_F(TunerTest, TheRaceStopsClearlySlowerCandidatesAfterTheirProbeRuns) {
   }
 }
 
-// The warm-up by the checked launch's time: about 25 ms of launches, at least one, at most the
-// --warmup asked for; without a checked time, all of them.
-TEST(WarmupLaunches, AboutTwentyFiveMillisecondsOfWorkAtLeastOneAtMostAsked) {
+// The warm-up by the checked launch's time: about 25 ms of launches, at least two (the checked
+// launch may have run cold), at most the --warmup asked for; without a checked time, all of them.
+TEST(WarmupLaunches, AboutTwentyFiveMillisecondsOfWorkAtLeastTwoAtMostAsked) {
   EXPECT_EQ(warmup_launches(5, 0.1), 5);   // short launches: every one asked for
   EXPECT_EQ(warmup_launches(5, 6.0), 5);   // ceil(25 / 6) = 5
   EXPECT_EQ(warmup_launches(5, 10.0), 3);  // ceil(2.5)
   EXPECT_EQ(warmup_launches(5, 14.0), 2);  // a 32K step on an H200
-  EXPECT_EQ(warmup_launches(5, 55.0), 1);
-  EXPECT_EQ(warmup_launches(5, 1e9), 1);
+  EXPECT_EQ(warmup_launches(5, 55.0), 2);
+  EXPECT_EQ(warmup_launches(5, 1e9), 2);
+  EXPECT_EQ(warmup_launches(1, 55.0), 1);  // never more than asked
   EXPECT_EQ(warmup_launches(2, 1.0), 2);
   EXPECT_EQ(warmup_launches(5, 0), 5);     // no checked time
   EXPECT_EQ(warmup_launches(5, std::nan("")), 5);
   EXPECT_EQ(warmup_launches(0, 14.0), 0);
+}
+
+// A candidate's failed launch: infeasible where the caller allows it becomes kLaunchFailed with
+// the first 400 characters of the error; any other kind is rethrown as it was. (A CUDA error
+// also asks the context whether it survived, which needs a GPU.)
+TEST(LaunchFailure, OnlyTheFailuresOfOneCandidateAreRecorded) {
+  auto outcome = [](const Error& error, bool infeasible_too) {
+    try {
+      throw error;
+    } catch (const Error& e) {
+      return launch_failure(e, infeasible_too);
+    }
+  };
+  const TimingOutcome t = outcome(Error(ErrorKind::kInfeasible, std::string(500, 'x')), true);
+  EXPECT_EQ(t.disposition, Disposition::kLaunchFailed);
+  EXPECT_EQ(t.detail, std::string(400, 'x'));
+  EXPECT_TRUE(t.samples_ms.empty());
+  try {
+    outcome(Error(ErrorKind::kInfeasible, "too big"), false);
+    ADD_FAILURE() << "an infeasible launch was recorded where the caller does not allow it";
+  } catch (const Error& e) {
+    EXPECT_EQ(e.kind(), ErrorKind::kInfeasible);
+    EXPECT_STREQ(e.what(), "too big");
+  }
+  try {
+    outcome(Error(ErrorKind::kInternal, "a bug"), true);
+    ADD_FAILURE() << "an internal error was recorded as a launch failure";
+  } catch (const Error& e) {
+    EXPECT_EQ(e.kind(), ErrorKind::kInternal);
+  }
 }
 
 // The race's first cut: once the best so far takes at least 1 ms, a candidate whose checked launch
@@ -359,8 +391,7 @@ TEST_F(TunerTest, EachWorkloadSaysWhereItsTimeWent) {
     // Of the timing: the timer's calls (50 ms each) and the records' commits, apart and within it.
     EXPECT_GE(r.measure_s, 0.05 * r.timed) << r.workload.describe();
     EXPECT_GT(r.store_s, 0) << r.workload.describe();
-    EXPECT_LT(r.store_s, 0.05) << "the timer's calls are not storing: " << r.workload.describe();
-    EXPECT_LE(r.measure_s + r.store_s, r.timing_s) << r.workload.describe();
+    EXPECT_LE(r.measure_s + r.store_s, r.timing_s) << "the two are apart: " << r.workload.describe();
     EXPECT_GE(r.compile_s, 0) << r.workload.describe();
     sum += r.compile_s + r.setup_s + r.timing_s;
   }

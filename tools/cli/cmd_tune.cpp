@@ -182,7 +182,7 @@ const CommandRegistrar kTune("tune", [](CLI::App& root) {
   // Checked here, before the database is opened (the Tuner checks them again for its other callers).
   cmd->add_option("--runs", o->runs, "timed launches per candidate, at least 20 (the median is kept)")
       ->check(int_range(20, 1000000));
-  cmd->add_option("--warmup", o->warmup, "untimed launches before timing, at most (a candidate whose checked launch took long gets about 25 ms of them, at least one)")->check(int_range(1, 1000000));
+  cmd->add_option("--warmup", o->warmup, "untimed launches before timing, at most (a candidate whose checked launch took long gets about 25 ms of them, at least two)")->check(int_range(1, 1000000));
   cmd->add_option("--race-margin", o->race_margin,
                   "time a candidate no further when its first 5 runs' median is above this many times the best "
                   "so far (default 1.25; 0: time every candidate fully)")
