@@ -105,6 +105,9 @@ class Tuner {
   RankGroup* ranks_;
   Environment env_;
   std::map<std::string, CompileOutcome> compiled_;  // by URI; the arch is fixed per tune
+  // By URI: its median over the winner's in the last workload that timed it, the order in which
+  // later workloads time their candidates (tune_workload).
+  std::map<std::string, double> earlier_ratio_;
 };
 
 // A GPU timer on `device` when one is present, else null.

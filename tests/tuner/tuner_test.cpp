@@ -230,6 +230,51 @@ TEST(LaunchFailure, OnlyTheFailuresOfOneCandidateAreRecorded) {
   }
 }
 
+// Later workloads of a tune time their candidates in the order an earlier one finished them: the
+// fastest candidate, last in the diagonal step's list, comes right after the reference in the
+// half steps, where every other candidate then stops at its checked launch (1.5x the best); on
+// the diagonal step, found last, it let every other one run in full. Every candidate is timed in
+// both.
+TEST_F(TunerTest, LaterWorkloadsTimeTheEarlierFastestFirst) {
+  Database db(path("order.db"));
+  FakeCompiler compiler;
+  FakeTimer timer;
+  const Problem problem = small_problem(4096, Scheme::kZigzag);
+  const std::vector<WorkloadKey> forward = workloads_for(problem, kH200);
+  ASSERT_EQ(forward.size(), 3u);  // diagonal, kv-half, q-half
+  const std::vector<KernelSpec> viable = enumerate_candidates(forward[0]).viable;
+  ASSERT_GT(viable.size(), 3u);
+  const KernelSpec fast = viable.back();
+  const std::string reference_uri = tuning_default(forward[0]).uri();
+  ASSERT_NE(fast.uri(), reference_uri);
+  // The reference 2 ms, the fast one 1 ms, the others 2.4 ms: within both race cuts of the
+  // reference (2.5 and 3 ms), beyond the check cut of the fast one (1.5 ms).
+  timer.ms_of = [&](const KernelSpec& s) { return s.uri() == reference_uri ? 2.0 : s == fast ? 1.0 : 2.4; };
+  TuneOptions o = quiet_options();
+  o.backward = false;
+  Tuner tuner(db, o, compiler.fn(), &timer, nullptr, test_env());
+  const TuneReport report = tuner.tune({problem}, kH200);
+  ASSERT_EQ(report.workloads.size(), 3u);
+  size_t start = 0;
+  for (size_t i = 0; i < 3; ++i) {
+    const WorkloadResult& r = report.workloads[i];
+    SCOPED_TRACE(r.workload.describe());
+    ASSERT_TRUE(r.winner);
+    EXPECT_EQ(r.winner->kernel_uri, fast.uri());
+    ASSERT_EQ(r.timed, static_cast<int>(viable.size()));  // every candidate timed
+    ASSERT_LE(start + 2, timer.measured.size());
+    EXPECT_EQ(timer.measured[start], reference_uri);
+    if (i == 0) {
+      EXPECT_EQ(timer.measured[start + r.timed - 1], fast.uri()) << "the diagonal step found it last";
+      EXPECT_EQ(r.stopped_early, 0);
+    } else {
+      EXPECT_EQ(timer.measured[start + 1], fast.uri()) << "the earlier fastest comes right after the reference";
+      EXPECT_EQ(r.stopped_early, r.timed - 2) << "every other candidate stops at its checked launch";
+    }
+    start += static_cast<size_t>(r.timed);
+  }
+}
+
 // The race's first cut: once the best so far takes at least 1 ms, a candidate whose checked launch
 // took more than 1.5x the best is recorded with that launch alone and why, never warmed up or
 // probed; one below the cut goes on to the probe race (1.25x); below a best of 1 ms, or with the
