@@ -18,7 +18,8 @@ What stands in for what:
 
 Exit 0 when the timing runs the implementations interleaved as documented, every configuration ran, its cpgen error is below the bf16/fp16 tolerance, and the
 table has one row per configuration, when a launch that never returns (in a child process) is
-ended by the benchmark's watchdog as documented, and when the failures the benchmark checks for
+ended by the benchmark's watchdog as documented, when a family pin takes the GPU's arch (a stand-in
+sm_89's tiles at head dim 256), and when the failures the benchmark checks for
 (a wrong output, a pin selection did not honour, a sticky CUDA error; each in a child process)
 come out as documented; otherwise the first problem, and exit 1.
 """
@@ -341,6 +342,38 @@ def check_interleaving(torch):
     return ""
 
 
+def check_arch_pin(lib, torch, folder):
+    """"" when a family pin takes the GPU's arch, as cpgen_device_arch names it: on a stand-in
+    sm_89 (99 KB of shared memory), --pin mma.sync at head dim 256 runs the tiles that fit it
+    (block_n 32), not the documented ones; else the problem."""
+    class On89(backward_stand_in(StandIn)):
+        def __init__(self, path, torch):
+            super().__init__(path, torch)
+            inner = self.lib
+
+            class Lib:
+                def __getattr__(self, name):
+                    return getattr(inner, name)
+
+                def cpgen_device_arch(self, device, buf, size):
+                    buf.value = b"sm_89"
+                    return 0
+
+            self.lib = Lib()
+
+    jsonl = os.path.join(folder, "arch.jsonl")
+    kernels.Cpgen = lambda path: On89(path, torch)
+    sys.argv = ["kernels.py", "--lib", lib, "--dtypes", "bf16", "--head-dims", "256", "--causal", "1", "--lengths",
+                "256", "--gqa", "1", "--q-heads", "2", "--tokens", "256", "--warmup", "1", "--iters", "1",
+                "--check-rows", "8", "--jsonl", jsonl, "--pin", "mma.sync"]
+    code = kernels.main()
+    rows = [json.loads(line) for line in open(jsonl)] if os.path.exists(jsonl) else []
+    want = "ring_fwd_bf16_hd256_causal_gqa1_bm64_bn32_w4_s2"
+    if code != 0 or len(rows) != 1 or rows[0].get("cpgen_uri") != want or "failed" in rows[0]:
+        return f"exit {code}, rows {rows}: expected one row running {want}"
+    return ""
+
+
 def main():
     ap = argparse.ArgumentParser(description=__doc__.splitlines()[0])
     ap.add_argument("--lib", required=True, help="path of libcpgen.so (its CPU entry points are used)")
@@ -417,6 +450,11 @@ def main():
             print(f"kernels_smoke: run {n} ({' '.join(extra)}): {problems[0]}", file=sys.stderr)
             return 1
         print(f"kernels_smoke: run {n} ({' '.join(extra)}): {len(rows)} configurations ok", file=sys.stderr)
+    problem = check_arch_pin(args.lib, torch, folder)
+    if problem:
+        print(f"kernels_smoke: a family pin on the GPU's arch: {problem}", file=sys.stderr)
+        return 1
+    print("kernels_smoke: --pin mma.sync on a stand-in sm_89 runs the tiles that fit it", file=sys.stderr)
     problem = check_faults(args.lib, folder)
     if problem:
         print(f"kernels_smoke: a faulty configuration: {problem}", file=sys.stderr)
