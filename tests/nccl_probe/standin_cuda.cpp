@@ -6,7 +6,8 @@
 // ahead of the GPU as far as a real driver lets it, and blocks beyond; capture follows the CUDA
 // rules the transport relies on: a record on a capturing stream makes the event a captured one,
 // which cuEventQuery answers with CUDA_ERROR_CAPTURED_EVENT (907), and a stream that waits on a
-// captured event joins the capture. The capture modes (CUDA driver API, cuStreamBeginCapture and
+// captured event joins the capture. FAKE_DEVICES devices (default 1), of compute capability 9.0.
+// The capture modes (CUDA driver API, cuStreamBeginCapture and
 // cuThreadExchangeStreamCaptureMode): cuEventQuery is one of the calls they forbid; from a thread
 // in the relaxed mode it is allowed, else it is forbidden while the thread's own capture (begun in
 // the global or thread-local mode) is active, and, for a thread in the global mode (every thread's
@@ -98,10 +99,11 @@ int cuGetErrorName(int e, const char** s) {
 }
 int cuThreadExchangeStreamCaptureMode(int* mode) { std::swap(*mode, thread_mode); return 0; }
 int cuGetErrorString(int e, const char** s) { return cuGetErrorName(e, s); }
-int cuDeviceGetCount(int* c) { *c = 1; return 0; }
+int cuDeviceGetCount(int* c) { const char* e = getenv("FAKE_DEVICES"); *c = e ? atoi(e) : 1; return 0; }
 int cuDeviceGet(int* d, int o) { *d = o; return 0; }
 int cuDeviceGetName(char* n, int len, int) { snprintf(n, len, "FakeGPU"); return 0; }
-int cuDeviceGetAttribute(int* v, int, int) { *v = 132; return 0; }
+// Compute capability 9.0 (attributes 75 and 76: an H100's or H200's), 132 of everything else.
+int cuDeviceGetAttribute(int* v, int attribute, int) { *v = attribute == 75 ? 9 : attribute == 76 ? 0 : 132; return 0; }
 int cuDevicePrimaryCtxRetain(void** c, int) { *c = (void*)0x1000; return 0; }
 int cuDevicePrimaryCtxRelease_v2(int) { return 0; }
 static thread_local void* cur = nullptr;

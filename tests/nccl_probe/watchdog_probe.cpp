@@ -29,6 +29,9 @@
 //             answers and the capture survives (a plain cuEventQuery is refused, 900, and
 //             invalidates the capture; the probe checks the stand-in does so), and the thread's
 //             capture mode is the same after it
+//   devarch   cpgen_device_arch (the C API) on the stand-in: "sm_90a" for its compute capability
+//             9.0; with FAKE_DEVICES=0, CPGEN_ERR_NO_DEVICE (a device the driver does not see
+//             is not bad input)
 // Leaves through _Exit: the stand-in's GPU thread runs until the process ends.
 #include <dlfcn.h>
 
@@ -38,6 +41,7 @@
 #include <string>
 #include <thread>
 
+#include "cpgen/cpgen_c.h"
 #include "cpgen/error.h"
 #include "runtime/cuda/cuda_driver.h"
 #include "runtime/cuda/gpu_stream.h"
@@ -91,6 +95,11 @@ int main(int argc, char** argv) {
   int* stall_send = driver ? static_cast<int*>(dlsym(driver, "fake_stall_next_send")) : nullptr;
   int* aborts = driver ? static_cast<int*>(dlsym(driver, "fake_aborts")) : nullptr;
   if (!gpu_work || !fail_send || !stall_send || !aborts) leave(1, "not the stand-in driver (LD_LIBRARY_PATH?)");
+  if (mode == "devarch") {
+    char arch[16] = "";
+    const cpgen_status status = cpgen_device_arch(0, arch, sizeof arch);
+    leave(0, "devarch: " + std::to_string(status) + " " + arch + " " + cpgen_last_error());
+  }
   try {
     cu::driver();
     gpu::NcclTransport transport(reinterpret_cast<ncclComm_t>(0x1), nullptr, mode == "capture" ? 30.0 : 1.0);

@@ -69,6 +69,18 @@ TEST_F(WatchdogStandIn, ACallFailingWhileCapturingLeavesTheRingUsable) {
       << r.output;
 }
 
+// cpgen_device_arch names the stand-in's compute capability 9.0 "sm_90a"; a driver that sees no
+// device is CPGEN_ERR_NO_DEVICE (8), not bad input.
+TEST_F(WatchdogStandIn, DeviceArchOfTheStandInAndOfNoDevice) {
+  const testing::ShellResult one = probe("devarch", dir_.path() + "/one.txt");
+  EXPECT_EQ(one.code, 0) << one.output;
+  EXPECT_NE(one.output.find("devarch: 0 sm_90a"), std::string::npos) << one.output;
+  const testing::ShellResult none = probe("devarch", dir_.path() + "/none.txt", "FAKE_DEVICES=0");
+  EXPECT_EQ(none.code, 0) << none.output;
+  EXPECT_NE(none.output.find("devarch: 8  "), std::string::npos) << none.output;
+  EXPECT_NE(none.output.find("no device"), std::string::npos) << none.output;
+}
+
 // RingAttention asks whether the previous call finished while the caller captures: the query runs
 // in the relaxed mode, so it neither fails nor invalidates the caller's global-mode capture.
 TEST_F(WatchdogStandIn, AQueryOutsideTheCaptureLeavesAGlobalCaptureValid) {
