@@ -255,9 +255,11 @@ WorkloadResult Tuner::tune_workload(const WorkloadKey& w, double started_s) {
     RaceLimit race;
     if (options_.race_margin > 0 && result.winner && o != reference)
       race = {options_.race_runs, options_.race_margin * *result.winner->median_ms};
-    if (options_.race_check_margin > 0 && result.winner && o != reference &&
-        *result.winner->median_ms >= options_.race_check_min_ms)
-      race.check_above_ms = options_.race_check_margin * *result.winner->median_ms;
+    // The check cut's bar: race_check_margin times the best, or times race_check_min_ms where the
+    // best is faster (a first launch's fixed costs weigh on short launches).
+    if (options_.race_check_margin > 0 && result.winner && o != reference)
+      race.check_above_ms =
+          options_.race_check_margin * std::max(*result.winner->median_ms, options_.race_check_min_ms);
     const double measure_started = now_s();
     TimingOutcome t = timer_->measure(o->spec, *o->kernel, options_.warmup, options_.runs, race);
     result.measure_s += now_s() - measure_started;
@@ -283,10 +285,15 @@ WorkloadResult Tuner::tune_workload(const WorkloadKey& w, double started_s) {
       if (t.stopped_early) {
         ++result.stopped_early;
         char why[200];
-        if (t.stopped_after_check)
+        if (t.stopped_after_check && *result.winner->median_ms >= options_.race_check_min_ms)
           std::snprintf(why, sizeof why,
                         "timed no further after its checked launch and one more: %.4g ms at best, above %.3g x the best so far, %.4g ms",
                         median, options_.race_check_margin, *result.winner->median_ms);
+        else if (t.stopped_after_check)
+          std::snprintf(why, sizeof why,
+                        "timed no further after its checked launch and one more: %.4g ms at best, above %.3g x %.4g ms "
+                        "(the cut's floor; the best so far %.4g ms)",
+                        median, options_.race_check_margin, options_.race_check_min_ms, *result.winner->median_ms);
         else
           std::snprintf(why, sizeof why, "timed no further after %zu runs: their median is above %.3g x the best so far, %.4g ms",
                         t.samples_ms.size(), options_.race_margin, *result.winner->median_ms);

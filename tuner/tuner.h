@@ -33,13 +33,15 @@ struct TuneOptions {
   // keeps those runs and says so). 0: every candidate gets all its runs.
   double race_margin = 1.25;
   int race_runs = 5;
-  // The race's first cut: once the best so far takes at least race_check_min_ms, a candidate whose
-  // checked launch alone (the one compared with the reference, timed with events) took more than
-  // race_check_margin times the best, and a second such launch too (CandidateTimer's
-  // confirmed_stop_at_check: the first may run cold), is timed no further: no warmup, no probe
-  // (its record keeps the faster of the two as its one sample and says so). That launch moves no
-  // more memory than a timed one (a first and last step: no state read), so it does not make a
-  // candidate look slower than it is; below the floor a first launch's fixed costs could. 0: no
+  // The race's first cut: a candidate whose checked launch alone (the one compared with the
+  // reference, timed with events) took more than race_check_margin times the best so far, or
+  // times race_check_min_ms where the best is faster, and a second such launch too
+  // (CandidateTimer's confirmed_stop_at_check: the first may run cold), is timed no further: no
+  // warmup, no probe (its record keeps the faster of the two as its one sample and says so). That
+  // launch moves no more memory than a timed one (a first and last step: no state read), so it
+  // does not make a candidate look slower than it is; below the floor a first launch's fixed
+  // costs could (the floor used to switch the cut off below it, which, once later workloads time
+  // the earlier winner first, left every loser of a sub-millisecond winner running in full). 0: no
   // such cut. At 32K a
   // loser's warmup and probe took 10 launches of 20-55 ms each (the H200 forward tune of
   // 2026-11-28: 311 of 393 timed candidates were 1.5x the best or slower).

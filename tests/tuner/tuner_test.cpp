@@ -236,7 +236,10 @@ TEST(LaunchFailure, OnlyTheFailuresOfOneCandidateAreRecorded) {
 // the diagonal step, found last, it let every other one run in full. Every candidate is timed in
 // both.
 TEST_F(TunerTest, LaterWorkloadsTimeTheEarlierFastestFirst) {
-  Database db(path("order.db"));
+  // 1 ms, and 0.9 ms: below the cut's floor, whose bar (1.5 ms) still stops the others.
+  for (const double fast_ms : {1.0, 0.9}) {
+  SCOPED_TRACE("fast " + std::to_string(fast_ms) + " ms");
+  Database db(path("order" + std::to_string(fast_ms) + ".db"));
   FakeCompiler compiler;
   FakeTimer timer;
   const Problem problem = small_problem(4096, Scheme::kZigzag);
@@ -247,9 +250,9 @@ TEST_F(TunerTest, LaterWorkloadsTimeTheEarlierFastestFirst) {
   const KernelSpec fast = viable.back();
   const std::string reference_uri = tuning_default(forward[0]).uri();
   ASSERT_NE(fast.uri(), reference_uri);
-  // The reference 2 ms, the fast one 1 ms, the others 2.4 ms: within both race cuts of the
+  // The reference 2 ms, the fast one 1 or 0.9 ms, the others 2.4 ms: within both race cuts of the
   // reference (2.5 and 3 ms), beyond the check cut of the fast one (1.5 ms).
-  timer.ms_of = [&](const KernelSpec& s) { return s.uri() == reference_uri ? 2.0 : s == fast ? 1.0 : 2.4; };
+  timer.ms_of = [&](const KernelSpec& s) { return s.uri() == reference_uri ? 2.0 : s == fast ? fast_ms : 2.4; };
   TuneOptions o = quiet_options();
   o.backward = false;
   Tuner tuner(db, o, compiler.fn(), &timer, nullptr, test_env());
@@ -269,23 +272,30 @@ TEST_F(TunerTest, LaterWorkloadsTimeTheEarlierFastestFirst) {
       EXPECT_EQ(r.stopped_early, 0);
     } else {
       EXPECT_EQ(timer.measured[start + 1], fast.uri()) << "the earlier fastest comes right after the reference";
-      EXPECT_EQ(r.stopped_early, r.timed - 2) << "every other candidate stops at its checked launch";
+      EXPECT_EQ(r.stopped_early, r.timed - 2) << "every other candidate stops early";
+      int at_check = 0;
+      for (const Record& record : records_for(db, r.workload))
+        if (record.disposition == Disposition::kOk && record.samples_ms.size() == 1) ++at_check;
+      EXPECT_EQ(at_check, r.timed - 2) << "every other candidate stops at its checked launch";
     }
     start += static_cast<size_t>(r.timed);
   }
+  }
 }
 
-// The race's first cut: once the best so far takes at least 1 ms, a candidate whose checked launch
-// took more than 1.5x the best is recorded with that launch alone and why, never warmed up or
-// probed; one below the cut goes on to the probe race (1.25x); below a best of 1 ms, or with the
-// cut at 0, the checked launch decides nothing.
+// The race's first cut: a candidate whose checked launch took more than 1.5x the best so far, or
+// 1.5x 1 ms where the best is faster, is recorded with that launch alone and why, never warmed up
+// or probed; one below the cut goes on to the probe race (1.25x); with the cut at 0 the checked
+// launch decides nothing.
 TEST_F(TunerTest, TheRaceStopsACandidateAtItsCheckedLaunchOnceTheBestTakesAMillisecond) {
   const KernelSpec reference = KernelSpec::default_for(Dtype::kBf16, 128, true, 4);
   struct Case {
     double reference_ms, check_margin;
     bool cut;  // whether the 8-warp candidates stop at their checked launch
   };
-  for (const Case c : {Case{1.0, 1.5, true}, Case{0.9, 1.5, false}, Case{1.0, 0.0, false}}) {
+  // 0.9 ms: the 8-warp candidates (1.8 ms) pass the floor's bar of 1.5 ms; 0.6 ms: theirs (1.2 ms)
+  // do not.
+  for (const Case c : {Case{1.0, 1.5, true}, Case{0.9, 1.5, true}, Case{0.6, 1.5, false}, Case{1.0, 0.0, false}}) {
     SCOPED_TRACE("reference " + std::to_string(c.reference_ms) + " ms, cut " + std::to_string(c.check_margin));
     Database db(path("cut" + std::to_string(c.reference_ms) + std::to_string(c.check_margin) + ".db"));
     FakeCompiler compiler;
@@ -315,9 +325,15 @@ TEST_F(TunerTest, TheRaceStopsACandidateAtItsCheckedLaunchOnceTheBestTakesAMilli
         ASSERT_EQ(r.samples_ms.size(), 1u) << r.kernel_uri;
         EXPECT_NEAR(*r.median_ms, 2.0 * c.reference_ms, 1e-9);
         char want[200];
-        std::snprintf(want, sizeof want,
-                      "timed no further after its checked launch and one more: %.4g ms at best, above 1.5 x the best so far, %.4g ms",
-                      2.0 * c.reference_ms, *diag.winner->median_ms);
+        if (c.reference_ms >= 1.0)
+          std::snprintf(want, sizeof want,
+                        "timed no further after its checked launch and one more: %.4g ms at best, above 1.5 x the best so far, %.4g ms",
+                        2.0 * c.reference_ms, *diag.winner->median_ms);
+        else
+          std::snprintf(want, sizeof want,
+                        "timed no further after its checked launch and one more: %.4g ms at best, above 1.5 x 1 ms (the "
+                        "cut's floor; the best so far %.4g ms)",
+                        2.0 * c.reference_ms, *diag.winner->median_ms);
         EXPECT_EQ(r.detail, want);
       } else if (spec.warps == 8 || spec.stages == 3) {
         ++probed;
@@ -335,7 +351,9 @@ TEST_F(TunerTest, TheRaceStopsACandidateAtItsCheckedLaunchOnceTheBestTakesAMilli
     // The reference runs with no race at all; every later candidate gets the cut where it applies.
     ASSERT_GT(timer.races.size(), 1u);
     EXPECT_EQ(timer.races.front().check_above_ms, 0.0);
-    EXPECT_NEAR(timer.races.back().check_above_ms, c.cut ? 1.5 * *diag.winner->median_ms : 0.0, 1e-9);
+    // (the last call is the last workload's, against that workload's best, floored at 1 ms)
+    const double last_best = *report.workloads.back().winner->median_ms;
+    EXPECT_NEAR(timer.races.back().check_above_ms, c.check_margin > 0 ? 1.5 * std::max(last_best, 1.0) : 0.0, 1e-9);
   }
 }
 

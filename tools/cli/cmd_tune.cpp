@@ -189,8 +189,8 @@ const CommandRegistrar kTune("tune", [](CLI::App& root) {
       ->check(number_at_least(0));
   cmd->add_option("--check-race-margin", o->check_race_margin,
                   "time a candidate no further, not even warmed up, when the launch that checked its output took "
-                  "more than this many times the best so far, once the best takes at least 1 ms (default 1.5; 0: "
-                  "never)")
+                  "more than this many times the best so far, or times 1 ms where the best is faster (default 1.5; "
+                  "0: never)")
       ->check(number_at_least(0));
   cmd->add_option("--store", o->store_dir, "compiled-kernel store directory (default: $CPGEN_KERNEL_DIR, $XDG_CACHE_HOME/cpgen/kernels or ~/.cache/cpgen/kernels)");
   cmd->add_flag("--no-store", o->no_store, "always run NVRTC and store no compiled kernels");
