@@ -168,35 +168,11 @@ std::vector<int64_t> partition_positions(Scheme scheme, int64_t seq_len, int cp_
   return positions;
 }
 
-namespace {
-
-// How many positions of one document of `length` tokens `rank` of `n` holds: the count
-// append_document appends, without appending.
-int64_t document_rows(Scheme scheme, int64_t length, int64_t n, int64_t rank) {
-  const auto chunk_size = [&](int64_t chunks, int64_t chunk) { return length / chunks + (chunk < length % chunks ? 1 : 0); };
-  switch (scheme) {
-    case Scheme::kContiguous: return chunk_size(n, rank);
-    case Scheme::kZigzag: return chunk_size(2 * n, rank) + chunk_size(2 * n, 2 * n - 1 - rank);
-    case Scheme::kZigzagToken: {
-      // One per whole fold; the short last fold (m tokens) has one where the rank's offset is below m.
-      const int64_t folds = length / n, m = length % n;
-      const int64_t offset = folds % 2 == 0 ? rank : n - 1 - rank;
-      return folds + (m > 0 && offset < m ? 1 : 0);
-    }
-    case Scheme::kStriped: return rank < length ? (length - 1 - rank) / n + 1 : 0;
-  }
-  throw Error(ErrorKind::kInternal, "partition: unknown scheme value " + std::to_string(static_cast<int>(scheme)));
-}
-
-}  // namespace
-
 int64_t partition_rows(Scheme scheme, int64_t seq_len, int cp_size, int rank, const std::vector<int64_t>& documents) {
   if (cp_size < 1)
     throw_bad_input(std::string(scheme_name(scheme)) + " needs cp_size >= 1; got " + std::to_string(cp_size));
   check_rank(rank, cp_size);
-  int64_t rows = 0;
-  for (int64_t length : document_lengths(seq_len, documents)) rows += document_rows(scheme, length, cp_size, rank);
-  return rows;
+  return partition_rows_all(scheme, seq_len, cp_size, documents)[static_cast<size_t>(rank)];
 }
 
 std::vector<int64_t> partition_rows_all(Scheme scheme, int64_t seq_len, int cp_size,
@@ -204,9 +180,9 @@ std::vector<int64_t> partition_rows_all(Scheme scheme, int64_t seq_len, int cp_s
   if (cp_size < 1)
     throw_bad_input(std::string(scheme_name(scheme)) + " needs cp_size >= 1; got " + std::to_string(cp_size));
   const int64_t n = cp_size;
-  // Every scheme gives each rank of a document a share that is the same for all ranks plus one
-  // row for the ranks of at most two ranges (document_rows): the shares add up in `common`, the
-  // ranges in a difference array.
+  // Every scheme gives each rank of a document (what append_document appends) a share that is the
+  // same for all ranks plus one row for the ranks of at most two ranges: the shares add up in
+  // `common`, the ranges in a difference array.
   int64_t common = 0;
   std::vector<int64_t> step(static_cast<size_t>(n) + 1, 0);
   auto plus_one = [&](int64_t begin, int64_t end) {  // ranks [begin, end)
@@ -245,6 +221,8 @@ std::vector<int64_t> partition_rows_all(Scheme scheme, int64_t seq_len, int cp_s
           plus_one(n - m, n);
         break;
       }
+      default:
+        throw Error(ErrorKind::kInternal, "partition: unknown scheme value " + std::to_string(static_cast<int>(scheme)));
     }
   }
   std::vector<int64_t> rows(static_cast<size_t>(n));

@@ -31,7 +31,7 @@ std::vector<int64_t> partition_positions(Scheme scheme, int64_t seq_len, int cp_
                                          const std::vector<int64_t>& documents = {});
 
 // partition_positions(...).size(), counted per document without listing the positions (a
-// 2^30-token sequence on one rank listed 8 GB to count them).
+// 2^30-token sequence on one rank listed 8 GB to count them): partition_rows_all's entry.
 int64_t partition_rows(Scheme scheme, int64_t seq_len, int cp_size, int rank,
                        const std::vector<int64_t>& documents = {});
 
