@@ -521,8 +521,12 @@ CPGEN_DEVICE void wgmma_fwd_consume(const RingFwdParams& params, const WgmmaFwdS
   }
   // The last tile runs outside the loop, so the loop body has no branch around its wgmma groups
   // (ptxas serializes the pipeline when it cannot tell which group a register belongs to).
-  for (int run = 0; run + 1 < tile_count; ++run) {
-    const int r = item.run0 + run;
+  // The loop counts runs r of the stage ring, bounded by the item's last one. Counted from 0 and
+  // bounded by the tile count instead, its bound lived in local memory at head dim 128 with a
+  // causal mask and a softcap (16 bytes spilled, reloaded every tile; NVRTC 13.0).
+  const int tile_shift = tiles.begin + 1 - item.run0;  // run r's S is of tile r + tile_shift
+  const int last_run = item.run0 + tile_count - 1;
+  for (int r = item.run0; r < last_run; ++r) {
     const int stage = r % kStages, next_stage = (r + 1) % kStages;
     float s[Traits::kScoreRegisters];
     mbarrier_wait_parity(smem.k_full(next_stage), ((r + 1) / kStages) & 1);
@@ -535,7 +539,7 @@ CPGEN_DEVICE void wgmma_fwd_consume(const RingFwdParams& params, const WgmmaFwdS
     wgmma_fence_operand(s);
     mbarrier_arrive(smem.k_empty(next_stage));  // K_(t+1) is read: its stage may take K_(t+1+kStages)
     float rescale[2];
-    wgmma_fwd_softmax<Traits>(params, s, tiles.begin + run + 1, tiles, row0, row_max, row_sum, rescale);
+    wgmma_fwd_softmax<Traits>(params, s, r + tile_shift, tiles, row0, row_max, row_sum, rescale);
     wgmma_wait<0>();
     wgmma_fence_operand(o);
     mbarrier_arrive(smem.v_empty(stage));  // this thread's P V of the stage has retired

@@ -42,6 +42,8 @@ const std::vector<std::pair<KernelSpec, CompiledKernel>>& compiled() {
           // with one consumer warpgroup
           KernelSpec::parse("ring_fwd_wgmma_bf16_hd128_causal_ivl_cap_gqa1_bm128_bn128_c2_s2"),
           KernelSpec::parse("ring_fwd_wgmma_fp16_hd128_causal_ivl_cap_gqa1_bm64_bn128_c1_s3"),
+          // the softcap alone on the head dim 128 causal default (its key loop's bound once spilled)
+          KernelSpec::parse("ring_fwd_wgmma_bf16_hd128_causal_cap_gqa1_bm128_bn128_c2_s2"),
           // head dim 96 (64-byte swizzle, wgmma N = 96) and 256 (64-key tiles, masked variant)
           wgmma_default_for(Dtype::kFp16, 96, true, 4),
           wgmma_default_for(Dtype::kBf16, 256, true, 1),

@@ -38,6 +38,19 @@ TEST(StepFwdWgmmaEmulated, Bf16Hd128CausalClimbingScoresRescaleInTheLoop) {
   check<Traits>(p, testing::reference_attention(p), 2, "climbing");
 }
 
+// The softcap alone on the head dim 128 causal default (the causal tile range, no key
+// intervals), whose key loop once kept its bound in local memory: three 128-key tiles per chunk
+// over a zigzag ring of two, logits bent by a cap of 2.
+TEST(StepFwdWgmmaEmulated, Bf16Hd128CausalSoftcapZigzagRingOfTwo) {
+  using Traits = WgmmaFwdTraits<Bf16, 128, 128, 128, 2, 2, true, 1, false, true>;
+  const AttentionProblem p = testing::random_problem(1, 1, 1, 128, 2 * 2 * 160, true, 41);
+  RingSetup setup;
+  setup.shape = shape_of(p);
+  setup.shape.softcap = 2.0;
+  setup.ranks = partition(Scheme::kZigzag, p.seq_len, 2);
+  check_setup<Traits>(p, reference_of(p, setup.shape), setup);
+}
+
 // Five 64-key tiles through two stages (the ring wraps twice), a partial last tile.
 TEST(StepFwdWgmmaEmulated, Fp16Hd128FullManyTilesOneStep) {
   using Traits = WgmmaFwdTraits<Fp16, 128, 64, 64, 1, 2, false, 1>;
