@@ -427,6 +427,41 @@ TEST(HopperSanitizer, RegistersOfAWgmmaInFlightAreTheWgmmasUntilItsWait) {
   EXPECT_EQ(emulation::launch(1, 1, 128, 4096, touch_in_flight_registers<Touch::kNothing>), "");
 }
 
+// Registers changed between the wgmma.fence and the wgmma that uses them (ISA: the fence goes
+// between a register access and a wgmma that accesses the same register). Two rounds of fence,
+// two chained k-steps, commit and wait on the same registers, which the kernel changes after each
+// wait (legal: before the next fence); in the second round thread 9 also writes an accumulator
+// register after the fence (a rescale moved below it) or an A register (P packed after it).
+template <Touch kTouch>
+void touch_after_fence() {
+  if (threadIdx.x == 0) memset(cpgen::device::shared_storage, 0, 4096);
+  __syncthreads();
+  float d[4] = {1, 2, 3, 4};
+  uint32_t a[4] = {0x3f803f80u, 0x3f803f80u, 0x3f803f80u, 0x3f803f80u};
+  const uint64_t b = testing::isa_descriptor(2048, 128, 256, emulation::kWgmmaSwizzleNone);
+  for (int round = 0; round < 2; ++round) {
+    emulation::wgmma_fence();
+    if (round == 1 && threadIdx.x == 9 && kTouch == Touch::kAccumulator) d[1] *= 0.5f;
+    if (round == 1 && threadIdx.x == 9 && kTouch == Touch::kARegister) a[3] = 0x3f803f00u;
+    emulation::wgmma_mma_async_rs(d, 8, true, a, b, true, 1, 1, false);
+    emulation::wgmma_mma_async_rs(d, 8, true, a, b, true, 1, 1, false);  // chains on the in-flight d
+    emulation::wgmma_commit_group();
+    emulation::wgmma_wait_group(0);
+    d[0] *= 0.5f;  // after the wait and before the next fence: the kernel's own
+    a[0] ^= 1u;
+  }
+}
+
+TEST(HopperSanitizer, RegistersChangedBetweenTheFenceAndTheWgmma) {
+  expect_finding(emulation::launch(1, 1, 128, 4096, touch_after_fence<Touch::kAccumulator>),
+                 {"thread 9 of block (0, 0, 0): changed the accumulator registers of a wgmma.mma_async after the "
+                  "wgmma.fence before it"});
+  expect_finding(emulation::launch(1, 1, 128, 4096, touch_after_fence<Touch::kARegister>),
+                 {"thread 9 of block (0, 0, 0): changed the A registers of a wgmma.mma_async after the "
+                  "wgmma.fence before it"});
+  EXPECT_EQ(emulation::launch(1, 1, 128, 4096, touch_after_fence<Touch::kNothing>), "");
+}
+
 // Accumulators of one in-flight wgmma partly reused by another of a different N: which registers
 // the second chains on is not defined.
 TEST(HopperSanitizer, AccumulatorsOverlappingAnInFlightWgmmaOfAnotherShape) {
