@@ -32,6 +32,8 @@ struct GradientCompareParams {
   long long rows;
   int head_dim;
   float relative;              // |got - want| at most relative (|want| + rms of want's row)
+  float want_scale;            // want stands for want_scale times its elements (1; 2 for the sum
+                               // of two launches, exact in fp32), rms included
   unsigned long long* first;   // rows * head_dim before the launch, the first disagreeing flat
                                // index after it (unchanged where all agree)
 };
@@ -135,14 +137,14 @@ CPGEN_DEVICE void compare_gradients(const GradientCompareParams& p) {
     const float* want = p.want + row * p.head_dim;
     float squares = 0.0f;
     for (int d = lane; d < p.head_dim; d += 32) {
-      const float x = load_global(want + d);
+      const float x = p.want_scale * load_global(want + d);
       squares += x * x;
     }
     for (int offset = 16; offset >= 1; offset /= 2) squares += __shfl_xor_sync(0xffffffffu, squares, offset);
     const float rms = sqrtf(squares / static_cast<float>(p.head_dim));
     bool bad = false;
     for (int d = lane; d < p.head_dim; d += 32) {
-      if (!gradients_agree(load_global(got + d), load_global(want + d), rms, p.relative)) {
+      if (!gradients_agree(load_global(got + d), p.want_scale * load_global(want + d), rms, p.relative)) {
         red_min_u64(p.first, static_cast<unsigned long long>(row * p.head_dim + d));
         bad = true;
         break;

@@ -263,6 +263,28 @@ TimingOutcome GpuBackwardTimer::measure(const KernelSpec& spec, const CompiledKe
       }))
     return *stop;
 
+  // The accumulating path (accumulate_dkv: dk and dv read, added to and written back; a masked
+  // block without queries leaves them alone), which every timed launch of a later step takes and
+  // the checked one never does, once the candidate may still win: the checked launch again, then
+  // an accumulating one over the same inputs. dq adds up as always, so all three are twice the
+  // reference config's.
+  try {
+    InputSet& set = sets_.front();
+    set.dq_acc.fill_bytes(0);
+    set.dk_acc.poison();
+    set.dv_acc.poison();
+    launch(spec, kernel, params_for(set, /*accumulate_dkv=*/false));
+    launch(spec, kernel, params_for(set, /*accumulate_dkv=*/true));
+    // A fault of the accumulating path shows here, as this candidate's.
+    CPGEN_CU_CHECK(cu::driver().cuStreamSynchronize(stream_->get()));
+  } catch (const Error& e) {
+    return launch_failure(e, /*infeasible_too=*/true);
+  }
+  if (TimingOutcome wrong =
+          compare_with_reference(spec, 2, " after a writing launch and an accumulating one (accumulate_dkv)");
+      wrong.disposition != Disposition::kOk)
+    return wrong;
+
   // Timing. bwd-diagonal is the chunk's first step in the ring (its owner writes dk/dv); every
   // other step type adds to accumulators that earlier steps filled, here zeros or earlier runs.
   const bool accumulate = w.step != StepType::kBwdDiagonal;
@@ -277,7 +299,7 @@ TimingOutcome GpuBackwardTimer::measure(const KernelSpec& spec, const CompiledKe
   return result;
 }
 
-TimingOutcome GpuBackwardTimer::compare_with_reference(const KernelSpec& spec) {
+TimingOutcome GpuBackwardTimer::compare_with_reference(const KernelSpec& spec, int times, const std::string& after) {
   const WorkloadKey& w = workload_;
   const InputSet& set = sets_.front();
   const struct {
@@ -293,15 +315,17 @@ TimingOutcome GpuBackwardTimer::compare_with_reference(const KernelSpec& spec) {
   const int hd = w.head_dim;
   for (const auto& t : tensors) {
     const int64_t rows = static_cast<int64_t>(t.want_host->size()) / hd;
-    const int64_t at =
-        compare_->run_gradient(*t.got, *t.want, rows, hd, gradient_agreement_relative(w.dtype), stream_->get());
+    const int64_t at = compare_->run_gradient(*t.got, *t.want, rows, hd, gradient_agreement_relative(w.dtype),
+                                              stream_->get(), static_cast<float>(times));
     if (at < 0) continue;
     // Only the disagreeing element comes to the host, for the message; its tolerance from want's row.
     const float got = t.got->element<float>(static_cast<size_t>(at));
-    const double want = (*t.want_host)[at];
-    const double tol = gradient_agreement_tolerance(w.dtype, want, row_rms(t.want_host->data() + at / hd * hd, hd));
+    const double want = times * (*t.want_host)[at];
+    const double tol =
+        gradient_agreement_tolerance(w.dtype, want, times * row_rms(t.want_host->data() + at / hd * hd, hd));
     return {Disposition::kWrongResult, {}, spec.uri() + " " + element_name(t.name, at, t.heads, t.len, hd) + " = " +
-                value_text(got) + ", reference config " + value_text(want) + " (tolerance " + value_text(tol) + ")"};
+                value_text(got) + after + ", reference config" + (times == 1 ? "" : " x" + std::to_string(times)) +
+                " " + value_text(want) + " (tolerance " + value_text(tol) + ")"};
   }
   return {Disposition::kOk, {}, ""};
 }

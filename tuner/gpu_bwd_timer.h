@@ -2,8 +2,9 @@
 // tuner/gpu_timer.h: one workload's inputs on a device (tuner/step_inputs_bwd.h), the reference
 // config's dq, dk and dv checked against float64 on sampled rows, each candidate run on the same
 // inputs with zeroed dq and poisoned dk/dv accumulators and every element of the three compared
-// with the reference config's on the GPU (tuner/gpu_compare.h), then timed with CUDA events over
-// rotating input sets. GpuTimer
+// with the reference config's on the GPU (tuner/gpu_compare.h), then (once the race has not cut it)
+// run as that launch followed by an accumulating one, whose sums must be twice the reference
+// config's, then timed with CUDA events over rotating input sets. GpuTimer
 // hands backward workloads to it, so the tuner sees one timer.
 #pragma once
 
@@ -45,8 +46,9 @@ class GpuBackwardTimer : public CandidateTimer {
   // its gradients stay in set 0's accumulators, and are downloaded into *out when out is given.
   TimingOutcome run_checked(const KernelSpec& spec, const CompiledKernel& kernel, Gradients* out);
   // The first element of the candidate's gradients in set 0 that disagrees with the reference
-  // config's, as kWrongResult naming it; kOk where every element agrees.
-  TimingOutcome compare_with_reference(const KernelSpec& spec);
+  // config's taken `times` times (2: set 0 holds two launches' sum), as kWrongResult naming it
+  // and saying `after` how it was computed; kOk where every element agrees.
+  TimingOutcome compare_with_reference(const KernelSpec& spec, int times = 1, const std::string& after = "");
   // The reference config's gradients against float64 on sampled rows; kOk or kWrongResult.
   TimingOutcome check_against_float64(const KernelSpec& spec) const;
 

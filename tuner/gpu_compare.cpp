@@ -66,7 +66,7 @@ Disagreement GpuCompare::run(const DeviceBuffer& got, const DeviceBuffer& want, 
 }
 
 int64_t GpuCompare::run_gradient(const DeviceBuffer& got, const DeviceBuffer& want, int64_t rows, int head_dim,
-                                 double relative, CUstream stream) {
+                                 double relative, CUstream stream, float want_scale) {
   const unsigned long long start = static_cast<unsigned long long>(rows) * static_cast<unsigned long long>(head_dim);
   first_.upload(&start, sizeof start);
   GradientCompareParams params{};
@@ -75,6 +75,7 @@ int64_t GpuCompare::run_gradient(const DeviceBuffer& got, const DeviceBuffer& wa
   params.rows = rows;
   params.head_dim = head_dim;
   params.relative = static_cast<float>(relative);
+  params.want_scale = want_scale;
   params.first = first_.as<unsigned long long>();
   LaunchShape shape;
   shape.block[0] = 256;  // eight warps, a row each at a time

@@ -38,9 +38,10 @@ class GpuCompare {
                    const DeviceBuffer& got_lse, const DeviceBuffer& want_lse, int64_t n_lse, double lse_absolute,
                    double lse_relative, CUstream stream);
   // A gradient of `rows` rows of `head_dim` fp32 elements: each within relative (|want| + the
-  // rms of want's row). The first disagreeing flat index, or -1.
+  // rms of want's row), want taken `want_scale` times (2: got is two launches' sum). The first
+  // disagreeing flat index, or -1.
   int64_t run_gradient(const DeviceBuffer& got, const DeviceBuffer& want, int64_t rows, int head_dim, double relative,
-                       CUstream stream);
+                       CUstream stream, float want_scale = 1.0f);
 
  private:
   const LoadedKernel& kernel(std::string_view name, const LoadedKernel*& loaded);

@@ -117,7 +117,7 @@ TEST(GpuCompareEmulated, RowsWithoutKeysAgreeOnMinusInfinityOnly) {
 }
 
 uint64_t run_gradient(const std::vector<float>& got, const std::vector<float>& want, int head_dim, float relative,
-                      unsigned grid, unsigned threads, std::string* failure) {
+                      unsigned grid, unsigned threads, std::string* failure, float want_scale = 1.0f) {
   std::vector<uint64_t> first = {want.size()};
   const LaunchBuffers buffers({{got.data(), got.size() * 4}, {want.data(), want.size() * 4}, {first.data(), 8}});
   GradientCompareParams p{};
@@ -126,6 +126,7 @@ uint64_t run_gradient(const std::vector<float>& got, const std::vector<float>& w
   p.rows = static_cast<long long>(want.size()) / head_dim;
   p.head_dim = head_dim;
   p.relative = relative;
+  p.want_scale = want_scale;
   p.first = reinterpret_cast<unsigned long long*>(first.data());
   *failure = emulation::launch(grid, 1, threads, 0, [&] { device::compare_gradients(p); });
   return first[0];
@@ -180,6 +181,35 @@ TEST(GpuCompareEmulated, GradientsAgreeWithTheHostCheckOnPlantedErrors) {
   }
 }
 
+// The backward timer's accumulating check (GpuBackwardTimer::measure) compares the sum of two
+// launches with twice the reference: want_scale 2 scales each element and the row's rms alike.
+TEST(GpuCompareEmulated, GradientWantScaleStandsForTwoLaunchesSum) {
+  const int hd = 64;
+  const Dtype dtype = Dtype::kBf16;
+  const float rel = static_cast<float>(gradient_agreement_relative(dtype));
+  const std::vector<float> want = gradient_rows(9, hd, 5);
+  std::vector<float> twice = want;
+  for (float& x : twice) x *= 2.0f;
+  std::string failure;
+  EXPECT_EQ(run_gradient(twice, want, hd, rel, 2, 64, &failure, 2.0f), want.size()) << "2 want agrees with scale 2";
+  EXPECT_EQ(failure, "");
+  // One launch's worth (an accumulating path that overwrote instead of adding): row 0's first
+  // element that is not zero.
+  size_t first_nonzero = 0;
+  while (want[first_nonzero] == 0.0f) ++first_nonzero;
+  EXPECT_EQ(run_gradient(want, want, hd, rel, 2, 64, &failure, 2.0f), first_nonzero);
+  EXPECT_EQ(run_gradient(twice, want, hd, rel, 2, 64, &failure), first_nonzero) << "scale 1 is the plain check";
+  // Just inside twice the row's tolerance at scale 2 (rms and element both doubled) agrees.
+  std::vector<float> near = twice;
+  double rms = 0;
+  for (int d = 0; d < hd; ++d) rms += static_cast<double>(twice[d]) * twice[d];
+  rms = std::sqrt(rms / hd);
+  near[3] = static_cast<float>(twice[3] + 0.9 * rel * (std::abs(twice[3]) + rms));
+  EXPECT_EQ(run_gradient(near, want, hd, rel, 2, 64, &failure, 2.0f), want.size());
+  near[3] = static_cast<float>(twice[3] + 2.0 * rel * (std::abs(twice[3]) + rms));
+  EXPECT_EQ(run_gradient(near, want, hd, rel, 2, 64, &failure, 2.0f), 3u);
+}
+
 // The boundary sits where the host puts it: just inside the row's tolerance agrees, twice it does
 // not (the device works in fp32, the host in float64; the margin between keeps them apart).
 TEST(GpuCompareEmulated, GradientToleranceIsRelativeToTheElementAndItsRowsRms) {
@@ -213,6 +243,7 @@ TEST(GpuCompareEmulated, TheSanitizerSeesTheKernelsAccesses) {
   p.rows = 4;
   p.head_dim = hd;
   p.relative = 1e-2f;
+  p.want_scale = 1.0f;
   p.first = reinterpret_cast<unsigned long long*>(first.data());
   testing::expect_finding(emulation::launch(1, 1, 128, 0, [&] { device::compare_gradients(p); }),
                           {"outside every buffer", "compare.cuh"});

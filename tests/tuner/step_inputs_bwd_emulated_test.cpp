@@ -79,6 +79,7 @@ int64_t device_first_mismatch(const std::vector<float>& got, const std::vector<f
   p.rows = static_cast<long long>(want.size()) / head_dim;
   p.head_dim = head_dim;
   p.relative = static_cast<float>(gradient_agreement_relative(dtype));
+  p.want_scale = 1.0f;
   p.first = &first;
   EXPECT_EQ(emulation::launch(2, 1, 64, 0, [&] { device::compare_gradients(p); }), "");
   return first < want.size() ? static_cast<int64_t>(first) : -1;
