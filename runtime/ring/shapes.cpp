@@ -16,6 +16,7 @@
 
 #include "cpgen/error.h"
 #include "generator/kernel_spec.h"
+#include "runtime/core/text_position.h"
 #include "runtime/ring/partition.h"
 
 namespace cpgen {
@@ -368,15 +369,6 @@ class StructureGuard {
   std::string source_;
   std::vector<Frame> frames_;
 };
-
-// 1-based line and column of a byte offset, the way an editor counts them.
-std::string line_column(const std::string& text, size_t offset) {
-  offset = std::min(offset, text.size());
-  const size_t line = 1 + static_cast<size_t>(std::count(text.begin(), text.begin() + offset, '\n'));
-  const size_t line_start = offset == 0 ? std::string::npos : text.rfind('\n', offset - 1);
-  const size_t column = line_start == std::string::npos ? offset + 1 : offset - line_start;
-  return "line " + std::to_string(line) + ", column " + std::to_string(column);
-}
 
 // nlohmann's message after its own "[json.exception...] parse error at line L, column C: " prefix.
 std::string parse_reason(const std::string& what) {

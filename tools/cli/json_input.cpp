@@ -6,24 +6,10 @@
 #include <fstream>
 
 #include "cpgen/error.h"
+#include "runtime/core/text_position.h"
 
 namespace cpgen::cli {
 namespace {
-
-// 1-based line and column of a byte offset.
-std::string line_column(const std::string& text, size_t offset) {
-  offset = std::min(offset, text.size());
-  size_t line = 1, column = 1;
-  for (size_t i = 0; i < offset; ++i) {
-    if (text[i] == '\n') {
-      ++line;
-      column = 1;
-    } else {
-      ++column;
-    }
-  }
-  return "line " + std::to_string(line) + ", column " + std::to_string(column);
-}
 
 // nlohmann's text is "[json.exception.parse_error.101] parse error at line 2, column 0: syntax
 // error while parsing ...; last read: '...'": keep the reason, and drop the "last read" part,
