@@ -40,6 +40,7 @@ struct CompileOptions {
   std::string spec;
   bool all = false;
   bool defaults = false;
+  bool masks = false;
   std::string arch;
   std::string emit_source;
   std::string emit_cubin;
@@ -230,14 +231,29 @@ struct Job {
 // kernels), each URI once, and on sm_90a every default of the wgmma family with its ping-pong
 // variant and persistent launch; with `defaults_only` the forward and backward defaults of every
 // combination instead of their candidates (the wgmma ones as before). `--filter bwd` selects the
-// backward kinds, `fwd` the forward ones, `wgmma` the sm_90a family.
-std::vector<Job> all_jobs(const std::string& filter, const std::string& arch, bool defaults_only) {
+// backward kinds, `fwd` the forward ones, `wgmma` the sm_90a family. With `masks`, each step
+// kernel (forward of either family, backward) also comes in its three mask variants: key
+// intervals (_ivl: sliding windows, packed documents), softcap (_cap) and both, what masked
+// problems load in its place.
+std::vector<Job> all_jobs(const std::string& filter, const std::string& arch, bool defaults_only, bool masks) {
   std::vector<Job> jobs;
   std::set<std::string> seen;
-  auto add = [&](const KernelSpec& spec) {
+  auto add_one = [&](const KernelSpec& spec) {
     const std::string uri = spec.uri();
     if (!filter.empty() && uri.find(filter) == std::string::npos) return;
     if (seen.insert(uri).second) jobs.push_back(Job{spec, Outcome::kFailed, {}, {}, {}});
+  };
+  auto add = [&](const KernelSpec& spec) {
+    add_one(spec);
+    const bool step = spec.kind == KernelKind::kForwardStep || spec.kind == KernelKind::kForwardWgmma ||
+                      spec.kind == KernelKind::kBackwardStep;
+    if (!masks || !step || spec.key_intervals || spec.softcap) return;
+    for (const auto& [intervals, softcap] : {std::pair{true, false}, std::pair{false, true}, std::pair{true, true}}) {
+      KernelSpec variant = spec;
+      variant.key_intervals = intervals;
+      variant.softcap = softcap;
+      add_one(variant);
+    }
   };
   if (defaults_only) {
     // Each default as the runtime picks it for this arch (smaller tiles where the documented
@@ -303,7 +319,7 @@ void compile_all(const CompileOptions& o, const std::string& arch, KernelStore* 
   const char* mode = o.all ? "--all" : "--defaults";
   for (const auto& [option, file] : emit_options(o))
     if (!file->empty()) throw_bad_input(std::string(option) + " needs --spec (one kernel), not " + mode);
-  std::vector<Job> jobs = all_jobs(o.filter, arch, o.defaults);
+  std::vector<Job> jobs = all_jobs(o.filter, arch, o.defaults, o.masks);
   if (jobs.empty()) throw_bad_input("--filter '" + o.filter + "' matches no " + (o.all ? "candidate" : "default") + " kernel URI");
   const int workers = std::max(1, std::min<int>(o.jobs > 0 ? o.jobs : static_cast<int>(std::thread::hardware_concurrency()),
                                                 static_cast<int>(jobs.size())));
@@ -394,6 +410,8 @@ void run(const CompileOptions& o) {
   if (!o.spec.empty() + o.all + o.defaults != 1)
     throw_bad_input("compile needs exactly one of --spec URI, --all or --defaults");
   if (!o.all && !o.defaults && !o.filter.empty()) throw_bad_input("--filter applies to --all and --defaults only");
+  if (!o.all && !o.defaults && o.masks)
+    throw_bad_input("--masks applies to --all and --defaults only (with --spec, name the variant: _ivl, _cap or _ivl_cap)");
   if (o.repeat < 1) throw_bad_input("--repeat " + std::to_string(o.repeat) + " is not allowed; it must be at least 1");
   if (o.spec.empty() && o.repeat != 1) throw_bad_input("--repeat applies to --spec only");
   const std::string arch = o.arch.empty() ? default_arch() : o.arch;
@@ -419,6 +437,9 @@ const CommandRegistrar kCompile("compile", [](CLI::App& root) {
                 "Compile the default kernel of every supported combination, forward and backward (with the backward's "
                 "preprocessing and conversion kernels), and on sm_90a the wgmma defaults with their variants: what a "
                 "runtime without a tuning database loads, so a store can be filled before a job");
+  cmd->add_flag("--masks", options->masks,
+                "With --all or --defaults: each step kernel also in its mask variants, key intervals (_ivl: sliding "
+                "windows, packed documents), softcap (_cap) and both, which masked problems load in its place");
   cmd->add_option("--arch", options->arch,
                   "Target: sm_80, sm_86, sm_89, sm_90, sm_90a, sm_100 or sm_120 (default: GPU 0's arch, else sm_90a)");
   cmd->add_option("--emit-source", options->emit_source, "Also write the generated CUDA source to FILE (with --spec)");
