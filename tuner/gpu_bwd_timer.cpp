@@ -281,7 +281,7 @@ TimingOutcome GpuBackwardTimer::measure(const KernelSpec& spec, const CompiledKe
     return launch_failure(e, /*infeasible_too=*/true);
   }
   if (TimingOutcome wrong =
-          compare_with_reference(spec, 2, " after a writing launch and an accumulating one (accumulate_dkv)");
+          compare_with_reference(spec, /*twice=*/true, " after a writing launch and an accumulating one (accumulate_dkv)");
       wrong.disposition != Disposition::kOk)
     return wrong;
 
@@ -299,7 +299,8 @@ TimingOutcome GpuBackwardTimer::measure(const KernelSpec& spec, const CompiledKe
   return result;
 }
 
-TimingOutcome GpuBackwardTimer::compare_with_reference(const KernelSpec& spec, int times, const std::string& after) {
+TimingOutcome GpuBackwardTimer::compare_with_reference(const KernelSpec& spec, bool twice, const std::string& after) {
+  const int times = twice ? 2 : 1;
   const WorkloadKey& w = workload_;
   const InputSet& set = sets_.front();
   const struct {
@@ -324,8 +325,8 @@ TimingOutcome GpuBackwardTimer::compare_with_reference(const KernelSpec& spec, i
     const double tol =
         gradient_agreement_tolerance(w.dtype, want, times * row_rms(t.want_host->data() + at / hd * hd, hd));
     return {Disposition::kWrongResult, {}, spec.uri() + " " + element_name(t.name, at, t.heads, t.len, hd) + " = " +
-                value_text(got) + after + ", reference config" + (times == 1 ? "" : " x" + std::to_string(times)) +
-                " " + value_text(want) + " (tolerance " + value_text(tol) + ")"};
+                value_text(got) + after + (twice ? ", twice the reference config's " : ", reference config ") +
+                value_text(want) + " (tolerance " + value_text(tol) + ")"};
   }
   return {Disposition::kOk, {}, ""};
 }

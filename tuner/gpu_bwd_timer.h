@@ -46,9 +46,9 @@ class GpuBackwardTimer : public CandidateTimer {
   // its gradients stay in set 0's accumulators, and are downloaded into *out when out is given.
   TimingOutcome run_checked(const KernelSpec& spec, const CompiledKernel& kernel, Gradients* out);
   // The first element of the candidate's gradients in set 0 that disagrees with the reference
-  // config's taken `times` times (2: set 0 holds two launches' sum), as kWrongResult naming it
-  // and saying `after` how it was computed; kOk where every element agrees.
-  TimingOutcome compare_with_reference(const KernelSpec& spec, int times = 1, const std::string& after = "");
+  // config's (`twice`: with twice them, set 0 holding two launches' sum), as kWrongResult naming
+  // it and saying `after` how it was computed; kOk where every element agrees.
+  TimingOutcome compare_with_reference(const KernelSpec& spec, bool twice = false, const std::string& after = "");
   // The reference config's gradients against float64 on sampled rows; kOk or kWrongResult.
   TimingOutcome check_against_float64(const KernelSpec& spec) const;
 

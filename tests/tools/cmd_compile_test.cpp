@@ -398,22 +398,28 @@ TEST(CliCompile, DefaultsCompilesEachCombinationsDefaultsOnceIntoTheStore) {
 }
 
 // `--masks` adds each step kernel's mask variants (_ivl, _cap, _ivl_cap), which masked problems
-// load: here the forward and backward defaults of bf16 head dim 64 full GQA 1 with both features
-// (the filter names the variant; without --masks it matches no default).
+// load: here the forward and backward defaults of bf16 head dim 64 full GQA 1 in each variant
+// (each filter names one variant: "full_cap" is not in an _ivl_cap URI; without --masks the
+// filter matches no default).
 TEST(CliCompile, MasksAddEachStepKernelsMaskVariants) {
   TempDir store("cli");
-  const std::string filter = "bf16_hd64_full_ivl_cap_gqa1_";
-  auto r = run_cli("compile --defaults --masks --filter " + filter + " --arch sm_90 --json --jobs 2 --store " +
-                   store.path());
-  ASSERT_EQ(r.exit_code, 0) << r.err;
-  std::set<std::string> want;
-  for (KernelSpec s : {KernelSpec::default_for_arch(Dtype::kBf16, 64, false, 1, "sm_90"),
-                       KernelSpec::backward_default_for_arch(Dtype::kBf16, 64, false, 1, "sm_90")}) {
-    s.key_intervals = s.softcap = true;
-    want.insert(s.uri());
+  for (const auto& [intervals, softcap] : {std::pair{true, false}, std::pair{false, true}, std::pair{true, true}}) {
+    const std::string variant = std::string(intervals ? "_ivl" : "") + (softcap ? "_cap" : "");
+    const std::string filter = "bf16_hd64_full" + variant + "_gqa1_";
+    auto r = run_cli("compile --defaults --masks --filter " + filter + " --arch sm_90 --json --jobs 2 --store " +
+                     store.path());
+    ASSERT_EQ(r.exit_code, 0) << variant << ": " << r.err;
+    std::set<std::string> want;
+    for (KernelSpec s : {KernelSpec::default_for_arch(Dtype::kBf16, 64, false, 1, "sm_90"),
+                         KernelSpec::backward_default_for_arch(Dtype::kBf16, 64, false, 1, "sm_90")}) {
+      s.key_intervals = intervals;
+      s.softcap = softcap;
+      want.insert(s.uri());
+    }
+    EXPECT_EQ(compiled_without_spills(nlohmann::json::parse(r.out)), want) << variant;
   }
-  EXPECT_EQ(compiled_without_spills(nlohmann::json::parse(r.out)), want);
 
+  const std::string filter = "bf16_hd64_full_ivl_cap_gqa1_";
   auto without = run_cli("compile --defaults --filter " + filter + " --arch sm_90 --store " + store.path());
   EXPECT_EQ(without.exit_code, 2) << without.err;
   EXPECT_NE(without.err.find("matches no default"), std::string::npos) << without.err;
