@@ -59,10 +59,12 @@
 // that reads them early fails its numeric checks), and the result reaches them at the wait, after
 // any earlier wgmma in flight on the same registers (the k-steps of one product chain as on the
 // GPU). Findings: operands not uniform across the warpgroup, an mma with no wgmma.fence since
-// the thread's start or its last wait_group, accumulator or A registers that the thread changed
-// after that fence (the ISA's fence goes between a register access and the wgmma that accesses
-// the register; checked from a thread's second wgmma on the same registers, when the emulator
-// knows them at the fence), a nonzero descriptor base offset (not modelled),
+// the thread's start or its last wait_group, accumulator or A registers whose bits the thread
+// changed after that fence (the ISA's fence goes between a register access and the wgmma that
+// accesses the register; checked once a fence follows an earlier wgmma on the same registers, as
+// in a kernel's loop from its second pass on, and keyed by their host addresses, so another
+// variable the host compiler placed there and wrote after the fence counts too: the templates
+// fence right before their wgmmas), a nonzero descriptor base offset (not modelled),
 // operand bytes outside the dynamic shared memory or never written, accumulator registers
 // written (they no longer hold the NaN's bits) or A registers changed before the retiring wait,
 // accumulators that partly overlap those of an in-flight wgmma of another shape, and a thread

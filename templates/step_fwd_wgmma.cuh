@@ -464,8 +464,9 @@ CPGEN_DEVICE void wgmma_fwd_pass_turn(int consumer) {
 // Per key tile: issue S_(t+1) = Q K_(t+1)^T and O += P_t V_t back to back in this consumer's turn
 // (wgmma_fwd_take_turn), pass the turn, wait for S, run its softmax, wait for P V, then rescale O
 // and pack P_(t+1). The tensor core is kept busy across the two consumers: while one runs its
-// softmax, the other's MMAs run. P_t stays untouched while its wgmma may read it. Run r of the
-// item is tile tiles.begin + r in stage (run0 + r) % kStages, as the producer loads them.
+// softmax, the other's MMAs run. P_t stays untouched while its wgmma may read it. Runs count the
+// tiles through the stage ring over the CTA's items: run r (the item's first is run0) is tile
+// tiles.begin + r - run0 in stage r % kStages, as the producer loads them.
 //
 // Measured: ptxas hoists the wait for P_t V_t above this softmax (it wants the packs of P_(t+1),
 // which overwrite the registers P_t V_t reads, interleaved with the exps), so inside one
@@ -524,7 +525,7 @@ CPGEN_DEVICE void wgmma_fwd_consume(const RingFwdParams& params, const WgmmaFwdS
   // The loop counts runs r of the stage ring, bounded by the item's last one. Counted from 0 and
   // bounded by the tile count instead, its bound lived in local memory at head dim 128 with a
   // causal mask and a softcap (16 bytes spilled, reloaded every tile; NVRTC 13.0).
-  const int tile_shift = tiles.begin + 1 - item.run0;  // run r's S is of tile r + tile_shift
+  const int tile_shift = tiles.begin + 1 - item.run0;  // pass r scores tile r + tile_shift (run r + 1)
   const int last_run = item.run0 + tile_count - 1;
   for (int r = item.run0; r < last_run; ++r) {
     const int stage = r % kStages, next_stage = (r + 1) % kStages;

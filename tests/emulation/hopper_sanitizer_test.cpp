@@ -401,13 +401,26 @@ TEST(HopperSanitizer, WgmmaBaseOffsetIsNotModelled) {
 // accumulator register, or one A register, between the commit and the wait; the kernel done right
 // touches them only after the wait.
 enum class Touch { kNothing, kAccumulator, kARegister };
-template <Touch kTouch>
-void touch_in_flight_registers() {
-  if (threadIdx.x == 0) memset(cpgen::device::shared_storage, 0, 4096);
-  __syncthreads();
+
+// A register-form m64n8k16 wgmma's operands: this thread's accumulators and A registers, and B
+// (zeroed shared bytes at 2048: the zeroing is the caller's, with a CTA barrier after it).
+struct RegisterForm {
   float d[4] = {1, 2, 3, 4};
   uint32_t a[4] = {0x3f803f80u, 0x3f803f80u, 0x3f803f80u, 0x3f803f80u};
-  const uint64_t b = testing::isa_descriptor(2048, 128, 256, emulation::kWgmmaSwizzleNone);
+  uint64_t b = testing::isa_descriptor(2048, 128, 256, emulation::kWgmmaSwizzleNone);
+};
+void zero_shared_operands() {
+  if (threadIdx.x == 0) memset(cpgen::device::shared_storage, 0, 4096);
+  __syncthreads();
+}
+
+template <Touch kTouch>
+void touch_in_flight_registers() {
+  zero_shared_operands();
+  RegisterForm r;
+  float(&d)[4] = r.d;
+  uint32_t(&a)[4] = r.a;
+  const uint64_t b = r.b;
   emulation::wgmma_fence();
   emulation::wgmma_mma_async_rs(d, 8, true, a, b, true, 1, 1, false);
   emulation::wgmma_commit_group();
@@ -434,11 +447,11 @@ TEST(HopperSanitizer, RegistersOfAWgmmaInFlightAreTheWgmmasUntilItsWait) {
 // register after the fence (a rescale moved below it) or an A register (P packed after it).
 template <Touch kTouch>
 void touch_after_fence() {
-  if (threadIdx.x == 0) memset(cpgen::device::shared_storage, 0, 4096);
-  __syncthreads();
-  float d[4] = {1, 2, 3, 4};
-  uint32_t a[4] = {0x3f803f80u, 0x3f803f80u, 0x3f803f80u, 0x3f803f80u};
-  const uint64_t b = testing::isa_descriptor(2048, 128, 256, emulation::kWgmmaSwizzleNone);
+  zero_shared_operands();
+  RegisterForm r;
+  float(&d)[4] = r.d;
+  uint32_t(&a)[4] = r.a;
+  const uint64_t b = r.b;
   for (int round = 0; round < 2; ++round) {
     emulation::wgmma_fence();
     if (round == 1 && threadIdx.x == 9 && kTouch == Touch::kAccumulator) d[1] *= 0.5f;

@@ -205,6 +205,23 @@ TEST(StepFwdWgmmaEmulated, MaskedBshdQueryViewsContiguousWindowRingOfThree) {
   EXPECT_GT(skips.empty_blocks, 0);
 }
 
+// A sliding window of several key tiles over a contiguous ring of two: rank 1's blocks over rank
+// 0's chunk see its keys from past tile 0 on (a block of queries 512.. sees keys 212.., tile 3 of
+// 64 keys) and run five tiles, so the tile whose scores each loop pass masks counts from the
+// block's first tile, not from tile 0 (no other test has a block that starts past tile 0 and loops).
+TEST(StepFwdWgmmaEmulated, MaskedWindowBlocksStartPastTheFirstKeyTileAndLoop) {
+  const AttentionProblem p = masked_problem(1, 1, 4, 64, 2 * 512, 34);
+  RingSetup setup;
+  setup.shape = shape_of(p);
+  setup.shape.window_left = 300;
+  setup.shape.softcap = 3.0;
+  setup.ranks = partition(Scheme::kContiguous, p.seq_len, 2);
+  setup.count_reads = true;
+  SkipCounts skips;
+  check_setup<MaskedBf16>(p, reference_of(p, setup.shape), setup, &skips);
+  EXPECT_GT(skips.skipped_tiles, 0);
+}
+
 // The second masked kernel: fp16, head dim 96 (three 64-byte swizzled column blocks: TMA boxes of
 // 32 columns, wgmma descriptors in the 64-byte swizzle, O += P V with N = 96), GQA 2, 128-key
 // tiles, key intervals without softcap, compiled non-causal: the mask is what the intervals say.
