@@ -263,31 +263,36 @@ TimingOutcome GpuBackwardTimer::measure(const KernelSpec& spec, const CompiledKe
       }))
     return *stop;
 
-  // The accumulating path (accumulate_dkv: dk and dv read, added to and written back; a masked
-  // block without queries leaves them alone), which every timed launch of a later step takes and
-  // the checked one never does, once the candidate may still win: the checked launch again, then
-  // an accumulating one over the same inputs. dq adds up as always, so all three are twice the
-  // reference config's.
-  try {
-    InputSet& set = sets_.front();
-    set.dq_acc.fill_bytes(0);
-    set.dk_acc.poison();
-    set.dv_acc.poison();
-    launch(spec, kernel, params_for(set, /*accumulate_dkv=*/false));
-    launch(spec, kernel, params_for(set, /*accumulate_dkv=*/true));
-    // A fault of the accumulating path shows here, as this candidate's.
-    CPGEN_CU_CHECK(cu::driver().cuStreamSynchronize(stream_->get()));
-  } catch (const Error& e) {
-    return launch_failure(e, /*infeasible_too=*/true);
-  }
-  if (TimingOutcome wrong =
-          compare_with_reference(spec, /*twice=*/true, " after a writing launch and an accumulating one (accumulate_dkv)");
-      wrong.disposition != Disposition::kOk)
-    return wrong;
-
-  // Timing. bwd-diagonal is the chunk's first step in the ring (its owner writes dk/dv); every
-  // other step type adds to accumulators that earlier steps filled, here zeros or earlier runs.
+  // bwd-diagonal is the chunk's first step in the ring (its owner writes dk/dv); every other step
+  // type adds to accumulators that earlier steps filled.
   const bool accumulate = w.step != StepType::kBwdDiagonal;
+
+  // The accumulating path (accumulate_dkv: dk and dv read, added to and written back; a masked
+  // block without queries leaves them alone), which the timed launches of such a step take and
+  // the checked one does not, once the candidate may still win: the checked launch again, then an
+  // accumulating one over the same inputs. dq adds up as always, so all three are twice the
+  // reference config's. (A bwd-diagonal winner only ever writes: its checked launch is its path.)
+  if (accumulate) {
+    try {
+      InputSet& set = sets_.front();
+      set.dq_acc.fill_bytes(0);
+      set.dk_acc.poison();
+      set.dv_acc.poison();
+      launch(spec, kernel, params_for(set, /*accumulate_dkv=*/false));
+      launch(spec, kernel, params_for(set, /*accumulate_dkv=*/true));
+      // A fault of the accumulating path shows here, as this candidate's.
+      CPGEN_CU_CHECK(cu::driver().cuStreamSynchronize(stream_->get()));
+    } catch (const Error& e) {
+      return launch_failure(e, /*infeasible_too=*/true);
+    }
+    if (TimingOutcome wrong = compare_with_reference(spec, /*twice=*/true,
+                                                     " after a writing launch and an accumulating one (accumulate_dkv)");
+        wrong.disposition != Disposition::kOk)
+      return wrong;
+  }
+
+  // Timing: the step's own mode, on rotating sets (a later step's accumulators hold zeros or
+  // earlier runs).
   TimingOutcome result{Disposition::kOk, {}, ""};
   try {
     result.samples_ms = time_launches_ms(stream_->get(), warmup_launches(warmup, checked.check_ms), runs, race, [&](int i) {

@@ -2,9 +2,10 @@
 // tuner/gpu_timer.h: one workload's inputs on a device (tuner/step_inputs_bwd.h), the reference
 // config's dq, dk and dv checked against float64 on sampled rows, each candidate run on the same
 // inputs with zeroed dq and poisoned dk/dv accumulators and every element of the three compared
-// with the reference config's on the GPU (tuner/gpu_compare.h), then (once the race has not cut it)
-// run as that launch followed by an accumulating one, whose sums must be twice the reference
-// config's, then timed with CUDA events over rotating input sets. GpuTimer
+// with the reference config's on the GPU (tuner/gpu_compare.h), then in a step type that
+// accumulates (not bwd-diagonal), once the race has not cut it, run as that launch followed by an
+// accumulating one, whose sums must be twice the reference config's, then timed with CUDA events
+// over rotating input sets. GpuTimer
 // hands backward workloads to it, so the tuner sees one timer.
 #pragma once
 
