@@ -176,6 +176,12 @@
 # touches no template a step kernel includes; pack again otherwise. Stop 42 changed only
 # templates/compare.cuh (the tuner's check kernel, compiled on the GPU in about a second): on the
 # unpacked pack `cpgen compile --defaults --arch sm_90a --store DIR` still found all 416 defaults.
+# Stop 44 (2026-11-29, CPU only) changed the wgmma consumers' loop counter (e003c82: the hd128
+# causal softcap kernels no longer spill; the other kernels' SASS moves by a few integer ops), so
+# the tree's plain, ping-pong and persistent columns of the A/B hold that beside the four chains;
+# every wgmma store key changed, and .gpudeps was packed again at 3fba19c with the same AB_REV. The
+# backward tune checks each candidate of an accumulating step type on that path too (4eb35e2; the
+# tests phase's GpuBackwardTimer case runs it in its q-half workload). The plan above stands.
 #
 # The GPU machines have nvcc, CMake, PyTorch and the nvidia-nccl Python package but maybe none of
 # the Debian -dev packages, and no network. Choice: vendor nothing in the repository; use what the
