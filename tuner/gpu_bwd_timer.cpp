@@ -222,13 +222,18 @@ TimingOutcome GpuBackwardTimer::check_against_float64(const KernelSpec& spec) co
   return {Disposition::kOk, {}, ""};
 }
 
-TimingOutcome GpuBackwardTimer::run_checked(const KernelSpec& spec, const CompiledKernel& kernel, Gradients* out) {
+void GpuBackwardTimer::reset_set_zero() {
   InputSet& set = sets_.front();
   // dq is added to atomically, so it starts at zero; dk and dv are written by a chunk's first
   // step, so NaN marks any element the kernel leaves out.
   set.dq_acc.fill_bytes(0);
   set.dk_acc.poison();
   set.dv_acc.poison();
+}
+
+TimingOutcome GpuBackwardTimer::run_checked(const KernelSpec& spec, const CompiledKernel& kernel, Gradients* out) {
+  InputSet& set = sets_.front();
+  reset_set_zero();
   double check_ms = 0;
   try {
     check_ms = time_checked_launch_ms(spec, kernel, device_, stream_->get(),
@@ -274,10 +279,8 @@ TimingOutcome GpuBackwardTimer::measure(const KernelSpec& spec, const CompiledKe
   // reference config's. (A bwd-diagonal winner only ever writes: its checked launch is its path.)
   if (accumulate) {
     try {
-      InputSet& set = sets_.front();
-      set.dq_acc.fill_bytes(0);
-      set.dk_acc.poison();
-      set.dv_acc.poison();
+      const InputSet& set = sets_.front();
+      reset_set_zero();
       launch(spec, kernel, params_for(set, /*accumulate_dkv=*/false));
       launch(spec, kernel, params_for(set, /*accumulate_dkv=*/true));
       // A fault of the accumulating path shows here, as this candidate's.

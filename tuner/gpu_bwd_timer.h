@@ -43,6 +43,9 @@ class GpuBackwardTimer : public CandidateTimer {
   };
   RingBwdParams params_for(const InputSet& set, bool accumulate_dkv) const;
   void launch(const KernelSpec& spec, const CompiledKernel& kernel, const RingBwdParams& params);
+  // Set 0's accumulators as a chunk's first step finds them: dq_acc zeroed, dk_acc and dv_acc
+  // poisoned (NaN: a word never written shows).
+  void reset_set_zero();
   // One launch on set 0 as the chunk's first step: dq_acc zeroed, dk_acc and dv_acc poisoned;
   // its gradients stay in set 0's accumulators, and are downloaded into *out when out is given.
   TimingOutcome run_checked(const KernelSpec& spec, const CompiledKernel& kernel, Gradients* out);
