@@ -3,13 +3,13 @@
 #include <algorithm>
 #include <cstdlib>
 #include <filesystem>
-#include <fstream>
 #include <set>
 #include <sstream>
 
 #include "cache/exchange.h"
 #include "cpgen/error.h"
 #include "runtime/core/library_location.h"
+#include "runtime/core/text_file.h"
 
 namespace cpgen {
 namespace fs = std::filesystem;
@@ -48,12 +48,15 @@ PretunedCaches load_pretuned_caches(const std::vector<std::string>& dirs) {
     for (const fs::path& file : files) {
       if (!seen_names.insert(file.filename().string()).second) continue;
       try {
-        std::ifstream in(file, std::ios::binary);
-        if (!in) throw Error(ErrorKind::kIo, "cannot read it");
-        const std::string text((std::istreambuf_iterator<char>(in)), std::istreambuf_iterator<char>());
-        // The parser stops at a NUL byte as at the end of the text: what followed one went unread.
-        if (text.find('\0') != std::string::npos) throw_bad_input("it holds a NUL byte; a cache is JSON text");
-        nlohmann::json doc = nlohmann::json::parse(text);
+        // Every reason below starts with the file's path.
+        const std::string text = read_text_file(file.string(), file.string(), "a cache", kMaxJsonFileBytes);
+        refuse_nul_byte(text, file.string(), "a cache");
+        nlohmann::json doc;
+        try {
+          doc = nlohmann::json::parse(text);
+        } catch (const nlohmann::json::exception& e) {
+          throw_bad_input(file.string() + ": not valid JSON: " + e.what());
+        }
         check_cache_header(doc, file.string());
         const auto& entries = doc["entries"];
         std::vector<CacheEntry> parsed;
@@ -75,7 +78,7 @@ PretunedCaches load_pretuned_caches(const std::vector<std::string>& dirs) {
         caches.files.push_back(file.string());
         for (auto& entry : parsed) caches.entries.push_back(std::move(entry));
       } catch (const std::exception& e) {
-        warn("pretuned cache " + file.string() + " is skipped: " + e.what());
+        warn(std::string("pretuned cache skipped: ") + e.what());
       }
     }
   }

@@ -1,13 +1,8 @@
 #include "runtime/ring/shapes.h"
 
 #include <algorithm>
-#include <cerrno>
 #include <cmath>
-#include <cstdio>
-#include <cstring>
-#include <filesystem>
 #include <map>
-#include <memory>
 #include <set>
 #include <span>
 #include <string_view>
@@ -16,6 +11,7 @@
 
 #include "cpgen/error.h"
 #include "generator/kernel_spec.h"
+#include "runtime/core/text_file.h"
 #include "runtime/core/text_position.h"
 #include "runtime/ring/partition.h"
 
@@ -386,9 +382,7 @@ Json parse_json(const std::string& text, const std::string& source) {
   if (std::all_of(text.begin(), text.end(), [](char c) { return c == ' ' || c == '\t' || c == '\n' || c == '\r'; })) {
     throw_bad_input(source + ": the file is empty; expected {\"shapes\": [ ... ]}");
   }
-  // The parser stops at a NUL byte as at the end of the text, so what followed one was never read.
-  if (const size_t nul = text.find('\0'); nul != std::string::npos)
-    throw_bad_input(source + ": a NUL byte at " + line_column(text, nul) + "; a shapes file is JSON text");
+  refuse_nul_byte(text, source, "a shapes file");
   StructureGuard guard(source);
   try {
     return Json::parse(text, std::ref(guard));
@@ -492,28 +486,7 @@ Problem parse_shape_json(const std::string& text, const std::string& source_name
 }
 
 std::vector<Problem> load_shapes_file(const std::string& path) {
-  const std::string shown = printable(path, 200);
-  std::error_code ec;
-  if (std::filesystem::is_directory(path, ec)) {
-    throw_bad_input(shown + ": is a directory, not a shapes file");
-  }
-  std::unique_ptr<std::FILE, int (*)(std::FILE*)> file(std::fopen(path.c_str(), "rb"), &std::fclose);
-  if (!file) throw_bad_input(shown + ": cannot open shapes file: " + std::strerror(errno));
-
-  // Read at most one byte past the limit: enough to tell that the file is too large without
-  // ever holding more than the limit (a shapes file is a few kilobytes).
-  std::string text;
-  char buffer[65536];
-  while (true) {
-    const size_t n = std::fread(buffer, 1, sizeof buffer, file.get());
-    text.append(buffer, n);
-    if (static_cast<int64_t>(text.size()) > kMaxShapesFileBytes) {
-      throw_bad_input(shown + ": shapes file is larger than " + std::to_string(kMaxShapesFileBytes >> 20) +
-                      " MiB; a shapes file lists a few attention problems");
-    }
-    if (n < sizeof buffer) break;
-  }
-  if (std::ferror(file.get())) throw_bad_input(shown + ": cannot read shapes file: " + std::strerror(errno));
+  const std::string text = read_text_file(path, printable(path, 200), "a shapes file", kMaxShapesFileBytes);
   return parse_shapes_json(text, path);
 }
 

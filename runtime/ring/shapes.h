@@ -39,7 +39,7 @@
 
 namespace cpgen {
 
-inline constexpr int64_t kMaxShapesFileBytes = 16 << 20;
+inline constexpr size_t kMaxShapesFileBytes = size_t{16} << 20;
 inline constexpr int kMaxShapesJsonDepth = 32;
 // The problem's own limits (cpgen/problem.h): a shapes file admits exactly what the runtime runs.
 inline constexpr int64_t kMaxShapeBatch = kMaxBatch;

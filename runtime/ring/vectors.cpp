@@ -3,11 +3,9 @@
 #include <nlohmann/json.hpp>
 
 #include <cmath>
-#include <filesystem>
-#include <fstream>
-#include <sstream>
 
 #include "cpgen/error.h"
+#include "runtime/core/text_file.h"
 
 namespace cpgen {
 namespace {
@@ -116,8 +114,7 @@ double relative_error_impl(const std::vector<T>& actual, const std::vector<doubl
 }  // namespace
 
 AttentionVectors parse_attention_vectors(const std::string& text, const std::string& source) {
-  // The parser stops at a NUL byte as at the end of the text: what followed one went unread.
-  if (text.find('\0') != std::string::npos) throw_bad_input(source + ": not a vectors file: it holds a NUL byte");
+  refuse_nul_byte(text, source, "a vectors file");
   json doc = json::parse(text, nullptr, /*allow_exceptions=*/false);
   if (doc.is_discarded()) throw_bad_input(source + ": not a vectors file: not valid JSON");
   if (!doc.is_object()) throw_bad_input(source + ": not a vectors file: top level is not an object");
@@ -169,16 +166,7 @@ AttentionVectors parse_attention_vectors(const std::string& text, const std::str
 }
 
 AttentionVectors load_attention_vectors(const std::string& path) {
-  std::error_code ec;
-  if (!std::filesystem::is_regular_file(path, ec))
-    throw_bad_input("vectors file '" + path + "' " +
-                    (std::filesystem::exists(path, ec) ? "is not a regular file" : "does not exist"));
-  std::ifstream in(path, std::ios::binary);
-  if (!in) throw_bad_input("vectors file '" + path + "' cannot be opened");
-  std::ostringstream text;
-  text << in.rdbuf();
-  if (in.bad()) throw_bad_input("vectors file '" + path + "' cannot be read");
-  return parse_attention_vectors(text.str(), path);
+  return parse_attention_vectors(read_text_file(path, path, "a vectors file", kMaxVectorsFileBytes), path);
 }
 
 double relative_error(const std::vector<double>& actual, const std::vector<double>& expected) {

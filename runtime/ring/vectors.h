@@ -28,10 +28,15 @@ struct AttentionVectors {
   std::vector<double> out, lse, dq, dk, dv;
 };
 
-// Throws Error(kBadInput) with one line naming the source and what is wrong: not JSON, another
-// format, a missing or mistyped field, a tensor of the wrong size.
+// A vectors file holds a small problem's tensors as decimal text (the largest reference files are
+// a few MiB); one longer than this is taken for the wrong file.
+inline constexpr size_t kMaxVectorsFileBytes = size_t{1} << 30;
+
+// Throws Error(kBadInput) with one line naming the source and what is wrong: not JSON, a NUL byte,
+// another format, a missing or mistyped field, a tensor of the wrong size.
 AttentionVectors parse_attention_vectors(const std::string& text, const std::string& source);
-// Also kBadInput when the file cannot be opened or read.
+// Also kBadInput when the path is a folder, cannot be opened or read, or is longer than
+// kMaxVectorsFileBytes (runtime/core/text_file.h says how each is worded).
 AttentionVectors load_attention_vectors(const std::string& path);
 
 // The ring problem that runs these vectors: their name, shape, mask (documents, window, softcap)

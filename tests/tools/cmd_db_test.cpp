@@ -136,7 +136,7 @@ TEST_F(CmdDb, ANulByteInTheFileIsOneLine) {
   CliResult r = run_cli("db import " + path("nul.json") + " --db " + path("b.db"));
   EXPECT_EQ(r.exit_code, 2) << r.err;
   EXPECT_EQ(line_count(r.err), 1) << r.err;
-  EXPECT_NE(r.err.find("holds a NUL byte at line"), std::string::npos) << r.err;
+  EXPECT_NE(r.err.find("import: " + path("nul.json") + ": a NUL byte at line"), std::string::npos) << r.err;
   EXPECT_FALSE(fs::exists(path("b.db")));
 }
 

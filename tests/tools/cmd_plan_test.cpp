@@ -92,7 +92,7 @@ TEST(CmdPlan, EveryMalformedShapesFileExitsTwoWithOneLine) {
 
 TEST(CmdPlan, MissingFileAndBadOptionsExitTwo) {
   expect_clean_bad_input(run_cli("plan --shapes /nonexistent/shapes.json"),
-                         "/nonexistent/shapes.json: cannot open shapes file: No such file or directory");
+                         "/nonexistent/shapes.json: cannot open a shapes file: No such file or directory");
   const std::string good = kSource + "/examples/shapes/llama3-8b-128k-cp8.json";
   expect_clean_bad_input(run_cli("plan --shapes " + good + " --tflops 0"),
                          "--tflops: must be a finite number > 0 (10^12 FLOP/s), got '0'");

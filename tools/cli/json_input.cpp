@@ -1,11 +1,7 @@
 #include "tools/cli/json_input.h"
 
-#include <cerrno>
-#include <cstring>
-#include <filesystem>
-#include <fstream>
-
 #include "cpgen/error.h"
+#include "runtime/core/text_file.h"
 #include "runtime/core/text_position.h"
 
 namespace cpgen::cli {
@@ -32,33 +28,18 @@ std::string reason_of(const std::string& what) {
 }  // namespace
 
 nlohmann::json read_json_file(const std::string& path, const std::string& what) {
-  std::error_code ec;
-  if (std::filesystem::is_directory(path, ec)) throw_bad_input(what + ": " + path + " is a directory; pass a JSON file");
-  std::ifstream in(path, std::ios::binary);
-  if (!in) throw_bad_input(what + ": cannot read " + path + ": " + std::strerror(errno));
-  // Read in pieces up to the limit, so an endless source stops at it rather than at the memory.
-  std::string text;
-  char piece[1 << 16];
-  while (in.read(piece, sizeof piece) || in.gcount() > 0) {
-    text.append(piece, static_cast<size_t>(in.gcount()));
-    if (text.size() > kMaxJsonFileBytes)
-      throw_bad_input(what + ": " + path + " is longer than " + std::to_string(kMaxJsonFileBytes >> 20) +
-                      " MiB; a cpgen JSON file is far smaller (is it the right file?)");
-  }
-  if (in.bad()) throw_bad_input(what + ": cannot read " + path);
-  // The parser stops at a NUL byte as at the end of the text, so what follows one went unread.
-  if (const size_t nul = text.find('\0'); nul != std::string::npos)
-    throw_bad_input(what + ": " + path + " holds a NUL byte at " + line_column(text, nul) +
-                    "; a JSON file is text (is it the right file?)");
+  const std::string label = what + ": " + path;
+  const std::string text = read_text_file(path, label, "a JSON file", kMaxJsonFileBytes);
+  refuse_nul_byte(text, label, "a JSON file");
   try {
     return nlohmann::json::parse(text);
   } catch (const nlohmann::json::parse_error& e) {
     const size_t offset = e.byte == 0 ? 0 : e.byte - 1;
     const bool at_end = offset >= text.size();
-    throw_bad_input(what + ": " + path + " is not valid JSON at " + line_column(text, offset) +
+    throw_bad_input(label + ": not valid JSON at " + line_column(text, offset) +
                     (at_end ? " (the file ends early; is it truncated?)" : "") + ": " + reason_of(e.what()));
   } catch (const nlohmann::json::exception& e) {
-    throw_bad_input(what + ": " + path + " is not valid JSON: " + reason_of(e.what()));
+    throw_bad_input(label + ": not valid JSON: " + reason_of(e.what()));
   }
 }
 

@@ -10,8 +10,7 @@
 namespace cpgen::cli {
 
 // `what` starts each message, e.g. "import". A file (or a device such as /dev/zero) longer than
-// kMaxJsonFileBytes is bad input, read no further.
-inline constexpr size_t kMaxJsonFileBytes = size_t{256} << 20;
+// kMaxJsonFileBytes (runtime/core/text_file.h) is bad input, read no further.
 nlohmann::json read_json_file(const std::string& path, const std::string& what);
 
 }  // namespace cpgen::cli

@@ -421,9 +421,9 @@ TEST_F(ShapesFile, LoadsAFile) {
 TEST_F(ShapesFile, ReportsMissingAndUnreadableFiles) {
   const auto missing = (dir_ / "missing.json").string();
   std::string message = load_error(missing);
-  EXPECT_NE(message.find(missing + ": cannot open shapes file: No such file or directory"), std::string::npos) << message;
+  EXPECT_NE(message.find(missing + ": cannot open a shapes file: No such file or directory"), std::string::npos) << message;
   message = load_error(dir_.string());
-  EXPECT_NE(message.find("is a directory"), std::string::npos) << message;
+  EXPECT_NE(message.find("is a directory, not a shapes file"), std::string::npos) << message;
 }
 
 TEST_F(ShapesFile, NamesThePathInParseErrors) {
@@ -441,7 +441,7 @@ TEST_F(ShapesFile, RefusesFilesLargerThanTheLimit) {
     for (int i = 0; i < 17; ++i) out << spaces;
   }
   const std::string message = load_error(path);
-  EXPECT_NE(message.find("larger than 16 MiB"), std::string::npos) << message;
+  EXPECT_NE(message.find("is longer than 16 MiB"), std::string::npos) << message;
 }
 
 TEST(ShapesValidate, ChecksProblemsBuiltInCode) {

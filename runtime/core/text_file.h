@@ -1,0 +1,30 @@
+// Reading the text files a user names: a shapes file, a vectors file, a pretuned cache, a
+// database export to import. One reader, so each refuses the same things in the same words: a
+// folder, a file that cannot be opened or read, one longer than its limit, and (in the parsers)
+// text holding a NUL byte, which nlohmann's parser would take for the end of the text.
+#pragma once
+
+#include <cstddef>
+#include <string>
+#include <string_view>
+
+namespace cpgen {
+
+// The most a JSON file cpgen reads whole may hold (an import, a pretuned cache): far more than any
+// real one, so a file longer than this is taken for the wrong file.
+inline constexpr size_t kMaxJsonFileBytes = size_t{256} << 20;
+
+// The bytes of the file at `path`, read in pieces and never more than max_bytes + 1 of them (so a
+// device such as /dev/zero stops at the limit, not at the memory). Throws Error (kBadInput)
+// "<label>: <reason>", where label names the file in the caller's terms (e.g. "import: x.json")
+// and kind says what it should be (e.g. "a shapes file"):
+//   "is a directory, not <kind>"   "cannot open <kind>: <strerror>"   "cannot read <kind>: ..."
+//   "is longer than N MiB; <kind> is far smaller (is it the right file?)"
+std::string read_text_file(const std::string& path, const std::string& label, std::string_view kind,
+                           size_t max_bytes);
+
+// Throws Error (kBadInput) "<label>: a NUL byte at line L, column C; <kind> is JSON text" when
+// `text` holds one.
+void refuse_nul_byte(const std::string& text, const std::string& label, std::string_view kind);
+
+}  // namespace cpgen

@@ -1,0 +1,62 @@
+// read_text_file and refuse_nul_byte (runtime/core/text_file.h): the one reader of the JSON files
+// a user names (shapes, vectors, pretuned caches, imports), so each is refused in the same words.
+#include <gtest/gtest.h>
+
+#include <filesystem>
+#include <fstream>
+#include <functional>
+#include <string>
+
+#include "cpgen/error.h"
+#include "runtime/core/text_file.h"
+#include "tests/temp_dir.h"
+
+namespace cpgen {
+namespace {
+
+std::string error_of(const std::function<void()>& f) {
+  try {
+    f();
+  } catch (const Error& e) {
+    EXPECT_EQ(e.kind(), ErrorKind::kBadInput) << e.what();
+    return e.what();
+  }
+  ADD_FAILURE() << "no error";
+  return "";
+}
+
+TEST(TextFile, ReadsEveryByteUpToTheLimit) {
+  testing::TempDir dir("text_file");
+  const std::string path = dir.path() + "/a.json";
+  // Longer than one 64 KiB piece, with a NUL byte: the reader keeps every byte; the parsers refuse.
+  std::string text(200000, 'x');
+  text[70000] = '\0';
+  std::ofstream(path, std::ios::binary) << text;
+  EXPECT_EQ(read_text_file(path, "a", "a file", text.size()), text);
+  EXPECT_EQ(error_of([&] { read_text_file(path, "label", "a file", text.size() - 1); }),
+            "label: is longer than 199999 bytes; a file is far smaller (is it the right file?)");
+  EXPECT_EQ(error_of([&] { read_text_file(path, "label", "a file", size_t{1} << 17); }),
+            "label: is longer than 131072 bytes; a file is far smaller (is it the right file?)");
+}
+
+TEST(TextFile, RefusesFoldersMissingFilesAndEndlessSources) {
+  testing::TempDir dir("text_file");
+  EXPECT_EQ(error_of([&] { read_text_file(dir.path(), "import: " + dir.path(), "a JSON file", 100); }),
+            "import: " + dir.path() + ": is a directory, not a JSON file");
+  EXPECT_EQ(error_of([&] { read_text_file(dir.path() + "/none.json", "x", "a shapes file", 100); }),
+            "x: cannot open a shapes file: No such file or directory");
+  // A source with no end stops one piece past the limit.
+  if (std::filesystem::exists("/dev/zero")) {
+    EXPECT_EQ(error_of([&] { read_text_file("/dev/zero", "z", "a cache", size_t{3} << 20); }),
+              "z: is longer than 3 MiB; a cache is far smaller (is it the right file?)");
+  }
+}
+
+TEST(TextFile, ANulByteIsNamedByLineAndColumn) {
+  EXPECT_NO_THROW(refuse_nul_byte("{\"a\": 1}\n", "f.json", "a cache"));
+  EXPECT_EQ(error_of([] { refuse_nul_byte(std::string("{\n \"a\0\": 1}", 11), "f.json", "a cache"); }),
+            "f.json: a NUL byte at line 2, column 4; a cache is JSON text");
+}
+
+}  // namespace
+}  // namespace cpgen
