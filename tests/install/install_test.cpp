@@ -27,6 +27,29 @@ Shell shell(const std::string& command, const fs::path& log) { return cpgen::tes
 
 std::string quoted(const fs::path& p) { return "'" + p.string() + "'"; }
 
+// Expects the RUNPATH (or RPATH) of the ELF file at `path` to hold only absolute folders and
+// $ORIGIN-relative ones: an empty entry is the process's current directory, where the loader would
+// look for libnvrtc, libsqlite3 and the rest first (readelf -d prints "Library runpath: [a:b:]").
+void expect_no_relative_runpath(const fs::path& path, const fs::path& log) {
+  Shell r = shell("readelf -d " + quoted(path), log);
+  ASSERT_EQ(r.code, 0) << r.output;
+  for (const char* tag : {"Library runpath: [", "Library rpath: ["}) {
+    const size_t at = r.output.find(tag);
+    if (at == std::string::npos) continue;
+    const size_t begin = at + std::string(tag).size();
+    const std::string list = r.output.substr(begin, r.output.find(']', begin) - begin);
+    size_t start = 0;
+    while (true) {
+      const size_t colon = list.find(':', start);
+      const std::string entry = list.substr(start, colon == std::string::npos ? std::string::npos : colon - start);
+      EXPECT_TRUE(entry.rfind("/", 0) == 0 || entry.rfind("$ORIGIN", 0) == 0)
+          << path << ": RUNPATH entry '" << entry << "' in [" << list << "] is relative to the current directory";
+      if (colon == std::string::npos) break;
+      start = colon + 1;
+    }
+  }
+}
+
 TEST(Install, LinkDemoBuildsAgainstInstalledPackage) {
   const char* cmake_env = std::getenv("CPGEN_CMAKE");
   const std::string cmake = cmake_env && *cmake_env ? cmake_env : "cmake";
@@ -47,6 +70,14 @@ TEST(Install, LinkDemoBuildsAgainstInstalledPackage) {
                      fs::exists(prefix / "lib64/cmake/cpgen/cpgenConfig.cmake") ||
                      fs::exists(prefix / "lib/x86_64-linux-gnu/cmake/cpgen/cpgenConfig.cmake");
   EXPECT_TRUE(have_config) << "no cpgenConfig.cmake under " << prefix;
+
+  // Neither the built nor the installed library and command line look for libraries in the
+  // current directory.
+  for (const fs::path& elf : {fs::path(CPGEN_BINARY_DIR) / "libcpgen.so", fs::path(CPGEN_BINARY_DIR) / "cpgen",
+                              prefix / "bin/cpgen"})
+    expect_no_relative_runpath(elf, log);
+  for (const auto& entry : fs::recursive_directory_iterator(prefix))
+    if (entry.path().filename() == "libcpgen.so") expect_no_relative_runpath(entry.path(), log);
 
   // The installed public headers must not pull in CUDA or NCCL.
   for (const auto& entry : fs::directory_iterator(prefix / "include/cpgen")) {
