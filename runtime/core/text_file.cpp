@@ -1,5 +1,8 @@
 #include "runtime/core/text_file.h"
 
+#include <fcntl.h>
+#include <unistd.h>
+
 #include <cerrno>
 #include <cstdio>
 #include <cstring>
@@ -32,6 +35,50 @@ std::string read_text_file(const std::string& path, const std::string& label, st
   }
   if (std::ferror(file.get())) throw_bad_input(label + ": cannot read " + std::string(kind) + ": " + std::strerror(errno));
   return text;
+}
+
+void write_file_atomically(const std::string& given, const std::string& label, std::string_view bytes) {
+  namespace fs = std::filesystem;
+  std::error_code ec;
+  // A device or pipe (/dev/stdout, /dev/null) is written in place: renaming over it would replace
+  // the node itself. A link is followed, so the file it names is the one replaced.
+  const fs::file_status status = fs::status(given, ec);
+  const bool special = fs::exists(status) && !fs::is_regular_file(status);
+  std::string path = given;
+  if (!special && fs::is_symlink(fs::symlink_status(given, ec))) {
+    const fs::path target = fs::weakly_canonical(given, ec);
+    if (!ec) path = target.string();
+  }
+  // In the same folder, so the rename stays on one file system; the name is the target's with a
+  // suffix no user file is likely to have, and O_EXCL never takes over an existing file.
+  const std::string temp = special ? path : path + ".cpgen-partial-" + std::to_string(::getpid());
+  const int fd = special ? ::open(path.c_str(), O_WRONLY | O_TRUNC | O_CLOEXEC)
+                         : ::open(temp.c_str(), O_WRONLY | O_CREAT | O_EXCL | O_CLOEXEC, 0644);
+  if (fd < 0) throw Error(ErrorKind::kIo, "cannot write " + label + ": " + std::strerror(errno));
+  const auto fail = [&](int error) {
+    ::close(fd);
+    if (!special) ::unlink(temp.c_str());
+    throw Error(ErrorKind::kIo, "cannot write " + label + ": " + std::strerror(error));
+  };
+  size_t done = 0;
+  while (done < bytes.size()) {
+    const ssize_t n = ::write(fd, bytes.data() + done, bytes.size() - done);
+    if (n < 0 && errno == EINTR) continue;
+    if (n <= 0) fail(n < 0 ? errno : ENOSPC);
+    done += static_cast<size_t>(n);
+  }
+  if (!special && ::fsync(fd) != 0 && errno != EINVAL && errno != EROFS) fail(errno);
+  if (::close(fd) != 0) {
+    const int error = errno;
+    if (!special) ::unlink(temp.c_str());
+    throw Error(ErrorKind::kIo, "cannot write " + label + ": " + std::strerror(error));
+  }
+  if (special) return;
+  if (::rename(temp.c_str(), path.c_str()) != 0) {
+    const int error = errno;
+    ::unlink(temp.c_str());
+    throw Error(ErrorKind::kIo, "cannot write " + label + ": " + std::strerror(error));
+  }
 }
 
 void refuse_nul_byte(const std::string& text, const std::string& label, std::string_view kind) {

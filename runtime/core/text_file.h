@@ -23,6 +23,12 @@ inline constexpr size_t kMaxJsonFileBytes = size_t{256} << 20;
 std::string read_text_file(const std::string& path, const std::string& label, std::string_view kind,
                            size_t max_bytes);
 
+// Writes `bytes` to `path` whole or not at all: into a new file beside it, then renamed over it,
+// so a full disk, a size limit or a kill leaves the old file (or none) and no half-written one.
+// Throws Error (kIo) "cannot write <label>: <strerror>" naming the reason; the temporary file is
+// removed.
+void write_file_atomically(const std::string& path, const std::string& label, std::string_view bytes);
+
 // Throws Error (kBadInput) "<label>: a NUL byte at line L, column C; <kind> is JSON text" when
 // `text` holds one.
 void refuse_nul_byte(const std::string& text, const std::string& label, std::string_view kind);

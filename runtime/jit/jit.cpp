@@ -3,6 +3,7 @@
 #include <dlfcn.h>
 #include <nvrtc.h>
 #include <sys/stat.h>
+#include <unistd.h>
 
 #include <atomic>
 #include <chrono>
@@ -236,7 +237,7 @@ std::string kernel_code_hash(const KernelSpec& spec) {
 uint64_t nvrtc_compile_count() { return g_compile_count.load(); }
 
 std::string failed_compile_dir() {
-  return (std::filesystem::temp_directory_path() / "cpgen" / "failed").string();
+  return (std::filesystem::temp_directory_path() / ("cpgen-" + std::to_string(::getuid())) / "failed").string();
 }
 
 namespace {

@@ -198,7 +198,9 @@ void DirectoryKernelStore::remove_stale_temps() {
 std::string default_kernel_dir() {
   if (std::string dir = env_or_empty("CPGEN_KERNEL_DIR"); !dir.empty()) return dir;
   if (std::string cache = user_cache_dir(); !cache.empty()) return cache + "/kernels";
-  return (std::filesystem::temp_directory_path() / "cpgen" / "kernels").string();
+  // Per user, as host_jit.cpp's work folders: a shared /tmp/cpgen made by one user (0755) refused
+  // every other, and a folder another user made first could hand this one planted kernels.
+  return (std::filesystem::temp_directory_path() / ("cpgen-" + std::to_string(::getuid())) / "kernels").string();
 }
 
 KernelStore* default_kernel_store() {

@@ -44,8 +44,8 @@ class DirectoryKernelStore : public KernelStore {
   std::once_flag swept_;
 };
 
-// $CPGEN_KERNEL_DIR, else $XDG_CACHE_HOME/cpgen/kernels, else $HOME/.cache/cpgen/kernels
-// (the environment is read on each call).
+// $CPGEN_KERNEL_DIR, else $XDG_CACHE_HOME/cpgen/kernels, else $HOME/.cache/cpgen/kernels, else
+// $TMPDIR/cpgen-<uid>/kernels (the environment is read on each call).
 std::string default_kernel_dir();
 // A process-wide DirectoryKernelStore on default_kernel_dir(), created on first use.
 KernelStore* default_kernel_store();

@@ -151,8 +151,19 @@ AttentionVectors parse_attention_vectors(const std::string& text, const std::str
                     scale.dump());
   v.shape.scale = scale.get<double>();
 
-  const int64_t q_size = v.shape.batch * v.shape.q_heads * v.seq_len * v.shape.head_dim;
-  const int64_t kv_size = v.shape.batch * v.shape.kv_heads * v.seq_len * v.shape.head_dim;
+  // Counted in 128 bits: four int64 fields can wrap an int64 product to 0, which the empty
+  // arrays of a bad file then matched. A tensor's every element takes two bytes of text at least,
+  // so no file of kMaxVectorsFileBytes holds more than half that many.
+  const auto elements = [&](int64_t heads) {
+    const unsigned __int128 n = static_cast<unsigned __int128>(v.shape.batch) * static_cast<unsigned __int128>(heads) *
+                                static_cast<unsigned __int128>(v.seq_len) * static_cast<unsigned __int128>(v.shape.head_dim);
+    if (n > kMaxVectorsFileBytes / 2)
+      throw_bad_input(source + ": batch * heads * seq_len * head_dim is more elements than a vectors file holds (at most " +
+                      std::to_string(kMaxVectorsFileBytes / 2) + ")");
+    return static_cast<int64_t>(n);
+  };
+  const int64_t q_size = elements(v.shape.q_heads);
+  const int64_t kv_size = elements(v.shape.kv_heads);
   v.q = tensor(doc, source, "q", q_size);
   v.k = tensor(doc, source, "k", kv_size);
   v.v = tensor(doc, source, "v", kv_size);

@@ -99,7 +99,7 @@ TEST(CmdPlan, MissingFileAndBadOptionsExitTwo) {
   expect_clean_bad_input(run_cli("plan --shapes " + good + " --link-gbps -5"),
                          "--link-gbps: must be a finite number > 0 (GB/s, 10^9 bytes per second), got '-5'");
   // An empty value was read as 0 and reported as "got 0.000000".
-  expect_clean_bad_input(run_cli("plan --shapes " + good + " --link-gbps ''"), "--link-gbps: must be a finite number > 0");
+  expect_clean_bad_input(run_cli("plan --shapes " + good + " --link-gbps ''"), "(after --link-gbps) is empty");
   expect_clean_bad_input(run_cli("plan --shapes " + good + " --link-gbps inf"), "--link-gbps");
   expect_clean_bad_input(run_cli("plan --shapes " + good + " --tflops fast"), "--tflops");
   expect_clean_bad_input(run_cli("plan"), "--shapes");

@@ -36,12 +36,37 @@ TEST(Cli, UnknownSubcommandIsNamedAndTheSubcommandsListed) {
     EXPECT_NE(r.err.find(sub), std::string::npos) << sub << " missing from: " << r.err;
 }
 
+// An option before the command ("cpgen --help plan") was taken for a command and aborted the
+// program with CLI11's uncaught OptionNotFound (exit 134).
+TEST(Cli, AnOptionBeforeTheCommandIsCli11sToAnswer) {
+  for (const char* args : {"--help plan", "-h db show", "--bogus plan"}) {
+    CliResult r = run_cli(args);
+    EXPECT_TRUE(r.exit_code == 0 || r.exit_code == 2) << args << ": exit " << r.exit_code << "\n" << r.err;
+    EXPECT_EQ(r.err.find("terminate called"), std::string::npos) << args << ": " << r.err;
+  }
+}
+
+// An empty value was taken as the option left out: --only '' ran a tune of both directions,
+// --db '' opened the default database, -o '' wrote to the standard output.
+TEST(Cli, AnEmptyValueIsRefusedNotTakenForTheDefault) {
+  for (const char* args : {"tune --shapes x.json --only ''", "db show --db ''", "db export --defaults -o ''",
+                           "explain --arch= --shapes x.json"}) {
+    CliResult r = run_cli(args);
+    EXPECT_EQ(r.exit_code, 2) << args << "\n" << r.err;
+    EXPECT_EQ(line_count(r.err), 1) << r.err;
+    EXPECT_NE(r.err.find("is empty"), std::string::npos) << args << ": " << r.err;
+  }
+}
+
 // Standard output that cannot be written (a full disk: /dev/full) fails the command with one line,
 // where a truncated `db export > cache.json` exited 0 before.
 TEST(Cli, AFailedWriteOfStandardOutputExitsOne) {
   if (!std::filesystem::exists("/dev/full")) GTEST_SKIP() << "no /dev/full here";
   const std::filesystem::path err = std::filesystem::temp_directory_path() / ("cpgen_full_" + std::to_string(::getpid()));
-  for (const char* args : {"db export --defaults", "plan --shapes examples/shapes/gqa-heavy.json"}) {
+  // verify prints with printf, whose failed flush was never seen (exit 0).
+  for (const char* args : {"db export --defaults", "plan --shapes examples/shapes/gqa-heavy.json",
+                           "verify --random --shape '{\"q_heads\": 2, \"kv_heads\": 1, \"head_dim\": 64, "
+                           "\"seq_len\": 64, \"cp_size\": 2, \"dtype\": \"bf16\", \"causal\": true}'"}) {
     const std::string cmd = "cd " + source_dir() + " && " + CPGEN_CLI_PATH + " " + args + " >/dev/full 2>" + err.string();
     const int status = std::system(cmd.c_str());
     ASSERT_TRUE(WIFEXITED(status)) << args;

@@ -22,6 +22,7 @@
 
 #include "cache/environment.h"
 #include "cpgen/error.h"
+#include "runtime/core/text_file.h"
 #include "generator/kernel_spec.h"
 #include "generator/kernel_spec_wgmma.h"
 #include "generator/render.h"
@@ -119,28 +120,19 @@ void compile_one(const CompileOptions& o, const std::string& arch, KernelStore* 
   for (const auto& [option, file] : emits)
     if (!file->empty()) check_output_file(*file, "compile", option);
   if (!o.emit_source.empty()) {
-    std::ofstream out(o.emit_source, std::ios::binary);
-    out << render_source(spec);
-    out.close();
-    if (!out) throw Error(ErrorKind::kIo, "cannot write the generated source to " + o.emit_source);
+    write_file_atomically(o.emit_source, "the generated source to " + o.emit_source, render_source(spec));
   }
   const Feasibility feasibility = check_feasibility(spec, arch);
   const CompiledKernel k = compile_kernel(spec, arch, store);
   if (!o.emit_cubin.empty()) {
     // The cubin exactly as loaded, for `cuobjdump -sass FILE` (or nvdisasm).
-    std::ofstream out(o.emit_cubin, std::ios::binary);
-    out.write(k.cubin.data(), static_cast<std::streamsize>(k.cubin.size()));
-    out.close();
-    if (!out) throw Error(ErrorKind::kIo, "cannot write the cubin to " + o.emit_cubin);
+    write_file_atomically(o.emit_cubin, "the cubin to " + o.emit_cubin, k.cubin);
   }
   if (!o.emit_ptx.empty()) {
     // The store keeps cubins only: a kernel it served is compiled once more, storing nothing, for
     // the PTX that ptxas turned into that cubin (the same source, options and NVRTC).
     const std::string ptx = k.ptx.empty() ? compile_kernel(spec, arch, nullptr).ptx : k.ptx;
-    std::ofstream out(o.emit_ptx, std::ios::binary);
-    out << ptx;
-    out.close();
-    if (!out) throw Error(ErrorKind::kIo, "cannot write the PTX to " + o.emit_ptx);
+    write_file_atomically(o.emit_ptx, "the PTX to " + o.emit_ptx, ptx);
   }
   const CompileStats& s = k.stats;
   // --repeat: the same request again in this process, as a long-lived runtime would make it;

@@ -12,6 +12,7 @@
 #include <string>
 
 #include "cpgen/error.h"
+#include "runtime/core/text_file.h"
 #include "runtime/ring/partition.h"
 #include "runtime/ring/sampled_check.h"
 #include "runtime/ring/shapes.h"
@@ -85,11 +86,7 @@ void write_results(const std::string& path, const AttentionVectors& vec, const V
       {"dk", &results.dk},   {"dv", &results.dv}};
   for (const auto& [name, tensor] : tensors)
     if (!tensor->empty()) doc[name] = *tensor;
-  std::ofstream out(path);
-  if (!out) throw Error(ErrorKind::kIo, "verify: cannot write --output file '" + path + "'");
-  out << doc.dump() << "\n";
-  out.close();
-  if (!out) throw Error(ErrorKind::kIo, "verify: writing --output file '" + path + "' failed");
+  write_file_atomically(path, "verify --output file '" + path + "'", doc.dump() + "\n");
 }
 
 // The CPU ring holds the inputs in double and float, every rank's shards, its K/V and dK/dV
@@ -228,7 +225,6 @@ void run_verify(const VerifyOptions& opt) {
     std::printf("%s\n",
                 failed.empty() ? "ok" : ("FAILED: " + join(failed) + " above the limit").c_str());
   }
-  std::fflush(stdout);
   if (!failed.empty()) set_exit_code(1);
 }
 

@@ -81,6 +81,20 @@ int main(int argc, char** argv) {
   // Past a file-size limit (ulimit -f) a write then fails with EFBIG, which the store and the
   // output files report, instead of the signal killing the process with a temporary file left.
   std::signal(SIGXFSZ, SIG_IGN);
+  // No option or value of cpgen may be empty: an empty one was taken as the option left out
+  // (--only '' tuned both directions, --db '' opened the default database, -o '' wrote to the
+  // standard output).
+  for (int i = 1; i < argc; ++i) {
+    const std::string word = argv[i];
+    const size_t equals = word.find('=');
+    const bool empty_value = word.rfind("--", 0) == 0 && equals != std::string::npos && equals + 1 == word.size();
+    if (word.empty() || empty_value) {
+      std::cerr << "cpgen: " << (word.empty() ? "argument " + std::to_string(i) : word)
+                << (i > 1 && word.empty() ? " (after " + std::string(argv[i - 1]) + ")" : std::string())
+                << " is empty; give a value, or leave the option out for its default\n";
+      return 2;
+    }
+  }
   CLI::App app{"cpgen: code-generating kernel compiler and autotuner for context-parallel ring attention"};
   app.require_subcommand(1);
   app.set_version_flag("--version", CPGEN_CLI_VERSION);
@@ -92,7 +106,8 @@ int main(int argc, char** argv) {
               << " (see cpgen --help)\n";
     return 2;
   }
-  if (argc > 2 && argv[2][0] != '-') {
+  // argv[1] a command (an option first, as in "cpgen --help plan", is CLI11's to answer).
+  if (argc > 2 && argv[1][0] != '-' && argv[2][0] != '-') {
     const CLI::App* command = app.get_subcommand(argv[1]);
     if (!cpgen::cli::all_commands(*command).empty() && !cpgen::cli::is_command(*command, argv[2])) {
       std::cerr << "cpgen: unknown " << argv[1] << " subcommand '" << argv[2]
@@ -125,8 +140,10 @@ int main(int argc, char** argv) {
   }
   // Output that never reached its file (a full disk, a closed descriptor) is a failure: a
   // truncated `cpgen db export > cache.json` must not exit 0.
+  // C stdio (printf) and iostreams each keep their own error state: both are checked.
   std::cout.flush();
-  if (!std::cout) {
+  const bool stdio_failed = std::fflush(stdout) != 0 || std::ferror(stdout);
+  if (!std::cout || stdio_failed) {
     std::cerr << "cpgen: cannot write the standard output (a full disk or a closed file?); what was printed is incomplete\n";
     return 1;
   }

@@ -5,6 +5,7 @@
 #include <filesystem>
 #include <fstream>
 #include <functional>
+#include <iterator>
 #include <string>
 
 #include "cpgen/error.h"
@@ -49,6 +50,49 @@ TEST(TextFile, RefusesFoldersMissingFilesAndEndlessSources) {
   if (std::filesystem::exists("/dev/zero")) {
     EXPECT_EQ(error_of([&] { read_text_file("/dev/zero", "z", "a cache", size_t{3} << 20); }),
               "z: is longer than 3 MiB; a cache is far smaller (is it the right file?)");
+  }
+}
+
+std::string slurp(const std::string& path) {
+  std::ifstream in(path, std::ios::binary);
+  return std::string(std::istreambuf_iterator<char>(in), {});
+}
+
+TEST(TextFile, AnAtomicWriteReplacesTheFileThroughALinkAndLeavesNothingElse) {
+  testing::TempDir dir("text_file_write");
+  const std::string path = dir.path() + "/out.json", link = dir.path() + "/link.json";
+  write_file_atomically(path, "out", std::string("one\0two", 7));
+  EXPECT_EQ(slurp(path), std::string("one\0two", 7));
+  std::filesystem::create_symlink(path, link);
+  write_file_atomically(link, "link", "three");
+  EXPECT_TRUE(std::filesystem::is_symlink(link)) << "the link itself was replaced";
+  EXPECT_EQ(slurp(path), "three");
+  size_t files = 0;
+  for (const auto& entry : std::filesystem::directory_iterator(dir.path())) files += entry.exists();
+  EXPECT_EQ(files, 2u) << "a temporary file was left";
+}
+
+TEST(TextFile, AFailedWriteNamesTheReasonAndKeepsTheOldFile) {
+  testing::TempDir dir("text_file_write");
+  const Error missing = [&] {
+    try {
+      write_file_atomically(dir.path() + "/no/such/out.json", "the export", "x");
+    } catch (const Error& e) {
+      return e;
+    }
+    return Error(ErrorKind::kInternal, "no error");
+  }();
+  EXPECT_EQ(missing.kind(), ErrorKind::kIo);
+  EXPECT_EQ(std::string(missing.what()), "cannot write the export: No such file or directory");
+  // A device is written in place (renaming over it would replace the node): /dev/full says why.
+  if (std::filesystem::exists("/dev/full")) {
+    try {
+      write_file_atomically("/dev/full", "/dev/full", "x");
+      ADD_FAILURE() << "a write to /dev/full succeeded";
+    } catch (const Error& e) {
+      EXPECT_EQ(std::string(e.what()), "cannot write /dev/full: No space left on device");
+    }
+    EXPECT_TRUE(std::filesystem::is_character_file("/dev/full"));
   }
 }
 

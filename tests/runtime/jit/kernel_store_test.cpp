@@ -203,6 +203,12 @@ TEST(KernelStore, DefaultDirectoryFollowsEnvironmentPrecedence) {
   EXPECT_EQ(default_kernel_dir(), "/tmp/xdg/cpgen/kernels");
   env.set("XDG_CACHE_HOME", "");
   EXPECT_EQ(default_kernel_dir(), "/tmp/home/.cache/cpgen/kernels");
+  // Neither: a folder of this user's own under the temporary directory, never one shared by all.
+  TempDir tmp("tmpdir");
+  env.set("HOME", nullptr);
+  env.set("TMPDIR", tmp.path().c_str());
+  EXPECT_EQ(default_kernel_dir(), tmp.path() + "/cpgen-" + std::to_string(::getuid()) + "/kernels");
+  env.set("TMPDIR", nullptr);
 
   TempDir dir("store");
   env.set("CPGEN_KERNEL_DIR", dir.path().c_str());

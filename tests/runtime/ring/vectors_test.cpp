@@ -77,6 +77,15 @@ TEST(VectorsFile, RejectsWhatIsNotAVectorsFile) {
   doc["batch"] = -1;
   EXPECT_EQ(error_of(doc), "tiny.json: field 'batch' must be a positive integer; got -1");
   EXPECT_THROW(parse_attention_vectors("[1, 2]", "x"), Error);
+  // 2^32 in batch and both head counts wrapped the elements' int64 product to 0, which empty
+  // tensors matched (verify then crashed).
+  doc = tiny_vectors();
+  doc["batch"] = doc["q_heads"] = doc["kv_heads"] = int64_t{1} << 32;
+  for (const char* t : {"q", "k", "v", "dout", "out", "lse", "dq", "dk", "dv"})
+    if (doc.contains(t)) doc[t] = nlohmann::json::array();
+  EXPECT_NE(error_of(doc).find("tiny.json: batch * heads * seq_len * head_dim is more elements than a vectors file holds"),
+            std::string::npos)
+      << error_of(doc);
   // A NUL after a valid file: the parser took it for the end and never read what followed.
   try {
     parse_attention_vectors(tiny_vectors().dump() + std::string("\0{}", 3), "nul.json");
