@@ -1,7 +1,7 @@
 /* cpgen's C ABI, for FFI users (Python ctypes, Rust, Julia). Plain C, no CUDA or NCCL headers:
  * device pointers, CUDA streams and NCCL communicators travel as void*.
  *
- * Every function returns a cpgen_status. On failure the message of the error (one line naming
+ * Every function that can fail returns a cpgen_status. On failure the message of the error (one line naming
  * what is wrong, where, and what is allowed) is kept per thread and read with cpgen_last_error().
  * No C++ exception ever crosses this boundary.
  *
@@ -101,11 +101,14 @@ CPGEN_API const char* cpgen_status_name(int status);
 
 /* Defaults for the fields of a struct of struct_size bytes (sizeof of the caller's
  * cpgen_problem): batch 1, bf16, causal, zigzag, cp_size 1, scale 0, one document, no window, no
- * softcap, bhsd; the sizes are 0 (must be set). A struct_size of another version than this
- * library knows is refused. */
+ * softcap, bhsd; the sizes are 0 (must be set). struct_size 0 stands for version 0. A
+ * struct_size of another version than this library knows is refused. */
 CPGEN_API cpgen_status cpgen_problem_init_sized(cpgen_problem* problem, size_t struct_size);
 /* Version 0's entry point, kept for programs built against it: fills the version-0 fields only
- * (struct_size 0). Built against this header, the macro below passes the struct's size. */
+ * (struct_size 0). Built against this header, the macro below passes the struct's size. A caller
+ * through an FFI (ctypes, Rust, Julia), which sees the symbol and not the macro, calls
+ * cpgen_problem_init_sized(problem, sizeof its struct) instead: after the symbol, struct_size
+ * is 0 and the version-1 fields (documents, windows, softcap, layout) are not read. */
 CPGEN_API cpgen_status cpgen_problem_init(cpgen_problem* problem);
 #define cpgen_problem_init(problem) cpgen_problem_init_sized((problem), sizeof(*(problem)))
 /* Checks every field, with the messages of cpgen::Problem::validate (sizes, GQA grouping,
@@ -114,7 +117,8 @@ CPGEN_API cpgen_status cpgen_problem_validate(const cpgen_problem* problem);
 /* The number of local rows of `rank` (ranks may hold different counts when the lengths do not
  * divide): what cpgen_partition_positions writes and the row count of the rank's tensors. */
 CPGEN_API cpgen_status cpgen_partition_rows(const cpgen_problem* problem, int32_t rank, int64_t* rows);
-/* Global positions of rank's local rows, in local order: writes cpgen_partition_rows values. */
+/* Global positions of rank's local rows, in local order: writes cpgen_partition_rows values
+ * (positions may be NULL when that is 0). */
 CPGEN_API cpgen_status cpgen_partition_positions(const cpgen_problem* problem, int32_t rank,
                                                  int64_t* positions, size_t capacity);
 /* Number of usable CUDA devices (0 without a driver or device). */
@@ -122,7 +126,7 @@ CPGEN_API cpgen_status cpgen_device_count(int32_t* count);
 
 /* NCCL communicators for cpgen_ring_create_nccl, through a file every rank can read: rank 0
  * writes NCCL's unique id there (atomically) and removes it once all ranks joined, or when its own
- * init fails; the others wait up to timeout_seconds for it. job_key (may be NULL) must match
+ * init fails; the others wait up to timeout_seconds for it (<= 0 or NaN: 120). job_key (may be NULL) must match
  * between ranks, so that a stale file of an earlier job is never used. device: the rank's CUDA
  * device ordinal, 0 and up. *comm receives an ncclComm_t. CPGEN_ERR_NCCL when cpgen was built
  * without NCCL. */
@@ -146,7 +150,7 @@ typedef struct cpgen_ring cpgen_ring;
 CPGEN_API cpgen_status cpgen_ring_create_loopback(const cpgen_problem* problem, int32_t device,
                                                   const char* database_path, cpgen_ring** ring);
 /* NCCL: this process is one rank of nccl_comm (an ncclComm_t whose size is cp_size), on the
- * communicator's device. watchdog_seconds <= 0 takes the default (300 s). $CPGEN_SM_MARGIN, where
+ * communicator's device. watchdog_seconds <= 0 or NaN takes the default (300 s). $CPGEN_SM_MARGIN, where
  * set, is the SMs a persistent step kernel leaves to NCCL (RingOptions::sm_margin); unset, such a
  * kernel runs as its plain launch. */
 CPGEN_API cpgen_status cpgen_ring_create_nccl(const cpgen_problem* problem, void* nccl_comm,

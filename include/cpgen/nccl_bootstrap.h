@@ -43,7 +43,7 @@ struct NcclFileBootstrap {
   int rank = 0;
   int nranks = 1;
   int device = 0;                // CUDA device ordinal of this rank
-  double timeout_seconds = 120;  // how long ranks != 0 wait for the file
+  double timeout_seconds = 120;  // how long ranks != 0 wait for the file (finite, > 0)
   std::string job_key;           // optional: written by rank 0, must match on the others, so a
                                  // stale file from an earlier job is never used
 };

@@ -73,7 +73,8 @@ struct RingOptions {
   std::string database_path;         // tuning database (read, never created); empty: $CPGEN_DB,
                                      // else $XDG_CACHE_HOME/cpgen/cpgen.db, else ~/.cache/cpgen/cpgen.db
   int device = -1;                   // loopback: CUDA device ordinal; -1: 0; below: kBadInput
-  double watchdog_seconds = 300;     // NCCL: a step whose transfer takes longer aborts the ring
+  double watchdog_seconds = 300;     // NCCL: a step whose transfer takes longer aborts the ring;
+                                     // finite and > 0, else kBadInput
   std::string arch;                  // kernel target ("sm_90a"...); empty: from the device
   // SMs a persistent forward step leaves free for other kernels (NCCL's send and receive), as
   // FlashAttention-3's and TransformerEngine's SM margins do; its grid covers the rest and its CTAs

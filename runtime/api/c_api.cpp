@@ -230,12 +230,13 @@ cpgen_status cpgen_partition_positions(const cpgen_problem* problem, int32_t ran
   return guard([&] {
     const char* fn = "cpgen_partition_positions";
     cpgen::Problem p = to_problem(problem, fn, false);
-    require(positions, "positions", fn);
     if (rank < 0 || rank >= p.cp_size)
       cpgen::throw_bad_input(std::string(fn) + ": rank " + std::to_string(rank) +
                              " is outside [0, cp_size " + std::to_string(p.cp_size) + ")");
     // The capacity check needs the count only; the positions are listed once it passes.
     const int64_t rows = cpgen::partition_rows(p.scheme, p.seq_len, static_cast<int>(p.cp_size), rank, p.documents);
+    if (rows == 0) return;  // an empty array: positions may be NULL, as a framework's empty tensor is
+    require(positions, "positions", fn);
     if (capacity < static_cast<uint64_t>(rows))
       cpgen::throw_bad_input(std::string(fn) + ": capacity " + std::to_string(capacity) + " is less than the " +
                              std::to_string(rows) + " rows of rank " + std::to_string(rank) + " (cpgen_partition_rows)");

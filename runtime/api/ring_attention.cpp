@@ -14,6 +14,7 @@
 
 #include <algorithm>
 #include <chrono>
+#include <cmath>
 #include <exception>
 #include <functional>
 #include <memory>
@@ -315,6 +316,10 @@ RingAttention RingAttention::nccl(const Problem& problem, void* nccl_comm, const
   check_kernel_ring_problem(problem);  // what the kernels run today, before the device
 #ifdef CPGEN_HAVE_NCCL
   if (!nccl_comm) throw_bad_input("RingAttention::nccl: the communicator is null");
+  // 0 or less aborted the ring at the first exchange still in flight; NaN never aborted it.
+  if (!(options.watchdog_seconds > 0) || !std::isfinite(options.watchdog_seconds))
+    throw_bad_input("RingAttention::nccl: watchdog_seconds " + std::to_string(options.watchdog_seconds) +
+                    " is not allowed; allowed: a finite number of seconds > 0");
   auto comm = static_cast<ncclComm_t>(nccl_comm);
   auto impl = std::make_unique<Impl>();
   impl->problem = problem;

@@ -156,7 +156,25 @@ void KernelRingBackend::check_strides(const char* name, const TensorStrides& s, 
                        heads, len_, problem_.head_dim);
 }
 
-void KernelRingBackend::bind(const ShardTensors& tensors) {
+ShardTensors KernelRingBackend::empty_rank_tensors(const ShardTensors& given) const {
+  // A framework hands an empty tensor over as a null pointer (PyTorch's data_ptr() is 0) with
+  // whatever strides its shape gives, none of which the layout's rule for 0 rows has. Nothing of
+  // such a rank's tensors is read or written (each copy and launch of it moves zero rows), so a
+  // null pointer becomes this rank's own state buffer (allocated for one row at least, aligned
+  // as every allocation) and the strides the layout's.
+  ShardTensors t = given;
+  void* placeholder = o_state_.data();
+  for (const void** p : {&t.q, &t.k, &t.v, &t.dout})
+    if (!*p) *p = placeholder;
+  for (void** p : {&t.out, &t.dq, &t.dk, &t.dv})
+    if (!*p) *p = placeholder;
+  if (!t.lse) t.lse = static_cast<float*>(placeholder);
+  t.strides = nullptr;
+  return t;
+}
+
+void KernelRingBackend::bind(const ShardTensors& given) {
+  const ShardTensors tensors = len_ == 0 ? empty_rank_tensors(given) : given;
   check_pointer(tensors.q, "q", 16, rank_);
   check_pointer(tensors.k, "k", 16, rank_);
   check_pointer(tensors.v, "v", 16, rank_);
@@ -178,7 +196,8 @@ void KernelRingBackend::bind(const ShardTensors& tensors) {
   tensors_ = {tensors.q, tensors.k, tensors.v, tensors.out, tensors.lse};
 }
 
-void KernelRingBackend::bind_backward(const ShardTensors& tensors) {
+void KernelRingBackend::bind_backward(const ShardTensors& given) {
+  const ShardTensors tensors = len_ == 0 ? empty_rank_tensors(given) : given;
   bind(tensors);
   check_pointer(tensors.dout, "dout", 16, rank_);
   // dQ, dK, dV are written by the conversion kernel as 4-byte pairs; 16 keeps one rule for all.

@@ -121,6 +121,7 @@ class KernelRingBackend final : public RingBackend {
   KernelRingBackend(const Problem& problem, int rank, KernelDevice& device, const RingPositions& positions);
   // Before each forward run: the tensors (checked: q, k, v, out, lse non-null, aligned as the
   // kernels load them; strides as ShardTensors says, each failure one line naming the tensor).
+  // A rank that holds no rows may pass null pointers and any strides: its tensors are empty.
   void bind(const ShardTensors& tensors);
   // Before each backward run: the same checks on every field of `tensors`.
   void bind_backward(const ShardTensors& tensors);
@@ -155,6 +156,8 @@ class KernelRingBackend final : public RingBackend {
   int64_t part_first_key(int part) const;
 
  private:
+  // `given` with placeholders for a rank that holds no rows (bind).
+  ShardTensors empty_rank_tensors(const ShardTensors& given) const;
   Problem problem_;
   int rank_;
   KernelDevice& device_;

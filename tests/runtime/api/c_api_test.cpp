@@ -373,6 +373,24 @@ TEST(CApi, PartitionPositionsMatchReferenceLayouts) {
   EXPECT_NE(std::string(cpgen_last_error()).find("rank 8"), std::string::npos);
 }
 
+// A rank with no rows (a sequence shorter than the ring) lists nothing: its positions may be NULL,
+// as a framework's empty tensor is; a rank with rows still needs the array.
+TEST(CApi, PartitionPositionsOfAnEmptyRankTakeNull) {
+  cpgen_problem p = valid_problem();
+  p.seq_len = 2;
+  p.cp_size = 4;
+  p.scheme = CPGEN_SCHEME_CONTIGUOUS;
+  ASSERT_EQ(cpgen_problem_validate(&p), CPGEN_OK) << cpgen_last_error();
+  int64_t rows = -1;
+  ASSERT_EQ(cpgen_partition_rows(&p, 3, &rows), CPGEN_OK) << cpgen_last_error();
+  ASSERT_EQ(rows, 0);
+  EXPECT_EQ(cpgen_partition_positions(&p, 3, nullptr, 0), CPGEN_OK) << cpgen_last_error();
+  ASSERT_EQ(cpgen_partition_rows(&p, 0, &rows), CPGEN_OK) << cpgen_last_error();
+  ASSERT_GT(rows, 0);
+  EXPECT_EQ(cpgen_partition_positions(&p, 0, nullptr, 0), CPGEN_ERR_BAD_INPUT);
+  EXPECT_NE(std::string(cpgen_last_error()).find("positions is NULL"), std::string::npos) << cpgen_last_error();
+}
+
 // The largest sequence a problem may have is counted, not listed (one rank of 2^30 tokens took 27 s
 // and 8 GB to count; PartitionVarlen.RowCountsAreThePositionsCounted counts 2^39), and a capacity
 // too small is refused before anything is listed.

@@ -5,6 +5,8 @@
 
 #include <gtest/gtest.h>
 
+#include <cmath>
+
 #include "cpgen/error.h"
 #include "runtime/backend/gpu_step_kernel.h"
 #include "test_util.h"
@@ -51,6 +53,24 @@ TEST(RingAttention, NullCommunicatorIsBadInput) {
     FAIL() << "a null communicator was accepted";
   } catch (const Error& e) {
     EXPECT_TRUE(e.kind() == ErrorKind::kBadInput || e.kind() == ErrorKind::kNccl) << e.what();
+  }
+}
+
+// The watchdog's limit is checked before anything touches the communicator (a pointer that is no
+// communicator is never used): 0 or less aborted the ring at its first exchange, NaN never did.
+TEST(RingAttention, AWatchdogMustBeFiniteAndPositive) {
+  int not_a_communicator = 0;
+  for (const double seconds : {0.0, -5.0, std::nan(""), HUGE_VAL}) {
+    RingOptions options;
+    options.watchdog_seconds = seconds;
+    try {
+      RingAttention::nccl(small_problem(), &not_a_communicator, options);
+      FAIL() << "watchdog_seconds " << seconds << " was accepted";
+    } catch (const Error& e) {
+      if (e.kind() == ErrorKind::kNccl) GTEST_SKIP() << "built without NCCL: " << e.what();
+      EXPECT_EQ(e.kind(), ErrorKind::kBadInput) << e.what();
+      EXPECT_NE(std::string(e.what()).find("watchdog_seconds"), std::string::npos) << e.what();
+    }
   }
 }
 

@@ -146,7 +146,9 @@ enum class Driver { kThreads, kOneThread };
 
 // The whole backward of `problem` through KernelRingBackend on model devices, against the float64
 // reference of the full sequence. Returns the relative errors of the gathered dq, dk, dv.
-GradErrors run_backward(const Problem& problem, Driver driver, uint32_t seed = 7) {
+// empty_as_null: a rank that holds no rows passes its tensors as a framework passes empty ones,
+// null pointers with the strides of their [batch, heads, 0, head_dim] shape.
+GradErrors run_backward(const Problem& problem, Driver driver, uint32_t seed = 7, bool empty_as_null = false) {
   const int n = static_cast<int>(problem.cp_size);
   const Dtype dtype = problem.dtype;
   const int64_t b = problem.batch, qh = problem.q_heads, kvh = problem.kv_heads, hd = problem.head_dim;
@@ -198,7 +200,15 @@ GradErrors run_backward(const Problem& problem, Driver driver, uint32_t seed = 7
     devices.push_back(
         std::make_unique<ModelDevice>(memory, dtype, static_cast<int>(hd), problem.causal, intervals, softcap));
     backends.push_back(std::make_unique<KernelRingBackend>(problem, r, *devices.back(), ring_positions));
-    backends.back()->bind_backward(s.tensors());
+    if (empty_as_null && local == 0) {
+      const TensorStrides q_like{qh * hd, hd, hd}, kv_like{kvh * hd, hd, hd};  // torch.empty(b, h, 0, d)
+      const ShardStrides torch{q_like, kv_like, kv_like, q_like, q_like, q_like, kv_like, kv_like};
+      ShardTensors empty;
+      empty.strides = &torch;
+      backends.back()->bind_backward(empty);
+    } else {
+      backends.back()->bind_backward(s.tensors());
+    }
   }
 
   if (driver == Driver::kThreads) {
@@ -373,6 +383,19 @@ TEST(KernelRingBackendBackward, RanksWithoutRowsTakePartInTheRing) {
     p.seq_len = 5;
     p.validate();
     const GradErrors e = run_backward(p, Driver::kThreads);
+    EXPECT_LT(e.max(), tolerance(p.dtype)) << describe(p) << ": dq " << e.dq << " dk " << e.dk << " dv " << e.dv;
+  }
+}
+
+// Those ranks may hand their empty tensors over as a framework does: null pointers, with the
+// strides of an empty [batch, heads, 0, head_dim] tensor (not the layout's for 0 rows). Before,
+// bind refused them ("q of rank 5 is null"), and on an NCCL ring the other ranks waited for it.
+TEST(KernelRingBackendBackward, RanksWithoutRowsMayPassNullTensors) {
+  for (Scheme scheme : {Scheme::kZigzag, Scheme::kContiguous}) {
+    Problem p = make_problem(8, Dtype::kBf16, true, scheme, 2, 64, 2);
+    p.seq_len = 5;
+    p.validate();
+    const GradErrors e = run_backward(p, Driver::kThreads, 7, true);
     EXPECT_LT(e.max(), tolerance(p.dtype)) << describe(p) << ": dq " << e.dq << " dk " << e.dk << " dv " << e.dv;
   }
 }

@@ -6,6 +6,7 @@
 #include <gtest/gtest.h>
 
 #include <chrono>
+#include <cmath>
 #include <filesystem>
 #include <fstream>
 #include <string>
@@ -51,6 +52,19 @@ TEST(NcclBootstrap, RankWaitingForAMissingFileTimesOutNamingRankAndPath) {
   EXPECT_NE(std::string(e.what()).find(o.path), std::string::npos) << e.what();
   EXPECT_GE(took, 0.3);
   EXPECT_LT(took, 5.0);
+}
+
+// A timeout of 0 or less gave up at once, and NaN waited forever: both are refused first.
+TEST(NcclBootstrap, ATimeoutMustBeFiniteAndPositive) {
+  testing::TempDir dir("nccl_boot");
+  for (const double timeout : {0.0, -1.0, std::nan(""), HUGE_VAL}) {
+    NcclFileBootstrap o = options_in(dir, 1, 2);
+    o.timeout_seconds = timeout;
+    const Error e = bootstrap_error(o);
+    EXPECT_EQ(e.kind(), ErrorKind::kBadInput) << e.what();
+    EXPECT_NE(std::string(e.what()).find("timeout_seconds"), std::string::npos) << e.what();
+    EXPECT_NE(std::string(e.what()).find("allowed: a finite number of seconds > 0"), std::string::npos) << e.what();
+  }
 }
 
 TEST(NcclBootstrap, StaleFileOfAnotherJobIsNeverUsed) {
