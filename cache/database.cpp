@@ -4,6 +4,7 @@
 #include <sys/file.h>
 #include <unistd.h>
 
+#include <charconv>
 #include <chrono>
 #include <cerrno>
 #include <cstdlib>
@@ -12,6 +13,7 @@
 #include <fstream>
 #include <iostream>
 #include <mutex>
+#include <optional>
 #include <random>
 #include <thread>
 
@@ -124,6 +126,17 @@ WarningSink set_warning_sink(WarningSink sink) {
   return previous;
 }
 
+namespace {
+// cpgen's schema_version: a positive decimal integer; nullopt for anything else.
+std::optional<int> parse_schema_version(const std::string& text) {
+  int value = 0;
+  const char* end = text.data() + text.size();
+  const auto [stop, ec] = std::from_chars(text.data(), end, value);
+  if (ec != std::errc() || stop != end || value < 1) return std::nullopt;
+  return value;
+}
+}  // namespace
+
 void warn(const std::string& message) {
   std::lock_guard<std::mutex> lock(g_sink_mutex);
   if (g_sink) {
@@ -135,6 +148,9 @@ void warn(const std::string& message) {
 
 Database::Database(const std::string& path, PathOwner owner) : path_(path) {
   if (path_.empty()) throw_bad_input("database path is empty; pass --db PATH");
+  // Before any folder is made: "a/b/" names a folder (its parent_path is a/b itself).
+  if (path_.back() == '/' || fs::is_directory(path_))
+    throw_bad_input("database path " + path_ + " is a directory; pass the path of a file");
   fs::path parent = fs::path(path_).parent_path();
   std::error_code ec;
   if (!parent.empty()) fs::create_directories(parent, ec);
@@ -198,6 +214,11 @@ Database::Database(const std::string& path, ReadOnly options) : path_(path) {
                                             damaged_advice(options.merge_source));
     }
     if (version == 0) throw Error(ErrorKind::kDatabase, "the file at " + path_ + " is not a cpgen tuning database (no meta table)");
+    if (version > kSchemaVersion) {
+      throw Error(ErrorKind::kDatabase, "the tuning database " + path_ + " has schema version " + std::to_string(version) +
+                                            ", written by a newer cpgen; this build reads versions up to " +
+                                            std::to_string(kSchemaVersion) + " (the file itself may be sound)");
+    }
     if (version != kSchemaVersion) {
       throw Error(ErrorKind::kDatabase, "the tuning database " + path_ + " has schema version " + std::to_string(version) +
                                             "; lookups read version " + std::to_string(kSchemaVersion) +
@@ -258,9 +279,20 @@ void Database::open_checked(PathOwner owner) {
       Statement probe(db_, "SELECT count(*) FROM sqlite_master WHERE name NOT IN ('meta') AND type = 'table'");
       probe.step();
       int64_t other_tables = probe.column_int(0);
+      // cpgen's own file has a meta table with a schema_version (a positive integer); another
+      // program's may have a table named meta too.
       Statement has_meta(db_, "SELECT count(*) FROM sqlite_master WHERE type = 'table' AND name = 'meta'");
       has_meta.step();
-      if (has_meta.column_int(0) == 0 && other_tables > 0) {
+      bool cpgen_meta = false;
+      if (has_meta.column_int(0) > 0) {
+        try {
+          Statement version(db_, "SELECT value FROM meta WHERE key = 'schema_version'");
+          cpgen_meta = version.step() && parse_schema_version(version.column_text(0)).has_value();
+        } catch (const SqliteError& e) {
+          if (is_unusable_file(e.code())) throw;  // another program's meta (no key or value column) is not cpgen's
+        }
+      }
+      if (!cpgen_meta && other_tables > 0) {
         why = "it is an SQLite database of another program (no cpgen meta table)";
         foreign = true;
       } else if (existed && attempt == 0) {
@@ -326,7 +358,14 @@ int Database::schema_version() {
   has_meta.step();
   if (has_meta.column_int(0) == 0) return 0;
   Statement version(db_, "SELECT value FROM meta WHERE key = 'schema_version'");
-  return version.step() ? std::stoi(version.column_text(0)) : 0;
+  if (!version.step()) return 0;
+  const std::string text = version.column_text(0);
+  const std::optional<int> value = parse_schema_version(text);
+  if (!value)
+    throw Error(ErrorKind::kDatabase, "the file at " + path_ + " has a meta table whose schema_version '" +
+                                          text.substr(0, 40) + "' is not cpgen's (a positive integer); it is not a cpgen "
+                                          "tuning database, or a damaged one");
+  return *value;
 }
 
 void Database::refuse_newer_schema() {

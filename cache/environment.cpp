@@ -3,6 +3,7 @@
 #include <map>
 #include <mutex>
 
+#include "cache/json_integer.h"
 #include "cpgen/error.h"
 #include "runtime/cuda/cuda_driver.h"
 #include "runtime/jit/jit.h"
@@ -73,10 +74,12 @@ Environment Environment::from_json(const nlohmann::json& j) {
   e.nvrtc_version = json_string(j, "nvrtc_version");
   e.driver_version = json_string(j, "driver_version");
   e.gpu_name = json_string(j, "gpu_name");
-  if (!j.contains("sm_count") || !j["sm_count"].is_number_integer()) {
-    throw_bad_input("environment field 'sm_count' is missing or not an integer");
-  }
-  e.sm_count = j["sm_count"].get<int>();
+  // Exactly, not modulo 2^32 (4294967428 read as an H200's 132); 0 is a machine without a GPU.
+  const std::optional<int> sm_count = j.contains("sm_count") ? exact_integer<int>(j["sm_count"]) : std::nullopt;
+  if (!sm_count || *sm_count < 0)
+    throw_bad_input("environment field 'sm_count' must be an integer 0.." + std::to_string(INT32_MAX) + ", got " +
+                    (j.contains("sm_count") ? j["sm_count"].dump() : std::string("nothing")));
+  e.sm_count = *sm_count;
   return e;
 }
 

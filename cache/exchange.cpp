@@ -12,6 +12,7 @@
 #include "cpgen/error.h"
 #include "generator/kernel_spec.h"
 #include "generator/kernel_spec_wgmma.h"
+#include "runtime/core/problem_limits.h"
 
 namespace cpgen {
 namespace {
@@ -126,9 +127,15 @@ void validate_record(const Record& r, const std::string& where) {
     bad("workload.q_heads", "q_heads " + std::to_string(w.q_heads) + " / kv_heads " + std::to_string(w.kv_heads) +
                                 " is not a supported GQA group");
   }
-  if (w.batch < 1) bad("workload.batch", "must be >= 1, got " + std::to_string(w.batch));
-  if (w.q_len < 1) bad("workload.q_len", "must be >= 1, got " + std::to_string(w.q_len));
-  if (w.kv_len < 1) bad("workload.kv_len", "must be >= 1, got " + std::to_string(w.kv_len));
+  // A problem's own limits (runtime/core/problem_limits.h): no step of a valid problem is larger,
+  // and 2^62 + 1 keys made seq_bucket's doubling wrap and never end.
+  const auto in_range = [&](const char* field, int64_t value, int64_t max) {
+    if (value < 1 || value > max)
+      bad(field, "must be an integer 1.." + std::to_string(max) + ", got " + std::to_string(value));
+  };
+  in_range("workload.batch", w.batch, kMaxBatch);
+  in_range("workload.q_len", w.q_len, kMaxSeqLen);
+  in_range("workload.kv_len", w.kv_len, kMaxSeqLen);
   try {
     validate_arch(w.arch);
   } catch (const Error& e) {
@@ -139,6 +146,11 @@ void validate_record(const Record& r, const std::string& where) {
     spec = KernelSpec::parse(r.kernel_uri);
   } catch (const Error& e) {
     bad("kernel", std::string(": ") + e.what());
+  }
+  if (!runs_step(spec.kind, is_backward(w.step))) {
+    bad("kernel", r.kernel_uri + " does not run a " + std::string(step_type_name(w.step)) + " step; a " +
+                      (is_backward(w.step) ? "backward step runs a ring_bwd_ step kernel"
+                                           : "forward step runs a ring_fwd_ kernel (mma.sync or wgmma)"));
   }
   const KernelSpec wanted = KernelSpec::default_for(w.dtype, w.head_dim, w.causal, w.gqa_group());
   if (spec.dtype != wanted.dtype || spec.head_dim != wanted.head_dim || spec.causal != wanted.causal ||
@@ -207,7 +219,7 @@ CacheEntries read_cache_entries(const json& doc, const std::string& where) {
   const json& entries = doc["entries"];
   for (size_t i = 0; i < entries.size(); ++i) {
     const std::string at = where + " entry " + std::to_string(i);
-    if (entries[i].is_object() && entries[i].value("source", "") == "default-heuristic") {
+    if (entries[i].is_object() && optional_field<std::string>(entries[i], "source", at) == "default-heuristic") {
       ++out.skipped;
       continue;
     }

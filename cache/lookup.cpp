@@ -3,6 +3,7 @@
 #include <algorithm>
 #include <cmath>
 #include <iterator>
+#include <tuple>
 #include <cstdlib>
 #include <utility>
 #include <vector>
@@ -30,9 +31,7 @@ std::optional<KernelSpec> usable_spec(const std::string& uri, const WorkloadKey&
     KernelSpec s = KernelSpec::parse(uri);
     // A forward step runs a forward kernel and a backward step a backward one, whatever a
     // (hand-edited or damaged) record says.
-    // Both forward families (mma.sync and, on sm_90a, wgmma) serve a forward step.
-    const bool forward_kernel = s.kind == KernelKind::kForwardStep || s.kind == KernelKind::kForwardWgmma;
-    if (is_backward(w.step) ? s.kind != KernelKind::kBackwardStep : !forward_kernel) return std::nullopt;
+    if (!runs_step(s.kind, is_backward(w.step))) return std::nullopt;
     if (s.dtype != w.dtype || s.head_dim != w.head_dim || s.causal != w.causal || s.gqa_group != w.gqa_group()) return std::nullopt;
     if (s.key_intervals != w.mask.key_intervals() || s.softcap != w.mask.softcap) return std::nullopt;
     if (!check_feasibility(s, w.arch).feasible) return std::nullopt;
@@ -156,9 +155,12 @@ static Selection select_in_order(const WorkloadKey& w, Database* db, const Envir
     if (!pretuned_env_matches(entry.record->env, env.for_kernel(entry.record->kernel_uri))) continue;
     if (winner_changed_of(ew)) continue;
     int rank = ew == w ? 0 : 1 + bucket_distance(ew, w);
-    bool better = !chosen || rank < chosen_rank ||
-                  (rank == chosen_rank && entry.winner != chosen->winner && entry.winner) ||
-                  (rank == chosen_rank && entry.winner == chosen->winner && *entry.record->median_ms < *chosen->record->median_ms);
+    // The nearest workload; then the folder searched first (a site's $CPGEN_CACHES_DIR over the
+    // shipped caches); then a winner; then the fastest.
+    const auto order = [](const CacheEntry& e, int r) {
+      return std::make_tuple(r, e.dir_index, e.winner ? 0 : 1, *e.record->median_ms);
+    };
+    bool better = !chosen || order(entry, rank) < order(*chosen, chosen_rank);
     if (better) {
       chosen = &entry;
       chosen_rank = rank;

@@ -46,7 +46,9 @@ PretunedCaches load_pretuned_caches(const std::vector<std::string>& dirs) {
     }
     std::sort(files.begin(), files.end());
     for (const fs::path& file : files) {
-      if (!seen_names.insert(file.filename().string()).second) continue;
+      // A name loaded from an earlier folder is that cache's copy; one skipped there (unreadable,
+      // malformed) does not hide this one.
+      if (seen_names.contains(file.filename().string())) continue;
       try {
         // Every reason below starts with the file's path.
         const std::string text = read_text_file(file.string(), file.string(), "a cache", kMaxJsonFileBytes);
@@ -72,9 +74,11 @@ PretunedCaches load_pretuned_caches(const std::vector<std::string>& dirs) {
           entry.kernel_uri = e["kernel"].get<std::string>();
           entry.workload = e["workload"];
           entry.winner = e.value("winner", false);
+          entry.dir_index = static_cast<int>(caches.dirs.size()) - 1;
           if (e.value("source", "") != "default-heuristic") entry.record = record_from_json(e, at);
           parsed.push_back(std::move(entry));
         }
+        seen_names.insert(file.filename().string());
         caches.files.push_back(file.string());
         for (auto& entry : parsed) caches.entries.push_back(std::move(entry));
       } catch (const std::exception& e) {

@@ -23,6 +23,7 @@ struct CacheEntry {
   nlohmann::json workload;        // a full WorkloadKey, or a pattern naming some fields
   std::optional<Record> record;   // set for measured entries (full workload and environment)
   bool winner = false;
+  int dir_index = 0;              // of its folder in the search order: a lower one takes precedence
 };
 
 struct SearchedDir {

@@ -83,7 +83,17 @@ Record read_record(const Statement& s) {
   r.disposition = parse_disposition(s.column_text(14));
   r.median_ms = opt_double(s, 15);
   r.spread_ms = opt_double(s, 16);
-  r.samples_ms = nlohmann::json::parse(s.column_text(17)).get<std::vector<double>>();
+  // Written by cpgen as a JSON array of numbers; anything else is a damaged row, reported as the
+  // database's error (which the runtime's lookup falls through), not as a JSON library's.
+  try {
+    r.samples_ms = nlohmann::json::parse(s.column_text(17)).get<std::vector<double>>();
+  } catch (const nlohmann::json::exception&) {
+    std::string text = s.column_text(17).substr(0, 40);
+    for (char& c : text)
+      if (static_cast<unsigned char>(c) < 0x20) c = ' ';
+    throw Error(ErrorKind::kDatabase, "a record of " + r.kernel_uri + " in the tuning database is damaged: samples_ms '" +
+                                          text + "' is not a JSON array of numbers");
+  }
   r.tflops = opt_double(s, 18);
   r.registers = opt_int(s, 19);
   r.spill_bytes = opt_int(s, 20);

@@ -80,7 +80,7 @@ StepType parse_step_type(std::string_view name) {
 
 int64_t WorkloadKey::seq_bucket() const {
   int64_t bucket = 1;
-  while (bucket < q_len) bucket *= 2;
+  while (bucket < q_len && bucket <= (int64_t{1} << 61)) bucket *= 2;  // never past 2^62, whatever q_len says
   return bucket;
 }
 

@@ -26,6 +26,14 @@ namespace cpgen {
 // kForwardStep with its own URI and tile parameters.
 enum class KernelKind { kForwardStep, kBackwardPre, kBackwardStep, kBackwardConvert, kForwardWgmma };
 
+// Whether a kernel of this kind runs a ring step of that direction: a forward step runs either
+// forward family (mma.sync, and wgmma on sm_90a), a backward step the backward step kernel; the
+// backward's pre and convert kernels run no step.
+inline bool runs_step(KernelKind kind, bool backward_step) {
+  return backward_step ? kind == KernelKind::kBackwardStep
+                       : kind == KernelKind::kForwardStep || kind == KernelKind::kForwardWgmma;
+}
+
 // Supported values, as data. The generator, the parser, the tuner and the tests all read these.
 inline constexpr int kSupportedHeadDims[] = {64, 96, 128, 256};
 inline constexpr int kSupportedGqaGroups[] = {1, 2, 4, 8, 16};

@@ -44,6 +44,19 @@ Tuner::Tuner(Database& db, TuneOptions options, CompileFn compile, CandidateTime
   if (!options_.forward && !options_.backward) throw_bad_input("tune: neither the forward nor the backward is selected; nothing to tune");
 }
 
+bool Tuner::earlier_pin_stands(const WorkloadKey& w, const std::set<std::string>& measured, double winner_ms) {
+  // A tune that left the pinned kernel out (--max-candidates, or --budget-s spent) has not
+  // measured it again: its valid record of this environment still stands, and where it is faster
+  // than this tune's best, its pin does too (re-tuning with a budget replaced it with the default).
+  const std::optional<PinnedWinner> pin = pinned_winner(db_, w);
+  if (!pin || measured.contains(pin->kernel_uri)) return false;
+  for (const Record& r : records_for(db_, w))
+    if (r.kernel_uri == pin->kernel_uri && r.valid() && r.env.matches(env_.for_kernel(r.kernel_uri)) &&
+        *r.median_ms < winner_ms)
+      return true;
+  return false;
+}
+
 Record Tuner::base_record(const WorkloadKey& w, const KernelSpec& spec) const {
   Record r;
   r.workload = w;
@@ -246,6 +259,7 @@ WorkloadResult Tuner::tune_workload(const WorkloadKey& w, double started_s) {
   // The reference goes first, so the default is always timed even when the budget runs out.
   std::stable_partition(compiled.begin(), compiled.end(), [&](const CompileOutcome* o) { return o == reference; });
   std::map<std::string, double> medians;  // this workload's, for the next one's order
+  std::set<std::string> measured;         // every candidate the timer ran here, timed or rejected
   for (const CompileOutcome* o : compiled) {
     if (options_.budget_s > 0 && now_s() - started_s > options_.budget_s && o != reference) {
       not_timed(*o, "not timed: the --budget-s of " + std::to_string(options_.budget_s) + " s ran out");
@@ -262,6 +276,7 @@ WorkloadResult Tuner::tune_workload(const WorkloadKey& w, double started_s) {
           options_.race_check_margin * std::max(*result.winner->median_ms, options_.race_check_min_ms);
     const double measure_started = now_s();
     TimingOutcome t = timer_->measure(o->spec, *o->kernel, options_.warmup, options_.runs, race);
+    measured.insert(o->spec.uri());
     result.measure_s += now_s() - measure_started;
     Record r = base_record(w, o->spec);
     r.disposition = t.disposition;
@@ -323,7 +338,8 @@ WorkloadResult Tuner::tune_workload(const WorkloadKey& w, double started_s) {
   timer_->end_workload();
   if (result.winner && (!ranks_ || ranks_->size() == 1)) {
     db_.transaction([&] {
-      pin_winner(db_, w, {result.winner->kernel_uri, *result.winner->median_ms, result.winner->env.key(), "tune"});
+      if (!earlier_pin_stands(w, measured, *result.winner->median_ms))
+        pin_winner(db_, w, {result.winner->kernel_uri, *result.winner->median_ms, result.winner->env.key(), "tune"});
     });
   }
   return result;

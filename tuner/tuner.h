@@ -8,6 +8,7 @@
 #include <map>
 #include <memory>
 #include <optional>
+#include <set>
 #include <string>
 #include <vector>
 
@@ -99,6 +100,9 @@ class Tuner {
   WorkloadResult tune_workload(const WorkloadKey& w, double started_s);
   void store(const Record& r);
   Record base_record(const WorkloadKey& w, const KernelSpec& spec) const;
+  // Whether w's pinned kernel, which this tune did not measure, has a valid record here faster
+  // than winner_ms (then its pin stays).
+  bool earlier_pin_stands(const WorkloadKey& w, const std::set<std::string>& measured, double winner_ms);
 
   Database& db_;
   TuneOptions options_;

@@ -104,6 +104,28 @@ TEST_F(LookupTest, PretunedCacheBeforeTheDefault) {
   EXPECT_EQ(select_config(test_workload(16384), &mine, test_env(), caches).source, ConfigSource::kDatabaseExact);
 }
 
+// A folder searched first ($CPGEN_CACHES_DIR) takes precedence for the same workload, though a
+// later folder's entry is faster: the fastest of all folders was taken before.
+TEST_F(LookupTest, AnEarlierCacheFolderTakesPrecedenceOverAFasterLaterOne) {
+  const auto folder_with = [&](const std::string& name, int block_n, double ms) {
+    Database db(path(name + ".db"));
+    put_record(db, test_record(test_workload(16384), 128, block_n, 8, 2, ms));
+    std::filesystem::create_directories(path(name));
+    std::ofstream(path(name + "/" + name + ".json")) << cache_text(export_cache(db));
+    return path(name);
+  };
+  const std::string site = folder_with("site", 64, 1.0), vendor = folder_with("vendor", 128, 0.5);
+  Database mine(path("mine.db"));
+  const Selection s =
+      select_config(test_workload(16384), &mine, test_env(), load_pretuned_caches({site, vendor}));
+  EXPECT_EQ(s.source, ConfigSource::kPretunedExact);
+  EXPECT_EQ(s.origin, site + "/site.json");
+  EXPECT_EQ(s.spec.uri(), "ring_fwd_bf16_hd128_causal_gqa4_bm128_bn64_w8_s2");
+  // The other way round, the vendor's folder comes first.
+  EXPECT_EQ(select_config(test_workload(16384), &mine, test_env(), load_pretuned_caches({vendor, site})).origin,
+            vendor + "/vendor.json");
+}
+
 TEST_F(LookupTest, BrokenCacheFileIsSkippedWithAWarning) {
   std::filesystem::create_directories(path("caches"));
   std::ofstream(path("caches/broken.json")) << "{\"format\": \"cpgen-tuning-cache\", \"version\": 1, \"entries\": [";

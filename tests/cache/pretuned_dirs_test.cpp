@@ -50,6 +50,17 @@ TEST(PretunedDirs, ACacheWithANulByteIsSkipped) {
   EXPECT_EQ(caches.files, std::vector<std::string>{dir.path() + "/a.json"});
 }
 
+// A malformed cache in an earlier folder is skipped and hides no later folder's file of its name
+// (it did: the name was taken before the file was read).
+TEST(PretunedDirs, AMalformedCacheHidesNoOtherFoldersCopy) {
+  testing::TempDir first("pretuned_first"), second("pretuned_second");
+  const std::string good = R"({"format": "cpgen-tuning-cache", "version": 1, "entries": []})";
+  std::ofstream(first.path() + "/shared.json") << "{ not json";
+  std::ofstream(second.path() + "/shared.json") << good;
+  const PretunedCaches caches = load_pretuned_caches({first.path(), second.path()});
+  EXPECT_EQ(caches.files, std::vector<std::string>{second.path() + "/shared.json"});
+}
+
 TEST(PretunedDirs, ExplainListsTheFoldersItSearched) {
   const std::string shape =
       "'{\"name\": \"s\", \"batch\": 1, \"q_heads\": 8, \"kv_heads\": 2, \"head_dim\": 128, "

@@ -91,13 +91,21 @@ TEST_F(CmdDb, ExportOverItsOwnDatabaseIsRefusedAndTheDatabaseKept) {
   make_db(path("a.db"));
   fs::create_symlink(path("a.db"), path("link.db"));
   const std::string before = slurp(path("a.db"));
-  for (const std::string& out : {path("a.db"), (dir_ / "." / "a.db").string(), path("link.db")}) {
-    CliResult r = run_cli("db export --db " + path("a.db") + " -o " + out);
+  // With --defaults (no database read, --db still given) too, and over the database's log (its
+  // committed rows): both were written over before.
+  std::ofstream(path("a.db-wal")) << "log";
+  for (const std::string& args :
+       {" -o " + path("a.db"), " -o " + (dir_ / "." / "a.db").string(), " -o " + path("link.db"),
+        " --defaults -o " + path("a.db"), " -o " + path("a.db-wal")}) {
+    const std::string out = args;
+    CliResult r = run_cli("db export --db " + path("a.db") + args);
     EXPECT_EQ(r.exit_code, 2) << out << ": " << r.err;
     EXPECT_NE(r.err.find("is the same file as the database"), std::string::npos) << r.err;
     EXPECT_EQ(line_count(r.err), 1) << r.err;
     EXPECT_EQ(slurp(path("a.db")), before) << out;
   }
+  EXPECT_EQ(slurp(path("a.db-wal")), "log");
+  fs::remove(path("a.db-wal"));
   for (const auto& [out, reason] : {std::pair<std::string, std::string>{path("no/such/x.json"), "does not exist"},
                                     {dir_.string(), "is a directory"}}) {
     CliResult r = run_cli("db export --db " + path("a.db") + " -o " + out);
@@ -105,6 +113,17 @@ TEST_F(CmdDb, ExportOverItsOwnDatabaseIsRefusedAndTheDatabaseKept) {
     EXPECT_NE(r.err.find(reason), std::string::npos) << r.err;
     EXPECT_EQ(line_count(r.err), 1) << r.err;
   }
+}
+
+// A --db naming a folder that does not exist yet ("new/sub/") is refused before any folder is
+// made; it made new/sub, then said it was a directory.
+TEST_F(CmdDb, ADbPathNamingAFolderMakesNoFolder) {
+  make_db(path("a.db"));
+  std::ofstream(path("cache.json")) << export_of(path("a.db"));
+  CliResult r = run_cli("db import " + path("cache.json") + " --db " + path("new/sub/"));
+  EXPECT_EQ(r.exit_code, 2) << r.err;
+  EXPECT_NE(r.err.find("is a directory"), std::string::npos) << r.err;
+  EXPECT_FALSE(fs::exists(path("new"))) << "a refused --db made a folder";
 }
 
 TEST_F(CmdDb, ImportOfADirectoryIsBadInput) {
@@ -150,6 +169,10 @@ TEST_F(CmdDb, ImportOfBadEntriesExitsTwoAndLeavesTheDatabaseUnchanged) {
   };
   const Case cases[] = {
       {"mismatched kernel", [](nlohmann::json& e) { e["kernel"] = "ring_fwd_bf16_hd64_causal_gqa4_bm128_bn64_w4_s2"; }},
+      // A backward kernel of the workload's dtype, head dim, mask and group in a forward step was
+      // imported, and as its fastest record hid the step's other records from the lookup.
+      {"backward kernel in a forward step",
+       [](nlohmann::json& e) { e["kernel"] = "ring_bwd_bf16_hd128_causal_gqa4_bm64_bn64_w8_s2"; }},
       {"negative time", [](nlohmann::json& e) { e["median_ms"] = -2.5; }},
       {"NaN time (JSON null)", [](nlohmann::json& e) { e["median_ms"] = nullptr; }},
       {"missing time", [](nlohmann::json& e) { e.erase("median_ms"); }},
@@ -161,6 +184,11 @@ TEST_F(CmdDb, ImportOfBadEntriesExitsTwoAndLeavesTheDatabaseUnchanged) {
       {"q_len far past int64", [](nlohmann::json& e) { e["workload"]["q_len"] = 1e300; }},
       {"negative sm_count", [](nlohmann::json& e) { e["workload"]["sm_count"] = -5; }},
       {"registers past an int", [](nlohmann::json& e) { e["registers"] = int64_t{4295967464}; }},
+      // 2^62 + 1 keys: the workload's length bucket doubled until it wrapped, forever.
+      {"q_len past the limit", [](nlohmann::json& e) { e["workload"]["q_len"] = (int64_t{1} << 62) + 1; }},
+      {"sm_count past an int", [](nlohmann::json& e) { e["environment"]["sm_count"] = int64_t{4294967428}; }},
+      {"negative environment sm_count", [](nlohmann::json& e) { e["environment"]["sm_count"] = -7; }},
+      {"source not a string", [](nlohmann::json& e) { e["source"] = 5; }},
   };
   for (const Case& c : cases) {
     nlohmann::json bad = doc;

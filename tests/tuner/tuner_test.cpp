@@ -496,6 +496,37 @@ TEST_F(TunerTest, SpentBudgetLeavesTheRestNotTimed) {
   EXPECT_EQ(report.workloads[0].winner->kernel_uri, forward_default_for_arch(Dtype::kBf16, 128, true, 4, "sm_90a").uri());
 }
 
+// A re-tune whose budget is spent before the earlier winner comes up times the reference only: the
+// earlier, faster winner keeps its pin (its record stands); before, the reference took it. A
+// re-tune that measures the earlier winner again decides afresh.
+TEST_F(TunerTest, AReTuneThatDidNotMeasureTheWinnerKeepsItsFasterPin) {
+  Database db(path("t.db"));
+  FakeCompiler compiler;
+  FakeTimer timer;
+  const Problem problem = small_problem(4096, Scheme::kStriped);
+  const TuneReport first = Tuner(db, quiet_options(), compiler.fn(), &timer, nullptr, test_env()).tune({problem}, kH200);
+  ASSERT_FALSE(first.workloads.empty());
+  const WorkloadResult& before = first.workloads[0];
+  ASSERT_TRUE(before.winner);
+  const std::string reference = tuning_default(before.workload).uri();
+  ASSERT_NE(before.winner->kernel_uri, reference) << "the test needs a winner other than the reference";
+
+  TuneOptions budget = quiet_options();
+  budget.budget_s = 1e-9;  // only the reference is timed
+  Tuner(db, budget, compiler.fn(), &timer, nullptr, test_env()).tune({problem}, kH200);
+  std::optional<PinnedWinner> pin = pinned_winner(db, before.workload);
+  ASSERT_TRUE(pin);
+  EXPECT_EQ(pin->kernel_uri, before.winner->kernel_uri);
+  EXPECT_EQ(select_config(before.workload, &db, test_env(), PretunedCaches{}).spec.uri(), before.winner->kernel_uri);
+
+  // Measured again and now slower than the reference: the new best takes the pin.
+  timer.ms_of = [&](const KernelSpec& s) { return s.uri() == reference ? 0.5 : 2.0; };
+  Tuner(db, quiet_options(), compiler.fn(), &timer, nullptr, test_env()).tune({problem}, kH200);
+  pin = pinned_winner(db, before.workload);
+  ASSERT_TRUE(pin);
+  EXPECT_EQ(pin->kernel_uri, reference);
+}
+
 // N ranks as threads: broadcast hands rank 0's bytes to everyone.
 class ThreadRanks {
  public:

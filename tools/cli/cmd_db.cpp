@@ -9,6 +9,7 @@
 #include "cache/exchange.h"
 #include "cache/records.h"
 #include "cpgen/error.h"
+#include "runtime/core/text_file.h"
 #include "tools/cli/cli_db.h"
 #include "tools/cli/store_dir.h"
 #include "tools/cli/command.h"
@@ -79,7 +80,12 @@ void export_cmd(const DbOptions& o) {
   const bool to_file = !o.output.empty() && o.output != "-";
   if (to_file) {
     check_output_file(o.output, "db export", "-o");
-    if (!o.defaults) check_distinct_files(o.output, "-o", resolve_db_path(o.db), "the database", "db export");
+    // Never over the database or its side files (its write-ahead log holds committed rows), with
+    // --defaults too, which reads no database but may be given the path of one.
+    const std::string db = resolve_db_path(o.db);
+    for (const char* suffix : {"", "-wal", "-shm", "-journal"})
+      check_distinct_files(o.output, "-o", db + suffix, *suffix ? "the database's side file" : "the database",
+                           "db export");
   }
   json doc;
   if (o.defaults) {
@@ -93,8 +99,7 @@ void export_cmd(const DbOptions& o) {
     std::cout << text;
     return;
   }
-  std::ofstream out(o.output);
-  if (!out || !(out << text) || !out.flush()) throw Error(ErrorKind::kIo, "cannot write " + o.output);
+  write_file_atomically(o.output, o.output, text);  // a failed write leaves the old file
   std::cerr << "cpgen: wrote " << doc["entries"].size() << " entries to " << o.output << "\n";
 }
 
