@@ -357,9 +357,17 @@ int Database::schema_version() {
   Statement has_meta(db_, "SELECT count(*) FROM sqlite_master WHERE type = 'table' AND name = 'meta'");
   has_meta.step();
   if (has_meta.column_int(0) == 0) return 0;
-  Statement version(db_, "SELECT value FROM meta WHERE key = 'schema_version'");
-  if (!version.step()) return 0;
-  const std::string text = version.column_text(0);
+  std::string text;
+  try {
+    Statement version(db_, "SELECT value FROM meta WHERE key = 'schema_version'");
+    if (!version.step()) return 0;
+    text = version.column_text(0);
+  } catch (const SqliteError& e) {
+    if (is_unusable_file(e.code())) throw;
+    // Another program's meta table (no key or value column).
+    throw Error(ErrorKind::kDatabase, "the file at " + path_ + " has a meta table that is not cpgen's; it is not a cpgen "
+                                          "tuning database");
+  }
   const std::optional<int> value = parse_schema_version(text);
   if (!value)
     throw Error(ErrorKind::kDatabase, "the file at " + path_ + " has a meta table whose schema_version '" +

@@ -97,6 +97,39 @@ TEST_F(DatabaseSafetyTest, WritingOpenRefusesTheUsersDatabaseOfAnotherProgram) {
   EXPECT_EQ(folder_snapshot(dir_.string()), before);
 }
 
+// Another program's file with a table named meta is not cpgen's either: cpgen's meta holds a
+// positive integer schema_version. Such a file was switched to WAL and then failed on raw SQL
+// ("no such column: value", "table meta already exists"), and a non-numeric version was
+// std::stoi's internal error in every command.
+TEST_F(DatabaseSafetyTest, AnotherProgramsMetaTableIsNotCpgens) {
+  const std::pair<const char*, const char*> files[] = {
+      {"settings.db", "CREATE TABLE meta (name TEXT, val TEXT); CREATE TABLE users (id INTEGER)"},
+      {"app.db", "CREATE TABLE meta (key TEXT, value TEXT); INSERT INTO meta VALUES ('schema_version', 'v2.3'); "
+                 "CREATE TABLE users (id INTEGER)"}};
+  for (const auto& [name, sql] : files) {
+    sqlite3* raw = nullptr;
+    ASSERT_EQ(sqlite3_open(path(name).c_str(), &raw), SQLITE_OK);
+    ASSERT_EQ(sqlite3_exec(raw, sql, nullptr, nullptr, nullptr), SQLITE_OK) << name;
+    sqlite3_close(raw);
+    const auto before = folder_snapshot(dir_.string());
+    try {
+      Database db(path(name));
+      ADD_FAILURE() << name << " was opened for writing";
+    } catch (const Error& e) {
+      EXPECT_EQ(e.kind(), ErrorKind::kBadInput) << e.what();
+      EXPECT_NE(std::string(e.what()).find("another program"), std::string::npos) << e.what();
+    }
+    EXPECT_EQ(folder_snapshot(dir_.string()), before) << name << " was changed";
+    try {
+      Database db(path(name), Database::ReadOnly{});
+      ADD_FAILURE() << name << " was opened for reading";
+    } catch (const Error& e) {
+      EXPECT_EQ(e.kind(), ErrorKind::kDatabase) << e.what();
+      EXPECT_NE(std::string(e.what()).find("not a cpgen tuning database"), std::string::npos) << e.what();
+    }
+  }
+}
+
 TEST_F(DatabaseSafetyTest, WritingOpenMovesADamagedDatabaseAsideWithAWarning) {
   write_truncated_db(path("d.db"));
   const std::string damaged = file_bytes(path("d.db"));
