@@ -184,7 +184,9 @@ void check_vector_ring(const std::string& path, Dtype dtype, int cp_size) {
 }
 
 // Every format-1 case of every vectors set (the in-repo one and the independent ones present),
-// except sliding-window cases: the backward kernel has no window mask yet. One test per dtype and
+// except sliding-window cases: this test launches the plain kernel, and a window needs the
+// key-interval one with its tables, which the ring runs on every format-2 file (windows and
+// documents) in gpu_ring_backward_test.cpp. One test per dtype and
 // ring size, so that ctest runs them side by side: as one test it took 81 s on the H200
 // (2026-11-27) and finished last, 60 s after the rest of the suite.
 class StepBwdGpu : public ::testing::TestWithParam<std::tuple<Dtype, int>> {};

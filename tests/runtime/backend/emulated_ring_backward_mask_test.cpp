@@ -36,7 +36,7 @@ struct MaskCase {
   Dtype dtype;
   int ranks;
   bool causal;
-  std::vector<int64_t> documents;  // each length divides 2 * ranks
+  std::vector<int64_t> documents;  // any lengths: the ring splits each document on its own
   int64_t window_left, window_right;
   double softcap;
 };
@@ -119,6 +119,17 @@ TEST(EmulatedBackwardMasks, Bf16DocumentsWindowSoftcapAndAllCombined) {
 
 // fp16, not causal: a two-sided window with documents and a softcap on rings of 2 and 4 (one
 // kernel).
+// Chunks long enough for several 64-key blocks per launch (about 300 rows a rank, parts of 150 keys),
+// with query tiles that see every key of a block and tiles whose all-keys run starts or ends
+// inside them: every case above has at most 57 keys a launch, so no interval launch ran a second
+// key block or an unmasked tile. A reviewer's mutations (the full-tile range rounded the other
+// way at either end; the block's last key position read from key 0) passed every other test with
+// dq errors of 0.24 to 31.
+TEST(EmulatedBackwardMasks, Bf16LongChunksRunFullTilesAndSeveralKeyBlocks) {
+  check({Dtype::kBf16, 2, true, {150, 450}, -1, -1, 0}, 507);
+  check({Dtype::kBf16, 2, true, {600}, 100, -1, 0}, 508);
+}
+
 TEST(EmulatedBackwardMasks, Fp16TwoSidedWindowDocumentsAndSoftcap) {
   check({Dtype::kFp16, 2, false, {8, 16}, 4, 3, 2.5}, 505);
   check({Dtype::kFp16, 4, false, {32, 16}, 2, 5, 2.0}, 506);
