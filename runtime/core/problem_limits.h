@@ -26,7 +26,8 @@ void check_problem_limits(const Problem& problem, const std::string& where);
 
 // Throws Error(kBadInput) "<where>: <field> ..." for the first mask field outside what the
 // problem model allows: documents (lengths 0..kMaxSeqLen, at most kMaxDocuments, summing to
-// seq_len), window_left / window_right (-1 or 0..kMaxSeqLen), softcap (finite, >= 0) and layout.
+// seq_len), window_left / window_right (-1 or 0..kMaxSeqLen), softcap (0, or 1e-30..1e30: a
+// float32 in the kernels) and layout.
 void check_problem_mask(const Problem& problem, const std::string& where);
 
 }  // namespace cpgen

@@ -1,6 +1,7 @@
 // Problem::validate: the checks every entry point (C++ API, C ABI, command line) runs before
 // anything is allocated or compiled, so a bad shape fails with one line naming the field.
 #include <cmath>
+#include <cstdio>
 #include <span>
 #include <string>
 #include <utility>
@@ -12,6 +13,16 @@
 
 namespace cpgen {
 namespace {
+
+// softcap and softmax_scale run as float32: normal (no flush to 0 in a division), and with room
+// for the scale's factor log2(e) below float32's 3.4e38.
+constexpr double kMinFloatParameter = 1e-30, kMaxFloatParameter = 1e30;
+
+std::string float_text(double x) {
+  char text[32];
+  std::snprintf(text, sizeof text, "%g", x);
+  return text;
+}
 
 std::string where(const Problem& p) {
   return p.name.empty() ? std::string("problem") : "problem '" + p.name + "'";
@@ -67,6 +78,11 @@ void check_problem_mask(const Problem& p, const std::string& where_text) {
   if (!std::isfinite(p.softcap) || p.softcap < 0)
     throw_bad_input(where_text + ": softcap " + std::to_string(p.softcap) +
                     " must be finite and >= 0 (0 means no softcap)");
+  // The kernels take it as a float32 and divide by it: 1e39 became inf (every logit NaN), 1e-50
+  // became 0 (a division by zero).
+  if (p.softcap != 0 && (p.softcap < kMinFloatParameter || p.softcap > kMaxFloatParameter))
+    throw_bad_input(where_text + ": softcap " + float_text(p.softcap) + " is outside what the kernels' float32 takes; " +
+                    "allowed: 0 (none) or " + float_text(kMinFloatParameter) + " .. " + float_text(kMaxFloatParameter));
   if (!p.layout.empty() && p.layout != "bhsd" && p.layout != "bshd" && p.layout != "sbhd" && p.layout != "thd")
     throw_bad_input(where_text + ": layout \"" + p.layout + "\" is not supported; allowed: bhsd, bshd, sbhd, thd");
   if (p.layout == "thd" && p.batch != 1)
@@ -108,6 +124,11 @@ void Problem::validate() const {
   if (!std::isfinite(softmax_scale) || softmax_scale < 0)
     throw_bad_input(where(*this) + ": softmax_scale " + std::to_string(softmax_scale) +
                     " must be finite and >= 0 (0 means 1/sqrt(head_dim))");
+  // A float32 in the kernels, times log2(e) (scale_log2): past 1e38 that overflowed to inf.
+  if (softmax_scale != 0 && (softmax_scale < kMinFloatParameter || softmax_scale > kMaxFloatParameter))
+    throw_bad_input(where(*this) + ": softmax_scale " + float_text(softmax_scale) +
+                    " is outside what the kernels' float32 takes; allowed: 0 (1/sqrt(head_dim)) or " +
+                    float_text(kMinFloatParameter) + " .. " + float_text(kMaxFloatParameter));
   check_problem_mask(*this, where(*this));
 }
 

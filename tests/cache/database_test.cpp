@@ -52,6 +52,26 @@ TEST_F(DatabaseTest, ReopeningKeepsRecords) {
   EXPECT_TRUE(again.moved_aside_to().empty());
 }
 
+// A row whose samples_ms is no JSON array of numbers (a damaged or hand-edited file) is the
+// database's error, naming the kernel; it was nlohmann's, an internal error in every command.
+TEST_F(DatabaseTest, ADamagedSamplesRowIsTheDatabasesError) {
+  Database db(path("a.db"));
+  put_record(db, test_record(test_workload(), 128, 64, 4, 2, 1.5));
+  for (const char* damaged : {"garbage", "[\"a\"]"}) {
+    Statement update = db.prepare("UPDATE records SET samples_ms = ?");
+    update.bind(1, std::string(damaged));
+    update.run();
+    try {
+      all_records(db);
+      ADD_FAILURE() << damaged << " was read";
+    } catch (const Error& e) {
+      EXPECT_EQ(e.kind(), ErrorKind::kDatabase) << e.what();
+      EXPECT_NE(std::string(e.what()).find("samples_ms"), std::string::npos) << e.what();
+      EXPECT_NE(std::string(e.what()).find("ring_fwd_"), std::string::npos) << e.what();
+    }
+  }
+}
+
 TEST_F(DatabaseTest, GarbageAtCpgensOwnPathIsMovedAsideAndRebuilt) {
   const std::string db_path = path("cpgen.db");
   {

@@ -107,7 +107,15 @@ TEST(ProblemMask, DocumentsWindowsAndSoftcapAreCheckedByFieldName) {
   p.window_right = -1;
   p.softcap = -3;
   expect_refused(p, {"softcap", "finite and >= 0"});
+  // float32 in the kernels: 1e39 was inf there (every logit NaN), 1e-50 was 0 (a division by it).
+  p.softcap = 1e39;
+  expect_refused(p, {"softcap 1e+39", "allowed: 0 (none) or 1e-30 .. 1e+30"});
+  p.softcap = 1e-50;
+  expect_refused(p, {"softcap 1e-50"});
   p.softcap = 0;
+  p.softmax_scale = 1e38;  // times log2(e) past float32's 3.4e38
+  expect_refused(p, {"softmax_scale 1e+38", "allowed: 0 (1/sqrt(head_dim)) or"});
+  p.softmax_scale = 0;
   EXPECT_FALSE(p.has_mask_features());  // one document over the whole sequence is no mask
   EXPECT_NO_THROW(p.validate());
 }
