@@ -289,7 +289,9 @@ void Database::open_checked(PathOwner owner) {
           Statement version(db_, "SELECT value FROM meta WHERE key = 'schema_version'");
           cpgen_meta = version.step() && parse_schema_version(version.column_text(0)).has_value();
         } catch (const SqliteError& e) {
-          if (is_unusable_file(e.code())) throw;  // another program's meta (no key or value column) is not cpgen's
+          // Another program's meta (no key or value column) is not cpgen's; a busy or failing
+          // file says nothing of whose it is.
+          if (e.code() != SQLITE_ERROR) throw;
         }
       }
       if (!cpgen_meta && other_tables > 0) {
@@ -363,7 +365,7 @@ int Database::schema_version() {
     if (!version.step()) return 0;
     text = version.column_text(0);
   } catch (const SqliteError& e) {
-    if (is_unusable_file(e.code())) throw;
+    if (e.code() != SQLITE_ERROR) throw;
     // Another program's meta table (no key or value column).
     throw Error(ErrorKind::kDatabase, "the file at " + path_ + " has a meta table that is not cpgen's; it is not a cpgen "
                                           "tuning database");

@@ -6,7 +6,8 @@
 //   3. shipped pretuned caches: a measured entry for the exact workload, then the nearest
 //      bucket (same device and code hash; NVRTC and driver may differ), then a pattern
 //      entry (e.g. the default-heuristic cache);
-//   4. the documented default, KernelSpec::default_for.
+//   4. the documented default, forward_default_for_arch (wgmma on sm_90a where it covers the
+//      combination, else KernelSpec::default_for_arch), or backward_default_for_arch.
 // A record or cache entry is only used if its kernel fits the workload (dtype, head dim, mask,
 // group) and is feasible on the workload's arch. Records of another environment are never
 // selected; the selection counts them so that `cpgen explain` can say why they were passed over.

@@ -44,17 +44,18 @@ Tuner::Tuner(Database& db, TuneOptions options, CompileFn compile, CandidateTime
   if (!options_.forward && !options_.backward) throw_bad_input("tune: neither the forward nor the backward is selected; nothing to tune");
 }
 
-bool Tuner::earlier_pin_stands(const WorkloadKey& w, const std::set<std::string>& measured, double winner_ms) {
+std::optional<PinnedWinner> Tuner::earlier_pin_stands(const WorkloadKey& w, const std::set<std::string>& measured,
+                                                      double winner_ms) {
   // A tune that left the pinned kernel out (--max-candidates, or --budget-s spent) has not
   // measured it again: its valid record of this environment still stands, and where it is faster
   // than this tune's best, its pin does too (re-tuning with a budget replaced it with the default).
   const std::optional<PinnedWinner> pin = pinned_winner(db_, w);
-  if (!pin || measured.contains(pin->kernel_uri)) return false;
+  if (!pin || measured.contains(pin->kernel_uri)) return std::nullopt;
   for (const Record& r : records_for(db_, w))
     if (r.kernel_uri == pin->kernel_uri && r.valid() && r.env.matches(env_.for_kernel(r.kernel_uri)) &&
         *r.median_ms < winner_ms)
-      return true;
-  return false;
+      return pin;
+  return std::nullopt;
 }
 
 Record Tuner::base_record(const WorkloadKey& w, const KernelSpec& spec) const {
@@ -338,8 +339,14 @@ WorkloadResult Tuner::tune_workload(const WorkloadKey& w, double started_s) {
   timer_->end_workload();
   if (result.winner && (!ranks_ || ranks_->size() == 1)) {
     db_.transaction([&] {
-      if (!earlier_pin_stands(w, measured, *result.winner->median_ms))
+      if (const auto stands = earlier_pin_stands(w, measured, *result.winner->median_ms)) {
+        char note[300];
+        std::snprintf(note, sizeof note, "the pinned %s (%.4g ms, not measured by this tune) stays the winner",
+                      stands->kernel_uri.c_str(), stands->median_ms);
+        result.note = note;
+      } else {
         pin_winner(db_, w, {result.winner->kernel_uri, *result.winner->median_ms, result.winner->env.key(), "tune"});
+      }
     });
   }
   return result;

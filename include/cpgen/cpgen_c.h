@@ -126,7 +126,7 @@ CPGEN_API cpgen_status cpgen_device_count(int32_t* count);
 
 /* NCCL communicators for cpgen_ring_create_nccl, through a file every rank can read: rank 0
  * writes NCCL's unique id there (atomically) and removes it once all ranks joined, or when its own
- * init fails; the others wait up to timeout_seconds for it (<= 0 or NaN: 120). job_key (may be NULL) must match
+ * init fails; the others wait up to timeout_seconds for it (<= 0 or NaN: 120; +inf is refused). job_key (may be NULL) must match
  * between ranks, so that a stale file of an earlier job is never used. device: the rank's CUDA
  * device ordinal, 0 and up. *comm receives an ncclComm_t. CPGEN_ERR_NCCL when cpgen was built
  * without NCCL. */
@@ -150,7 +150,7 @@ typedef struct cpgen_ring cpgen_ring;
 CPGEN_API cpgen_status cpgen_ring_create_loopback(const cpgen_problem* problem, int32_t device,
                                                   const char* database_path, cpgen_ring** ring);
 /* NCCL: this process is one rank of nccl_comm (an ncclComm_t whose size is cp_size), on the
- * communicator's device. watchdog_seconds <= 0 or NaN takes the default (300 s). $CPGEN_SM_MARGIN, where
+ * communicator's device. watchdog_seconds <= 0 or NaN takes the default (300 s); +inf is refused. $CPGEN_SM_MARGIN, where
  * set, is the SMs a persistent step kernel leaves to NCCL (RingOptions::sm_margin); unset, such a
  * kernel runs as its plain launch. */
 CPGEN_API cpgen_status cpgen_ring_create_nccl(const cpgen_problem* problem, void* nccl_comm,

@@ -74,7 +74,7 @@ void check_struct_size(int64_t size, const char* function) {
   if (size != 0 && size != static_cast<int64_t>(sizeof(cpgen_problem)))
     cpgen::throw_bad_input(std::string(function) + ": struct_size " + std::to_string(size) +
                            " is not a cpgen_problem this library knows; allowed: 0 (version 0) or " +
-                           std::to_string(sizeof(cpgen_problem)) + " (version 1; use cpgen_problem_init)");
+                           std::to_string(sizeof(cpgen_problem)) + " (version 1; fill it with cpgen_problem_init_sized)");
 }
 
 cpgen::Problem to_problem(const cpgen_problem* c, const char* function, bool for_kernels = true) {
@@ -133,7 +133,7 @@ cpgen::Problem to_problem(const cpgen_problem* c, const char* function, bool for
                                " is not supported; allowed: 0 (bhsd), 1 (bshd), 2 (sbhd), 3 (thd)");
     }
     if (c->reserved != 0)
-      cpgen::throw_bad_input(std::string(function) + ": reserved must be 0 (use cpgen_problem_init)");
+      cpgen::throw_bad_input(std::string(function) + ": reserved must be 0 (fill the struct with cpgen_problem_init_sized)");
   }
   p.validate();
   // What the ring kernels run (creating a ring); the problem itself may be wider.

@@ -1,6 +1,7 @@
 #include "runtime/core/text_file.h"
 
 #include <fcntl.h>
+#include <sys/stat.h>
 #include <unistd.h>
 
 #include <cerrno>
@@ -40,26 +41,46 @@ std::string read_text_file(const std::string& path, const std::string& label, st
 void write_file_atomically(const std::string& given, const std::string& label, std::string_view bytes) {
   namespace fs = std::filesystem;
   std::error_code ec;
-  // A device or pipe (/dev/stdout, /dev/null) is written in place: renaming over it would replace
-  // the node itself. A link is followed, so the file it names is the one replaced.
-  const fs::file_status status = fs::status(given, ec);
-  const bool special = fs::exists(status) && !fs::is_regular_file(status);
-  std::string path = given;
-  if (!special && fs::is_symlink(fs::symlink_status(given, ec))) {
-    const fs::path target = fs::weakly_canonical(given, ec);
-    if (!ec) path = target.string();
+  // A link the user made is followed, so the file it names is the one replaced (a dangling one
+  // too: its target is created). A device, a pipe, or a name under /dev or /proc (/dev/stdout
+  // redirected to a file is that file) is written in place: renaming over it would replace the
+  // node, or the redirect's file behind the shell's back.
+  fs::path path = given;
+  for (int hops = 0; hops < 40 && fs::is_symlink(fs::symlink_status(path, ec)); ++hops) {
+    if (path.string().rfind("/dev/", 0) == 0 || path.string().rfind("/proc/", 0) == 0) break;
+    const fs::path next = fs::read_symlink(path, ec);
+    if (ec) break;
+    path = (next.is_absolute() ? next : path.parent_path() / next).lexically_normal();
   }
-  // In the same folder, so the rename stays on one file system; the name is the target's with a
-  // suffix no user file is likely to have, and O_EXCL never takes over an existing file.
-  const std::string temp = special ? path : path + ".cpgen-partial-" + std::to_string(::getpid());
-  const int fd = special ? ::open(path.c_str(), O_WRONLY | O_TRUNC | O_CLOEXEC)
-                         : ::open(temp.c_str(), O_WRONLY | O_CREAT | O_EXCL | O_CLOEXEC, 0644);
+  const std::string target = path.string();
+  const fs::file_status status = fs::status(target, ec);
+  const bool special = (fs::exists(status) && !fs::is_regular_file(status)) || target.rfind("/dev/", 0) == 0 ||
+                       target.rfind("/proc/", 0) == 0 || given.rfind("/dev/", 0) == 0 || given.rfind("/proc/", 0) == 0;
+  // In the same folder, so the rename stays on one file system; a unique name (mkostemp), so a
+  // file left by a killed run never blocks the next.
+  std::string temp = special ? target : target + ".cpgen-partial-XXXXXX";
+  // In place, appended (as a shell's >> or > already left it: /dev/stdout truncated the file a
+  // >> redirect was adding to).
+  const int fd = special ? ::open(target.c_str(), O_WRONLY | O_APPEND | O_CLOEXEC) : ::mkostemp(temp.data(), O_CLOEXEC);
   if (fd < 0) throw Error(ErrorKind::kIo, "cannot write " + label + ": " + std::strerror(errno));
   const auto fail = [&](int error) {
     ::close(fd);
     if (!special) ::unlink(temp.c_str());
     throw Error(ErrorKind::kIo, "cannot write " + label + ": " + std::strerror(error));
   };
+  if (!special) {
+    // The replaced file's permissions, or a new file's (0666 less the umask); mkostemp's are 0600.
+    struct stat old {};
+    mode_t mode = 0;
+    if (::stat(target.c_str(), &old) == 0) {
+      mode = old.st_mode & 07777;
+    } else {
+      const mode_t mask = ::umask(0);
+      ::umask(mask);
+      mode = 0666 & ~mask;
+    }
+    if (::fchmod(fd, mode) != 0) fail(errno);
+  }
   size_t done = 0;
   while (done < bytes.size()) {
     const ssize_t n = ::write(fd, bytes.data() + done, bytes.size() - done);
@@ -74,7 +95,7 @@ void write_file_atomically(const std::string& given, const std::string& label, s
     throw Error(ErrorKind::kIo, "cannot write " + label + ": " + std::strerror(error));
   }
   if (special) return;
-  if (::rename(temp.c_str(), path.c_str()) != 0) {
+  if (::rename(temp.c_str(), target.c_str()) != 0) {
     const int error = errno;
     ::unlink(temp.c_str());
     throw Error(ErrorKind::kIo, "cannot write " + label + ": " + std::strerror(error));

@@ -14,8 +14,8 @@ namespace cpgen {
 // real one, so a file longer than this is taken for the wrong file.
 inline constexpr size_t kMaxJsonFileBytes = size_t{256} << 20;
 
-// The bytes of the file at `path`, read in pieces and never more than max_bytes + 1 of them (so a
-// device such as /dev/zero stops at the limit, not at the memory). Throws Error (kBadInput)
+// The bytes of the file at `path`, read in 64 KiB pieces and never more than one piece past
+// max_bytes (so a device such as /dev/zero stops at the limit, not at the memory). Throws Error (kBadInput)
 // "<label>: <reason>", where label names the file in the caller's terms (e.g. "import: x.json")
 // and kind says what it should be (e.g. "a shapes file"):
 //   "is a directory, not <kind>"   "cannot open <kind>: <strerror>"   "cannot read <kind>: ..."
@@ -25,8 +25,10 @@ std::string read_text_file(const std::string& path, const std::string& label, st
 
 // Writes `bytes` to `path` whole or not at all: into a new file beside it, then renamed over it,
 // so a full disk, a size limit or a kill leaves the old file (or none) and no half-written one.
-// Throws Error (kIo) "cannot write <label>: <strerror>" naming the reason; the temporary file is
-// removed.
+// The new file takes the old one's permissions (a new one 0666 less the umask); a link is
+// followed and the file it names replaced (hard links to the old file keep the old bytes). A
+// device, a pipe or a path under /dev or /proc (/dev/stdout) is written in place. Throws Error
+// (kIo) "cannot write <label>: <strerror>" naming the reason; the temporary file is removed.
 void write_file_atomically(const std::string& path, const std::string& label, std::string_view bytes);
 
 // Throws Error (kBadInput) "<label>: a NUL byte at line L, column C; <kind> is JSON text" when

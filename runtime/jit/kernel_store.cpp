@@ -199,7 +199,7 @@ std::string default_kernel_dir() {
   if (std::string dir = env_or_empty("CPGEN_KERNEL_DIR"); !dir.empty()) return dir;
   if (std::string cache = user_cache_dir(); !cache.empty()) return cache + "/kernels";
   // Per user, as host_jit.cpp's work folders: a shared /tmp/cpgen made by one user (0755) refused
-  // every other, and a folder another user made first could hand this one planted kernels.
+  // every other. (The name is predictable: nothing yet checks who owns a folder found there.)
   return (std::filesystem::temp_directory_path() / ("cpgen-" + std::to_string(::getuid())) / "kernels").string();
 }
 

@@ -56,6 +56,25 @@ TEST_F(ExchangeTest, ExportThenImportRoundTripsExactly) {
   EXPECT_TRUE(found);
 }
 
+// A row import would refuse (here a backward kernel in a forward step, which an import before
+// the direction check let in) is left out of an export with a warning, so the export imports.
+TEST_F(ExchangeTest, AnExportLeavesOutWhatImportWouldRefuse) {
+  Database a(path("a.db"));
+  fill(a);
+  const size_t all = all_records(a).size();
+  Statement update = a.prepare("UPDATE records SET kernel_uri = ? WHERE id = (SELECT min(id) FROM records)");
+  update.bind(1, std::string("ring_bwd_bf16_hd128_causal_gqa4_bm64_bn64_w8_s2"));
+  update.run();
+  std::string warning;
+  const WarningSink previous = set_warning_sink([&](const std::string& m) { warning += m; });
+  const nlohmann::json doc = export_cache(a);
+  set_warning_sink(previous);
+  EXPECT_EQ(doc["entries"].size(), all - 1);
+  EXPECT_NE(warning.find("leaves out a record import would refuse"), std::string::npos) << warning;
+  Database b(path("b.db"));
+  EXPECT_NO_THROW(import_cache(b, doc, "a.json"));
+}
+
 TEST_F(ExchangeTest, ExportFormatMatchesTheVersionedGolden) {
   Database db(path("g.db"));
   Record r = test_record(test_workload(), 128, 64, 4, 2, 1.5);

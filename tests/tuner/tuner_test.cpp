@@ -513,7 +513,9 @@ TEST_F(TunerTest, AReTuneThatDidNotMeasureTheWinnerKeepsItsFasterPin) {
 
   TuneOptions budget = quiet_options();
   budget.budget_s = 1e-9;  // only the reference is timed
-  Tuner(db, budget, compiler.fn(), &timer, nullptr, test_env()).tune({problem}, kH200);
+  const TuneReport again = Tuner(db, budget, compiler.fn(), &timer, nullptr, test_env()).tune({problem}, kH200);
+  EXPECT_NE(again.workloads[0].note.find("the pinned " + before.winner->kernel_uri), std::string::npos)
+      << again.workloads[0].note;
   std::optional<PinnedWinner> pin = pinned_winner(db, before.workload);
   ASSERT_TRUE(pin);
   EXPECT_EQ(pin->kernel_uri, before.winner->kernel_uri);

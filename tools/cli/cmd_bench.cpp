@@ -99,11 +99,11 @@ namespace {
 gpu::BenchResult bench_nccl(const Problem& p, const BenchArgs& a, const gpu::BenchOptions& o) {
   if (!nccl_available())
     throw Error(ErrorKind::kNccl, "cpgen bench --transport nccl: cpgen was built without NCCL");
-  const std::vector<nlohmann::json> ranks = launch_nccl_ranks(
-      a.ranks,
-      {"--task", "bench", "--shape", a.shape, "--warmup", std::to_string(a.warmup), "--iters",
-       std::to_string(a.iterations), "--check-rows", std::to_string(a.check_rows)},
-      600);
+  std::vector<std::string> task = {"--task",  "bench", "--warmup", std::to_string(a.warmup), "--iters",
+                                    std::to_string(a.iterations), "--check-rows", std::to_string(a.check_rows)};
+  // Left out, as the user left it out (the defaults): cpgen refuses an empty value.
+  if (!a.shape.empty()) task.insert(task.end(), {"--shape", a.shape});
+  const std::vector<nlohmann::json> ranks = launch_nccl_ranks(a.ranks, task, 600);
   gpu::BenchResult r;
   gpu::SliceErrors e;
   for (const auto& j : ranks) {

@@ -442,7 +442,7 @@ const CommandRegistrar kCompile("compile", [](CLI::App& root) {
                   "what ptxas reordered");
   cmd->add_flag("--json", options->json, "Print JSON instead of text");
   cmd->add_option("--store", options->store_dir,
-                  "Kernel store directory (default: $CPGEN_KERNEL_DIR, $XDG_CACHE_HOME/cpgen/kernels or ~/.cache/cpgen/kernels)");
+                  "Kernel store directory (default: $CPGEN_KERNEL_DIR, $XDG_CACHE_HOME/cpgen/kernels, ~/.cache/cpgen/kernels or $TMPDIR/cpgen-<uid>/kernels)");
   cmd->add_flag("--no-store", options->no_store, "Always run NVRTC and store nothing");
   cmd->add_option("--jobs,-j", options->jobs, "Parallel compiles for --all and --defaults (default: CPU count)")
       ->check(int_range(0, 1024, " (0: one per CPU)"));

@@ -161,6 +161,7 @@ void run(const TuneCliOptions& o) {
               << r.timing_s << " checking and timing the candidates (" << r.measure_s << " in the timer, " << r.store_s
               << " storing records)\n";
     if (r.winner) std::cout << "    winner: " << r.winner->kernel_uri << " (" << ms_text(*r.winner->median_ms) << " median)\n";
+    if (r.winner && !r.note.empty()) std::cout << "    note: " << r.note << "\n";
   }
   if (!report.notice.empty()) std::cout << "note: " << report.notice << "\n";
 }
@@ -192,7 +193,7 @@ const CommandRegistrar kTune("tune", [](CLI::App& root) {
                   "more than this many times the best so far, or times 1 ms where the best is faster (default 1.5; "
                   "0: never)")
       ->check(number_at_least(0));
-  cmd->add_option("--store", o->store_dir, "compiled-kernel store directory (default: $CPGEN_KERNEL_DIR, $XDG_CACHE_HOME/cpgen/kernels or ~/.cache/cpgen/kernels)");
+  cmd->add_option("--store", o->store_dir, "compiled-kernel store directory (default: $CPGEN_KERNEL_DIR, $XDG_CACHE_HOME/cpgen/kernels, ~/.cache/cpgen/kernels or $TMPDIR/cpgen-<uid>/kernels)");
   cmd->add_flag("--no-store", o->no_store, "always run NVRTC and store no compiled kernels");
   cmd->add_flag("--kernels-in-db", o->kernels_in_db, "keep compiled kernels in the database's kernels table instead of a directory");
   cmd->add_flag("-q,--quiet", o->quiet, "no progress lines");

@@ -1,7 +1,13 @@
 // read_text_file and refuse_nul_byte (runtime/core/text_file.h): the one reader of the JSON files
-// a user names (shapes, vectors, pretuned caches, imports), so each is refused in the same words.
+// a user names (shapes, vectors, pretuned caches, imports), so each is refused in the same words;
+// and write_file_atomically, the one writer of the files a command is asked to write.
 #include <gtest/gtest.h>
 
+#include <sys/resource.h>
+#include <sys/wait.h>
+#include <unistd.h>
+
+#include <csignal>
 #include <filesystem>
 #include <fstream>
 #include <functional>
@@ -70,6 +76,11 @@ TEST(TextFile, AnAtomicWriteReplacesTheFileThroughALinkAndLeavesNothingElse) {
   size_t files = 0;
   for (const auto& entry : std::filesystem::directory_iterator(dir.path())) files += entry.exists();
   EXPECT_EQ(files, 2u) << "a temporary file was left";
+  // A link to a file not there yet: the file is made where it points, the link kept.
+  std::filesystem::create_symlink("made.json", dir.path() + "/dangling.json");
+  write_file_atomically(dir.path() + "/dangling.json", "dangling", "four");
+  EXPECT_TRUE(std::filesystem::is_symlink(dir.path() + "/dangling.json"));
+  EXPECT_EQ(slurp(dir.path() + "/made.json"), "four");
 }
 
 TEST(TextFile, AFailedWriteNamesTheReasonAndKeepsTheOldFile) {
@@ -94,6 +105,49 @@ TEST(TextFile, AFailedWriteNamesTheReasonAndKeepsTheOldFile) {
     }
     EXPECT_TRUE(std::filesystem::is_character_file("/dev/full"));
   }
+}
+
+// Past a file-size limit (ulimit -f) the write fails midway: the old file keeps its bytes and
+// no temporary file is left. In a child process, whose limit ends with it.
+TEST(TextFile, AWriteCutShortLeavesTheOldFileAndNoTemporaryOne) {
+  testing::TempDir dir("text_file_write");
+  const std::string path = dir.path() + "/out.json";
+  std::ofstream(path) << "old";
+  const pid_t child = ::fork();
+  ASSERT_GE(child, 0);
+  if (child == 0) {
+    std::signal(SIGXFSZ, SIG_IGN);
+    const rlimit limit{1024, 1024};
+    ::setrlimit(RLIMIT_FSIZE, &limit);
+    int code = 0;
+    try {
+      write_file_atomically(path, "out", std::string(1 << 16, 'x'));
+      code = 2;  // the write past the limit succeeded
+    } catch (const Error& e) {
+      if (std::string(e.what()).find("cannot write out: File too large") != 0) code = 3;
+    }
+    size_t files = 0;
+    for (const auto& entry : std::filesystem::directory_iterator(dir.path())) files += entry.exists();
+    if (slurp(path) != "old") code = 4;
+    if (files != 1) code = 5;
+    ::_exit(code);
+  }
+  int status = 0;
+  ASSERT_EQ(::waitpid(child, &status, 0), child);
+  ASSERT_TRUE(WIFEXITED(status));
+  EXPECT_EQ(WEXITSTATUS(status), 0) << "2: no error, 3: another message, 4: the old file changed, 5: a file was left";
+}
+
+// The replacement keeps the replaced file's permissions (a 0600 file is not made readable).
+TEST(TextFile, AnAtomicWriteKeepsThePermissions) {
+  testing::TempDir dir("text_file_write");
+  const std::string path = dir.path() + "/secret.json";
+  std::ofstream(path) << "old";
+  std::filesystem::permissions(path, std::filesystem::perms::owner_read | std::filesystem::perms::owner_write);
+  write_file_atomically(path, "secret", "new");
+  EXPECT_EQ(slurp(path), "new");
+  EXPECT_EQ(std::filesystem::status(path).permissions(),
+            std::filesystem::perms::owner_read | std::filesystem::perms::owner_write);
 }
 
 TEST(TextFile, ANulByteIsNamedByLineAndColumn) {

@@ -115,7 +115,11 @@ TEST(ProblemMask, DocumentsWindowsAndSoftcapAreCheckedByFieldName) {
   p.softcap = 0;
   p.softmax_scale = 1e38;  // times log2(e) past float32's 3.4e38
   expect_refused(p, {"softmax_scale 1e+38", "allowed: 0 (1/sqrt(head_dim)) or"});
+  p.softmax_scale = 1e20;  // each in range, their quotient not
+  p.softcap = 1e-20;
+  expect_refused(p, {"softmax_scale / softcap = 1e+40"});
   p.softmax_scale = 0;
+  p.softcap = 0;
   EXPECT_FALSE(p.has_mask_features());  // one document over the whole sequence is no mask
   EXPECT_NO_THROW(p.validate());
 }
