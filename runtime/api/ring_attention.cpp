@@ -324,12 +324,16 @@ RingAttention RingAttention::nccl(const Problem& problem, void* nccl_comm, const
   auto impl = std::make_unique<Impl>();
   impl->problem = problem;
   impl->options = options;
-  impl->setup(gpu::NcclTransport::device_of(comm), /*exchange_kernels=*/true);
-  impl->nccl = std::make_unique<gpu::NcclTransport>(comm, use_primary_context(impl->device),
-                                                    options.watchdog_seconds);
+  // The transport's communicator split (collective) first, then this rank's own set-up (kernel
+  // selection and compiles, which can fail on one rank alone): the other way round, a rank that
+  // failed its set-up left the others blocked in the split, with no watchdog yet; now they meet
+  // the watchdog at their first exchange.
+  const int device = gpu::NcclTransport::device_of(comm);
+  impl->nccl = std::make_unique<gpu::NcclTransport>(comm, use_primary_context(device), options.watchdog_seconds);
   if (impl->nccl->size() != problem.cp_size)
     throw_bad_input("RingAttention::nccl: the communicator has " + std::to_string(impl->nccl->size()) +
                     " ranks but cp_size is " + std::to_string(problem.cp_size));
+  impl->setup(device, /*exchange_kernels=*/true);
   impl->rank = impl->nccl->rank();
   impl->add_rank(impl->rank);
   return RingAttention(std::move(impl));
