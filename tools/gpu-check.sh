@@ -183,6 +183,12 @@
 # backward tune checks each candidate of an accumulating step type on that path too (4eb35e2; the
 # tests phase's GpuBackwardTimer case runs it in its q-half workload). The plan above stands.
 #
+# Stop 45 (2026-11-29, CPU only) changed no template: the pack of 3fba19c stays valid. It changed
+# how libcpgen's and cpgen's RUNPATH are made (built with the install RUNPATH, which names the
+# folders of CUDA, NVRTC, NCCL and the carried SQLite; 948ab75, e3e1235): a build phase that
+# cannot load libcpgen names the library it missed. RingAttention::nccl splits the communicator
+# before its set-up (0dfdd3b): the tests phase's NcclRing.* run that first. The plan stands.
+#
 # The GPU machines have nvcc, CMake, PyTorch and the nvidia-nccl Python package but maybe none of
 # the Debian -dev packages, and no network. Choice: vendor nothing in the repository; use what the
 # machine has, and where a -dev package is missing use a carried prefix made on the dev machine by
