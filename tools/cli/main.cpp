@@ -91,9 +91,9 @@ int main(int argc, char** argv) {
     const size_t equals = word.find('=');
     const bool empty_value = word.rfind("--", 0) == 0 && equals != std::string::npos && equals + 1 == word.size();
     if (word.empty() || empty_value) {
-      std::cerr << "cpgen: " << (word.empty() ? "argument " + std::to_string(i) : word)
-                << (i > 1 && word.empty() ? " (after " + std::string(argv[i - 1]) + ")" : std::string())
-                << " is empty; give a value, or leave the option out for its default\n";
+      const std::string what = (word.empty() ? "argument " + std::to_string(i) : word) +
+                               (i > 1 && word.empty() ? " (after " + std::string(argv[i - 1]) + ")" : std::string());
+      std::cerr << "cpgen: " << cpgen::cli::one_line(what) << " is empty; give a value, or leave the option out for its default\n";
       return 2;
     }
   }
