@@ -101,7 +101,8 @@ CPGEN_API const char* cpgen_status_name(int status);
 
 /* Defaults for the fields of a struct of struct_size bytes (sizeof of the caller's
  * cpgen_problem): batch 1, bf16, causal, zigzag, cp_size 1, scale 0, one document, no window, no
- * softcap, bhsd; the sizes are 0 (must be set). struct_size 0 stands for version 0. A
+ * softcap, bhsd; the sizes are 0 (must be set). struct_size 0, or version 0's own size (the
+ * struct up to softmax_scale), stands for version 0 (struct_size is then set to 0). A
  * struct_size of another version than this library knows is refused. */
 CPGEN_API cpgen_status cpgen_problem_init_sized(cpgen_problem* problem, size_t struct_size);
 /* Version 0's entry point, kept for programs built against it: fills the version-0 fields only

@@ -190,6 +190,8 @@ cpgen_status cpgen_problem_init_sized(cpgen_problem* problem, size_t struct_size
   return guard([&] {
     const char* fn = "cpgen_problem_init_sized";
     require(problem, "problem", fn);
+    // Version 0's own size (its struct ends at softmax_scale) stands for version 0, as 0 does.
+    if (struct_size == kVersion0Size) struct_size = 0;
     check_struct_size(static_cast<int64_t>(struct_size), fn);
     cpgen_problem defaults{};
     defaults.batch = 1;

@@ -14,6 +14,7 @@
 #include <thread>
 
 #include "cpgen/error.h"
+#include "runtime/core/text_file.h"
 #include "runtime/cuda/module.h"
 #include "runtime/transport/nccl_check.h"
 
@@ -48,28 +49,12 @@ bool from_hex(const std::string& text, NcclUniqueId& id) {
   return true;
 }
 
-// The file: magic, nranks, job key (or "-"), id in hex; one per line.
+// The file: magic, nranks, job key (or "-"), id in hex; one per line. Written whole or not at
+// all (runtime/core/text_file.h): readers see either no file or the whole file.
 void write_id_file(const NcclFileBootstrap& o, const NcclUniqueId& id) {
-  const std::string tmp = o.path + ".tmp." + std::to_string(::getpid());
-  {
-    std::ofstream out(tmp, std::ios::trunc);
-    if (!out)
-      throw Error(ErrorKind::kIo, "rank 0: cannot write the NCCL id file " + tmp + ": " +
-                                      std::strerror(errno));
-    out << kIdFileMagic << "\n" << o.nranks << "\n" << (o.job_key.empty() ? "-" : o.job_key)
-        << "\n" << to_hex(id) << "\n";
-    if (!out.flush())
-      throw Error(ErrorKind::kIo, "rank 0: writing the NCCL id file " + tmp + " failed");
-  }
-  int fd = ::open(tmp.c_str(), O_RDONLY);
-  if (fd >= 0) {
-    ::fsync(fd);
-    ::close(fd);
-  }
-  // rename is atomic: readers see either no file or the whole file.
-  if (std::rename(tmp.c_str(), o.path.c_str()) != 0)
-    throw Error(ErrorKind::kIo, "rank 0: cannot rename " + tmp + " to " + o.path + ": " +
-                                    std::strerror(errno));
+  std::ostringstream text;
+  text << kIdFileMagic << "\n" << o.nranks << "\n" << (o.job_key.empty() ? "-" : o.job_key) << "\n" << to_hex(id) << "\n";
+  write_file_atomically(o.path, "rank 0's NCCL id file " + o.path, text.str());
 }
 
 NcclUniqueId wait_for_id_file(const NcclFileBootstrap& o) {

@@ -279,6 +279,13 @@ TEST(CApi, VersionZeroCallersKeepWorking) {
   EXPECT_EQ(cpgen_problem_validate(&g.p), CPGEN_OK) << cpgen_last_error();
   EXPECT_EQ(cpgen_problem_init_sized(&g.p, 40), CPGEN_ERR_BAD_INPUT);
   EXPECT_NE(std::string(cpgen_last_error()).find("struct_size 40"), std::string::npos) << cpgen_last_error();
+  // Version 0's own size (a caller passing sizeof of its version-0 struct) is version 0: it was
+  // refused, though the header asks for the caller's sizeof.
+  std::memset(&g, 0x5a, sizeof g);
+  ASSERT_EQ(cpgen_problem_init_sized(&g.p, offsetof(cpgen_problem, documents)), CPGEN_OK) << cpgen_last_error();
+  EXPECT_EQ(g.p.struct_size, 0);
+  for (size_t i = offsetof(cpgen_problem, documents); i < sizeof(cpgen_problem); ++i)
+    ASSERT_EQ(bytes[i], 0x5a) << "byte " << i << " past a version-0 struct was written";
 }
 
 TEST(CApi, NullArgumentsAreErrorsNotCrashes) {
