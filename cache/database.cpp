@@ -13,7 +13,6 @@
 #include <fstream>
 #include <iostream>
 #include <mutex>
-#include <optional>
 #include <random>
 #include <thread>
 
@@ -125,17 +124,6 @@ WarningSink set_warning_sink(WarningSink sink) {
   g_sink = std::move(sink);
   return previous;
 }
-
-namespace {
-// cpgen's schema_version: a positive decimal integer; nullopt for anything else.
-std::optional<int> parse_schema_version(const std::string& text) {
-  int value = 0;
-  const char* end = text.data() + text.size();
-  const auto [stop, ec] = std::from_chars(text.data(), end, value);
-  if (ec != std::errc() || stop != end || value < 1) return std::nullopt;
-  return value;
-}
-}  // namespace
 
 void warn(const std::string& message) {
   std::lock_guard<std::mutex> lock(g_sink_mutex);
@@ -280,19 +268,13 @@ void Database::open_checked(PathOwner owner) {
       probe.step();
       int64_t other_tables = probe.column_int(0);
       // cpgen's own file has a meta table with a schema_version (a positive integer); another
-      // program's may have a table named meta too.
-      Statement has_meta(db_, "SELECT count(*) FROM sqlite_master WHERE type = 'table' AND name = 'meta'");
-      has_meta.step();
+      // program's may have a table named meta too, which schema_version calls not cpgen's.
       bool cpgen_meta = false;
-      if (has_meta.column_int(0) > 0) {
-        try {
-          Statement version(db_, "SELECT value FROM meta WHERE key = 'schema_version'");
-          cpgen_meta = version.step() && parse_schema_version(version.column_text(0)).has_value();
-        } catch (const SqliteError& e) {
-          // Another program's meta (no key or value column) is not cpgen's; a busy or failing
-          // file says nothing of whose it is.
-          if (e.code() != SQLITE_ERROR) throw;
-        }
+      try {
+        cpgen_meta = schema_version() > 0;
+      } catch (const SqliteError&) {
+        throw;  // busy, failing or damaged says nothing of whose the file is (damage: below)
+      } catch (const Error&) {
       }
       if (!cpgen_meta && other_tables > 0) {
         why = "it is an SQLite database of another program (no cpgen meta table)";
@@ -370,12 +352,15 @@ int Database::schema_version() {
     throw Error(ErrorKind::kDatabase, "the file at " + path_ + " has a meta table that is not cpgen's; it is not a cpgen "
                                           "tuning database");
   }
-  const std::optional<int> value = parse_schema_version(text);
-  if (!value)
+  // cpgen writes a positive decimal integer.
+  int value = 0;
+  const char* end = text.data() + text.size();
+  const auto [stop, ec] = std::from_chars(text.data(), end, value);
+  if (ec != std::errc() || stop != end || value < 1)
     throw Error(ErrorKind::kDatabase, "the file at " + path_ + " has a meta table whose schema_version '" +
                                           text.substr(0, 40) + "' is not cpgen's (a positive integer); it is not a cpgen "
                                           "tuning database, or a damaged one");
-  return *value;
+  return value;
 }
 
 void Database::refuse_newer_schema() {

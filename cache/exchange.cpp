@@ -183,17 +183,18 @@ void validate_record(const Record& r, const std::string& where) {
   if (r.created_at < 0) bad("created_at", "must be >= 0 (unix seconds), got " + std::to_string(r.created_at));
 }
 
-json export_cache(Database& db) {
+json export_cache(Database& db, bool leave_out_invalid) {
   std::vector<json> entries;
   for (const Record& r : all_records(db)) {
-    // What import would refuse (a damaged or hand-edited row, one an older import let in) is left
-    // out with a warning: an export always imports again.
-    try {
-      validate_record(r, "record of " + r.kernel_uri + " for " + r.workload.describe());
-    } catch (const Error& e) {
-      if (e.kind() != ErrorKind::kBadInput) throw;
-      warn(std::string("db export leaves out a record import would refuse: ") + e.what());
-      continue;
+    // What import would refuse (a damaged or hand-edited row, one an older import let in).
+    if (leave_out_invalid) {
+      try {
+        validate_record(r, "record of " + r.kernel_uri + " for " + r.workload.describe());
+      } catch (const Error& e) {
+        if (e.kind() != ErrorKind::kBadInput) throw;
+        warn(std::string("db export leaves out a record import would refuse: ") + e.what());
+        continue;
+      }
     }
     auto pin = pinned_winner(db, r.workload);
     bool winner = pin && pin->kernel_uri == r.kernel_uri && pin->env_key == r.env.key();

@@ -36,7 +36,9 @@ Record record_from_json(const nlohmann::json& entry, const std::string& where);
 // positive times and samples, and samples present for an "ok" record. Throws kBadInput.
 void validate_record(const Record& r, const std::string& where);
 
-nlohmann::json export_cache(Database& db);
+// leave_out_invalid (db export): a record import would refuse is left out with a warning, so the
+// file imports again; otherwise (db merge's source) every record is exported and import judges.
+nlohmann::json export_cache(Database& db, bool leave_out_invalid = false);
 // The document as written to a file: two-space indentation and a final newline.
 std::string cache_text(const nlohmann::json& doc);
 // Checks "format" and "version"; throws kBadInput naming the file and what is expected.

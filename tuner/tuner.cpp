@@ -44,8 +44,8 @@ Tuner::Tuner(Database& db, TuneOptions options, CompileFn compile, CandidateTime
   if (!options_.forward && !options_.backward) throw_bad_input("tune: neither the forward nor the backward is selected; nothing to tune");
 }
 
-std::optional<PinnedWinner> Tuner::earlier_pin_stands(const WorkloadKey& w, const std::set<std::string>& measured,
-                                                      double winner_ms) {
+std::optional<Record> Tuner::earlier_pin_stands(const WorkloadKey& w, const std::set<std::string>& measured,
+                                                double winner_ms) {
   // A tune that left the pinned kernel out (--max-candidates, or --budget-s spent) has not
   // measured it again: its valid record of this environment still stands, and where it is faster
   // than this tune's best, its pin does too (re-tuning with a budget replaced it with the default).
@@ -54,7 +54,7 @@ std::optional<PinnedWinner> Tuner::earlier_pin_stands(const WorkloadKey& w, cons
   for (const Record& r : records_for(db_, w))
     if (r.kernel_uri == pin->kernel_uri && r.valid() && r.env.matches(env_.for_kernel(r.kernel_uri)) &&
         *r.median_ms < winner_ms)
-      return pin;
+      return r;
   return std::nullopt;
 }
 
@@ -339,11 +339,12 @@ WorkloadResult Tuner::tune_workload(const WorkloadKey& w, double started_s) {
   timer_->end_workload();
   if (result.winner && (!ranks_ || ranks_->size() == 1)) {
     db_.transaction([&] {
-      if (const auto stands = earlier_pin_stands(w, measured, *result.winner->median_ms)) {
+      if (std::optional<Record> stands = earlier_pin_stands(w, measured, *result.winner->median_ms)) {
         char note[300];
         std::snprintf(note, sizeof note, "the pinned %s (%.4g ms, not measured by this tune) stays the winner",
-                      stands->kernel_uri.c_str(), stands->median_ms);
+                      stands->kernel_uri.c_str(), *stands->median_ms);
         result.note = note;
+        result.winner = std::move(stands);  // what the runtime runs, in the report too
       } else {
         pin_winner(db_, w, {result.winner->kernel_uri, *result.winner->median_ms, result.winner->env.key(), "tune"});
       }

@@ -100,10 +100,10 @@ class Tuner {
   WorkloadResult tune_workload(const WorkloadKey& w, double started_s);
   void store(const Record& r);
   Record base_record(const WorkloadKey& w, const KernelSpec& spec) const;
-  // w's pin where its kernel, which this tune did not measure, has a valid record here faster
-  // than winner_ms (then the pin stays); nullopt otherwise.
-  std::optional<PinnedWinner> earlier_pin_stands(const WorkloadKey& w, const std::set<std::string>& measured,
-                                                 double winner_ms);
+  // The record of w's pinned kernel where this tune did not measure it and it is valid here and
+  // faster than winner_ms (then the pin stays); nullopt otherwise.
+  std::optional<Record> earlier_pin_stands(const WorkloadKey& w, const std::set<std::string>& measured,
+                                           double winner_ms);
 
   Database& db_;
   TuneOptions options_;

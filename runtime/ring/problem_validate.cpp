@@ -24,6 +24,14 @@ std::string float_text(double x) {
   return text;
 }
 
+// A parameter the kernels take as a float32 (softcap, softmax_scale): 0 (zero_means) or in range.
+void require_float32_parameter(const std::string& where, const char* name, double value, const char* zero_means) {
+  if (value != 0 && (value < kMinFloatParameter || value > kMaxFloatParameter))
+    throw_bad_input(where + ": " + name + " " + float_text(value) + " is outside what the kernels' float32 takes; " +
+                    "allowed: 0 (" + zero_means + ") or " + float_text(kMinFloatParameter) + " .. " +
+                    float_text(kMaxFloatParameter));
+}
+
 std::string where(const Problem& p) {
   return p.name.empty() ? std::string("problem") : "problem '" + p.name + "'";
 }
@@ -80,9 +88,7 @@ void check_problem_mask(const Problem& p, const std::string& where_text) {
                     " must be finite and >= 0 (0 means no softcap)");
   // The kernels take it as a float32 and divide by it: 1e39 became inf (every logit NaN), 1e-50
   // became 0 (a division by zero).
-  if (p.softcap != 0 && (p.softcap < kMinFloatParameter || p.softcap > kMaxFloatParameter))
-    throw_bad_input(where_text + ": softcap " + float_text(p.softcap) + " is outside what the kernels' float32 takes; " +
-                    "allowed: 0 (none) or " + float_text(kMinFloatParameter) + " .. " + float_text(kMaxFloatParameter));
+  require_float32_parameter(where_text, "softcap", p.softcap, "none");
   if (!p.layout.empty() && p.layout != "bhsd" && p.layout != "bshd" && p.layout != "sbhd" && p.layout != "thd")
     throw_bad_input(where_text + ": layout \"" + p.layout + "\" is not supported; allowed: bhsd, bshd, sbhd, thd");
   if (p.layout == "thd" && p.batch != 1)
@@ -125,10 +131,7 @@ void Problem::validate() const {
     throw_bad_input(where(*this) + ": softmax_scale " + std::to_string(softmax_scale) +
                     " must be finite and >= 0 (0 means 1/sqrt(head_dim))");
   // A float32 in the kernels, times log2(e) (scale_log2): past 1e38 that overflowed to inf.
-  if (softmax_scale != 0 && (softmax_scale < kMinFloatParameter || softmax_scale > kMaxFloatParameter))
-    throw_bad_input(where(*this) + ": softmax_scale " + float_text(softmax_scale) +
-                    " is outside what the kernels' float32 takes; allowed: 0 (1/sqrt(head_dim)) or " +
-                    float_text(kMinFloatParameter) + " .. " + float_text(kMaxFloatParameter));
+  require_float32_parameter(where(*this), "softmax_scale", softmax_scale, "1/sqrt(head_dim)");
   check_problem_mask(*this, where(*this));
   // The kernels divide one by the other (scale / softcap): each in range, the quotient may not be.
   const double scale = softmax_scale > 0 ? softmax_scale : 1.0 / std::sqrt(static_cast<double>(head_dim));

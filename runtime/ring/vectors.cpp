@@ -151,16 +151,18 @@ AttentionVectors parse_attention_vectors(const std::string& text, const std::str
                     scale.dump());
   v.shape.scale = scale.get<double>();
 
-  // Counted in 128 bits: four int64 fields can wrap an int64 product to 0, which the empty
-  // arrays of a bad file then matched. A tensor's every element takes two bytes of text at least,
-  // so no file of kMaxVectorsFileBytes holds more than half that many.
+  // Multiplied with overflow checks: the fields are unbounded here, and a wrapped product (2^32
+  // in batch and both head counts gave 0) matched the empty arrays of a bad file. A tensor's every
+  // element takes two bytes of text at least, so no file of kMaxVectorsFileBytes holds more than
+  // half that many.
   const auto elements = [&](int64_t heads) {
-    const unsigned __int128 n = static_cast<unsigned __int128>(v.shape.batch) * static_cast<unsigned __int128>(heads) *
-                                static_cast<unsigned __int128>(v.seq_len) * static_cast<unsigned __int128>(v.shape.head_dim);
-    if (n > kMaxVectorsFileBytes / 2)
+    int64_t n = v.shape.batch;
+    const bool wrapped = __builtin_mul_overflow(n, heads, &n) || __builtin_mul_overflow(n, v.seq_len, &n) ||
+                         __builtin_mul_overflow(n, v.shape.head_dim, &n);
+    if (wrapped || n > static_cast<int64_t>(kMaxVectorsFileBytes / 2))
       throw_bad_input(source + ": batch * heads * seq_len * head_dim is more elements than a vectors file holds (at most " +
                       std::to_string(kMaxVectorsFileBytes / 2) + ")");
-    return static_cast<int64_t>(n);
+    return n;
   };
   const int64_t q_size = elements(v.shape.q_heads);
   const int64_t kv_size = elements(v.shape.kv_heads);

@@ -1,12 +1,8 @@
 // NCCL communicator creation (include/cpgen/nccl_bootstrap.h). Built only with NCCL.
 #include "cpgen/nccl_bootstrap.h"
 
-#include <fcntl.h>
-#include <unistd.h>
-
 #include <chrono>
 #include <cmath>
-#include <cstdio>
 #include <cstring>
 #include <filesystem>
 #include <fstream>

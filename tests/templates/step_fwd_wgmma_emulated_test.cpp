@@ -185,20 +185,27 @@ TEST(StepFwdWgmmaEmulated, MaskedDocumentsWindowSoftcapZigzagRingOfThree) {
   EXPECT_GT(skips.empty_blocks, 0);
 }
 
+// A contiguous ring of `ranks` over p with a left window of `window` keys and softcap 3, counting
+// the tiles each launch reads.
+RingSetup contiguous_window_setup(const AttentionProblem& p, int ranks, int window) {
+  RingSetup setup;
+  setup.shape = shape_of(p);
+  setup.shape.window_left = window;
+  setup.shape.softcap = 3.0;
+  setup.ranks = partition(Scheme::kContiguous, p.seq_len, ranks);
+  setup.count_reads = true;
+  return setup;
+}
+
 // bshd tensors (flash-attn's layout: heads inside rows) read in place through the tensor maps'
 // strides, two batch entries, on a contiguous ring of three with a window shorter than a shard:
 // rank 0's middle step holds a chunk of the future and loads nothing, rank 2's blocks past the
 // window's reach load no Q. Every step runs as two query views (state_len > q_len).
 TEST(StepFwdWgmmaEmulated, MaskedBshdQueryViewsContiguousWindowRingOfThree) {
   const AttentionProblem p = masked_problem(2, 1, 4, 64, 3 * 80, 32);
-  RingSetup setup;
-  setup.shape = shape_of(p);
-  setup.shape.window_left = 20;
-  setup.shape.softcap = 3.0;
-  setup.ranks = partition(Scheme::kContiguous, p.seq_len, 3);
+  RingSetup setup = contiguous_window_setup(p, 3, 20);
   setup.bshd = true;
   setup.query_split = 37;
-  setup.count_reads = true;
   SkipCounts skips;
   check_setup<MaskedBf16>(p, reference_of(p, setup.shape), setup, &skips);
   EXPECT_GT(skips.empty_launches, 0);
@@ -211,12 +218,7 @@ TEST(StepFwdWgmmaEmulated, MaskedBshdQueryViewsContiguousWindowRingOfThree) {
 // block's first tile, not from tile 0 (no other test has a block that starts past tile 0 and loops).
 TEST(StepFwdWgmmaEmulated, MaskedWindowBlocksStartPastTheFirstKeyTileAndLoop) {
   const AttentionProblem p = masked_problem(1, 1, 4, 64, 2 * 512, 34);
-  RingSetup setup;
-  setup.shape = shape_of(p);
-  setup.shape.window_left = 300;
-  setup.shape.softcap = 3.0;
-  setup.ranks = partition(Scheme::kContiguous, p.seq_len, 2);
-  setup.count_reads = true;
+  RingSetup setup = contiguous_window_setup(p, 2, 300);
   SkipCounts skips;
   check_setup<MaskedBf16>(p, reference_of(p, setup.shape), setup, &skips);
   EXPECT_GT(skips.skipped_tiles, 0);

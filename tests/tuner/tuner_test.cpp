@@ -516,6 +516,8 @@ TEST_F(TunerTest, AReTuneThatDidNotMeasureTheWinnerKeepsItsFasterPin) {
   const TuneReport again = Tuner(db, budget, compiler.fn(), &timer, nullptr, test_env()).tune({problem}, kH200);
   EXPECT_NE(again.workloads[0].note.find("the pinned " + before.winner->kernel_uri), std::string::npos)
       << again.workloads[0].note;
+  ASSERT_TRUE(again.workloads[0].winner);
+  EXPECT_EQ(again.workloads[0].winner->kernel_uri, before.winner->kernel_uri) << "the report names what runs";
   std::optional<PinnedWinner> pin = pinned_winner(db, before.workload);
   ASSERT_TRUE(pin);
   EXPECT_EQ(pin->kernel_uri, before.winner->kernel_uri);

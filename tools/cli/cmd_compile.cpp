@@ -9,7 +9,6 @@
 #include <atomic>
 #include <chrono>
 #include <cstdio>
-#include <fstream>
 #include <iostream>
 #include <iterator>
 #include <memory>
@@ -237,8 +236,7 @@ std::vector<Job> all_jobs(const std::string& filter, const std::string& arch, bo
   };
   auto add = [&](const KernelSpec& spec) {
     add_one(spec);
-    const bool step = spec.kind == KernelKind::kForwardStep || spec.kind == KernelKind::kForwardWgmma ||
-                      spec.kind == KernelKind::kBackwardStep;
+    const bool step = runs_step(spec.kind, false) || runs_step(spec.kind, true);
     if (!masks || !step || spec.key_intervals || spec.softcap) return;
     for (const auto& [intervals, softcap] : {std::pair{true, false}, std::pair{false, true}, std::pair{true, true}}) {
       KernelSpec variant = spec;

@@ -2,7 +2,6 @@
 #include <nlohmann/json.hpp>
 
 #include <filesystem>
-#include <fstream>
 #include <iostream>
 #include <map>
 
@@ -92,7 +91,7 @@ void export_cmd(const DbOptions& o) {
     doc = default_heuristic_cache();
   } else {
     auto db = existing(o);
-    doc = export_cache(*db);
+    doc = export_cache(*db, /*leave_out_invalid=*/true);
   }
   const std::string text = cache_text(doc);
   if (!to_file) {

@@ -84,9 +84,7 @@ int main(int argc, char** argv) {
   // No option or value of cpgen may be empty: an empty one was taken as the option left out
   // (--only '' tuned both directions, --db '' opened the default database, -o '' wrote to the
   // standard output).
-  // Internal commands (_nccl-rank) take what cpgen itself passes them.
-  const bool internal = argc > 1 && argv[1][0] == '_';
-  for (int i = 1; i < argc && !internal; ++i) {
+  for (int i = 1; i < argc; ++i) {
     const std::string word = argv[i];
     const size_t equals = word.find('=');
     const bool empty_value = word.rfind("--", 0) == 0 && equals != std::string::npos && equals + 1 == word.size();

@@ -80,7 +80,8 @@ TEST(VectorsFile, RejectsWhatIsNotAVectorsFile) {
   // 2^32 in batch and both head counts wrapped the elements' int64 product to 0, which empty
   // tensors matched (verify then crashed).
   doc = tiny_vectors();
-  doc["batch"] = doc["q_heads"] = doc["kv_heads"] = int64_t{1} << 32;
+  // 2^32 in every size field made 2^128, which wrapped a 128-bit count to 0 too (a reviewer).
+  doc["batch"] = doc["q_heads"] = doc["kv_heads"] = doc["seq_len"] = doc["head_dim"] = int64_t{1} << 32;
   for (const char* t : {"q", "k", "v", "dout", "out", "lse", "dq", "dk", "dv"})
     if (doc.contains(t)) doc[t] = nlohmann::json::array();
   EXPECT_NE(error_of(doc).find("tiny.json: batch * heads * seq_len * head_dim is more elements than a vectors file holds"),
