@@ -9,6 +9,7 @@
 #include "cpgen/compare.cuh"
 #include "cpgen/error.h"
 #include "generator/kernel_spec.h"
+#include "runtime/core/half_convert.h"
 #include "runtime/cuda/cuda_driver.h"
 #include "runtime/backend/gpu_step_kernel.h"
 #include "runtime/cuda/module.h"
@@ -35,10 +36,9 @@ std::string value_text(double x) {
 double GpuTimer::output_tolerance(Dtype dtype) {
   // Outputs are convex combinations of values in [-1, 1]. Rounding P to the input type before PV
   // moves the result by at most one half-ulp relative (sum of |dP| <= u/2 * sum P), and the final
-  // rounding by another half-ulp: u = 2^-7 for bf16 (8 significant bits), 2^-10 for fp16 (11).
-  // Twice that bound leaves room for fp32 accumulation order.
-  const double u = dtype == Dtype::kBf16 ? std::ldexp(1.0, -7) : std::ldexp(1.0, -10);
-  return 2 * u;
+  // rounding by another half-ulp: u = ulp_at_one, 2^-7 for bf16 and 2^-10 for fp16. Twice that
+  // bound leaves room for fp32 accumulation order.
+  return 2 * ulp_at_one(dtype);
 }
 
 double GpuTimer::lse_tolerance(double lse) { return kLseAbsolute + kLseRelative * std::abs(lse); }

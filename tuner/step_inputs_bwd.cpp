@@ -6,6 +6,7 @@
 #include <limits>
 
 #include "cpgen/error.h"
+#include "runtime/core/half_convert.h"
 #include "tuner/parallel_for.h"
 
 namespace cpgen {
@@ -16,9 +17,6 @@ double dot(const double* a, const double* b, int n) {
   for (int d = 0; d < n; ++d) sum += a[d] * b[d];
   return sum;
 }
-
-// Unit in the last place at 1 of the input type: 8 significant bits for bf16, 11 for fp16.
-double ulp_at_one(Dtype dtype) { return dtype == Dtype::kBf16 ? std::ldexp(1.0, -7) : std::ldexp(1.0, -10); }
 
 bool visible(const BackwardStepInputs& in, int64_t row, int64_t key) {
   return key_visible(in.mask, in.positions.q[row], in.positions.kv[key]);

@@ -399,10 +399,12 @@ RingBwdParams KernelRingBackend::backward_step_params(const RingStep& step, int 
   p.dk_acc = dk_slots_[dkv_slot][part].as<float>();
   p.dv_acc = dv_slots_[dkv_slot][part].as<float>();
   p.q_positions = positions_.rank_positions(rank_) + q0;
-  p.q_key_first = positions_.rank_key_first(rank_) + q0;
-  p.q_key_last = positions_.rank_key_last(rank_) + q0;
-  // Read only by kernels specialized on the softcap, as the intervals are by those on intervals.
-  p.softcap = static_cast<float>(problem_.softcap > 0 ? problem_.softcap : 0.0);
+  // Mask features as the forward's (step_params): null and 0 for kernels not specialized on them.
+  if (kernel_needs_key_intervals(problem_)) {
+    p.q_key_first = positions_.rank_key_first(rank_) + q0;
+    p.q_key_last = positions_.rank_key_last(rank_) + q0;
+  }
+  p.softcap = kernel_needs_softcap(problem_) ? static_cast<float>(problem_.softcap) : 0.0f;
   p.kv_positions = positions_.rank_positions(step.kv_rank) + key0;
   set_step_shape(p, strides_.q, kv, problem_, q0, len_);
   p.dout_batch_stride = strides_.dout.batch;

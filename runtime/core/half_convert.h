@@ -2,6 +2,7 @@
 // uploading test and benchmark inputs and reading results back.
 #pragma once
 
+#include <cmath>
 #include <cstdint>
 #include <cstring>
 #include <vector>
@@ -9,6 +10,10 @@
 #include "cpgen/types.h"
 
 namespace cpgen {
+
+// The spacing of the type's values at 1 (one unit in the last place there): 8 significant bits
+// for bf16, 11 for fp16. Rounding to the type moves a value by at most half of it, relative.
+inline double ulp_at_one(Dtype dtype) { return dtype == Dtype::kBf16 ? std::ldexp(1.0, -7) : std::ldexp(1.0, -10); }
 
 inline uint16_t float_to_bf16(float value) {
   uint32_t bits;

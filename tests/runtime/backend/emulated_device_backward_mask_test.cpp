@@ -16,6 +16,7 @@
 #include <string>
 #include <vector>
 
+#include "cpgen/error.h"
 #include "runtime/backend/emulated_device.h"
 #include "runtime/core/half_convert.h"
 #include "tests/runtime/backend/model_device.h"
@@ -63,8 +64,10 @@ TEST(EmulatedBackwardMaskLaunches, AKeyBlockNoQuerySeesLoadsNothingAndWritesZero
     p.dq_acc = tiny.as<float>();
     p.q_positions = positions.as<const int>();
     p.kv_positions = positions.as<const int>() + kLen;
-    p.q_key_first = positions.as<const int>() + 2 * kLen;
-    p.q_key_last = positions.as<const int>() + 3 * kLen;
+    if (intervals) {  // a kernel's mask features and its launch's tables go together
+      p.q_key_first = positions.as<const int>() + 2 * kLen;
+      p.q_key_last = positions.as<const int>() + 3 * kLen;
+    }
     p.q_row_stride = p.k_row_stride = p.v_row_stride = p.dout_row_stride = kHeadDim;
     p.q_head_stride = p.dout_head_stride = kLen * kHeadDim;
     p.k_head_stride = p.v_head_stride = kLen * kHeadDim;
@@ -76,7 +79,7 @@ TEST(EmulatedBackwardMaskLaunches, AKeyBlockNoQuerySeesLoadsNothingAndWritesZero
     p.q_len = p.kv_len = kLen;
     p.scale = 0.125f;
     p.scale_log2 = 0.125f * 1.4426950408889634f;
-    p.softcap = 2.0f;
+    p.softcap = spec.softcap ? 2.0f : 0.0f;
     const std::string what = spec.uri();
 
     p.accumulate_dkv = 1;
@@ -94,6 +97,36 @@ TEST(EmulatedBackwardMaskLaunches, AKeyBlockNoQuerySeesLoadsNothingAndWritesZero
       ASSERT_EQ(dv.as<const float>()[i], 0.0f) << what << ": dv_acc[" << i << "]";
     }
   }
+}
+
+// A backward launch unlike its kernel is refused before it runs, as a forward one is: key-interval
+// tables for a kernel without them (it would ignore the mask), none for one with them (it would
+// read null tables), a softcap for a kernel without it, and heads that are not the kernel's GQA
+// group (rows packed under the wrong kv head).
+TEST(EmulatedBackwardMaskLaunches, ALaunchUnlikeItsKernelIsRefused) {
+  const KernelSpec plain = KernelSpec::backward_default_for_arch(Dtype::kBf16, 64, true, 2, kArch);
+  KernelSpec intervals = plain;
+  intervals.key_intervals = true;
+  std::vector<int> table(8, 0);
+  const auto refusal = [&](const KernelSpec& spec, bool tables, float softcap, int q_heads) -> std::string {
+    EmulatedDevice device({{StepType::kBwdDiagonal, spec}}, kArch, test_store());
+    RingBwdParams p{};
+    p.q_heads = q_heads;
+    p.kv_heads = 1;
+    p.softcap = softcap;
+    if (tables) p.q_key_first = p.q_key_last = table.data();
+    try {
+      device.launch_backward(StepType::kBwdDiagonal, p);
+    } catch (const Error& e) {
+      EXPECT_EQ(e.kind(), ErrorKind::kInternal) << e.what();
+      return e.what();
+    }
+    return "";
+  };
+  EXPECT_NE(refusal(plain, true, 0, 2).find("mask features do not match"), std::string::npos);
+  EXPECT_NE(refusal(intervals, false, 0, 2).find("mask features do not match"), std::string::npos);
+  EXPECT_NE(refusal(plain, false, 2.0f, 2).find("mask features do not match"), std::string::npos);
+  EXPECT_NE(refusal(intervals, true, 0, 4).find("not GQA group 2"), std::string::npos);
 }
 
 // Query tiles that no interval reaches are never loaded: 64 queries of a GQA-2 kv head are two

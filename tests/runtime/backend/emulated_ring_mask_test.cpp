@@ -27,6 +27,7 @@
 #include "runtime/ring/schedule.h"
 #include "runtime/ring/vectors.h"
 #include "runtime/transport/cpu_transport.h"
+#include "error_limit.h"
 #include "test_util.h"
 
 namespace cpgen {
@@ -89,7 +90,7 @@ long expected_launches(const Problem& p) {
 }
 
 // The ring on the emulator against the float64 reference (bf16/fp16 inputs: relative error of out
-// and absolute error of lse below 2e-2, the GPU backend's tolerance).
+// and absolute error of lse below the dtype's limit, tests/error_limit.h).
 void check_against_reference(const Problem& p, const KernelSpec& spec, uint64_t seed) {
   SCOPED_TRACE(spec.uri() + " over " + std::to_string(p.cp_size) + " ranks, " + std::string(scheme_name(p.scheme)));
   p.validate();
@@ -111,8 +112,9 @@ void check_against_reference(const Problem& p, const KernelSpec& spec, uint64_t 
   }
   for (size_t i = 0; i < got.lse.size(); ++i)
     lse_error = std::isnan(got.lse[i]) ? NAN : std::max(lse_error, std::abs(got.lse[i] - want.lse[i]));
-  EXPECT_LT(std::sqrt(diff / norm), 2e-2);  // NaN (an unwritten element) fails too
-  EXPECT_LT(lse_error, 2e-2);
+  // NaN (an unwritten element) fails too.
+  testing::expect_within_limit(std::sqrt(diff / norm), p.dtype, spec.uri() + " out");
+  testing::expect_within_limit(lse_error, p.dtype, spec.uri() + " lse");
 }
 
 TEST(EmulatedRingMask, DocumentsAndLeftWindowsBf16) {
@@ -172,11 +174,11 @@ TEST(EmulatedRingMask, TwoSidedWindowVectorsOfFormatTwo) {
                                                      {vec.k.begin(), vec.k.end()}, {vec.v.begin(), vec.v.end()},
                                                      test_store());
     EXPECT_EQ(got.launches, expected_launches(p));
-    EXPECT_LT(relative_error(got.out, vec.out), 2e-2);
+    testing::expect_within_limit(relative_error(got.out, vec.out), p.dtype, vec.name + " out");
     double lse_error = 0;
     for (size_t i = 0; i < got.lse.size(); ++i)
       lse_error = std::isnan(got.lse[i]) ? NAN : std::max(lse_error, std::abs(got.lse[i] - vec.lse[i]));
-    EXPECT_LT(lse_error, 2e-2);
+    testing::expect_within_limit(lse_error, p.dtype, vec.name + " lse");
   }
 }
 

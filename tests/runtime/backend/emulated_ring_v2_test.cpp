@@ -3,7 +3,8 @@
 // reproduce every format-2 file (packed documents of any length, two-sided windows, softcap):
 // the project's own (tests/data/vectors/v2) and ../shared/vectors/v2 when present. bf16, zigzag
 // rings of 2 and 3 (no length divides: ranks hold different token counts) and a striped ring of 2;
-// out, lse, dq, dk, dv within 2e-2 of the files' float64 values, outputs poisoned first.
+// out, lse, dq, dk, dv within the dtype's limit (tests/error_limit.h) of the files' float64
+// values, outputs poisoned first.
 #include <gtest/gtest.h>
 
 #include <cmath>
@@ -24,7 +25,7 @@ constexpr const char* kArch = testing::kEmulatedArch;
 using testing::as_float;
 using testing::relative;
 KernelStore* test_store() { return testing::emulated_store(); }
-constexpr double kLimit = testing::kEmulatedLimit;
+using testing::expect_within_limit;
 
 // The kernels a problem with these mask features runs: the defaults with key intervals when it has
 // documents or a window, and softcap when it has one (what selection picks, runtime/api/kernel_select).
@@ -71,11 +72,11 @@ void check_v2_dir(const std::string& dir) {
       const std::string what = vec.name + " " + std::string(scheme_name(ring.scheme)) + " ranks " +
                                std::to_string(ring.ranks);
       const Errors e = run(vec, ring.ranks, ring.scheme);
-      EXPECT_LT(e.out, kLimit) << what;
-      EXPECT_LT(e.lse, kLimit) << what;
-      EXPECT_LT(e.dq, kLimit) << what;
-      EXPECT_LT(e.dk, kLimit) << what;
-      EXPECT_LT(e.dv, kLimit) << what;
+      expect_within_limit(e.out, Dtype::kBf16, what + " out");
+      expect_within_limit(e.lse, Dtype::kBf16, what + " lse");
+      expect_within_limit(e.dq, Dtype::kBf16, what + " dq");
+      expect_within_limit(e.dk, Dtype::kBf16, what + " dk");
+      expect_within_limit(e.dv, Dtype::kBf16, what + " dv");
       ++checked;
     }
   }

@@ -1,6 +1,6 @@
 // What the emulated ring tests share: the kernel store their host-compiled kernels live in (one
 // per build tree, so kernels compiled by one test are read by the next), float conversion of the
-// float64 vectors, and the relative error they are held to.
+// float64 vectors, and the relative error (tests/error_limit.h).
 #pragma once
 
 #include <gtest/gtest.h>
@@ -10,12 +10,12 @@
 #include <vector>
 
 #include "runtime/jit/kernel_store.h"
+#include "error_limit.h"
 #include "test_util.h"
 
 namespace cpgen::testing {
 
 inline constexpr const char* kEmulatedArch = "sm_90";  // whose shared memory the launches assume
-inline constexpr double kEmulatedLimit = 2e-2;          // relative error, bf16 and fp16
 
 inline KernelStore* emulated_store() {
   static DirectoryKernelStore store(std::string(CPGEN_BINARY_DIR) + "/test-emulated-kernels");

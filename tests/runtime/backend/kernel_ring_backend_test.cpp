@@ -21,6 +21,7 @@
 #include "runtime/core/attention_shape.h"
 #include "runtime/core/half_convert.h"
 #include "runtime/core/layout_strides.h"
+#include "runtime/ring/kernel_support.h"
 #include "runtime/ring/partition.h"
 #include "runtime/ring/reference.h"
 #include "runtime/ring/ring_driver.h"
@@ -154,9 +155,10 @@ GradErrors run_backward(const Problem& problem, Driver driver, uint32_t seed = 7
   const int64_t b = problem.batch, qh = problem.q_heads, kvh = problem.kv_heads, hd = problem.head_dim;
   const int64_t seq = problem.seq_len;
   const AttentionShape shape = attention_shape_of(problem);  // documents, window, softcap too
-  // Masks beyond causal run on kernels that read the key intervals (and the softcap).
-  const bool intervals = problem.has_mask_features();
-  const bool softcap = problem.softcap > 0;
+  // The kernels selection would run (runtime/ring/kernel_support.h): key intervals for documents
+  // and windows, the softcap for a softcap.
+  const bool intervals = kernel_needs_key_intervals(problem);
+  const bool softcap = kernel_needs_softcap(problem);
 
   std::mt19937 rng(seed);
   const std::vector<double> q = random_tensor(b * qh * seq * hd, dtype, rng, 1.0);
@@ -483,9 +485,9 @@ TEST(KernelRingBackendBackward, StepParamsDescribeTheHeldChunksPartAndTheChosenA
     EXPECT_EQ(w.dv_acc, dkv0[1].data);
     EXPECT_EQ(dkv0[0].bytes, static_cast<size_t>(3 * 2 * half * hd * 4));
     EXPECT_EQ(w.q_positions, one.positions->rank_positions(1) + q0);
-    // The view's intervals (global positions: the key part does not shift them).
-    EXPECT_EQ(w.q_key_first, one.positions->rank_key_first(1) + q0);
-    EXPECT_EQ(w.q_key_last, one.positions->rank_key_last(1) + q0);
+    // No mask features: no tables and no softcap, for kernels not specialized on them.
+    EXPECT_EQ(w.q_key_first, nullptr);
+    EXPECT_EQ(w.q_key_last, nullptr);
     EXPECT_EQ(w.softcap, 0.0f);
     EXPECT_EQ(w.state_len, local);
     EXPECT_EQ(w.q_row_stride, hd);
@@ -504,6 +506,21 @@ TEST(KernelRingBackendBackward, StepParamsDescribeTheHeldChunksPartAndTheChosenA
     EXPECT_EQ(w.q_len, local - q0);
     EXPECT_FLOAT_EQ(w.scale, static_cast<float>(1.0 / std::sqrt(128.0)));
     EXPECT_FLOAT_EQ(w.scale_log2, static_cast<float>(1.4426950408889634 / std::sqrt(128.0)));
+  }
+  // With a window and a softcap: the view's intervals (global positions: the key part does not
+  // shift them) and the softcap.
+  Problem masked_problem = p;
+  masked_problem.window_left = 5;
+  masked_problem.softcap = 2.0;
+  masked_problem.validate();
+  ASSERT_EQ(step_type_at(masked_problem, 1, 3), StepType::kZigzagQHalf);
+  OneRank masked(masked_problem, 1);
+  masked.backend->bind_backward(masked.shard.tensors());
+  for (int part = 0; part < 2; ++part) {
+    const RingBwdParams w = masked.backend->backward_step_params(step, 0, false, part);
+    EXPECT_EQ(w.q_key_first, masked.positions->rank_key_first(1) + q0) << "part " << part;
+    EXPECT_EQ(w.q_key_last, masked.positions->rank_key_last(1) + q0) << "part " << part;
+    EXPECT_EQ(w.softcap, 2.0f) << "part " << part;
   }
   // Both parts' accumulators of a slot, in part order, are what dkv_buffers lists.
   const std::vector<BufferView> all = one.backend->dkv_buffers(1);
