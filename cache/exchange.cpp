@@ -223,21 +223,27 @@ void check_cache_header(const json& doc, const std::string& where) {
   }
 }
 
+bool is_heuristic_entry(const json& entry, const std::string& at) {
+  return entry.is_object() && optional_field<std::string>(entry, "source", at) == "default-heuristic";
+}
+
+bool entry_winner(const json& entry, const std::string& at) {
+  if (!entry.is_object() || !entry.contains("winner")) return false;
+  if (!entry["winner"].is_boolean()) throw_bad_input(at + ": field 'winner' must be true or false");
+  return entry["winner"].get<bool>();
+}
+
 CacheEntries read_cache_entries(const json& doc, const std::string& where) {
   check_cache_header(doc, where);
   CacheEntries out;
   const json& entries = doc["entries"];
   for (size_t i = 0; i < entries.size(); ++i) {
     const std::string at = where + " entry " + std::to_string(i);
-    if (entries[i].is_object() && optional_field<std::string>(entries[i], "source", at) == "default-heuristic") {
+    if (is_heuristic_entry(entries[i], at)) {
       ++out.skipped;
       continue;
     }
-    bool winner = false;
-    if (entries[i].is_object() && entries[i].contains("winner")) {
-      if (!entries[i]["winner"].is_boolean()) throw_bad_input(at + ": field 'winner' must be true or false");
-      winner = entries[i]["winner"].get<bool>();
-    }
+    const bool winner = entry_winner(entries[i], at);
     out.records.emplace_back(record_from_json(entries[i], at), winner);
   }
   return out;

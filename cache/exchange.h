@@ -44,6 +44,12 @@ std::string cache_text(const nlohmann::json& doc);
 // Checks "format" and "version"; throws kBadInput naming the file and what is expected.
 void check_cache_header(const nlohmann::json& doc, const std::string& where);
 
+// An entry's optional fields, refused (kBadInput, `at` first) when of the wrong type: whether its
+// "source" is "default-heuristic" (a pattern the defaults ship, never timed) and its "winner" flag
+// (false when absent). The pretuned caches and imports read them alike.
+bool is_heuristic_entry(const nlohmann::json& entry, const std::string& at);
+bool entry_winner(const nlohmann::json& entry, const std::string& at);
+
 struct ImportStats {
   int added = 0;      // identities new to the database
   int replaced = 0;   // the incoming record was better and replaced the stored one

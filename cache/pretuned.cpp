@@ -9,6 +9,7 @@
 #include "cache/exchange.h"
 #include "cpgen/error.h"
 #include "runtime/core/library_location.h"
+#include "runtime/core/json_text.h"
 #include "runtime/core/text_file.h"
 
 namespace cpgen {
@@ -51,16 +52,10 @@ PretunedCaches load_pretuned_caches(const std::vector<std::string>& dirs) {
       if (seen_names.contains(file.filename().string())) continue;
       try {
         // Every reason below starts with the file's path.
-        const std::string text = read_text_file(file.string(), file.string(), "a cache", kMaxJsonFileBytes);
-        refuse_nul_byte(text, file.string(), "a cache");
-        nlohmann::json doc;
-        try {
-          doc = nlohmann::json::parse(text);
-        } catch (const nlohmann::json::exception& e) {
-          throw_bad_input(file.string() + ": not valid JSON: " + e.what());
-        }
+        const nlohmann::json doc =
+            read_json_file(file.string(), file.string(), "a cache", kMaxJsonFileBytes, kMaxJsonDepth);
         check_cache_header(doc, file.string());
-        const auto& entries = doc["entries"];
+        const auto& entries = doc.at("entries");
         std::vector<CacheEntry> parsed;
         for (size_t i = 0; i < entries.size(); ++i) {
           const auto& e = entries[i];
@@ -73,9 +68,9 @@ PretunedCaches load_pretuned_caches(const std::vector<std::string>& dirs) {
           entry.file = file.string();
           entry.kernel_uri = e["kernel"].get<std::string>();
           entry.workload = e["workload"];
-          entry.winner = e.value("winner", false);
+          entry.winner = entry_winner(e, at);
           entry.dir_index = static_cast<int>(caches.dirs.size()) - 1;
-          if (e.value("source", "") != "default-heuristic") entry.record = record_from_json(e, at);
+          if (!is_heuristic_entry(e, at)) entry.record = record_from_json(e, at);
           parsed.push_back(std::move(entry));
         }
         seen_names.insert(file.filename().string());

@@ -1,7 +1,8 @@
 // Reading the text files a user names: a shapes file, a vectors file, a pretuned cache, a
 // database export to import. One reader, so each refuses the same things in the same words: a
 // folder, a file that cannot be opened or read, one longer than its limit, and (in the parsers)
-// text holding a NUL byte, which nlohmann's parser would take for the end of the text.
+// text holding a NUL byte, which nlohmann's parser would take for the end of the text. Their JSON
+// is parsed by runtime/core/json_text.h.
 #pragma once
 
 #include <cstddef>

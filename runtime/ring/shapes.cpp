@@ -11,43 +11,14 @@
 
 #include "cpgen/error.h"
 #include "generator/kernel_spec.h"
+#include "runtime/core/json_text.h"
 #include "runtime/core/text_file.h"
-#include "runtime/core/text_position.h"
 #include "runtime/ring/partition.h"
 
 namespace cpgen {
 namespace {
 
 using Json = nlohmann::json;
-
-// Messages are one line whatever the input holds: control bytes, non-ASCII bytes (which may not
-// even be UTF-8 in a path) and quotes are escaped, and long text is cut.
-std::string printable(std::string_view text, size_t max_chars = 60) {
-  static constexpr char kHex[] = "0123456789abcdef";
-  std::string out;
-  for (size_t i = 0; i < text.size(); ++i) {
-    if (out.size() >= max_chars) {
-      out += "...";
-      break;
-    }
-    const auto byte = static_cast<unsigned char>(text[i]);
-    if (byte >= 0x20 && byte < 0x7f && byte != '\\' && byte != '"') {
-      out += static_cast<char>(byte);
-    } else if (byte == '\\' || byte == '"') {
-      out += '\\';
-      out += static_cast<char>(byte);
-    } else {
-      out += "\\x";
-      out += kHex[byte >> 4];
-      out += kHex[byte & 15];
-    }
-  }
-  return out;
-}
-
-std::string in_quotes(std::string_view text, size_t max_chars = 60) {
-  return "\"" + printable(text, max_chars) + "\"";
-}
 
 std::string join(std::span<const int> values) {
   std::string out;
@@ -297,111 +268,12 @@ Problem read_shape(const Json& entry, size_t index, const std::string& source) {
   return p;
 }
 
-// Bounds nesting and rejects duplicate keys (which nlohmann would otherwise resolve silently to
-// the last one) while the text is parsed, naming where the problem sits.
-class StructureGuard {
- public:
-  explicit StructureGuard(const std::string& source) : source_(source) {}
-
-  bool operator()(int /*depth*/, Json::parse_event_t event, Json& parsed) {
-    using Event = Json::parse_event_t;
-    switch (event) {
-      case Event::object_start:
-      case Event::array_start:
-        count_element();
-        if (frames_.size() >= static_cast<size_t>(kMaxShapesJsonDepth)) {
-          throw_bad_input(source_ + ": JSON nested deeper than " + std::to_string(kMaxShapesJsonDepth) +
-                          " levels at " + path() + "; a shapes file needs 3");
-        }
-        frames_.push_back(Frame{event == Event::object_start, {}, {}, 0});
-        break;
-      case Event::object_end:
-      case Event::array_end:
-        if (!frames_.empty()) frames_.pop_back();
-        break;
-      case Event::key: {
-        Frame& frame = frames_.back();
-        const std::string& key = parsed.get_ref<const std::string&>();
-        if (!frame.keys.insert(key).second) {
-          throw_bad_input(source_ + ": " + path() + ": field " + in_quotes(key, 40) +
-                          " appears twice; each field may be given once");
-        }
-        frame.current_key = key;
-        break;
-      }
-      case Event::value:
-        count_element();
-        break;
-    }
-    return true;
-  }
-
- private:
-  struct Frame {
-    bool is_object;
-    std::set<std::string> keys;
-    std::string current_key;
-    int64_t elements;
-  };
-
-  void count_element() {
-    if (!frames_.empty() && !frames_.back().is_object) ++frames_.back().elements;
-  }
-
-  // A readable location such as shapes[2], built from the open containers.
-  std::string path() const {
-    std::string out;
-    for (size_t i = 0; i < frames_.size(); ++i) {
-      const Frame& f = frames_[i];
-      if (f.is_object) {
-        if (i + 1 < frames_.size() && !f.current_key.empty()) out += (out.empty() ? "" : ".") + printable(f.current_key, 30);
-      } else if (f.elements > 0) {
-        out += "[" + std::to_string(f.elements - 1) + "]";
-      }
-    }
-    return out.empty() ? "the top level" : out;
-  }
-
-  std::string source_;
-  std::vector<Frame> frames_;
-};
-
-// nlohmann's message after its own "[json.exception...] parse error at line L, column C: " prefix.
-std::string parse_reason(const std::string& what) {
-  size_t start = what.find("column ");
-  start = start == std::string::npos ? std::string::npos : what.find(": ", start);
-  std::string reason = start == std::string::npos ? what : what.substr(start + 2);
-  if (reason.rfind("[json.exception.", 0) == 0) {
-    const size_t close = reason.find("] ");
-    if (close != std::string::npos) reason = reason.substr(close + 2);
-  }
-  return printable(reason, 200);
-}
-
 Json parse_json(const std::string& text, const std::string& source) {
   if (std::all_of(text.begin(), text.end(), [](char c) { return c == ' ' || c == '\t' || c == '\n' || c == '\r'; })) {
     throw_bad_input(source + ": the file is empty; expected {\"shapes\": [ ... ]}");
   }
   refuse_nul_byte(text, source, "a shapes file");
-  StructureGuard guard(source);
-  try {
-    return Json::parse(text, std::ref(guard));
-  } catch (const Json::parse_error& e) {
-    // e.byte is the 1-based count of bytes read when the parser gave up.
-    const size_t offset = e.byte == 0 ? 0 : e.byte - 1;
-    throw_bad_input(source + ": not valid JSON at " + line_column(text, offset) + ": " + parse_reason(e.what()));
-  } catch (const Json::exception& e) {
-    // out_of_range.406, "number overflow parsing '1e400'", carries no position: find the literal.
-    const std::string what = e.what();
-    std::string where;
-    const size_t open = what.find("parsing '");
-    const size_t close = open == std::string::npos ? open : what.find('\'', open + 9);
-    if (close != std::string::npos) {
-      const size_t at = text.find(what.substr(open + 9, close - open - 9));
-      if (at != std::string::npos) where = " at " + line_column(text, at);
-    }
-    throw_bad_input(source + ": not valid JSON" + where + ": " + parse_reason(what));
-  }
+  return parse_json_text(text, source, kMaxShapesJsonDepth, "a shapes file needs 3");
 }
 
 

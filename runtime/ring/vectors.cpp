@@ -5,6 +5,7 @@
 #include <cmath>
 
 #include "cpgen/error.h"
+#include "runtime/core/json_text.h"
 #include "runtime/core/text_file.h"
 
 namespace cpgen {
@@ -115,8 +116,7 @@ double relative_error_impl(const std::vector<T>& actual, const std::vector<doubl
 
 AttentionVectors parse_attention_vectors(const std::string& text, const std::string& source) {
   refuse_nul_byte(text, source, "a vectors file");
-  json doc = json::parse(text, nullptr, /*allow_exceptions=*/false);
-  if (doc.is_discarded()) throw_bad_input(source + ": not a vectors file: not valid JSON");
+  const json doc = parse_json_text(text, source, kMaxJsonDepth);
   if (!doc.is_object()) throw_bad_input(source + ": not a vectors file: top level is not an object");
   const json& format = field(doc, source, "format");
   AttentionVectors v;

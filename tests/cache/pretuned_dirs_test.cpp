@@ -50,6 +50,23 @@ TEST(PretunedDirs, ACacheWithANulByteIsSkipped) {
   EXPECT_EQ(caches.files, std::vector<std::string>{dir.path() + "/a.json"});
 }
 
+// A cache with a field given twice (a second "entries" would hide the first) or a winner flag
+// that is no boolean is skipped, as any malformed cache is.
+TEST(PretunedDirs, ACacheWithAFieldGivenTwiceOrABadWinnerIsSkipped) {
+  testing::TempDir dir("pretuned_twice");
+  const std::string head = R"({"format": "cpgen-tuning-cache", "version": 1, )";
+  const std::string entry = R"({"workload": {"dtype": "bf16"}, "kernel": "ring_fwd_bf16_hd128_causal_gqa1_bm128_bn64_w4_s2",
+                                 "source": "default-heuristic")";
+  for (const auto& [name, text] : {std::pair<std::string, std::string>{"a.json", head + R"("entries": []})"},
+                                   {"b.json", head + R"("entries": [], "entries": []})"},
+                                   {"c.json", head + R"("entries": [)" + entry + R"(, "winner": "yes"}]})"},
+                                   {"d.json", head + R"("entries": [)" + entry + R"(, "winner": true}]})"}}) {
+    std::ofstream(dir.path() + "/" + name) << text;
+  }
+  const PretunedCaches caches = load_pretuned_caches({dir.path()});
+  EXPECT_EQ(caches.files, (std::vector<std::string>{dir.path() + "/a.json", dir.path() + "/d.json"}));
+}
+
 // A malformed cache in an earlier folder is skipped and hides no later folder's file of its name
 // (it did: the name was taken before the file was read).
 TEST(PretunedDirs, AMalformedCacheHidesNoOtherFoldersCopy) {

@@ -8,11 +8,11 @@
 #include "cache/exchange.h"
 #include "cache/records.h"
 #include "cpgen/error.h"
+#include "runtime/core/json_text.h"
 #include "runtime/core/text_file.h"
 #include "tools/cli/cli_db.h"
 #include "tools/cli/store_dir.h"
 #include "tools/cli/command.h"
-#include "tools/cli/json_input.h"
 
 namespace cpgen::cli {
 
@@ -117,7 +117,7 @@ void print_stats(const DbOptions& o, const ImportStats& s, const std::string& wh
 void import_cmd(const DbOptions& o) {
   // Read and validate every entry before the database is opened, so that a bad file neither
   // creates a database nor writes part of itself into one.
-  const CacheEntries entries = read_cache_entries(read_json_file(o.input, "import"), o.input);
+  const CacheEntries entries = read_cache_entries(read_json_file(o.input, "import: " + o.input, "a JSON file", kMaxJsonFileBytes, kMaxJsonDepth), o.input);
   auto db = open_db(o.db);
   print_stats(o, store_cache_entries(*db, entries), o.input, db->path());
 }

@@ -97,6 +97,25 @@ TEST(VectorsFile, RejectsWhatIsNotAVectorsFile) {
   }
 }
 
+// A field given twice (nlohmann kept the last silently: a second "q" replaced the first) and
+// nesting past the readers' limit are refused, as in every JSON file cpgen reads.
+TEST(VectorsFile, AFieldGivenTwiceOrDeepNestingIsRefused) {
+  std::string text = tiny_vectors().dump();
+  text.insert(text.size() - 1, R"(,"seq_len": 1)");
+  try {
+    parse_attention_vectors(text, "twice.json");
+    ADD_FAILURE() << "a file with seq_len twice was read";
+  } catch (const Error& e) {
+    EXPECT_STREQ(e.what(), "twice.json: the top level: field \"seq_len\" appears twice; each field may be given once");
+  }
+  try {
+    parse_attention_vectors(std::string(100000, '['), "deep.json");
+    ADD_FAILURE() << "a deeply nested file was read";
+  } catch (const Error& e) {
+    EXPECT_NE(std::string(e.what()).find("deep.json: JSON nested deeper than 32 levels"), std::string::npos) << e.what();
+  }
+}
+
 TEST(VectorsFile, RelativeError) {
   EXPECT_DOUBLE_EQ(relative_error(std::vector<double>{3, 4}, std::vector<double>{3, 4}), 0);
   EXPECT_DOUBLE_EQ(relative_error(std::vector<double>{3, 5}, std::vector<double>{3, 4}), 0.2);

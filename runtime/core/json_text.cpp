@@ -1,0 +1,162 @@
+#include "runtime/core/json_text.h"
+
+#include <set>
+#include <vector>
+
+#include "cpgen/error.h"
+#include "runtime/core/text_file.h"
+#include "runtime/core/text_position.h"
+
+namespace cpgen {
+
+std::string printable(std::string_view text, size_t max_chars) {
+  static constexpr char kHex[] = "0123456789abcdef";
+  std::string out;
+  for (size_t i = 0; i < text.size(); ++i) {
+    if (out.size() >= max_chars) {
+      out += "...";
+      break;
+    }
+    const auto byte = static_cast<unsigned char>(text[i]);
+    if (byte >= 0x20 && byte < 0x7f && byte != '\\' && byte != '"') {
+      out += static_cast<char>(byte);
+    } else if (byte == '\\' || byte == '"') {
+      out += '\\';
+      out += static_cast<char>(byte);
+    } else {
+      out += "\\x";
+      out += kHex[byte >> 4];
+      out += kHex[byte & 15];
+    }
+  }
+  return out;
+}
+
+std::string in_quotes(std::string_view text, size_t max_chars) { return "\"" + printable(text, max_chars) + "\""; }
+
+namespace {
+
+using Json = nlohmann::json;
+
+// Bounds nesting and refuses duplicate keys while the text is parsed (nlohmann's callback sees
+// each key before the value that would replace an earlier one), naming where the problem sits.
+class StructureGuard {
+ public:
+  StructureGuard(const std::string& source, int max_depth, std::string_view depth_hint)
+      : source_(source), max_depth_(max_depth), depth_hint_(depth_hint) {}
+
+  bool operator()(int /*depth*/, Json::parse_event_t event, Json& parsed) {
+    using Event = Json::parse_event_t;
+    switch (event) {
+      case Event::object_start:
+      case Event::array_start:
+        count_element();
+        if (frames_.size() >= static_cast<size_t>(max_depth_)) {
+          throw_bad_input(source_ + ": JSON nested deeper than " + std::to_string(max_depth_) + " levels at " + path(true) +
+                          (depth_hint_.empty() ? "" : "; " + std::string(depth_hint_)));
+        }
+        frames_.push_back(Frame{event == Event::object_start, {}, {}, 0});
+        break;
+      case Event::object_end:
+      case Event::array_end:
+        if (!frames_.empty()) frames_.pop_back();
+        break;
+      case Event::key: {
+        Frame& frame = frames_.back();
+        const std::string& key = parsed.get_ref<const std::string&>();
+        if (!frame.keys.insert(key).second) {
+          throw_bad_input(source_ + ": " + path() + ": field " + in_quotes(key, 40) +
+                          " appears twice; each field may be given once");
+        }
+        frame.current_key = key;
+        break;
+      }
+      case Event::value:
+        count_element();
+        break;
+    }
+    return true;
+  }
+
+ private:
+  struct Frame {
+    bool is_object;
+    std::set<std::string> keys;
+    std::string current_key;
+    int64_t elements;
+  };
+
+  void count_element() {
+    if (!frames_.empty() && !frames_.back().is_object) ++frames_.back().elements;
+  }
+
+  // A readable location such as shapes[2], built from the open containers. The innermost
+  // object's last key names where a value opens (a container too deep); for a key it names only
+  // the key before it, so it is left out there.
+  std::string path(bool with_last_key = false) const {
+    std::string out;
+    for (size_t i = 0; i < frames_.size(); ++i) {
+      const Frame& f = frames_[i];
+      if (f.is_object) {
+        if ((with_last_key || i + 1 < frames_.size()) && !f.current_key.empty())
+          out += (out.empty() ? "" : ".") + printable(f.current_key, 30);
+      } else if (f.elements > 0) {
+        out += "[" + std::to_string(f.elements - 1) + "]";
+      }
+    }
+    return out.empty() ? "the top level" : out;
+  }
+
+  std::string source_;
+  int max_depth_;
+  std::string_view depth_hint_;
+  std::vector<Frame> frames_;
+};
+
+// nlohmann's message after its own "[json.exception...] parse error at line L, column C: "
+// prefix (its "last read: '...'" shows the bytes before the stop, a newline as <U+000A>).
+std::string parse_reason(const std::string& what) {
+  size_t start = what.find("column ");
+  start = start == std::string::npos ? std::string::npos : what.find(": ", start);
+  std::string reason = start == std::string::npos ? what : what.substr(start + 2);
+  if (reason.rfind("[json.exception.", 0) == 0) {
+    const size_t close = reason.find("] ");
+    if (close != std::string::npos) reason = reason.substr(close + 2);
+  }
+  return printable(reason, 200);
+}
+
+}  // namespace
+
+Json parse_json_text(const std::string& text, const std::string& source, int max_depth, std::string_view depth_hint) {
+  StructureGuard guard(source, max_depth, depth_hint);
+  try {
+    return Json::parse(text, std::ref(guard));
+  } catch (const Json::parse_error& e) {
+    // e.byte is the 1-based count of bytes read when the parser gave up.
+    const size_t offset = e.byte == 0 ? 0 : e.byte - 1;
+    const bool at_end = offset >= text.size();
+    throw_bad_input(source + ": not valid JSON at " + line_column(text, offset) +
+                    (at_end ? " (the text ends early; is it truncated?)" : "") + ": " + parse_reason(e.what()));
+  } catch (const Json::exception& e) {
+    // out_of_range.406, "number overflow parsing '1e400'", carries no position: find the literal.
+    const std::string what = e.what();
+    std::string where;
+    const size_t open = what.find("parsing '");
+    const size_t close = open == std::string::npos ? open : what.find('\'', open + 9);
+    if (close != std::string::npos) {
+      const size_t at = text.find(what.substr(open + 9, close - open - 9));
+      if (at != std::string::npos) where = " at " + line_column(text, at);
+    }
+    throw_bad_input(source + ": not valid JSON" + where + ": " + parse_reason(what));
+  }
+}
+
+Json read_json_file(const std::string& path, const std::string& label, std::string_view kind, size_t max_bytes,
+                    int max_depth) {
+  const std::string text = read_text_file(path, label, kind, max_bytes);
+  refuse_nul_byte(text, label, kind);
+  return parse_json_text(text, label, max_depth);
+}
+
+}  // namespace cpgen

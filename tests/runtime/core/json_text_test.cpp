@@ -1,0 +1,90 @@
+// parse_json_text and read_json_file (runtime/core/json_text.h): the one parser of the JSON texts
+// a user hands cpgen, so shapes, vectors, pretuned caches and imports refuse the same things in
+// the same words.
+#include <gtest/gtest.h>
+
+#include <fstream>
+#include <functional>
+#include <string>
+
+#include "cpgen/error.h"
+#include "runtime/core/json_text.h"
+#include "runtime/core/text_file.h"
+#include "tests/temp_dir.h"
+
+namespace cpgen {
+namespace {
+
+std::string error_of(const std::function<void()>& f) {
+  try {
+    f();
+  } catch (const Error& e) {
+    EXPECT_EQ(e.kind(), ErrorKind::kBadInput) << e.what();
+    return e.what();
+  }
+  ADD_FAILURE() << "no error";
+  return "";
+}
+
+std::string parse_error(const std::string& text) {
+  return error_of([&] { parse_json_text(text, "x.json", 4, "x needs 2"); });
+}
+
+TEST(JsonText, AKeyNamedTwiceInOneObjectIsRefusedWithItsPath) {
+  EXPECT_EQ(parse_error(R"({"a": 1, "a": 2})"),
+            "x.json: the top level: field \"a\" appears twice; each field may be given once");
+  EXPECT_EQ(parse_error(R"({"e": [{"k": 1}, {"k": 1, "w": {"z": 1, "z": 2}}]})"),
+            "x.json: e[1].w: field \"z\" appears twice; each field may be given once");
+  // The same key in two objects, or in an object and one nested in it, is no duplicate.
+  const nlohmann::json doc = parse_json_text(R"({"k": {"k": 1}, "e": [{"k": 1}, {"k": 2}]})", "x.json", 4);
+  EXPECT_EQ(doc["e"][1]["k"], 2);
+}
+
+TEST(JsonText, NestingPastTheLimitIsRefusedWithItsPathAndHint) {
+  EXPECT_NO_THROW(parse_json_text("[[[[1]]]]", "x.json", 4));
+  EXPECT_EQ(parse_error("[[[[[1]]]]]"), "x.json: JSON nested deeper than 4 levels at [0][0][0][0]; x needs 2");
+  EXPECT_EQ(error_of([] { parse_json_text(R"({"a": {"b": {"c": {"d": {}}}}})", "y", 4); }),
+            "y: JSON nested deeper than 4 levels at a.b.c.d");
+  // Far past any stack's depth: refused at the limit, not parsed.
+  EXPECT_NE(parse_error(std::string(200000, '[')).find("nested deeper than 4 levels"), std::string::npos);
+}
+
+TEST(JsonText, ASyntaxErrorNamesLineAndColumnOnOneLine) {
+  const std::string cut = parse_error("{\"a\": [1,\n 2,");
+  EXPECT_EQ(cut.rfind("x.json: not valid JSON at line 2, column 4 (the text ends early; is it truncated?): ", 0), 0u)
+      << cut;
+  const std::string comma = parse_error("{\"a\": 1,}");
+  EXPECT_EQ(comma.rfind("x.json: not valid JSON at line 1, column 9: ", 0), 0u) << comma;
+  EXPECT_EQ(comma.find("json.exception"), std::string::npos) << comma;
+  EXPECT_EQ(comma.find("ends early"), std::string::npos) << comma;
+  const std::string newline = parse_error("{\"a\": \"x\ny\"}");
+  EXPECT_EQ(newline.find('\n'), std::string::npos) << newline;
+  EXPECT_NE(newline.find("U+000A"), std::string::npos) << newline;
+  EXPECT_NE(parse_error("{\"a\": 1e400}").find("at line 1, column 7: number overflow"), std::string::npos);
+}
+
+TEST(JsonText, PrintableEscapesWhatWouldBreakALineAndCuts) {
+  EXPECT_EQ(printable("a\nb\"c\\d\xff"), "a\\x0ab\\\"c\\\\d\\xff");
+  EXPECT_EQ(printable("abcdef", 3), "abc...");
+  EXPECT_EQ(in_quotes("k"), "\"k\"");
+}
+
+TEST(JsonText, ReadJsonFileRefusesAsTheTextReaderAndTheParserDo) {
+  testing::TempDir dir("json_text");
+  const std::string path = dir.path() + "/a.json";
+  std::ofstream(path) << R"({"a": 1, "a": 2})";
+  EXPECT_EQ(error_of([&] { read_json_file(path, "import: a.json", "a JSON file", kMaxJsonFileBytes, kMaxJsonDepth); }),
+            "import: a.json: the top level: field \"a\" appears twice; each field may be given once");
+  std::ofstream(path, std::ios::binary) << std::string("{}\0{}", 5);
+  EXPECT_NE(error_of([&] { read_json_file(path, "l", "a cache", kMaxJsonFileBytes, kMaxJsonDepth); })
+                .find("l: a NUL byte at line 1, column 3"),
+            std::string::npos);
+  EXPECT_NE(error_of([&] { read_json_file(dir.path(), "l", "a cache", kMaxJsonFileBytes, kMaxJsonDepth); })
+                .find("is a directory, not a cache"),
+            std::string::npos);
+  std::ofstream(path) << R"({"a": [1, 2]})";
+  EXPECT_EQ(read_json_file(path, "l", "a cache", kMaxJsonFileBytes, kMaxJsonDepth)["a"][1], 2);
+}
+
+}  // namespace
+}  // namespace cpgen
