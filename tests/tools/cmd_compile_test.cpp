@@ -429,6 +429,24 @@ TEST(CliCompile, MasksAddEachStepKernelsMaskVariants) {
   EXPECT_EQ(line_count(with_spec.err), 1) << with_spec.err;
 }
 
+// Options that contradict each other or do nothing with --spec were taken silently: --no-store
+// won over --store DIR, and --jobs was ignored.
+TEST(CmdCompileOptions, ContradictingOrIdleOptionsAreRefused) {
+  TempDir store("compile_conflicts");
+  const struct {
+    std::string args, message;
+  } cases[] = {
+      {"--spec " + kSmallUri + " --store " + store.path() + " --no-store", "compile: give --store DIR or --no-store, not both"},
+      {"--spec " + kSmallUri + " --jobs 4", "--jobs applies to --all and --defaults only"},
+  };
+  for (const auto& c : cases) {
+    auto r = run_cli("compile --arch sm_90 " + c.args);
+    EXPECT_EQ(r.exit_code, 2) << c.args << ": " << r.err;
+    EXPECT_NE(r.err.find(c.message), std::string::npos) << r.err;
+    EXPECT_EQ(line_count(r.err), 1) << r.err;
+  }
+}
+
 }  // namespace
 }  // namespace cpgen
 

@@ -30,6 +30,23 @@ TEST_F(CmdTune, RankBeyondAnIntNamesTheFieldAndTheRange) {
   EXPECT_EQ(line_count(r.err), 1) << r.err;
 }
 
+// Where compiled kernels go is one choice: --store DIR, --kernels-in-db or --no-store. Two of them
+// were taken silently (--no-store won over --store), refused before a GPU is looked for or a
+// database made.
+TEST_F(CmdTune, TwoKernelStoreChoicesAreRefused) {
+  const std::vector<std::string> pairs = {"--store " + path("s") + " --no-store", "--kernels-in-db --no-store",
+                                          "--store " + path("s") + " --kernels-in-db"};
+  for (const std::string& both : pairs) {
+    CliResult r = run_cli("tune --shapes " + shapes() + " --db " + path("t.db") + " " + both);
+    EXPECT_EQ(r.exit_code, 2) << both << ": " << r.err;
+    EXPECT_NE(r.err.find("tune: give one of --store DIR, --kernels-in-db or --no-store, not several"), std::string::npos)
+        << r.err;
+    EXPECT_EQ(line_count(r.err), 1) << r.err;
+    EXPECT_FALSE(std::filesystem::exists(path("t.db"))) << both;
+    EXPECT_FALSE(std::filesystem::exists(path("s"))) << both;
+  }
+}
+
 TEST_F(CmdTune, JsonModeShowsProgressOnStderr) {
   if (have_gpu()) GTEST_SKIP() << "a GPU is present: a timed tune would take minutes here";
   CliResult r = run_cli("tune --json --shapes " + shapes() + " --db " + path("t.db") + " --store " + path("store") +

@@ -87,6 +87,8 @@ void run(const TuneCliOptions& o) {
   if (o.rank >= o.world_size) {
     throw_bad_input("tune: --rank " + std::to_string(o.rank) + " must lie in [0, --world-size " + std::to_string(o.world_size) + ")");
   }
+  if (!o.store_dir.empty() + o.kernels_in_db + o.no_store > 1)
+    throw_bad_input("tune: give one of --store DIR, --kernels-in-db or --no-store, not several");
   const bool multi_rank = o.world_size > 1;
   if (multi_rank && o.nccl_id_file.empty()) throw_bad_input("tune: --world-size > 1 needs --nccl-id-file (a path all ranks can read)");
 #ifndef CPGEN_HAVE_NCCL
@@ -111,8 +113,7 @@ void run(const TuneCliOptions& o) {
   }
 #endif
 
-  if (!o.no_store && o.kernels_in_db && !o.store_dir.empty()) throw_bad_input("tune: give --store DIR or --kernels-in-db, not both");
-  if (!o.no_store && !o.store_dir.empty()) check_store_dir(o.store_dir, "tune");
+  if (!o.store_dir.empty()) check_store_dir(o.store_dir, "tune");
   // The database is opened (refused, or repaired) before the kernel store shares its file.
   auto db = open_db(o.db);
   std::unique_ptr<KernelStore> own_store;
