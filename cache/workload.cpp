@@ -140,9 +140,10 @@ WorkloadMask parse_workload_mask(std::string_view text) {
 WorkloadMask workload_mask_of(const Problem& p) {
   WorkloadMask m;
   m.window_left = p.window_left;
-  // Kept as given even when causal makes it moot: the flags must be kernel_support.h's, which the
+  // A causal problem's right side is moot (kernel_needs_key_intervals): -1, so that (L, 0), (L, -1)
+  // and (L, 4096) under causal are one workload, and the flags stay kernel_support.h's, which the
   // runtime follows when it passes interval tables.
-  m.window_right = p.window_right;
+  m.window_right = p.causal ? -1 : p.window_right;
   int64_t documents = 0, tokens = 0;
   for (int64_t length : p.documents)
     if (length > 0) ++documents, tokens += length;

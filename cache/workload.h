@@ -54,7 +54,7 @@ StepType forward_shape(StepType step);
 // not change the work.
 struct WorkloadMask {
   int64_t window_left = -1;   // FlashAttention's window_size; -1 unbounded
-  int64_t window_right = -1;  // -1 unbounded (a causal problem's is moot but kept)
+  int64_t window_right = -1;  // -1 unbounded (always under causal, where it is moot)
   int64_t document_len = 0;   // 0: one document; else a power of two
   bool softcap = false;
 

@@ -21,7 +21,8 @@ void check_kernel_ring_problem(const Problem& problem, const std::string& what =
 
 // Whether the problem's mask needs the kernels specialized on key intervals (KernelSpec
 // key_intervals): packed documents or a sliding window. Causal-only and full problems keep the
-// kernels that compare positions.
+// kernels that compare positions, and so does a causal problem whose window has a right side
+// only (0, or any other: causal ends every row's keys at its query).
 bool kernel_needs_key_intervals(const Problem& problem);
 // Whether the kernels must apply a logit softcap (KernelSpec softcap).
 bool kernel_needs_softcap(const Problem& problem);

@@ -6,6 +6,7 @@
 #include <limits>
 
 #include "cpgen/error.h"
+#include "runtime/ring/kernel_support.h"
 #include "runtime/ring/partition.h"
 #include "runtime/ring/plan_work.h"
 #include "runtime/ring/shapes.h"
@@ -44,7 +45,7 @@ int64_t kv_chunk_bytes(const Problem& p) {
 }
 
 bool uses_pair_model(const Problem& p) {
-  if (p.documents.size() > 1 || p.window_left >= 0 || p.window_right >= 0) return true;
+  if (kernel_needs_key_intervals(p)) return true;  // documents or a window
   for (Scheme scheme : kPlannedSchemes) {
     try {
       check_partitionable(scheme, p.seq_len, static_cast<int>(p.cp_size));

@@ -52,28 +52,35 @@ TEST(WorkloadMask, ProblemMaskKeysWindowsDocumentLengthAndSoftcap) {
   p.causal = true;
   EXPECT_FALSE(workload_mask_of(p).any());
   p.window_left = 128;
-  p.window_right = 7;  // moot under causal, kept so the flags stay the runtime's
+  p.window_right = 7;  // moot under causal: keyed as -1, as 0 or none would be
   p.softcap = 30;
   // Empty documents do not count; the mean of 1000, 3000 and 96 is 1366, keyed as 2048.
   p.documents = {1000, 0, 3000, 96};
   const WorkloadMask m = workload_mask_of(p);
   EXPECT_EQ(m.window_left, 128);
-  EXPECT_EQ(m.window_right, 7);
+  EXPECT_EQ(m.window_right, -1);
   EXPECT_EQ(m.document_len, 2048);
   EXPECT_TRUE(m.softcap);
   EXPECT_TRUE(m.key_intervals());
-  EXPECT_EQ(m.name(), "window=128,7 doc-len=2048 softcap");
+  EXPECT_EQ(m.name(), "window=128,-1 doc-len=2048 softcap");
+  // Without causal the right side is a bound of its own and stays.
+  Problem full = p;
+  full.causal = false;
+  EXPECT_EQ(workload_mask_of(full).name(), "window=128,7 doc-len=2048 softcap");
   // A softcap alone needs no key intervals.
   Problem capped;
   capped.softcap = 50;
   EXPECT_FALSE(workload_mask_of(capped).key_intervals());
   EXPECT_TRUE(workload_mask_of(capped).any());
   // The flags are always the ones the runtime passes tables and a cap for.
-  Problem right_only;
+  Problem right_only;  // causal: no mask at all
   right_only.window_right = 4;
+  EXPECT_FALSE(workload_mask_of(right_only).any());
+  Problem full_right_only = right_only;
+  full_right_only.causal = false;
   Problem two_documents;
   two_documents.documents = {0, 4096};
-  for (const Problem& q : {p, capped, right_only, two_documents, Problem{}}) {
+  for (const Problem& q : {p, full, capped, right_only, full_right_only, two_documents, Problem{}}) {
     EXPECT_EQ(workload_mask_of(q).key_intervals(), kernel_needs_key_intervals(q)) << workload_mask_of(q).name();
     EXPECT_EQ(workload_mask_of(q).softcap, kernel_needs_softcap(q)) << workload_mask_of(q).name();
   }

@@ -167,6 +167,14 @@ TEST(CApi, FamilyKernelUriNamesTheFamilyDefaultForTheProblem) {
   EXPECT_STREQ(uri, "ring_fwd_wgmma_bf16_hd128_causal_gqa4_bm128_bn128_c2_s2_pingpong");
   ASSERT_EQ(cpgen_family_kernel_uri(&p, "wgmma-persistent", uri, sizeof uri), CPGEN_OK) << cpgen_last_error();
   EXPECT_STREQ(uri, "ring_fwd_wgmma_bf16_hd128_causal_gqa4_bm128_bn128_c2_s2_persistent");
+  // FlashAttention's causal window (-1, 0), or any right side alone, is plain causal: the causal
+  // kernel, not its key-interval (_ivl) variant, which was chosen before.
+  for (int64_t right : {0, 7}) {
+    p.window_right = right;
+    ASSERT_EQ(cpgen_family_kernel_uri(&p, "wgmma", uri, sizeof uri), CPGEN_OK) << cpgen_last_error();
+    EXPECT_STREQ(uri, "ring_fwd_wgmma_bf16_hd128_causal_gqa4_bm128_bn128_c2_s2") << "window_right " << right;
+  }
+  p.window_right = -1;
   p.head_dim = 256;
   p.dtype = CPGEN_DTYPE_FP16;
   p.causal = 0;

@@ -21,25 +21,22 @@
 #include "runtime/backend/kernel_ring_backend.h"
 #include "runtime/core/attention_shape.h"
 #include "runtime/core/half_convert.h"
+#include "runtime/ring/kernel_support.h"
 #include "runtime/ring/partition.h"
 #include "runtime/ring/reference.h"
 #include "runtime/ring/sampled_check.h"
 #include "runtime/ring/schedule.h"
 #include "runtime/ring/vectors.h"
 #include "runtime/transport/cpu_transport.h"
-#include "error_limit.h"
+#include "tests/runtime/backend/emulated_test_util.h"
 #include "test_util.h"
 
 namespace cpgen {
 namespace {
 
-constexpr const char* kArch = "sm_90";
+constexpr const char* kArch = testing::kEmulatedArch;
 constexpr int kHeadDim = 64;
-
-KernelStore* test_store() {
-  static DirectoryKernelStore store(std::string(CPGEN_BINARY_DIR) + "/test-emulated-kernels");
-  return &store;
-}
+KernelStore* test_store() { return testing::emulated_store(); }
 
 // 32 x 32 tiles on two warps: a 64-row shard is two query blocks and two key tiles.
 KernelSpec small_spec(Dtype dtype, bool causal, bool intervals, bool softcap) {
@@ -113,7 +110,7 @@ void check_against_reference(const Problem& p, const KernelSpec& spec, uint64_t 
   for (size_t i = 0; i < got.lse.size(); ++i)
     lse_error = std::isnan(got.lse[i]) ? NAN : std::max(lse_error, std::abs(got.lse[i] - want.lse[i]));
   // NaN (an unwritten element) fails too.
-  testing::expect_within_limit(std::sqrt(diff / norm), p.dtype, spec.uri() + " out");
+  testing::expect_within_limit(std::sqrt(diff / norm), p.dtype, spec.uri() + " out", testing::kOutputUlps);
   testing::expect_within_limit(lse_error, p.dtype, spec.uri() + " lse");
 }
 
@@ -126,6 +123,19 @@ TEST(EmulatedRingMask, DocumentsAndLeftWindowsBf16) {
   Problem window = masked_problem(Dtype::kBf16, Scheme::kZigzag, 4, 128, true);
   window.window_left = 20;
   check_against_reference(window, spec, 2);
+}
+
+// A causal problem whose window has a right side only, FlashAttention's causal (-1, 0) or any other,
+// runs the plain causal kernel (kernel_needs_key_intervals): no interval tables are passed, and
+// the float64 reference, which applies the right side, agrees.
+TEST(EmulatedRingMask, CausalWithARightSideOnlyRunsThePlainCausalKernel) {
+  const KernelSpec spec = small_spec(Dtype::kBf16, true, false, false);
+  for (int64_t right : {0, 5}) {
+    Problem p = masked_problem(Dtype::kBf16, Scheme::kZigzag, 2, 128, true);
+    p.window_right = right;
+    ASSERT_FALSE(kernel_needs_key_intervals(p));
+    check_against_reference(p, spec, 10 + static_cast<uint64_t>(right));
+  }
 }
 
 TEST(EmulatedRingMask, TwoSidedWindowAndDocumentsWithoutCausalityFp16) {
@@ -174,7 +184,7 @@ TEST(EmulatedRingMask, TwoSidedWindowVectorsOfFormatTwo) {
                                                      {vec.k.begin(), vec.k.end()}, {vec.v.begin(), vec.v.end()},
                                                      test_store());
     EXPECT_EQ(got.launches, expected_launches(p));
-    testing::expect_within_limit(relative_error(got.out, vec.out), p.dtype, vec.name + " out");
+    testing::expect_within_limit(relative_error(got.out, vec.out), p.dtype, vec.name + " out", testing::kOutputUlps);
     double lse_error = 0;
     for (size_t i = 0; i < got.lse.size(); ++i)
       lse_error = std::isnan(got.lse[i]) ? NAN : std::max(lse_error, std::abs(got.lse[i] - vec.lse[i]));

@@ -152,7 +152,12 @@ TEST(ProblemMask, KernelRingRefusesFeaturesItLacks) {
   EXPECT_TRUE(kernel_needs_key_intervals(p));
   p.window_left = -1;
   p.window_right = 3;
-  EXPECT_TRUE(kernel_needs_key_intervals(p));
+  EXPECT_FALSE(kernel_needs_key_intervals(p)) << "causal: a right side alone is moot";
+  p.window_right = 0;  // FlashAttention's causal (-1, 0)
+  EXPECT_FALSE(kernel_needs_key_intervals(p));
+  p.causal = false;
+  EXPECT_TRUE(kernel_needs_key_intervals(p)) << "not causal: the right side bounds the keys";
+  p.causal = true;
   p.window_right = -1;
   EXPECT_FALSE(kernel_needs_softcap(p));
   p.softcap = 50;
