@@ -71,23 +71,6 @@ GuardedMapping map_guarded(size_t bytes) {
 
 EmulatedGrid to_emulated(const gpu::StepGrid& g) { return {g.x, g.y, g.z}; }
 
-// A step launch's heads and mask tables against what its kernel was generated for (forward and
-// backward parameters name them alike). A GQA group other than the kernel's packs rows under the
-// wrong kv head; a kernel without the mask features would silently ignore the tables, one with
-// them would read null ones. The GPU runs such a launch without a word; here it is a finding.
-template <typename StepParams>
-void check_launch_matches_spec(const KernelSpec& spec, const StepParams& params) {
-  if (params.kv_heads <= 0 || params.q_heads != params.kv_heads * spec.gqa_group)
-    throw Error(ErrorKind::kInternal, spec.uri() + ": launched with q_heads " + std::to_string(params.q_heads) +
-                                          " and kv_heads " + std::to_string(params.kv_heads) +
-                                          ", which is not GQA group " + std::to_string(spec.gqa_group));
-  const bool has_intervals = params.q_key_first != nullptr && params.q_key_last != nullptr;
-  if (spec.key_intervals != has_intervals || spec.softcap != (params.softcap > 0))
-    throw Error(ErrorKind::kInternal, spec.uri() + ": launched " + (has_intervals ? "with" : "without") +
-                                          " key intervals and softcap " + std::to_string(params.softcap) +
-                                          ", which the kernel's mask features do not match");
-}
-
 }  // namespace
 
 EmulatedDevice::EmulatedDevice(const std::vector<std::pair<StepType, KernelSpec>>& per_step,
@@ -213,7 +196,7 @@ void EmulatedDevice::launch_forward(StepType step, const RingFwdParams& params) 
     throw Error(ErrorKind::kInternal, "EmulatedDevice: forward launch for step type " +
                                           std::string(step_type_name(step)));
   const Loaded& k = for_step(step);
-  check_launch_matches_spec(k.spec, params);
+  gpu::check_launch_matches_spec(k.spec, params);
   const EmulatedGrid grid = to_emulated(gpu::step_grid(k.spec, params, kResidentCtas));
   if (k.spec.kind == KernelKind::kForwardWgmma) {
     // The maps the GPU device would get from the driver, from the same descriptions, made by the
@@ -234,7 +217,7 @@ void EmulatedDevice::launch_backward(StepType step, const RingBwdParams& params)
     throw Error(ErrorKind::kInternal, "EmulatedDevice: backward launch for step type " +
                                           std::string(step_type_name(step)));
   const Loaded& k = for_step(step);
-  check_launch_matches_spec(k.spec, params);
+  gpu::check_launch_matches_spec(k.spec, params);
   run(k, to_emulated(gpu::step_bwd_grid(k.spec, params)), &params);
 }
 

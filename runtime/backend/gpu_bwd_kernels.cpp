@@ -69,10 +69,7 @@ void BackwardKernels::launch_pre(const RingBwdPreParams& params, CUstream stream
 
 void BackwardKernels::launch(const RingBwdParams& params, StepType step, CUstream stream) const {
   const Loaded& k = loaded_[index_of(step)];
-  if (params.kv_heads <= 0 || params.q_heads != params.kv_heads * k.spec.gqa_group)
-    throw Error(ErrorKind::kInternal, k.spec.uri() + ": launched with q_heads " + std::to_string(params.q_heads) +
-                                          " and kv_heads " + std::to_string(params.kv_heads) +
-                                          ", which is not GQA group " + std::to_string(k.spec.gqa_group));
+  check_launch_matches_spec(k.spec, params);
   const StepGrid grid = step_bwd_grid(k.spec, params);
   k.kernel->launch(params, shape_of(k, grid.x, grid.y, grid.z, stream));
 }

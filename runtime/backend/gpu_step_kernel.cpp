@@ -81,11 +81,7 @@ void StepKernel::launch(const RingFwdParams& params, StepType step, CUstream str
 
 void StepKernel::launch_loaded(const Loaded& k, const RingFwdParams& params, CUstream stream,
                                unsigned* work_counter) const {
-  if (params.kv_heads <= 0 || params.q_heads != params.kv_heads * k.spec.gqa_group)
-    throw Error(ErrorKind::kInternal, k.spec.uri() + ": launched with q_heads " +
-                                          std::to_string(params.q_heads) + " and kv_heads " +
-                                          std::to_string(params.kv_heads) + ", which is not GQA group " +
-                                          std::to_string(k.spec.gqa_group));
+  check_launch_matches_spec(k.spec, params);
   launch_forward_kernel(k.spec, *k.kernel, k.shared_bytes, params, stream, work_counter, sm_margin_);
 }
 

@@ -54,4 +54,30 @@ StepGrid row_grid(long long rows, int warps) {
   return grid;
 }
 
+namespace {
+
+// Forward and backward parameters name the heads and the mask features alike.
+template <typename StepParams>
+void check_heads_and_masks(const KernelSpec& spec, const StepParams& params) {
+  if (params.kv_heads <= 0 || params.q_heads != params.kv_heads * spec.gqa_group)
+    throw Error(ErrorKind::kInternal, spec.uri() + ": launched with q_heads " + std::to_string(params.q_heads) +
+                                          " and kv_heads " + std::to_string(params.kv_heads) +
+                                          ", which is not GQA group " + std::to_string(spec.gqa_group));
+  const bool has_intervals = params.q_key_first != nullptr && params.q_key_last != nullptr;
+  if (spec.key_intervals != has_intervals || spec.softcap != (params.softcap > 0))
+    throw Error(ErrorKind::kInternal, spec.uri() + ": launched " + (has_intervals ? "with" : "without") +
+                                          " key intervals and softcap " + std::to_string(params.softcap) +
+                                          ", which the kernel's mask features do not match");
+}
+
+}  // namespace
+
+void check_launch_matches_spec(const KernelSpec& spec, const RingFwdParams& params) {
+  check_heads_and_masks(spec, params);
+}
+
+void check_launch_matches_spec(const KernelSpec& spec, const RingBwdParams& params) {
+  check_heads_and_masks(spec, params);
+}
+
 }  // namespace cpgen::gpu

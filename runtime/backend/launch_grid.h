@@ -30,4 +30,11 @@ StepGrid step_bwd_grid(const KernelSpec& spec, const RingBwdParams& params);
 // in blocks of `warps`. Throws kInternal past grid.x's limit of 2^31 - 1 blocks.
 StepGrid row_grid(long long rows, int warps);
 
+// A step launch's heads and mask tables against what its kernel was generated for, checked by
+// the GPU and the emulated launches alike: a GQA group other than the kernel's packs rows under
+// the wrong kv head; a kernel without the mask features (KernelSpec key_intervals, softcap) would
+// silently ignore the tables or the cap, one with them would read null tables. Throws kInternal.
+void check_launch_matches_spec(const KernelSpec& spec, const RingFwdParams& params);
+void check_launch_matches_spec(const KernelSpec& spec, const RingBwdParams& params);
+
 }  // namespace cpgen::gpu

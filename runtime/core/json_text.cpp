@@ -129,6 +129,7 @@ std::string parse_reason(const std::string& what) {
 }  // namespace
 
 Json parse_json_text(const std::string& text, const std::string& source, int max_depth, std::string_view depth_hint) {
+  if (text.find_first_not_of(" \t\n\r") == std::string::npos) throw_bad_input(source + ": empty; expected JSON text");
   StructureGuard guard(source, max_depth, depth_hint);
   try {
     return Json::parse(text, std::ref(guard));

@@ -19,7 +19,8 @@ namespace cpgen {
 std::string printable(std::string_view text, size_t max_chars = 60);
 std::string in_quotes(std::string_view text, size_t max_chars = 60);
 
-// The document in `text`. Throws Error (kBadInput) "<source>: <reason>": "not valid JSON at
+// The document in `text`. Throws Error (kBadInput) "<source>: <reason>": "empty; expected JSON
+// text" for nothing but white space, "not valid JSON at
 // line L, column C: <parser's reason>" (with a hint where the text ends early), "<path>: field
 // \"k\" appears twice; each field may be given once", or "JSON nested deeper than <max_depth>
 // levels at <path>" followed by "; <depth_hint>" when one is given. The caller checks for NUL

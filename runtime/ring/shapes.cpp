@@ -3,7 +3,6 @@
 #include <algorithm>
 #include <cmath>
 #include <map>
-#include <set>
 #include <span>
 #include <string_view>
 
@@ -268,12 +267,13 @@ Problem read_shape(const Json& entry, size_t index, const std::string& source) {
   return p;
 }
 
-Json parse_json(const std::string& text, const std::string& source) {
+// `empty` follows the source where the text holds nothing but white space.
+Json parse_json(const std::string& text, const std::string& source, const std::string& empty) {
   if (std::all_of(text.begin(), text.end(), [](char c) { return c == ' ' || c == '\t' || c == '\n' || c == '\r'; })) {
-    throw_bad_input(source + ": the file is empty; expected {\"shapes\": [ ... ]}");
+    throw_bad_input(source + ": " + empty);
   }
   refuse_nul_byte(text, source, "a shapes file");
-  return parse_json_text(text, source, kMaxShapesJsonDepth, "a shapes file needs 3");
+  return parse_json_text(text, source, kMaxJsonDepth, "a shapes file needs 3");
 }
 
 
@@ -317,7 +317,7 @@ void validate_problem(const Problem& p, const std::string& where) {
 
 std::vector<Problem> parse_shapes_json(const std::string& text, const std::string& source_name) {
   const std::string source = printable(source_name, 200);
-  const Json doc = parse_json(text, source);
+  const Json doc = parse_json(text, source, "the file is empty; expected {\"shapes\": [ ... ]}");
   if (!doc.is_object()) {
     throw_bad_input(source + ": the top level must be an object {\"shapes\": [ ... ]}, got " + describe(doc));
   }
@@ -352,7 +352,7 @@ std::vector<Problem> parse_shapes_json(const std::string& text, const std::strin
 
 Problem parse_shape_json(const std::string& text, const std::string& source_name) {
   const std::string source = printable(source_name, 200);
-  const Json doc = parse_json(text, source);
+  const Json doc = parse_json(text, source, "empty; a shape is a JSON object of shape fields");
   if (!doc.is_object()) throw_bad_input(source + ": a shape must be a JSON object of shape fields, got " + describe(doc));
   return read_shape(doc, 0, source);
 }

@@ -40,7 +40,6 @@
 namespace cpgen {
 
 inline constexpr size_t kMaxShapesFileBytes = size_t{16} << 20;
-inline constexpr int kMaxShapesJsonDepth = 32;
 // The problem's own limits (cpgen/problem.h): a shapes file admits exactly what the runtime runs.
 inline constexpr int64_t kMaxShapeBatch = kMaxBatch;
 inline constexpr int64_t kMaxShapeHeads = kMaxHeads;

@@ -63,8 +63,16 @@ TEST(PretunedDirs, ACacheWithAFieldGivenTwiceOrABadWinnerIsSkipped) {
                                    {"d.json", head + R"("entries": [)" + entry + R"(, "winner": true}]})"}}) {
     std::ofstream(dir.path() + "/" + name) << text;
   }
+  ::testing::internal::CaptureStderr();
   const PretunedCaches caches = load_pretuned_caches({dir.path()});
+  const std::string warnings = ::testing::internal::GetCapturedStderr();
   EXPECT_EQ(caches.files, (std::vector<std::string>{dir.path() + "/a.json", dir.path() + "/d.json"}));
+  // Each skip says why in the readers' words (the winner's was nlohmann's type_error 302 before).
+  EXPECT_NE(warnings.find(dir.path() + "/b.json: the top level: field \"entries\" appears twice"), std::string::npos)
+      << warnings;
+  EXPECT_NE(warnings.find(dir.path() + "/c.json entry 0: field 'winner' must be true or false"), std::string::npos)
+      << warnings;
+  EXPECT_EQ(warnings.find("json.exception"), std::string::npos) << warnings;
 }
 
 // A malformed cache in an earlier folder is skipped and hides no later folder's file of its name

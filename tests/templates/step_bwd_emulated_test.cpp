@@ -21,6 +21,7 @@
 #include <string>
 #include <vector>
 
+#include "error_limit.h"
 #include "ring_step_harness.h"
 #include "runtime/ring/reference.h"
 #include "test_util.h"
@@ -28,6 +29,7 @@
 // Last: defines __CUDACC__ and the CUDA keywords for the template headers below.
 #include "emulation/cuda_emulation.h"
 #include "cpgen/step_bwd.cuh"
+#include "element_dtype.h"
 #include "cpgen/step_bwd_pre.cuh"
 
 namespace cpgen {
@@ -159,7 +161,7 @@ template <typename Traits>
 RingResult run_backward(const BackwardCase& c, const std::vector<std::vector<int>>& ranks,
                         unsigned max_grid_y = device::kMaxGridYZ) {
   using T = typename Traits::Element;
-  const Dtype dtype = std::is_same_v<T, device::Bf16> ? Dtype::kBf16 : Dtype::kFp16;
+  const Dtype dtype = testing::element_dtype<T>();
   const AttentionProblem& p = c.p;
   const int B = p.batch, HQ = p.q_heads, HK = p.kv_heads, D = p.head_dim, S = p.seq_len;
   const int pitch = D + testing::kRowPad, n = static_cast<int>(ranks.size());
@@ -300,6 +302,13 @@ struct Errors {
   std::string worst;
 };
 
+// dq, dk and dv within the dtype's limit (error_limit.h).
+void expect_gradients_within_limit(const Errors& e, Dtype dtype) {
+  testing::expect_within_limit(e.dq, dtype, "dq, worst " + e.worst);
+  testing::expect_within_limit(e.dk, dtype, "dk, worst " + e.worst);
+  testing::expect_within_limit(e.dv, dtype, "dv, worst " + e.worst);
+}
+
 double rel_error(const std::vector<double>& actual, const std::vector<double>& expected, const char* what,
                  std::string* worst) {
   double err2 = 0, ref2 = 0, worst_diff = -1;
@@ -336,9 +345,7 @@ Errors check(const BackwardCase& c, int cp_size, const std::string& what) {
   EXPECT_TRUE(run.failure.empty()) << run.failure;
   if (!run.failure.empty()) return {};
   const Errors e = errors_of(run.grads, c.expected);
-  EXPECT_LT(e.dq, 2e-2) << e.worst;
-  EXPECT_LT(e.dk, 2e-2) << e.worst;
-  EXPECT_LT(e.dv, 2e-2) << e.worst;
+  expect_gradients_within_limit(e, testing::element_dtype<typename Traits::Element>());
   return e;
 }
 
@@ -443,9 +450,7 @@ TEST(StepBwdEmulated, Bf16Hd64CausalGqa2StripedThreeSteps) {
   RingResult run = run_backward<Hd64<Bf16, true, 2>>(c, ranks);
   ASSERT_TRUE(run.failure.empty()) << run.failure;
   const Errors e = errors_of(run.grads, c.expected);
-  EXPECT_LT(e.dq, 2e-2) << e.worst;
-  EXPECT_LT(e.dk, 2e-2) << e.worst;
-  EXPECT_LT(e.dv, 2e-2) << e.worst;
+  expect_gradients_within_limit(e, Dtype::kBf16);
 }
 
 // batch * kv_heads above the grid's y limit: the pairs fold over grid.y and grid.z. A fake limit of
@@ -458,9 +463,7 @@ TEST(StepBwdEmulated, BatchKvHeadPairsFoldedOverGridYAndZ) {
     RingResult run = run_backward<Small>(c, split(c.p.seq_len, 2), 2);
     ASSERT_TRUE(run.failure.empty()) << run.failure;
     const Errors e = errors_of(run.grads, c.expected);
-    EXPECT_LT(e.dq, 2e-2) << e.worst;
-    EXPECT_LT(e.dk, 2e-2) << e.worst;
-    EXPECT_LT(e.dv, 2e-2) << e.worst;
+    expect_gradients_within_limit(e, Dtype::kBf16);
   }
 }
 
@@ -516,9 +519,7 @@ TEST(StepBwdEmulated, RowsWithMinusInfiniteLseGetZeroGradientsNotNaN) {
   for (size_t row : blind_rows)
     for (int d = 0; d < D; ++d) ASSERT_EQ(run.grads.dq[row * D + d], 0.0) << "dq row " << row << " d " << d;
   const Errors e = errors_of(run.grads, c.expected);
-  EXPECT_LT(e.dq, 2e-2) << e.worst;
-  EXPECT_LT(e.dk, 2e-2) << e.worst;
-  EXPECT_LT(e.dv, 2e-2) << e.worst;
+  expect_gradients_within_limit(e, Dtype::kBf16);
 }
 
 }  // namespace

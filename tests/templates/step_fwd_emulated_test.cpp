@@ -20,6 +20,7 @@
 #include "emulation/cuda_emulation.h"
 #include "emulation/finding_test_util.h"
 #include "cpgen/step_fwd.cuh"
+#include "element_dtype.h"
 
 namespace cpgen {
 namespace {
@@ -30,7 +31,7 @@ using testing::AttentionProblem;
 template <typename Traits>
 testing::RingRun run_emulated(const AttentionProblem& p, const std::vector<std::vector<int>>& ranks,
                               unsigned max_grid_y) {
-  const Dtype dtype = std::is_same_v<typename Traits::Element, device::Bf16> ? Dtype::kBf16 : Dtype::kFp16;
+  const Dtype dtype = testing::element_dtype<typename Traits::Element>();
   const int B = p.batch, HQ = p.q_heads, HK = p.kv_heads, D = p.head_dim, S = p.seq_len;
   const int pitch = D + testing::kRowPad, n = static_cast<int>(ranks.size());
   testing::RingRun run;
@@ -103,8 +104,8 @@ void check(const AttentionProblem& p, const AttentionOutput& expected, int cp_si
   testing::RingRun run = run_emulated<Traits>(p, ranks, max_grid_y);
   ASSERT_TRUE(run.failure.empty()) << run.failure;
   testing::Comparison c = testing::compare(expected, run.result, p.head_dim);
-  const Dtype dtype = std::is_same_v<typename Traits::Element, device::Bf16> ? Dtype::kBf16 : Dtype::kFp16;
-  testing::expect_within_limit(c.out_rel_frobenius, dtype, what + " out, worst " + c.worst);
+  const Dtype dtype = testing::element_dtype<typename Traits::Element>();
+  testing::expect_within_limit(c.out_rel_frobenius, dtype, what + " out, worst " + c.worst, testing::kOutputUlps);
   testing::expect_within_limit(c.lse_max_abs, dtype, what + " lse");
 }
 

@@ -29,6 +29,7 @@
 #include "emulation/cuda_emulation.h"
 #include "emulation/finding_test_util.h"
 #include "cpgen/step_fwd_wgmma.cuh"
+#include "element_dtype.h"
 
 namespace cpgen::wgmma_harness {
 
@@ -181,8 +182,8 @@ std::string check_reads(const RingSetup& setup, const std::vector<int>& queries,
 
 template <typename Traits>
 testing::RingRun run_emulated(const AttentionProblem& p, const RingSetup& setup, SkipCounts* skips = nullptr) {
-  constexpr bool kBf16 = std::is_same_v<typename Traits::Element, device::Bf16>;
-  const Dtype dtype = kBf16 ? Dtype::kBf16 : Dtype::kFp16;
+  const Dtype dtype = testing::element_dtype<typename Traits::Element>();
+  constexpr bool kBf16 = testing::element_dtype<typename Traits::Element>() == Dtype::kBf16;
   const int B = p.batch, HQ = p.q_heads, HK = p.kv_heads, D = p.head_dim, S = p.seq_len;
   const int n = static_cast<int>(setup.ranks.size());
   SkipCounts unused;
@@ -387,9 +388,9 @@ void check_setup(const AttentionProblem& p, const AttentionOutput& expected, con
   const int n = static_cast<int>(setup.ranks.size());
   ASSERT_EQ(run.launches, n * n * (setup.query_split > 0 ? 2 : 1));
   testing::Comparison c = testing::compare(expected, run.result, p.head_dim);
-  const Dtype dtype = std::is_same_v<typename Traits::Element, device::Bf16> ? Dtype::kBf16 : Dtype::kFp16;
-  testing::expect_within_limit(c.out_rel_frobenius, dtype, "out, worst " + c.worst);
-  testing::expect_within_limit(c.lse_max_abs, dtype, "lse");
+  testing::expect_within_limit(c.out_rel_frobenius, testing::element_dtype<typename Traits::Element>(),
+                               "out, worst " + c.worst, testing::kOutputUlps);
+  testing::expect_within_limit(c.lse_max_abs, testing::element_dtype<typename Traits::Element>(), "lse");
 }
 
 enum class Split { kZigzag, kStriped, kZigzagToken };

@@ -8,6 +8,7 @@
 #include <gtest/gtest.h>
 
 #include <cstdlib>
+#include <functional>
 #include <fstream>
 #include <optional>
 
@@ -18,6 +19,7 @@
 #include "generator/kernel_spec_wgmma.h"
 #include "runtime/api/gpu_ring_run.h"
 #include "runtime/cuda/module.h"
+#include "runtime/ring/kernel_support.h"
 #include "runtime/ring/reference.h"
 #include "tests/cache/cache_fixtures.h"
 #include "tests/runtime/api/gpu_ring_check.h"
@@ -338,6 +340,56 @@ TEST_F(KernelSelectTest, TunedBackwardWinnerIsSelectedAndExplained) {
   CliResult text = run_cli("explain --arch " + std::string(kArch) + " --db " + path("t.db") + " --shape " + kShapeJson);
   ASSERT_EQ(text.exit_code, 0) << text.err;
   EXPECT_NE(text.out.find("bwd-diagonal: " + tuned.uri()), std::string::npos) << text.out;
+}
+
+// Every kernel selection picks, forward and backward, carries exactly the mask features the
+// ring passes tables and a cap for (kernel_needs_key_intervals / kernel_needs_softcap): a kernel
+// with intervals launched without them reads null tables, one without ignores the mask. Problems
+// with each feature alone, and a tuned unmasked backward winner, which a masked workload falls
+// back to with the flags set.
+TEST_F(KernelSelectTest, EverySelectedKernelHasTheMaskFeaturesTheRingPassesTablesFor) {
+  const Problem plain = zigzag_problem();
+  {
+    KernelSpec tuned = KernelSpec::backward_default_for_arch(Dtype::kBf16, 128, true, 4, kArch);
+    tuned.block_m = 32;
+    tuned.warps = 4;
+    const WorkloadKey bwd_diag = workload_for(plain, StepType::kBwdDiagonal, device);
+    Database db(path("t.db"));
+    Record r = record_of(bwd_diag, KernelSpec::default_for(Dtype::kBf16, 128, true, 4), 0.5, here);
+    r.kernel_uri = tuned.uri();
+    r.env = here.for_kernel(r.kernel_uri);
+    put_record(db, r);
+    db.transaction([&] { pin_winner(db, bwd_diag, {tuned.uri(), 0.5, r.env.key(), "tune"}); });
+  }
+  std::vector<std::pair<std::string, Problem>> problems = {{"plain", plain}};
+  const auto add = [&](const std::string& name, const std::function<void(Problem&)>& change) {
+    Problem p = plain;
+    change(p);
+    p.validate();
+    problems.emplace_back(name, p);
+  };
+  add("bshd", [](Problem& p) { p.layout = "bshd"; });
+  add("softcap", [](Problem& p) { p.softcap = 30; });
+  add("window", [](Problem& p) { p.window_left = 256; });
+  add("causal right side only", [](Problem& p) { p.window_right = 0; });
+  add("documents", [](Problem& p) { p.documents = {16384, 16384}; });
+  add("full two-sided window", [](Problem& p) {
+    p.causal = false;
+    p.window_left = 128;
+    p.window_right = 64;
+  });
+  for (const auto& [name, p] : problems) {
+    const RingKernelSelection sel = select_ring_kernels(p, path("t.db"), kArch, 0);
+    ASSERT_EQ(sel.backward_steps.size(), sel.steps.size()) << name;
+    for (const auto* list : {&sel.steps, &sel.backward_steps})
+      for (const StepSelection& s : *list) {
+        EXPECT_EQ(s.selection.spec.key_intervals, kernel_needs_key_intervals(p)) << name << ": " << s.selection.spec.uri();
+        EXPECT_EQ(s.selection.spec.softcap, kernel_needs_softcap(p)) << name << ": " << s.selection.spec.uri();
+      }
+    if (name == "window")
+      EXPECT_EQ(sel.for_step(StepType::kBwdDiagonal).selection.spec.block_m, 32)
+          << "the unmasked shape's tuned tiles, with the flags: " << sel.for_step(StepType::kBwdDiagonal).selection.reason;
+  }
 }
 
 TEST_F(KernelSelectTest, StaleEnvironmentRowIsNotChosen) {

@@ -20,6 +20,7 @@
 #include "runtime/backend/emulated_ring.h"
 #include "runtime/core/attention_shape.h"
 #include "runtime/core/half_convert.h"
+#include "runtime/ring/kernel_support.h"
 #include "runtime/ring/reference.h"
 #include "runtime/ring/sampled_check.h"
 #include "test_util.h"
@@ -94,8 +95,8 @@ void check(const MaskCase& c, uint64_t seed) {
   // Every backward step type runs the one spec: the intervals carry the whole mask, causal
   // included, so no step type needs a kernel of its own.
   KernelSpec spec = KernelSpec::backward_default_for_arch(p.dtype, c.head_dim, p.causal, 2, kArch);
-  spec.key_intervals = p.documents.size() > 1 || p.window_left >= 0 || p.window_right >= 0;
-  spec.softcap = p.softcap > 0;
+  spec.key_intervals = kernel_needs_key_intervals(p);
+  spec.softcap = kernel_needs_softcap(p);
   EmulatedBackward backward;
   for (StepType step : backward_step_types_for(p)) backward.steps.emplace_back(step, spec);
   backward.pre = KernelSpec::backward_pre(p.dtype, c.head_dim);

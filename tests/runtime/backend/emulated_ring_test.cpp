@@ -20,18 +20,14 @@
 #include "runtime/ring/reference.h"
 #include "runtime/ring/sampled_check.h"
 #include "runtime/ring/vectors.h"
-#include "error_limit.h"
+#include "tests/runtime/backend/emulated_test_util.h"
 #include "test_util.h"
 
 namespace cpgen {
 namespace {
 
-constexpr const char* kArch = "sm_90";
-
-KernelStore* test_store() {
-  static DirectoryKernelStore store(std::string(CPGEN_BINARY_DIR) + "/test-emulated-kernels");
-  return &store;
-}
+constexpr const char* kArch = testing::kEmulatedArch;
+KernelStore* test_store() { return testing::emulated_store(); }
 
 std::vector<std::pair<StepType, KernelSpec>> defaults_for(const Problem& p) {
   std::vector<std::pair<StepType, KernelSpec>> per_step;
@@ -62,7 +58,7 @@ Errors errors(const std::vector<float>& out, const std::vector<float>& lse, cons
   return e;
 }
 
-std::vector<float> as_float(const std::vector<double>& x) { return {x.begin(), x.end()}; }
+using testing::as_float;
 
 // A random problem's ring on the emulator against the float64 reference of the whole sequence.
 void check_random(const Problem& p, const std::vector<std::pair<StepType, KernelSpec>>& per_step, uint64_t seed) {
@@ -74,7 +70,7 @@ void check_random(const Problem& p, const std::vector<std::pair<StepType, Kernel
       run_emulated_ring(p, per_step, kArch, as_float(vec.q), as_float(vec.k), as_float(vec.v), test_store());
   EXPECT_EQ(got.launches, p.cp_size * p.cp_size);
   const Errors e = errors(got.out, got.lse, want.out, want.lse);
-  testing::expect_within_limit(e.out_relative, p.dtype, per_step.front().second.uri() + " out");
+  testing::expect_within_limit(e.out_relative, p.dtype, per_step.front().second.uri() + " out", testing::kOutputUlps);
   testing::expect_within_limit(e.lse_max_abs, p.dtype, per_step.front().second.uri() + " lse");
 }
 
@@ -99,7 +95,7 @@ TEST(EmulatedRing, ReproducesTheVectorsOverAZigzagRing) {
   const EmulatedRingResult got =
       run_emulated_ring(p, defaults_for(p), kArch, as_float(vec.q), as_float(vec.k), as_float(vec.v), test_store());
   const Errors e = errors(got.out, got.lse, vec.out, vec.lse);
-  testing::expect_within_limit(e.out_relative, p.dtype, vec.name + " out");
+  testing::expect_within_limit(e.out_relative, p.dtype, vec.name + " out", testing::kOutputUlps);
   testing::expect_within_limit(e.lse_max_abs, p.dtype, vec.name + " lse");
   EXPECT_EQ(got.launches, 4);
   EXPECT_TRUE(got.dq.empty()) << "no backward was asked for";

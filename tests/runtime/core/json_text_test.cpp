@@ -63,6 +63,11 @@ TEST(JsonText, ASyntaxErrorNamesLineAndColumnOnOneLine) {
   EXPECT_NE(parse_error("{\"a\": 1e400}").find("at line 1, column 7: number overflow"), std::string::npos);
 }
 
+TEST(JsonText, EmptyTextIsNamedAsSuch) {
+  EXPECT_EQ(parse_error(""), "x.json: empty; expected JSON text");
+  EXPECT_EQ(parse_error(" \n\t\r"), "x.json: empty; expected JSON text");
+}
+
 TEST(JsonText, PrintableEscapesWhatWouldBreakALineAndCuts) {
   EXPECT_EQ(printable("a\nb\"c\\d\xff"), "a\\x0ab\\\"c\\\\d\\xff");
   EXPECT_EQ(printable("abcdef", 3), "abc...");
