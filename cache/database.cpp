@@ -1,6 +1,7 @@
 #include "cache/database.h"
 
 #include <fcntl.h>
+#include <sys/stat.h>
 #include <sys/file.h>
 #include <unistd.h>
 
@@ -163,7 +164,44 @@ Database::Database(const std::string& path, PathOwner owner) : path_(path) {
   }
 }
 
-Database::Database(const std::string& path, ReadOnly options) : path_(path) {
+Database::Database(const std::string& path, ReadOnly options) : path_(path), read_only_(options) {
+  open_read_only(options);
+}
+
+void Database::reopen_read_only() {
+  if (!read_only_) throw Error(ErrorKind::kInternal, "reopen_read_only: " + path_ + " was opened for writing");
+  if (db_) sqlite3_close_v2(db_);
+  db_ = nullptr;
+  open_read_only(*read_only_);
+}
+
+// What identifies the file's contents without reading it: a writer's checkpoint changes its
+// size or its modification time (nanoseconds), a replacement its inode.
+Database::FileState Database::file_state() const {
+  struct stat st {};
+  if (::stat(path_.c_str(), &st) != 0) return {};
+  return {static_cast<uint64_t>(st.st_dev), static_cast<uint64_t>(st.st_ino), static_cast<int64_t>(st.st_size),
+          static_cast<int64_t>(st.st_mtim.tv_sec), static_cast<int64_t>(st.st_mtim.tv_nsec)};
+}
+
+bool Database::changed_since_open() const {
+  if (!immutable_) return false;
+  std::error_code ec;
+  return fs::exists(path_ + "-wal", ec) || !(file_state() == opened_state_);
+}
+
+void Database::read(const std::function<void()>& fn) {
+  exec("BEGIN");
+  try {
+    fn();
+  } catch (...) {
+    sqlite3_exec(db_, "ROLLBACK", nullptr, nullptr, nullptr);
+    throw;
+  }
+  exec("COMMIT");
+}
+
+void Database::open_read_only(ReadOnly options) {
   if (path_.empty()) throw_bad_input("database path is empty; pass --db PATH");
   std::error_code ec;
   if (fs::is_directory(path_, ec)) throw_bad_input("database path " + path_ + " is a directory; pass the path of a file");
@@ -176,11 +214,17 @@ Database::Database(const std::string& path, ReadOnly options) : path_(path) {
   // When no "-wal" file exists, every committed transaction is in the main file (the last
   // writer checkpointed and removed the log when it closed), so the file is opened with
   // immutable=1: no locks, no side files. A writer that starts meanwhile appends to its own log
-  // and changes the main file only when it checkpoints; a read that overlaps that checkpoint
-  // may report the file as damaged, and is simply run again. When a "-wal" file exists (a
+  // (unseen here) and changes the main file only when it checkpoints; a read that overlaps that
+  // checkpoint may mix two commits or report the file as damaged. changed_since_open tells
+  // either, and a reader that must not (export_cache) opens again and reads again, then through
+  // the writer's log and its locks. When a "-wal" file exists (a
   // writer is running, or one was killed), its transactions are needed: mode=ro reads them
   // through the "-shm" index that the writer already created, so nothing new appears either.
   const bool has_log = fs::exists(path_ + "-wal", ec);
+  // An immutable read takes no lock, so a writer that starts meanwhile goes unseen until it
+  // changes the file: changed_since_open compares this state (taken before the first read).
+  immutable_ = !has_log;
+  opened_state_ = file_state();
   const std::string uri = file_uri(path_) + (has_log ? "?mode=ro" : "?immutable=1");
   int status = sqlite3_open_v2(uri.c_str(), &db_, SQLITE_OPEN_READONLY | SQLITE_OPEN_URI | SQLITE_OPEN_FULLMUTEX, nullptr);
   if (status != SQLITE_OK) {

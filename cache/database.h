@@ -14,7 +14,9 @@
 
 #include <sqlite3.h>
 
+#include <cstdint>
 #include <functional>
+#include <optional>
 #include <string>
 #include <string_view>
 #include <vector>
@@ -63,6 +65,15 @@ class Database {
     bool merge_source = false;
   };
   Database(const std::string& path, ReadOnly options);
+  // A read-only open without a write-ahead log beside the file takes no lock (immutable=1; see
+  // database.cpp): true when, since the open, a writer has begun (its "-wal" appeared) or the
+  // file changed (a checkpoint), so that what was read may mix two commits or miss the newest.
+  // False for every other open, which reads through SQLite's locks.
+  bool changed_since_open() const;
+  // Closes and opens a read-only database again (now through the writer's log if it has one).
+  void reopen_read_only();
+  // Runs fn inside one read transaction (BEGIN ... COMMIT): its statements see one snapshot.
+  void read(const std::function<void()>& fn);
   ~Database();
   Database(const Database&) = delete;
   Database& operator=(const Database&) = delete;
@@ -84,6 +95,13 @@ class Database {
   sqlite3* handle() { return db_; }
 
  private:
+  struct FileState {
+    uint64_t device = 0, inode = 0;
+    int64_t size = -1, mtime_s = 0, mtime_ns = 0;
+    bool operator==(const FileState&) const = default;
+  };
+  FileState file_state() const;
+  void open_read_only(ReadOnly options);
   void open_checked(PathOwner owner);
   void move_aside(const std::string& why);
   void configure();
@@ -93,6 +111,9 @@ class Database {
   std::string path_;
   std::string moved_aside_to_;
   sqlite3* db_ = nullptr;
+  std::optional<ReadOnly> read_only_;  // the options of a read-only open
+  bool immutable_ = false;             // opened with immutable=1
+  FileState opened_state_;
 };
 
 }  // namespace cpgen

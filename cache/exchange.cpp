@@ -185,21 +185,37 @@ void validate_record(const Record& r, const std::string& where) {
 
 json export_cache(Database& db, bool leave_out_invalid) {
   std::vector<json> entries;
-  for (const Record& r : all_records(db)) {
-    // What import would refuse (a damaged or hand-edited row, one an older import let in).
-    if (leave_out_invalid) {
-      try {
-        validate_record(r, "record of " + r.kernel_uri + " for " + r.workload.describe());
-      } catch (const Error& e) {
-        if (e.kind() != ErrorKind::kBadInput) throw;
-        warn(std::string("db export leaves out a record import would refuse: ") + e.what());
-        continue;
+  std::vector<std::string> left_out;
+  // One snapshot: the records and their pins read in one transaction. A read-only open that took
+  // no lock (no writer when it began) is read again, through the writer's log, when a writer
+  // changed the file meanwhile: such a read may hold rows of two commits or miss the newest.
+  for (int attempt = 1;; ++attempt) {
+    entries.clear();
+    left_out.clear();
+    db.read([&] {
+      for (const Record& r : all_records(db)) {
+        // What import would refuse (a damaged or hand-edited row, one an older import let in).
+        if (leave_out_invalid) {
+          try {
+            validate_record(r, "record of " + r.kernel_uri + " for " + r.workload.describe());
+          } catch (const Error& e) {
+            if (e.kind() != ErrorKind::kBadInput) throw;
+            left_out.push_back(e.what());
+            continue;
+          }
+        }
+        auto pin = pinned_winner(db, r.workload);
+        bool winner = pin && pin->kernel_uri == r.kernel_uri && pin->env_key == r.env.key();
+        entries.push_back(record_to_json(r, winner));
       }
-    }
-    auto pin = pinned_winner(db, r.workload);
-    bool winner = pin && pin->kernel_uri == r.kernel_uri && pin->env_key == r.env.key();
-    entries.push_back(record_to_json(r, winner));
+    });
+    if (!db.changed_since_open()) break;
+    if (attempt == 3)
+      throw Error(ErrorKind::kDatabase, "the tuning database " + db.path() +
+                                            " changed during each of 3 reads (a writer is running); run the export again");
+    db.reopen_read_only();
   }
+  for (const std::string& why : left_out) warn("db export leaves out a record import would refuse: " + why);
   std::sort(entries.begin(), entries.end(), [](const json& a, const json& b) { return sort_key(a) < sort_key(b); });
   return json{{"format", kCacheFormatName}, {"version", kCacheFormatVersion}, {"entries", entries}};
 }

@@ -1,5 +1,6 @@
 #include <gtest/gtest.h>
 
+#include <filesystem>
 #include <fstream>
 #include <functional>
 
@@ -74,6 +75,29 @@ TEST_F(ExchangeTest, AnExportLeavesOutWhatImportWouldRefuse) {
   EXPECT_NE(warning.find("leaves out a record import would refuse"), std::string::npos) << warning;
   Database b(path("b.db"));
   EXPECT_NO_THROW(import_cache(b, doc, "a.json"));
+}
+
+// A read-only open of a database no writer had open takes no lock (immutable=1). A writer that
+// begins after the open and commits (its log beside the file) is noticed, and the export reads
+// again through the log: the new record is in it. Before, the export read the main file alone,
+// without the new record, or (a writer checkpointing during the read) rows of two commits.
+TEST_F(ExchangeTest, AnExportNoticesAWriterThatBeganAfterTheOpenAndReadsAgain) {
+  {
+    Database writer(path("a.db"));
+    fill(writer);
+  }
+  ASSERT_FALSE(std::filesystem::exists(path("a.db-wal"))) << "the writer's close removes its log";
+  Database reader(path("a.db"), Database::ReadOnly{});
+  EXPECT_FALSE(reader.changed_since_open());
+  const size_t before = export_cache(reader)["entries"].size();
+  Database writer(path("a.db"));
+  put_record(writer, test_record(test_workload(), 64, 64, 8, 1, 0.5));
+  ASSERT_TRUE(std::filesystem::exists(path("a.db-wal")));
+  EXPECT_TRUE(reader.changed_since_open());
+  EXPECT_EQ(export_cache(reader)["entries"].size(), before + 1) << "the writer's committed record";
+  EXPECT_FALSE(reader.changed_since_open()) << "read again through the log, with its locks";
+  // A writing open reads through locks: never 'changed'.
+  EXPECT_FALSE(writer.changed_since_open());
 }
 
 TEST_F(ExchangeTest, ExportFormatMatchesTheVersionedGolden) {
