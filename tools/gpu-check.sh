@@ -189,6 +189,15 @@
 # cannot load libcpgen names the library it missed. RingAttention::nccl splits the communicator
 # before its set-up (0dfdd3b): the tests phase's NcclRing.* run that first. The plan stands.
 #
+# Stop 46 (2026-11-29, CPU only) changed no template either (the pack of 3fba19c stays valid).
+# What the next call meets first: the GPU's StepKernel and BackwardKernels check each launch's
+# mask tables and softcap against the kernel (gpu::check_launch_matches_spec, launch_grid.h; a
+# mismatch is a one-line internal error instead of a null read), and the backward ring passes the
+# tables only to _ivl kernels now (they were passed to every backward kernel, which ignored
+# them); a causal problem's window_right alone selects the plain causal kernels; libcpgen links
+# with cmake/libcpgen.map (only cpgen's names exported), so a build phase that fails to link or
+# load names a symbol the script hid. The plan stands.
+#
 # The GPU machines have nvcc, CMake, PyTorch and the nvidia-nccl Python package but maybe none of
 # the Debian -dev packages, and no network. Choice: vendor nothing in the repository; use what the
 # machine has, and where a -dev package is missing use a carried prefix made on the dev machine by
