@@ -356,11 +356,15 @@ std::vector<KernelSpec> KernelSpec::backward_candidates_for(Dtype dtype, int hea
   return with_tiles(backward_default_for(dtype, head_dim, causal, gqa_group), kTiles);
 }
 
+std::string supported_archs_text() {
+  std::string text;
+  for (std::string_view a : kSupportedArchs) text += (text.empty() ? "" : ", ") + std::string(a);
+  return text;
+}
+
 void validate_arch(std::string_view arch) {
   if (contains(std::span<const std::string_view>(kSupportedArchs), arch)) return;
-  std::string allowed;
-  for (std::string_view a : kSupportedArchs) allowed += (allowed.empty() ? "" : ", ") + std::string(a);
-  throw_bad_input("arch '" + std::string(arch) + "' is not supported; allowed: " + allowed);
+  throw_bad_input("arch '" + std::string(arch) + "' is not supported; allowed: " + supported_archs_text());
 }
 
 int shared_memory_limit(std::string_view arch) {

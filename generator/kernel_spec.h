@@ -129,5 +129,7 @@ struct Feasibility {
 Feasibility check_feasibility(const KernelSpec& spec, std::string_view arch);
 int shared_memory_limit(std::string_view arch);  // throws kBadInput for an unsupported arch
 void validate_arch(std::string_view arch);
+// kSupportedArchs as "sm_80, sm_86, ..., sm_120", for messages and help texts.
+std::string supported_archs_text();
 
 }  // namespace cpgen

@@ -40,6 +40,18 @@ TEST(CliCompile, HelpExitsZero) {
     EXPECT_NE(help.out.find(option), std::string::npos) << option << " missing from:\n" << help.out;
 }
 
+// Every command's --arch help names every arch validate_arch accepts (tune and explain named three
+// of the seven).
+TEST(CliCompile, EveryArchHelpListsEverySupportedArch) {
+  for (const char* command : {"compile", "tune", "explain"}) {
+    auto help = run_cli(std::string(command) + " --help");
+    ASSERT_EQ(help.exit_code, 0) << help.err;
+    EXPECT_NE(help.out.find("sm_80, sm_86, sm_89, sm_90, sm_90a, sm_100, sm_120"), std::string::npos)
+        << command << " --help:\n" << help.out;
+    EXPECT_EQ(supported_archs_text(), "sm_80, sm_86, sm_89, sm_90, sm_90a, sm_100, sm_120");
+  }
+}
+
 TEST(CliCompile, SpecJsonReportsResourcesAndTheSecondRunComesFromTheStore) {
   TempDir store("cli");
   auto first = run_cli("compile --spec " + kUri + " --arch sm_90a --json --store " + store.path());

@@ -433,7 +433,7 @@ const CommandRegistrar kCompile("compile", [](CLI::App& root) {
                 "With --all or --defaults: each step kernel also in its mask variants, key intervals (_ivl: sliding "
                 "windows, packed documents), softcap (_cap) and both, which masked problems load in its place");
   cmd->add_option("--arch", options->arch,
-                  "Target: sm_80, sm_86, sm_89, sm_90, sm_90a, sm_100 or sm_120 (default: GPU 0's arch, else sm_90a)");
+                  "Target: " + supported_archs_text() + " (default: GPU 0's arch, else sm_90a)");
   cmd->add_option("--emit-source", options->emit_source, "Also write the generated CUDA source to FILE (with --spec)");
   cmd->add_option("--emit-cubin", options->emit_cubin,
                   "Also write the compiled cubin to FILE (with --spec), for cuobjdump -sass FILE");

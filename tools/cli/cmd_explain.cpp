@@ -125,7 +125,7 @@ const CommandRegistrar kExplain("explain", [](CLI::App& root) {
   cmd->add_option("--shape", o->shape, "one shape as a JSON object, the fields of a shapes file entry");
   cmd->add_option("--shapes", o->shapes_file, "a shapes file");
   add_db_option(cmd, &o->db);
-  cmd->add_option("--arch", o->arch, "target arch when no GPU is present (sm_80, sm_90, sm_90a; default: the device's, else sm_90a)");
+  cmd->add_option("--arch", o->arch, "target arch when no GPU is present: " + supported_archs_text() + " (default: the device's, else sm_90a)");
   cmd->add_option("--ring", o->ring,
                   "the ring the kernels are for: nccl (default; one GPU per rank, where a persistent winner runs as its "
                   "plain launch beside NCCL's kernels unless $CPGEN_SM_MARGIN leaves SMs to them) or loopback (every rank on one GPU, as cpgen bench and verify run it)");

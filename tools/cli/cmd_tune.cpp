@@ -173,7 +173,7 @@ const CommandRegistrar kTune("tune", [](CLI::App& root) {
   cmd->add_option("--shapes", o->shapes, "shapes file (JSON, see examples/shapes)")->required();
   cmd->add_option("--only", o->only, "tune only one direction: fwd (the forward step types) or bwd (the backward ones); default both");
   add_db_option(cmd, &o->db);
-  cmd->add_option("--arch", o->arch, "target arch: sm_80, sm_90, sm_90a (default: the GPU's, else sm_90a)");
+  cmd->add_option("--arch", o->arch, "target arch: " + supported_archs_text() + " (default: the GPU's, else sm_90a)");
   cmd->add_option("--budget-s", o->budget_s, "stop timing new candidates after this many seconds (0: no limit)")
       ->check(number_at_least(0, " (0: no limit)"));
   cmd->add_flag("--json", o->json_output, "print JSON");
