@@ -76,7 +76,8 @@ constexpr const char* kWorkloadMatch =
     "dtype = ? AND head_dim = ? AND q_heads = ? AND kv_heads = ? AND causal = ? AND batch = ? AND q_len = ? AND "
     "kv_len = ? AND scheme = ? AND step_type = ? AND gpu_name = ? AND arch = ? AND sm_count = ?";
 
-Record read_record(const Statement& s) {
+// The record of the row `s` stands on; read_record's body.
+Record read_record_columns(const Statement& s) {
   Record r;
   r.workload = read_workload(s, 0);
   r.kernel_uri = s.column_text(13);
@@ -91,8 +92,8 @@ Record read_record(const Statement& s) {
     std::string text = s.column_text(17).substr(0, 40);
     for (char& c : text)
       if (static_cast<unsigned char>(c) < 0x20) c = ' ';
-    throw Error(ErrorKind::kDatabase, "a record of " + r.kernel_uri + " in the tuning database is damaged: samples_ms '" +
-                                          text + "' is not a JSON array of numbers");
+    throw Error(ErrorKind::kDatabase, "a record of " + r.kernel_uri + " in the tuning database " + s.database_file() +
+                                          " is damaged: samples_ms '" + text + "' is not a JSON array of numbers");
   }
   r.tflops = opt_double(s, 18);
   r.registers = opt_int(s, 19);
@@ -107,6 +108,17 @@ Record read_record(const Statement& s) {
   r.detail = s.column_text(28);
   r.created_at = s.column_int(29);
   return r;
+}
+
+Record read_record(const Statement& s) {
+  try {
+    return read_record_columns(s);
+  } catch (const Error& e) {
+    // A text column cpgen wrote that no longer names a dtype, scheme, step type or disposition:
+    // the parsers' refusal (bad input, exit 2) is the database's damage, naming its file.
+    if (e.kind() != ErrorKind::kBadInput) throw;
+    throw Error(ErrorKind::kDatabase, "a record in the tuning database " + s.database_file() + " is damaged: " + e.what());
+  }
 }
 
 std::optional<int64_t> find_workload(Database& db, const WorkloadKey& w) {

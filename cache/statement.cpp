@@ -84,4 +84,9 @@ std::string Statement::column_blob(int col) const {
 
 bool Statement::column_is_null(int col) const { return sqlite3_column_type(stmt_, col) == SQLITE_NULL; }
 
+std::string Statement::database_file() const {
+  const char* file = sqlite3_db_filename(db_, "main");
+  return file ? file : "";
+}
+
 }  // namespace cpgen

@@ -38,6 +38,8 @@ class Statement {
   std::string column_text(int col) const;
   std::string column_blob(int col) const;
   bool column_is_null(int col) const;
+  // The file of the database the statement reads (its main schema), for messages.
+  std::string database_file() const;
 
  private:
   sqlite3* db_;

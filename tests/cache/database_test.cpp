@@ -68,6 +68,27 @@ TEST_F(DatabaseTest, ADamagedSamplesRowIsTheDatabasesError) {
       EXPECT_EQ(e.kind(), ErrorKind::kDatabase) << e.what();
       EXPECT_NE(std::string(e.what()).find("samples_ms"), std::string::npos) << e.what();
       EXPECT_NE(std::string(e.what()).find("ring_fwd_"), std::string::npos) << e.what();
+      EXPECT_NE(std::string(e.what()).find(path("a.db")), std::string::npos) << e.what();
+    }
+  }
+}
+
+// A row whose dtype or scheme (or step type) names nothing cpgen knows is the database's
+// damage naming its file (it was the parser's bad input, exit 2, naming neither).
+TEST_F(DatabaseTest, ADamagedTextColumnIsTheDatabasesErrorNamingTheFile) {
+  int n = 0;
+  for (const char* update : {"UPDATE workloads SET dtype = 'bf17'", "UPDATE workloads SET scheme = 'spiral'"}) {
+    Database fresh(path("damaged" + std::to_string(n++) + ".db"));
+    put_record(fresh, test_record(test_workload(), 128, 64, 4, 2, 1.5));
+    fresh.exec(update);
+    try {
+      all_records(fresh);
+      ADD_FAILURE() << update << ": read";
+    } catch (const Error& e) {
+      EXPECT_EQ(e.kind(), ErrorKind::kDatabase) << e.what();
+      EXPECT_NE(std::string(e.what()).find("a record in the tuning database " + fresh.path() + " is damaged: "),
+                std::string::npos)
+          << e.what();
     }
   }
 }
