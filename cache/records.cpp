@@ -162,6 +162,12 @@ Disposition parse_disposition(std::string_view name) {
 bool better_record(const Record& candidate, const Record& existing) {
   if (candidate.valid() != existing.valid()) return candidate.valid();
   if (candidate.valid()) return *candidate.median_ms < *existing.median_ms;
+  // Two failures: a not-timed record (a budget that ran out, a pattern never timed) says nothing
+  // of the kernel, so it never replaces one that does (wrong result, launch or compile failure,
+  // infeasible); otherwise the newer one stands.
+  const bool candidate_untimed = candidate.disposition == Disposition::kNotTimed;
+  const bool existing_untimed = existing.disposition == Disposition::kNotTimed;
+  if (candidate_untimed != existing_untimed) return existing_untimed;
   return candidate.created_at > existing.created_at;
 }
 

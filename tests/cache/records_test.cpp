@@ -40,6 +40,17 @@ TEST_F(RecordsTest, KeepTheBetterRecordOfOneIdentity) {
   std::vector<Record> back = records_for(db, w);
   ASSERT_EQ(back.size(), 1u);
   EXPECT_EQ(back[0].median_ms, 1.5);
+  // Of two failures the newer stands, but a not-timed record (it says nothing of the kernel)
+  // never replaces a wrong result, and a measured failure replaces a not-timed one.
+  const WorkloadKey v = test_workload(8192);
+  EXPECT_EQ(put_record(db, test_record(v, 128, 64, 4, 2, 0, Disposition::kWrongResult)), StoreResult::kAdded);
+  Record later = test_record(v, 128, 64, 4, 2, 0, Disposition::kNotTimed);
+  later.created_at += 100;
+  EXPECT_EQ(put_record(db, later), StoreResult::kKept);
+  EXPECT_EQ(records_for(db, v).at(0).disposition, Disposition::kWrongResult);
+  const WorkloadKey u = test_workload(32768);
+  EXPECT_EQ(put_record(db, test_record(u, 128, 64, 4, 2, 0, Disposition::kNotTimed)), StoreResult::kAdded);
+  EXPECT_EQ(put_record(db, test_record(u, 128, 64, 4, 2, 0, Disposition::kInfeasible)), StoreResult::kReplaced);
   // A different environment is a different identity: both are kept.
   EXPECT_EQ(put_record(db, test_record(w, 128, 64, 4, 2, 9.0, Disposition::kOk, test_env("12.8"))), StoreResult::kAdded);
   EXPECT_EQ(records_for(db, w).size(), 2u);
