@@ -12,4 +12,12 @@ std::string env_or_empty(const char* name);
 // $XDG_CACHE_HOME/cpgen, else $HOME/.cache/cpgen; "" when neither variable is set.
 std::string user_cache_dir();
 
+// This user's private folder under the temporary directory, <tmp>/cpgen-<uid>, and `sub` in it
+// (the emulated backend's compile folders, failed compiles' sources, the kernel store without a
+// HOME), each created 0700 as needed. The name is predictable, so another user could make it
+// first and swap what cpgen writes and loads there (the emulated kernels are shared objects it
+// dlopens): each folder must be a real folder, not a link, owned by this user and writable by no
+// one else, or Error(kIo) names it, its owner and mode, and what to do.
+std::string user_temp_dir(const std::string& sub);
+
 }  // namespace cpgen

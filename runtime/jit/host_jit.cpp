@@ -22,6 +22,7 @@
 #include "generator/template_files.h"
 #include "generator/render.h"
 #include "runtime/core/sha256.h"
+#include "runtime/core/user_cache_dir.h"
 
 extern char** environ;
 
@@ -88,11 +89,9 @@ int run_logged(const std::vector<std::string>& argv, const fs::path& log_path) {
 }
 
 fs::path make_work_dir(const std::string& uri) {
-  // Per user: a shared /tmp/cpgen/emulated made by one user (0755) refused every other one.
-  fs::path base = fs::temp_directory_path() / ("cpgen-" + std::to_string(::getuid())) / "emulated";
-  std::error_code ec;
-  fs::create_directories(base, ec);
-  if (ec) throw Error(ErrorKind::kIo, "emulated compile: cannot create " + base.string() + ": " + ec.message());
+  // Per user and private (user_temp_dir): a shared /tmp/cpgen/emulated made by one user (0755)
+  // refused every other one, and one another user made could swap the object this process loads.
+  const fs::path base = user_temp_dir("emulated");
   std::string pattern = (base / (uri.substr(0, 80) + "-XXXXXX")).string();
   if (!::mkdtemp(pattern.data()))
     throw Error(ErrorKind::kIo, "emulated compile: cannot create a folder under " + base.string() + ": " +

@@ -24,6 +24,7 @@
 #include "runtime/jit/nvrtc_check.h"
 #include "runtime/jit/ptxas_log.h"
 #include "runtime/core/sha256.h"
+#include "runtime/core/user_cache_dir.h"
 
 namespace cpgen {
 
@@ -236,9 +237,7 @@ std::string kernel_code_hash(const KernelSpec& spec) {
 
 uint64_t nvrtc_compile_count() { return g_compile_count.load(); }
 
-std::string failed_compile_dir() {
-  return (std::filesystem::temp_directory_path() / ("cpgen-" + std::to_string(::getuid())) / "failed").string();
-}
+std::string failed_compile_dir() { return user_temp_dir("failed"); }
 
 namespace {
 

@@ -60,7 +60,8 @@ std::string kernel_store_key(const std::string& kernel_name, const std::string& 
 std::string kernel_code_hash(const KernelSpec& spec);
 // How many times this process has called nvrtcCompileProgram (tests check that the store works).
 uint64_t nvrtc_compile_count();
-// Where a failed compile's source, headers, options and log are saved: $TMPDIR/cpgen-<uid>/failed.
+// Where a failed compile's source, headers, options and log are saved: $TMPDIR/cpgen-<uid>/failed
+// (user_temp_dir: created private, refused when another user made it).
 std::string failed_compile_dir();
 
 }  // namespace cpgen

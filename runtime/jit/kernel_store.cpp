@@ -198,9 +198,9 @@ void DirectoryKernelStore::remove_stale_temps() {
 std::string default_kernel_dir() {
   if (std::string dir = env_or_empty("CPGEN_KERNEL_DIR"); !dir.empty()) return dir;
   if (std::string cache = user_cache_dir(); !cache.empty()) return cache + "/kernels";
-  // Per user, as host_jit.cpp's work folders: a shared /tmp/cpgen made by one user (0755) refused
-  // every other. (The name is predictable: nothing yet checks who owns a folder found there.)
-  return (std::filesystem::temp_directory_path() / ("cpgen-" + std::to_string(::getuid())) / "kernels").string();
+  // Per user and private, as host_jit.cpp's work folders (user_temp_dir checks the owner and mode
+  // of a folder it finds: the name is predictable, and the store's objects are loaded).
+  return user_temp_dir("kernels");
 }
 
 KernelStore* default_kernel_store() {
