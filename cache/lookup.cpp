@@ -41,11 +41,12 @@ std::optional<KernelSpec> usable_spec(const std::string& uri, const WorkloadKey&
   }
 }
 
-// best_record's rule for a cache: a workload whose winner entry was timed on this GPU class on a
-// kernel whose code has changed since answers no more, by any of its entries.
-bool cache_winner_changed(const PretunedCaches& caches, const WorkloadKey& ew, const Environment& env) {
+// best_record's rule for a cache folder: a workload whose winner entry there was timed on this
+// GPU class on a kernel whose code has changed since answers no more, by any of that folder's
+// entries. Another folder's entries of the workload (a site's newer tune) keep answering.
+bool cache_winner_changed(const PretunedCaches& caches, const WorkloadKey& ew, int dir_index, const Environment& env) {
   for (const CacheEntry& e : caches.entries) {
-    if (!e.winner || !e.record || !(e.record->workload == ew)) continue;
+    if (!e.winner || !e.record || e.dir_index != dir_index || !(e.record->workload == ew)) continue;
     const Environment here = env.for_kernel(e.record->kernel_uri);
     return e.record->env.gpu_name == here.gpu_name && e.record->env.sm_count == here.sm_count &&
            e.record->env.template_hash != here.template_hash;
@@ -139,13 +140,18 @@ static Selection select_in_order(const WorkloadKey& w, Database* db, const Envir
   // Pretuned caches: measured entries first (exact, then nearest bucket), then patterns.
   const CacheEntry* chosen = nullptr;
   int chosen_rank = 0;  // 0 exact, 1 + distance for a bucket; patterns handled below
-  // cache_winner_changed of each workload asked about, found once (it scans every entry).
-  std::vector<std::pair<const WorkloadKey*, bool>> changed;
-  auto winner_changed_of = [&](const WorkloadKey& ew) {
-    for (const auto& [key, is_changed] : changed)
-      if (*key == ew) return is_changed;
-    changed.emplace_back(&ew, cache_winner_changed(caches, ew, env));
-    return changed.back().second;
+  // cache_winner_changed of each workload and folder asked about, found once (it scans every entry).
+  struct Changed {
+    const WorkloadKey* workload;
+    int dir_index;
+    bool changed;
+  };
+  std::vector<Changed> changed;
+  auto winner_changed_of = [&](const WorkloadKey& ew, int dir_index) {
+    for (const Changed& c : changed)
+      if (c.dir_index == dir_index && *c.workload == ew) return c.changed;
+    changed.push_back({&ew, dir_index, cache_winner_changed(caches, ew, dir_index, env)});
+    return changed.back().changed;
   };
   for (const CacheEntry& entry : caches.entries) {
     if (!entry.record || !entry.record->valid()) continue;
@@ -153,7 +159,7 @@ static Selection select_in_order(const WorkloadKey& w, Database* db, const Envir
     if (!same_except_lengths(ew, w) || !usable_spec(entry.kernel_uri, w)) continue;
     // The code hash last: the first selection of a process hashes each kernel it asks about.
     if (!pretuned_env_matches(entry.record->env, env.for_kernel(entry.record->kernel_uri))) continue;
-    if (winner_changed_of(ew)) continue;
+    if (winner_changed_of(ew, entry.dir_index)) continue;
     int rank = ew == w ? 0 : 1 + bucket_distance(ew, w);
     // The nearest workload; then the folder searched first (a site's $CPGEN_CACHES_DIR over the
     // shipped caches); then a winner; then the fastest.

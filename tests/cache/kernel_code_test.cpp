@@ -191,6 +191,27 @@ TEST_F(KernelCodeRecords, AShippedCachesChangedWinnerRetiresItsWorkload) {
   EXPECT_EQ(kept.spec.uri(), "ring_fwd_bf16_hd128_causal_gqa4_bm128_bn128_w8_s2");
 }
 
+// A changed winner retires its workload in its own folder only: a site folder whose winner was
+// timed on older code no longer answers, and the vendor folder after it, timed on this code,
+// does (before, the first folder's changed winner retired the workload in every folder).
+TEST_F(KernelCodeRecords, AChangedWinnerRetiresItsWorkloadInItsOwnFolderOnly) {
+  const WorkloadKey w = test_workload();
+  const auto folder = [&](const std::string& name, const Environment& env, int block_n) {
+    Database db(path(name + ".db"));
+    const Record winner = test_record(w, 128, block_n, 8, 2, 0.5, Disposition::kOk, env);
+    put_record(db, winner);
+    db.transaction([&] { pin_winner(db, w, {winner.kernel_uri, 0.5, winner.env.key(), "tune"}); });
+    std::filesystem::create_directories(path(name));
+    std::ofstream(path(name + "/" + name + ".json")) << cache_text(export_cache(db));
+    return path(name);
+  };
+  const std::string site = folder("site", older_code(), 128), vendor = folder("vendor", test_env(), 64);
+  const Selection s = select_config(w, nullptr, test_env(), load_pretuned_caches({site, vendor}));
+  EXPECT_EQ(s.source, ConfigSource::kPretunedExact) << s.reason;
+  EXPECT_EQ(s.origin, vendor + "/vendor.json") << s.reason;
+  EXPECT_EQ(s.spec.uri(), "ring_fwd_bf16_hd128_causal_gqa4_bm128_bn64_w8_s2");
+}
+
 // The kernel store's key and the code hash change with a template the kernel includes and with
 // no other: a copy of the templates with the wgmma step edited serves the backward
 // preprocessing kernel from the store; one with a header it includes edited compiles anew.
