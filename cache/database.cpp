@@ -216,8 +216,8 @@ void Database::open_read_only(ReadOnly options) {
   // immutable=1: no locks, no side files. A writer that starts meanwhile appends to its own log
   // (unseen here) and changes the main file only when it checkpoints; a read that overlaps that
   // checkpoint may mix two commits or report the file as damaged. changed_since_open tells
-  // either, and a reader that must not (export_cache) opens again and reads again, then through
-  // the writer's log and its locks. When a "-wal" file exists (a
+  // either, and a reader that must not (export_cache) opens again and reads again (through the
+  // writer's log and its locks while that log is there). When a "-wal" file exists (a
   // writer is running, or one was killed), its transactions are needed: mode=ro reads them
   // through the "-shm" index that the writer already created, so nothing new appears either.
   const bool has_log = fs::exists(path_ + "-wal", ec);

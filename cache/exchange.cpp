@@ -189,31 +189,47 @@ json export_cache(Database& db, bool leave_out_invalid) {
   // One snapshot: the records and their pins read in one transaction. A read-only open that took
   // no lock (no writer when it began) is read again, through the writer's log, when a writer
   // changed the file meanwhile: such a read may hold rows of two commits or miss the newest.
+  constexpr int kAttempts = 5;
   for (int attempt = 1;; ++attempt) {
     entries.clear();
     left_out.clear();
-    db.read([&] {
-      for (const Record& r : all_records(db)) {
-        // What import would refuse (a damaged or hand-edited row, one an older import let in).
-        if (leave_out_invalid) {
-          try {
-            validate_record(r, "record of " + r.kernel_uri + " for " + r.workload.describe());
-          } catch (const Error& e) {
-            if (e.kind() != ErrorKind::kBadInput) throw;
-            left_out.push_back(e.what());
-            continue;
+    // A read that overlapped a writer's checkpoint may also find pages that do not fit together
+    // (SQLITE_CORRUPT, "malformed") in a sound file: with the file changed, that is retried too.
+    try {
+      db.read([&] {
+        for (const Record& r : all_records(db)) {
+          // What import would refuse (a damaged or hand-edited row, one an older import let in).
+          if (leave_out_invalid) {
+            try {
+              validate_record(r, "record of " + r.kernel_uri + " for " + r.workload.describe());
+            } catch (const Error& e) {
+              if (e.kind() != ErrorKind::kBadInput) throw;
+              left_out.push_back(e.what());
+              continue;
+            }
           }
+          auto pin = pinned_winner(db, r.workload);
+          bool winner = pin && pin->kernel_uri == r.kernel_uri && pin->env_key == r.env.key();
+          entries.push_back(record_to_json(r, winner));
         }
-        auto pin = pinned_winner(db, r.workload);
-        bool winner = pin && pin->kernel_uri == r.kernel_uri && pin->env_key == r.env.key();
-        entries.push_back(record_to_json(r, winner));
-      }
-    });
+      });
+    } catch (const Error& e) {
+      if (e.kind() != ErrorKind::kDatabase || !db.changed_since_open() || attempt == kAttempts) throw;
+    }
     if (!db.changed_since_open()) break;
-    if (attempt == 3)
-      throw Error(ErrorKind::kDatabase, "the tuning database " + db.path() +
-                                            " changed during each of 3 reads (a writer is running); run the export again");
-    db.reopen_read_only();
+    if (attempt == kAttempts)
+      throw Error(ErrorKind::kDatabase, "the tuning database " + db.path() + " changed during each of " +
+                                            std::to_string(kAttempts) + " reads (a writer is running); run the export again");
+    // The open reads the file as well (its schema version): one that overlaps a checkpoint too is
+    // the next attempt's.
+    for (;; ++attempt) {
+      try {
+        db.reopen_read_only();
+        break;
+      } catch (const Error& e) {
+        if (e.kind() != ErrorKind::kDatabase || attempt >= kAttempts) throw;
+      }
+    }
   }
   for (const std::string& why : left_out) warn("db export leaves out a record import would refuse: " + why);
   std::sort(entries.begin(), entries.end(), [](const json& a, const json& b) { return sort_key(a) < sort_key(b); });
@@ -260,7 +276,15 @@ CacheEntries read_cache_entries(const json& doc, const std::string& where) {
       continue;
     }
     const bool winner = entry_winner(entries[i], at);
-    out.records.emplace_back(record_from_json(entries[i], at), winner);
+    Record r = record_from_json(entries[i], at);
+    // Keyed before a causal window's right side counted as moot (workload_mask_of): no lookup
+    // asks for such a key any more, so it would only sit in the database.
+    if (r.workload.causal && r.workload.mask.window_right >= 0) {
+      warn(at + ": a causal workload keyed with window_right " + std::to_string(r.workload.mask.window_right) +
+           ", which causal makes moot (such keys are no longer looked up); left out");
+      continue;
+    }
+    out.records.emplace_back(std::move(r), winner);
   }
   return out;
 }

@@ -4,6 +4,7 @@
 #include <utility>
 
 #include "runtime/core/attention_shape.h"
+#include "runtime/ring/kernel_support.h"
 #include "runtime/ring/partition.h"
 #include "runtime/ring/schedule.h"
 
@@ -122,7 +123,7 @@ void count_visible(const Problem& p, Scheme scheme, bool count_pairs, TokenPlan&
 
 bool plan_counts_steps_in_closed_form(const Problem& p, Scheme scheme) {
   (void)scheme;  // every scheme has closed-form bounds
-  return p.documents.size() <= 1 && p.window_left < 0 && p.window_right < 0;
+  return !kernel_needs_key_intervals(p);  // documents or a window (a causal right side is moot)
 }
 
 int64_t count_skipped_steps(const Problem& p, Scheme scheme) {

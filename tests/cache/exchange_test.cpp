@@ -152,6 +152,31 @@ TEST_F(ExchangeTest, ABadEntryRejectsTheWholeFileNamingTheField) {
   EXPECT_THROW(import_cache(fresh, nlohmann::json{{"entries", nlohmann::json::array()}}, "x.json"), Error);
 }
 
+// An entry keyed causal with a window's right side (written before the right side counted as moot
+// under causal) is left out with a warning: no lookup asks for that key. The same entry keyed
+// canonically (right side -1) imports.
+TEST_F(ExchangeTest, ACausalKeyWithAWindowRightSideIsLeftOutOfAnImport) {
+  Database db(path("a.db"));
+  put_record(db, test_record(test_workload(), 128, 64, 4, 2, 1.0));
+  nlohmann::json doc = export_cache(db);
+  nlohmann::json& entry = doc["entries"][0];
+  ASSERT_EQ(entry["workload"]["causal"], true);
+  std::string uri = entry["kernel"];
+  uri.replace(uri.find("_causal_"), 8, "_causal_ivl_");
+  entry["kernel"] = uri;
+  entry["workload"].update({{"window_left", 64}, {"window_right", 0}, {"document_len", 0}, {"softcap", false}});
+  std::string warning;
+  WarningSink previous = set_warning_sink([&](const std::string& w) { warning += w; });
+  Database fresh(path("b.db"));
+  const ImportStats legacy = import_cache(fresh, doc, "old.json");
+  set_warning_sink(previous);
+  EXPECT_EQ(legacy.added, 0);
+  EXPECT_TRUE(all_records(fresh).empty());
+  EXPECT_NE(warning.find("old.json entry 0: a causal workload keyed with window_right 0"), std::string::npos) << warning;
+  entry["workload"]["window_right"] = -1;
+  EXPECT_EQ(import_cache(fresh, doc, "new.json").added, 1);
+}
+
 TEST_F(ExchangeTest, ShippedDefaultCacheIsExactlyTheDocumentedDefaults) {
   nlohmann::json shipped = load_json(std::string(CPGEN_SOURCE_DIR) + "/caches/default-heuristic.json");
   EXPECT_EQ(shipped, default_heuristic_cache())

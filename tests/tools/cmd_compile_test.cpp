@@ -48,8 +48,8 @@ TEST(CliCompile, EveryArchHelpListsEverySupportedArch) {
     ASSERT_EQ(help.exit_code, 0) << help.err;
     EXPECT_NE(help.out.find("sm_80, sm_86, sm_89, sm_90, sm_90a, sm_100, sm_120"), std::string::npos)
         << command << " --help:\n" << help.out;
-    EXPECT_EQ(supported_archs_text(), "sm_80, sm_86, sm_89, sm_90, sm_90a, sm_100, sm_120");
   }
+  EXPECT_EQ(supported_archs_text(), "sm_80, sm_86, sm_89, sm_90, sm_90a, sm_100, sm_120");
 }
 
 TEST(CliCompile, SpecJsonReportsResourcesAndTheSecondRunComesFromTheStore) {
@@ -450,6 +450,7 @@ TEST(CmdCompileOptions, ContradictingOrIdleOptionsAreRefused) {
   } cases[] = {
       {"--spec " + kSmallUri + " --store " + store.path() + " --no-store", "compile: give --store DIR or --no-store, not both"},
       {"--spec " + kSmallUri + " --jobs 4", "--jobs applies to --all and --defaults only"},
+      {"--spec " + kSmallUri + " --jobs 0", "--jobs applies to --all and --defaults only"},
   };
   for (const auto& c : cases) {
     auto r = run_cli("compile --arch sm_90 " + c.args);

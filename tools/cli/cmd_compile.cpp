@@ -48,7 +48,7 @@ struct CompileOptions {
   bool json = false;
   std::string store_dir;
   bool no_store = false;
-  int jobs = 0;
+  int jobs = -1;  // not given: one per CPU, as 0
   std::string filter;
   int repeat = 1;
 };
@@ -404,7 +404,7 @@ void run(const CompileOptions& o) {
     throw_bad_input("--masks applies to --all and --defaults only (with --spec, name the variant: _ivl, _cap or _ivl_cap)");
   if (o.repeat < 1) throw_bad_input("--repeat " + std::to_string(o.repeat) + " is not allowed; it must be at least 1");
   if (o.spec.empty() && o.repeat != 1) throw_bad_input("--repeat applies to --spec only");
-  if (!o.spec.empty() && o.jobs != 0) throw_bad_input("--jobs applies to --all and --defaults only (--spec compiles one kernel)");
+  if (!o.spec.empty() && o.jobs != -1) throw_bad_input("--jobs applies to --all and --defaults only (--spec compiles one kernel)");
   if (o.no_store && !o.store_dir.empty()) throw_bad_input("compile: give --store DIR or --no-store, not both");
   const std::string arch = o.arch.empty() ? default_arch() : o.arch;
   validate_arch(arch);

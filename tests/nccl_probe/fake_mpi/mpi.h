@@ -1,7 +1,9 @@
 // A stand-in for <mpi.h> with the calls cpgen/nccl_mpi.h makes (MPI_Comm_rank, MPI_Comm_size,
 // MPI_Bcast), whose ranks are the threads of one process (mpi_probe.cpp): each thread sets its
-// rank with fake_mpi_set_rank before calling. MPI_Bcast is collective as MPI's: every rank waits
-// in it until all have arrived, so a rank that never calls it leaves the others waiting.
+// rank with fake_mpi_set_rank before calling. MPI_Bcast waits until every rank has arrived (a
+// barrier, stronger than MPI asks), so a rank that never calls it leaves the others waiting, as
+// a real MPI would. It serves one broadcast at a time: the root may not start the next before
+// every rank has copied the last (mpi_probe.cpp makes one).
 #pragma once
 
 #include <condition_variable>
@@ -50,6 +52,9 @@ inline int MPI_Bcast(void* buffer, int count, MPI_Datatype, int root, MPI_Comm) 
   } else {
     w.changed.wait(lock, [&] { return w.generation != generation; });
   }
-  if (fake_mpi_rank != root) std::memcpy(buffer, w.root_bytes.data(), static_cast<size_t>(count));
+  if (fake_mpi_rank != root) {
+    if (static_cast<size_t>(count) != w.root_bytes.size()) return 1;  // the ranks disagree on the count
+    std::memcpy(buffer, w.root_bytes.data(), static_cast<size_t>(count));
+  }
   return MPI_SUCCESS;
 }

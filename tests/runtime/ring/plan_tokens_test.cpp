@@ -89,6 +89,11 @@ TEST(PlanTokens, ClosedFormSkipsAgreeWithBruteForce) {
   big.causal = true;
   EXPECT_EQ(plan_tokens(big, Scheme::kContiguous, false).skipped_steps, 8 * 7 / 2);
   EXPECT_EQ(plan_tokens(big, Scheme::kZigzag, false).skipped_steps, 0);
+  // A causal window's right side alone is plain causal: counted in closed form too (it was "not
+  // counted" past the pair-by-pair limit).
+  big.window_right = 0;
+  EXPECT_TRUE(plan_counts_steps_in_closed_form(big, Scheme::kContiguous));
+  EXPECT_EQ(plan_tokens(big, Scheme::kContiguous, false).skipped_steps, 8 * 7 / 2);
 }
 
 // Two-sided windows without causality, and a causal window, counted pair by pair.

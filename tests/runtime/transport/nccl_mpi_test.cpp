@@ -25,5 +25,19 @@ TEST(NcclMpi, ARankZeroWithoutAnIdFailsEveryRankInsteadOfHangingThem) {
   EXPECT_EQ(r.output.find(": ok"), std::string::npos) << r.output;
 }
 
+// With an NCCL that loads, rank 0's id reaches the other ranks: every rank gets as far as its own
+// ncclCommInitRank, which fails here for want of a GPU, and none reports rank 0's failure.
+TEST(NcclMpi, RankZerosIdReachesEveryRank) {
+#ifndef CPGEN_HAVE_NCCL
+  GTEST_SKIP() << "built without NCCL: no id to make";
+#else
+  testing::TempDir dir("nccl_mpi_ok");
+  const testing::ShellResult r = testing::run_shell("timeout 60 '" CPGEN_MPI_PROBE_PATH "'", dir.path() + "/log");
+  ASSERT_EQ(r.code, 0) << r.output;
+  for (const char* rank : {"rank 0: ", "rank 1: ", "rank 2: "}) EXPECT_NE(r.output.find(rank), std::string::npos) << r.output;
+  EXPECT_EQ(r.output.find("rank 0 could not make"), std::string::npos) << r.output;
+#endif
+}
+
 }  // namespace
 }  // namespace cpgen
