@@ -309,11 +309,7 @@ TEST_F(KernelSelectTest, TunedBackwardWinnerIsSelectedAndExplained) {
   ASSERT_NE(tuned, bwd_default);
   {
     Database db(path("t.db"));
-    Record r = record_of(bwd_diag, KernelSpec::default_for(Dtype::kBf16, 128, true, 4), 0.5, here);
-    r.kernel_uri = tuned.uri();
-    r.env = here.for_kernel(r.kernel_uri);
-    put_record(db, r);
-    db.transaction([&] { pin_winner(db, bwd_diag, {tuned.uri(), 0.5, r.env.key(), "tune"}); });
+    put_winner_uri(db, bwd_diag, tuned, 0.5, here);
   }
   const RingKernelSelection sel = select_ring_kernels(p, path("t.db"), kArch, 0);
   ASSERT_EQ(sel.backward_steps.size(), 3u);
@@ -353,13 +349,8 @@ TEST_F(KernelSelectTest, EverySelectedKernelHasTheMaskFeaturesTheRingPassesTable
     KernelSpec tuned = KernelSpec::backward_default_for_arch(Dtype::kBf16, 128, true, 4, kArch);
     tuned.block_m = 32;
     tuned.warps = 4;
-    const WorkloadKey bwd_diag = workload_for(plain, StepType::kBwdDiagonal, device);
     Database db(path("t.db"));
-    Record r = record_of(bwd_diag, KernelSpec::default_for(Dtype::kBf16, 128, true, 4), 0.5, here);
-    r.kernel_uri = tuned.uri();
-    r.env = here.for_kernel(r.kernel_uri);
-    put_record(db, r);
-    db.transaction([&] { pin_winner(db, bwd_diag, {tuned.uri(), 0.5, r.env.key(), "tune"}); });
+    put_winner_uri(db, workload_for(plain, StepType::kBwdDiagonal, device), tuned, 0.5, here);
   }
   std::vector<std::pair<std::string, Problem>> problems = {{"plain", plain}};
   const auto add = [&](const std::string& name, const std::function<void(Problem&)>& change) {

@@ -10,21 +10,13 @@
 #include "cpgen/error.h"
 #include "runtime/core/json_text.h"
 #include "runtime/core/text_file.h"
+#include "tests/error_text.h"
 #include "tests/temp_dir.h"
 
 namespace cpgen {
 namespace {
 
-std::string error_of(const std::function<void()>& f) {
-  try {
-    f();
-  } catch (const Error& e) {
-    EXPECT_EQ(e.kind(), ErrorKind::kBadInput) << e.what();
-    return e.what();
-  }
-  ADD_FAILURE() << "no error";
-  return "";
-}
+std::string error_of(const std::function<void()>& f) { return testing::error_text(f); }
 
 std::string parse_error(const std::string& text) {
   return error_of([&] { parse_json_text(text, "x.json", 4, "x needs 2"); });

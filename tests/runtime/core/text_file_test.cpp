@@ -16,21 +16,13 @@
 
 #include "cpgen/error.h"
 #include "runtime/core/text_file.h"
+#include "tests/error_text.h"
 #include "tests/temp_dir.h"
 
 namespace cpgen {
 namespace {
 
-std::string error_of(const std::function<void()>& f) {
-  try {
-    f();
-  } catch (const Error& e) {
-    EXPECT_EQ(e.kind(), ErrorKind::kBadInput) << e.what();
-    return e.what();
-  }
-  ADD_FAILURE() << "no error";
-  return "";
-}
+std::string error_of(const std::function<void()>& f) { return testing::error_text(f); }
 
 TEST(TextFile, ReadsEveryByteUpToTheLimit) {
   testing::TempDir dir("text_file");
