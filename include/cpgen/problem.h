@@ -38,12 +38,13 @@ struct Problem {
   int64_t gqa_group() const { return q_heads / kv_heads; }
   int64_t local_seq_len() const { return seq_len / cp_size; }
   double scale() const;      // softmax_scale, or 1/sqrt(head_dim) when it is 0
+  // Whether a sliding window bounds the keys beyond causal / full. A causal problem's
+  // window_right alone is none: causal already ends every row's keys at its own position.
+  bool has_window() const { return window_left >= 0 || (!causal && window_right >= 0); }
   // Whether the problem uses a feature beyond a plain causal / full bhsd problem (documents, a
-  // window, a softcap, another layout). A causal problem's window_right alone is no window:
-  // causal already ends every row's keys at its own position.
+  // window, a softcap, another layout).
   bool has_mask_features() const {
-    return documents.size() > 1 || window_left >= 0 || (!causal && window_right >= 0) || softcap > 0 ||
-           (!layout.empty() && layout != "bhsd");
+    return documents.size() > 1 || has_window() || softcap > 0 || (!layout.empty() && layout != "bhsd");
   }
   // Throws Error(kBadInput) naming the first field that is not allowed and what is: sizes,
   // GQA grouping, the head dims and groups the kernels support, a scale that is finite and >= 0,

@@ -13,9 +13,9 @@ void check_kernel_ring_problem(const Problem& p, const std::string& what) {
 }
 
 bool kernel_needs_key_intervals(const Problem& p) {
-  // A causal problem's window_right is moot: causal ends every row's keys at its own position
-  // (FlashAttention's causal window_size is (left, 0); a user may well spell it so).
-  return p.documents.size() > 1 || p.window_left >= 0 || (!p.causal && p.window_right >= 0);
+  // has_window: a causal problem's window_right is moot (FlashAttention's causal window_size is
+  // (left, 0); a user may well spell it so).
+  return p.documents.size() > 1 || p.has_window();
 }
 
 bool kernel_needs_softcap(const Problem& p) { return p.softcap > 0; }

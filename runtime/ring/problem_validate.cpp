@@ -134,9 +134,8 @@ void Problem::validate() const {
   require_float32_parameter(where(*this), "softmax_scale", softmax_scale, "1/sqrt(head_dim)");
   check_problem_mask(*this, where(*this));
   // The kernels divide one by the other (scale / softcap): each in range, the quotient may not be.
-  const double scale = softmax_scale > 0 ? softmax_scale : 1.0 / std::sqrt(static_cast<double>(head_dim));
-  if (softcap > 0 && scale / softcap > kMaxFloatParameter)
-    throw_bad_input(where(*this) + ": softmax_scale / softcap = " + float_text(scale / softcap) +
+  if (softcap > 0 && scale() / softcap > kMaxFloatParameter)
+    throw_bad_input(where(*this) + ": softmax_scale / softcap = " + float_text(scale() / softcap) +
                     " is outside what the kernels' float32 takes; allowed: up to " + float_text(kMaxFloatParameter));
 }
 
