@@ -198,10 +198,40 @@ void Database::read(const std::function<void()>& fn) {
     sqlite3_exec(db_, "ROLLBACK", nullptr, nullptr, nullptr);
     throw;
   }
-  exec("COMMIT");
+  // A read has nothing to commit: ROLLBACK ends it (a COMMIT that follows reads of a damaged
+  // file fails with SQLITE_CORRUPT, hiding what the reads themselves found).
+  exec("ROLLBACK");
+}
+
+void Database::read_consistent(const std::function<void()>& fn) {
+  for (int attempt = 1;; ++attempt) {
+    try {
+      read(fn);
+    } catch (const Error& e) {
+      if (e.kind() != ErrorKind::kDatabase || !changed_since_open() || attempt == kReadAttempts) throw;
+    }
+    if (!changed_since_open()) return;
+    if (attempt == kReadAttempts)
+      throw Error(ErrorKind::kDatabase, "the tuning database " + path_ + " changed during each of " +
+                                            std::to_string(kReadAttempts) + " reads (a writer is running); try again");
+    reopen_read_only();
+  }
 }
 
 void Database::open_read_only(ReadOnly options) {
+  // The open reads the file too (its schema version, the quick check): one without a lock that
+  // overlapped a writer's checkpoint may find pages of two commits and call a sound file damaged.
+  for (int attempt = 1;; ++attempt) {
+    try {
+      open_read_only_once(options);
+      return;
+    } catch (const Error& e) {
+      if (e.kind() != ErrorKind::kDatabase || !changed_since_open() || attempt == kReadAttempts) throw;
+    }
+  }
+}
+
+void Database::open_read_only_once(ReadOnly options) {
   if (path_.empty()) throw_bad_input("database path is empty; pass --db PATH");
   std::error_code ec;
   if (fs::is_directory(path_, ec)) throw_bad_input("database path " + path_ + " is a directory; pass the path of a file");

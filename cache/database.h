@@ -71,9 +71,19 @@ class Database {
   // False for every other open, which reads through SQLite's locks.
   bool changed_since_open() const;
   // Closes and opens a read-only database again (now through the writer's log if it has one).
+  // Like the first open, it opens again (up to kReadAttempts times) where it read pages that a
+  // writer's checkpoint changed meanwhile.
   void reopen_read_only();
-  // Runs fn inside one read transaction (BEGIN ... COMMIT): its statements see one snapshot.
+  // Runs fn inside one read transaction (BEGIN ... ROLLBACK): its statements see one snapshot,
+  // and nothing they might write is kept.
   void read(const std::function<void()>& fn);
+  // read(fn), made whole for a read-only open that took no lock: when a writer changed the file
+  // during the read (changed_since_open), or the read found pages of two commits (kDatabase,
+  // "malformed") in a file that changed, the database is opened again (now through the writer's
+  // log and its locks) and fn runs again, up to kReadAttempts times; after that, kDatabase
+  // naming the file and the running writer. fn must start its results afresh on every run.
+  static constexpr int kReadAttempts = 5;
+  void read_consistent(const std::function<void()>& fn);
   ~Database();
   Database(const Database&) = delete;
   Database& operator=(const Database&) = delete;
@@ -101,7 +111,8 @@ class Database {
     bool operator==(const FileState&) const = default;
   };
   FileState file_state() const;
-  void open_read_only(ReadOnly options);
+  void open_read_only(ReadOnly options);  // open_read_only_once, again where a writer changed the file
+  void open_read_only_once(ReadOnly options);
   void open_checked(PathOwner owner);
   void move_aside(const std::string& why);
   void configure();

@@ -189,48 +189,25 @@ json export_cache(Database& db, bool leave_out_invalid) {
   // One snapshot: the records and their pins read in one transaction. A read-only open that took
   // no lock (no writer when it began) is read again, through the writer's log, when a writer
   // changed the file meanwhile: such a read may hold rows of two commits or miss the newest.
-  constexpr int kAttempts = 5;
-  for (int attempt = 1;; ++attempt) {
+  db.read_consistent([&] {
     entries.clear();
     left_out.clear();
-    // A read that overlapped a writer's checkpoint may also find pages that do not fit together
-    // (SQLITE_CORRUPT, "malformed") in a sound file: with the file changed, that is retried too.
-    try {
-      db.read([&] {
-        for (const Record& r : all_records(db)) {
-          // What import would refuse (a damaged or hand-edited row, one an older import let in).
-          if (leave_out_invalid) {
-            try {
-              validate_record(r, "record of " + r.kernel_uri + " for " + r.workload.describe());
-            } catch (const Error& e) {
-              if (e.kind() != ErrorKind::kBadInput) throw;
-              left_out.push_back(e.what());
-              continue;
-            }
-          }
-          auto pin = pinned_winner(db, r.workload);
-          bool winner = pin && pin->kernel_uri == r.kernel_uri && pin->env_key == r.env.key();
-          entries.push_back(record_to_json(r, winner));
+    for (const Record& r : all_records(db)) {
+      // What import would refuse (a damaged or hand-edited row, one an older import let in).
+      if (leave_out_invalid) {
+        try {
+          validate_record(r, "record of " + r.kernel_uri + " for " + r.workload.describe());
+        } catch (const Error& e) {
+          if (e.kind() != ErrorKind::kBadInput) throw;
+          left_out.push_back(e.what());
+          continue;
         }
-      });
-    } catch (const Error& e) {
-      if (e.kind() != ErrorKind::kDatabase || !db.changed_since_open() || attempt == kAttempts) throw;
-    }
-    if (!db.changed_since_open()) break;
-    if (attempt == kAttempts)
-      throw Error(ErrorKind::kDatabase, "the tuning database " + db.path() + " changed during each of " +
-                                            std::to_string(kAttempts) + " reads (a writer is running); run the export again");
-    // The open reads the file as well (its schema version): one that overlaps a checkpoint too is
-    // the next attempt's.
-    for (;; ++attempt) {
-      try {
-        db.reopen_read_only();
-        break;
-      } catch (const Error& e) {
-        if (e.kind() != ErrorKind::kDatabase || attempt >= kAttempts) throw;
       }
+      auto pin = pinned_winner(db, r.workload);
+      bool winner = pin && pin->kernel_uri == r.kernel_uri && pin->env_key == r.env.key();
+      entries.push_back(record_to_json(r, winner));
     }
-  }
+  });
   for (const std::string& why : left_out) warn("db export leaves out a record import would refuse: " + why);
   std::sort(entries.begin(), entries.end(), [](const json& a, const json& b) { return sort_key(a) < sort_key(b); });
   return json{{"format", kCacheFormatName}, {"version", kCacheFormatVersion}, {"entries", entries}};
@@ -350,22 +327,27 @@ json default_heuristic_cache() {
 
 VerifyReport verify_database(Database& db, const Environment& current) {
   VerifyReport report;
-  report.integrity = db.integrity_check();
-  if (!report.sound()) return report;  // counting rows of a damaged file could fail or mislead
-  report.schema_version = db.schema_version();
-  Statement workloads = db.prepare("SELECT count(*) FROM workloads");
-  workloads.step();
-  report.workloads = workloads.column_int(0);
-  std::map<std::string, int64_t> by_env;
-  for (const Record& r : all_records(db)) {
-    ++report.records;
-    ++by_env[r.env.setup_key()];
-    const Environment here = current.for_kernel(r.kernel_uri);
-    if (r.env.matches(here)) continue;
-    ++report.other_environment;
-    if (r.env.same_setup(here)) ++report.changed_code;
-  }
-  report.by_environment.assign(by_env.begin(), by_env.end());
+  // One snapshot: a check without a lock that overlapped a writer's checkpoint could call a sound
+  // file damaged; read_consistent checks again where the file changed meanwhile.
+  db.read_consistent([&] {
+    report = VerifyReport{};
+    report.integrity = db.integrity_check();
+    if (!report.sound()) return;  // counting rows of a damaged file could fail or mislead
+    report.schema_version = db.schema_version();
+    Statement workloads = db.prepare("SELECT count(*) FROM workloads");
+    workloads.step();
+    report.workloads = workloads.column_int(0);
+    std::map<std::string, int64_t> by_env;
+    for (const Record& r : all_records(db)) {
+      ++report.records;
+      ++by_env[r.env.setup_key()];
+      const Environment here = current.for_kernel(r.kernel_uri);
+      if (r.env.matches(here)) continue;
+      ++report.other_environment;
+      if (r.env.same_setup(here)) ++report.changed_code;
+    }
+    report.by_environment.assign(by_env.begin(), by_env.end());
+  });
   return report;
 }
 

@@ -64,10 +64,30 @@ RingKernelSelector::~RingKernelSelector() = default;
 RingKernelSelection RingKernelSelector::select(const Problem& problem) const {
   problem.validate();
   RingKernelSelection out = base_;
-  out.steps = select_for_problem(problem, out.device, db_, out.environment, caches_);
-  for (StepType step : backward_step_types_for(problem)) {
-    const WorkloadKey w = workload_for(problem, step, out.device);
-    out.backward_steps.push_back({w, select_config(w, db_, out.environment, caches_)});
+  const auto select_steps = [&](Database* db) {
+    out.steps = select_for_problem(problem, out.device, db, out.environment, caches_);
+    out.backward_steps.clear();
+    for (StepType step : backward_step_types_for(problem)) {
+      const WorkloadKey w = workload_for(problem, step, out.device);
+      out.backward_steps.push_back({w, select_config(w, db, out.environment, caches_)});
+    }
+  };
+  if (db_) {
+    try {
+      // Every step type from one snapshot of the file, read again when a tune that began after
+      // the open wrote to it meanwhile (Database::read_consistent).
+      db_->read_consistent([&] { select_steps(db_); });
+    } catch (const Error& e) {
+      // A read that fails (a damaged row, a writer that kept changing the file) is what an open
+      // that fails is: noted, warned about, and selection goes on without the database.
+      if (e.kind() != ErrorKind::kDatabase) throw;
+      out.database_used = false;
+      out.database_note = std::string("unreadable: ") + e.what();
+      warn("the tuning database " + out.database_path + " was not used for kernel selection: " + e.what());
+      select_steps(nullptr);
+    }
+  } else {
+    select_steps(nullptr);
   }
   // Each workload carries the problem's mask: select_config looks up the masked workload first
   // and otherwise gives the unmasked shape's config specialized on the mask (cache/lookup.h).

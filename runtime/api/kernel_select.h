@@ -50,6 +50,9 @@ class RingKernelSelector {
   RingKernelSelector(const RingKernelSelector&) = delete;
   RingKernelSelector& operator=(const RingKernelSelector&) = delete;
 
+  // Every step type's selection from one snapshot of the database (read again where a writer
+  // changed the file meanwhile); a read that fails even so (a damaged row) is noted and warned
+  // about like an open that fails, and the selection goes on without the database.
   RingKernelSelection select(const Problem& problem) const;
 
  private:

@@ -100,6 +100,24 @@ TEST_F(ExchangeTest, AnExportNoticesAWriterThatBeganAfterTheOpenAndReadsAgain) {
   EXPECT_FALSE(writer.changed_since_open());
 }
 
+// db verify reads in one snapshot too: a writer that began after the open and committed is
+// counted (read again through its log), as export does.
+TEST_F(ExchangeTest, VerifyCountsWhatAWriterCommittedAfterTheOpen) {
+  {
+    Database writer(path("a.db"));
+    fill(writer);
+  }
+  Database reader(path("a.db"), Database::ReadOnly{});
+  const VerifyReport before = verify_database(reader, current_environment());
+  ASSERT_TRUE(before.sound());
+  Database writer(path("a.db"));
+  put_record(writer, test_record(test_workload(), 64, 64, 8, 1, 0.5));
+  const VerifyReport after = verify_database(reader, current_environment());
+  EXPECT_TRUE(after.sound());
+  EXPECT_EQ(after.records, before.records + 1) << "the writer's committed record";
+  EXPECT_FALSE(reader.changed_since_open());
+}
+
 TEST_F(ExchangeTest, ExportFormatMatchesTheVersionedGolden) {
   Database db(path("g.db"));
   Record r = test_record(test_workload(), 128, 64, 4, 2, 1.5);

@@ -45,19 +45,22 @@ std::unique_ptr<Database> existing(const DbOptions& o) {
 void show(const DbOptions& o) {
   auto db = existing(o);
   const Environment env = current_environment();
-  std::map<std::string, std::map<std::string, int>> counts;  // workload -> disposition -> n
   json out = json::array();
-  for (const WorkloadKey& w : all_workloads(*db)) {
-    json item{{"workload", w.to_json()}, {"records", json::object()}};
-    std::vector<Record> records = records_for(*db, w);
-    for (const Record& r : records) item["records"][std::string(disposition_name(r.disposition))] = item["records"].value(std::string(disposition_name(r.disposition)), 0) + 1;
-    BestRecord best = best_record(*db, w, env);
-    item["winner"] = best.record ? json(best.record->kernel_uri) : json(nullptr);
-    item["winner_median_ms"] = best.record ? json(*best.record->median_ms) : json(nullptr);
-    item["other_environment"] = best.other_environment;
-    item["winner_changed"] = best.winner_changed;
-    out.push_back(item);
-  }
+  // One snapshot, read again where a tune wrote the file meanwhile (Database::read_consistent).
+  db->read_consistent([&] {
+    out = json::array();
+    for (const WorkloadKey& w : all_workloads(*db)) {
+      json item{{"workload", w.to_json()}, {"records", json::object()}};
+      std::vector<Record> records = records_for(*db, w);
+      for (const Record& r : records) item["records"][std::string(disposition_name(r.disposition))] = item["records"].value(std::string(disposition_name(r.disposition)), 0) + 1;
+      BestRecord best = best_record(*db, w, env);
+      item["winner"] = best.record ? json(best.record->kernel_uri) : json(nullptr);
+      item["winner_median_ms"] = best.record ? json(*best.record->median_ms) : json(nullptr);
+      item["other_environment"] = best.other_environment;
+      item["winner_changed"] = best.winner_changed;
+      out.push_back(item);
+    }
+  });
   if (o.json_output) {
     std::cout << json{{"db", db->path()}, {"workloads", out}}.dump(2) << "\n";
     return;

@@ -460,6 +460,53 @@ TEST_F(KernelSelectTest, UnreadableDatabaseFallsBackWithTheReasonAndIsLeftAlone)
   EXPECT_EQ(entries, 1);
 }
 
+// A selector opened while no writer had the file (a read without locks, cpgen explain over many
+// shapes) and a tune that commits after the open: select() sees the tune's winner, read again
+// through the writer's log. Before, it read the main file alone and answered with the default
+// (or, overlapping the writer's checkpoint, rows of two commits or "damaged").
+TEST_F(KernelSelectTest, ASelectorSeesAWinnerCommittedAfterItsOpen) {
+  const Problem p = zigzag_problem();
+  const KernelSpec winner = non_default_candidates(p, kArch).at(0);
+  { Database created(path("t.db")); }
+  ASSERT_FALSE(std::filesystem::exists(path("t.db-wal")));
+  const RingKernelSelector selector(path("t.db"), kArch, 0);
+  EXPECT_NE(selector.select(p).steps.at(0).selection.source, ConfigSource::kDatabaseExact);
+  Database writer(path("t.db"));
+  put_winner(writer, workload_for(p, StepType::kDiagonal, device), winner, 0.5, here);
+  const RingKernelSelection sel = selector.select(p);
+  EXPECT_TRUE(sel.database_used) << sel.database_note;
+  EXPECT_EQ(sel.steps.at(0).selection.source, ConfigSource::kDatabaseExact) << sel.steps.at(0).selection.reason;
+  EXPECT_EQ(sel.steps.at(0).selection.spec, winner) << sel.steps.at(0).selection.spec.uri();
+}
+
+// A row the selection cannot read (a damaged text column) is what an unreadable file is: the
+// selection goes on without the database, warns naming it, and every step's reason says why.
+// Before, select() threw, and RingAttention could not be made while a damaged row was in the file.
+TEST_F(KernelSelectTest, ADamagedRowFallsBackWithTheReasonInsteadOfFailingTheSelection) {
+  const Problem p = zigzag_problem();
+  {
+    Database db(path("t.db"));
+    put_winner(db, workload_for(p, StepType::kDiagonal, device), non_default_candidates(p, kArch).at(0), 0.5, here);
+    db.exec("UPDATE records SET samples_ms = 'garbage'");
+  }
+  std::string warning;
+  WarningSink previous = set_warning_sink([&](const std::string& w) { warning = w; });
+  RingKernelSelection sel;
+  EXPECT_NO_THROW(sel = select_ring_kernels(p, path("t.db"), kArch, 0));
+  set_warning_sink(previous);
+  EXPECT_FALSE(sel.database_used);
+  EXPECT_EQ(sel.database_note.rfind("unreadable: ", 0), 0u) << sel.database_note;
+  EXPECT_NE(sel.database_note.find("damaged"), std::string::npos) << sel.database_note;
+  EXPECT_NE(warning.find(path("t.db")), std::string::npos) << warning;
+  ASSERT_FALSE(sel.steps.empty());
+  ASSERT_FALSE(sel.backward_steps.empty());
+  for (const auto* list : {&sel.steps, &sel.backward_steps})
+    for (const StepSelection& s : *list) {
+      EXPECT_NE(s.selection.source, ConfigSource::kDatabaseExact) << s.selection.reason;
+      EXPECT_NE(s.selection.reason.find("unreadable"), std::string::npos) << s.selection.reason;
+    }
+}
+
 // A tile that fits Hopper's shared memory but not Ampere's, recorded for an sm_80 workload (an
 // imported or hand-made row), is passed over rather than handed to the runtime to fail on.
 TEST_F(KernelSelectTest, KernelInfeasibleOnTheWorkloadsArchIsNotSelected) {
