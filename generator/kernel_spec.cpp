@@ -153,8 +153,9 @@ KernelSpec KernelSpec::parse(std::string_view uri) {
   const std::string u(uri);
   auto parts = split(uri);
   constexpr const char* kExpected =
-      "; expected ring_<fwd|bwd>_<bf16|fp16>_hd<N>_<causal|full>[_ivl][_cap]_gqa<N>_bm<N>_bn<N>_w<N>_s<N> or "
-      "ring_bwd_<pre|cvt>_<bf16|fp16>_hd<N>_w<N>";
+      "; expected ring_<fwd|bwd>_<bf16|fp16>_hd<N>_<causal|full>[_ivl][_cap]_gqa<N>_bm<N>_bn<N>_w<N>_s<N>, "
+      "ring_fwd_wgmma_<bf16|fp16>_hd<N>_<causal|full>[_ivl][_cap]_gqa<N>_bm<N>_bn<N>_c<N>_s<N>[_pingpong][_persistent] "
+      "or ring_bwd_<pre|cvt>_<bf16|fp16>_hd<N>_w<N>";
   if (parts.size() < 2 || parts[0] != "ring") throw_bad_input("kernel URI '" + u + "' is malformed" + kExpected);
   KernelSpec s;
   if (parts[1] == "bwd" && parts.size() >= 3 && (parts[2] == "pre" || parts[2] == "cvt")) {

@@ -99,7 +99,9 @@ TEST(KernelSpecWgmma, BadUrisGetOneLineSayingWhatIsAllowed) {
            // _persistent is last, once, after _pingpong
            {"ring_fwd_wgmma_bf16_hd128_causal_gqa1_bm128_bn128_c2_s2_persistent_pingpong", "malformed"},
            {"ring_fwd_wgmma_bf16_hd128_causal_gqa1_bm128_bn128_c2_s2_persistent_persistent", "malformed"},
-           {"ring_fwd_wgmma_bf16_hd128_causal_gqa1_bm128_bn128_c2_persistent_s2", "malformed"}}) {
+           {"ring_fwd_wgmma_bf16_hd128_causal_gqa1_bm128_bn128_c2_persistent_s2", "malformed"},
+           // a URI of no family lists every family's form, this one's too
+           {"nonsense", "ring_fwd_wgmma_<bf16|fp16>_hd<N>"}}) {
     const std::string message = bad_input_message(uri);
     EXPECT_NE(message.find(want), std::string::npos) << message;
     EXPECT_EQ(message.find('\n'), std::string::npos) << message;
