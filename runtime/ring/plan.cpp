@@ -96,14 +96,15 @@ SchemePlan plan_scheme(const Problem& problem, Scheme scheme, const KernelSpec& 
   plan.mean_rank_flops = total / n;
   plan.work_imbalance = plan.mean_rank_flops > 0 ? plan.busiest_rank_flops / plan.mean_rank_flops : 1.0;
 
-  // validate_problem bounds batch * heads * seq_len * head_dim by 2^48, so C <= 2^50 / N and
-  // N * (N - 1) * C < N * 2^50 <= 2^60: no int64 overflow.
   // Unequal shards exchange whole slots of the largest chunk (runtime/backend/kernel_ring_backend.h).
+  // validate_problem bounds batch * heads * seq_len * head_dim by 2^48, so C <= 2^50 (the largest
+  // chunk can hold nearly the whole sequence: documents) and (N - 1) * C <= 2^60 in int64; the
+  // total, up to N times more, is a double.
   const int64_t most_tokens = *std::max_element(plan.tokens.rank_tokens.begin(), plan.tokens.rank_tokens.end());
   const int64_t chunk = 2 * p.batch * p.kv_heads * most_tokens * p.head_dim * dtype_bytes(p.dtype);
   const int64_t transfers = p.cp_size - 1;
   plan.bytes_per_step = transfers > 0 ? chunk : 0;
-  plan.bytes_total = p.cp_size * transfers * chunk;
+  plan.bytes_total = static_cast<double>(p.cp_size) * static_cast<double>(transfers * chunk);
   plan.ring_extra_bytes = transfers > 0 ? 2 * chunk : 0;
   plan.allgather_extra_bytes = transfers * chunk;
 
@@ -144,9 +145,13 @@ ShapePlan plan_shape(const Problem& problem, const PlanRates& rates, RankWorkCac
         best = &s;
     shape.recommended = best->scheme;
     char text[256];
-    std::snprintf(text, sizeof text, "lowest token imbalance (%.3f) with %lld of %lld ring steps skipped by the mask; "
-                  "too large to count its visible pairs", best->tokens.token_imbalance,
-                  static_cast<long long>(best->tokens.skipped_steps), static_cast<long long>(best->tokens.ring_steps));
+    if (best->tokens.skipped_steps >= 0)
+      std::snprintf(text, sizeof text, "lowest token imbalance (%.3f) with %lld of %lld ring steps skipped by the mask; "
+                    "too large to count its visible pairs", best->tokens.token_imbalance,
+                    static_cast<long long>(best->tokens.skipped_steps), static_cast<long long>(best->tokens.ring_steps));
+    else
+      std::snprintf(text, sizeof text, "lowest token imbalance (%.3f); too large to count its visible pairs or the "
+                    "ring steps its mask skips", best->tokens.token_imbalance);
     shape.why = text;
     return shape;
   }

@@ -55,7 +55,7 @@ struct SchemePlan {
   double mean_rank_flops = 0;
   double work_imbalance = 0;          // busiest / mean; 1 is perfect
   int64_t bytes_per_step = 0;
-  int64_t bytes_total = 0;
+  double bytes_total = 0;  // up to 2^70 (1024 ranks of a 2^50-byte chunk): a double
   int64_t ring_extra_bytes = 0;
   int64_t allgather_extra_bytes = 0;
   double step_compute_s = 0;

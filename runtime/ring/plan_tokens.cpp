@@ -143,12 +143,15 @@ TokenPlan plan_tokens(const Problem& p, Scheme scheme, bool count_pairs) {
   const double mean = static_cast<double>(p.seq_len) / n;
   plan.token_imbalance = mean > 0 ? most / mean : 1.0;
   plan.ring_steps = static_cast<int64_t>(n) * n;
-  // Plain causal and full problems (most of a large shapes file) in closed form when the pairs
-  // are not wanted; otherwise by visiting the positions, up to kMaxSkipCountTokens.
-  if (!count_pairs && plan_counts_steps_in_closed_form(p, scheme)) {
+  // The pairs by visiting the positions, up to kMaxSkipCountTokens; the skipped steps of plain
+  // causal and full problems (most of a large shapes file) in closed form otherwise, also where
+  // the pairs were wanted but the sequence is too long to count them.
+  if (count_pairs && p.seq_len <= kMaxSkipCountTokens) {
+    count_visible(p, scheme, true, plan);
+  } else if (plan_counts_steps_in_closed_form(p, scheme)) {
     plan.skipped_steps = skipped_steps_single_document(p, scheme);
   } else if (p.seq_len <= kMaxSkipCountTokens) {
-    count_visible(p, scheme, count_pairs, plan);
+    count_visible(p, scheme, false, plan);
   }
   return plan;
 }

@@ -1,15 +1,18 @@
 // Problem::validate: the checks every entry point (C++ API, C ABI, command line) runs before
 // anything is allocated or compiled, so a bad shape fails with one line naming the field.
+#include <algorithm>
 #include <cmath>
 #include <cstdio>
 #include <span>
 #include <string>
 #include <utility>
+#include <vector>
 
 #include "cpgen/error.h"
 #include "cpgen/problem.h"
 #include "generator/kernel_spec.h"
 #include "runtime/core/problem_limits.h"
+#include "runtime/ring/partition.h"
 
 namespace cpgen {
 namespace {
@@ -102,16 +105,39 @@ void check_problem_limits(const Problem& p, const std::string& where) {
   require_range(where, "kv_heads", p.kv_heads, kMaxHeads);
   require_range(where, "seq_len", p.seq_len, kMaxSeqLen);
   require_range(where, "cp_size", p.cp_size, kMaxCpSize);
-  // The step kernels' launch limits, checked here so that no problem fails only at its first
-  // launch (templates/step_fwd.cuh, templates/layout.cuh). The limits above keep batch *
-  // kv_heads far below 2^31 (the int32 pair index; pairs fold over grid.y and grid.z). A kv head's
-  // packed query rows (local_seq_len * group, layout.cuh) are int32 row indices, and a block's rows
-  // run up to block_m past the last one: 2^30 leaves room for any block.
-  if (p.kv_heads > 0 && p.q_heads % p.kv_heads == 0 && p.seq_len / p.cp_size * (p.q_heads / p.kv_heads) > kMaxPackedRows)
-    throw_bad_input(where + ": seq_len / cp_size * (q_heads / kv_heads) = " + std::to_string(p.seq_len / p.cp_size) +
-                    " * " + std::to_string(p.q_heads / p.kv_heads) +
-                    " packed query rows per rank exceeds the supported maximum 2^30 (the step "
-                    "kernel's packed row indices are 32-bit)");
+  // The limits above keep batch * kv_heads far below 2^31 (the int32 pair index of the step
+  // kernels' launch; pairs fold over grid.y and grid.z).
+}
+
+void check_problem_scale_and_size(const Problem& p, const std::string& where) {
+  if (!std::isfinite(p.softmax_scale) || p.softmax_scale < 0)
+    throw_bad_input(where + ": softmax_scale " + float_text(p.softmax_scale) +
+                    " must be finite and >= 0 (0 means 1/sqrt(head_dim))");
+  // A float32 in the kernels, times log2(e) (scale_log2): past 1e38 that overflowed to inf.
+  require_float32_parameter(where, "softmax_scale", p.softmax_scale, "1/sqrt(head_dim)");
+  // The kernels divide one by the other (scale / softcap): each in range, the quotient may not be.
+  if (p.softcap > 0 && p.scale() / p.softcap > kMaxFloatParameter)
+    throw_bad_input(where + ": softmax_scale / softcap = " + float_text(p.scale() / p.softcap) +
+                    " is outside what the kernels' float32 takes; allowed: up to " + float_text(kMaxFloatParameter));
+  // Each factor is range-checked (check_problem_limits), so the product fits in 128 bits.
+  const auto elements = static_cast<unsigned __int128>(p.batch) * static_cast<unsigned __int128>(p.q_heads) *
+                        static_cast<unsigned __int128>(p.seq_len) * static_cast<unsigned __int128>(p.head_dim);
+  if (elements > static_cast<unsigned __int128>(kMaxShapeElements))
+    throw_bad_input(where + ": batch * q_heads * seq_len * head_dim exceeds 2^48 elements; reduce batch or seq_len");
+  // The step kernels' launch limit, checked here so that no problem fails only at its first
+  // launch (templates/layout.cuh): a kv head's packed query rows (the rank's tokens * group) are
+  // int32 row indices, and a block's rows run up to block_m past the last one: 2^30 leaves room
+  // for any block. The rank that holds the most tokens counts: with documents or an uneven split
+  // that is more than seq_len / cp_size.
+  const int64_t group = p.q_heads / p.kv_heads;
+  const std::vector<int64_t> rows =
+      partition_rows_all(p.scheme, p.seq_len, static_cast<int>(p.cp_size), p.documents);
+  const auto most = std::max_element(rows.begin(), rows.end());
+  if (most != rows.end() && *most * group > kMaxPackedRows)
+    throw_bad_input(where + ": rank " + std::to_string(most - rows.begin()) + " holds " + std::to_string(*most) +
+                    " tokens, times the GQA group " + std::to_string(group) + " = " + std::to_string(*most * group) +
+                    " packed query rows, above the supported maximum 2^30 (the step kernel's packed row "
+                    "indices are 32-bit)");
 }
 
 void Problem::validate() const {
@@ -127,16 +153,8 @@ void Problem::validate() const {
   if (group > 1024 || !listed<int>(kSupportedGqaGroups, static_cast<int>(group)))
     throw_bad_input(where(*this) + ": q_heads / kv_heads = " + std::to_string(group) +
                     " is not a supported GQA group; allowed: " + join(kSupportedGqaGroups));
-  if (!std::isfinite(softmax_scale) || softmax_scale < 0)
-    throw_bad_input(where(*this) + ": softmax_scale " + std::to_string(softmax_scale) +
-                    " must be finite and >= 0 (0 means 1/sqrt(head_dim))");
-  // A float32 in the kernels, times log2(e) (scale_log2): past 1e38 that overflowed to inf.
-  require_float32_parameter(where(*this), "softmax_scale", softmax_scale, "1/sqrt(head_dim)");
   check_problem_mask(*this, where(*this));
-  // The kernels divide one by the other (scale / softcap): each in range, the quotient may not be.
-  if (softcap > 0 && scale() / softcap > kMaxFloatParameter)
-    throw_bad_input(where(*this) + ": softmax_scale / softcap = " + float_text(scale() / softcap) +
-                    " is outside what the kernels' float32 takes; allowed: up to " + float_text(kMaxFloatParameter));
+  check_problem_scale_and_size(*this, where(*this));
 }
 
 }  // namespace cpgen

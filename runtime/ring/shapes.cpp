@@ -300,19 +300,11 @@ void validate_problem(const Problem& p, const std::string& where) {
                     std::to_string(group) + " query heads per kv head (q_heads " + std::to_string(p.q_heads) +
                     "); supported groups: " + join(kSupportedGqaGroups));
   }
-  if (!(p.softmax_scale >= 0) || !std::isfinite(p.softmax_scale)) {
-    throw_bad_input(where + ": softmax_scale must be a finite number > 0 (or 0 for 1/sqrt(head_dim))");
-  }
-
-  // Each factor is range-checked above, so the product fits in 128 bits.
-  const auto elements = static_cast<unsigned __int128>(p.batch) * static_cast<unsigned __int128>(p.q_heads) *
-                        static_cast<unsigned __int128>(p.seq_len) * static_cast<unsigned __int128>(p.head_dim);
-  if (elements > static_cast<unsigned __int128>(kMaxShapeElements)) {
-    throw_bad_input(where + ": batch * q_heads * seq_len * head_dim exceeds 2^48 elements; reduce batch or seq_len");
-  }
-
   // Any seq_len splits over any cp_size (runtime/ring/partition.h), so no divisibility rule.
   check_problem_mask(p, where);
+  // The scale, the element count and the busiest rank's packed rows, as Problem::validate checks
+  // them: a shape plan and verify accept is one the runtime accepts.
+  check_problem_scale_and_size(p, where);
 }
 
 std::vector<Problem> parse_shapes_json(const std::string& text, const std::string& source_name) {

@@ -45,7 +45,6 @@ inline constexpr int64_t kMaxShapeBatch = kMaxBatch;
 inline constexpr int64_t kMaxShapeHeads = kMaxHeads;
 inline constexpr int64_t kMaxShapeSeqLen = kMaxSeqLen;
 inline constexpr int64_t kMaxShapeCpSize = kMaxCpSize;
-inline constexpr int64_t kMaxShapeElements = int64_t{1} << 48;
 inline constexpr size_t kMaxShapeNameLength = 100;
 
 // source_name is what messages call the text (a path, or e.g. "<inline>").

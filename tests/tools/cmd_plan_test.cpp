@@ -123,6 +123,7 @@ TEST(CmdPlan, JsonHasEveryFieldAndRecommendsZigzagForACausalShape) {
     EXPECT_TRUE(e.at("applicable").get<bool>());
     EXPECT_EQ(e.at("bytes_per_step").get<int64_t>(), 67108864);
     EXPECT_EQ(e.at("bytes_total").get<int64_t>(), 56 * int64_t{67108864});
+    EXPECT_TRUE(e.at("bytes_total").is_number_integer()) << e.at("bytes_total").dump();
     EXPECT_EQ(e.at("ring_extra_bytes").get<int64_t>(), 2 * 67108864);
     EXPECT_EQ(e.at("allgather_extra_bytes").get<int64_t>(), 7 * 67108864);
     EXPECT_TRUE(e.at("comm_hidden").get<bool>());
@@ -137,6 +138,23 @@ TEST(CmdPlan, JsonHasEveryFieldAndRecommendsZigzagForACausalShape) {
   ASSERT_EQ(out.at("shapes").size(), 1u);
   EXPECT_EQ(out.at("shapes")[0].at("recommended"), "zigzag");
   EXPECT_EQ(out.at("shapes")[0].at("shape"), "llama3-8b-128k-cp8");
+}
+
+// One shape given inline, as explain, verify and bench take it: the same plan as a file holding it.
+TEST(CmdPlan, OneShapeInlinePlansAsAFileHoldingIt) {
+  const std::string shape =
+      R"({"name": "s", "q_heads": 32, "kv_heads": 8, "head_dim": 128, "seq_len": 131072, "cp_size": 8, "dtype": "bf16", "causal": true})";
+  const auto inline_run = run_cli("plan --json --shape '" + shape + "'");
+  ASSERT_EQ(inline_run.exit_code, 0) << inline_run.err;
+  const std::string file = ::testing::TempDir() + "/cmd_plan_inline_" + std::to_string(getpid()) + ".json";
+  std::ofstream(file) << R"({"shapes": [)" << shape << "]}";
+  const auto file_run = run_cli("plan --json --shapes " + file);
+  std::filesystem::remove(file);
+  ASSERT_EQ(file_run.exit_code, 0) << file_run.err;
+  EXPECT_EQ(nlohmann::json::parse(inline_run.out), nlohmann::json::parse(file_run.out));
+  expect_clean_bad_input(run_cli("plan --shape '" + shape + "' --shapes " + file),
+                         "plan: give exactly one of --shape JSON or --shapes FILE");
+  expect_clean_bad_input(run_cli("plan --shape '{\"q_heads\": 0}'"), "--shape");
 }
 
 TEST(CmdPlan, RatesChangeTheVerdictOnHiding) {

@@ -1,4 +1,4 @@
-// cpgen plan --shapes FILE [--link-gbps G] [--tflops T] [--json]
+// cpgen plan --shapes FILE | --shape JSON [--link-gbps G] [--tflops T] [--json]
 // Compares the four partition schemes for each shape: causal work balance, ring traffic and
 // memory, whether the K/V transfer hides behind compute, and which scheme to use.
 #include <algorithm>
@@ -13,6 +13,7 @@
 
 #include <nlohmann/json.hpp>
 
+#include "cpgen/error.h"
 #include "runtime/ring/plan.h"
 #include "runtime/ring/shapes.h"
 #include "tools/cli/command.h"
@@ -24,16 +25,17 @@ namespace {
 
 struct PlanArgs {
   std::string shapes;
+  std::string shape;
   double link_gbps = PlanRates{}.link_gbps;
   double tflops = PlanRates{}.tflops;
   bool json = false;
 };
 
-std::string bytes_text(int64_t bytes) {
-  static constexpr const char* kUnits[] = {"B", "KiB", "MiB", "GiB", "TiB", "PiB"};
-  double value = static_cast<double>(bytes);
+std::string bytes_text(double bytes) {
+  static constexpr const char* kUnits[] = {"B", "KiB", "MiB", "GiB", "TiB", "PiB", "EiB", "ZiB"};
+  double value = bytes;
   int unit = 0;
-  while (value >= 1024 && unit < 5) {
+  while (value >= 1024 && unit < 7) {
     value /= 1024;
     ++unit;
   }
@@ -75,7 +77,8 @@ nlohmann::json entry_json(const ShapePlan& shape, const SchemePlan& s) {
   e["work_imbalance"] = s.work_imbalance;
   e["busiest_rank_tflop"] = s.busiest_rank_flops / 1e12;
   e["bytes_per_step"] = s.bytes_per_step;
-  e["bytes_total"] = s.bytes_total;
+  // An integer where the double holds it exactly (2^53), as the other byte counts are.
+  e["bytes_total"] = s.bytes_total <= 0x1p53 ? nlohmann::json(static_cast<int64_t>(s.bytes_total)) : nlohmann::json(s.bytes_total);
   e["ring_extra_bytes"] = s.ring_extra_bytes;
   e["allgather_extra_bytes"] = s.allgather_extra_bytes;
   e["step_compute_us"] = s.step_compute_s * 1e6;
@@ -169,7 +172,9 @@ ProblemKey key_of(const Problem& p) {
 void run_plan(const PlanArgs& args) {
   const PlanRates rates{args.link_gbps, args.tflops};
   validate_rates(rates);
-  const std::vector<Problem> problems = load_shapes_file(args.shapes);
+  if (args.shape.empty() == args.shapes.empty()) throw_bad_input("plan: give exactly one of --shape JSON or --shapes FILE");
+  const std::vector<Problem> problems =
+      args.shapes.empty() ? std::vector<Problem>{parse_shape_json(args.shape, "--shape")} : load_shapes_file(args.shapes);
   // Plan everything before printing, so that a failure leaves stdout empty.
   std::vector<ShapePlan> plans;
   plans.reserve(problems.size());
@@ -195,7 +200,8 @@ const CommandRegistrar kPlan("plan", [](CLI::App& root) {
   auto args = std::make_shared<PlanArgs>();
   CLI::App* cmd = root.add_subcommand(
       "plan", "Compare partition schemes per shape: causal work balance, ring traffic and memory, overlap");
-  cmd->add_option("--shapes", args->shapes, "shapes file (JSON, see examples/shapes)")->required();
+  cmd->add_option("--shapes", args->shapes, "shapes file (JSON, see examples/shapes)");
+  cmd->add_option("--shape", args->shape, "one shape as a JSON object, the fields of a shapes file entry");
   cmd->add_option("--link-gbps", args->link_gbps,
                   "link bandwidth between ring neighbours per direction, in GB/s (10^9 bytes/s, not gigabits)")
       ->capture_default_str()

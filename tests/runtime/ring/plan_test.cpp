@@ -209,6 +209,30 @@ TEST(Plan, BytesMatchAHandComputation) {
   EXPECT_EQ(kv_chunk_bytes(batched), 2 * 3 * 2 * 1024 * 64 * 2);
 }
 
+// The largest chunk can hold nearly the whole sequence (one-token documents give rank 0 every
+// token): 1024 ranks x 1023 transfers of a 2^50-byte chunk is 2^70 bytes in all, past int64 (it
+// wrapped to a negative count).
+TEST(Plan, TheTotalBytesOfTheLargestProblemDoNotWrap) {
+  Problem p = make_problem(16384, 1024, true, Scheme::kZigzag, 1024, 1024, 256);
+  p.batch = 65536;
+  p.documents.assign(16384, 1);
+  const ShapePlan shape = plan_shape(p, PlanRates{400, 400});
+  for (const SchemePlan& s : shape.schemes) {
+    if (!s.applicable) continue;
+    EXPECT_GT(s.bytes_per_step, 0) << scheme_name(s.scheme);
+    EXPECT_DOUBLE_EQ(s.bytes_total, 1024.0 * 1023.0 * static_cast<double>(s.bytes_per_step)) << scheme_name(s.scheme);
+  }
+}
+
+// A sequence too long to count its visible pairs still counts the ring steps its causal mask
+// skips, in closed form (the plan's reason said "-1 of 9 ring steps skipped").
+TEST(Plan, ALongUnevenCausalShapeCountsItsSkippedStepsInClosedForm) {
+  const ShapePlan shape = plan_shape(make_problem(12582915, 3, true, Scheme::kZigzag), PlanRates{400, 400});
+  EXPECT_EQ(shape.why.find("-1"), std::string::npos) << shape.why;
+  EXPECT_NE(shape.why.find(" of 9 ring steps skipped by the mask"), std::string::npos) << shape.why;
+  for (const SchemePlan& s : shape.schemes) EXPECT_GE(s.tokens.skipped_steps, 0) << scheme_name(s.scheme);
+}
+
 TEST(Plan, NonCausalShapesAreBalancedEverywhereAndPreferContiguous) {
   const ShapePlan shape = plan_shape(make_problem(76800, 8, false, Scheme::kContiguous, 24, 24), PlanRates{});
   for (const SchemePlan& s : shape.schemes) {

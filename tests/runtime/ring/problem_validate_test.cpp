@@ -67,11 +67,41 @@ TEST(ProblemLimits, PackedQueryRowsAbove2To30AreRefused) {
   p.cp_size = 1;
   p.kv_heads = 1;
   p.q_heads = 4;  // 2^29 rows x group 4 = 2^31 packed rows
-  expect_refused(p, {"seq_len / cp_size * (q_heads / kv_heads)", "2^30"});
+  expect_refused(p, {"rank 0 holds 536870912 tokens", "GQA group 4", "2^30"});
   p.q_heads = 2;  // exactly 2^30
   EXPECT_NO_THROW(p.validate());
   p.q_heads = 4;
   p.cp_size = 2;  // the rank holds half the rows: 2^30 packed rows
+  EXPECT_NO_THROW(p.validate());
+}
+
+// The rank that holds the most tokens counts, not seq_len / cp_size: two odd documents split over
+// two contiguous ranks give rank 0 the larger half of each, 2^26 + 1 tokens, times the group 16 past
+// 2^30 packed rows while the average rank stays exactly at it. Before, the average was checked.
+TEST(ProblemLimits, TheBusiestRanksPackedRowsCountNotTheAverage) {
+  Problem p = base();
+  p.q_heads = 16;
+  p.kv_heads = 1;
+  p.head_dim = 64;
+  p.seq_len = int64_t{1} << 27;
+  p.cp_size = 2;
+  p.scheme = Scheme::kContiguous;
+  EXPECT_NO_THROW(p.validate()) << "2^26 tokens per rank x 16 = 2^30 packed rows";
+  p.documents = {(int64_t{1} << 26) + 1, (int64_t{1} << 26) - 1};
+  expect_refused(p, {"rank 0 holds 67108865 tokens", "1073741840 packed query rows", "2^30"});
+}
+
+// The element bound every shapes file meets holds for the C++ and C API too (byte counts of the
+// fp32 state and gradients stay inside int64). Before, only the shapes parser checked it.
+TEST(ProblemLimits, MoreThan2To48ElementsAreRefused) {
+  Problem p = base();
+  p.batch = kMaxBatch;
+  p.q_heads = p.kv_heads = kMaxHeads;
+  p.head_dim = 256;
+  p.seq_len = int64_t{1} << 20;
+  p.cp_size = 1024;
+  expect_refused(p, {"exceeds 2^48 elements"});
+  p.seq_len = int64_t{1} << 14;  // 2^16 * 2^10 * 2^14 * 2^8 = 2^48 exactly
   EXPECT_NO_THROW(p.validate());
 }
 

@@ -293,6 +293,19 @@ TEST(Shapes, RejectsProblemsBeyondTwoToThe48Elements) {
                         {"exceeds 2^48 elements"});
 }
 
+// A shapes file refuses what Problem::validate refuses (plan and verify read files, RingAttention
+// and explain validate the problem): a scale past float32's range, or whose quotient by the
+// softcap is, and the busiest rank's packed rows past 2^30. Before, the file took a scale of 1e39,
+// verify ran it and failed every check with an infinite lse.
+TEST(Shapes, RefusesWhatTheRuntimeRefuses) {
+  expect_field_rejected({{"softmax_scale", "1e39"}}, {"softmax_scale 1e+39 is outside what the kernels' float32 takes"});
+  expect_field_rejected({{"softmax_scale", "1e29"}, {"softcap", "1e-29"}},
+                        {"softmax_scale / softcap = 1e+58 is outside what the kernels' float32 takes"});
+  expect_field_rejected({{"q_heads", "16"}, {"kv_heads", "1"}, {"head_dim", "64"}, {"seq_len", "134217728"},
+                         {"cp_size", "2"}, {"scheme", "\"contiguous\""}, {"documents", "[67108865, 67108863]"}},
+                        {"rank 0 holds 67108865 tokens", "above the supported maximum 2^30"});
+}
+
 TEST(Shapes, RejectsBadNames) {
   expect_field_rejected({{"name", "\"\""}}, {"name must be 1 to 100 printable ASCII characters"});
   expect_field_rejected({{"name", "\"" + std::string(101, 'a') + "\""}}, {"name must be 1 to 100"});
