@@ -34,14 +34,28 @@ std::vector<WorkloadKey> tuned_workloads(const Problem& p, const DeviceClass& de
   return out;
 }
 
+void check_tune_options(const TuneOptions& o) {
+  if (!(o.budget_s >= 0) || !std::isfinite(o.budget_s)) throw_bad_input("tune: --budget-s must be >= 0 (0: no limit)");
+  if (o.max_candidates < 0) throw_bad_input("tune: --max-candidates must be >= 0 (0: all)");
+  const auto check_margin = [](const char* flag, double value, const char* zero_means) {
+    if (value == 0 || (value >= 1 && std::isfinite(value))) return;
+    char text[32];
+    std::snprintf(text, sizeof text, "%g", value);
+    throw_bad_input(std::string("tune: ") + flag + " " + text + " is not allowed; allowed: 0 (" + zero_means + ") or >= 1");
+  };
+  check_margin("--race-margin", o.race_margin, "no race");
+  check_margin("--check-race-margin", o.race_check_margin, "no such cut");
+  if (o.runs < 20) throw_bad_input("tune: --runs " + std::to_string(o.runs) + " is too few; at least 20 timed runs per candidate");
+  if (o.warmup < 1) throw_bad_input("tune: --warmup must be at least 1");
+  if (!o.forward && !o.backward) throw_bad_input("tune: neither the forward nor the backward is selected; nothing to tune");
+}
+
 Tuner::Tuner(Database& db, TuneOptions options, CompileFn compile, CandidateTimer* timer, RankGroup* ranks, Environment env)
     : db_(db), options_(std::move(options)), compile_(std::move(compile)), timer_(timer), ranks_(ranks), env_(std::move(env)) {
   if (!compile_) {
     compile_ = [](const KernelSpec& spec, std::string_view arch) { return compile_kernel(spec, arch); };
   }
-  if (options_.runs < 20) throw_bad_input("tune: --runs " + std::to_string(options_.runs) + " is too few; at least 20 timed runs per candidate");
-  if (options_.warmup < 1) throw_bad_input("tune: --warmup must be at least 1");
-  if (!options_.forward && !options_.backward) throw_bad_input("tune: neither the forward nor the backward is selected; nothing to tune");
+  check_tune_options(options_);
 }
 
 std::optional<Record> Tuner::earlier_pin_stands(const WorkloadKey& w, const std::set<std::string>& measured,
@@ -337,15 +351,22 @@ WorkloadResult Tuner::tune_workload(const WorkloadKey& w, double started_s) {
       earlier_ratio_.erase(o->spec.uri());
   }
   timer_->end_workload();
-  if (result.winner && (!ranks_ || ranks_->size() == 1)) {
+  if (result.winner) {
+    // A multi-rank tune pins on every rank after rank 0's broadcast (tune), of what rank 0 decided
+    // here: an earlier pin that stands is its winner too.
+    const bool pin_here = !ranks_ || ranks_->size() == 1;
     db_.transaction([&] {
       if (std::optional<Record> stands = earlier_pin_stands(w, measured, *result.winner->median_ms)) {
         char note[300];
         std::snprintf(note, sizeof note, "the pinned %s (%.4g ms, not measured by this tune) stays the winner",
                       stands->kernel_uri.c_str(), *stands->median_ms);
         result.note = note;
+        // Pinned again as this environment's record: a pin made in another environment (the
+        // pin names one) is passed over by the lookup, which would run another kernel than the
+        // one this note names.
+        if (pin_here) pin_winner(db_, w, {stands->kernel_uri, *stands->median_ms, stands->env.key(), "tune"});
         result.winner = std::move(stands);  // what the runtime runs, in the report too
-      } else {
+      } else if (pin_here) {
         pin_winner(db_, w, {result.winner->kernel_uri, *result.winner->median_ms, result.winner->env.key(), "tune"});
       }
     });

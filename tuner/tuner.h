@@ -53,6 +53,12 @@ struct TuneOptions {
   bool backward = true;      // tune the backward step types (bwd-diagonal, ...)
 };
 
+// Throws Error(kBadInput) naming the option (its command-line flag) for the first value a tune
+// cannot run with: budget_s or max_candidates below 0, a race margin in (0, 1) (it would stop a
+// candidate faster than the best so far, which then never wins), fewer than 20 runs, no warmup,
+// no direction. The Tuner's constructor calls it; `cpgen tune` calls it before reading anything.
+void check_tune_options(const TuneOptions& options);
+
 // "forward" or "backward": which ring a workload's step type belongs to, as progress lines and
 // `cpgen tune --json` name it.
 const char* direction_name(const WorkloadKey& w);

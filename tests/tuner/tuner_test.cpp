@@ -580,7 +580,8 @@ struct RankRun {
 RankRun tune_on_thread_ranks(const std::function<std::string(int)>& db_path, int ranks,
                              const std::function<Problem(int)>& problem_of,
                              const std::function<Environment(int)>& env_of,
-                             const std::function<void(int, FakeTimer&)>& timer_of) {
+                             const std::function<void(int, FakeTimer&)>& timer_of,
+                             const TuneOptions& options = quiet_options()) {
   ThreadRanks group(ranks);
   RankRun run;
   run.reports.resize(ranks);
@@ -596,7 +597,7 @@ RankRun tune_on_thread_ranks(const std::function<std::string(int)>& db_path, int
       try {
         ThreadRanks::Member member(&group, r);
         FakeCompiler compiler;
-        Tuner tuner(*run.dbs[r], quiet_options(), compiler.fn(), run.timers[r].get(), &member, env_of(r));
+        Tuner tuner(*run.dbs[r], options, compiler.fn(), run.timers[r].get(), &member, env_of(r));
         run.reports[r] = tuner.tune({problem_of(r)}, kH200);
       } catch (const std::exception& e) {
         run.errors[r] = e.what();
@@ -628,6 +629,92 @@ TEST_F(TunerTest, RanksAdoptRankZerosWinners) {
       EXPECT_EQ(run.reports[r].workloads[i].winner->kernel_uri, chosen) << "rank " << r;
       Selection s = select_config(run.reports[r].workloads[i].workload, run.dbs[r].get(), test_env(), PretunedCaches{});
       EXPECT_EQ(s.spec.uri(), chosen) << "rank " << r << " would run another kernel";
+    }
+  }
+}
+
+// The rule of AReTuneThatDidNotMeasureTheWinnerKeepsItsFasterPin holds for a multi-rank tune too:
+// rank 0 timed only the reference (a spent budget), its earlier faster pin stands, and every rank
+// adopts that. Before, rank 0 broadcast the default and every rank pinned it over the faster one.
+TEST_F(TunerTest, AMultiRankReTuneThatDidNotMeasureTheWinnerKeepsItsFasterPin) {
+  const Problem problem = small_problem(4096, Scheme::kStriped);
+  std::string earlier;
+  WorkloadKey workload;
+  {
+    Database db(path("rank0.db"));
+    FakeCompiler compiler;
+    FakeTimer timer;
+    const TuneReport first = Tuner(db, quiet_options(), compiler.fn(), &timer, nullptr, test_env()).tune({problem}, kH200);
+    ASSERT_FALSE(first.workloads.empty());
+    ASSERT_TRUE(first.workloads[0].winner);
+    earlier = first.workloads[0].winner->kernel_uri;
+    workload = first.workloads[0].workload;
+    ASSERT_NE(earlier, tuning_default(workload).uri()) << "the test needs a winner other than the reference";
+  }
+  TuneOptions budget = quiet_options();
+  budget.budget_s = 1e-9;  // only the reference is timed
+  const RankRun run = tune_on_thread_ranks(
+      [&](int r) { return path("rank" + std::to_string(r) + ".db"); }, 2, [&](int) { return problem; },
+      [](int) { return test_env(); }, [](int, FakeTimer&) {}, budget);
+  for (int r = 0; r < 2; ++r) {
+    ASSERT_EQ(run.errors[r], "") << "rank " << r;
+    ASSERT_TRUE(run.reports[r].workloads[0].winner) << "rank " << r;
+    EXPECT_EQ(run.reports[r].workloads[0].winner->kernel_uri, earlier) << "rank " << r;
+    EXPECT_EQ(select_config(workload, run.dbs[r].get(), test_env(), PretunedCaches{}).spec.uri(), earlier) << "rank " << r;
+  }
+  EXPECT_NE(run.reports[0].workloads[0].note.find("the pinned " + earlier), std::string::npos)
+      << run.reports[0].workloads[0].note;
+}
+
+// A pin made in another environment names its record's environment, which the lookup passes over
+// here: where this environment's record of that kernel stands (not measured again, faster than
+// this tune's best), it is pinned again as this environment's, so the pin and the report's winner
+// agree. Before, the report said the pin stayed while the pin still named the other environment.
+TEST_F(TunerTest, AnEarlierWinnerThatStandsIsPinnedAsThisEnvironmentsRecord) {
+  Database db(path("t.db"));
+  FakeCompiler compiler;
+  FakeTimer timer;
+  const Problem problem = small_problem(4096, Scheme::kStriped);
+  const Environment here = test_env("12.8"), other = test_env();
+  const TuneReport first = Tuner(db, quiet_options(), compiler.fn(), &timer, nullptr, here).tune({problem}, kH200);
+  ASSERT_TRUE(first.workloads[0].winner);
+  const std::string winner = first.workloads[0].winner->kernel_uri;
+  const WorkloadKey workload = first.workloads[0].workload;
+  ASSERT_NE(winner, tuning_default(workload).uri());
+  Tuner(db, quiet_options(), compiler.fn(), &timer, nullptr, other).tune({problem}, kH200);
+  ASSERT_EQ(pinned_winner(db, workload)->env_key, other.for_kernel(winner).key()) << "the other environment's pin";
+  TuneOptions budget = quiet_options();
+  budget.budget_s = 1e-9;
+  const TuneReport again = Tuner(db, budget, compiler.fn(), &timer, nullptr, here).tune({problem}, kH200);
+  ASSERT_TRUE(again.workloads[0].winner);
+  EXPECT_EQ(again.workloads[0].winner->kernel_uri, winner);
+  const std::optional<PinnedWinner> pin = pinned_winner(db, workload);
+  ASSERT_TRUE(pin);
+  EXPECT_EQ(pin->kernel_uri, winner);
+  EXPECT_EQ(pin->env_key, here.for_kernel(winner).key());
+}
+
+// The Tuner refuses what `cpgen tune` refuses (check_tune_options), for frameworks that build one:
+// a race margin in (0, 1) would stop a candidate faster than the best so far, never to win.
+TEST_F(TunerTest, TheTunerRefusesOptionsTheCommandLineRefuses) {
+  Database db(path("t.db"));
+  FakeCompiler compiler;
+  FakeTimer timer;
+  const std::pair<const char*, std::function<void(TuneOptions&)>> cases[] = {
+      {"--race-margin 0.9 is not allowed", [](TuneOptions& o) { o.race_margin = 0.9; }},
+      {"--check-race-margin 0.5 is not allowed", [](TuneOptions& o) { o.race_check_margin = 0.5; }},
+      {"--budget-s must be >= 0", [](TuneOptions& o) { o.budget_s = -1; }},
+      {"--max-candidates must be >= 0", [](TuneOptions& o) { o.max_candidates = -3; }},
+  };
+  for (const auto& [message, change] : cases) {
+    TuneOptions o = quiet_options();
+    change(o);
+    try {
+      Tuner(db, o, compiler.fn(), &timer, nullptr, test_env());
+      ADD_FAILURE() << "accepted: " << message;
+    } catch (const Error& e) {
+      EXPECT_EQ(e.kind(), ErrorKind::kBadInput) << e.what();
+      EXPECT_NE(std::string(e.what()).find(message), std::string::npos) << e.what();
     }
   }
 }

@@ -68,22 +68,17 @@ void choose_directions(const std::string& only, TuneOptions* options) {
 
 void run(const TuneCliOptions& o) {
   TuneOptions options;
-  // Checked first: a bad value is refused before the shapes file is read or a GPU is looked for.
   choose_directions(o.only, &options);
+  options.max_candidates = o.max_candidates;
+  options.budget_s = o.budget_s;
+  options.runs = o.runs;
+  options.warmup = o.warmup;
+  options.race_margin = o.race_margin;
+  options.race_check_margin = o.check_race_margin;
+  // Checked first: a bad value is refused before the shapes file is read or a GPU is looked for.
+  check_tune_options(options);
   std::vector<Problem> problems = load_shapes_file(o.shapes);
   if (!o.arch.empty()) validate_arch(o.arch);
-  if (o.budget_s < 0) throw_bad_input("tune: --budget-s must be >= 0 (0: no limit)");
-  if (o.max_candidates < 0) throw_bad_input("tune: --max-candidates must be >= 0 (0: all)");
-  if (!(o.race_margin == 0 || o.race_margin >= 1)) {
-    char value[32];
-    std::snprintf(value, sizeof value, "%g", o.race_margin);
-    throw_bad_input(std::string("tune: --race-margin ") + value + " is not allowed; allowed: 0 (no race) or >= 1");
-  }
-  if (!(o.check_race_margin == 0 || o.check_race_margin >= 1)) {
-    char value[32];
-    std::snprintf(value, sizeof value, "%g", o.check_race_margin);
-    throw_bad_input(std::string("tune: --check-race-margin ") + value + " is not allowed; allowed: 0 (no such cut) or >= 1");
-  }
   if (o.rank >= o.world_size) {
     throw_bad_input("tune: --rank " + std::to_string(o.rank) + " must lie in [0, --world-size " + std::to_string(o.world_size) + ")");
   }
@@ -125,16 +120,12 @@ void run(const TuneCliOptions& o) {
   }
   options.arch = device_class.arch;
   options.jobs = o.jobs;
-  options.max_candidates = o.max_candidates;
-  options.budget_s = o.budget_s;
-  options.runs = o.runs;
-  options.warmup = o.warmup;
-  options.race_margin = o.race_margin;
-  options.race_check_margin = o.check_race_margin;
   // Progress goes to stderr in both modes, so --json keeps stdout clean and still shows life.
   options.quiet = o.quiet;
   CompileFn compile = [store](const KernelSpec& spec, std::string_view arch) { return compile_kernel(spec, arch, store); };
-  Tuner tuner(*db, options, compile, timer.get(), ranks.get());
+  // Records name the environment of the device this rank times on (device 0's was recorded for
+  // every rank, so a rank on another GPU model filed its timings under the wrong one).
+  Tuner tuner(*db, options, compile, timer.get(), ranks.get(), current_environment(device));
   TuneReport report = tuner.tune(problems, device_class);
 
   if (o.json_output) {
@@ -162,7 +153,8 @@ void run(const TuneCliOptions& o) {
               << r.timing_s << " checking and timing the candidates (" << r.measure_s << " in the timer, " << r.store_s
               << " storing records)\n";
     if (r.winner) std::cout << "    winner: " << r.winner->kernel_uri << " (" << ms_text(*r.winner->median_ms) << " median)\n";
-    if (r.winner && !r.note.empty()) std::cout << "    note: " << r.note << "\n";
+    // Also where there is no winner: why (the reference failed its check, the inputs did not fit).
+    if (!r.note.empty()) std::cout << "    note: " << r.note << "\n";
   }
   if (!report.notice.empty()) std::cout << "note: " << report.notice << "\n";
 }
