@@ -43,22 +43,38 @@ cpgen_status status_of(cpgen::ErrorKind kind) {
   return CPGEN_ERR_INTERNAL;
 }
 
+// Where g_last_error could not take a message (no memory left for its copy): a fixed one.
+thread_local const char* g_fixed_error = nullptr;
+
+// The failed call's message, `prefix` then `text`. Storing it may allocate, and an allocation
+// that throws in guard's handlers would escape the noexcept guard (std::terminate): with no memory
+// for the copy, cpgen_last_error says so instead.
+void set_last_error(const char* prefix, const char* text) noexcept {
+  try {
+    g_last_error.assign(prefix);
+    g_last_error.append(text);
+    g_fixed_error = nullptr;
+  } catch (...) {
+    g_fixed_error = "out of host memory (the error's message could not be stored)";
+  }
+}
+
 template <typename Body>
 cpgen_status guard(Body&& body) noexcept {
   try {
     body();
     return CPGEN_OK;
   } catch (const cpgen::Error& e) {
-    g_last_error = e.what();
+    set_last_error("", e.what());
     return status_of(e.kind());
   } catch (const std::bad_alloc&) {
-    g_last_error = "out of host memory";
+    set_last_error("", "out of host memory");
     return CPGEN_ERR_INTERNAL;
   } catch (const std::exception& e) {
-    g_last_error = std::string("internal error: ") + e.what();
+    set_last_error("internal error: ", e.what());
     return CPGEN_ERR_INTERNAL;
   } catch (...) {
-    g_last_error = "internal error: unknown exception";
+    set_last_error("", "internal error: unknown exception");
     return CPGEN_ERR_INTERNAL;
   }
 }
@@ -70,10 +86,13 @@ void require(const void* pointer, const char* name, const char* function) {
 // The bytes of a version-0 struct: the fields up to softmax_scale.
 constexpr size_t kVersion0Size = offsetof(cpgen_problem, documents);
 
+// 0 or version 0's own size (an FFI caller that lays out the version-0 struct sets its size, as
+// the header says) for version 0, sizeof(cpgen_problem) for version 1.
 void check_struct_size(int64_t size, const char* function) {
-  if (size != 0 && size != static_cast<int64_t>(sizeof(cpgen_problem)))
+  if (size != 0 && size != static_cast<int64_t>(kVersion0Size) && size != static_cast<int64_t>(sizeof(cpgen_problem)))
     cpgen::throw_bad_input(std::string(function) + ": struct_size " + std::to_string(size) +
-                           " is not a cpgen_problem this library knows; allowed: 0 (version 0) or " +
+                           " is not a cpgen_problem this library knows; allowed: 0 or " + std::to_string(kVersion0Size) +
+                           " (version 0) or " +
                            std::to_string(sizeof(cpgen_problem)) + " (version 1; fill it with cpgen_problem_init_sized)");
 }
 
@@ -109,7 +128,7 @@ cpgen::Problem to_problem(const cpgen_problem* c, const char* function, bool for
   }
   check_struct_size(c->struct_size, function);
   p.softmax_scale = c->softmax_scale;
-  if (c->struct_size != 0) {  // version 1: the mask and the layout
+  if (c->struct_size == static_cast<int32_t>(sizeof(cpgen_problem))) {  // version 1: the mask and the layout
     if (c->document_count < 0 || (c->document_count > 0 && !c->documents))
       cpgen::throw_bad_input(std::string(function) + ": document_count " + std::to_string(c->document_count) +
                              (c->document_count < 0 ? " is negative" : " with documents NULL") +
@@ -168,7 +187,7 @@ extern "C" {
 
 const char* cpgen_version(void) { return cpgen::version(); }
 
-const char* cpgen_last_error(void) { return g_last_error.c_str(); }
+const char* cpgen_last_error(void) { return g_fixed_error ? g_fixed_error : g_last_error.c_str(); }
 
 const char* cpgen_status_name(int status) {
   switch (status) {
@@ -345,6 +364,9 @@ cpgen_status cpgen_ring_forward_all(cpgen_ring* ring, const void* const* q, cons
   return guard([&] {
     const char* fn = "cpgen_ring_forward_all";
     require(ring, "ring", fn);
+    // Before the arrays are read: an NCCL rank's arrays hold its own shard only, not cp_size.
+    if (ring->ring.rank() >= 0)
+      cpgen::throw_bad_input(std::string(fn) + " is for loopback rings; an NCCL rank calls cpgen_ring_forward with its own shard");
     require(q, "q", fn);
     require(k, "k", fn);
     require(v, "v", fn);
@@ -373,6 +395,9 @@ cpgen_status cpgen_ring_backward_all(cpgen_ring* ring, const void* const* q, con
   return guard([&] {
     const char* fn = "cpgen_ring_backward_all";
     require(ring, "ring", fn);
+    // Before the arrays are read: an NCCL rank's arrays hold its own shard only, not cp_size.
+    if (ring->ring.rank() >= 0)
+      cpgen::throw_bad_input(std::string(fn) + " is for loopback rings; an NCCL rank calls cpgen_ring_backward with its own shard");
     require(q, "q", fn);
     require(k, "k", fn);
     require(v, "v", fn);

@@ -5,6 +5,7 @@
 #include <cmath>
 #include <cstring>
 #include <filesystem>
+#include <iostream>
 #include <fstream>
 #include <sstream>
 #include <thread>
@@ -136,18 +137,29 @@ void* nccl_comm_from_file(const NcclFileBootstrap& o) {
   if (o.rank != 0) return nccl_comm_init(wait_for_id_file(o), o.rank, o.nranks, o.device);
   id = nccl_unique_id();
   write_id_file(o, id);
+  // The file the id went to (write_file_atomically writes through a symbolic link), removed.
+  const auto remove_id_file = [&o] {
+    std::error_code ec;
+    std::filesystem::path written = std::filesystem::weakly_canonical(o.path, ec);
+    if (ec) written = o.path;
+    if (std::filesystem::remove(written, ec) || !ec) return std::string();
+    return written.string() + ": " + ec.message();
+  };
   void* comm = nullptr;
   try {
     comm = nccl_comm_init(id, o.rank, o.nranks, o.device);
   } catch (...) {
     // A failed rank 0 takes its id back: the file would otherwise wait there for the next job's
     // ranks (with no job key, any of them) to join an id no rank 0 serves.
-    std::error_code ignored;
-    std::filesystem::remove(o.path, ignored);
+    remove_id_file();
     throw;
   }
-  // Init is collective: once it returned on rank 0 every rank has read the file.
-  std::filesystem::remove(o.path);
+  // Init is collective: once it returned on rank 0 every rank has read the file. A failure to
+  // remove it loses nothing of this job, whose communicator stands (every rank holds its part),
+  // so it is a warning: the next job's ranks would read a stale id.
+  if (const std::string failed = remove_id_file(); !failed.empty())
+    std::cerr << "cpgen: warning: rank 0 could not remove its NCCL id file " << failed
+              << "; remove it before another job's ranks start, or they read a stale id\n";
   return comm;
 }
 

@@ -15,6 +15,7 @@
 #include "cpgen/ring_attention.h"
 #include "generator/kernel_spec.h"
 #include "test_util.h"
+#include "tests/temp_dir.h"
 
 namespace {
 
@@ -294,6 +295,28 @@ TEST(CApi, VersionZeroCallersKeepWorking) {
   EXPECT_EQ(g.p.struct_size, 0);
   for (size_t i = offsetof(cpgen_problem, documents); i < sizeof(cpgen_problem); ++i)
     ASSERT_EQ(bytes[i], 0x5a) << "byte " << i << " past a version-0 struct was written";
+  // An FFI caller that lays the version-0 struct out itself sets struct_size to its size, as the
+  // header says: that is version 0 too, and nothing past it is read (the poison there would be a
+  // document pointer and count). It was refused as a size this library does not know.
+  g.p.struct_size = static_cast<int32_t>(offsetof(cpgen_problem, documents));
+  g.p.q_heads = 32;
+  g.p.kv_heads = 8;
+  g.p.head_dim = 128;
+  g.p.seq_len = 4096;
+  g.p.cp_size = 8;
+  EXPECT_EQ(cpgen_problem_validate(&g.p), CPGEN_OK) << cpgen_last_error();
+}
+
+// tests/api_probe/oom_probe.cpp: with every allocation failing, a call returns its status and a
+// message. Before, the guard's handler stored "out of host memory" (past the string's inline
+// room) and its own bad_alloc left the noexcept guard: std::terminate, the caller's process gone.
+TEST(CApi, ACallThatFailsWithNoMemoryLeftReturns) {
+  cpgen::testing::TempDir dir("c_api_oom");
+  const cpgen::testing::ShellResult r = cpgen::testing::run_shell("timeout 60 '" CPGEN_OOM_PROBE_PATH "'", dir.path() + "/log");
+  ASSERT_EQ(r.code, 0) << r.output;
+  EXPECT_NE(r.output.find(std::string("status ") + cpgen_status_name(CPGEN_ERR_INTERNAL) + "\n"), std::string::npos)
+      << r.output;
+  EXPECT_NE(r.output.find("last error: out of host memory"), std::string::npos) << r.output;
 }
 
 TEST(CApi, NullArgumentsAreErrorsNotCrashes) {
