@@ -75,8 +75,9 @@ std::vector<std::string_view> include_names(std::string_view text) {
     l.remove_prefix(first + 1);
     l.remove_prefix(std::min(l.size(), l.find_first_not_of(" \t")));
     if (!l.starts_with("include")) continue;
-    const size_t open = l.find('"');
-    const size_t close = open == std::string_view::npos ? open : l.find('"', open + 1);
+    // "name" or <name>: NVRTC finds a template under either form among the program's headers.
+    const size_t open = l.find_first_of("\"<", 7);
+    const size_t close = open == std::string_view::npos ? open : l.find(l[open] == '"' ? '"' : '>', open + 1);
     if (close != std::string_view::npos) names.push_back(l.substr(open + 1, close - open - 1));
   }
   return names;

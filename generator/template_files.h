@@ -24,11 +24,11 @@ std::span<const EmbeddedTemplate> template_files();
 const std::string& template_files_dir();
 
 // The templates of `templates` that `source` includes, directly or through one another: every
-// line `#include "cpgen/NAME"` counts, whatever #if surrounds it, so the set may hold a template
+// line `#include "cpgen/NAME"` (or `<cpgen/NAME>`) counts, whatever #if surrounds it, so the set may hold a template
 // a compile skips but never misses one it reads. In `templates`' order. What a kernel's code is
 // made of beside its rendered source (the kernel store's keys, the tuning records' code hash).
 std::vector<EmbeddedTemplate> included_templates(std::string_view source, std::span<const EmbeddedTemplate> templates);
-// The names of text's `#include "NAME"` lines, in order (its own lines only).
+// The names of text's `#include "NAME"` and `#include <NAME>` lines, in order (its own lines only).
 std::vector<std::string_view> include_names(std::string_view text);
 
 }  // namespace cpgen

@@ -90,8 +90,10 @@ elif [ $KERNELS = 1 ]; then
     done
     ab=", and the 9 kernels gpu-check --ab $AB_REV times from each of those commits' templates"
   fi
+  # Root-owned and writable by the owner only: the store loads only entries this user or root owns
+  # that no one else may write (kernel_store.cpp, trusted_entry), whoever unpacks them.
   count=$(find "$work/store" -maxdepth 1 -name '*.cpgenk' | wc -l)
-  (cd "$work/store" && find . -maxdepth 1 -name '*.cpgenk' -print0 | tar --null -T - -cJf "$DEST/kernels.tar.xz")
+  (cd "$work/store" && find . -maxdepth 1 -name '*.cpgenk' -print0 | tar --null -T - --owner=0 --group=0 --mode=go-w -cJf "$DEST/kernels.tar.xz")
   nvrtc=$("$CPGEN" compile --spec ring_fwd_fp16_hd64_full_gqa1_bm64_bn64_w4_s2 --arch sm_90a --store "$work/store" --json |
           python3 -c 'import json, sys; print(json.load(sys.stdin)["nvrtc"])' 2>/dev/null || echo unknown)
   echo "packed at commit $(git -C "$ROOT" rev-parse --short HEAD 2>/dev/null || echo unknown)$(git -C "$ROOT" diff --quiet HEAD -- templates generator 2>/dev/null || echo ' with template or generator changes'), NVRTC $nvrtc: $count sm_90a kernels, every default and $TUNE_CANDIDATES tune candidates per workload of examples/shapes$ab" \

@@ -1,5 +1,6 @@
 #include "runtime/jit/compile_log.h"
 
+#include "runtime/core/json_text.h"
 #include "runtime/core/log_lines.h"
 
 namespace cpgen {
@@ -28,6 +29,24 @@ std::optional<std::string> traits_assertion_failure(std::string_view log) {
   }
   if (!any_error) return std::nullopt;
   return messages;
+}
+
+std::string log_summary(std::string_view log) {
+  std::vector<std::string_view> lines;
+  for (std::string_view line : split_lines(log))
+    if (line.find_first_not_of(" \t\r") != std::string_view::npos) lines.push_back(line);
+  if (lines.empty()) return "the log is empty";
+  size_t chosen = 0;
+  for (size_t i = 0; i < lines.size(); ++i)
+    if (lines[i].find("error") != std::string_view::npos) {
+      chosen = i;
+      break;
+    }
+  std::string_view line = lines[chosen];
+  line.remove_prefix(line.find_first_not_of(" \t"));
+  std::string text = printable(line, 300);
+  if (lines.size() > 1) text += " (the log has " + std::to_string(lines.size() - 1) + " more lines)";
+  return text;
 }
 
 }  // namespace cpgen

@@ -18,6 +18,7 @@
 #include <optional>
 #include <sstream>
 
+#include "runtime/jit/compile_log.h"
 #include "cpgen/error.h"
 #include "generator/template_files.h"
 #include "generator/render.h"
@@ -105,7 +106,7 @@ void keep(KernelStore* store, CompiledKernel& object) {
   if (!store) return;
   try {
     store->put(object);
-  } catch (const Error& e) {
+  } catch (const std::exception& e) {
     object.log += "\ncpgen: not stored: " + std::string(e.what());
     object.not_stored = e.what();
   }
@@ -280,9 +281,9 @@ HostCompileOutput run_host_compile(const std::string& what, const HostCompiler& 
   const std::string outcome = status < 0    ? "could not start " + compiler.path
                               : status != 0 ? "exit status " + std::to_string(status)
                                             : "exit status 0 but no " + output.filename().string() + " written";
-  throw Error(ErrorKind::kCompile, "the host compiler could not build " + what + " (" + outcome +
-                                       "); source kept in " + dir.string() + "; command: " + command + "; log:\n" +
-                                       result.log);
+  throw Error(ErrorKind::kCompile, "the host compiler could not build " + what + " (" + outcome + "): " +
+                                       log_summary(result.log) + "; source kept in " + dir.string() +
+                                       "; the whole log in " + (dir / log_name).string() + "; command: " + command);
 }
 
 // The run-time object's bytes: from this process, the store, or compiled in `dir` (whose include

@@ -266,8 +266,9 @@ CompiledKernel run_nvrtc(const std::string& kernel_name, const std::string& sour
   auto fail = [&](const std::string& what) -> CompiledKernel {
     std::string saved = save_failed_compile(kernel_name, key, source, options, log);
     throw Error(ErrorKind::kCompile, "NVRTC could not compile " + kernel_name + " for " +
-                                         std::string(arch) + " (" + what + "); source saved to " +
-                                         saved + "; options: " + join(options) + "; log:\n" + log);
+                                         std::string(arch) + " (" + what + "): " + log_summary(log) +
+                                         "; source saved to " + saved + "; the whole log in nvrtc.log beside it" +
+                                         "; options: " + join(options));
   };
   if (status == NVRTC_ERROR_COMPILATION) {
     // A resource check of the traits failed: the config does not fit, which the tuner records
@@ -275,7 +276,7 @@ CompiledKernel run_nvrtc(const std::string& kernel_name, const std::string& sour
     if (std::optional<std::string> reason = traits_assertion_failure(log)) {
       throw Error(ErrorKind::kInfeasible, kernel_name + " on " + std::string(arch) + ": " + *reason +
                                               " (static_assert in cpgen/traits.cuh; the feasibility model "
-                                              "did not predict it); options: " + join(options) + "; log:\n" + log);
+                                              "did not predict it); options: " + join(options));
     }
   }
   if (status != NVRTC_SUCCESS) return fail(nvrtcGetErrorString(status));
@@ -359,23 +360,25 @@ CompiledKernel compile_source(const std::string& kernel_name, const std::string&
     std::lock_guard<std::mutex> lock(flight.mutex);
     flight.compiles.erase(key);
   };
+  // Whatever leaves this block, the waiting threads get it and the key leaves the table: an
+  // exception that skipped both left a broken promise there for every later request of the key.
   CompiledKernel k;
   try {
     k = run_nvrtc(kernel_name, source, arch, key, options);
+    k.stats.compile_ms = ms_since(start);
+    if (store) {
+      try {
+        store->put(k);
+      } catch (const std::exception& e) {
+        // The cubin is good; failing to keep it only costs a recompile next time.
+        k.log += "\ncpgen: not stored: " + std::string(e.what());
+        k.not_stored = e.what();
+      }
+    }
   } catch (...) {
     promise.set_exception(std::current_exception());
     finish();
     throw;
-  }
-  k.stats.compile_ms = ms_since(start);
-  if (store) {
-    try {
-      store->put(k);
-    } catch (const Error& e) {
-      // The cubin is good; failing to keep it only costs a recompile next time.
-      k.log += "\ncpgen: not stored: " + std::string(e.what());
-      k.not_stored = e.what();
-    }
   }
   promise.set_value(k);
   finish();

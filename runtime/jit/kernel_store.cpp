@@ -34,20 +34,40 @@ constexpr std::string_view kTempMarker = ".tmp.";
 // A temporary file this old was left by a writer that died before its rename.
 constexpr auto kStaleTemp = std::chrono::hours(1);
 
+// An entry's bytes larger than this are no kernel this store wrote (cubins are tens of KB, an
+// emulated kernel's object a few MB): they read as absent instead of being read into memory whole.
+constexpr off_t kMaxEntryBytes = off_t{256} << 20;
+
+// The metadata's one line. A log with bytes that are not UTF-8 (a template's #warning text) is
+// written with U+FFFD in their place: dump() throws on them otherwise.
+std::string meta_text(const nlohmann::json& meta) {
+  return meta.dump(-1, ' ', false, nlohmann::json::error_handler_t::replace);
+}
+
 // The checksum of an entry: its metadata as written (entry_checksum left out) and its cubin.
 uint64_t entry_checksum(nlohmann::json meta, std::string_view cubin) {
   meta.erase("entry_checksum");
-  return content_checksum(cubin, content_checksum(meta.dump()));
+  return content_checksum(cubin, content_checksum(meta_text(meta)));
+}
+
+// Whether this process may trust what the file holds: it is owned by this user or by root and no
+// one else may write it. An entry is loaded into the GPU, and an emulated kernel's is a shared
+// object this process runs: one that another user wrote (a store folder others may write, as a
+// CPGEN_KERNEL_DIR can be) reads as absent and is compiled again, and the new entry replaces it.
+bool trusted_entry(const struct stat& st) {
+  const bool owner = st.st_uid == ::geteuid() || st.st_uid == 0;
+  return owner && (st.st_mode & (S_IWGRP | S_IWOTH)) == 0;
 }
 
 std::string errno_text() { return std::strerror(errno); }
 
 bool read_file(const std::string& path, std::string& out) {
-  // O_NONBLOCK: a FIFO at an entry's name would block the open; only a regular file is read.
+  // O_NONBLOCK: a FIFO at an entry's name would block the open; only a regular file is read, of
+  // at most kMaxEntryBytes and one trusted_entry accepts.
   int fd = ::open(path.c_str(), O_RDONLY | O_CLOEXEC | O_NONBLOCK);
   if (fd < 0) return false;
   struct stat st;
-  bool ok = ::fstat(fd, &st) == 0 && S_ISREG(st.st_mode);
+  bool ok = ::fstat(fd, &st) == 0 && S_ISREG(st.st_mode) && st.st_size <= kMaxEntryBytes && trusted_entry(st);
   if (ok) {
     out.resize(static_cast<size_t>(st.st_size));
     size_t done = 0;
@@ -154,7 +174,7 @@ void DirectoryKernelStore::put(const CompiledKernel& kernel) {
         {"compile_ms", kernel.stats.compile_ms}}}};
   meta["entry_checksum"] = entry_checksum(meta, kernel.cubin);
   std::string entry(kMagic);
-  entry += meta.dump();  // one line: dump() escapes the log's newlines
+  entry += meta_text(meta);  // one line: dump() escapes the log's newlines
   entry += '\n';
   entry += kernel.cubin;
 

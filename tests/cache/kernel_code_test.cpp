@@ -47,6 +47,10 @@ TEST(IncludedTemplates, FollowsIncludesThroughTemplatesWhateverSurroundsThem) {
             (std::vector<std::string>{"cpgen/a.cuh", "cpgen/b.cuh", "cpgen/c.cuh"}));
   EXPECT_EQ(names_of(included_templates("#include \"cpgen/d.cuh\"", set)), (std::vector<std::string>{"cpgen/d.cuh"}));
   EXPECT_TRUE(included_templates("int x; // #include \"cpgen/a.cuh\"\n", set).empty());
+  // NVRTC finds a template named in angle brackets among the program's headers too: it counts
+  // (it was left out of the keys, so an edit of it served the stale kernel from the store).
+  EXPECT_EQ(names_of(included_templates("#include <cpgen/d.cuh>\n#include <cstdint>\n", set)),
+            (std::vector<std::string>{"cpgen/d.cuh"}));
 }
 
 // The families share the common templates and keep their own apart: an edit of the backward

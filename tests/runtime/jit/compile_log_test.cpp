@@ -43,5 +43,18 @@ TEST(CompileLog, AnyOtherErrorIsACompileFailure) {
   EXPECT_FALSE(traits_assertion_failure(""));
 }
 
+// A compile failure's message carries one line of its log: the first error, printable, with how
+// much more the saved log holds.
+TEST(CompileLog, TheSummaryIsTheFirstErrorOnOneLine) {
+  EXPECT_EQ(log_summary("ring_x.cu(3): warning: unused\n\nring_x.cu(7): error: identifier \"f\" is undefined\n"
+                        "  f();\n  ^\n1 error detected\n"),
+            "ring_x.cu(7): error: identifier \\\"f\\\" is undefined (the log has 4 more lines)");
+  EXPECT_EQ(log_summary("  broken on purpose\n"), "broken on purpose");
+  EXPECT_EQ(log_summary("\n \n"), "the log is empty");
+  const std::string summary = log_summary(std::string(5000, 'x') + " error\n\x01\xff\n");
+  EXPECT_LE(summary.size(), 340u) << summary;
+  EXPECT_EQ(summary.find('\n'), std::string::npos);
+}
+
 }  // namespace
 }  // namespace cpgen

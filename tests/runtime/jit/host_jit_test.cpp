@@ -128,6 +128,7 @@ TEST(HostJit, AFailedCompileKeepsTheSourceAndShowsTheLog) {
   EXPECT_NE(message.find("emulated kernel " + spec.uri()), std::string::npos) << message;
   EXPECT_NE(message.find("exit status 3"), std::string::npos) << message;
   EXPECT_NE(message.find("broken on purpose"), std::string::npos) << message;
+  EXPECT_EQ(message.find('\n'), std::string::npos) << "one line; the log stays in the kept folder: " << message;
   // The folder an error names after "source kept in ", up to the next ';'.
   auto kept_folder = [](const std::string& text) {
     const auto at = text.find("source kept in ");

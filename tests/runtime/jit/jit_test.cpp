@@ -5,6 +5,7 @@
 #include <cstddef>
 #include <filesystem>
 #include <fstream>
+#include <stdexcept>
 #include <thread>
 
 #include "cpgen/error.h"
@@ -108,6 +109,9 @@ TEST(Jit, CompileErrorCarriesUriOptionsLogAndSavedSource) {
     EXPECT_NE(what.find("--gpu-architecture=sm_90a"), std::string::npos) << what;
     EXPECT_NE(what.find("-std=c++17"), std::string::npos) << what;
     EXPECT_NE(what.find("no_such_function"), std::string::npos) << "log missing: " << what;
+    // One line: the log's first error; the whole log is saved beside the source (a message with
+    // the log appended ran to many lines, past what the C ABI and the CLI promise).
+    EXPECT_EQ(what.find('\n'), std::string::npos) << what;
     const std::string marker = "source saved to ";
     size_t at = what.find(marker);
     ASSERT_NE(at, std::string::npos) << what;
@@ -122,6 +126,27 @@ TEST(Jit, CompileErrorCarriesUriOptionsLogAndSavedSource) {
     std::filesystem::remove_all(std::filesystem::path(saved).parent_path());
   }
   EXPECT_TRUE(std::filesystem::is_empty(dir.path())) << "a failed compile left a store entry";
+}
+
+// A store whose put fails with something else than cpgen's Error: the compile still returns its
+// kernel (not stored, saying why), and the next request of the key compiles again. Before, the
+// exception left compile_source between the compile and the hand-over to waiting threads, and the
+// key stayed in the in-flight table with a broken promise: every later request failed with
+// std::future_error.
+TEST(Jit, AStoreThatThrowsLeavesTheKeyCompilable) {
+  struct ThrowingStore : KernelStore {
+    std::optional<CompiledKernel> get(const std::string&) override { return std::nullopt; }
+    void put(const CompiledKernel&) override { throw std::runtime_error("disk on fire"); }
+    std::string describe() const override { return "throwing"; }
+  } store;
+  const std::string name = "ring_fwd_store_throws_for_test";
+  const std::string source = "extern \"C\" __global__ void " + name + "(int* p) { if (p) *p = 1; }\n";
+  for (int attempt = 0; attempt < 2; ++attempt) {
+    CompiledKernel k;
+    ASSERT_NO_THROW(k = compile_source(name, source, "sm_90", &store)) << "attempt " << attempt;
+    EXPECT_FALSE(k.cubin.empty());
+    EXPECT_NE(k.not_stored.find("disk on fire"), std::string::npos) << k.not_stored;
+  }
 }
 
 TEST(Jit, SourceWithoutTheNamedKernelIsACompileError) {

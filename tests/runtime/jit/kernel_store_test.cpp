@@ -118,6 +118,64 @@ TEST(KernelStore, DamagedEntriesReadAsAbsentAndPutRepairsThem) {
   EXPECT_EQ(repaired->cubin, k.cubin);
 }
 
+// An entry is loaded into the GPU (an emulated kernel's is a shared object this process runs):
+// one that someone else may write, or that another user owns, reads as absent and the next put
+// replaces it. Before, any file with a right checksum (which detects damage, not tampering) was
+// loaded, also from a store folder that other users may write.
+TEST(KernelStore, AnEntryOthersMayWriteOrAnotherUserOwnsReadsAsAbsent) {
+  TempDir dir("store");
+  DirectoryKernelStore store(dir.path());
+  const CompiledKernel k = make_kernel("key", 'c', 2048);
+  store.put(k);
+  const std::string path = store.entry_path("key");
+  ASSERT_TRUE(store.get("key").has_value());
+  for (mode_t mode : {0664, 0646, 0666}) {
+    ASSERT_EQ(::chmod(path.c_str(), mode), 0);
+    EXPECT_FALSE(store.get("key").has_value()) << std::oct << mode;
+  }
+  ASSERT_EQ(::chmod(path.c_str(), 0444), 0);
+  EXPECT_TRUE(store.get("key").has_value()) << "read-only for everyone is fine";
+  if (::geteuid() == 0) {
+    ASSERT_EQ(::chown(path.c_str(), 65534, 65534), 0);
+    EXPECT_FALSE(store.get("key").has_value()) << "owned by another user";
+  }
+  ASSERT_EQ(::chmod(path.c_str(), 0666), 0);
+  store.put(k);
+  ASSERT_TRUE(store.get("key").has_value()) << "the put replaced it";
+  struct stat st {};
+  ASSERT_EQ(::stat(path.c_str(), &st), 0);
+  EXPECT_EQ(st.st_uid, ::geteuid());
+  EXPECT_EQ(st.st_mode & 022, 0u);
+}
+
+// An entry far larger than any kernel reads as absent without being read into memory whole (a
+// 1 TB file was: std::bad_alloc on every lookup, never replaced), and the next put replaces it.
+TEST(KernelStore, AnOversizedEntryReadsAsAbsentAndPutReplacesIt) {
+  TempDir dir("store");
+  DirectoryKernelStore store(dir.path());
+  const CompiledKernel k = make_kernel("key", 'd', 1024);
+  store.put(k);
+  std::filesystem::resize_file(store.entry_path("key"), std::uintmax_t{1} << 40);  // sparse
+  EXPECT_FALSE(store.get("key").has_value());
+  store.put(k);
+  ASSERT_TRUE(store.get("key").has_value());
+  EXPECT_EQ(store.get("key")->cubin, k.cubin);
+}
+
+// A log with bytes that are not UTF-8 (a template's #warning text) is stored with U+FFFD in their
+// place. Before, the metadata's dump threw a JSON type error out of put.
+TEST(KernelStore, ALogThatIsNotUtf8IsStored) {
+  TempDir dir("store");
+  DirectoryKernelStore store(dir.path());
+  CompiledKernel k = make_kernel("key", 'e', 512);
+  k.log = "warning: caf\xe9 \xff\xfe";
+  EXPECT_NO_THROW(store.put(k));
+  const std::optional<CompiledKernel> got = store.get("key");
+  ASSERT_TRUE(got.has_value());
+  EXPECT_EQ(got->log, "warning: caf\xef\xbf\xbd \xef\xbf\xbd\xef\xbf\xbd");
+  EXPECT_EQ(got->cubin, k.cubin);
+}
+
 // Only a regular file is an entry: a FIFO at an entry's name reads as absent at once (its open
 // blocked forever before), as does a folder.
 TEST(KernelStore, AnEntryThatIsNotARegularFileReadsAsAbsentWithoutBlocking) {
