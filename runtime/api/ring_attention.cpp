@@ -251,6 +251,27 @@ struct RingAttention::Impl {
     if (backward && !capturing) backward_ran = true;
   }
 
+#ifdef CPGEN_HAVE_NCCL
+  // One NCCL rank's call, then its completion event recorded, also where the call failed: work it
+  // queued before the failure (the preprocessing, copies, a step) is what the next call on
+  // another stream must wait for, and a call that failed before its first exchange leaves the
+  // ring usable. Before, a failed call left the previous call's event standing.
+  template <typename Body>
+  void run_nccl_call(const char* what, CUstream stream, bool capturing, Body&& body) {
+    try {
+      nccl->run_call(what, body);
+    } catch (...) {
+      try {
+        record_done(stream, capturing);
+      } catch (...) {
+        // The call's own error says more than a failed record after it (a context gone bad).
+      }
+      throw;
+    }
+    record_done(stream, capturing);
+  }
+#endif
+
   void run_loopback_forward(std::span<const ShardPointers> ranks, CUstream stream) {
     run_loopback(
         ranks.size(), stream, false,
@@ -367,8 +388,7 @@ void RingAttention::forward(const void* q, const void* k, const void* v, void* o
   m.devices[0]->set_stream(cu_stream);
   m.backends[0]->bind({q, k, v, out, lse, nullptr, nullptr, nullptr, nullptr, strides});
   m.nccl->set_compute_stream(cu_stream);
-  m.nccl->run_call("forward", [&] { ring_forward(*m.backends[0], *m.nccl); });
-  m.record_done(cu_stream, capturing);
+  m.run_nccl_call("forward", cu_stream, capturing, [&] { ring_forward(*m.backends[0], *m.nccl); });
 #else
   throw Error(ErrorKind::kInternal, "RingAttention: no transport");
 #endif
@@ -406,8 +426,7 @@ void RingAttention::backward(const void* q, const void* k, const void* v, const 
   m.devices[0]->set_stream(cu_stream);
   m.backends[0]->bind_backward(Impl::backward_tensors(shard));
   m.nccl->set_compute_stream(cu_stream);
-  m.nccl->run_call("backward", [&] { ring_backward(*m.backends[0], *m.nccl); });
-  m.record_done(cu_stream, capturing);
+  m.run_nccl_call("backward", cu_stream, capturing, [&] { ring_backward(*m.backends[0], *m.nccl); });
   if (!capturing) m.backward_ran = true;
 #else
   throw Error(ErrorKind::kInternal, "RingAttention: no transport");

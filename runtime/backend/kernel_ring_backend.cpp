@@ -333,16 +333,24 @@ void KernelRingBackend::allocate_dkv() {
   if (dk_slots_[0][0].data()) return;
   // A part holds the keys of the largest chunk; a smaller chunk's gradients leave its last rows
   // unwritten, and the exchange moves them all. Zeroed once: afterwards each row holds the
-  // gradient of some earlier chunk, written, unread.
+  // gradient of some earlier chunk, written, unread. All or nothing: made aside and kept only
+  // once every buffer is there, so a failure (out of device memory) leaves none, and the next
+  // backward allocates them again (it found the first one and went on with the others null).
   const bool zero_tails = !positions_.equal_shards();
+  DeviceAllocation dk[2][2], dv[2][2];
   for (int s = 0; s < 2; ++s)
     for (int part = 0; part < parts_; ++part) {
-      dk_slots_[s][part] = device_.allocate(part_bytes(part));
-      dv_slots_[s][part] = device_.allocate(part_bytes(part));
+      dk[s][part] = device_.allocate(part_bytes(part));
+      dv[s][part] = device_.allocate(part_bytes(part));
       if (zero_tails) {
-        device_.zero(dk_slots_[s][part].data(), part_bytes(part));
-        device_.zero(dv_slots_[s][part].data(), part_bytes(part));
+        device_.zero(dk[s][part].data(), part_bytes(part));
+        device_.zero(dv[s][part].data(), part_bytes(part));
       }
+    }
+  for (int s = 0; s < 2; ++s)
+    for (int part = 0; part < parts_; ++part) {
+      dk_slots_[s][part] = std::move(dk[s][part]);
+      dv_slots_[s][part] = std::move(dv[s][part]);
     }
 }
 

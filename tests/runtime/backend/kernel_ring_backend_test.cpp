@@ -593,6 +593,46 @@ TEST(KernelRingBackendBackward, LaunchesPreThenTwoPartKernelsPerStepThenTheConve
   EXPECT_EQ(one.device->copies(), 0);
 }
 
+// A backward whose dK/dV accumulators could not all be allocated (out of device memory) leaves
+// none: the next backward allocates them all again. Before, it found the first one and went on
+// with the rest null, which a GPU's step kernel would have written through.
+TEST(KernelRingBackendBackward, AccumulatorsThatFailToAllocateAreAllocatedAgainWhole) {
+  const Problem p = make_problem(3, Dtype::kFp16, true, Scheme::kZigzag, 1, 64);
+  struct FlakyDevice final : KernelDevice {
+    explicit FlakyDevice(ModelDevice& d) : inner(d) {}
+    ModelDevice& inner;
+    int fail_in = -1;  // the allocation that throws, counted from 0; -1: none
+    DeviceAllocation allocate(size_t bytes) override {
+      if (fail_in == 0) {
+        fail_in = -1;
+        throw Error(ErrorKind::kCuda, "out of memory (test)");
+      }
+      if (fail_in > 0) --fail_in;
+      return inner.allocate(bytes);
+    }
+    void upload(void* dst, const void* host, size_t bytes) override { inner.upload(dst, host, bytes); }
+    void copy(void* dst, const void* src, size_t bytes) override { inner.copy(dst, src, bytes); }
+    void zero(void* dst, size_t bytes) override { inner.zero(dst, bytes); }
+    void launch_forward(StepType step, const RingFwdParams& params) override { inner.launch_forward(step, params); }
+    void launch_backward_pre(const RingBwdPreParams& params) override { inner.launch_backward_pre(params); }
+    void launch_backward(StepType step, const RingBwdParams& params) override { inner.launch_backward(step, params); }
+    void launch_backward_convert(const RingBwdConvertParams& params) override { inner.launch_backward_convert(params); }
+  };
+  OneRank one(p, 1);
+  FlakyDevice flaky(*one.device);
+  KernelRingBackend backend(p, 1, flaky, *one.positions);
+  backend.bind_backward(one.shard.tensors());
+  ASSERT_EQ(backend.dkv_parts(), 2);
+  flaky.fail_in = 3;  // the fourth of the eight accumulators
+  EXPECT_THROW(backend.dkv_part_buffers(0, 0), Error);
+  for (int slot = 0; slot < 2; ++slot)
+    for (int part = 0; part < 2; ++part)
+      for (const BufferView& b : backend.dkv_part_buffers(slot, part)) {
+        EXPECT_NE(b.data, nullptr) << "slot " << slot << " part " << part;
+        EXPECT_GT(b.bytes, 0u);
+      }
+}
+
 // A part launched before its step, or out of part order, would add into the wrong accumulator.
 TEST(KernelRingBackendBackward, RefusesAccumulateWithoutAStepOrOutOfPartOrder) {
   const Problem p = make_problem(2, Dtype::kBf16, true, Scheme::kZigzag, 1, 64);
