@@ -149,6 +149,16 @@ Database::Database(const std::string& path, PathOwner owner) : path_(path) {
   if (fs::is_directory(path_)) {
     throw_bad_input("database path " + path_ + " is a directory; pass the path of a file");
   }
+  // A file or folder this user cannot write: SQLite would open the file read-only without a word
+  // and fail at the first write ("attempt to write a readonly database", exit 1), after making
+  // its -wal and -shm files beside another user's database.
+  // (A file this user cannot read either is the open's to report: "cannot read".)
+  for (const std::string& needed : {path_, parent.empty() ? std::string(".") : parent.string()}) {
+    if (fs::exists(needed, ec) && ::access(needed.c_str(), R_OK) == 0 && ::access(needed.c_str(), W_OK) != 0)
+      throw_bad_input("the tuning database " + path_ + " cannot be written: " + needed + " is not writable (" +
+                      std::strerror(errno) + "); a command that writes needs write access to the file and its folder "
+                      "(pass --db with another path)");
+  }
   FolderLock lock(parent.empty() ? std::string(".") : parent.string());
   open_checked(owner);
   try {
@@ -274,8 +284,16 @@ void Database::open_read_only_once(ReadOnly options) {
       if (!is_unusable_file(e.code())) throw;
       throw Error(ErrorKind::kDatabase, "the tuning database " + path_ + " is damaged: " + sqlite3_errstr(e.code()) +
                                             damaged_advice(options.merge_source));
+    } catch (const Error&) {
+      version = 0;  // a meta table that is not cpgen's, as the writing open takes it: another program's
     }
-    if (version == 0) throw Error(ErrorKind::kDatabase, "the file at " + path_ + " is not a cpgen tuning database (no meta table)");
+    // Another program's SQLite file is the user's mistake, as a writing open says (exit 2 there
+    // and here; it was a database error here, and db verify called the sound file damaged).
+    if (version == 0)
+      throw_bad_input(path_ + " is an SQLite database of another program (no cpgen meta table), or one cpgen never "
+                      "wrote; it was left as it is; " +
+                      (options.merge_source ? "merge reads another cpgen tuning database (db import reads a JSON cache)"
+                                            : "pass --db with the path of a cpgen tuning database"));
     if (version > kSchemaVersion) {
       throw Error(ErrorKind::kDatabase, "the tuning database " + path_ + " has schema version " + std::to_string(version) +
                                             ", written by a newer cpgen; this build reads versions up to " +

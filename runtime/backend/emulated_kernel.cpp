@@ -10,13 +10,14 @@
 
 #include "cpgen/error.h"
 #include "runtime/backend/emulated_fault.h"
+#include "runtime/core/user_cache_dir.h"
 
 namespace cpgen {
 
 EmulatedKernel::EmulatedKernel(const CompiledKernel& compiled) : uri_(compiled.uri) {
   // dlopen needs a file. Each load gets its own (two copies of one object loaded from one path
   // would be the same handle), removed as soon as it is mapped.
-  std::string path = (std::filesystem::temp_directory_path() / "cpgen-emulated-XXXXXX.so").string();
+  std::string path = (std::filesystem::path(temp_dir()) / "cpgen-emulated-XXXXXX.so").string();
   const int fd = ::mkstemps(path.data(), 3);
   if (fd < 0) throw Error(ErrorKind::kIo, "emulated kernel " + uri_ + ": cannot create " + path + ": " + std::strerror(errno));
   size_t done = 0;

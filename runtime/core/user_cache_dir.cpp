@@ -44,9 +44,17 @@ std::string user_cache_dir() {
   return "";
 }
 
+std::string temp_dir() {
+  std::error_code ec;
+  const std::filesystem::path dir = std::filesystem::temp_directory_path(ec);
+  if (!ec) return dir.string();
+  const std::string named = env_or_empty("TMPDIR");
+  throw Error(ErrorKind::kIo, "the temporary folder " + (named.empty() ? std::string("/tmp") : "$TMPDIR " + named) +
+                                  " cannot be used (" + ec.message() + "); set TMPDIR to a folder of your own");
+}
+
 std::string user_temp_dir(const std::string& sub) {
-  const std::string base =
-      (std::filesystem::temp_directory_path() / ("cpgen-" + std::to_string(::getuid()))).string();
+  const std::string base = (std::filesystem::path(temp_dir()) / ("cpgen-" + std::to_string(::getuid()))).string();
   make_private_dir(base);
   const std::string dir = base + "/" + sub;
   make_private_dir(dir);

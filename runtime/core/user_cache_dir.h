@@ -12,6 +12,10 @@ std::string env_or_empty(const char* name);
 // $XDG_CACHE_HOME/cpgen, else $HOME/.cache/cpgen; "" when neither variable is set.
 std::string user_cache_dir();
 
+// The temporary folder ($TMPDIR, else /tmp). Throws Error(kIo) naming it and what to do where it
+// is no folder (a TMPDIR that does not exist was an internal filesystem error).
+std::string temp_dir();
+
 // This user's private folder under the temporary directory, <tmp>/cpgen-<uid>, and `sub` in it
 // (the emulated backend's compile folders, failed compiles' sources, the kernel store without a
 // HOME), each created 0700 as needed. The name is predictable, so another user could make it

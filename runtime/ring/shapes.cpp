@@ -254,10 +254,12 @@ Problem read_shape(const Json& entry, size_t index, const std::string& source) {
   if (auto it = entry.find("softmax_scale"); it != entry.end()) {
     // Any JSON number is fine here (0.088 or 1); JSON cannot spell NaN or infinity, and the
     // parser refuses literals beyond double range, so only the sign remains to check.
-    if (!it->is_number()) reader.fail("softmax_scale", "must be a number > 0, got " + describe(*it));
+    // 0 stands for 1/sqrt(head_dim) in the API; a file leaves the field out for that.
+    if (!it->is_number())
+      reader.fail("softmax_scale", "must be a number > 0 (leave it out for 1/sqrt(head_dim)), got " + describe(*it));
     const double scale = it->get<double>();
     if (!(scale > 0) || !std::isfinite(scale)) {
-      reader.fail("softmax_scale", "must be a number > 0, got " + it->dump());
+      reader.fail("softmax_scale", "must be a number > 0 (leave it out for 1/sqrt(head_dim)), got " + it->dump());
     }
     p.softmax_scale = scale;
   }

@@ -231,10 +231,37 @@ TEST(CliCompile, BadArchAndMissingSpecExitTwo) {
   EXPECT_NE(neither.err.find("--spec"), std::string::npos) << neither.err;
 }
 
-TEST(CliCompile, InfeasibleSpecExitsOneNamingTheLimit) {
-  auto r = run_cli("compile --spec ring_fwd_bf16_hd256_causal_gqa1_bm256_bn128_w4_s4 --arch sm_90 --no-store");
-  EXPECT_EQ(r.exit_code, 1);
+// The user named a kernel the arch cannot run: bad input, one line naming the limit (it exited 1,
+// as an internal failure would), and nothing is written, --emit-source's file included (it was
+// written before the check).
+TEST(CliCompile, InfeasibleSpecExitsTwoNamingTheLimitAndWritesNothing) {
+  TempDir dir("cli");
+  const std::string source = dir.path() + "/keep.cu";
+  std::ofstream(source) << "the user's own file\n";
+  auto r = run_cli("compile --spec ring_fwd_bf16_hd256_causal_gqa1_bm256_bn128_w4_s4 --arch sm_90 --no-store --emit-source " +
+                   source);
+  EXPECT_EQ(r.exit_code, 2) << r.err;
+  EXPECT_EQ(line_count(r.err), 1) << r.err;
+  EXPECT_NE(r.err.find("cannot run on sm_90"), std::string::npos) << r.err;
   EXPECT_NE(r.err.find("shared memory"), std::string::npos) << r.err;
+  EXPECT_EQ(slurp(source), "the user's own file\n");
+}
+
+// --emit-source into the templates folder a compile reads (CPGEN_TEMPLATES_DIR) is refused: it
+// replaced the template it then compiled.
+TEST(CliCompile, EmitSourceNeverWritesOverATemplateItReads) {
+  TempDir dir("cli");
+  const std::string templates = dir.path() + "/templates";
+  std::filesystem::create_directories(templates);
+  for (const auto& entry : std::filesystem::directory_iterator(std::string(CPGEN_SOURCE_DIR) + "/templates"))
+    std::filesystem::copy_file(entry.path(), templates + "/" + entry.path().filename().string());
+  const std::string target = templates + "/step_bwd_pre.cuh";
+  const std::string before = slurp(target);
+  ScopedEnv env("CPGEN_TEMPLATES_DIR", templates.c_str());
+  auto r = run_cli("compile --spec ring_bwd_pre_bf16_hd128_w4 --arch sm_80 --no-store --emit-source " + target);
+  EXPECT_EQ(r.exit_code, 2) << r.err;
+  EXPECT_NE(r.err.find("is in the templates folder " + templates), std::string::npos) << r.err;
+  EXPECT_EQ(slurp(target), before);
 }
 
 TEST(CliCompile, FourConcurrentProcessesShareOneEmptyStore) {

@@ -405,5 +405,35 @@ TEST_F(CmdDb, AnUnreadableDatabaseIsNeitherCalledNotSqliteNorMovedAside) {
     EXPECT_EQ(entry.path().filename().string().find(".corrupt-"), std::string::npos) << entry.path();
 }
 
+// A database the user may read but not write, named to a writing command: one line, exit 2, and
+// nothing made beside it. SQLite opened it read-only without a word, failed at the first write
+// ("attempt to write a readonly database", exit 1), and left -wal and -shm files owned by this
+// user beside another user's database.
+TEST_F(CmdDb, AWritingCommandRefusesADatabaseItMayNotWrite) {
+  if (::geteuid() != 0) GTEST_SKIP() << "not root: cannot switch to nobody";
+  const std::string folder = path("shared"), db = folder + "/t.db";
+  fs::create_directories(folder);
+  make_db(db);
+  ASSERT_EQ(run_cli("db export --db " + db + " -o " + path("g.json")).exit_code, 0);
+  fs::permissions(db, fs::perms::owner_read | fs::perms::owner_write | fs::perms::group_read | fs::perms::others_read);
+  fs::permissions(path("g.json"), fs::perms::all);
+  fs::permissions(folder, fs::perms::all);  // anyone may create files beside it
+  fs::permissions(dir_, fs::perms::all);
+  const auto before = folder_snapshot(folder);
+  const auto [code, report] = run_as_nobody([&](std::string& report) {
+    const CliResult r = run_cli("db import " + path("g.json") + " --db " + db);
+    if (r.exit_code != 2 || r.err.find("cannot be written: " + db + " is not writable") == std::string::npos ||
+        std::count(r.err.begin(), r.err.end(), '\n') != 1) {
+      report = "exited " + std::to_string(r.exit_code) + ": " + r.err;
+      return 1;
+    }
+    return 0;
+  });
+  fs::permissions(dir_, fs::perms::owner_all);
+  if (code == 77) GTEST_SKIP() << report;
+  EXPECT_EQ(code, 0) << report;
+  EXPECT_EQ(folder_snapshot(folder), before) << "files were made or changed beside the database";
+}
+
 }  // namespace
 }  // namespace cpgen::testing

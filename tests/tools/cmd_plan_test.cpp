@@ -54,7 +54,7 @@ const std::map<std::string, std::string> kExpectedMessage = {
     {"seq_len_huge_literal.json", "not valid JSON at line 2, column 95: number overflow parsing '1e400'"},
     {"seq_len_too_large.json", "seq_len must be an integer 1..1073741824, got 4294967296"},
     {"shapes_not_array.json", "shapes must be an array of shape objects, got an object"},
-    {"softmax_scale_negative.json", "softmax_scale must be a number > 0, got -0.1"},
+    {"softmax_scale_negative.json", "softmax_scale must be a number > 0 (leave it out for 1/sqrt(head_dim)), got -0.1"},
     {"top_level_array.json", "the top level must be an object"},
     {"unknown_field.json", "unknown field \"sq_len\"; allowed:"},
 };

@@ -296,6 +296,14 @@ TEST(CmdVerifyRandom, BadSourcesExitTwoWithOneLine) {
       {shape_arg("\"batch\": 64, \"q_heads\": 32, \"kv_heads\": 8, \"head_dim\": 128, \"seq_len\": 131072, "
                  "\"cp_size\": 8, \"dtype\": \"bf16\", \"causal\": true") + " --random",
        "--backend cpu: shape shape[0] needs about 2176.0 GiB of memory"},
+      // The emulator too: a shape it could hold but would run for hours (it ran, or failed with
+      // bad_alloc, exit 1).
+      {shape_arg("\"q_heads\": 8, \"kv_heads\": 8, \"head_dim\": 64, \"seq_len\": 16384, \"cp_size\": 2, "
+                 "\"dtype\": \"bf16\", \"causal\": true") + " --random --backend emulated",
+       "--backend emulated: shape shape[0] is 5.5e+11 FLOPs of attention"},
+      // Options only --random reads were accepted and ignored beside a vectors file.
+      {"--vectors " + file + " --scheme zigzag --ranks 2 --seed 99", "--seed and --sample-rows go with --shape"},
+      {"--vectors " + file + " --scheme zigzag --ranks 2 --sample-rows 4", "--seed and --sample-rows go with --shape"},
   };
   for (const BadInputCase& c : cases) {
     const auto r = run_cli("verify " + c.args);

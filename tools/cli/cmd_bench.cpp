@@ -88,8 +88,15 @@ Problem parse_shape_argument(const std::string& text, int ranks) {
   p.cp_size = ranks;
   p.validate();
   check_kernel_ring_problem(p);
-  // The bench's sampled check finds each position's rank in closed form: equal shards only.
-  check_partitionable(p.scheme, p.seq_len, static_cast<int>(p.cp_size));
+  // The bench's sampled check finds each position's rank in closed form: equal shards only (the
+  // library and verify take any length; the message says which options it is about).
+  try {
+    check_partitionable(p.scheme, p.seq_len, static_cast<int>(p.cp_size));
+  } catch (const Error& e) {
+    throw_bad_input("bench: --shape seq_len " + std::to_string(p.seq_len) + " over --ranks " +
+                    std::to_string(p.cp_size) + ": " + e.what() +
+                    " (bench checks equal shards only; verify and the library take any length)");
+  }
   return p;
 }
 
@@ -233,7 +240,7 @@ const CommandRegistrar kBench("bench", [](CLI::App& root) {
                   "scheme (defaults: 1, 32, 8, 128, 32768, bf16, 1, zigzag)");
   cmd->add_option("--ranks", args->ranks, "context-parallel ranks (cp_size)")->check(int_range(1, kMaxCpSize));
   cmd->add_option("--transport", args->transport, "loopback (N virtual ranks on one GPU) or nccl");
-  cmd->add_option("--device", args->device, "CUDA device ordinal");
+  cmd->add_option("--device", args->device, "CUDA device ordinal")->check(int_range(0, 1023));
   cmd->add_option("--warmup", args->warmup, "untimed runs first")->check(CLI::Range(0, 1000));
   cmd->add_option("--iters", args->iterations, "timed runs (median reported)")->check(CLI::Range(1, 100000));
   cmd->add_option("--check-rows", args->check_rows, "rows checked against the CPU reference per head")

@@ -9,6 +9,7 @@
 #include <atomic>
 #include <chrono>
 #include <cstdio>
+#include <filesystem>
 #include <iostream>
 #include <iterator>
 #include <memory>
@@ -117,12 +118,26 @@ void compile_one(const CompileOptions& o, const std::string& arch, KernelStore* 
         throw_bad_input(std::string(emits[i].first) + " and " + emits[j].first + " name the same file '" +
                         *emits[i].second + "'; give two files");
   for (const auto& [option, file] : emits)
-    if (!file->empty()) check_output_file(*file, "compile", option);
+    if (!file->empty()) {
+      check_output_file(*file, "compile", option);
+      // The templates folder a compile reads (CPGEN_TEMPLATES_DIR: every .cuh file in it) is
+      // never written into: --emit-source there replaced the template it then compiled.
+      const std::string folder = std::filesystem::path(*file).parent_path().string();
+      if (!template_files_dir().empty() && same_file(folder.empty() ? "." : folder, template_files_dir()))
+        throw_bad_input(std::string(option) + " '" + *file + "' is in the templates folder " + template_files_dir() +
+                        " this compile reads (CPGEN_TEMPLATES_DIR); give a file elsewhere");
+    }
+  // The user named the kernel: one this arch cannot run is bad input (exit 2), refused before
+  // anything is written.
+  const Feasibility feasibility = check_feasibility(spec, arch);
+  if (!feasibility.feasible)
+    throw_bad_input(spec.uri() + " cannot run on " + arch + ": " + feasibility.reason);
+  const CompiledKernel k = compile_kernel(spec, arch, store);
+  // Written once the compile succeeded, so a failed one leaves an existing file as it was (the
+  // source of a failed compile is saved with its log; the message names the folder).
   if (!o.emit_source.empty()) {
     write_file_atomically(o.emit_source, "the generated source to " + o.emit_source, render_source(spec));
   }
-  const Feasibility feasibility = check_feasibility(spec, arch);
-  const CompiledKernel k = compile_kernel(spec, arch, store);
   if (!o.emit_cubin.empty()) {
     // The cubin exactly as loaded, for `cuobjdump -sass FILE` (or nvdisasm).
     write_file_atomically(o.emit_cubin, "the cubin to " + o.emit_cubin, k.cubin);
@@ -449,7 +464,8 @@ const CommandRegistrar kCompile("compile", [](CLI::App& root) {
   cmd->add_option("--filter", options->filter,
                   "With --all or --defaults: only URIs containing this text (e.g. fwd, bwd, bwd_pre, hd128)");
   cmd->add_option("--repeat", options->repeat,
-                  "With --spec: request the kernel N times in this process and report the repeat times (benchmarks the store)");
+                  "With --spec: request the kernel N times in this process and report the repeat times (benchmarks the store)")
+      ->check(int_range(1, 1000000));
   cmd->callback([options] { run(*options); });
 });
 

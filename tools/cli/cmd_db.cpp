@@ -30,8 +30,9 @@ struct DbOptions {
 
 std::string ms_or_dash(const std::optional<double>& ms) {
   if (!ms) return "-";
+  // %.4f of a huge median (an imported 1e308) ran past the buffer and printed a cut number.
   char buf[32];
-  snprintf(buf, sizeof buf, "%.4f", *ms);
+  snprintf(buf, sizeof buf, *ms < 1e9 ? "%.4f" : "%.4g", *ms);
   return buf;
 }
 
@@ -182,9 +183,10 @@ const CommandRegistrar kDb("db", [](CLI::App& root) {
   auto* db = root.add_subcommand("db", "Inspect, export, import, merge and verify the tuning database");
   db->require_subcommand(1);
   auto opts = std::make_shared<DbOptions>();
+  // Every subcommand takes --json (README: every command does); export writes JSON either way.
   auto common = [&](CLI::App* sub, bool json_flag) {
     add_db_option(sub, &opts->db);
-    if (json_flag) sub->add_flag("--json", opts->json_output, "print JSON");
+    sub->add_flag("--json", opts->json_output, json_flag ? "print JSON" : "accepted: the cache is JSON either way");
   };
   auto* show_cmd = db->add_subcommand("show", "List workloads, their records and winners");
   common(show_cmd, true);

@@ -86,6 +86,8 @@ void run(const TuneCliOptions& o) {
     throw_bad_input("tune: give one of --store DIR, --kernels-in-db or --no-store, not several");
   const bool multi_rank = o.world_size > 1;
   if (multi_rank && o.nccl_id_file.empty()) throw_bad_input("tune: --world-size > 1 needs --nccl-id-file (a path all ranks can read)");
+  if (!multi_rank && !o.nccl_id_file.empty())
+    throw_bad_input("tune: --nccl-id-file goes with --world-size > 1 (a tune of one process has no ranks to join)");
 #ifndef CPGEN_HAVE_NCCL
   if (multi_rank) throw_bad_input("tune: this build has no NCCL; --world-size must be 1");
 #endif

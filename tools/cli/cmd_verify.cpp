@@ -31,6 +31,7 @@ struct VerifyOptions {
   bool random = false;
   uint64_t seed = kDefaultRandomSeed;
   int64_t sample_rows = kDefaultSampleRows;
+  bool draw_options_given = false;  // --seed or --sample-rows, which only --random reads
   std::string scheme;
   int ranks = 0;  // 0: not given
   std::string backend = "cpu";
@@ -93,16 +94,32 @@ void write_results(const std::string& path, const AttentionVectors& vec, const V
 // 80 per key-side element (k, v, dk, dv). Past the cap a run would swap or be killed, not check.
 constexpr int64_t kCpuMemoryCapBytes = int64_t{4} << 30;
 
-void check_cpu_memory(const Problem& p) {
+// The emulated backend runs every GPU thread of every launch as a fiber on the CPU: about 0.1
+// GFLOP/s on a 2-core machine (seq_len 1024, 8 heads, head dim 64 in about 20 s), so 2^36 of the
+// attention's FLOPs (4 head_dim per (query, key) pair, every pair counted) is some ten minutes.
+constexpr double kEmulatedFlopCap = 68719476736.0;
+
+// What the CPU backends cannot run in memory (both) or in reasonable time (the emulator), refused
+// before any input is drawn: a 128K shape ran out of memory (bad_alloc, exit 1) or for days.
+void check_cpu_backend_size(const Problem& p, const std::string& backend) {
   const double q_elements = static_cast<double>(p.batch) * p.q_heads * p.seq_len * p.head_dim;
   const double kv_elements = static_cast<double>(p.batch) * p.kv_heads * p.seq_len * p.head_dim;
   const double bytes = 48 * q_elements + 80 * kv_elements;
-  if (bytes <= static_cast<double>(kCpuMemoryCapBytes)) return;
-  char size[64];
-  std::snprintf(size, sizeof size, "%.1f GiB", bytes / (1 << 30));
-  throw_bad_input("--backend cpu: shape " + p.name + " needs about " + size +
-                  " of memory for its full inputs, results and ring buffers; the CPU backend's cap is " +
-                  std::to_string(kCpuMemoryCapBytes >> 30) + " GiB (reduce batch, heads or seq_len, or use --backend gpu)");
+  if (bytes > static_cast<double>(kCpuMemoryCapBytes)) {
+    char size[64];
+    std::snprintf(size, sizeof size, "%.1f GiB", bytes / (1 << 30));
+    throw_bad_input("--backend " + backend + ": shape " + p.name + " needs about " + size +
+                    " of memory for its full inputs, results and ring buffers; the CPU backends' cap is " +
+                    std::to_string(kCpuMemoryCapBytes >> 30) + " GiB (reduce batch, heads or seq_len, or use --backend gpu)");
+  }
+  const double flops = 4.0 * q_elements * static_cast<double>(p.seq_len);
+  if (backend == "emulated" && flops > kEmulatedFlopCap) {
+    char work[64];
+    std::snprintf(work, sizeof work, "%.3g", flops);
+    throw_bad_input("--backend emulated: shape " + p.name + " is " + work +
+                    " FLOPs of attention; the emulator runs about 1e8 FLOP/s and takes at most 2^36 (about 6.9e10) "
+                    "(reduce batch, heads or seq_len, or use --backend gpu)");
+  }
 }
 
 // The problem of a --shape entry: scheme and ranks from the entry unless the options name them.
@@ -121,6 +138,8 @@ void run_verify(const VerifyOptions& opt) {
                                : "verify: --shape needs --random (the inputs are drawn from --seed)");
   if (opt.random == !opt.vectors_path.empty())
     throw_bad_input("verify: give exactly one of --vectors FILE or --shape '{...}' --random");
+  if (!opt.random && opt.draw_options_given)
+    throw_bad_input("verify: --seed and --sample-rows go with --shape '{...}' --random; a vectors file brings its own inputs");
   if (!opt.random && opt.scheme.empty()) throw_bad_input("verify: --scheme is required with --vectors");
   if (!opt.random && opt.ranks == 0) throw_bad_input("verify: --ranks is required with --vectors");
   if (!opt.scheme.empty()) (void)parse_scheme(opt.scheme);
@@ -143,7 +162,7 @@ void run_verify(const VerifyOptions& opt) {
   SampledReference sampled;
   if (opt.random) {
     const Problem p = shape_problem(opt);
-    if (opt.backend == "cpu") check_cpu_memory(p);
+    if (opt.backend == "cpu" || opt.backend == "emulated") check_cpu_backend_size(p, opt.backend);
     scheme = p.scheme;
     ranks = static_cast<int>(p.cp_size);
     // The entry's dtype is what a half-precision backend computes in; the CPU backend is float32.
@@ -245,9 +264,13 @@ const CommandRegistrar kVerify("verify", [](CLI::App& root) {
                 "whole problem; --backend cpu refuses one needing over 4 GiB");
   cmd->add_option("--seed", opt->seed, "seed of the --random inputs; the report prints it")
       ->capture_default_str()
-      ->check(int_range(0, INT64_MAX));
+      ->check(int_range(0, INT64_MAX))
+      ->each([opt](const std::string&) { opt->draw_options_given = true; });
   // For tests: how many positions are sampled (the default keeps a 128K shape's check short).
-  cmd->add_option("--sample-rows", opt->sample_rows)->check(int_range(2, int64_t{1} << 20))->group("");
+  cmd->add_option("--sample-rows", opt->sample_rows)
+      ->check(int_range(2, int64_t{1} << 20))
+      ->group("")
+      ->each([opt](const std::string&) { opt->draw_options_given = true; });
   cmd->add_option("--scheme", opt->scheme,
                   "partition scheme: contiguous, zigzag, zigzag-token, striped (required with --vectors; "
                   "default with --shape: the entry's)");

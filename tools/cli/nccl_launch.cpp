@@ -8,11 +8,13 @@
 
 #include <chrono>
 #include <cstdlib>
+#include <cstring>
 #include <filesystem>
 #include <fstream>
 #include <thread>
 
 #include "cpgen/error.h"
+#include "runtime/core/user_cache_dir.h"
 #include "runtime/cuda/cuda_driver.h"
 
 extern char** environ;
@@ -33,9 +35,10 @@ std::string last_line(const std::string& path) {
 std::vector<nlohmann::json> launch_nccl_ranks(int nranks, const std::vector<std::string>& task_args,
                                               int timeout_seconds) {
   namespace fs = std::filesystem;
-  std::string pattern = (fs::temp_directory_path() / "cpgen_nccl_XXXXXX").string();
-  if (!::mkdtemp(pattern.data())) throw Error(ErrorKind::kIo, "cannot create a folder under " +
-                                                                  fs::temp_directory_path().string());
+  const std::string tmp = temp_dir();
+  std::string pattern = (fs::path(tmp) / "cpgen_nccl_XXXXXX").string();
+  if (!::mkdtemp(pattern.data()))
+    throw Error(ErrorKind::kIo, "cannot create a folder under " + tmp + ": " + std::strerror(errno));
   const fs::path dir = pattern;
   std::vector<pid_t> pids(nranks, -1);
   const bool shared_gpu = cu::device_count() < nranks;

@@ -67,6 +67,11 @@ std::vector<std::pair<StepType, KernelSpec>> specs_from_options(const Problem& p
     // A family without a feature the problem needs (none today: kernel_support.h).
     if (const std::string why = kernel_family_refusal(spec, p); !why.empty())
       throw_bad_input("--spec '" + value + "': " + why);
+    // A tile the GPU it stands for could not run (its shared memory, registers): the user's
+    // choice, refused as such (it failed later as an internal infeasibility, exit 1).
+    const std::string arch = spec.kind == KernelKind::kForwardWgmma ? std::string(kWgmmaArch) : kSelectionArch;
+    if (const Feasibility f = check_feasibility(spec, arch); !f.feasible)
+      throw_bad_input("--spec '" + value + "': the kernel cannot run on " + arch + ": " + f.reason);
     // The mask features are part of what a kernel computes: a window or documents need the key
     // intervals (_ivl), a softcap needs _cap, and a kernel with them on a problem without would
     // read interval tables the backend does not pass.

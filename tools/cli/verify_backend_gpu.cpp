@@ -63,7 +63,12 @@ VerifyReport run_nccl(const VerifyRequest& r, Dtype dtype) {
 
 VerifyReport run_gpu(const VerifyRequest& r) {
   const AttentionVectors& vec = *r.vectors;
-  const Dtype dtype = r.dtype.empty() ? Dtype::kBf16 : parse_dtype(r.dtype);
+  Dtype dtype = Dtype::kBf16;
+  try {
+    if (!r.dtype.empty()) dtype = parse_dtype(r.dtype);
+  } catch (const Error& e) {
+    throw_bad_input("--dtype: " + std::string(e.what()));
+  }
   const std::string transport = r.transport.empty() ? "loopback" : r.transport;
   if (transport != "loopback" && transport != "nccl")
     throw_bad_input("--transport " + transport + " is not supported by --backend gpu; allowed: loopback, nccl");

@@ -224,8 +224,8 @@ TEST(Shapes, RejectsOutOfRangeNumbers) {
   expect_field_rejected({{"seq_len", "184467440737095516160000"}}, {"seq_len must be an integer 1..1073741824, got a number too large"});
   expect_field_rejected({{"batch", "-9223372036854775808"}}, {"batch", "got -9223372036854775808"});
   expect_field_rejected({{"batch", "-99999999999999999999"}}, {"batch must be an integer 1..65536, got a number too large"});
-  expect_field_rejected({{"softmax_scale", "0"}}, {"softmax_scale must be a number > 0, got 0"});
-  expect_field_rejected({{"softmax_scale", "-0.5"}}, {"softmax_scale must be a number > 0, got -0.5"});
+  expect_field_rejected({{"softmax_scale", "0"}}, {"softmax_scale must be a number > 0 (leave it out for 1/sqrt(head_dim)), got 0"});
+  expect_field_rejected({{"softmax_scale", "-0.5"}}, {"softmax_scale must be a number > 0 (leave it out for 1/sqrt(head_dim)), got -0.5"});
   // A literal beyond double range is refused by the JSON parser itself.
   expect_rejected(shapes_text({{"softmax_scale", "1e400"}}), {"not valid JSON", "number overflow"});
 }
