@@ -198,6 +198,17 @@
 # with cmake/libcpgen.map (only cpgen's names exported), so a build phase that fails to link or
 # load names a symbol the script hid. The plan stands.
 #
+# Stop 47 (2026-11-29, CPU only) changed no template (the pack of 3fba19c stays valid: its keys
+# were checked against this tree's). What the next call meets: the kernel store loads only entries
+# this user or root owns that no one else may write (the pack is root's, 0644; pack-gpu-deps now
+# says so in the tarball); a failed NVRTC compile's message is one line, its whole log in the
+# folder it names, which this script copies into the logs (failed-compiles/); kernel selection
+# reads the tuning database in one snapshot and goes on without it, warned, where a row is
+# damaged; a tune's records name the environment of the rank's own device, and a multi-rank re-tune
+# keeps a faster earlier pin; an NCCL rank's failed call records its completion event;
+# cpgen_ring_forward_all/backward_all refuse an NCCL ring before reading their arrays; compile
+# --spec of a kernel the arch cannot run exits 2. The plan stands.
+#
 # The GPU machines have nvcc, CMake, PyTorch and the nvidia-nccl Python package but maybe none of
 # the Debian -dev packages, and no network. Choice: vendor nothing in the repository; use what the
 # machine has, and where a -dev package is missing use a carried prefix made on the dev machine by
@@ -472,6 +483,17 @@ $(( $(store_entries) - KERNELS_AT_START )) entries added (compiled here) by this
     echo
     sed 's/^/    /' "$COMMANDS"
   } >"$REPORT"
+  # A failed compile's message holds one line of its log; the whole log, options and source stay in
+  # the folder the message names (runtime/jit/jit.cpp, save_failed_compile), copied here so that
+  # they come back with the logs.
+  local failed_dir="${TMPDIR:-/tmp}/cpgen-$(id -u)/failed" f rel
+  if [ -d "$failed_dir" ]; then
+    find "$failed_dir" -maxdepth 2 \( -name nvrtc.log -o -name options.txt -o -name '*.cu' \) 2>/dev/null | head -300 |
+      while read -r f; do
+        rel=${f#"$failed_dir"/}
+        mkdir -p "$LOGS/failed-compiles/$(dirname "$rel")" && cp "$f" "$LOGS/failed-compiles/$rel" 2>/dev/null
+      done
+  fi
   if [ -n "${OUT:-}" ] && [ -d "${OUT:-}" ]; then
     cp "$REPORT" "$OUT/" 2>/dev/null
     # The device tool brings back at most 8 files from $OUT: the report, this tarball (every log,

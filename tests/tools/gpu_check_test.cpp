@@ -208,6 +208,28 @@ TEST_F(GpuCheck, WithoutAGpuTheGpuPhasesSayNotRunAndTheReportReachesOut) {
   EXPECT_FALSE(fs::exists(build() + "/CMakeCache.txt"));
 }
 
+// A failed compile's message holds one line of its log; the whole log, options and source in the
+// folder it names ($TMPDIR/cpgen-<uid>/failed/...) come back with the logs.
+TEST_F(GpuCheck, FailedCompilesComeBackWithTheLogs) {
+  const std::string tmp = dir_.path() + "/tmp";
+  const std::string failed = tmp + "/cpgen-" + std::to_string(::getuid()) + "/failed/ring_fwd_x-0123456789ab";
+  fs::create_directories(failed + "/cpgen");
+  std::ofstream(failed + "/nvrtc.log") << "ring_fwd_x.cu(3): error: broken\n";
+  std::ofstream(failed + "/options.txt") << "--gpu-architecture=sm_90a\n";
+  std::ofstream(failed + "/ring_fwd_x.cu") << "// source\n";
+  std::ofstream(failed + "/cpgen/params.cuh") << "// a template copy, left behind\n";
+  const ScriptRun r = check("--skip build,tests,nccl,ongpu", "TMPDIR='" + tmp + "'");
+  ASSERT_EQ(r.code, 0) << r.output;
+  const testing::ShellResult listing =
+      testing::run_shell("tar -tzf '" + out() + "/gpu-check-logs.tar.gz'", dir_.path() + "/tar.txt");
+  ASSERT_EQ(listing.code, 0) << listing.output;
+  for (const char* name : {"failed-compiles/ring_fwd_x-0123456789ab/nvrtc.log",
+                           "failed-compiles/ring_fwd_x-0123456789ab/options.txt",
+                           "failed-compiles/ring_fwd_x-0123456789ab/ring_fwd_x.cu"})
+    EXPECT_NE(listing.output.find(name), std::string::npos) << name << "\n" << listing.output;
+  EXPECT_EQ(listing.output.find("params.cuh"), std::string::npos) << listing.output;
+}
+
 TEST_F(GpuCheck, APhaseTheBudgetCannotFitIsSkippedAndNamed) {
   const ScriptRun r = check("--only tests --budget 5");
   ASSERT_EQ(r.code, 0) << r.output;
