@@ -63,11 +63,16 @@ std::string read_text(const fs::path& p) {
 }
 
 void write_text(const fs::path& p, const char* data, size_t size) {
-  fs::create_directories(p.parent_path());
+  std::error_code ec;
+  fs::create_directories(p.parent_path(), ec);
+  if (ec) throw Error(ErrorKind::kIo, "emulated compile: cannot create " + p.parent_path().string() + ": " + ec.message());
+  errno = 0;
   std::ofstream out(p, std::ios::binary);
   out.write(data, static_cast<std::streamsize>(size));
   out.close();
-  if (!out) throw Error(ErrorKind::kIo, "emulated compile: cannot write " + p.string());
+  if (!out)
+    throw Error(ErrorKind::kIo, "emulated compile: cannot write " + p.string() + ": " +
+                                    (errno ? std::strerror(errno) : "the write failed"));
 }
 
 // Runs argv with stdout and stderr into `log_path`; returns the exit status (-1: not started).
@@ -345,11 +350,23 @@ CompiledKernel compile_emulated(const KernelSpec& spec, KernelStore* store, cons
 
   // The templates and the emulator under the names the source includes them by.
   const fs::path dir = make_work_dir(uri);
+  // A folder whose files could not all be written (a full disk) is removed: only a failed host
+  // compile keeps its folder, for the source its message names (a half-written one filled the
+  // disk's last bytes and stayed).
+  const auto write_or_remove = [&dir](const fs::path& p, const char* data, size_t size) {
+    try {
+      write_text(p, data, size);
+    } catch (const Error&) {
+      std::error_code ec;
+      fs::remove_all(dir, ec);
+      throw;
+    }
+  };
   for (const auto files : {template_files(), embedded_emulation()})
-    for (const EmbeddedTemplate& t : files) write_text(dir / "include" / t.name, t.contents, t.size);
-  write_text(dir / "kernel.cpp", source.data(), source.size());
+    for (const EmbeddedTemplate& t : files) write_or_remove(dir / "include" / t.name, t.contents, t.size);
+  write_or_remove(dir / "kernel.cpp", source.data(), source.size());
   const std::string runtime = emulator_runtime_object(store, compiler, dir, uri);
-  write_text(dir / "runtime.o", runtime.data(), runtime.size());
+  write_or_remove(dir / "runtime.o", runtime.data(), runtime.size());
   std::vector<std::string> argv = {compiler.path};
   for (const std::string& flag : host_compile_flags()) argv.push_back(flag);
   for (const std::string& a : std::vector<std::string>{"-I", (dir / "include").string(), (dir / "kernel.cpp").string(),
