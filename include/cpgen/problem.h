@@ -7,6 +7,14 @@
 
 #include "cpgen/types.h"
 
+// The C++ API passes std::string and std::vector (Problem) by reference through functions whose
+// mangled names do not name them: a program built with libstdc++'s old string ABI (PyTorch wheels
+// before 2.7 set _GLIBCXX_USE_CXX11_ABI=0 for extensions) would link and then misread every
+// field. Such a program uses the C ABI (cpgen/cpgen_c.h), which has no C++ types.
+#if defined(_GLIBCXX_USE_CXX11_ABI) && !_GLIBCXX_USE_CXX11_ABI
+#error "cpgen's C++ API needs libstdc++'s C++11 ABI (_GLIBCXX_USE_CXX11_ABI=1); include cpgen/cpgen_c.h instead"
+#endif
+
 namespace cpgen {
 
 struct Problem {
@@ -35,8 +43,11 @@ struct Problem {
   // layout in place through strides; a caller with other strides passes ShardStrides.
   std::string layout;
 
-  int64_t gqa_group() const { return q_heads / kv_heads; }
-  int64_t local_seq_len() const { return seq_len / cp_size; }
+  // q_heads / kv_heads; 0 while kv_heads is not set (a division by zero before).
+  int64_t gqa_group() const { return kv_heads > 0 ? q_heads / kv_heads : 0; }
+  // seq_len / cp_size: a rank's rows when the split is even. Ranks may hold different counts
+  // (documents, lengths that do not divide): RingAttention::local_rows(rank) says each one's.
+  int64_t local_seq_len() const { return cp_size > 0 ? seq_len / cp_size : 0; }
   double scale() const;      // softmax_scale, or 1/sqrt(head_dim) when it is 0
   // Whether a sliding window bounds the keys beyond causal / full. A causal problem's
   // window_right alone is none: causal already ends every row's keys at its own position.

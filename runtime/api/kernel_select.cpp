@@ -110,6 +110,9 @@ void use_plain_launches_beside_exchange_kernels(RingKernelSelection& selection) 
 }
 
 int ring_sm_margin(int option) {
+  if (option < -1)
+    throw_bad_input("RingOptions::sm_margin " + std::to_string(option) +
+                    " is not allowed; allowed: -1 ($CPGEN_SM_MARGIN where set, else none) or a number of SMs >= 0");
   if (option >= 0) return option;
   const char* text = std::getenv("CPGEN_SM_MARGIN");
   if (!text || !*text) return -1;

@@ -247,6 +247,8 @@ TEST_F(KernelSelectTest, AnSmMarginKeepsAPersistentWinnerBesideExchangeKernels) 
   EXPECT_NE(d.reason.find("leaves 8 SM(s) to the ring's NCCL kernels"), std::string::npos) << d.reason;
 
   EXPECT_EQ(ring_sm_margin(3), 3);
+  // Below -1 the option was taken for -1 (the environment's margin) without a word.
+  EXPECT_THROW(ring_sm_margin(-2), Error);
   {
     ScopedEnv unset("CPGEN_SM_MARGIN", nullptr);
     EXPECT_EQ(ring_sm_margin(-1), -1);
