@@ -39,6 +39,9 @@ struct AsyncCopy {
   uint32_t shared_dst;
   unsigned char bytes[16];
   Site site;  // of the cp.async that issued it
+  // The issuing thread's clock at the issue: the copy may write its destination any time from
+  // then to the wait that retires it, so an access that does not happen before the issue races.
+  VectorClock issued;
 };
 
 struct Fiber {
@@ -66,6 +69,7 @@ struct WarpSlot {
   int syncwarp_lanes = 0;
   SyncClock released;
   uint32_t words[32][8];
+  const char* instruction[32] = {};  // each lane's warp-collective instruction (warp_gather)
 };
 
 // One of the CTA's sixteen hardware barriers (PTX barrier{.cta}, bar.sync / bar.arrive). A phase
@@ -152,13 +156,29 @@ void wait_at(Barrier& b, int parties) {
 int lane() { return g_cta->current % 32; }
 WarpSlot& warp_slot() { return g_cta->warps[g_cta->current / 32]; }
 
-// Every lane's `count` words, after all 32 lanes of the warp have given theirs.
+void report(int thread, const std::string& what, const Site* site);
+
+// Every lane's `count` words, after all 32 lanes of the warp have given theirs. `instruction`
+// names the collective (with its qualifiers): ldmatrix, mma, shfl and vote with .sync.aligned
+// need every lane of the warp at the same instruction (PTX ISA), so a lane that arrives at
+// another one is a finding (any 32 arrivals swapped their words before: lanes 0-15 at an ldmatrix
+// and 16-31 at an ldmatrix.trans passed).
 template <int kCount>
-void warp_gather(const uint32_t* mine, uint32_t (&all)[32][kCount]) {
+void warp_gather(const uint32_t* mine, uint32_t (&all)[32][kCount], const char* instruction) {
   WarpSlot& w = warp_slot();
   memcpy(w.words[lane()], mine, kCount * 4);
+  w.instruction[lane()] = instruction;
   wait_at(w.barrier, 32);
   for (int l = 0; l < 32; ++l) memcpy(all[l], w.words[l], kCount * 4);
+  for (int l = 0; l < 32; ++l)
+    if (strcmp(w.instruction[l], instruction) != 0) {
+      report(g_cta->current, std::string(instruction) + " in lane " + std::to_string(lane()) + " met " +
+                                 w.instruction[l] + " in lane " + std::to_string(l) +
+                                 " of the same warp: every lane of a warp must execute the same " +
+                                 "warp-collective instruction (.sync.aligned)",
+             nullptr);
+      break;
+    }
   wait_at(w.barrier, 32);
 }
 
@@ -450,13 +470,14 @@ void syncwarp() {
 
 uint32_t shfl_xor(uint32_t value, int lane_mask) {
   uint32_t all[32][1];
-  warp_gather<1>(&value, all);
-  return all[lane() ^ lane_mask][0];
+  warp_gather<1>(&value, all, "shfl.sync.bfly");
+  // The ISA's bfly takes the lane mask's low five bits (b[4:0]); the rest read past the warp.
+  return all[lane() ^ (lane_mask & 31)][0];
 }
 
 bool any(bool predicate) {
   uint32_t mine = predicate, all[32][1];
-  warp_gather<1>(&mine, all);
+  warp_gather<1>(&mine, all, "vote.sync.any");
   for (auto& a : all)
     if (a[0]) return true;
   return false;
@@ -505,7 +526,7 @@ void ldmatrix_x4(uint32_t (&r)[4], uint32_t shared_address, bool trans) {
   const bool in_bounds = aligned(shared_address, 16, "ldmatrix reads a row at", "shared") &&
                          shared_in_bounds(shared_address, 16, "ldmatrix reads");
   uint32_t mine[2] = {shared_address, in_bounds ? 1u : 0u}, all[32][2];
-  warp_gather<2>(mine, all);
+  warp_gather<2>(mine, all, trans ? "ldmatrix.sync.aligned.x4.trans" : "ldmatrix.sync.aligned.x4");
   const int l = lane();
   // Element `column` of the row lane `row_lane` addressed.
   auto at = [&all](int row_lane, int column) -> uint32_t {
@@ -533,7 +554,7 @@ void ldmatrix_x4(uint32_t (&r)[4], uint32_t shared_address, bool trans) {
 void mma_16816(float (&d)[4], const uint32_t (&a)[4], uint32_t b0, uint32_t b1, bool bf16) {
   uint32_t mine[6] = {a[0], a[1], a[2], a[3], b0, b1};
   uint32_t all[32][6];
-  warp_gather<6>(mine, all);
+  warp_gather<6>(mine, all, bf16 ? "mma.sync.aligned.m16n8k16.bf16" : "mma.sync.aligned.m16n8k16.f16");
   // This lane's results need rows g and g+8 of A (held by lanes 4g..4g+3) and columns 2t and
   // 2t+1 of B (held by lanes 4n..4n+3 for n = 2t, 2t+1); only those are unpacked.
   const int g = lane() / 4, t = lane() % 4;
@@ -632,7 +653,7 @@ void cp_async_16(uint32_t shared_dst, const void* global_src, bool valid) {
   if (valid && !aligned(reinterpret_cast<uintptr_t>(global_src), 16, "cp.async reads from", "global")) return;
   const GlobalBuffer* source = valid ? global_in_bounds(global_src, 16, "cp.async reads") : nullptr;
   if (valid && source == nullptr) return;
-  AsyncCopy copy{shared_dst, {}, g_cta->fibers[g_cta->current].site};
+  AsyncCopy copy{shared_dst, {}, g_cta->fibers[g_cta->current].site, g_cta->order.view(g_cta->current)};
   if (valid) {
     report_unwritten(*source, global_src, 16, 4, "cp.async reads");
     memcpy(copy.bytes, global_src, 16);
@@ -649,13 +670,20 @@ void cp_async_wait(int pending) {
   Fiber& f = g_cta->fibers[g_cta->current];
   while (static_cast<int>(f.committed.size()) > pending) {
     for (const AsyncCopy& copy : f.committed.front()) {
-      // The copy may land any time between issue and here; it lands here, so a read of the
-      // destination by another thread before this thread's wait and a barrier is a race.
+      // The copy may land any time between issue and here (PTX ISA, cp.async: the writes are
+      // not ordered with the thread's later instructions until the wait). So it is checked
+      // twice: against the thread's clock at the issue, which every access that does not happen
+      // before the issue races with (a read another warp makes after the issue, even one a
+      // barrier orders after it, may see either bytes; a kernel that issues a stage's next load
+      // before the barrier that proves the last readers left races so); and here, where it is
+      // recorded, so that a read by another thread before this thread's wait and a barrier is a
+      // race too. Checked only at the wait, the first kind went unseen.
       const int t = g_cta->current;
       // cp.async (not bulk) writes through the generic proxy (PTX ISA: only cp.async.bulk runs in
       // the async proxy).
-      const Access other =
-          g_cta->shadow.write(copy.shared_dst, 16, t, g_cta->order.stamp(t), g_cta->order.view(t), true);
+      Access other = g_cta->shadow.write(copy.shared_dst, 16, t, copy.issued[static_cast<size_t>(t)], copy.issued, true);
+      if (other.none())
+        other = g_cta->shadow.write(copy.shared_dst, 16, t, g_cta->order.stamp(t), g_cta->order.view(t), true);
       if (!other.none()) report_race(t, other, copy.shared_dst, "cp.async lands in", &copy.site);
       hopper_check_write(copy.shared_dst, 16, "cp.async lands in");
       memcpy(device::shared_storage + copy.shared_dst, copy.bytes, 16);

@@ -264,6 +264,80 @@ TEST(Sanitizer, SharedRaceWithoutABarrierIsCaught) {
                  {"shared byte 0x0", "thread 40", "(race)"});
 }
 
+// A cp.async may write its destination any time from its issue to the wait that retires it (PTX
+// ISA): a read another thread makes that does not happen before the issue races with it, even
+// when a barrier orders the read before the wait. A pipeline that issues the next load into a
+// stage before the barrier that proves its last readers left races so. Checked only at the wait,
+// it went unseen (the read was ordered before the wait by the second barrier).
+TEST(Sanitizer, ACpAsyncRacesWithReadsNotOrderedBeforeItsIssue) {
+  const auto pipeline = [](bool barrier_before_reissue) {
+    return emulation::launch(1, 1, 64, 64, [barrier_before_reissue] {
+      if (threadIdx.x == 0) {  // the stage's first load
+        emulation::cp_async_16(0, g_source, true);
+        emulation::cp_async_commit();
+        emulation::cp_async_wait(0);
+      }
+      __syncthreads();
+      if (threadIdx.x == 40) emulation::shared_load(0, 4, 4);  // warp 1 reads the stage
+      if (barrier_before_reissue) __syncthreads();
+      if (threadIdx.x == 0) {  // the stage's next load
+        emulation::cp_async_16(0, g_source + 16, true);
+        emulation::cp_async_commit();
+      }
+      __syncthreads();
+      if (threadIdx.x == 0) emulation::cp_async_wait(0);
+    });
+  };
+  expect_finding(pipeline(false), {"cp.async lands in shared byte 0x0", "thread 40", "(race)"});
+  EXPECT_EQ(pipeline(true), "");
+}
+
+// ldmatrix, mma, shfl and vote (.sync.aligned) need every lane of the warp at the same
+// instruction: lanes at different ones are a finding. Any 32 arrivals swapped their words before
+// (an audit's launch: half a warp at ldmatrix and half at ldmatrix.trans passed, and so did a
+// shuffle that met a vote, returning the vote's predicate).
+TEST(Sanitizer, LanesOfAWarpAtDifferentCollectivesAreCaught) {
+  expect_finding(emulation::launch(1, 1, 32, 128, [] {
+                   copy_rows_in();
+                   __syncwarp();
+                   uint32_t r[4];
+                   emulation::ldmatrix_x4(r, 16 * (threadIdx.x % 8), threadIdx.x >= 16);
+                 }),
+                 {"ldmatrix.sync.aligned.x4", "ldmatrix.sync.aligned.x4.trans", "same warp-collective instruction"});
+  expect_finding(emulation::launch(1, 1, 32, 0, [] {
+                   if (threadIdx.x < 8) {
+                     (void)__shfl_xor_sync(0xffffffffu, 1.0f, 1);
+                   } else {
+                     (void)__any_sync(0xffffffffu, true);
+                   }
+                 }),
+                 {"shfl.sync.bfly", "vote.sync.any", "same warp-collective instruction"});
+  // The same instruction in every lane: clean.
+  EXPECT_EQ(emulation::launch(1, 1, 32, 128, [] {
+              copy_rows_in();
+              __syncwarp();
+              load_rows();
+              (void)__shfl_xor_sync(0xffffffffu, 1.0f, 1);
+            }),
+            "");
+}
+
+// shfl.bfly takes the lane mask's low five bits (PTX ISA): a mask of 32 is lane ^ 0, the lane's own
+// value (it read past the warp's 32 values).
+TEST(Sanitizer, AButterflyShuffleTakesTheLowFiveBitsOfItsMask) {
+  static float got[32][2];
+  EXPECT_EQ(emulation::launch(1, 1, 32, 0, [] {
+              const float own = static_cast<float>(threadIdx.x);
+              got[threadIdx.x][0] = __shfl_xor_sync(0xffffffffu, own, 32);
+              got[threadIdx.x][1] = __shfl_xor_sync(0xffffffffu, own, 33);
+            }),
+            "");
+  for (int l = 0; l < 32; ++l) {
+    EXPECT_EQ(got[l][0], static_cast<float>(l)) << "lane " << l;
+    EXPECT_EQ(got[l][1], static_cast<float>(l ^ 1)) << "lane " << l;
+  }
+}
+
 TEST(Sanitizer, ReadOfNeverWrittenSharedMemoryIsCaught) {
   expect_finding(emulation::launch(1, 1, 32, 128, [] { load_rows(); }),
                  {"ldmatrix reads shared byte 0x", ", never written in this CTA"});
