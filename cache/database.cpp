@@ -86,6 +86,13 @@ std::string not_sqlite_message(const std::string& path, bool merge_source = fals
                        : "pass --db with the path of a cpgen tuning database");
 }
 
+std::string foreign_message(const std::string& path, bool merge_source = false) {
+  return path + " is an SQLite database of another program (no cpgen meta table), or one cpgen never wrote; it "
+                "was left as it is; " +
+         (merge_source ? "merge reads another cpgen tuning database (db import reads a JSON cache)"
+                       : "pass --db with the path of a cpgen tuning database");
+}
+
 // What a read-only open of a damaged file suggests.
 const char* damaged_advice(bool merge_source) {
   return merge_source ? " (cpgen db verify --db FILE reports it; merge leaves the file it reads as it is)"
@@ -289,11 +296,7 @@ void Database::open_read_only_once(ReadOnly options) {
     }
     // Another program's SQLite file is the user's mistake, as a writing open says (exit 2 there
     // and here; it was a database error here, and db verify called the sound file damaged).
-    if (version == 0)
-      throw_bad_input(path_ + " is an SQLite database of another program (no cpgen meta table), or one cpgen never "
-                      "wrote; it was left as it is; " +
-                      (options.merge_source ? "merge reads another cpgen tuning database (db import reads a JSON cache)"
-                                            : "pass --db with the path of a cpgen tuning database"));
+    if (version == 0) throw_bad_input(foreign_message(path_, options.merge_source));
     if (version > kSchemaVersion) {
       throw Error(ErrorKind::kDatabase, "the tuning database " + path_ + " has schema version " + std::to_string(version) +
                                             ", written by a newer cpgen; this build reads versions up to " +
@@ -385,8 +388,7 @@ void Database::open_checked(PathOwner owner) {
     sqlite3_close_v2(db_);
     db_ = nullptr;
     if (foreign && owner == PathOwner::kUser) {
-      throw_bad_input(path_ + " is an SQLite database of another program (no cpgen meta table); it was left as it is; "
-                      "pass --db with the path of a cpgen tuning database");
+      throw_bad_input(foreign_message(path_));
     }
     if (attempt == 1) throw Error(ErrorKind::kDatabase, "the tuning database " + path_ + " is still unusable after it was rebuilt");
     move_aside(why);

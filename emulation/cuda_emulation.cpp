@@ -670,20 +670,17 @@ void cp_async_wait(int pending) {
   Fiber& f = g_cta->fibers[g_cta->current];
   while (static_cast<int>(f.committed.size()) > pending) {
     for (const AsyncCopy& copy : f.committed.front()) {
-      // The copy may land any time between issue and here (PTX ISA, cp.async: the writes are
-      // not ordered with the thread's later instructions until the wait). So it is checked
-      // twice: against the thread's clock at the issue, which every access that does not happen
-      // before the issue races with (a read another warp makes after the issue, even one a
-      // barrier orders after it, may see either bytes; a kernel that issues a stage's next load
-      // before the barrier that proves the last readers left races so); and here, where it is
-      // recorded, so that a read by another thread before this thread's wait and a barrier is a
-      // race too. Checked only at the wait, the first kind went unseen.
+      // The copy may land any time between issue and here (PTX ISA, cp.async: its writes are
+      // not ordered with the thread's later instructions until the wait). So the accesses it is
+      // checked against are those that do not happen before the issue (its clock then): a read
+      // another warp makes after the issue, even one a barrier orders before this wait, may see
+      // either bytes (a kernel that issues a stage's next load before the barrier proving its last
+      // readers left races so; checked against the wait's clock, that went unseen). It is stamped
+      // as of this wait, so that a read by another thread before the wait and a barrier races too.
       const int t = g_cta->current;
       // cp.async (not bulk) writes through the generic proxy (PTX ISA: only cp.async.bulk runs in
       // the async proxy).
-      Access other = g_cta->shadow.write(copy.shared_dst, 16, t, copy.issued[static_cast<size_t>(t)], copy.issued, true);
-      if (other.none())
-        other = g_cta->shadow.write(copy.shared_dst, 16, t, g_cta->order.stamp(t), g_cta->order.view(t), true);
+      const Access other = g_cta->shadow.write(copy.shared_dst, 16, t, g_cta->order.stamp(t), copy.issued, true);
       if (!other.none()) report_race(t, other, copy.shared_dst, "cp.async lands in", &copy.site);
       hopper_check_write(copy.shared_dst, 16, "cp.async lands in");
       memcpy(device::shared_storage + copy.shared_dst, copy.bytes, 16);

@@ -76,7 +76,7 @@ typedef struct cpgen_problem {
   int32_t dtype;         /* cpgen_dtype */
   int32_t causal;        /* 0 or 1 */
   int32_t scheme;        /* cpgen_scheme */
-  int32_t struct_size;   /* 0 (version 0) or sizeof(cpgen_problem) of version 1 */
+  int32_t struct_size;   /* 0 or 72, version 0's size (version 0); sizeof(cpgen_problem) of version 1 */
   double softmax_scale;  /* 0 means 1/sqrt(head_dim) */
   /* Version 1: the mask model (query i sees the keys [max(doc_start(i), i - window_left),
    * min(doc_end(i) - 1, i + window_right)], window_right 0 when causal) and the layout. */

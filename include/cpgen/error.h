@@ -5,6 +5,8 @@
 #include <stdexcept>
 #include <string>
 
+#include "cpgen/cxx_abi.h"
+
 namespace cpgen {
 
 enum class ErrorKind {

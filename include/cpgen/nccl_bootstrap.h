@@ -12,6 +12,8 @@
 #include <array>
 #include <string>
 
+#include "cpgen/cxx_abi.h"
+
 namespace cpgen {
 
 inline constexpr int kNcclUniqueIdBytes = 128;  // NCCL_UNIQUE_ID_BYTES

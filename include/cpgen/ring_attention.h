@@ -80,7 +80,8 @@ struct RingOptions {
   // FlashAttention-3's and TransformerEngine's SM margins do; its grid covers the rest and its CTAs
   // share the query blocks through a work counter. -1: $CPGEN_SM_MARGIN where set, else none: an
   // NCCL ring then runs a persistent winner as its plain launch, a loopback ring on every SM.
-  // A margin of the device's SM count or more throws Error(kBadInput) when the ring is made.
+  // A margin below -1, or of the device's SM count or more, throws Error(kBadInput) when the ring
+  // is made.
   // Unmeasured on a multi-GPU ring so far; step_kernels() says what each step runs.
   int sm_margin = -1;
 };

@@ -5,6 +5,8 @@
 #include <string>
 #include <string_view>
 
+#include "cpgen/cxx_abi.h"
+
 namespace cpgen {
 
 enum class Dtype { kBf16, kFp16 };

@@ -364,9 +364,9 @@ cpgen_status cpgen_ring_forward_all(cpgen_ring* ring, const void* const* q, cons
   return guard([&] {
     const char* fn = "cpgen_ring_forward_all";
     require(ring, "ring", fn);
-    // Before the arrays are read: an NCCL rank's arrays hold its own shard only, not cp_size.
-    if (ring->ring.rank() >= 0)
-      cpgen::throw_bad_input(std::string(fn) + " is for loopback rings; an NCCL rank calls cpgen_ring_forward with its own shard");
+    // Before the arrays are read (an NCCL rank's hold its own shard only, not cp_size): the
+    // ring's own refusal, with no shards.
+    if (ring->ring.rank() >= 0) ring->ring.forward_all({}, stream);
     require(q, "q", fn);
     require(k, "k", fn);
     require(v, "v", fn);
@@ -395,9 +395,9 @@ cpgen_status cpgen_ring_backward_all(cpgen_ring* ring, const void* const* q, con
   return guard([&] {
     const char* fn = "cpgen_ring_backward_all";
     require(ring, "ring", fn);
-    // Before the arrays are read: an NCCL rank's arrays hold its own shard only, not cp_size.
-    if (ring->ring.rank() >= 0)
-      cpgen::throw_bad_input(std::string(fn) + " is for loopback rings; an NCCL rank calls cpgen_ring_backward with its own shard");
+    // Before the arrays are read (an NCCL rank's hold its own shard only, not cp_size): the
+    // ring's own refusal, with no shards.
+    if (ring->ring.rank() >= 0) ring->ring.backward_all({}, stream);
     require(q, "q", fn);
     require(k, "k", fn);
     require(v, "v", fn);

@@ -79,11 +79,16 @@ RingKernelSelection RingKernelSelector::select(const Problem& problem) const {
       db_->read_consistent([&] { select_steps(db_); });
     } catch (const Error& e) {
       // A read that fails (a damaged row, a writer that kept changing the file) is what an open
-      // that fails is: noted, warned about, and selection goes on without the database.
+      // that fails is: noted, warned about, and selection goes on without the database, here and
+      // in this selector's later selections (a failed reopen leaves the Database closed; explain
+      // selects for every shape of a file with one selector).
       if (e.kind() != ErrorKind::kDatabase) throw;
+      db_ = nullptr;
+      base_.database_used = false;
+      base_.database_note = std::string("unreadable: ") + e.what();
+      warn("the tuning database " + base_.database_path + " was not used for kernel selection: " + e.what());
       out.database_used = false;
-      out.database_note = std::string("unreadable: ") + e.what();
-      warn("the tuning database " + out.database_path + " was not used for kernel selection: " + e.what());
+      out.database_note = base_.database_note;
       select_steps(nullptr);
     }
   } else {

@@ -56,9 +56,11 @@ class RingKernelSelector {
   RingKernelSelection select(const Problem& problem) const;
 
  private:
-  RingKernelSelection base_;  // device, environment and database fields; no steps
+  mutable RingKernelSelection base_;  // device, environment and database fields; no steps
   std::unique_ptr<Database> own_db_;
-  Database* db_ = nullptr;
+  // Null once a read failed (select): the file is not read again by this selector, whose later
+  // selections say why (base_'s note), warned about once.
+  mutable Database* db_ = nullptr;
   const PretunedCaches& caches_;
 };
 

@@ -38,7 +38,7 @@ std::string log_summary(std::string_view log) {
   if (lines.empty()) return "the log is empty";
   size_t chosen = 0;
   for (size_t i = 0; i < lines.size(); ++i)
-    if (lines[i].find("error") != std::string_view::npos) {
+    if (lines[i].find("error:") != std::string_view::npos) {  // "file(3): error: ...", "cc1plus: error: ..."
       chosen = i;
       break;
     }

@@ -17,7 +17,7 @@ namespace cpgen {
 // failed inside cpgen/traits.cuh; nullopt when there is any other error, or none.
 std::optional<std::string> traits_assertion_failure(std::string_view log);
 
-// A compiler's log for a one-line message: its first line that reports an error (else its first
+// A compiler's log for a one-line message: its first line that reports an error ("error:"; else its first
 // line with text), printable and cut at 300 characters, and how many more lines the log has. A
 // failed compile's message carries this and names the file that holds the whole log (a log can
 // run to thousands of lines, which the message of an exception, a C ABI error or a tuning record

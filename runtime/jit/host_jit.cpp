@@ -105,18 +105,6 @@ fs::path make_work_dir(const std::string& uri) {
   return pattern;
 }
 
-// Puts a fresh object in the store, as the NVRTC path does: one the store cannot keep (read-only,
-// full) is still good, and only costs a compile next time; not_stored says why.
-void keep(KernelStore* store, CompiledKernel& object) {
-  if (!store) return;
-  try {
-    store->put(object);
-  } catch (const std::exception& e) {
-    object.log += "\ncpgen: not stored: " + std::string(e.what());
-    object.not_stored = e.what();
-  }
-}
-
 const char* params_type(KernelKind kind) {
   switch (kind) {
     case KernelKind::kForwardStep: return "cpgen::RingFwdParams";
@@ -322,7 +310,7 @@ std::string emulator_runtime_object(KernelStore* store, const HostCompiler& comp
   object.cubin = std::move(compiled.bytes);
   object.log = std::move(compiled.log);
   object.stats.cubin_bytes = static_cast<int>(object.cubin.size());
-  keep(store, object);
+  keep_in_store(store, object);
   return objects[key] = object.cubin;
 }
 
@@ -351,22 +339,22 @@ CompiledKernel compile_emulated(const KernelSpec& spec, KernelStore* store, cons
   // The templates and the emulator under the names the source includes them by.
   const fs::path dir = make_work_dir(uri);
   // A folder whose files could not all be written (a full disk) is removed: only a failed host
-  // compile keeps its folder, for the source its message names (a half-written one filled the
-  // disk's last bytes and stayed).
-  const auto write_or_remove = [&dir](const fs::path& p, const char* data, size_t size) {
-    try {
-      write_text(p, data, size);
-    } catch (const Error&) {
+  // compile (kCompile) keeps its folder, for the source its message names (a half-written one
+  // filled the disk's last bytes and stayed).
+  std::string runtime;
+  try {
+    for (const auto files : {template_files(), embedded_emulation()})
+      for (const EmbeddedTemplate& t : files) write_text(dir / "include" / t.name, t.contents, t.size);
+    write_text(dir / "kernel.cpp", source.data(), source.size());
+    runtime = emulator_runtime_object(store, compiler, dir, uri);
+    write_text(dir / "runtime.o", runtime.data(), runtime.size());
+  } catch (const Error& e) {
+    if (e.kind() == ErrorKind::kIo) {
       std::error_code ec;
       fs::remove_all(dir, ec);
-      throw;
     }
-  };
-  for (const auto files : {template_files(), embedded_emulation()})
-    for (const EmbeddedTemplate& t : files) write_or_remove(dir / "include" / t.name, t.contents, t.size);
-  write_or_remove(dir / "kernel.cpp", source.data(), source.size());
-  const std::string runtime = emulator_runtime_object(store, compiler, dir, uri);
-  write_or_remove(dir / "runtime.o", runtime.data(), runtime.size());
+    throw;
+  }
   std::vector<std::string> argv = {compiler.path};
   for (const std::string& flag : host_compile_flags()) argv.push_back(flag);
   for (const std::string& a : std::vector<std::string>{"-I", (dir / "include").string(), (dir / "kernel.cpp").string(),
@@ -385,7 +373,7 @@ CompiledKernel compile_emulated(const KernelSpec& spec, KernelStore* store, cons
   kernel.stats.compile_ms = ms_since_start();
   std::error_code ec;
   fs::remove_all(dir, ec);
-  keep(store, kernel);
+  keep_in_store(store, kernel);
   return kernel;
 }
 

@@ -5,6 +5,7 @@
 #include <sys/stat.h>
 #include <unistd.h>
 
+#include <algorithm>
 #include <atomic>
 #include <chrono>
 #include <filesystem>
@@ -12,6 +13,7 @@
 #include <future>
 #include <map>
 #include <mutex>
+#include <optional>
 #include <utility>
 #include <memory>
 
@@ -20,6 +22,7 @@
 #include "generator/template_files.h"
 #include "generator/kernel_spec_wgmma.h"
 #include "generator/render.h"
+#include "runtime/core/json_text.h"
 #include "runtime/jit/compile_log.h"
 #include "runtime/jit/nvrtc_check.h"
 #include "runtime/jit/ptxas_log.h"
@@ -121,9 +124,10 @@ std::string program_log(nvrtcProgram program) {
 // Saves what a user needs to reproduce a failed compile outside cpgen: the source as NVRTC saw
 // it, the embedded headers under their include names, the options and the log. Returns the path
 // of the source file, or a note saying why nothing could be saved (the error must still be raised).
-std::string save_failed_compile(const std::string& name, const std::string& key,
-                                const std::string& source, const std::vector<std::string>& options,
-                                const std::string& log) {
+// The path of the saved source, nullopt where it could not be saved.
+std::optional<std::string> save_failed_compile(const std::string& name, const std::string& key,
+                                               const std::string& source, const std::vector<std::string>& options,
+                                               const std::string& log) {
   namespace fs = std::filesystem;
   try {
     fs::path dir = fs::path(failed_compile_dir()) / (name + "-" + key.substr(0, 12));
@@ -139,10 +143,10 @@ std::string save_failed_compile(const std::string& name, const std::string& key,
     std::ofstream out(source_path, std::ios::binary);
     out << source;
     out.close();
-    if (!out) return "(could not be saved under " + dir.string() + ")";
+    if (!out) return std::nullopt;
     return source_path.string();
-  } catch (const std::exception& e) {
-    return std::string("(could not be saved: ") + e.what() + ")";
+  } catch (const std::exception&) {
+    return std::nullopt;
   }
 }
 
@@ -264,15 +268,20 @@ CompiledKernel run_nvrtc(const std::string& kernel_name, const std::string& sour
   std::string log = program_log(guard.program);
 
   auto fail = [&](const std::string& what) -> CompiledKernel {
-    std::string saved = save_failed_compile(kernel_name, key, source, options, log);
-    throw Error(ErrorKind::kCompile, "NVRTC could not compile " + kernel_name + " for " +
-                                         std::string(arch) + " (" + what + "): " + log_summary(log) +
-                                         "; source saved to " + saved + "; the whole log in nvrtc.log beside it" +
-                                         "; options: " + join(options));
+    const std::optional<std::string> saved = save_failed_compile(kernel_name, key, source, options, log);
+    // Where the save failed the whole log has nowhere else to go: the message keeps it.
+    std::string flat_log = log;
+    std::replace(flat_log.begin(), flat_log.end(), '\n', ' ');
+    throw Error(ErrorKind::kCompile,
+                "NVRTC could not compile " + kernel_name + " for " + std::string(arch) + " (" + what + "): " +
+                    log_summary(log) +
+                    (saved ? "; source saved to " + *saved + "; the whole log in nvrtc.log beside it"
+                           : "; the source could not be saved; log: " + printable(flat_log, 4000)) +
+                    "; options: " + join(options));
   };
   if (status == NVRTC_ERROR_COMPILATION) {
     // A resource check of the traits failed: the config does not fit, which the tuner records
-    // as infeasible; the feasibility model should have caught it first, so the log stays attached.
+    // as infeasible; the feasibility model should have caught it first (the reason names the check).
     if (std::optional<std::string> reason = traits_assertion_failure(log)) {
       throw Error(ErrorKind::kInfeasible, kernel_name + " on " + std::string(arch) + ": " + *reason +
                                               " (static_assert in cpgen/traits.cuh; the feasibility model "
@@ -366,15 +375,7 @@ CompiledKernel compile_source(const std::string& kernel_name, const std::string&
   try {
     k = run_nvrtc(kernel_name, source, arch, key, options);
     k.stats.compile_ms = ms_since(start);
-    if (store) {
-      try {
-        store->put(k);
-      } catch (const std::exception& e) {
-        // The cubin is good; failing to keep it only costs a recompile next time.
-        k.log += "\ncpgen: not stored: " + std::string(e.what());
-        k.not_stored = e.what();
-      }
-    }
+    keep_in_store(store, k);
   } catch (...) {
     promise.set_exception(std::current_exception());
     finish();

@@ -110,6 +110,16 @@ std::string temp_name(const std::string& final_path) {
 
 }  // namespace
 
+void keep_in_store(KernelStore* store, CompiledKernel& kernel) {
+  if (!store) return;
+  try {
+    store->put(kernel);
+  } catch (const std::exception& e) {
+    kernel.log += "\ncpgen: not stored: " + std::string(e.what());
+    kernel.not_stored = e.what();
+  }
+}
+
 DirectoryKernelStore::DirectoryKernelStore(std::string dir) : dir_(std::move(dir)) {}
 
 std::string DirectoryKernelStore::entry_path(const std::string& key) const {

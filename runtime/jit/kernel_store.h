@@ -25,6 +25,11 @@ class KernelStore {
   virtual std::string describe() const = 0;
 };
 
+// Puts `kernel` in `store` (null: nothing). A kernel the store cannot keep (read-only, full, any
+// failure of put) is still good and only costs a compile next time: not_stored says why, and the
+// kernel's log ends with it. The NVRTC and the emulated compiles both keep their kernels so.
+void keep_in_store(KernelStore* store, CompiledKernel& kernel);
+
 // One file per kernel, <dir>/<key>.cpgenk, written to a unique temporary name in the same
 // directory and then rename()d over the final name, which POSIX makes atomic. The first put of a
 // process removes temporary names older than an hour (writers that died before their rename).

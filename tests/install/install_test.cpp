@@ -117,27 +117,30 @@ TEST(Install, LinkDemoBuildsAgainstInstalledPackage) {
   if (!::testing::Test::HasFailure()) fs::remove_all(root);
 }
 
-// The library exports cpgen's own names only (cmake/libcpgen.map): the C ABI, the C++ API and the
-// namespace's internals; before, about 800 of its 1450 dynamic symbols were nlohmann's and the
-// standard library's template code, which a program with another version of them would bind.
 // A program built with libstdc++'s old string ABI would link against the C++ API and misread
 // every std::string and std::vector field of a Problem (a reviewer's link demo: "q_heads must be
-// an integer 1..1024, got 131072"): cpgen/problem.h refuses it at compile time, naming the C
-// header to use instead; with the C++11 ABI the same file compiles.
+// an integer 1..1024, got 131072"): every C++ API header refuses it at compile time
+// (cpgen/cxx_abi.h), naming the C header to use instead; with the C++11 ABI each compiles.
 TEST(Install, TheCppApiRefusesTheOldStringAbiAtCompileTime) {
   cpgen::testing::TempDir dir("old_abi");
-  const fs::path source = fs::path(dir.path()) / "uses_problem.cpp";
-  std::ofstream(source) << "#include \"cpgen/problem.h\"\nint main() { cpgen::Problem p; return p.gqa_group(); }\n";
   const char* env_cxx = std::getenv("CXX");
   const std::string cxx = env_cxx && *env_cxx ? env_cxx : "c++";
   const std::string compile = cxx + " -std=c++20 -fsyntax-only -I " + quoted(fs::path(CPGEN_SOURCE_DIR) / "include") + " ";
-  Shell old_abi = shell(compile + "-D_GLIBCXX_USE_CXX11_ABI=0 " + quoted(source), fs::path(dir.path()) / "old.log");
-  EXPECT_NE(old_abi.code, 0) << old_abi.output;
-  EXPECT_NE(old_abi.output.find("include cpgen/cpgen_c.h instead"), std::string::npos) << old_abi.output;
-  Shell new_abi = shell(compile + quoted(source), fs::path(dir.path()) / "new.log");
-  EXPECT_EQ(new_abi.code, 0) << new_abi.output;
+  for (const char* header : {"problem.h", "ring_attention.h", "nccl_bootstrap.h", "error.h"}) {
+    SCOPED_TRACE(header);
+    const fs::path source = fs::path(dir.path()) / (std::string(header) + ".cpp");
+    std::ofstream(source) << "#include \"cpgen/" << header << "\"\nint main() { return 0; }\n";
+    Shell old_abi = shell(compile + "-D_GLIBCXX_USE_CXX11_ABI=0 " + quoted(source), fs::path(dir.path()) / "old.log");
+    EXPECT_NE(old_abi.code, 0) << old_abi.output;
+    EXPECT_NE(old_abi.output.find("include cpgen/cpgen_c.h instead"), std::string::npos) << old_abi.output;
+    Shell new_abi = shell(compile + quoted(source), fs::path(dir.path()) / "new.log");
+    EXPECT_EQ(new_abi.code, 0) << new_abi.output;
+  }
 }
 
+// The library exports cpgen's own names only (cmake/libcpgen.map): the C ABI, the C++ API and the
+// namespace's internals; before, about 800 of its 1450 dynamic symbols were nlohmann's and the
+// standard library's template code, which a program with another version of them would bind.
 TEST(Install, TheLibraryExportsCpgensNamesOnly) {
   const fs::path log = fs::temp_directory_path() / ("cpgen_exports_" + std::to_string(::getpid()) + ".log");
   Shell r = shell("nm -D --defined-only -C " + quoted(fs::path(CPGEN_BINARY_DIR) / "libcpgen.so"), log);

@@ -127,12 +127,16 @@ void compile_one(const CompileOptions& o, const std::string& arch, KernelStore* 
         throw_bad_input(std::string(option) + " '" + *file + "' is in the templates folder " + template_files_dir() +
                         " this compile reads (CPGEN_TEMPLATES_DIR); give a file elsewhere");
     }
-  // The user named the kernel: one this arch cannot run is bad input (exit 2), refused before
-  // anything is written.
+  // The user named the kernel: one this arch cannot run (compile_kernel's kInfeasible) is bad
+  // input, exit 2; nothing is written before the compile.
   const Feasibility feasibility = check_feasibility(spec, arch);
-  if (!feasibility.feasible)
-    throw_bad_input(spec.uri() + " cannot run on " + arch + ": " + feasibility.reason);
-  const CompiledKernel k = compile_kernel(spec, arch, store);
+  CompiledKernel k;
+  try {
+    k = compile_kernel(spec, arch, store);
+  } catch (const Error& e) {
+    if (e.kind() != ErrorKind::kInfeasible) throw;
+    throw_bad_input(e.what());  // "<uri> on <arch>: <what does not fit>"
+  }
   // Written once the compile succeeded, so a failed one leaves an existing file as it was (the
   // source of a failed compile is saved with its log; the message names the folder).
   if (!o.emit_source.empty()) {

@@ -14,6 +14,7 @@
 #include "runtime/api/kernel_select.h"
 #include "runtime/ring/shapes.h"
 #include "tools/cli/cli_db.h"
+#include "tools/cli/shape_options.h"
 #include "tools/cli/command.h"
 #include "tools/cli/slow_progress.h"
 
@@ -32,12 +33,10 @@ struct ExplainOptions {
 };
 
 void run(const ExplainOptions& o) {
-  if (o.shape.empty() == o.shapes_file.empty()) throw_bad_input("explain: give exactly one of --shape JSON or --shapes FILE");
+  std::vector<Problem> problems = problems_of_options(o.shape, o.shapes_file, "explain");
   if (!o.arch.empty()) validate_arch(o.arch);
   if (o.ring != "nccl" && o.ring != "loopback")
     throw_bad_input("explain: --ring '" + o.ring + "' is not a ring; nccl (one GPU per rank) or loopback (every rank on one GPU)");
-  std::vector<Problem> problems = o.shapes_file.empty() ? std::vector<Problem>{parse_shape_json(o.shape, "--shape")}
-                                                        : load_shapes_file(o.shapes_file);
   // Opened once, read-only and checked: a file that is not SQLite exits 2, a damaged one 1.
   std::string db_path;
   std::string db_note;

@@ -18,6 +18,7 @@
 #include "runtime/ring/shapes.h"
 #include "tools/cli/command.h"
 #include "tools/cli/int_range.h"
+#include "tools/cli/shape_options.h"
 #include "tools/cli/slow_progress.h"
 
 namespace cpgen::cli {
@@ -172,9 +173,7 @@ ProblemKey key_of(const Problem& p) {
 void run_plan(const PlanArgs& args) {
   const PlanRates rates{args.link_gbps, args.tflops};
   validate_rates(rates);
-  if (args.shape.empty() == args.shapes.empty()) throw_bad_input("plan: give exactly one of --shape JSON or --shapes FILE");
-  const std::vector<Problem> problems =
-      args.shapes.empty() ? std::vector<Problem>{parse_shape_json(args.shape, "--shape")} : load_shapes_file(args.shapes);
+  const std::vector<Problem> problems = problems_of_options(args.shape, args.shapes, "plan");
   // Plan everything before printing, so that a failure leaves stdout empty.
   std::vector<ShapePlan> plans;
   plans.reserve(problems.size());

@@ -51,7 +51,10 @@ TEST(CompileLog, TheSummaryIsTheFirstErrorOnOneLine) {
             "ring_x.cu(7): error: identifier \\\"f\\\" is undefined (the log has 4 more lines)");
   EXPECT_EQ(log_summary("  broken on purpose\n"), "broken on purpose");
   EXPECT_EQ(log_summary("\n \n"), "the log is empty");
-  const std::string summary = log_summary(std::string(5000, 'x') + " error\n\x01\xff\n");
+  // A warning that names something with "error" in it is no error line.
+  EXPECT_EQ(log_summary("x.cu(1): warning: unused variable \"error_count\"\nx.cu(2): error: boom\n"),
+            "x.cu(2): error: boom (the log has 1 more lines)");
+  const std::string summary = log_summary(std::string(5000, 'x') + " error: \n\x01\xff\n");
   EXPECT_LE(summary.size(), 340u) << summary;
   EXPECT_EQ(summary.find('\n'), std::string::npos);
 }
