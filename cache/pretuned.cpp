@@ -50,6 +50,13 @@ PretunedCaches load_pretuned_caches(const std::vector<std::string>& dirs) {
       // A name loaded from an earlier folder is that cache's copy; one skipped there (unreadable,
       // malformed) does not hide this one.
       if (seen_names.contains(file.filename().string())) continue;
+      // Only a regular file (a link to one too) is read: a FIFO in the folder hung every kernel
+      // selection in its open, and a device would be read past its end.
+      std::error_code kind;
+      if (!fs::is_regular_file(file, kind)) {
+        warn("pretuned cache skipped: " + printable(file.string(), 200) + " is not a regular file");
+        continue;
+      }
       try {
         // Every reason below starts with the file's path.
         const nlohmann::json doc =
@@ -77,7 +84,10 @@ PretunedCaches load_pretuned_caches(const std::vector<std::string>& dirs) {
         caches.files.push_back(file.string());
         for (auto& entry : parsed) caches.entries.push_back(std::move(entry));
       } catch (const std::exception& e) {
-        warn(std::string("pretuned cache skipped: ") + e.what());
+        // One line: a value quoted from the file may hold a newline.
+        std::string why = e.what();
+        std::replace_if(why.begin(), why.end(), [](char c) { return c == '\n' || c == '\r'; }, ' ');
+        warn("pretuned cache skipped: " + why);
       }
     }
   }

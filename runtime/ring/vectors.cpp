@@ -5,6 +5,7 @@
 #include <cmath>
 
 #include "cpgen/error.h"
+#include "runtime/core/problem_limits.h"
 #include "runtime/core/json_text.h"
 #include "runtime/core/text_file.h"
 
@@ -175,6 +176,12 @@ AttentionVectors parse_attention_vectors(const std::string& text, const std::str
   v.dq = tensor(doc, source, "dq", q_size);
   v.dk = tensor(doc, source, "dk", kv_size);
   v.dv = tensor(doc, source, "dv", kv_size);
+  // The mask and scale within the problem model's bounds (window sides up to 2^30, at most 2^20
+  // documents, a softcap and a scale that float32 takes), as a problem arriving any other way is
+  // checked: a window side of 2^63 - 1 overflowed in the visibility (verify said FAIL, exit 1).
+  const Problem p = problem_from_vectors(v, 1, Scheme::kContiguous, Dtype::kBf16);
+  check_problem_mask(p, source);
+  check_problem_scale_and_size(p, source);
   return v;
 }
 

@@ -3,12 +3,14 @@
 #include "cache/pretuned.h"
 
 #include <gtest/gtest.h>
+#include <sys/stat.h>
 
 #include <cstdlib>
 #include <filesystem>
 #include <fstream>
 #include <optional>
 
+#include "cache/database.h"
 #include "temp_dir.h"
 #include "test_util.h"
 
@@ -48,6 +50,21 @@ TEST(PretunedDirs, ACacheWithANulByteIsSkipped) {
   }
   const PretunedCaches caches = load_pretuned_caches({dir.path()});
   EXPECT_EQ(caches.files, std::vector<std::string>{dir.path() + "/a.json"});
+}
+
+// Only regular files are read: a FIFO named like a cache hung every kernel selection in its open.
+// It is skipped with a one-line warning naming it; the folder's other caches load.
+TEST(PretunedDirs, AFifoInTheFolderIsSkippedNotOpened) {
+  testing::TempDir dir("pretuned_fifo");
+  std::ofstream(dir.path() + "/a.json") << R"({"format": "cpgen-tuning-cache", "version": 1, "entries": []})";
+  ASSERT_EQ(::mkfifo((dir.path() + "/b.json").c_str(), 0600), 0);
+  std::string warning;
+  const WarningSink previous = set_warning_sink([&](const std::string& w) { warning += w; });
+  const PretunedCaches caches = load_pretuned_caches({dir.path()});
+  set_warning_sink(previous);
+  EXPECT_EQ(caches.files, std::vector<std::string>{dir.path() + "/a.json"});
+  EXPECT_NE(warning.find(dir.path() + "/b.json is not a regular file"), std::string::npos) << warning;
+  EXPECT_EQ(warning.find('\n'), std::string::npos) << warning;
 }
 
 // A cache with a field given twice (a second "entries" would hide the first) or a winner flag

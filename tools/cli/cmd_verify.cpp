@@ -98,6 +98,7 @@ constexpr int64_t kCpuMemoryCapBytes = int64_t{4} << 30;
 // GFLOP/s on a 2-core machine (seq_len 1024, 8 heads, head dim 64 in about 20 s), so 2^36 of the
 // attention's FLOPs (4 head_dim per (query, key) pair, every pair counted) is some ten minutes.
 constexpr double kEmulatedFlopCap = 68719476736.0;
+constexpr double kCpuPairCap = 68719476736.0;
 
 // What the CPU backends cannot run in memory (both) or in reasonable time (the emulator), refused
 // before any input is drawn: a 128K shape ran out of memory (bad_alloc, exit 1) or for days.
@@ -111,6 +112,16 @@ void check_cpu_backend_size(const Problem& p, const std::string& backend) {
     throw_bad_input("--backend " + backend + ": shape " + p.name + " needs about " + size +
                     " of memory for its full inputs, results and ring buffers; the CPU backends' cap is " +
                     std::to_string(kCpuMemoryCapBytes >> 30) + " GiB (reduce batch, heads or seq_len, or use --backend gpu)");
+  }
+  // The CPU backend's float64 reference and float32 ring visit every (query, key) pair: about
+  // 5e7 a second here, so 2^36 of them (a batch-head's 262144^2) is some twenty minutes.
+  const double pairs = static_cast<double>(p.batch) * p.q_heads * static_cast<double>(p.seq_len) * p.seq_len;
+  if (backend == "cpu" && pairs > kCpuPairCap) {
+    char work[64];
+    std::snprintf(work, sizeof work, "%.3g", pairs);
+    throw_bad_input("--backend cpu: shape " + p.name + " has " + work +
+                    " (query, key) pairs of attention; the CPU backend takes at most 2^36 (about 6.9e10; reduce "
+                    "batch, heads or seq_len, or use --backend gpu)");
   }
   const double flops = 4.0 * q_elements * static_cast<double>(p.seq_len);
   if (backend == "emulated" && flops > kEmulatedFlopCap) {
@@ -172,6 +183,10 @@ void run_verify(const VerifyOptions& opt) {
   } else {
     scheme = parse_scheme(opt.scheme);
     vec = load_attention_vectors(opt.vectors_path);
+    // A file's shape passes the same size checks as a --shape (a 7 MB file of seq_len 400000
+    // would have run for an hour).
+    if (opt.backend == "cpu" || opt.backend == "emulated")
+      check_cpu_backend_size(problem_from_vectors(vec, ranks, scheme, Dtype::kBf16), opt.backend);
   }
 
   VerifyRequest request;

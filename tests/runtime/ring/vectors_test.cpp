@@ -167,6 +167,17 @@ TEST(VectorsFile, RefusesBadFormat2FieldsByName) {
   doc = tiny_vectors_v2();
   doc["softcap"] = 0;
   EXPECT_EQ(error_of(doc), "tiny.json: field 'softcap' must be null or a number > 0; got 0");
+  // The problem model's bounds, as every other way a problem arrives is checked: a window side of
+  // 2^63 - 1 overflowed in the visibility (verify said FAIL), a softcap of 1e308 became inf.
+  doc = tiny_vectors_v2();
+  doc["window"] = {{"left", nullptr}, {"right", INT64_MAX}};
+  EXPECT_NE(error_of(doc).find("tiny.json: window_right is 9223372036854775807; it must be -1 (unbounded) or an integer 0.."),
+            std::string::npos)
+      << error_of(doc);
+  doc = tiny_vectors_v2();
+  doc["softcap"] = 1e308;
+  EXPECT_NE(error_of(doc).find("softcap 1e+308 is outside what the kernels' float32 takes"), std::string::npos)
+      << error_of(doc);
 }
 
 }  // namespace
