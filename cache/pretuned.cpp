@@ -108,7 +108,8 @@ bool pattern_matches(const nlohmann::json& pattern, const WorkloadKey& w, const 
   // every workload of every shape against every pattern); any other field through its JSON form.
   for (const auto& [name, value] : pattern.items()) {
     if (name == "gqa_group") {
-      if (!value.is_number_integer() || value.get<int>() != w.gqa_group()) return false;
+      // Compared as JSON numbers: get<int>() wrapped 4294967297 to 1, which matched GQA 1.
+      if (!value.is_number_integer() || value != nlohmann::json(w.gqa_group())) return false;
     } else if (name == "dtype") {
       if (!value.is_string() || value.get_ref<const std::string&>() != dtype_name(w.dtype)) return false;
     } else if (name == "head_dim") {

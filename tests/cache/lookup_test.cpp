@@ -297,5 +297,16 @@ TEST_F(LookupTest, AMaskedWorkloadDoesNotInheritAWgmmaWinnerItsFamilyCannotMask)
   }
 }
 
+// A pattern's GQA group is compared as the number it is: 4294967297 read as an int wrapped to 1
+// and matched every GQA-1 workload (a fuzzer's pattern entry chose its kernel for them).
+TEST(PatternMatches, AGqaGroupPastIntRangeMatchesNothing) {
+  WorkloadKey w = test_workload(16384);
+  w.q_heads = w.kv_heads;  // GQA 1
+  ASSERT_EQ(w.gqa_group(), 1);
+  EXPECT_TRUE(pattern_matches(nlohmann::json{{"gqa_group", 1}}, w));
+  EXPECT_FALSE(pattern_matches(nlohmann::json{{"gqa_group", 4294967297LL}}, w));
+  EXPECT_FALSE(pattern_matches(nlohmann::json{{"gqa_group", 2}}, w));
+}
+
 }  // namespace
 }  // namespace cpgen::testing
