@@ -30,7 +30,8 @@ int height(const std::string& layer) {
 // The layer of a file given by its path from the repository root; "" when it belongs to none.
 std::string layer_of(const std::string& path) {
   static const std::map<std::string, std::string> kPublic = {
-      {"include/cpgen/types.h", "core"},           {"include/cpgen/error.h", "core"},
+      {"include/cpgen/cxx_abi.h", "core"},         {"include/cpgen/types.h", "core"},
+      {"include/cpgen/error.h", "core"},
       {"include/cpgen/problem.h", "core"},         {"include/cpgen/config_source.h", "core"},
       {"include/cpgen/nccl_bootstrap.h", "transport"}, {"include/cpgen/nccl_mpi.h", "transport"},
       {"include/cpgen/ring_attention.h", "api"},   {"include/cpgen/cpgen_c.h", "api"}};
