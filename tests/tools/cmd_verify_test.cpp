@@ -304,7 +304,7 @@ TEST(CmdVerifyRandom, BadSourcesExitTwoWithOneLine) {
       // The CPU backend likewise where the pairs would take it hours (2^36 at most).
       {shape_arg("\"q_heads\": 1, \"kv_heads\": 1, \"head_dim\": 64, \"seq_len\": 300000, \"cp_size\": 2, "
                  "\"dtype\": \"bf16\", \"causal\": true") + " --random",
-       "--backend cpu: shape shape[0] has 9e+10 (query, key) pairs of attention"},
+       "--backend cpu: shape shape[0] is 9e+10 (query, key) pairs of attention"},
       // Options only --random reads were accepted and ignored beside a vectors file.
       {"--vectors " + file + " --scheme zigzag --ranks 2 --seed 99", "--seed and --sample-rows go with --shape"},
       {"--vectors " + file + " --scheme zigzag --ranks 2 --sample-rows 4", "--seed and --sample-rows go with --shape"},

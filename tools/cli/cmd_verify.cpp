@@ -94,11 +94,10 @@ void write_results(const std::string& path, const AttentionVectors& vec, const V
 // 80 per key-side element (k, v, dk, dv). Past the cap a run would swap or be killed, not check.
 constexpr int64_t kCpuMemoryCapBytes = int64_t{4} << 30;
 
-// The emulated backend runs every GPU thread of every launch as a fiber on the CPU: about 0.1
-// GFLOP/s on a 2-core machine (seq_len 1024, 8 heads, head dim 64 in about 20 s), so 2^36 of the
-// attention's FLOPs (4 head_dim per (query, key) pair, every pair counted) is some ten minutes.
-constexpr double kEmulatedFlopCap = 68719476736.0;
-constexpr double kCpuPairCap = 68719476736.0;
+// The most work a CPU backend is given (check_cpu_backend_size): 2^36 pairs on the CPU ring, 2^36
+// FLOPs in the emulator, which runs every GPU thread as a fiber (about 0.1 GFLOP/s on a 2-core
+// machine: seq_len 1024, 8 heads, head dim 64 in about 20 s).
+constexpr double kWorkCap = 68719476736.0;
 
 // What the CPU backends cannot run in memory (both) or in reasonable time (the emulator), refused
 // before any input is drawn: a 128K shape ran out of memory (bad_alloc, exit 1) or for days.
@@ -113,23 +112,19 @@ void check_cpu_backend_size(const Problem& p, const std::string& backend) {
                     " of memory for its full inputs, results and ring buffers; the CPU backends' cap is " +
                     std::to_string(kCpuMemoryCapBytes >> 30) + " GiB (reduce batch, heads or seq_len, or use --backend gpu)");
   }
-  // The CPU backend's float64 reference and float32 ring visit every (query, key) pair: about
-  // 5e7 a second here, so 2^36 of them (a batch-head's 262144^2) is some twenty minutes.
-  const double pairs = static_cast<double>(p.batch) * p.q_heads * static_cast<double>(p.seq_len) * p.seq_len;
-  if (backend == "cpu" && pairs > kCpuPairCap) {
-    char work[64];
-    std::snprintf(work, sizeof work, "%.3g", pairs);
-    throw_bad_input("--backend cpu: shape " + p.name + " has " + work +
-                    " (query, key) pairs of attention; the CPU backend takes at most 2^36 (about 6.9e10; reduce "
-                    "batch, heads or seq_len, or use --backend gpu)");
-  }
-  const double flops = 4.0 * q_elements * static_cast<double>(p.seq_len);
-  if (backend == "emulated" && flops > kEmulatedFlopCap) {
-    char work[64];
-    std::snprintf(work, sizeof work, "%.3g", flops);
-    throw_bad_input("--backend emulated: shape " + p.name + " is " + work +
-                    " FLOPs of attention; the emulator runs about 1e8 FLOP/s and takes at most 2^36 (about 6.9e10) "
-                    "(reduce batch, heads or seq_len, or use --backend gpu)");
+  // Work a backend would take hours over: the CPU ring's (query, key) pairs (its float64
+  // reference and float32 ring visit each, about 5e7 a second here) or the emulator's FLOPs (about
+  // 1e8 a second). 2^36 of either is some ten to twenty minutes.
+  const bool emulated = backend == "emulated";
+  const double work = emulated ? 4.0 * q_elements * static_cast<double>(p.seq_len)
+                               : static_cast<double>(p.batch) * p.q_heads * static_cast<double>(p.seq_len) * p.seq_len;
+  if (work > kWorkCap) {
+    char amount[64];
+    std::snprintf(amount, sizeof amount, "%.3g", work);
+    throw_bad_input("--backend " + backend + ": shape " + p.name + " is " + amount +
+                    (emulated ? " FLOPs" : " (query, key) pairs") + " of attention; the " +
+                    (emulated ? "emulator" : "CPU backend") +
+                    " takes at most 2^36 (about 6.9e10; reduce batch, heads or seq_len, or use --backend gpu)");
   }
 }
 
