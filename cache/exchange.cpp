@@ -77,12 +77,14 @@ Record record_from_json(const json& entry, const std::string& where) {
   if (!entry.is_object()) throw_bad_input(where + ": an entry must be a JSON object");
   Record r;
   if (!entry.contains("workload")) throw_bad_input(where + ": field 'workload' is missing");
+  // required_field names `where` itself (inside the try below, its message got the prefix twice).
+  r.kernel_uri = required_field<std::string>(entry, "kernel", where);
+  const std::string disposition = required_field<std::string>(entry, "disposition", where);
   try {
     r.workload = WorkloadKey::from_json(entry["workload"]);
     r.env = Environment::from_json(entry.contains("environment") ? entry["environment"] : json());
-    r.kernel_uri = required_field<std::string>(entry, "kernel", where);
     KernelSpec::parse(r.kernel_uri);  // rejects a malformed kernel name up front
-    r.disposition = parse_disposition(required_field<std::string>(entry, "disposition", where));
+    r.disposition = parse_disposition(disposition);
   } catch (const Error& e) {
     if (e.kind() != ErrorKind::kBadInput) throw;
     throw_bad_input(where + ": " + e.what());

@@ -165,6 +165,17 @@ TEST_F(ExchangeTest, ABadEntryRejectsTheWholeFileNamingTheField) {
     EXPECT_NE(std::string(e.what()).find("head_dim"), std::string::npos) << e.what();
   }
   EXPECT_TRUE(all_records(fresh).empty());
+  // A missing field is named once, after the entry (its prefix was given twice).
+  for (const char* field : {"disposition", "kernel"}) {
+    nlohmann::json missing = export_cache(db);
+    missing["entries"][0].erase(field);
+    try {
+      import_cache(fresh, missing, "bad.json");
+      ADD_FAILURE() << field << " missing was imported";
+    } catch (const Error& e) {
+      EXPECT_EQ(std::string(e.what()), std::string("bad.json entry 0: field '") + field + "' is missing");
+    }
+  }
   doc["version"] = 2;
   EXPECT_THROW(import_cache(fresh, doc, "v2.json"), Error);
   EXPECT_THROW(import_cache(fresh, nlohmann::json{{"entries", nlohmann::json::array()}}, "x.json"), Error);

@@ -405,6 +405,22 @@ TEST_F(CmdDb, AnUnreadableDatabaseIsNeitherCalledNotSqliteNorMovedAside) {
     EXPECT_EQ(entry.path().filename().string().find(".corrupt-"), std::string::npos) << entry.path();
 }
 
+// A bad value quoted from a file is cut in the message: a 5,000-character disposition gave a
+// 5,000-character line (a fuzzer's 200 MB one gave a 200 MB line).
+TEST_F(CmdDb, AHugeBadValueIsCutInItsOneLine) {
+  make_db(path("a.db"));
+  ASSERT_EQ(run_cli("db export --db " + path("a.db") + " -o " + path("a.json")).exit_code, 0);
+  nlohmann::json doc = nlohmann::json::parse(slurp(path("a.json")));
+  doc["entries"][0]["disposition"] = std::string(5000, 'x');
+  std::ofstream(path("huge.json")) << doc.dump();
+  const CliResult r = run_cli("db import " + path("huge.json") + " --db " + path("b.db"));
+  EXPECT_EQ(r.exit_code, 2) << r.err;
+  EXPECT_EQ(std::count(r.err.begin(), r.err.end(), '\n'), 1) << r.err.substr(0, 300);
+  EXPECT_LT(r.err.size(), 2100u);
+  EXPECT_NE(r.err.find("disposition"), std::string::npos) << r.err.substr(0, 300);
+  EXPECT_NE(r.err.find("characters in all)"), std::string::npos) << r.err.substr(r.err.size() - 100);
+}
+
 // A database the user may read but not write, named to a writing command: one line, exit 2, and
 // nothing made beside it. SQLite opened it read-only without a word, failed at the first write
 // ("attempt to write a readonly database", exit 1), and left -wal and -shm files owned by this

@@ -33,10 +33,17 @@ std::string without_program_name(const std::string& message) {
 }
 
 // Bad input is one line: control characters (a newline in a file name) are written as \xNN, as
-// the shapes reader writes them. Other errors keep their lines (a compile error's NVRTC log).
+// the shapes reader writes them. Other errors keep their lines.
 std::string one_line(const std::string& message) {
+  // A message quoting a value from a file (a 200 MB string in a field) is cut: the field's name
+  // and the rule come before the value, and a line of that length helps no one.
+  constexpr size_t kMaxChars = 2000;
   std::string out;
   for (const char c : message) {
+    if (out.size() >= kMaxChars) {
+      out += "... (" + std::to_string(message.size()) + " characters in all)";
+      break;
+    }
     if (static_cast<unsigned char>(c) >= 0x20) {
       out += c;
       continue;
