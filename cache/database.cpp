@@ -80,17 +80,21 @@ std::string file_uri(const std::string& path) {
   return uri;
 }
 
+// What to do about a file that is no cpgen database, where it was given as --db or a merge's source.
+const char* open_advice(bool merge_source) {
+  return merge_source ? "merge reads another cpgen tuning database (db import reads a JSON cache)"
+                      : "pass --db with the path of a cpgen tuning database";
+}
+
 std::string not_sqlite_message(const std::string& path, bool merge_source = false) {
   return path + " is not an SQLite database (it does not start with the SQLite header); it was left as it is; " +
-         (merge_source ? "merge reads another cpgen tuning database (db import reads a JSON cache)"
-                       : "pass --db with the path of a cpgen tuning database");
+         open_advice(merge_source);
 }
 
 std::string foreign_message(const std::string& path, bool merge_source = false) {
   return path + " is an SQLite database of another program (no cpgen meta table), or one cpgen never wrote; it "
                 "was left as it is; " +
-         (merge_source ? "merge reads another cpgen tuning database (db import reads a JSON cache)"
-                       : "pass --db with the path of a cpgen tuning database");
+         open_advice(merge_source);
 }
 
 // What a read-only open of a damaged file suggests.

@@ -63,6 +63,10 @@ RingKernelSelector::~RingKernelSelector() = default;
 
 RingKernelSelection RingKernelSelector::select(const Problem& problem) const {
   problem.validate();
+  return select_validated(problem);
+}
+
+RingKernelSelection RingKernelSelector::select_validated(const Problem& problem) const {
   RingKernelSelection out = base_;
   const auto select_steps = [&](Database* db) {
     out.steps = select_for_problem(problem, out.device, db, out.environment, caches_);
@@ -144,7 +148,7 @@ RingKernelSelection select_ring_kernels(const Problem& problem, const std::strin
                                         const std::string& arch, int device, const PretunedCaches& caches) {
   // The problem is checked before the database is opened, as before.
   problem.validate();
-  return RingKernelSelector(database_path, arch, device, caches).select(problem);
+  return RingKernelSelector(database_path, arch, device, caches).select_validated(problem);
 }
 
 }  // namespace cpgen

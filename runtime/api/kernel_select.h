@@ -56,6 +56,11 @@ class RingKernelSelector {
   RingKernelSelection select(const Problem& problem) const;
 
  private:
+  friend RingKernelSelection select_ring_kernels(const Problem&, const std::string&, const std::string&, int,
+                                                 const PretunedCaches&);
+  // select() after problem.validate(): select_ring_kernels validates before it opens the database.
+  RingKernelSelection select_validated(const Problem& problem) const;
+
   mutable RingKernelSelection base_;  // device, environment and database fields; no steps
   std::unique_ptr<Database> own_db_;
   // Null once a read failed (select): the file is not read again by this selector, whose later

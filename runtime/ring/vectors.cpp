@@ -167,6 +167,13 @@ AttentionVectors parse_attention_vectors(const std::string& text, const std::str
   };
   const int64_t q_size = elements(v.shape.q_heads);
   const int64_t kv_size = elements(v.shape.kv_heads);
+  // The mask and scale within the problem model's bounds (window sides up to 2^30, at most 2^20
+  // documents, a softcap and a scale that float32 takes), as a problem arriving any other way is
+  // checked: a window side of 2^63 - 1 overflowed in the visibility (verify said FAIL, exit 1).
+  // Before the tensors, which may be most of a 1 GiB file; the element counts are bounded above.
+  const Problem p = problem_from_vectors(v, 1, Scheme::kContiguous, Dtype::kBf16);
+  check_problem_mask(p, source);
+  check_problem_scale_and_size(p, source);
   v.q = tensor(doc, source, "q", q_size);
   v.k = tensor(doc, source, "k", kv_size);
   v.v = tensor(doc, source, "v", kv_size);
@@ -176,12 +183,6 @@ AttentionVectors parse_attention_vectors(const std::string& text, const std::str
   v.dq = tensor(doc, source, "dq", q_size);
   v.dk = tensor(doc, source, "dk", kv_size);
   v.dv = tensor(doc, source, "dv", kv_size);
-  // The mask and scale within the problem model's bounds (window sides up to 2^30, at most 2^20
-  // documents, a softcap and a scale that float32 takes), as a problem arriving any other way is
-  // checked: a window side of 2^63 - 1 overflowed in the visibility (verify said FAIL, exit 1).
-  const Problem p = problem_from_vectors(v, 1, Scheme::kContiguous, Dtype::kBf16);
-  check_problem_mask(p, source);
-  check_problem_scale_and_size(p, source);
   return v;
 }
 

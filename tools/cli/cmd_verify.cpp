@@ -99,9 +99,10 @@ constexpr int64_t kCpuMemoryCapBytes = int64_t{4} << 30;
 // machine: seq_len 1024, 8 heads, head dim 64 in about 20 s).
 constexpr double kWorkCap = 68719476736.0;
 
-// What the CPU backends cannot run in memory (both) or in reasonable time (the emulator), refused
+// What the CPU backends cannot run in memory or in reasonable time, refused
 // before any input is drawn: a 128K shape ran out of memory (bad_alloc, exit 1) or for days.
 void check_cpu_backend_size(const Problem& p, const std::string& backend) {
+  if (backend != "cpu" && backend != "emulated") return;  // the GPU backends have their own memory
   const double q_elements = static_cast<double>(p.batch) * p.q_heads * p.seq_len * p.head_dim;
   const double kv_elements = static_cast<double>(p.batch) * p.kv_heads * p.seq_len * p.head_dim;
   const double bytes = 48 * q_elements + 80 * kv_elements;
@@ -168,7 +169,7 @@ void run_verify(const VerifyOptions& opt) {
   SampledReference sampled;
   if (opt.random) {
     const Problem p = shape_problem(opt);
-    if (opt.backend == "cpu" || opt.backend == "emulated") check_cpu_backend_size(p, opt.backend);
+    check_cpu_backend_size(p, opt.backend);
     scheme = p.scheme;
     ranks = static_cast<int>(p.cp_size);
     // The entry's dtype is what a half-precision backend computes in; the CPU backend is float32.
@@ -180,8 +181,7 @@ void run_verify(const VerifyOptions& opt) {
     vec = load_attention_vectors(opt.vectors_path);
     // A file's shape passes the same size checks as a --shape (a 7 MB file of seq_len 400000
     // would have run for an hour).
-    if (opt.backend == "cpu" || opt.backend == "emulated")
-      check_cpu_backend_size(problem_from_vectors(vec, ranks, scheme, Dtype::kBf16), opt.backend);
+    check_cpu_backend_size(problem_from_vectors(vec, ranks, scheme, Dtype::kBf16), opt.backend);
   }
 
   VerifyRequest request;
