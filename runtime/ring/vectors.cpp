@@ -152,10 +152,19 @@ AttentionVectors parse_attention_vectors(const std::string& text, const std::str
                     scale.dump());
   v.shape.scale = scale.get<double>();
 
-  // Multiplied with overflow checks: the fields are unbounded here, and a wrapped product (2^32
-  // in batch and both head counts gave 0) matched the empty arrays of a bad file. A tensor's every
-  // element takes two bytes of text at least, so no file of kMaxVectorsFileBytes holds more than
-  // half that many.
+  // The sizes, mask and scale within the problem model's bounds (batch up to 65536, heads up to
+  // 1024, window sides up to 2^30, at most 2^20 documents, a softcap and a scale that float32
+  // takes, at most 2^48 elements), as a problem arriving any other way is checked: a window side
+  // of 2^63 - 1 overflowed in the visibility (verify said FAIL, exit 1), and a batch past 65536
+  // passed this reader. Before the tensors, which may be most of a 1 GiB file.
+  const Problem p = problem_from_vectors(v, 1, Scheme::kContiguous, Dtype::kBf16);
+  check_problem_limits(p, source);
+  check_problem_mask(p, source);
+  check_problem_scale_and_size(p, source);
+  // Multiplied with overflow checks (head_dim has no bound of the problem model's; a wrapped
+  // product, 2^32 in batch and both head counts gave 0, matched the empty arrays of a bad file). A
+  // tensor's every element takes two bytes of text at least, so no file of kMaxVectorsFileBytes
+  // holds more than half that many.
   const auto elements = [&](int64_t heads) {
     int64_t n = v.shape.batch;
     const bool wrapped = __builtin_mul_overflow(n, heads, &n) || __builtin_mul_overflow(n, v.seq_len, &n) ||
@@ -167,13 +176,6 @@ AttentionVectors parse_attention_vectors(const std::string& text, const std::str
   };
   const int64_t q_size = elements(v.shape.q_heads);
   const int64_t kv_size = elements(v.shape.kv_heads);
-  // The mask and scale within the problem model's bounds (window sides up to 2^30, at most 2^20
-  // documents, a softcap and a scale that float32 takes), as a problem arriving any other way is
-  // checked: a window side of 2^63 - 1 overflowed in the visibility (verify said FAIL, exit 1).
-  // Before the tensors, which may be most of a 1 GiB file; the element counts are bounded above.
-  const Problem p = problem_from_vectors(v, 1, Scheme::kContiguous, Dtype::kBf16);
-  check_problem_mask(p, source);
-  check_problem_scale_and_size(p, source);
   v.q = tensor(doc, source, "q", q_size);
   v.k = tensor(doc, source, "k", kv_size);
   v.v = tensor(doc, source, "v", kv_size);

@@ -84,9 +84,26 @@ TEST(VectorsFile, RejectsWhatIsNotAVectorsFile) {
   doc["batch"] = doc["q_heads"] = doc["kv_heads"] = doc["seq_len"] = doc["head_dim"] = int64_t{1} << 32;
   for (const char* t : {"q", "k", "v", "dout", "out", "lse", "dq", "dk", "dv"})
     if (doc.contains(t)) doc[t] = nlohmann::json::array();
+  EXPECT_EQ(error_of(doc).rfind("tiny.json: batch ", 0), 0u) << error_of(doc);
+  // Every size within the problem model's limits, head_dim (which it leaves to the kernels) large:
+  // the product still wraps int64, and is still refused.
+  doc["batch"] = 65536;
+  doc["q_heads"] = doc["kv_heads"] = 1024;
+  doc["seq_len"] = 1 << 30;
+  doc["head_dim"] = int64_t{1} << 40;
+  EXPECT_NE(error_of(doc).find("tiny.json: batch * q_heads * seq_len * head_dim exceeds 2^48 elements"), std::string::npos)
+      << error_of(doc);
+  doc["batch"] = doc["q_heads"] = doc["kv_heads"] = 1;
+  doc["seq_len"] = 1 << 20;
+  doc["head_dim"] = 1024;
   EXPECT_NE(error_of(doc).find("tiny.json: batch * heads * seq_len * head_dim is more elements than a vectors file holds"),
             std::string::npos)
       << error_of(doc);
+  // The problem model's limits, checked before the tensors: a batch past 65536 passed the reader.
+  doc = tiny_vectors();
+  doc["batch"] = 65537;
+  EXPECT_EQ(error_of(doc).rfind("tiny.json: batch ", 0), 0u) << error_of(doc);
+  EXPECT_NE(error_of(doc).find("65536"), std::string::npos) << error_of(doc);
   // A NUL after a valid file: the parser took it for the end and never read what followed.
   try {
     parse_attention_vectors(tiny_vectors().dump() + std::string("\0{}", 3), "nul.json");
