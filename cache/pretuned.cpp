@@ -50,17 +50,12 @@ PretunedCaches load_pretuned_caches(const std::vector<std::string>& dirs) {
       // A name loaded from an earlier folder is that cache's copy; one skipped there (unreadable,
       // malformed) does not hide this one.
       if (seen_names.contains(file.filename().string())) continue;
-      // Only a regular file (a link to one too) is read: a FIFO in the folder hung every kernel
-      // selection in its open, and a device would be read past its end.
-      std::error_code kind;
-      if (!fs::is_regular_file(file, kind)) {
-        warn("pretuned cache skipped: " + printable(file.string(), 200) + " is not a regular file");
-        continue;
-      }
       try {
-        // Every reason below starts with the file's path.
-        const nlohmann::json doc =
-            read_json_file(file.string(), file.string(), "a cache", kMaxJsonFileBytes, kMaxJsonDepth);
+        // Every reason below starts with the file's path. Only a regular file (a link to one too)
+        // is read, judged on the opened file: a FIFO in the folder hung every kernel selection in
+        // its open, and a device would be read past its end.
+        const nlohmann::json doc = read_json_file(file.string(), file.string(), "a cache", kMaxJsonFileBytes,
+                                                  kMaxJsonDepth, FileKinds::kRegularOnly);
         check_cache_header(doc, file.string());
         const auto& entries = doc.at("entries");
         std::vector<CacheEntry> parsed;

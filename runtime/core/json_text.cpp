@@ -212,8 +212,8 @@ Json parse_json_text(const std::string& text, const std::string& source, int max
 }
 
 Json read_json_file(const std::string& path, const std::string& label, std::string_view kind, size_t max_bytes,
-                    int max_depth) {
-  const std::string text = read_text_file(path, label, kind, max_bytes);
+                    int max_depth, FileKinds kinds) {
+  const std::string text = read_text_file(path, label, kind, max_bytes, kinds);
   refuse_nul_byte(text, label, kind);
   return parse_json_text(text, label, max_depth);
 }

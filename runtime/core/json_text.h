@@ -12,6 +12,8 @@
 #include <string>
 #include <string_view>
 
+#include "runtime/core/text_file.h"
+
 namespace cpgen {
 
 // `text` for a one-line message: control bytes, non-ASCII bytes (which may not even be UTF-8 in
@@ -31,7 +33,7 @@ nlohmann::json parse_json_text(const std::string& text, const std::string& sourc
 // The document in the file at `path`: read_text_file's refusals (runtime/core/text_file.h, with
 // `label` and `kind`), a NUL byte, then parse_json_text's with `label` as the source.
 nlohmann::json read_json_file(const std::string& path, const std::string& label, std::string_view kind,
-                              size_t max_bytes, int max_depth);
+                              size_t max_bytes, int max_depth, FileKinds kinds = FileKinds::kAny);
 
 // The depth the readers allow: far more than any of cpgen's files needs (a shapes file 3, a
 // cache 4), little enough that no parse or destruction of the document nests too deep.

@@ -21,8 +21,12 @@ inline constexpr size_t kMaxJsonFileBytes = size_t{256} << 20;
 // and kind says what it should be (e.g. "a shapes file"):
 //   "is a directory, not <kind>"   "cannot open <kind>: <strerror>"   "cannot read <kind>: ..."
 //   "is longer than N MiB; <kind> is far smaller (is it the right file?)"
+// kRegularOnly also refuses what is not a regular file (a link to one is followed), judged on the
+// opened descriptor: "is not a regular file; <kind> is read only from one". A FIFO is opened
+// without waiting for a writer. For files found in a folder rather than named by the user.
+enum class FileKinds { kAny, kRegularOnly };
 std::string read_text_file(const std::string& path, const std::string& label, std::string_view kind,
-                           size_t max_bytes);
+                           size_t max_bytes, FileKinds kinds = FileKinds::kAny);
 
 // Writes `bytes` to `path` whole or not at all: into a new file beside it, then renamed over it,
 // so a full disk, a size limit or a kill leaves the old file (or none) and no half-written one.

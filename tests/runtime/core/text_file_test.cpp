@@ -4,6 +4,7 @@
 #include <gtest/gtest.h>
 
 #include <sys/resource.h>
+#include <sys/stat.h>
 #include <sys/wait.h>
 #include <unistd.h>
 
@@ -49,6 +50,24 @@ TEST(TextFile, RefusesFoldersMissingFilesAndEndlessSources) {
     EXPECT_EQ(error_of([&] { read_text_file("/dev/zero", "z", "a cache", size_t{3} << 20); }),
               "z: is longer than 3 MiB; a cache is far smaller (is it the right file?)");
   }
+}
+
+// kRegularOnly (files found in a folder, not named by the user): a FIFO is refused without
+// waiting for a writer, a device too, and a link to a regular file is read.
+TEST(TextFile, RegularOnlyRefusesFifosAndDevicesAndFollowsLinks) {
+  testing::TempDir dir("text_file");
+  const std::string fifo = dir.path() + "/f.json";
+  ASSERT_EQ(::mkfifo(fifo.c_str(), 0600), 0);
+  EXPECT_EQ(error_of([&] { read_text_file(fifo, "f", "a cache", 100, FileKinds::kRegularOnly); }),
+            "f: is not a regular file; a cache is read only from one");
+  if (std::filesystem::exists("/dev/null")) {
+    EXPECT_EQ(error_of([&] { read_text_file("/dev/null", "n", "a cache", 100, FileKinds::kRegularOnly); }),
+              "n: is not a regular file; a cache is read only from one");
+    EXPECT_EQ(read_text_file("/dev/null", "n", "a cache", 100), "");  // kAny reads it
+  }
+  std::ofstream(dir.path() + "/a.json") << "{}";
+  std::filesystem::create_symlink(dir.path() + "/a.json", dir.path() + "/l.json");
+  EXPECT_EQ(read_text_file(dir.path() + "/l.json", "l", "a cache", 100, FileKinds::kRegularOnly), "{}");
 }
 
 std::string slurp(const std::string& path) {
