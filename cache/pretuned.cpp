@@ -34,6 +34,34 @@ std::vector<std::string> default_cache_dirs() {
   return dirs;
 }
 
+namespace {
+
+// A pattern names workload fields (WorkloadKey's JSON, its mask fields, and gqa_group, derived from
+// the heads), each with a value of the field's JSON type. pattern_matches compares an unknown name
+// or a value of another type as a mismatch, so such an entry matched nothing, silently; it is
+// refused instead, and with it the file, as any malformed entry is.
+void check_pattern(const nlohmann::json& pattern, const std::string& at) {
+  WorkloadKey model;
+  model.mask.window_left = 0;  // so that to_json lists the mask fields
+  nlohmann::json known = model.to_json();
+  known["gqa_group"] = 1;
+  for (const auto& [name, value] : pattern.items()) {
+    if (!known.contains(name)) {
+      std::string names;
+      for (const auto& [k, unused] : known.items()) names += (names.empty() ? "" : ", ") + k;
+      throw_bad_input(at + ": workload field '" + printable(name, 80) + "' is not a workload field; known: " + names);
+    }
+    const nlohmann::json& like = known[name];
+    const bool same_type = like.is_number() ? value.is_number() : value.type() == like.type();
+    if (!same_type)
+      throw_bad_input(at + ": workload field '" + printable(name, 80) + "' must be " +
+                      (like.is_number() ? "a number" : like.is_boolean() ? "true or false" : "a string") + "; got " +
+                      (value.is_string() ? in_quotes(value.get_ref<const std::string&>(), 80) : printable(value.dump(), 80)));
+  }
+}
+
+}  // namespace
+
 PretunedCaches load_pretuned_caches(const std::vector<std::string>& dirs) {
   PretunedCaches caches;
   std::set<std::string> seen_names;  // an installed copy and the source copy are the same cache
@@ -72,7 +100,10 @@ PretunedCaches load_pretuned_caches(const std::vector<std::string>& dirs) {
           entry.workload = e["workload"];
           entry.winner = entry_winner(e, at);
           entry.dir_index = static_cast<int>(caches.dirs.size()) - 1;
-          if (!is_heuristic_entry(e, at)) entry.record = record_from_json(e, at);
+          if (is_heuristic_entry(e, at))
+            check_pattern(entry.workload, at);
+          else
+            entry.record = record_from_json(e, at);
           parsed.push_back(std::move(entry));
         }
         seen_names.insert(file.filename().string());

@@ -93,6 +93,37 @@ TEST(PretunedDirs, ACacheWithAFieldGivenTwiceOrABadWinnerIsSkipped) {
   EXPECT_EQ(warnings.find("json.exception"), std::string::npos) << warnings;
 }
 
+// A pattern naming a field no workload has, or giving a field a value of another type, matched
+// nothing and said nothing (pattern_matches takes both for a mismatch); the file is skipped with
+// the reason, as for any malformed entry. Every field the shipped caches name is accepted.
+TEST(PretunedDirs, APatternWithAnUnknownFieldOrAWrongTypeIsSkipped) {
+  testing::TempDir dir("pretuned_pattern");
+  const std::string head = R"({"format": "cpgen-tuning-cache", "version": 1, "entries": [{"workload": )";
+  const std::string tail =
+      R"(, "kernel": "ring_fwd_bf16_hd128_causal_gqa1_bm128_bn64_w4_s2", "source": "default-heuristic"}]})";
+  for (const auto& [name, pattern] :
+       {std::pair<std::string, std::string>{"a.json", R"({"dtype": "bf16", "head_dim": 128, "causal": true, "gqa_group": 1,
+                                                        "arch": "sm_90a", "window_left": 4096, "softcap": false})"},
+        {"b.json", R"({"head_dims": 128})"},
+        {"c.json", R"({"causal": "yes"})"},
+        {"d.json", R"({"head_dim": "128"})"}}) {
+    std::ofstream(dir.path() + "/" + name) << head + pattern + tail;
+  }
+  ::testing::internal::CaptureStderr();
+  const PretunedCaches caches = load_pretuned_caches({dir.path()});
+  const std::string warnings = ::testing::internal::GetCapturedStderr();
+  EXPECT_EQ(caches.files, std::vector<std::string>{dir.path() + "/a.json"}) << warnings;
+  EXPECT_NE(warnings.find(dir.path() + "/b.json entry 0: workload field 'head_dims' is not a workload field; known: "),
+            std::string::npos)
+      << warnings;
+  EXPECT_NE(warnings.find(dir.path() + "/c.json entry 0: workload field 'causal' must be true or false; got \"yes\""),
+            std::string::npos)
+      << warnings;
+  EXPECT_NE(warnings.find(dir.path() + "/d.json entry 0: workload field 'head_dim' must be a number; got \"128\""),
+            std::string::npos)
+      << warnings;
+}
+
 // A malformed cache in an earlier folder is skipped and hides no later folder's file of its name
 // (it did: the name was taken before the file was read).
 TEST(PretunedDirs, AMalformedCacheHidesNoOtherFoldersCopy) {
