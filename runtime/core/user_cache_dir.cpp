@@ -22,12 +22,12 @@ void make_private_dir(const std::string& dir) {
   if (::lstat(dir.c_str(), &st) != 0) throw Error(ErrorKind::kIo, "cannot read " + dir + ": " + std::strerror(errno));
   char mode[8];
   std::snprintf(mode, sizeof mode, "%04o", static_cast<unsigned>(st.st_mode & 07777));
-  if (!S_ISDIR(st.st_mode) || st.st_uid != ::getuid() || (st.st_mode & 022) != 0)
+  if (!S_ISDIR(st.st_mode) || st.st_uid != ::geteuid() || (st.st_mode & 022) != 0)
     throw Error(ErrorKind::kIo, dir + " is not a private folder of this user (" +
                                     (S_ISLNK(st.st_mode) ? std::string("a symbolic link")
                                      : !S_ISDIR(st.st_mode) ? std::string("not a folder")
                                                             : "owner uid " + std::to_string(st.st_uid) + ", mode " + mode) +
-                                    "; cpgen needs one owned by uid " + std::to_string(::getuid()) +
+                                    "; cpgen needs one owned by uid " + std::to_string(::geteuid()) +
                                     " that no one else may write): remove it, or set TMPDIR to a folder of your own");
 }
 
@@ -54,7 +54,7 @@ std::string temp_dir() {
 }
 
 std::string user_temp_dir(const std::string& sub) {
-  const std::string base = (std::filesystem::path(temp_dir()) / ("cpgen-" + std::to_string(::getuid()))).string();
+  const std::string base = (std::filesystem::path(temp_dir()) / ("cpgen-" + std::to_string(::geteuid()))).string();
   make_private_dir(base);
   const std::string dir = base + "/" + sub;
   make_private_dir(dir);

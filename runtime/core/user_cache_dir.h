@@ -16,12 +16,13 @@ std::string user_cache_dir();
 // is no folder (a TMPDIR that does not exist was an internal filesystem error).
 std::string temp_dir();
 
-// This user's private folder under the temporary directory, <tmp>/cpgen-<uid>, and `sub` in it
+// This user's private folder under the temporary directory, <tmp>/cpgen-<euid>, and `sub` in it
 // (the emulated backend's compile folders, failed compiles' sources, the kernel store without a
 // HOME), each created 0700 as needed. The name is predictable, so another user could make it
 // first and swap what cpgen writes and loads there (the emulated kernels are shared objects it
 // dlopens): each folder must be a real folder, not a link, owned by this user and writable by no
-// one else, or Error(kIo) names it, its owner and mode, and what to do.
+// one else, or Error(kIo) names it, its owner and mode, and what to do. The effective uid, as
+// mkdir gives the folders and the kernel store judges its entries (runtime/jit/kernel_store.cpp).
 std::string user_temp_dir(const std::string& sub);
 
 }  // namespace cpgen

@@ -46,7 +46,7 @@ TEST(UserTempDir, MadePrivateAndFoundAgain) {
   testing::TempDir tmp("user_temp");
   std::string dir;
   ASSERT_EQ(attempt(tmp.path(), &dir), "");
-  const std::string base = tmp.path() + "/cpgen-" + std::to_string(::getuid());
+  const std::string base = tmp.path() + "/cpgen-" + std::to_string(::geteuid());
   EXPECT_EQ(dir, base + "/kernels");
   EXPECT_EQ(mode_of(base), 0700u);
   EXPECT_EQ(mode_of(dir), 0700u);
@@ -55,11 +55,11 @@ TEST(UserTempDir, MadePrivateAndFoundAgain) {
 
 TEST(UserTempDir, AFolderOthersMayWriteALinkOrAnotherUsersFolderIsRefused) {
   testing::TempDir tmp("user_temp_bad");
-  const std::string base = tmp.path() + "/cpgen-" + std::to_string(::getuid());
+  const std::string base = tmp.path() + "/cpgen-" + std::to_string(::geteuid());
   ASSERT_EQ(::mkdir(base.c_str(), 0700), 0);
   ASSERT_EQ(::chmod(base.c_str(), 0777), 0);
   std::string error = attempt(tmp.path());
-  EXPECT_NE(error.find(base + " is not a private folder of this user (owner uid " + std::to_string(::getuid()) +
+  EXPECT_NE(error.find(base + " is not a private folder of this user (owner uid " + std::to_string(::geteuid()) +
                        ", mode 0777"),
             std::string::npos)
       << error;
@@ -72,7 +72,7 @@ TEST(UserTempDir, AFolderOthersMayWriteALinkOrAnotherUsersFolderIsRefused) {
   EXPECT_NE(error.find(base + " is not a private folder of this user (a symbolic link"), std::string::npos) << error;
   fs::remove(base);
 
-  if (::getuid() == 0) {  // root can hand the folder to another user
+  if (::geteuid() == 0) {  // root can hand the folder to another user
     ASSERT_EQ(::mkdir(base.c_str(), 0700), 0);
     ASSERT_EQ(::chown(base.c_str(), 4242, 4242), 0);
     error = attempt(tmp.path());
