@@ -20,6 +20,7 @@
 #include "cache/schema.h"
 #include "cache/sqlite_check.h"
 #include "cpgen/error.h"
+#include "runtime/core/json_text.h"
 #include "runtime/core/user_cache_dir.h"
 
 namespace cpgen {
@@ -138,11 +139,12 @@ WarningSink set_warning_sink(WarningSink sink) {
 }
 
 void warn(const std::string& message) {
+  const std::string line = one_line(message);
   std::lock_guard<std::mutex> lock(g_sink_mutex);
   if (g_sink) {
-    g_sink(message);
+    g_sink(line);
   } else {
-    std::cerr << "cpgen: warning: " << message << "\n";
+    std::cerr << "cpgen: warning: " << line << "\n";
   }
 }
 

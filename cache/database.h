@@ -30,7 +30,9 @@ namespace cpgen {
 std::string resolve_db_path(const std::string& flag_value = "");
 
 // Where cache warnings go (a file moved aside, rows of another environment). Default: stderr,
-// prefixed "cpgen: warning: ". Returns the previous sink.
+// prefixed "cpgen: warning: ". Each warning reaches the sink as one line (one_line,
+// runtime/core/json_text.h): a file name or a quoted value may hold a newline. Returns the
+// previous sink.
 using WarningSink = std::function<void(const std::string&)>;
 WarningSink set_warning_sink(WarningSink sink);
 void warn(const std::string& message);

@@ -110,10 +110,7 @@ PretunedCaches load_pretuned_caches(const std::vector<std::string>& dirs) {
         caches.files.push_back(file.string());
         for (auto& entry : parsed) caches.entries.push_back(std::move(entry));
       } catch (const std::exception& e) {
-        // One line: a value quoted from the file may hold a newline.
-        std::string why = e.what();
-        std::replace_if(why.begin(), why.end(), [](char c) { return c == '\n' || c == '\r'; }, ' ');
-        warn("pretuned cache skipped: " + why);
+        warn("pretuned cache skipped: " + std::string(e.what()));  // one line: warn() sees to it
       }
     }
   }

@@ -1,5 +1,7 @@
 #include "runtime/core/json_text.h"
 
+#include <cstdio>
+
 #include <set>
 #include <vector>
 
@@ -28,6 +30,24 @@ std::string printable(std::string_view text, size_t max_chars) {
       out += kHex[byte >> 4];
       out += kHex[byte & 15];
     }
+  }
+  return out;
+}
+
+std::string one_line(std::string_view message, size_t max_chars) {
+  std::string out;
+  for (const char c : message) {
+    if (out.size() >= max_chars) {
+      out += "... (" + std::to_string(message.size()) + " characters in all)";
+      break;
+    }
+    if (static_cast<unsigned char>(c) >= 0x20) {
+      out += c;
+      continue;
+    }
+    char escaped[8];
+    std::snprintf(escaped, sizeof escaped, "\\x%02x", static_cast<unsigned char>(c));
+    out += escaped;
   }
   return out;
 }

@@ -21,6 +21,12 @@ namespace cpgen {
 std::string printable(std::string_view text, size_t max_chars = 60);
 std::string in_quotes(std::string_view text, size_t max_chars = 60);
 
+// A whole message as one line: control bytes (a newline in a file name or a quoted value) written
+// as \xNN, everything else kept; past max_chars cut, with "... (N characters in all)" (a value
+// quoted from a file, 200 MB, made a 200 MB line). The command line's bad-input lines and every
+// warning (cache/database.h, warn) pass through it.
+std::string one_line(std::string_view message, size_t max_chars = 2000);
+
 // The document in `text`. Throws Error (kBadInput) "<source>: <reason>": "empty; expected JSON
 // text" for nothing but white space, "not valid JSON at
 // line L, column C: <parser's reason>" (with a hint where the text ends early), "<path>: field

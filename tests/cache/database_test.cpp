@@ -24,6 +24,19 @@ std::string pragma_text(Database& db, const char* pragma) {
   return s.column_text(0);
 }
 
+// Every warning is one line whatever it quotes (a cache file named with a newline), on stderr and
+// through a sink alike.
+TEST(Warnings, EveryWarningIsOneLine) {
+  std::string warning;
+  WarningSink previous = set_warning_sink([&](const std::string& w) { warning = w; });
+  warn("pretuned cache skipped: /tmp/a\nb.json: not JSON");
+  set_warning_sink(previous);
+  EXPECT_EQ(warning, "pretuned cache skipped: /tmp/a\\x0ab.json: not JSON");
+  ::testing::internal::CaptureStderr();
+  warn("x\ny");
+  EXPECT_EQ(::testing::internal::GetCapturedStderr(), "cpgen: warning: x\\x0ay\n");
+}
+
 TEST_F(DatabaseTest, FreshDatabaseUsesWalAndCurrentSchema) {
   Database db(path("sub/dir/cpgen.db"));
   EXPECT_TRUE(fs::exists(path("sub/dir/cpgen.db")));

@@ -9,6 +9,7 @@
 #include <vector>
 
 #include "cpgen/error.h"
+#include "runtime/core/json_text.h"
 #include "tools/cli/command.h"
 
 namespace cpgen::cli {
@@ -30,29 +31,6 @@ std::string without_program_name(const std::string& message) {
     if (message.rfind(prefix, 0) == 0) return message.substr(std::string(prefix).size());
   }
   return message;
-}
-
-// Bad input is one line: control characters (a newline in a file name) are written as \xNN, as
-// the shapes reader writes them. Other errors keep their lines.
-std::string one_line(const std::string& message) {
-  // A message quoting a value from a file (a 200 MB string in a field) is cut: the field's name
-  // and the rule come before the value, and a line of that length helps no one.
-  constexpr size_t kMaxChars = 2000;
-  std::string out;
-  for (const char c : message) {
-    if (out.size() >= kMaxChars) {
-      out += "... (" + std::to_string(message.size()) + " characters in all)";
-      break;
-    }
-    if (static_cast<unsigned char>(c) >= 0x20) {
-      out += c;
-      continue;
-    }
-    char escaped[8];
-    std::snprintf(escaped, sizeof escaped, "\\x%02x", static_cast<unsigned char>(c));
-    out += escaped;
-  }
-  return out;
 }
 
 // The visible commands, for the line that answers an unknown one.
@@ -98,7 +76,7 @@ int main(int argc, char** argv) {
     if (word.empty() || empty_value) {
       const std::string what = (word.empty() ? "argument " + std::to_string(i) : word) +
                                (i > 1 && word.empty() ? " (after " + std::string(argv[i - 1]) + ")" : std::string());
-      std::cerr << "cpgen: " << cpgen::cli::one_line(what) << " is empty; give a value, or leave the option out for its default\n";
+      std::cerr << "cpgen: " << cpgen::one_line(what) << " is empty; give a value, or leave the option out for its default\n";
       return 2;
     }
   }
@@ -132,13 +110,13 @@ int main(int argc, char** argv) {
     return app.exit(e);
   } catch (const CLI::ParseError& e) {
     // One line, the way every other bad input is reported.
-    std::cerr << "cpgen: " << cpgen::cli::one_line(cpgen::cli::without_program_name(e.what())) << " (see cpgen --help)\n";
+    std::cerr << "cpgen: " << cpgen::one_line(cpgen::cli::without_program_name(e.what())) << " (see cpgen --help)\n";
     return 2;
   } catch (const cpgen::Error& e) {
     std::cout.flush();
     const std::string message = cpgen::cli::without_program_name(e.what());
     const bool bad_input = e.kind() == cpgen::ErrorKind::kBadInput;
-    std::cerr << "cpgen: " << (bad_input ? cpgen::cli::one_line(message) : message) << "\n";
+    std::cerr << "cpgen: " << (bad_input ? cpgen::one_line(message) : message) << "\n";
     return bad_input ? 2 : 1;
   } catch (const std::exception& e) {
     std::cout.flush();

@@ -22,6 +22,14 @@ std::string parse_error(const std::string& text) {
   return error_of([&] { parse_json_text(text, "x.json", 4, "x needs 2"); });
 }
 
+// one_line: control bytes escaped (a newline in a file name), other bytes kept (UTF-8, quotes),
+// and a message past the limit cut with its length.
+TEST(JsonText, OneLineEscapesControlBytesAndCutsLongMessages) {
+  EXPECT_EQ(one_line("a\nb\r\tc \"d\" \xc3\xa9"), "a\\x0ab\\x0d\\x09c \"d\" \xc3\xa9");
+  EXPECT_EQ(one_line(std::string(10, 'x'), 4), "xxxx... (10 characters in all)");
+  EXPECT_EQ(one_line(std::string(4, 'x'), 4), "xxxx");
+}
+
 TEST(JsonText, AKeyNamedTwiceInOneObjectIsRefusedWithItsPath) {
   EXPECT_EQ(parse_error(R"({"a": 1, "a": 2})"),
             "x.json: the top level: field \"a\" appears twice; each field may be given once");
