@@ -9,6 +9,7 @@
 #include <thread>
 
 #include "cpgen/error.h"
+#include "runtime/core/attention_shape.h"
 #include "runtime/ring/partition.h"
 
 namespace cpgen {
@@ -105,12 +106,9 @@ std::vector<double> grid_draw(uint64_t seed, uint64_t tensor_id, int64_t count, 
 AttentionVectors random_vectors(const Problem& problem, uint64_t seed) {
   AttentionVectors v;
   v.name = problem.name;
-  v.shape.batch = problem.batch;
-  v.shape.q_heads = problem.q_heads;
-  v.shape.kv_heads = problem.kv_heads;
-  v.shape.head_dim = problem.head_dim;
-  v.shape.causal = problem.causal;
-  v.shape.scale = problem.scale();
+  // The whole shape, mask included (window, softcap, documents): field by field it left the mask
+  // out, and verify --shape checked every masked shape as the unmasked one.
+  v.shape = attention_shape_of(problem);
   v.seq_len = problem.seq_len;
   const int64_t q_size = problem.batch * problem.q_heads * problem.seq_len * problem.head_dim;
   const int64_t kv_size = problem.batch * problem.kv_heads * problem.seq_len * problem.head_dim;

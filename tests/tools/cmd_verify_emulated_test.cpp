@@ -9,6 +9,8 @@
 #include <algorithm>
 #include <cstdlib>
 #include <filesystem>
+#include <string>
+#include <tuple>
 
 #include "runtime/ring/vectors.h"
 #include "test_util.h"
@@ -109,6 +111,26 @@ TEST_F(CmdVerifyEmulated, RunsARandomShape) {
   EXPECT_TRUE(doc.at("ok").get<bool>());
   EXPECT_NE(doc.at("precision").get<std::string>().find("ring_fwd_fp16_hd64_causal_gqa2_"), std::string::npos)
       << doc.at("precision");
+}
+
+// A --shape's mask and layout reach the run: the masked kernels (_ivl, _cap) over shards in the
+// shape's layout, checked against the masked float64 reference (the mask and layout were dropped,
+// and every masked shape ran as the unmasked bhsd one).
+TEST_F(CmdVerifyEmulated, ARandomShapeRunsWithItsMaskAndLayout) {
+  const std::string base = "verify --backend emulated --random --json --shape '{\"q_heads\": 4, \"kv_heads\": 2, "
+                           "\"head_dim\": 64, \"seq_len\": 96, \"cp_size\": 2, \"dtype\": \"bf16\", \"causal\": true";
+  for (const auto& [extra, uri, layout] :
+       {std::tuple<std::string, std::string, bool>{", \"window\": {\"left\": 8, \"right\": null}, \"softcap\": 20",
+                                                   "ring_fwd_bf16_hd64_causal_ivl_cap_gqa2_", false},
+        {", \"documents\": [40, 56], \"layout\": \"sbhd\"", "ring_fwd_bf16_hd64_causal_ivl_gqa2_", true}}) {
+    const auto r = run_cli(base + extra + "}'");
+    ASSERT_EQ(r.exit_code, 0) << extra << "\n" << r.out << r.err;
+    const auto doc = nlohmann::json::parse(r.out);
+    EXPECT_TRUE(doc.at("ok").get<bool>()) << r.out;
+    const std::string precision = doc.at("precision").get<std::string>();
+    EXPECT_NE(precision.find(uri), std::string::npos) << precision;
+    EXPECT_EQ(precision.find("tensors in layout sbhd") != std::string::npos, layout) << precision;
+  }
 }
 
 TEST_F(CmdVerifyEmulated, SpecChoosesTheKernelPerStepType) {

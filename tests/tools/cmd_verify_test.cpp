@@ -239,6 +239,20 @@ TEST(CmdVerifyRandom, PassesCausalAndFullAndGqaOnTheCpu) {
   }
 }
 
+// The CPU ring and the sampled reference take the shape's mask: a window changes the results (it
+// was dropped, and both computed the unmasked problem); a layout is a note, the CPU ring reads bhsd.
+TEST(CmdVerifyRandom, AMaskedShapeIsCheckedWithItsMask) {
+  const std::string plain = temp_path("mask_plain.json"), windowed = temp_path("mask_window.json");
+  const std::string base = "verify --random --sample-rows 10 ";
+  const auto a = run_cli(base + shape_arg(kGqaCausal) + " --output " + plain);
+  ASSERT_EQ(a.exit_code, 0) << a.out << a.err;
+  const auto b = run_cli(base + shape_arg(std::string(kGqaCausal) + ", \"window\": {\"left\": 4, \"right\": null}, "
+                                          "\"layout\": \"sbhd\"") + " --output " + windowed);
+  ASSERT_EQ(b.exit_code, 0) << b.out << b.err;
+  EXPECT_NE(testing::slurp(plain), testing::slurp(windowed)) << "the window changed nothing";
+  EXPECT_NE(b.out.find("layout sbhd applies to the kernel backends"), std::string::npos) << b.out;
+}
+
 TEST(CmdVerifyRandom, TakesSchemeAndRanksFromTheEntryUnlessGiven) {
   auto r = run_cli("verify " + shape_arg(kGqaCausal) + " --random");
   ASSERT_EQ(r.exit_code, 0) << r.out << r.err;

@@ -167,8 +167,10 @@ void run_verify(const VerifyOptions& opt) {
   int ranks = opt.ranks;
   std::string dtype = opt.dtype;
   SampledReference sampled;
+  std::string layout;  // a --shape's; a vectors file's tensors run bhsd
   if (opt.random) {
     const Problem p = shape_problem(opt);
+    layout = p.layout;
     check_cpu_backend_size(p, opt.backend);
     scheme = p.scheme;
     ranks = static_cast<int>(p.cp_size);
@@ -193,6 +195,7 @@ void run_verify(const VerifyOptions& opt) {
   request.dtype = dtype;
   request.transport = opt.transport;
   request.specs = opt.specs;
+  request.layout = layout;
   const VerifyReport report = backend->run(request);
   if (report.checks.empty())
     throw Error(ErrorKind::kInternal, "verify: backend " + opt.backend + " checked nothing");

@@ -20,6 +20,16 @@ VerifyBackendRegistrar::VerifyBackendRegistrar(VerifyBackend backend) {
   backends().emplace(std::move(name), std::move(backend));
 }
 
+Problem request_problem(const VerifyRequest& request, Dtype dtype) {
+  Problem p = problem_from_vectors(*request.vectors, request.ranks, request.scheme, dtype);
+  p.layout = request.layout;
+  return p;
+}
+
+std::string layout_note(const VerifyRequest& request) {
+  return request.layout.empty() || request.layout == "bhsd" ? "" : ", tensors in layout " + request.layout;
+}
+
 const VerifyBackend* find_verify_backend(const std::string& name) {
   auto it = backends().find(name);
   return it == backends().end() ? nullptr : &it->second;

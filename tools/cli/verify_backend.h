@@ -26,7 +26,16 @@ struct VerifyRequest {
   std::string dtype;      // --dtype; empty: the backend's default
   std::string transport;  // --transport; empty: the backend's default
   std::vector<std::string> specs;  // --spec values (backends that take kernels by URI)
+  // The tensor layout the kernel backends hand their shards over in (Problem::layout: a --shape's
+  // "layout"; empty, bhsd, for a vectors file). The vectors stay bhsd whatever it is.
+  std::string layout;
 };
+
+// The ring problem a kernel backend runs: the vectors' shape and mask (problem_from_vectors) over
+// the request's ranks and scheme, in `dtype` and the request's layout.
+Problem request_problem(const VerifyRequest& request, Dtype dtype);
+// ", tensors in layout L" for a layout other than bhsd, for a kernel backend's precision line.
+std::string layout_note(const VerifyRequest& request);
 
 // One number compared with its bound; it passes when error <= limit (NaN never passes).
 struct VerifyCheck {

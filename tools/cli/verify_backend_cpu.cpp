@@ -25,6 +25,10 @@ VerifyReport run_cpu(const VerifyRequest& request) {
                                     to_float(vec.dout));
   VerifyReport report;
   report.precision = "float32, CPU threads";
+  // The CPU ring reads whole tensors in the vectors' order; a --shape's layout is how the kernel
+  // backends hand over their shards.
+  if (!layout_note(request).empty())
+    report.notes.push_back("layout " + request.layout + " applies to the kernel backends (emulated, gpu); the CPU ring reads bhsd");
   report.checks = {check_tensor(request, "out", kRelativeMetric, ring.out, kFloat32Tolerance),
                    check_tensor(request, "lse", kRelativeMetric, ring.lse, kFloat32Tolerance),
                    check_tensor(request, "dq", kRelativeMetric, ring.dq, kFloat32Tolerance),

@@ -122,7 +122,7 @@ VerifyReport run_emulated(const VerifyRequest& r) {
   const Dtype dtype = r.dtype.empty() ? Dtype::kBf16 : parse_dtype(r.dtype);
   if (!r.transport.empty() && r.transport != "threads")
     throw_bad_input("--transport " + r.transport + " is not supported by --backend emulated; allowed: threads");
-  const Problem p = problem_from_vectors(vec, r.ranks, r.scheme, dtype);
+  const Problem p = request_problem(r, dtype);
   check_kernel_ring_problem(p, "emulated ring kernels");
   const auto per_step = specs_from_options(p, r.specs);
   const std::vector<float> q(vec.q.begin(), vec.q.end()), k(vec.k.begin(), vec.k.end()),
@@ -152,7 +152,7 @@ VerifyReport run_emulated(const VerifyRequest& r) {
     if (!one_kernel) kernels += (kernels.empty() ? "" : ", ") + std::string(step_type_name(step)) + " " + spec.uri();
   if (run_backward) kernels += " and " + backward.steps.front().second.uri();
   report.precision = kernels + "; emulated on the CPU, " + std::to_string(r.ranks) +
-                     (r.ranks == 1 ? " rank" : " ranks on threads");
+                     (r.ranks == 1 ? " rank" : " ranks on threads") + layout_note(r);
   char timing[160];
   std::snprintf(timing, sizeof timing, "%ld kernel launches emulated in %.0f ms (summed over ranks)", ring.launches,
                 ring.launch_ms);

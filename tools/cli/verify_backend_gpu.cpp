@@ -75,11 +75,11 @@ VerifyReport run_gpu(const VerifyRequest& r) {
   // The rank processes read the vectors file themselves; a random problem exists only here.
   if (transport == "nccl" && r.sampled)
     throw_bad_input("--transport nccl needs --vectors; a --random problem runs on --transport loopback");
-  check_kernel_ring_problem(problem_from_vectors(vec, r.ranks, r.scheme, dtype), "GPU ring kernels");
+  check_kernel_ring_problem(request_problem(r, dtype), "GPU ring kernels");
   std::string why;
   if (!cu::try_driver(&why)) throw Error(ErrorKind::kNoDevice, "verify --backend gpu needs a GPU: " + why);
   if (transport == "nccl") return run_nccl(r, dtype);
-  const Problem p = problem_from_vectors(vec, r.ranks, r.scheme, dtype);
+  const Problem p = request_problem(r, dtype);
   const std::vector<float> q(vec.q.begin(), vec.q.end()), k(vec.k.begin(), vec.k.end()),
       v(vec.v.begin(), vec.v.end());
   // The backward runs when there are gradients to check it against: the vectors file's, or the
@@ -89,7 +89,7 @@ VerifyReport run_gpu(const VerifyRequest& r) {
   gpu::GpuRingResult ring = gpu::run_gpu_ring_loopback(p, q, k, v, {}, backward ? &dout : nullptr);
   VerifyReport report;
   report.precision = ring.kernel_uri + (backward ? " and " + ring.backward_kernel_uri : std::string()) +
-                     ", loopback ring of " + std::to_string(r.ranks) + " virtual ranks";
+                     ", loopback ring of " + std::to_string(r.ranks) + " virtual ranks" + layout_note(r);
   add_half_precision_checks(r, {std::move(ring.out), std::move(ring.lse), std::move(ring.dq), std::move(ring.dk),
                                 std::move(ring.dv)},
                             backward, &report);

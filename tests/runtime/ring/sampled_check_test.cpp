@@ -9,6 +9,7 @@
 #include <set>
 
 #include "cpgen/error.h"
+#include "runtime/core/attention_shape.h"
 #include "runtime/ring/partition.h"
 #include "runtime/ring/reference.h"
 
@@ -53,6 +54,26 @@ TEST(SampledCheck, RandomInputsAreHalfExactDeterministicAndSeeded) {
     }
   EXPECT_GT(distinct.size(), 200u) << "values cover the range";
   EXPECT_DOUBLE_EQ(a.shape.scale, 1 / std::sqrt(64.0));
+}
+
+// The vectors of a masked problem carry its mask (window, softcap, documents): copied field by
+// field, random_vectors left it out, and verify --shape checked masked shapes unmasked.
+TEST(SampledCheck, RandomVectorsCarryTheProblemsMask) {
+  Problem p = small_problem(true);
+  p.window_left = 7;
+  p.window_right = 3;
+  p.softcap = 15;
+  p.documents = {10, 0, 30};
+  const AttentionVectors v = random_vectors(p, 5);
+  const AttentionShape want = attention_shape_of(p);
+  EXPECT_EQ(v.shape.window_left, 7);
+  EXPECT_EQ(v.shape.window_right, 3);
+  EXPECT_DOUBLE_EQ(v.shape.softcap, 15);
+  EXPECT_EQ(v.shape.cu_seqlens, (std::vector<int64_t>{0, 10, 10, 40}));
+  EXPECT_EQ(v.shape.cu_seqlens, want.cu_seqlens);
+  EXPECT_DOUBLE_EQ(v.shape.scale, want.scale);
+  EXPECT_EQ(v.shape.group(), 2);
+  EXPECT_EQ(v.seq_len, 40);
 }
 
 TEST(SampledCheck, PositionsIncludeEveryShardsEndsAndSpread) {
