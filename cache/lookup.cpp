@@ -86,6 +86,23 @@ std::string_view config_source_name(ConfigSource source) {
   return enum_name<ConfigSource>(kConfigSourceNames, source, "config_source_name");
 }
 
+// The documented default of w's direction (sel's spec, origin and source; the rest is the
+// caller's): on a known target one that fits its shared memory (the 99 KB ones need smaller
+// tiles), for a backward step type the backward kernel.
+static void use_documented_default(const WorkloadKey& w, Selection& sel) {
+  const bool known_arch = std::ranges::find(kSupportedArchs, std::string_view(w.arch)) != std::end(kSupportedArchs);
+  if (is_backward(w.step)) {
+    sel.spec = known_arch ? KernelSpec::backward_default_for_arch(w.dtype, w.head_dim, w.causal, w.gqa_group(), w.arch)
+                          : KernelSpec::backward_default_for(w.dtype, w.head_dim, w.causal, w.gqa_group());
+    sel.origin = "KernelSpec::backward_default_for";
+  } else {
+    sel.spec = known_arch ? forward_default_for_arch(w.dtype, w.head_dim, w.causal, w.gqa_group(), w.arch)
+                          : KernelSpec::default_for(w.dtype, w.head_dim, w.causal, w.gqa_group());
+    sel.origin = sel.spec.kind == KernelKind::kForwardWgmma ? "forward_default_for_arch" : "KernelSpec::default_for";
+  }
+  sel.source = ConfigSource::kDefault;
+}
+
 // The lookup order of lookup.h for w; with database_only, steps 1 and 2 alone (a selection whose
 // source is kDefault then means the database had nothing usable).
 static Selection select_in_order(const WorkloadKey& w, Database* db, const Environment& env, const PretunedCaches& caches,
@@ -195,18 +212,7 @@ static Selection select_in_order(const WorkloadKey& w, Database* db, const Envir
     return sel;
   }
 
-  // On a known target, a default that fits its shared memory (the 99 KB ones need smaller tiles).
-  const bool known_arch = std::ranges::find(kSupportedArchs, std::string_view(w.arch)) != std::end(kSupportedArchs);
-  if (is_backward(w.step)) {
-    sel.spec = known_arch ? KernelSpec::backward_default_for_arch(w.dtype, w.head_dim, w.causal, w.gqa_group(), w.arch)
-                          : KernelSpec::backward_default_for(w.dtype, w.head_dim, w.causal, w.gqa_group());
-    sel.origin = "KernelSpec::backward_default_for";
-  } else {
-    sel.spec = known_arch ? forward_default_for_arch(w.dtype, w.head_dim, w.causal, w.gqa_group(), w.arch)
-                          : KernelSpec::default_for(w.dtype, w.head_dim, w.causal, w.gqa_group());
-    sel.origin = sel.spec.kind == KernelKind::kForwardWgmma ? "forward_default_for_arch" : "KernelSpec::default_for";
-  }
-  sel.source = ConfigSource::kDefault;
+  use_documented_default(w, sel);
   sel.reason = "no tuned record and no pretuned cache entry; using the documented default" + ignored_note;
   return sel;
 }
@@ -227,11 +233,10 @@ Selection select_config(const WorkloadKey& w, Database* db, const Environment& e
   if ((w.mask.key_intervals() && !family.key_intervals) || (w.mask.softcap && !family.softcap)) {
     // The unmasked winner's family has no kernel with this mask (runtime/ring/kernel_support.h):
     // the documented default, which does, specialized on the mask.
+    // The default of the workload's direction (it took the forward one for a backward step).
     sel.reason = "the unmasked shape's " + sel.spec.uri() + " has no kernel with this mask; " +
                  "using the documented default";
-    sel.spec = KernelSpec::default_for_arch(w.dtype, w.head_dim, w.causal, w.gqa_group(), w.arch);
-    sel.source = ConfigSource::kDefault;
-    sel.origin = "KernelSpec::default_for";
+    use_documented_default(w, sel);
     sel.matched.reset();
     sel.median_ms.reset();
   }
