@@ -209,6 +209,20 @@
 # cpgen_ring_forward_all/backward_all refuse an NCCL ring before reading their arrays; compile
 # --spec of a kernel the arch cannot run exits 2. The plan stands.
 #
+# Stop 48 (2026-11-29, CPU only) changed no template. This script: a benchmark run that fails
+# (FAILED, STOPPED, STALLED, CUDA FAULT, a failed or wrong configuration) fails the call, as a
+# failed test does (the kernels, wgmma and ring phases returned 0 whatever their runs did); the
+# report and the logs' tarball are written after every benchmark run and tune file, not only
+# between phases, so a call ended from outside still brings back what finished; with --ab the
+# wgmma phase leaves out the mma.sync and ping-pong runs (both timed on 2026-11-28) for the
+# A/B's. The pack (packed again at this stop with the same AB_REV) holds the three backward
+# kernels each commit's ring target row also times, and the commits' templates in
+# .gpudeps/templates-ab/, which tools/templates-at.sh takes where the machine's copy of the tree
+# has no git history. Budgets: the device tool runs a command under the smaller of timeout_s and
+# the device time left, so read `status`'s budget_left_s before each call: the first call's
+# --budget at most budget_left_s less about 90 s (the machine's start and the transfers), the
+# second's budget_left_s less 40, each with timeout_s its budget plus 20. The plan stands.
+#
 # The GPU machines have nvcc, CMake, PyTorch and the nvidia-nccl Python package but maybe none of
 # the Debian -dev packages, and no network. Choice: vendor nothing in the repository; use what the
 # machine has, and where a -dev package is missing use a carried prefix made on the dev machine by
@@ -283,9 +297,14 @@ done
 # would run defaults against this tree's winners.
 [ "$RING_TUNE" = 1 ] && [ ${#AB_REVS[@]} -gt 0 ] &&
   usage_error "--ring-tune with --ab: the commits' templates would run defaults against this tree's tuned kernels"
+[ -z "$DEPS" ] && [ -d "$ROOT/.gpudeps" ] && DEPS=$ROOT/.gpudeps
+# A commit git does not know (a copy of the tree without its history) is found in the pack's copies
+# of the --ab commits' templates (tools/pack-gpu-deps.sh AB_REV=; tools/templates-at.sh).
+[ -n "$DEPS" ] && export CPGEN_AB_TEMPLATES="$DEPS/templates-ab"
 declare -A AB_SEEN=()  # commit -> the --ab name that gave it: one commit twice would time it twice
 for rev in "${AB_REVS[@]}"; do
-  full=$(git -C "$ROOT" rev-parse --verify -q "$rev^{commit}") || usage_error "--ab '$rev': not a commit of this checkout"
+  full=$("$ROOT/tools/templates-at.sh" --resolve "$rev" 2>/dev/null) ||
+    usage_error "--ab '$rev': not a commit of this checkout, nor one of the pack's (${CPGEN_AB_TEMPLATES:-no --deps})"
   [ -n "${AB_SEEN[$full]:-}" ] && usage_error "--ab '$rev': the same commit as '${AB_SEEN[$full]}'"
   AB_SEEN[$full]=$rev
 done
@@ -320,7 +339,6 @@ if [[ " ${PHASES[*]} " == *" wgmma "* ]]; then
 fi
 
 START=$(date +%s)
-[ -z "$DEPS" ] && [ -d "$ROOT/.gpudeps" ] && DEPS=$ROOT/.gpudeps
 mkdir -p "$BUILD"
 BUILD=$(cd "$BUILD" && pwd)
 # --ab: each REV's templates in $BUILD/templates-ab/N (kept across calls while N names the same
@@ -671,11 +689,19 @@ kernel_section() {  # NAME RC: the table, and the configurations that failed or 
     *) echo "FAILED (exit $rc): $(tail -1 "$LOGS/$name.log")" ;;
   esac
 }
+# run_failed STATUS: whether a benchmark run's status (kernel_section) says it failed, was stopped,
+# stalled or faulted, or that any configuration failed or computed wrong; a phase with such a run
+# fails the call (its exit status), as a failed test does. A run not started for the budget does not.
+run_failed() {
+  [[ "$1" =~ ^(FAILED|STOPPED|STALLED|CUDA\ FAULT) || "$1" == *WRONG* || "$1" =~ (^|[^0-9])[1-9][0-9]*\ failed ]]
+}
 phase_kernels() {
   gpu_phase kernels 90 || return 0
   kernel_bench kernels "${KARGS[@]}"
-  local rc=$?
-  phase_status kernels "$(kernel_section kernels $rc)"
+  local rc=$? status
+  status=$(kernel_section kernels $rc)
+  phase_status kernels "$status"
+  run_failed "$status" && return 1
   return 0
 }
 # join_section NAME STATUS TITLE BASE OTHER JOIN: appends to the wgmma phase's section NAME's table
@@ -707,6 +733,9 @@ variant_bench() {
   rc=$?
   status=$(kernel_section "$name" $rc)
   join_section "$name" "$status" "$title" "$base" "$other" "$join"
+  # The report and the logs' tarball now, not only after the phase: a call ended from outside
+  # (the device tool's limit, a hang past kill) still brings back every run finished so far.
+  write_report
   echo "$status"
 }
 # ab_summary KIND TREE: every --ab REV's KIND run (ab-KIND-N.jsonl) and this tree's (TREE.jsonl)
@@ -736,42 +765,58 @@ phase_wgmma() {
   [ $rc = 4 ] && skip="not run: the plain family's run stalled"
   [ $rc = 5 ] && skip="not run: the plain family's run hit a CUDA fault"
   pingpong=$skip persistent=$skip
+  local mmasync=$skip failed=0
+  run_failed "$plain" && failed=1
   if [ -z "$skip" ]; then
     # The family ratio: wgmma TFLOP/s over the mma.sync default's on the same configuration. The
     # selected kernel (the kernels phase) is no baseline: on sm_90a it is the wgmma one where a
-    # GPU measured it faster (generator/kernel_spec_wgmma.h kWgmmaDefaultShapes).
-    variant_bench mmasync mma.sync mmasync wgmma "The mma.sync family's default tiles (\`--pin mma.sync\`)" \
-      "wgmma (other) against mma.sync (base):" >/dev/null
+    # GPU measured it faster (generator/kernel_spec_wgmma.h kWgmmaDefaultShapes). With --ab the
+    # mma.sync and ping-pong runs are left out (both were timed on 2026-11-28's H200): the A/B's
+    # runs need their half minute each, and the ring phase after this one its minutes.
+    if [ ${#AB_REVS[@]} -eq 0 ]; then
+      mmasync=$(variant_bench mmasync mma.sync mmasync wgmma "The mma.sync family's default tiles (\`--pin mma.sync\`)" \
+        "wgmma (other) against mma.sync (base):")
+    else
+      mmasync="not run: --ab"
+    fi
     # The persistent launch and the ping-pong schedule against the plain one (issue 13: whether
-    # either becomes the default), at head dim 128; the persistent launch first (not yet timed
-    # on any GPU): whether overlapping one query block's start with the last one's end closes
-    # the causal gap to cuDNN.
+    # either becomes the default), at head dim 128: whether overlapping one query block's start
+    # with the last one's end closes the causal gap to cuDNN.
     persistent=$(variant_bench persistent "$PERSISTENT_PIN" wgmma persistent \
       "The persistent launch (\`_persistent\`)" "Persistent (other) against the plain launch (base):" --head-dims 128)
-    pingpong=$(variant_bench pingpong "$PINGPONG_PIN" wgmma pingpong "The ping-pong variant (\`_pingpong\`)" \
-      "Ping-pong (other) against the plain family (base):" --head-dims 128)
+    if [ ${#AB_REVS[@]} -eq 0 ]; then
+      pingpong=$(variant_bench pingpong "$PINGPONG_PIN" wgmma pingpong "The ping-pong variant (\`_pingpong\`)" \
+        "Ping-pong (other) against the plain family (base):" --head-dims 128)
+    else
+      pingpong="not run: --ab"
+    fi
+    local v
+    for v in "$mmasync" "$persistent" "$pingpong"; do run_failed "$v" && failed=1; done
   fi
   local ab="" i rev
   if [ ${#AB_REVS[@]} -gt 0 ] && [ -z "$skip" ]; then
     # An earlier call's A/B runs (a warm machine keeps the logs) must not enter this call's table.
     rm -f "$LOGS"/ab-plain-*.jsonl "$LOGS"/ab-persistent-*.jsonl
+    local ab_plain ab_persistent
     for i in "${!AB_REVS[@]}"; do
       rev=${AB_REVS[$i]}
-      ab="$ab; A/B $rev: plain $(variant_bench "ab-plain-$((i + 1))" "$WGMMA_PIN" "ab-plain-$((i + 1))" wgmma \
+      ab_plain=$(variant_bench "ab-plain-$((i + 1))" "$WGMMA_PIN" "ab-plain-$((i + 1))" wgmma \
         "The plain launch compiled from $rev's templates (\`--ab\`)" \
         "This tree (other) against $rev's templates (base); compare the two vs-cuDNN columns:" \
-        --templates "${AB_DIRS[$i]}")"
-      ab="$ab, persistent $(variant_bench "ab-persistent-$((i + 1))" "$PERSISTENT_PIN" "ab-persistent-$((i + 1))" \
+        --templates "${AB_DIRS[$i]}")
+      ab_persistent=$(variant_bench "ab-persistent-$((i + 1))" "$PERSISTENT_PIN" "ab-persistent-$((i + 1))" \
         persistent "The persistent launch compiled from $rev's templates (\`--ab\`)" \
-        "This tree's persistent launch (other) against $rev's (base):" --head-dims 128 --templates "${AB_DIRS[$i]}")"
+        "This tree's persistent launch (other) against $rev's (base):" --head-dims 128 --templates "${AB_DIRS[$i]}")
+      ab="$ab; A/B $rev: plain $ab_plain, persistent $ab_persistent"
+      { run_failed "$ab_plain" || run_failed "$ab_persistent"; } && failed=1
     done
     ab_summary plain wgmma
     ab_summary persistent persistent
   elif [ ${#AB_REVS[@]} -gt 0 ]; then
     ab="; A/B: $skip"
   fi
-  phase_status wgmma "$plain; ping-pong: $pingpong; persistent: $persistent$ab"
-  return 0
+  phase_status wgmma "$plain; mma.sync: $mmasync; ping-pong: $pingpong; persistent: $persistent$ab"
+  return $failed
 }
 
 phase_ncu() {
@@ -831,8 +876,11 @@ phase_ring() {
   run ring env CPGEN="$BUILD/cpgen" TARGET_ONLY=$target_only TUNE=$RING_TUNE TUNE_CANDIDATES="$TUNE_CANDIDATES" \
     "$ROOT/bench/ring_overhead.sh" "$LOGS/ring-overhead.md"
   local rc=$?
-  local verdict status
+  local verdict status failed=0
+  # A missed target is a figure, not a failure; a row that failed or a check that did not hold is.
+  [ $rc = 0 ] || failed=1
   verdict=$(grep -E '^target' "$LOGS/ring.log" | tail -1)
+  [[ -z "$verdict" || "$verdict" == *FAILED* || "$verdict" == *missing* ]] && failed=1
   status="${verdict:-no verdict (ring_overhead.sh wrote none)}; $(grep -c '^ring_overhead: row [0-9]* failed' "$LOGS/ring.log") rows failed"
   { [ $rc = 124 ] || [ $rc = 137 ]; } && status="$status; STOPPED by the budget"
   if [ -f "$LOGS/ring-overhead.md" ]; then sed 's/^# /### /' "$LOGS/ring-overhead.md" >"$LOGS/phases/ring.md"
@@ -857,18 +905,23 @@ phase_ring() {
   done
   [ ${#AB_REVS[@]} -gt 0 ] &&
     status="$status; A/B target rows: $((${#AB_REVS[@]} - ab_failed - ab_skipped)) ran, $ab_failed FAILED, $ab_skipped not run (budget)"
+  [ $ab_failed = 0 ] || failed=1
   phase_status ring "$status"
+  write_report  # before the SDPA rows, as after each benchmark run of the wgmma phase
   # The same target shape as a whole loopback ring against SDPA on the full sequence (issue 14,
   # point 4), N = 1 being one kernel launch.
   if [ "$(left)" -gt 60 ]; then
     kernel_bench ring-sdpa --ranks 1,2,4,8 --scheme zigzag --dtypes bf16 --head-dims 128 --causal 1 \
       --lengths 32768 --gqa 4 --q-heads 32 --tokens 32768
     rc=$?
-    { echo; echo "### The loopback ring against SDPA on the full sequence ($(kernel_section ring-sdpa $rc))"; echo
+    local sdpa
+    sdpa=$(kernel_section ring-sdpa $rc)
+    run_failed "$sdpa" && failed=1
+    { echo; echo "### The loopback ring against SDPA on the full sequence ($sdpa)"; echo
       cat "$LOGS/phases/ring-sdpa.md"; } >>"$LOGS/phases/ring.md"
     rm -f "$LOGS/phases/ring-sdpa.md"
   fi
-  return 0
+  return $failed
 }
 
 phase_tune() {
@@ -895,6 +948,7 @@ phase_tune() {
     grep -E '^  (forward|backward): |^    seconds: ' "$LOGS/tune-$name.log" | sed 's/^/    /' >>"$seconds"
     echo "| $name | $(( $(date +%s) - t0 )) | $([ $rc = 0 ] && echo ok || echo "exit $rc: $(tail -1 "$LOGS/tune-$name.log")") |" \
       >>"$LOGS/phases/tune.md"
+    write_report  # each file's row comes back even if the call is ended from outside
     { [ $rc = 124 ] || [ $rc = 137 ]; } && break
   done
   { echo; echo "Seconds per workload (cpgen tune: compiling, preparing the inputs and checking the reference,"

@@ -14,9 +14,16 @@
 # finds them and compiles only the rest, minutes of device time otherwise spent in NVRTC. Made
 # from the templates as they are now: after a template change, pack again. --no-kernels leaves
 # them out. AB_REV=REV[,REV...] adds the kernels gpu-check --ab with the same list times from
-# each REV's templates (the wgmma plain and persistent launches at head dim 128, GQA 1, and the
-# ring target's GQA 4 kernel: 9 per REV), compiled with CPGEN_TEMPLATES_DIR holding them
-# (tools/templates-at.sh), so that the A/B compiles nothing on the GPU either.
+# each REV's templates (the wgmma plain and persistent launches at head dim 128, GQA 1, the ring
+# target's GQA 4 kernel, and the three backward kernels its row times too, as cpgen bench runs
+# the backward: 12 per REV), compiled with CPGEN_TEMPLATES_DIR holding them
+# (tools/templates-at.sh), so that the A/B compiles nothing on the GPU either; and it copies each
+# REV's templates into .gpudeps/templates-ab/<commit>, which stand in for git on a machine whose
+# copy of the tree lacks the history (tools/templates-at.sh).
+#
+# The cpgen that compiles is built first (cmake --build): one left from before a template change
+# would pack kernels under keys the GPU machine never asks for. The pack is made beside DEST and
+# replaces it only when whole: a step that fails leaves the old pack as it was.
 #
 #   tools/pack-gpu-deps.sh [--no-kernels] [DEST [VECTORS]]   # on the dev machine
 #   tools/gpu-check.sh --deps .gpudeps        # on the GPU machine (the default when .gpudeps exists)
@@ -26,9 +33,11 @@ set -euo pipefail
 ROOT=$(cd "$(dirname "${BASH_SOURCE[0]}")/.." && pwd)
 KERNELS=1
 [ "${1:-}" = --no-kernels ] && { KERNELS=0; shift; }
-DEST=${1:-$ROOT/.gpudeps}
+FINAL=${1:-$ROOT/.gpudeps}
+DEST=$FINAL.new
 rm -rf "$DEST"
 mkdir -p "$DEST"
+trap 'rm -rf "$DEST"' EXIT
 for pkg in nlohmann-json3-dev libcli11-dev libgtest-dev libsqlite3-dev libsqlite3-0; do
   if ! dpkg-query -W -f='${Status}' "$pkg" 2>/dev/null | grep -q "install ok installed"; then
     echo "pack-gpu-deps: $pkg is not installed here (tools/setup.sh installs it)" >&2
@@ -53,13 +62,17 @@ if [ -f "$VECTORS/partitions.json" ]; then
 else
   echo "pack-gpu-deps: no vector set at $VECTORS (the GPU tests will use tests/data/vectors only)" >&2
 fi
-CPGEN=${CPGEN_BUILD:-$ROOT/build}/cpgen
+BUILD_DIR=${CPGEN_BUILD:-$ROOT/build}
+CPGEN=$BUILD_DIR/cpgen
 TUNE_CANDIDATES=${TUNE_CANDIDATES:-24}
-if [ $KERNELS = 1 ] && [ ! -x "$CPGEN" ]; then
-  echo "pack-gpu-deps: no $CPGEN (tools/test.sh builds it; CPGEN_BUILD names another build): the kernels are not packed" >&2
-elif [ $KERNELS = 1 ]; then
+if [ $KERNELS = 1 ]; then
+  # The templates are built into cpgen: it must be this tree's.
+  if [ ! -f "$BUILD_DIR/CMakeCache.txt" ] || ! cmake --build "$BUILD_DIR" --target cpgen -j "$(nproc)" >/dev/null; then
+    echo "pack-gpu-deps: cannot build $CPGEN (tools/test.sh configures build/; CPGEN_BUILD names another build; --no-kernels packs without kernels)" >&2
+    exit 1
+  fi
   work=$(mktemp -d)
-  trap 'rm -rf "$work"' EXIT
+  trap 'rm -rf "$work" "$DEST"' EXIT
   # AB_REV's templates first: a commit refused (tools/templates-at.sh says why) stops the pack
   # before minutes of compiling.
   revs=()
@@ -67,6 +80,8 @@ elif [ $KERNELS = 1 ]; then
   for i in "${!revs[@]}"; do
     "$ROOT/tools/templates-at.sh" "${revs[$i]}" "$work/ab-$i" >/dev/null ||
       { echo "pack-gpu-deps: AB_REV: ${revs[$i]} refused" >&2; exit 1; }
+    mkdir -p "$DEST/templates-ab"
+    cp -a "$work/ab-$i" "$DEST/templates-ab/$(cat "$work/ab-$i/.rev")"
   done
   start=$(date +%s)
   # CUDA_VISIBLE_DEVICES empty: compile only, even on a machine with a GPU.
@@ -82,13 +97,14 @@ elif [ $KERNELS = 1 ]; then
     for i in "${!revs[@]}"; do
       rev=${revs[$i]}
       for spec in ring_fwd_wgmma_{bf16,fp16}_hd128_{causal,full}_gqa1_bm128_bn128_c2_s2{,_persistent} \
-                  ring_fwd_wgmma_bf16_hd128_causal_gqa4_bm128_bn128_c2_s2; do
+                  ring_fwd_wgmma_bf16_hd128_causal_gqa4_bm128_bn128_c2_s2 \
+                  ring_bwd_bf16_hd128_causal_gqa4_bm64_bn64_w8_s2 ring_bwd_{pre,cvt}_bf16_hd128_w4; do
         CUDA_VISIBLE_DEVICES= CPGEN_TEMPLATES_DIR="$work/ab-$i" "$CPGEN" compile --spec "$spec" --arch sm_90a \
           --store "$work/store" >>"$work/ab.log" 2>&1 ||
           { echo "pack-gpu-deps: AB_REV: $rev: $spec failed:" >&2; tail -5 "$work/ab.log" >&2; exit 1; }
       done
     done
-    ab=", and the 9 kernels gpu-check --ab $AB_REV times from each of those commits' templates"
+    ab=", and the 12 kernels gpu-check --ab $AB_REV times from each of those commits' templates (9 forward, 3 backward; the templates in templates-ab/)"
   fi
   # Root-owned and writable by the owner only: the store loads only entries this user or root owns
   # that no one else may write (kernel_store.cpp, trusted_entry), whoever unpacks them.
@@ -100,4 +116,8 @@ elif [ $KERNELS = 1 ]; then
     >"$DEST/KERNELS"
   echo "pack-gpu-deps: $count kernels in $(( $(date +%s) - start )) s ($(du -h "$DEST/kernels.tar.xz" | cut -f1) packed)" >&2
 fi
-echo "pack-gpu-deps: $(du -sh "$DEST" | cut -f1) in $DEST" >&2
+rm -rf "$FINAL"
+mv "$DEST" "$FINAL"
+trap - EXIT
+[ -n "${work:-}" ] && rm -rf "$work"
+echo "pack-gpu-deps: $(du -sh "$FINAL" | cut -f1) in $FINAL" >&2

@@ -106,7 +106,9 @@ TEST_F(GpuCheck, ABudgetThatIsNotSecondsIsRefused) {
 TEST_F(GpuCheck, AnAbRevisionThatIsNoCommitIsRefused) {
   const ScriptRun r = check("--ab HEAD,no-such-revision --only wgmma");
   EXPECT_EQ(r.code, 2);
-  EXPECT_EQ(r.output, "gpu-check: --ab 'no-such-revision': not a commit of this checkout (see --help)\n");
+  EXPECT_EQ(r.output.rfind("gpu-check: --ab 'no-such-revision': not a commit of this checkout, nor one of the pack's (", 0), 0u)
+      << r.output;
+  EXPECT_EQ(std::count(r.output.begin(), r.output.end(), '\n'), 1) << r.output;
   EXPECT_FALSE(fs::exists(report()));
 }
 
@@ -172,6 +174,31 @@ TEST_F(GpuCheck, AWarmMachinesEarlierLogsDoNotStandForThisCalls) {
   EXPECT_EQ(text.find("An earlier table"), std::string::npos) << text;
   EXPECT_EQ(text.find("+11.26%"), std::string::npos) << text;
   EXPECT_NE(text.find("| ring | no verdict"), std::string::npos) << text;
+}
+
+// A benchmark run that fails fails the call (exit 1), as a failed test does: the kernels, wgmma
+// and ring phases returned 0 whatever their runs did, and only the status lines said FAILED. With
+// --ab the wgmma phase leaves out the mma.sync and ping-pong runs (the A/B needs the minutes).
+TEST_F(GpuCheck, ABenchmarkRunThatFailsFailsTheCall) {
+  stand_in_machine("exit 0");
+  const std::string python = dir_.path() + "/bin/python3";
+  std::ofstream(python) << "#!/bin/sh\ncase \"$*\" in *kernels.py*) echo 'kernels.py: boom' >&2; exit 1 ;; esac\nexit 0\n";
+  fs::permissions(python, fs::perms::owner_all);
+  const ScriptRun kernels = check("--only kernels --budget 600");
+  EXPECT_EQ(kernels.code, 1) << kernels.output;
+  std::string text = slurp(report());
+  EXPECT_NE(text.find("| kernels | FAILED (exit 1): kernels.py: boom"), std::string::npos) << text;
+
+  const ScriptRun wgmma = check("--only wgmma --budget 600 --ab HEAD");
+  EXPECT_EQ(wgmma.code, 1) << wgmma.output;
+  text = slurp(report());
+  EXPECT_NE(text.find("| wgmma | FAILED (exit 1): kernels.py: boom; mma.sync: not run: --ab; ping-pong: not run: --ab; "
+                      "persistent: FAILED (exit 1)"),
+            std::string::npos)
+      << text;
+
+  std::ofstream(python) << "#!/bin/sh\nexit 0\n";  // every run passes: the call does too
+  EXPECT_EQ(check("--only kernels --budget 600").code, 0);
 }
 
 // A tune whose export fails says so in its status and ships no cache (it said "ok; cache ...").

@@ -98,7 +98,8 @@ TEST_F(TemplatesAt, ACommitWhoseParametersDifferIsRefusedAndNothingIsWritten) {
 TEST_F(TemplatesAt, BadInputIsOneLineAndAForeignFolderIsLeftAlone) {
   const auto none = at("no-such-commit", out("ab"));
   EXPECT_EQ(none.code, 2);
-  EXPECT_EQ(none.output, "templates-at: 'no-such-commit': not a commit of this checkout\n");
+  EXPECT_EQ(none.output, "templates-at: 'no-such-commit': not a commit of this checkout, nor a packed copy in " + repo() +
+                             "/.gpudeps/templates-ab\n");
   const auto usage = sh("tools/templates-at.sh HEAD");
   EXPECT_EQ(usage.code, 2);
   EXPECT_EQ(usage.output, "templates-at: usage: tools/templates-at.sh REV DIR\n");
@@ -115,6 +116,52 @@ TEST_F(TemplatesAt, BadInputIsOneLineAndAForeignFolderIsLeftAlone) {
   EXPECT_EQ(file.code, 2);
   EXPECT_EQ(file.output, "templates-at: '" + foreign + "/notes.txt' is not a folder\n");
   EXPECT_EQ(slurp(foreign + "/notes.txt"), "mine");
+}
+
+// A copy of the tree without its git history (as a device machine may get) finds an --ab commit's
+// templates in the pack (.gpudeps/templates-ab/<commit>, tools/pack-gpu-deps.sh AB_REV=): by a
+// unique prefix, with the same parameter check, and gpu-check --ab takes it.
+TEST_F(TemplatesAt, WithoutGitHistoryThePackedCopyStandsIn) {
+  const std::string full = rev("HEAD~1").substr(0, 40);
+  ASSERT_EQ(at("HEAD~1", out("from-git")).code, 0);
+  const std::string copy = out("copy");
+  fs::create_directories(copy + "/.gpudeps/templates-ab");
+  for (const char* sub : {"tools", "templates"}) fs::copy(repo() + "/" + sub, copy + "/" + sub, fs::copy_options::recursive);
+  fs::copy(out("from-git"), copy + "/.gpudeps/templates-ab/" + full, fs::copy_options::recursive);
+  const auto in_copy = [&](const std::string& command) {
+    return testing::run_shell("cd '" + copy + "' && " + command, dir_.path() + "/log.txt");
+  };
+  ASSERT_NE(in_copy("git rev-parse --verify -q HEAD").code, 0) << "the copy must have no history";
+
+  const auto resolved = in_copy("tools/templates-at.sh --resolve " + full.substr(0, 7));
+  ASSERT_EQ(resolved.code, 0) << resolved.output;
+  EXPECT_EQ(resolved.output, full + "\n");
+  const auto r = in_copy("tools/templates-at.sh " + full.substr(0, 7) + " '" + out("from-pack") + "'");
+  ASSERT_EQ(r.code, 0) << r.output;
+  EXPECT_EQ(slurp(out("from-pack") + "/softmax.cuh"), slurp(out("from-git") + "/softmax.cuh"));
+  EXPECT_EQ(slurp(out("from-pack") + "/.rev"), full + "\n");
+
+  const auto missing = in_copy("tools/templates-at.sh abcdef0 '" + out("none") + "'");
+  EXPECT_EQ(missing.code, 2);
+  EXPECT_EQ(missing.output, "templates-at: 'abcdef0': not a commit of this checkout, nor a packed copy in " + copy +
+                                "/.gpudeps/templates-ab\n");
+  EXPECT_FALSE(fs::exists(out("none")));
+
+  // gpu-check --ab in the copy (no GPU: a stand-in nvidia-smi that finds none).
+  fs::create_directories(out("bin"));
+  std::ofstream(out("bin") + "/nvidia-smi") << "#!/bin/sh\necho 'No devices were found' >&2\nexit 6\n";
+  fs::permissions(out("bin") + "/nvidia-smi", fs::perms::owner_all);
+  const auto check = in_copy("PATH='" + out("bin") + "':\"$PATH\" tools/gpu-check.sh --build-dir '" + out("build") +
+                             "' --report '" + out("report.md") + "' --only wgmma --ab " + full.substr(0, 7));
+  ASSERT_EQ(check.code, 0) << check.output;
+  EXPECT_EQ(slurp(out("build") + "/templates-ab/1/.rev"), full + "\n");
+
+  // The packed copy's parameters are checked as git's are.
+  std::ofstream(copy + "/.gpudeps/templates-ab/" + full + "/params.cuh", std::ios::app) << "// a field moved\n";
+  const auto differs = in_copy("tools/templates-at.sh " + full + " '" + out("differs") + "'");
+  EXPECT_EQ(differs.code, 2);
+  EXPECT_NE(differs.output.find("its templates/params.cuh differs from this tree's"), std::string::npos) << differs.output;
+  EXPECT_FALSE(fs::exists(out("differs")));
 }
 
 // gpu-check --ab takes a list; every commit of it is checked before the first phase, so a call
