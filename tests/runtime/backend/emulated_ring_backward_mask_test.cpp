@@ -43,21 +43,26 @@ struct MaskCase {
   int64_t window_left, window_right;
   double softcap;
   int head_dim = 64;
+  int group = 2;      // query heads per kv head
+  int kv_heads = 1;
+  int batch = 1;
+  Scheme scheme = Scheme::kZigzag;
+  int64_t seq_len = 0;  // without documents: the one document's length
 };
 
 Problem problem_of(const MaskCase& c) {
   Problem p;
   p.name = "emulated-backward-mask";
-  p.batch = 1;
-  p.kv_heads = 1;
-  p.q_heads = 2;
+  p.batch = c.batch;
+  p.kv_heads = c.kv_heads;
+  p.q_heads = c.kv_heads * c.group;
   p.head_dim = c.head_dim;
   p.cp_size = c.ranks;
   p.dtype = c.dtype;
   p.causal = c.causal;
-  p.scheme = Scheme::kZigzag;
+  p.scheme = c.scheme;
   p.documents = c.documents;
-  p.seq_len = 0;
+  p.seq_len = c.documents.empty() ? c.seq_len : 0;
   for (int64_t length : c.documents) p.seq_len += length;
   p.window_left = c.window_left;
   p.window_right = c.window_right;
@@ -67,8 +72,10 @@ Problem problem_of(const MaskCase& c) {
 }
 
 std::string describe(const MaskCase& c) {
-  std::string s = std::string(dtype_name(c.dtype)) + " hd" + std::to_string(c.head_dim) + (c.causal ? " causal" : " full") + " ranks " +
-                  std::to_string(c.ranks) + " documents";
+  std::string s = std::string(dtype_name(c.dtype)) + " hd" + std::to_string(c.head_dim) + (c.causal ? " causal" : " full") +
+                  " gqa" + std::to_string(c.group) + " kv_heads " + std::to_string(c.kv_heads) + " batch " +
+                  std::to_string(c.batch) + " " + std::string(scheme_name(c.scheme)) + " ranks " + std::to_string(c.ranks) +
+                  " seq_len " + std::to_string(c.seq_len) + " documents";
   for (int64_t length : c.documents) s += " " + std::to_string(length);
   return s + " window " + std::to_string(c.window_left) + "," + std::to_string(c.window_right) + " softcap " +
          std::to_string(c.softcap);
@@ -94,7 +101,7 @@ void check(const MaskCase& c, uint64_t seed) {
 
   // Every backward step type runs the one spec: the intervals carry the whole mask, causal
   // included, so no step type needs a kernel of its own.
-  KernelSpec spec = KernelSpec::backward_default_for_arch(p.dtype, c.head_dim, p.causal, 2, kArch);
+  KernelSpec spec = KernelSpec::backward_default_for_arch(p.dtype, c.head_dim, p.causal, c.group, kArch);
   spec.key_intervals = kernel_needs_key_intervals(p);
   spec.softcap = kernel_needs_softcap(p);
   EmulatedBackward backward;
@@ -144,6 +151,26 @@ TEST(EmulatedBackwardMasks, Fp16TwoSidedWindowDocumentsAndSoftcap) {
 TEST(EmulatedBackwardMasks, HeadDim256DocumentsWindowAndSoftcap) {
   check({Dtype::kBf16, 2, true, {40, 56}, 7, -1, 1.5, 256}, 509);
   check({Dtype::kFp16, 2, false, {24, 20}, 3, 4, 2.0, 256}, 510);
+}
+
+// What the cases above leave out, each once (a reviewer's list): GQA groups past 2 with several kv
+// heads and batch entries (the packed rows of more than one head per launch, the dK/dV sums over a
+// group), the contiguous and zigzag-token schemes, rings of 1 and 3, ranks that hold no row,
+// head dims 96 and 128 under intervals and a softcap, and the non-causal softcap kernel without
+// intervals (_full_cap).
+TEST(EmulatedBackwardMasks, GqaBatchSchemesRingSizesAndEmptyRanks) {
+  // GQA 8 over 2 kv heads, batch 2, zigzag-token over 3 ranks: documents (one empty), a left
+  // window and a softcap, head dim 128.
+  check({Dtype::kBf16, 3, true, {20, 0, 30, 14}, 9, -1, 1.5, 128, 8, 2, 2, Scheme::kZigzagToken}, 511);
+  // The non-causal softcap kernel alone (no intervals), head dim 96, GQA 4 over 2 kv heads, a
+  // contiguous ring of 3.
+  check({Dtype::kFp16, 3, false, {}, -1, -1, 2.0, 96, 4, 2, 1, Scheme::kContiguous, 70}, 512);
+  // One rank: GQA 16, causal intervals and a softcap at head dim 128.
+  check({Dtype::kFp16, 1, true, {30, 34}, 11, -1, 2.5, 128, 16, 1, 1}, 513);
+  // Fewer tokens than ranks hold rows (five over four contiguous, three over four zigzag-token):
+  // ranks with no rows, under a window.
+  check({Dtype::kBf16, 4, true, {}, 2, -1, 0, 64, 2, 1, 1, Scheme::kContiguous, 5}, 514);
+  check({Dtype::kBf16, 4, true, {}, 2, -1, 0, 64, 2, 1, 1, Scheme::kZigzagToken, 3}, 515);
 }
 
 }  // namespace
