@@ -110,6 +110,7 @@ AttentionVectors random_vectors(const Problem& problem, uint64_t seed) {
   // out, and verify --shape checked every masked shape as the unmasked one.
   v.shape = attention_shape_of(problem);
   v.seq_len = problem.seq_len;
+  v.format = 2;  // the mask model's every field (format 1 has only a left window): verify --output writes them
   const int64_t q_size = problem.batch * problem.q_heads * problem.seq_len * problem.head_dim;
   const int64_t kv_size = problem.batch * problem.kv_heads * problem.seq_len * problem.head_dim;
   // q and k in [-2, 2]: with the default scale a score has a standard deviation of about 4/3,
@@ -122,14 +123,17 @@ AttentionVectors random_vectors(const Problem& problem, uint64_t seed) {
   return v;
 }
 
-std::vector<int64_t> sample_positions(Scheme scheme, int64_t seq_len, int cp_size, int64_t max_rows) {
+std::vector<int64_t> sample_positions(Scheme scheme, int64_t seq_len, int cp_size, int64_t max_rows,
+                                      const std::vector<int64_t>& documents) {
   std::vector<int64_t> positions;
   if (seq_len <= max_rows) {
     for (int64_t i = 0; i < seq_len; ++i) positions.push_back(i);
     return positions;
   }
   for (int r = 0; r < cp_size; ++r) {
-    const std::vector<int64_t> shard = partition_positions(scheme, seq_len, cp_size, r);
+    // The shards the ring runs: with documents, each document is split on its own.
+    const std::vector<int64_t> shard = partition_positions(scheme, seq_len, cp_size, r, documents);
+    if (shard.empty()) continue;  // a rank that holds no token
     positions.push_back(shard.front());
     positions.push_back(shard.back());
   }

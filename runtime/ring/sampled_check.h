@@ -16,8 +16,8 @@ namespace cpgen {
 inline constexpr int64_t kDefaultSampleRows = 256;  // per (batch, head)
 inline constexpr uint64_t kDefaultRandomSeed = 12;
 
-// The shape's inputs (q, k, v, dout) drawn from `seed`, in global position order; the expected
-// tensors stay empty. Every value is a multiple of 1/32 in [-4, 4], so it is exact in bf16 and
+// The shape's inputs (q, k, v, dout) drawn from `seed`, in global position order, with the
+// problem's whole shape and mask (format 2); the expected tensors stay empty. Every value is a multiple of 1/32 in [-4, 4], so it is exact in bf16 and
 // fp16 and every backend starts from the same numbers. The same (problem, seed) gives the same
 // bits on every machine (a counter-based generator, no std:: distributions).
 AttentionVectors random_vectors(const Problem& problem, uint64_t seed);
@@ -52,9 +52,11 @@ class GridDraw {
 };
 
 // Which sequence positions are checked: the first and last position of every rank's shard (in
-// its local order), then positions spread evenly over the sequence, up to max_rows in all
-// (or every position when seq_len <= max_rows). Sorted, without repeats.
-std::vector<int64_t> sample_positions(Scheme scheme, int64_t seq_len, int cp_size, int64_t max_rows);
+// its local order; with `documents`, the problem's, each document split on its own), then
+// positions spread evenly over the sequence, up to max_rows in all (or every position when
+// seq_len <= max_rows). Sorted, without repeats.
+std::vector<int64_t> sample_positions(Scheme scheme, int64_t seq_len, int cp_size, int64_t max_rows,
+                                      const std::vector<int64_t>& documents = {});
 
 // Float64 reference at the sampled positions: out, lse, dq of every (batch, q head) at those
 // query positions; dk, dv of every (batch, kv head) at those key positions. Gradients only when

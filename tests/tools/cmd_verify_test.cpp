@@ -251,6 +251,19 @@ TEST(CmdVerifyRandom, AMaskedShapeIsCheckedWithItsMask) {
   ASSERT_EQ(b.exit_code, 0) << b.out << b.err;
   EXPECT_NE(testing::slurp(plain), testing::slurp(windowed)) << "the window changed nothing";
   EXPECT_NE(b.out.find("layout sbhd applies to the kernel backends"), std::string::npos) << b.out;
+  // --output names the whole mask, as a format-2 vectors file does (it wrote format 1's window
+  // alone: documents, softcap and a right side were lost).
+  const std::string masked = temp_path("mask_all.json");
+  const auto c = run_cli(base +
+                         shape_arg("\"q_heads\": 2, \"kv_heads\": 1, \"head_dim\": 64, \"seq_len\": 64, \"cp_size\": 2, "
+                                   "\"dtype\": \"bf16\", \"causal\": false, \"documents\": [20, 44], \"softcap\": 5, "
+                                   "\"window\": {\"left\": 8, \"right\": 3}") +
+                         " --output " + masked);
+  ASSERT_EQ(c.exit_code, 0) << c.out << c.err;
+  const auto doc = nlohmann::json::parse(testing::slurp(masked));
+  EXPECT_EQ(doc.at("documents"), nlohmann::json::parse("[20, 44]")) << doc.dump().substr(0, 300);
+  EXPECT_EQ(doc.at("softcap"), 5.0);
+  EXPECT_EQ(doc.at("window"), nlohmann::json::parse(R"({"left": 8, "right": 3})"));
 }
 
 TEST(CmdVerifyRandom, TakesSchemeAndRanksFromTheEntryUnlessGiven) {

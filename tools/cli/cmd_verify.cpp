@@ -177,7 +177,7 @@ void run_verify(const VerifyOptions& opt) {
     // The entry's dtype is what a half-precision backend computes in; the CPU backend is float32.
     if (dtype.empty() && opt.backend != "cpu") dtype = std::string(dtype_name(p.dtype));
     vec = random_vectors(p, opt.seed);
-    sampled.positions = sample_positions(scheme, p.seq_len, ranks, opt.sample_rows);
+    sampled.positions = sample_positions(scheme, p.seq_len, ranks, opt.sample_rows, p.documents);
   } else {
     scheme = parse_scheme(opt.scheme);
     vec = load_attention_vectors(opt.vectors_path);

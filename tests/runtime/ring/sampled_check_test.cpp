@@ -96,6 +96,26 @@ TEST(SampledCheck, PositionsIncludeEveryShardsEndsAndSpread) {
   EXPECT_EQ(sample_positions(Scheme::kStriped, 30, 3, 64), all_positions(30));
 }
 
+// With documents the shard ends are those of the split the ring runs (each document on its own),
+// and a rank that holds no token is passed over (its shard's front was read: an empty vector).
+TEST(SampledCheck, PositionsFollowTheDocumentsSplitAndSkipEmptyRanks) {
+  const std::vector<int64_t> documents = {20, 44};
+  const std::vector<int64_t> positions = sample_positions(Scheme::kZigzag, 64, 2, 8, documents);
+  for (int r = 0; r < 2; ++r) {
+    const std::vector<int64_t> shard = partition_positions(Scheme::kZigzag, 64, 2, r, documents);
+    EXPECT_TRUE(std::binary_search(positions.begin(), positions.end(), shard.front())) << r;
+    EXPECT_TRUE(std::binary_search(positions.begin(), positions.end(), shard.back())) << r;
+  }
+  // Twenty documents of three tokens over four contiguous ranks: rank 3 holds none.
+  const std::vector<int64_t> threes(20, 3);
+  ASSERT_TRUE(partition_positions(Scheme::kContiguous, 60, 4, 3, threes).empty());
+  const std::vector<int64_t> sampled = sample_positions(Scheme::kContiguous, 60, 4, 10, threes);
+  EXPECT_GE(sampled.size(), 10u);
+  EXPECT_TRUE(std::is_sorted(sampled.begin(), sampled.end()));
+  EXPECT_EQ(sampled.front(), 0);
+  EXPECT_EQ(sampled.back(), 59);
+}
+
 TEST(SampledCheck, SampledReferenceIsTheFullReferenceAtThosePositions) {
   for (bool causal : {true, false}) {
     const AttentionVectors in = random_vectors(small_problem(causal), 3);
