@@ -52,27 +52,32 @@ nlohmann::json run_verify(const RankArgs& a, void* comm) {
   gpu::RankGrads grads;
   gpu::run_gpu_ring_nccl_rank(p, comm, q, k, v, options, out, lse, backward ? &dout : nullptr,
                               backward ? &grads : nullptr);
-  const std::vector<double> want_out =
-      scatter_shard(vec.out, p.batch, p.q_heads, p.seq_len, p.head_dim, p.scheme, a.nranks, a.rank);
-  const std::vector<double> want_lse =
-      scatter_shard(vec.lse, p.batch, p.q_heads, p.seq_len, 1, p.scheme, a.nranks, a.rank);
+  // This rank's rows of a whole tensor, split as the ring split its inputs: with documents, each
+  // document on its own (without them the expected rows were another split's, and out was read
+  // past their end).
+  const auto shard_of = [&](const std::vector<double>& full, int64_t heads, int64_t dim) {
+    return scatter_shard(full, p.batch, heads, p.seq_len, dim, p.scheme, a.nranks, a.rank, p.documents);
+  };
+  const std::vector<double> want_out = shard_of(vec.out, p.q_heads, p.head_dim);
+  const std::vector<double> want_lse = shard_of(vec.lse, p.q_heads, 1);
   double sq_diff = 0, sq_ref = 0, lse_max = 0;
-  for (size_t i = 0; i < out.size(); ++i) {
+  for (size_t i = 0; i < out.size() && i < want_out.size(); ++i) {
     sq_diff += (out[i] - want_out[i]) * (out[i] - want_out[i]);
     sq_ref += want_out[i] * want_out[i];
   }
-  for (size_t i = 0; i < lse.size(); ++i) {
+  for (size_t i = 0; i < lse.size() && i < want_lse.size(); ++i) {
     const double err = std::isinf(want_lse[i]) && lse[i] == want_lse[i] ? 0 : std::abs(lse[i] - want_lse[i]);
     lse_max = std::isnan(err) || std::isnan(lse_max) ? NAN : std::max(lse_max, err);
   }
+  // Rows of another count are a failure (-1 below), never a comparison of what happens to align.
+  if (out.size() != want_out.size() || lse.size() != want_lse.size()) sq_diff = NAN;
   if (std::isnan(sq_diff)) lse_max = NAN;
   nlohmann::json result = {{"rank", a.rank}, {"sq_diff", std::isnan(sq_diff) ? -1.0 : sq_diff}, {"sq_ref", sq_ref},
                            {"lse_max", std::isnan(lse_max) ? -1.0 : lse_max}};
   if (!backward) return result;
   // Sums of squares per gradient; -1 marks a NaN (an element never written), as for out.
   const auto sums = [&](const std::vector<float>& got, const std::vector<double>& full, int64_t heads) {
-    const std::vector<double> want =
-        scatter_shard(full, p.batch, heads, p.seq_len, p.head_dim, p.scheme, a.nranks, a.rank);
+    const std::vector<double> want = shard_of(full, heads, p.head_dim);
     double d = 0, r = 0;
     for (size_t i = 0; i < got.size() && i < want.size(); ++i) {
       d += (got[i] - want[i]) * (got[i] - want[i]);
