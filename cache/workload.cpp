@@ -257,10 +257,12 @@ WorkloadKey workload_for(const Problem& p, StepType step, const DeviceClass& dev
   w.step = step;
   // The largest rank's rows: where lengths do not divide, ranks differ, and the floor of seq_len /
   // cp_size keyed a 4097-token, 4-rank step as 1024 rows (its largest rank holds 1025) and a
-  // 3-token one over 4 ranks as 0. A zigzag half step covers one chunk of it.
+  // 3-token one over 4 ranks as 0. A zigzag half step covers one chunk of it where the ring
+  // launches it so (zigzag_steps_run_halves: not with documents, whose steps run at full size; they
+  // were keyed, tuned and selected at half size all the same).
   const std::vector<int64_t> rows = partition_rows_all(p.scheme, p.seq_len, static_cast<int>(p.cp_size), p.documents);
   const int64_t local = *std::max_element(rows.begin(), rows.end());
-  const StepType shape = forward_shape(step);
+  const StepType shape = zigzag_steps_run_halves(p) ? forward_shape(step) : StepType::kFull;
   w.q_len = shape == StepType::kZigzagQHalf ? (local + 1) / 2 : local;
   w.kv_len = shape == StepType::kZigzagKvHalf ? (local + 1) / 2 : local;
   w.gpu_name = device.gpu_name;

@@ -77,10 +77,8 @@ KernelRingBackend::KernelRingBackend(const Problem& problem, int rank, KernelDev
   own_kv_bytes_ = b * kvh * static_cast<size_t>(len_) * hd * dtype_bytes(problem.dtype);
   parts_ = max_len_ >= 2 ? 2 : 1;
   // The zigzag half views need each rank's two chunks to be the first and second half of its
-  // rows in sequence order; with documents each one is split on its own, so every step runs at
-  // full size (the masks skip what no row sees).
-  halves_ = problem.causal && problem.scheme == Scheme::kZigzag && problem.cp_size > 1 &&
-            problem.documents.size() <= 1;
+  // rows in sequence order (runtime/ring/kernel_support.h).
+  halves_ = zigzag_steps_run_halves(problem);
   for (int s = 0; s < 2; ++s) {
     k_slots_[s] = device.allocate(std::max<size_t>(slot_bytes_, 1));
     v_slots_[s] = device.allocate(std::max<size_t>(slot_bytes_, 1));

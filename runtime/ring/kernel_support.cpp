@@ -29,6 +29,10 @@ KernelFamilyAbilities kernel_family_abilities(KernelKind kind) {
   return KernelFamilyAbilities{};
 }
 
+bool zigzag_steps_run_halves(const Problem& p) {
+  return p.causal && p.scheme == Scheme::kZigzag && p.cp_size > 1 && p.documents.size() <= 1;
+}
+
 std::string kernel_family_refusal(const KernelSpec& spec, const Problem& p) {
   const KernelFamilyAbilities a = kernel_family_abilities(spec.kind);
   const char* family = spec.kind == KernelKind::kForwardWgmma ? "the wgmma family" : "its family";

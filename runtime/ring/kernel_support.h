@@ -27,6 +27,14 @@ bool kernel_needs_key_intervals(const Problem& problem);
 // Whether the kernels must apply a logit softcap (KernelSpec softcap).
 bool kernel_needs_softcap(const Problem& problem);
 
+// Whether the zigzag half steps run on half the rows (the query-half step on the second chunk's
+// queries, the kv-half step on the first chunk's keys): causal zigzag over more than one rank
+// with at most one document. With documents each is split on its own, a rank's two chunks are
+// not the halves of its rows, and every step runs at full size (the masks skip what no row
+// sees). The ring backend launches by it and the workload keys (cache/workload.h) are sized by
+// it, so that what the tuner times is what runs.
+bool zigzag_steps_run_halves(const Problem& problem);
+
 // What each forward kernel family can do. The one place such limits live: the ring backend, the
 // tuner, the selection and `verify --spec` all ask here. Today both families (mma.sync and the
 // sm_90a wgmma one) have every ability; a new family starts with the ones its template has.

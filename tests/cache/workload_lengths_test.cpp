@@ -36,5 +36,22 @@ TEST(WorkloadLengths, UnevenLengthsKeyTheLargestRank) {
   EXPECT_EQ(workload_for(problem(4097, 4, Scheme::kZigzag), StepType::kZigzagKvHalf, DeviceClass{}).kv_len, 513);
 }
 
+// With packed documents the ring runs the zigzag half steps at full size (each document is split
+// on its own, so a rank's chunks are not the halves of its rows): the workloads are keyed so, and
+// the tuner times what runs (they were keyed at half size, and tuned and selected for a launch
+// that never ran).
+TEST(WorkloadLengths, ZigzagHalfStepsOfDocumentsAreKeyedAtTheSizeTheyRun) {
+  Problem p = problem(8192, 4, Scheme::kZigzag);
+  p.documents = {4096, 4096};
+  for (StepType step : {StepType::kZigzagKvHalf, StepType::kZigzagQHalf}) {
+    const WorkloadKey w = workload_for(p, step, DeviceClass{});
+    EXPECT_EQ(w.q_len, 2048) << step_type_name(step);
+    EXPECT_EQ(w.kv_len, 2048) << step_type_name(step);
+  }
+  p.documents = {8192};  // one document: the halves run
+  EXPECT_EQ(workload_for(p, StepType::kZigzagKvHalf, DeviceClass{}).kv_len, 1024);
+  EXPECT_EQ(workload_for(p, StepType::kZigzagQHalf, DeviceClass{}).q_len, 1024);
+}
+
 }  // namespace
 }  // namespace cpgen::testing
