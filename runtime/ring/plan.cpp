@@ -124,6 +124,9 @@ ShapePlan plan_shape(const Problem& problem, const PlanRates& rates, RankWorkCac
   shape.problem = problem;
   shape.tile = KernelSpec::default_for(problem.dtype, static_cast<int>(problem.head_dim), problem.causal,
                                        static_cast<int>(problem.gqa_group()));
+  // The kernel the tiles are named by, as selection specializes it on the mask (_ivl, _cap).
+  shape.tile.key_intervals = kernel_needs_key_intervals(problem);
+  shape.tile.softcap = kernel_needs_softcap(problem);
   for (Scheme scheme : kPlannedSchemes) shape.schemes.push_back(plan_scheme(problem, scheme, shape.tile, rates, cache));
 
   double fastest = std::numeric_limits<double>::infinity();

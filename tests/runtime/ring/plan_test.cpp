@@ -179,6 +179,12 @@ TEST(Plan, ZigzagBalancesACausalShapeAtCp8AndContiguousDoesNot) {
   const double causal_flops = 4.0 * (131072.0 * 131073 / 2) * 128 * 32;
   EXPECT_NEAR(zigzag.mean_rank_flops * 8 / causal_flops, 1.0, 0.01);
   EXPECT_EQ(shape.tile.uri(), "ring_fwd_bf16_hd128_causal_gqa4_bm128_bn64_w4_s2");
+  // A masked shape's tiles are named by the kernel that runs it, specialized on the mask (it
+  // named the unmasked one).
+  Problem masked = make_problem(131072, 8, true, Scheme::kZigzag);
+  masked.softcap = 30;
+  masked.window_left = 4096;
+  EXPECT_EQ(plan_shape(masked, PlanRates{}).tile.uri(), "ring_fwd_bf16_hd128_causal_ivl_cap_gqa4_bm128_bn64_w4_s2");
 }
 
 TEST(Plan, BytesMatchAHandComputation) {
