@@ -143,6 +143,10 @@ TEST_F(CmdVerifyEmulated, SpecChoosesTheKernelPerStepType) {
   EXPECT_NE(precision.find("diagonal ring_fwd_bf16_hd64_causal_gqa4_bm64_bn32_w2_s3"), std::string::npos) << precision;
   EXPECT_NE(precision.find("zigzag-q-half ring_fwd_bf16_hd64_causal_gqa4_bm128_bn64_w8_s1"), std::string::npos)
       << precision;
+  // Kernels that differ by step type are listed by step, the backward's after "; backward:" (an
+  // " and" after the last forward step read as that step's).
+  EXPECT_EQ(nlohmann::json::parse(r.out).at("checks").size(), 5u) << "the file has gradients: the backward ran";
+  EXPECT_NE(precision.find("; backward: ring_bwd_bf16_hd64_causal_gqa4_"), std::string::npos) << precision;
 }
 
 // No host compiler: one line naming what to install, exit 1 (not the user's input).

@@ -115,6 +115,17 @@ std::vector<std::pair<StepType, KernelSpec>> specs_from_options(const Problem& p
   return chosen;
 }
 
+// The kernels of a ring: one URI where every step type runs the same one, else "STEP URI, ..."
+// in step order; and whether it was one.
+std::pair<std::string, bool> kernel_names(const std::vector<std::pair<StepType, KernelSpec>>& steps) {
+  bool one = true;
+  for (const auto& entry : steps) one = one && entry.second == steps.front().second;
+  if (one) return {steps.empty() ? std::string() : steps.front().second.uri(), true};
+  std::string names;
+  for (const auto& [step, spec] : steps) names += (names.empty() ? "" : ", ") + std::string(step_type_name(step)) + " " + spec.uri();
+  return {names, false};
+}
+
 VerifyReport run_emulated(const VerifyRequest& r) {
   const AttentionVectors& vec = *r.vectors;
   if (!r.dtype.empty() && r.dtype != "bf16" && r.dtype != "fp16")
@@ -145,12 +156,13 @@ VerifyReport run_emulated(const VerifyRequest& r) {
   EmulatedRingResult ring =
       run_emulated_ring(p, per_step, arch, q, k, v, default_kernel_store(), run_backward ? &backward : nullptr);
   VerifyReport report;
-  bool one_kernel = true;
-  for (const auto& entry : per_step) one_kernel = one_kernel && entry.second == per_step.front().second;
-  std::string kernels = one_kernel ? per_step.front().second.uri() : "";
-  for (const auto& [step, spec] : per_step)
-    if (!one_kernel) kernels += (kernels.empty() ? "" : ", ") + std::string(step_type_name(step)) + " " + spec.uri();
-  if (run_backward) kernels += " and " + backward.steps.front().second.uri();
+  const auto [forward_names, one_forward] = kernel_names(per_step);
+  std::string kernels = forward_names;
+  if (run_backward) {
+    // Every backward kernel too, by step type where they differ (the first one alone was named).
+    const auto [backward_names, one_backward] = kernel_names(backward.steps);
+    kernels += (one_forward && one_backward ? " and " : "; backward: ") + backward_names;
+  }
   report.precision = kernels + "; emulated on the CPU, " + std::to_string(r.ranks) +
                      (r.ranks == 1 ? " rank" : " ranks on threads") + layout_note(r);
   char timing[160];
