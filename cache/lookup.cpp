@@ -233,10 +233,18 @@ Selection select_config(const WorkloadKey& w, Database* db, const Environment& e
   if ((w.mask.key_intervals() && !family.key_intervals) || (w.mask.softcap && !family.softcap)) {
     // The unmasked winner's family has no kernel with this mask (runtime/ring/kernel_support.h):
     // the documented default, which does, specialized on the mask.
-    // The default of the workload's direction (it took the forward one for a backward step).
+    // The mma.sync family's default, which has every mask, for a forward step (the arch's
+    // documented default may be the family that lacks it), and the backward default for a
+    // backward step (the forward one was taken for both).
     sel.reason = "the unmasked shape's " + sel.spec.uri() + " has no kernel with this mask; " +
                  "using the documented default";
-    use_documented_default(w, sel);
+    if (is_backward(w.step)) {
+      use_documented_default(w, sel);
+    } else {
+      sel.spec = KernelSpec::default_for_arch(w.dtype, w.head_dim, w.causal, w.gqa_group(), w.arch);
+      sel.source = ConfigSource::kDefault;
+      sel.origin = "KernelSpec::default_for";
+    }
     sel.matched.reset();
     sel.median_ms.reset();
   }

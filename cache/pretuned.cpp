@@ -51,11 +51,13 @@ void check_pattern(const nlohmann::json& pattern, const std::string& at) {
       for (const auto& [k, unused] : known.items()) names += (names.empty() ? "" : ", ") + k;
       throw_bad_input(at + ": workload field '" + printable(name, 80) + "' is not a workload field; known: " + names);
     }
+    // An integer field takes an integer (pattern_matches compares gqa_group as one: 1.0 matched
+    // nothing), a string or boolean one its own type.
     const nlohmann::json& like = known[name];
-    const bool same_type = like.is_number() ? value.is_number() : value.type() == like.type();
+    const bool same_type = like.is_number() ? value.is_number_integer() : value.type() == like.type();
     if (!same_type)
       throw_bad_input(at + ": workload field '" + printable(name, 80) + "' must be " +
-                      (like.is_number() ? "a number" : like.is_boolean() ? "true or false" : "a string") + "; got " +
+                      (like.is_number() ? "an integer" : like.is_boolean() ? "true or false" : "a string") + "; got " +
                       (value.is_string() ? in_quotes(value.get_ref<const std::string&>(), 80) : printable(value.dump(), 80)));
   }
 }

@@ -3,17 +3,19 @@
 #include <algorithm>
 #include <cstdlib>
 #include <filesystem>
-#include <fstream>
 #include <memory>
-#include <sstream>
 #include <vector>
 
 #include "cpgen/error.h"
+#include "runtime/core/text_file.h"
 
 namespace cpgen {
 namespace {
 
 namespace fs = std::filesystem;
+
+// Far more than any template (the largest is about 40 KB): a file longer than this is not one.
+constexpr size_t kMaxTemplateBytes = size_t{16} << 20;
 
 // An override's files: the strings own the bytes the EmbeddedTemplate views point into.
 struct Loaded {
@@ -35,12 +37,11 @@ std::unique_ptr<Loaded> load(const std::string& dir) {
   if (files.empty()) throw Error(ErrorKind::kBadInput, what + " holds no .cuh template files");
   std::sort(files.begin(), files.end());  // the embedded set's order: by name
   for (const fs::path& f : files) {
-    std::ifstream in(f, std::ios::binary);
-    std::ostringstream text;
-    text << in.rdbuf();
-    if (!in) throw Error(ErrorKind::kBadInput, what + ": cannot read " + f.filename().string());
+    // Judged on the opened file, as the listing's kind may be another by the time it is read (a
+    // FIFO there would hang the read).
+    out->contents.push_back(read_text_file(f.string(), what + ": " + f.filename().string(), "a template",
+                                           kMaxTemplateBytes, FileKinds::kRegularOnly));
     out->names.push_back("cpgen/" + f.filename().string());
-    out->contents.push_back(text.str());
   }
   for (size_t i = 0; i < files.size(); ++i)
     out->views.push_back({out->names[i].c_str(), out->contents[i].c_str(), out->contents[i].size()});

@@ -221,7 +221,11 @@
 # has no git history. Budgets: the device tool runs a command under the smaller of timeout_s and
 # the device time left, so read `status`'s budget_left_s before each call: the first call's
 # --budget at most budget_left_s less about 90 s (the machine's start and the transfers), the
-# second's budget_left_s less 40, each with timeout_s its budget plus 20. The plan stands.
+# second's budget_left_s less 40, each with timeout_s its budget plus 20. Also unrun on a GPU:
+# `cpgen verify --backend gpu` now runs a --shape's mask and layout (they were dropped) and names
+# each step's kernels; its NCCL rank splits the expected tensors by document; zigzag half steps of
+# problems with documents are keyed (tuned, selected) at the full size the ring runs them. The
+# plan stands.
 #
 # The GPU machines have nvcc, CMake, PyTorch and the nvidia-nccl Python package but maybe none of
 # the Debian -dev packages, and no network. Choice: vendor nothing in the repository; use what the
@@ -303,8 +307,8 @@ done
 [ -n "$DEPS" ] && export CPGEN_AB_TEMPLATES="$DEPS/templates-ab"
 declare -A AB_SEEN=()  # commit -> the --ab name that gave it: one commit twice would time it twice
 for rev in "${AB_REVS[@]}"; do
-  full=$("$ROOT/tools/templates-at.sh" --resolve "$rev" 2>/dev/null) ||
-    usage_error "--ab '$rev': not a commit of this checkout, nor one of the pack's (${CPGEN_AB_TEMPLATES:-no --deps})"
+  # Its reason as templates-at gives it (not a commit, an ambiguous packed prefix).
+  full=$("$ROOT/tools/templates-at.sh" --resolve "$rev" 2>&1) || usage_error "--ab: ${full#templates-at: }"
   [ -n "${AB_SEEN[$full]:-}" ] && usage_error "--ab '$rev': the same commit as '${AB_SEEN[$full]}'"
   AB_SEEN[$full]=$rev
 done

@@ -34,6 +34,7 @@ ROOT=$(cd "$(dirname "${BASH_SOURCE[0]}")/.." && pwd)
 KERNELS=1
 [ "${1:-}" = --no-kernels ] && { KERNELS=0; shift; }
 FINAL=${1:-$ROOT/.gpudeps}
+FINAL=${FINAL%/}  # ".gpudeps/" as a shell completes it: the new pack goes beside it, not into it
 DEST=$FINAL.new
 rm -rf "$DEST"
 mkdir -p "$DEST"

@@ -107,12 +107,14 @@ GpuRingResult run_gpu_ring_loopback(const Problem& p, const std::vector<float>& 
     result.dq = gather_shards(dq, p.batch, p.q_heads, p.seq_len, p.head_dim, p.scheme, n, p.documents);
     result.dk = gather_shards(dk, p.batch, p.kv_heads, p.seq_len, p.head_dim, p.scheme, n, p.documents);
     result.dv = gather_shards(dv, p.batch, p.kv_heads, p.seq_len, p.head_dim, p.scheme, n, p.documents);
-    result.backward_kernel_uri = ring.backward_step_kernels().front().kernel_uri;
+    result.backward_step_kernels = ring.backward_step_kernels();
+    result.backward_kernel_uri = result.backward_step_kernels.front().kernel_uri;
   }
   std::vector<std::vector<float>> outs(n), lses(n);
   for (int r = 0; r < n; ++r) download_outputs(p, shards[r], outs[r], lses[r]);
   result.out = gather_shards(outs, p.batch, p.q_heads, p.seq_len, p.head_dim, p.scheme, n, p.documents);
   result.lse = gather_shards(lses, p.batch, p.q_heads, p.seq_len, 1, p.scheme, n, p.documents);
+  result.step_kernels = ring.step_kernels();
   result.kernel_uri = ring.kernel_uri();
   return result;
 }

@@ -40,8 +40,10 @@ void download_outputs(const Problem& problem, const DeviceShard& shard, std::vec
 struct GpuRingResult {
   std::vector<float> out, lse;  // gathered over ranks, global position order
   std::vector<float> dq, dk, dv;  // likewise, when a backward ran
-  std::string kernel_uri;
-  std::string backward_kernel_uri;  // ring step 0's backward kernel, when a backward ran
+  std::string kernel_uri;            // ring step 0's forward kernel
+  std::string backward_kernel_uri;   // ring step 0's backward kernel, when a backward ran
+  std::vector<StepKernelChoice> step_kernels;           // what each forward step type ran
+  std::vector<StepKernelChoice> backward_step_kernels;  // likewise, when a backward ran
 };
 
 // Loopback ring on device options.device over all cp_size virtual ranks; waits for the result.

@@ -17,15 +17,18 @@ namespace cpgen {
 
 std::string read_text_file(const std::string& path, const std::string& label, std::string_view kind,
                            size_t max_bytes, FileKinds kinds) {
-  std::error_code ec;
-  if (std::filesystem::is_directory(path, ec)) throw_bad_input(label + ": is a directory, not " + std::string(kind));
   const bool regular_only = kinds == FileKinds::kRegularOnly;
-  // O_NONBLOCK: opening a FIFO would wait for a writer; the descriptor's own fstat then decides,
+  // O_NONBLOCK: opening a FIFO would wait for a writer. The descriptor's own fstat then decides,
   // so the file judged is the file read (no swap between a check by name and the open).
   const int fd = ::open(path.c_str(), O_RDONLY | O_CLOEXEC | (regular_only ? O_NONBLOCK : 0));
   if (fd < 0) throw_bad_input(label + ": cannot open " + std::string(kind) + ": " + std::strerror(errno));
   struct stat st {};
-  if (regular_only && (::fstat(fd, &st) != 0 || !S_ISREG(st.st_mode))) {
+  const bool known = ::fstat(fd, &st) == 0;
+  if (known && S_ISDIR(st.st_mode)) {
+    ::close(fd);
+    throw_bad_input(label + ": is a directory, not " + std::string(kind));
+  }
+  if (regular_only && (!known || !S_ISREG(st.st_mode))) {
     ::close(fd);
     throw_bad_input(label + ": is not a regular file; " + std::string(kind) + " is read only from one");
   }

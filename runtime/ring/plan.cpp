@@ -122,11 +122,8 @@ ShapePlan plan_shape(const Problem& problem, const PlanRates& rates, RankWorkCac
   validate_problem(problem, problem.name);
   ShapePlan shape;
   shape.problem = problem;
-  shape.tile = KernelSpec::default_for(problem.dtype, static_cast<int>(problem.head_dim), problem.causal,
-                                       static_cast<int>(problem.gqa_group()));
-  // The kernel the tiles are named by, as selection specializes it on the mask (_ivl, _cap).
-  shape.tile.key_intervals = kernel_needs_key_intervals(problem);
-  shape.tile.softcap = kernel_needs_softcap(problem);
+  // The mma.sync family's documented tiles, named as the kernel that runs the mask (_ivl, _cap).
+  shape.tile = family_default_spec(problem, "mma.sync", problem.name);
   for (Scheme scheme : kPlannedSchemes) shape.schemes.push_back(plan_scheme(problem, scheme, shape.tile, rates, cache));
 
   double fastest = std::numeric_limits<double>::infinity();

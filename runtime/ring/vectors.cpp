@@ -161,15 +161,12 @@ AttentionVectors parse_attention_vectors(const std::string& text, const std::str
   check_problem_limits(p, source);
   check_problem_mask(p, source);
   check_problem_scale_and_size(p, source);
-  // Multiplied with overflow checks (head_dim has no bound of the problem model's; a wrapped
-  // product, 2^32 in batch and both head counts gave 0, matched the empty arrays of a bad file). A
-  // tensor's every element takes two bytes of text at least, so no file of kMaxVectorsFileBytes
-  // holds more than half that many.
+  // No product overflows: at most 2^48 elements (check_problem_scale_and_size), kv_heads at most
+  // q_heads. A tensor's every element takes two bytes of text at least, so no file of
+  // kMaxVectorsFileBytes holds more than half that many.
   const auto elements = [&](int64_t heads) {
-    int64_t n = v.shape.batch;
-    const bool wrapped = __builtin_mul_overflow(n, heads, &n) || __builtin_mul_overflow(n, v.seq_len, &n) ||
-                         __builtin_mul_overflow(n, v.shape.head_dim, &n);
-    if (wrapped || n > static_cast<int64_t>(kMaxVectorsFileBytes / 2))
+    const int64_t n = v.shape.batch * heads * v.seq_len * v.shape.head_dim;
+    if (n > static_cast<int64_t>(kMaxVectorsFileBytes / 2))
       throw_bad_input(source + ": batch * heads * seq_len * head_dim is more elements than a vectors file holds (at most " +
                       std::to_string(kMaxVectorsFileBytes / 2) + ")");
     return n;

@@ -11,6 +11,7 @@
 #include <thread>
 
 #include "cpgen/error.h"
+#include "runtime/core/json_text.h"
 #include "runtime/core/text_file.h"
 #include "runtime/cuda/module.h"
 #include "runtime/transport/nccl_check.h"
@@ -158,8 +159,10 @@ void* nccl_comm_from_file(const NcclFileBootstrap& o) {
   // remove it loses nothing of this job, whose communicator stands (every rank holds its part),
   // so it is a warning: the next job's ranks would read a stale id.
   if (const std::string failed = remove_id_file(); !failed.empty())
-    std::cerr << "cpgen: warning: rank 0 could not remove its NCCL id file " << failed
-              << "; remove it before another job's ranks start, or they read a stale id\n";
+    std::cerr << "cpgen: warning: "
+              << one_line("rank 0 could not remove its NCCL id file " + failed +
+                          "; remove it before another job's ranks start, or they read a stale id")
+              << "\n";
   return comm;
 }
 

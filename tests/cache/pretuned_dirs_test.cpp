@@ -106,7 +106,8 @@ TEST(PretunedDirs, APatternWithAnUnknownFieldOrAWrongTypeIsSkipped) {
                                                         "arch": "sm_90a", "window_left": 4096, "softcap": false})"},
         {"b.json", R"({"head_dims": 128})"},
         {"c.json", R"({"causal": "yes"})"},
-        {"d.json", R"({"head_dim": "128"})"}}) {
+        {"d.json", R"({"head_dim": "128"})"},
+        {"e.json", R"({"gqa_group": 1.0})"}}) {
     std::ofstream(dir.path() + "/" + name) << head + pattern + tail;
   }
   ::testing::internal::CaptureStderr();
@@ -119,7 +120,12 @@ TEST(PretunedDirs, APatternWithAnUnknownFieldOrAWrongTypeIsSkipped) {
   EXPECT_NE(warnings.find(dir.path() + "/c.json entry 0: workload field 'causal' must be true or false; got \"yes\""),
             std::string::npos)
       << warnings;
-  EXPECT_NE(warnings.find(dir.path() + "/d.json entry 0: workload field 'head_dim' must be a number; got \"128\""),
+  EXPECT_NE(warnings.find(dir.path() + "/d.json entry 0: workload field 'head_dim' must be an integer; got \"128\""),
+            std::string::npos)
+      << warnings;
+  // An integer field takes an integer: pattern_matches compares gqa_group as one, and 1.0 matched
+  // nothing (a reviewer's finding).
+  EXPECT_NE(warnings.find(dir.path() + "/e.json entry 0: workload field 'gqa_group' must be an integer; got 1.0"),
             std::string::npos)
       << warnings;
 }

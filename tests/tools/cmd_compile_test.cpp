@@ -1,5 +1,7 @@
 // `cpgen compile` end to end through the built binary, with temporary kernel stores.
 #include <gtest/gtest.h>
+
+#include <sys/stat.h>
 #include <sys/wait.h>
 
 #include <algorithm>
@@ -522,6 +524,9 @@ TEST(CliCompile, TemplatesDirCompilesFromThatFolderAndKeysByItsFiles) {
   fs::copy(std::string(CPGEN_SOURCE_DIR) + "/templates", same);
   fs::copy(std::string(CPGEN_SOURCE_DIR) + "/templates", changed);
   std::ofstream(changed + "/softmax.cuh", std::ios::app) << "// another revision\n";
+  // A FIFO named like a template is no template: passed over, never opened (a read would wait for
+  // a writer), so the copy still keys as the built-in set.
+  ASSERT_EQ(::mkfifo((same + "/zz_fifo.cuh").c_str(), 0600), 0);
   auto compile = [&](const std::string& env) {
     return testing::run_shell(env + " '" + std::string(CPGEN_CLI_PATH) + "' compile --spec " + kSmallUri +
                                   " --arch sm_90a --no-store --json",

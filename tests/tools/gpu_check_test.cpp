@@ -106,7 +106,7 @@ TEST_F(GpuCheck, ABudgetThatIsNotSecondsIsRefused) {
 TEST_F(GpuCheck, AnAbRevisionThatIsNoCommitIsRefused) {
   const ScriptRun r = check("--ab HEAD,no-such-revision --only wgmma");
   EXPECT_EQ(r.code, 2);
-  EXPECT_EQ(r.output.rfind("gpu-check: --ab 'no-such-revision': not a commit of this checkout, nor one of the pack's (", 0), 0u)
+  EXPECT_EQ(r.output.rfind("gpu-check: --ab: 'no-such-revision': not a commit of this checkout, nor a packed copy in ", 0), 0u)
       << r.output;
   EXPECT_EQ(std::count(r.output.begin(), r.output.end(), '\n'), 1) << r.output;
   EXPECT_FALSE(fs::exists(report()));

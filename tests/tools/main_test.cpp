@@ -24,6 +24,11 @@ TEST(Cli, UnknownCommandIsNamedAndTheCommandsListed) {
   }
   EXPECT_EQ(r.err.find("_nccl-rank"), std::string::npos) << "internal commands stay hidden: " << r.err;
   EXPECT_EQ(r.err.find("A subcommand is required"), std::string::npos) << r.err;
+  // One line whatever the argument holds (a newline was printed as it is).
+  r = run_cli("'frob\nnicate'");
+  EXPECT_EQ(r.exit_code, 2);
+  EXPECT_EQ(line_count(r.err), 1) << r.err;
+  EXPECT_NE(r.err.find("unknown command 'frob\\x0anicate'"), std::string::npos) << r.err;
 }
 
 // A command's own subcommands answer a typo the same way (CLI11 said "A subcommand is required").
@@ -34,6 +39,9 @@ TEST(Cli, UnknownSubcommandIsNamedAndTheSubcommandsListed) {
   EXPECT_NE(r.err.find("unknown db subcommand 'shwo'"), std::string::npos) << r.err;
   for (const char* sub : {"show", "export", "import", "merge", "verify"})
     EXPECT_NE(r.err.find(sub), std::string::npos) << sub << " missing from: " << r.err;
+  r = run_cli("db 'sh\nwo'");
+  EXPECT_EQ(line_count(r.err), 1) << r.err;
+  EXPECT_NE(r.err.find("unknown db subcommand 'sh\\x0awo'"), std::string::npos) << r.err;
 }
 
 // An option before the command ("cpgen --help plan") was taken for a command and aborted the

@@ -87,16 +87,21 @@ int main(int argc, char** argv) {
   // CLI11 answers a misspelt command with "A subcommand is required", which hides the typo; the
   // same for a command's own subcommands (db show, export, ...).
   if (argc > 1 && argv[1][0] != '-' && !cpgen::cli::is_command(app, argv[1])) {
-    std::cerr << "cpgen: unknown command '" << argv[1] << "'; commands: " << cpgen::cli::command_list(app)
-              << " (see cpgen --help)\n";
+    std::cerr << "cpgen: "
+              << cpgen::one_line("unknown command '" + std::string(argv[1]) + "'; commands: " +
+                                 cpgen::cli::command_list(app) + " (see cpgen --help)")
+              << "\n";
     return 2;
   }
   // argv[1] a command (an option first, as in "cpgen --help plan", is CLI11's to answer).
   if (argc > 2 && argv[1][0] != '-' && argv[2][0] != '-') {
     const CLI::App* command = app.get_subcommand(argv[1]);
     if (!cpgen::cli::all_commands(*command).empty() && !cpgen::cli::is_command(*command, argv[2])) {
-      std::cerr << "cpgen: unknown " << argv[1] << " subcommand '" << argv[2]
-                << "'; subcommands: " << cpgen::cli::command_list(*command) << " (see cpgen " << argv[1] << " --help)\n";
+      std::cerr << "cpgen: "
+                << cpgen::one_line("unknown " + std::string(argv[1]) + " subcommand '" + std::string(argv[2]) +
+                                   "'; subcommands: " + cpgen::cli::command_list(*command) + " (see cpgen " +
+                                   std::string(argv[1]) + " --help)")
+                << "\n";
       return 2;
     }
   }

@@ -30,6 +30,27 @@ std::string layout_note(const VerifyRequest& request) {
   return request.layout.empty() || request.layout == "bhsd" ? "" : ", tensors in layout " + request.layout;
 }
 
+namespace {
+
+// One URI where every step ran the same kernel, else "STEP URI, ..."; and whether it was one.
+std::pair<std::string, bool> step_kernels_text(const StepKernelNames& steps) {
+  bool one = true;
+  for (const auto& entry : steps) one = one && entry.second == steps.front().second;
+  if (one) return {steps.empty() ? std::string() : steps.front().second, true};
+  std::string text;
+  for (const auto& [step, uri] : steps) text += (text.empty() ? "" : ", ") + step + " " + uri;
+  return {text, false};
+}
+
+}  // namespace
+
+std::string ring_kernels_text(const StepKernelNames& forward, const StepKernelNames& backward) {
+  const auto [text, one_forward] = step_kernels_text(forward);
+  if (backward.empty()) return text;
+  const auto [backward_text, one_backward] = step_kernels_text(backward);
+  return text + (one_forward && one_backward ? " and " : "; backward: ") + backward_text;
+}
+
 const VerifyBackend* find_verify_backend(const std::string& name) {
   auto it = backends().find(name);
   return it == backends().end() ? nullptr : &it->second;

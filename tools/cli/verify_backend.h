@@ -5,6 +5,7 @@
 
 #include <functional>
 #include <string>
+#include <utility>
 #include <vector>
 
 #include "cpgen/types.h"
@@ -36,6 +37,13 @@ struct VerifyRequest {
 Problem request_problem(const VerifyRequest& request, Dtype dtype);
 // ", tensors in layout L" for a layout other than bhsd, for a kernel backend's precision line.
 std::string layout_note(const VerifyRequest& request);
+
+// The kernels a ring ran, for a kernel backend's precision line: (step type, URI) in step order,
+// forward then backward (empty when none ran). One URI where every step type ran the same one,
+// else "STEP URI, ..."; the backward's after " and " when both are one kernel, else after
+// "; backward: ".
+using StepKernelNames = std::vector<std::pair<std::string, std::string>>;
+std::string ring_kernels_text(const StepKernelNames& forward, const StepKernelNames& backward);
 
 // One number compared with its bound; it passes when error <= limit (NaN never passes).
 struct VerifyCheck {

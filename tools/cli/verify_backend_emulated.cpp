@@ -115,15 +115,11 @@ std::vector<std::pair<StepType, KernelSpec>> specs_from_options(const Problem& p
   return chosen;
 }
 
-// The kernels of a ring: one URI where every step type runs the same one, else "STEP URI, ..."
-// in step order; and whether it was one.
-std::pair<std::string, bool> kernel_names(const std::vector<std::pair<StepType, KernelSpec>>& steps) {
-  bool one = true;
-  for (const auto& entry : steps) one = one && entry.second == steps.front().second;
-  if (one) return {steps.empty() ? std::string() : steps.front().second.uri(), true};
-  std::string names;
-  for (const auto& [step, spec] : steps) names += (names.empty() ? "" : ", ") + std::string(step_type_name(step)) + " " + spec.uri();
-  return {names, false};
+// (step type, URI) of each step's kernel.
+StepKernelNames names_of(const std::vector<std::pair<StepType, KernelSpec>>& steps) {
+  StepKernelNames names;
+  for (const auto& [step, spec] : steps) names.emplace_back(std::string(step_type_name(step)), spec.uri());
+  return names;
 }
 
 VerifyReport run_emulated(const VerifyRequest& r) {
@@ -156,13 +152,7 @@ VerifyReport run_emulated(const VerifyRequest& r) {
   EmulatedRingResult ring =
       run_emulated_ring(p, per_step, arch, q, k, v, default_kernel_store(), run_backward ? &backward : nullptr);
   VerifyReport report;
-  const auto [forward_names, one_forward] = kernel_names(per_step);
-  std::string kernels = forward_names;
-  if (run_backward) {
-    // Every backward kernel too, by step type where they differ (the first one alone was named).
-    const auto [backward_names, one_backward] = kernel_names(backward.steps);
-    kernels += (one_forward && one_backward ? " and " : "; backward: ") + backward_names;
-  }
+  const std::string kernels = ring_kernels_text(names_of(per_step), run_backward ? names_of(backward.steps) : StepKernelNames{});
   report.precision = kernels + "; emulated on the CPU, " + std::to_string(r.ranks) +
                      (r.ranks == 1 ? " rank" : " ranks on threads") + layout_note(r);
   char timing[160];

@@ -75,11 +75,11 @@ VerifyReport run_gpu(const VerifyRequest& r) {
   // The rank processes read the vectors file themselves; a random problem exists only here.
   if (transport == "nccl" && r.sampled)
     throw_bad_input("--transport nccl needs --vectors; a --random problem runs on --transport loopback");
-  check_kernel_ring_problem(request_problem(r, dtype), "GPU ring kernels");
+  const Problem p = request_problem(r, dtype);
+  check_kernel_ring_problem(p, "GPU ring kernels");
   std::string why;
   if (!cu::try_driver(&why)) throw Error(ErrorKind::kNoDevice, "verify --backend gpu needs a GPU: " + why);
   if (transport == "nccl") return run_nccl(r, dtype);
-  const Problem p = request_problem(r, dtype);
   const std::vector<float> q(vec.q.begin(), vec.q.end()), k(vec.k.begin(), vec.k.end()),
       v(vec.v.begin(), vec.v.end());
   // The backward runs when there are gradients to check it against: the vectors file's, or the
@@ -88,7 +88,12 @@ VerifyReport run_gpu(const VerifyRequest& r) {
   const std::vector<float> dout(vec.dout.begin(), vec.dout.end());
   gpu::GpuRingResult ring = gpu::run_gpu_ring_loopback(p, q, k, v, {}, backward ? &dout : nullptr);
   VerifyReport report;
-  report.precision = ring.kernel_uri + (backward ? " and " + ring.backward_kernel_uri : std::string()) +
+  const auto names = [](const std::vector<StepKernelChoice>& steps) {
+    StepKernelNames out;
+    for (const StepKernelChoice& c : steps) out.emplace_back(c.step_type, c.kernel_uri);
+    return out;
+  };
+  report.precision = ring_kernels_text(names(ring.step_kernels), names(ring.backward_step_kernels)) +
                      ", loopback ring of " + std::to_string(r.ranks) + " virtual ranks" + layout_note(r);
   add_half_precision_checks(r, {std::move(ring.out), std::move(ring.lse), std::move(ring.dq), std::move(ring.dk),
                                 std::move(ring.dv)},

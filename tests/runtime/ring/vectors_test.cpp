@@ -86,7 +86,7 @@ TEST(VectorsFile, RejectsWhatIsNotAVectorsFile) {
     if (doc.contains(t)) doc[t] = nlohmann::json::array();
   EXPECT_EQ(error_of(doc).rfind("tiny.json: batch ", 0), 0u) << error_of(doc);
   // Every size within the problem model's limits, head_dim (which it leaves to the kernels) large:
-  // the product still wraps int64, and is still refused.
+  // a product past int64 is refused by the 2^48-element bound, before any tensor is multiplied out.
   doc["batch"] = 65536;
   doc["q_heads"] = doc["kv_heads"] = 1024;
   doc["seq_len"] = 1 << 30;
