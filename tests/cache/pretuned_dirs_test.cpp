@@ -114,20 +114,13 @@ TEST(PretunedDirs, APatternWithAnUnknownFieldOrAWrongTypeIsSkipped) {
   const PretunedCaches caches = load_pretuned_caches({dir.path()});
   const std::string warnings = ::testing::internal::GetCapturedStderr();
   EXPECT_EQ(caches.files, std::vector<std::string>{dir.path() + "/a.json"}) << warnings;
-  EXPECT_NE(warnings.find(dir.path() + "/b.json entry 0: workload field 'head_dims' is not a workload field; known: "),
-            std::string::npos)
-      << warnings;
-  EXPECT_NE(warnings.find(dir.path() + "/c.json entry 0: workload field 'causal' must be true or false; got \"yes\""),
-            std::string::npos)
-      << warnings;
-  EXPECT_NE(warnings.find(dir.path() + "/d.json entry 0: workload field 'head_dim' must be an integer; got \"128\""),
-            std::string::npos)
-      << warnings;
-  // An integer field takes an integer: pattern_matches compares gqa_group as one, and 1.0 matched
-  // nothing (a reviewer's finding).
-  EXPECT_NE(warnings.find(dir.path() + "/e.json entry 0: workload field 'gqa_group' must be an integer; got 1.0"),
-            std::string::npos)
-      << warnings;
+  // Each file's reason; an integer field takes an integer (pattern_matches compares gqa_group as
+  // one, and 1.0 matched nothing: a reviewer's finding).
+  for (const char* reason : {"/b.json entry 0: workload field 'head_dims' is not a workload field; known: ",
+                             "/c.json entry 0: workload field 'causal' must be true or false; got \"yes\"",
+                             "/d.json entry 0: workload field 'head_dim' must be an integer; got \"128\"",
+                             "/e.json entry 0: workload field 'gqa_group' must be an integer; got 1.0"})
+    EXPECT_NE(warnings.find(dir.path() + reason), std::string::npos) << reason << "\n" << warnings;
 }
 
 // A malformed cache in an earlier folder is skipped and hides no later folder's file of its name

@@ -51,24 +51,9 @@ struct MaskCase {
 };
 
 Problem problem_of(const MaskCase& c) {
-  Problem p;
-  p.name = "emulated-backward-mask";
-  p.batch = c.batch;
-  p.kv_heads = c.kv_heads;
-  p.q_heads = c.kv_heads * c.group;
-  p.head_dim = c.head_dim;
-  p.cp_size = c.ranks;
-  p.dtype = c.dtype;
-  p.causal = c.causal;
-  p.scheme = c.scheme;
-  p.documents = c.documents;
-  p.seq_len = c.documents.empty() ? c.seq_len : 0;
-  for (int64_t length : c.documents) p.seq_len += length;
-  p.window_left = c.window_left;
-  p.window_right = c.window_right;
-  p.softcap = c.softcap;
-  p.validate();
-  return p;
+  return testing::ring_case_problem({c.dtype, c.scheme, c.ranks, c.causal, c.batch, c.kv_heads, c.group, c.head_dim,
+                                     "", c.documents, c.seq_len, c.window_left, c.window_right, c.softcap},
+                                    "emulated-backward-mask");
 }
 
 std::string describe(const MaskCase& c) {

@@ -366,34 +366,8 @@ TEST(EmulatedRingMask, SkippedTilesBlocksAndStepsAreNeverRead) {
 // and thd layouts, the striped and zigzag-token schemes, rings of 1 and 3, ranks that hold no
 // row, documents with empty ones, under windows and a softcap. Small tiles (32 x 32, two warps)
 // of the problem's own group and head dim.
-struct WideCase {
-  Dtype dtype;
-  Scheme scheme;
-  int cp_size;
-  bool causal;
-  int64_t batch, kv_heads, group, head_dim;
-  std::string layout;
-  std::vector<int64_t> documents;
-  int64_t seq_len;  // without documents
-  int64_t window_left, window_right;
-  double softcap;
-};
-
-void check_wide(const WideCase& c, uint64_t seed) {
-  Problem p = masked_problem(c.dtype, c.scheme, c.cp_size, c.seq_len, c.causal);
-  p.batch = c.batch;
-  p.kv_heads = c.kv_heads;
-  p.q_heads = c.kv_heads * c.group;
-  p.head_dim = c.head_dim;
-  p.layout = c.layout;
-  p.documents = c.documents;
-  if (!c.documents.empty()) {
-    p.seq_len = 0;
-    for (int64_t length : c.documents) p.seq_len += length;
-  }
-  p.window_left = c.window_left;
-  p.window_right = c.window_right;
-  p.softcap = c.softcap;
+void check_wide(const testing::RingCase& c, uint64_t seed) {
+  const Problem p = testing::ring_case_problem(c, "masked");
   KernelSpec spec = KernelSpec::default_for_arch(c.dtype, static_cast<int>(c.head_dim), c.causal,
                                                  static_cast<int>(c.group), kArch);
   spec.block_m = 32;

@@ -143,23 +143,9 @@ AttentionVectors random_case(const Problem& p, uint64_t seed) {
 Problem wide_problem(Scheme scheme, int cp_size, int64_t batch, int64_t kv_heads, int64_t group, int64_t head_dim,
                      const std::string& layout, const std::vector<int64_t>& documents, int64_t window_left,
                      double softcap) {
-  Problem p;
-  p.name = "wide";
-  p.batch = batch;
-  p.kv_heads = kv_heads;
-  p.q_heads = kv_heads * group;
-  p.head_dim = head_dim;
-  p.cp_size = cp_size;
-  p.dtype = Dtype::kBf16;
-  p.causal = true;
-  p.scheme = scheme;
-  p.layout = layout;
-  p.documents = documents;
-  for (int64_t length : documents) p.seq_len += length;
-  p.window_left = window_left;
-  p.softcap = softcap;
-  p.validate();
-  return p;
+  return testing::ring_case_problem(
+      {Dtype::kBf16, scheme, cp_size, true, batch, kv_heads, group, head_dim, layout, documents, 0, window_left, -1, softcap},
+      "wide");
 }
 
 // The default two-consumer tiles in the plain, ping-pong and persistent launches on a masked
