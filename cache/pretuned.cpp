@@ -40,11 +40,20 @@ namespace {
 // the heads), each with a value of the field's JSON type. pattern_matches compares an unknown name
 // or a value of another type as a mismatch, so such an entry matched nothing, silently; it is
 // refused instead, and with it the file, as any malformed entry is.
+// The fields a pattern may name, each with a value of its type: made once, not per entry.
+const nlohmann::json& pattern_fields() {
+  static const nlohmann::json fields = [] {
+    WorkloadKey model;
+    model.mask.window_left = 0;  // so that to_json lists the mask fields
+    nlohmann::json j = model.to_json();
+    j["gqa_group"] = 1;
+    return j;
+  }();
+  return fields;
+}
+
 void check_pattern(const nlohmann::json& pattern, const std::string& at) {
-  WorkloadKey model;
-  model.mask.window_left = 0;  // so that to_json lists the mask fields
-  nlohmann::json known = model.to_json();
-  known["gqa_group"] = 1;
+  const nlohmann::json& known = pattern_fields();
   for (const auto& [name, value] : pattern.items()) {
     if (!known.contains(name)) {
       std::string names;

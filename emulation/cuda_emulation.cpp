@@ -171,7 +171,8 @@ void warp_gather(const uint32_t* mine, uint32_t (&all)[32][kCount], const char* 
   wait_at(w.barrier, 32);
   for (int l = 0; l < 32; ++l) memcpy(all[l], w.words[l], kCount * 4);
   for (int l = 0; l < 32; ++l)
-    if (strcmp(w.instruction[l], instruction) != 0) {
+    // The same literal is the same pointer: the text is compared only where they differ.
+    if (w.instruction[l] != instruction && strcmp(w.instruction[l], instruction) != 0) {
       report(g_cta->current, std::string(instruction) + " in lane " + std::to_string(lane()) + " met " +
                                  w.instruction[l] + " in lane " + std::to_string(l) +
                                  " of the same warp: every lane of a warp must execute the same " +

@@ -5,13 +5,12 @@
 #include <cmath>
 #include <cstring>
 #include <filesystem>
-#include <iostream>
 #include <fstream>
 #include <sstream>
 #include <thread>
 
+#include "cache/database.h"
 #include "cpgen/error.h"
-#include "runtime/core/json_text.h"
 #include "runtime/core/text_file.h"
 #include "runtime/cuda/module.h"
 #include "runtime/transport/nccl_check.h"
@@ -159,10 +158,8 @@ void* nccl_comm_from_file(const NcclFileBootstrap& o) {
   // remove it loses nothing of this job, whose communicator stands (every rank holds its part),
   // so it is a warning: the next job's ranks would read a stale id.
   if (const std::string failed = remove_id_file(); !failed.empty())
-    std::cerr << "cpgen: warning: "
-              << one_line("rank 0 could not remove its NCCL id file " + failed +
-                          "; remove it before another job's ranks start, or they read a stale id")
-              << "\n";
+    warn("rank 0 could not remove its NCCL id file " + failed +
+         "; remove it before another job's ranks start, or they read a stale id");
   return comm;
 }
 
