@@ -86,34 +86,106 @@ int64_t skipped_steps_single_document(const Problem& p, Scheme scheme) {
 
 namespace {
 
-// Every rank's positions increase and so do both ends of the visible intervals along them
-// (attention_shape.h), so the first key at or after an interval's start and the first key past
-// its end only move forward: two pointers count a (rank, step) in one pass. Fills skipped_steps,
-// and visible_pairs when count_pairs (otherwise a step stops at its first visible pair).
+// Adds, for every rank s at once, `sign` times the number of positions s holds among the first
+// `count` offsets of a document of `length` tokens (0 <= count <= length), split the way the
+// partition splits each document (runtime/ring/partition.h). The count of rank s is
+// `constant + sum(diff[0..s])`: a scheme's prefix count is a constant plus a few rank ranges.
+class RankPrefixCounts {
+ public:
+  RankPrefixCounts(Scheme scheme, int64_t n) : scheme_(scheme), n_(n), diff_(static_cast<size_t>(n) + 1, 0) {}
+
+  void add(int64_t length, int64_t count, int64_t sign) {
+    if (count <= 0) return;
+    switch (scheme_) {
+      case Scheme::kContiguous: add_chunks(length, n_, count, sign); return;
+      case Scheme::kZigzag: add_chunks(length, 2 * n_, count, sign); return;
+      case Scheme::kStriped:
+        // Rank s holds offsets s, s + n, ...: one per full group of n, and the short group's first
+        // count % n offsets belong to ranks 0 .. count % n - 1.
+        constant_ += sign * (count / n_);
+        add_ranks(0, count % n_, sign);
+        return;
+      case Scheme::kZigzagToken: {
+        // One per full fold; the short fold f = count / n holds offsets 0 .. m - 1, rank s's offset
+        // being s in an even fold and n - 1 - s in an odd one.
+        const int64_t fold = count / n_, m = count % n_;
+        constant_ += sign * fold;
+        if (fold % 2 == 0) add_ranks(0, m, sign);
+        else add_ranks(n_ - m, n_, sign);
+        return;
+      }
+    }
+  }
+
+  // Rank s's count, s = 0 .. n - 1.
+  std::vector<int64_t> counts() const {
+    std::vector<int64_t> out(static_cast<size_t>(n_));
+    int64_t running = constant_;
+    for (int64_t s = 0; s < n_; ++s) out[static_cast<size_t>(s)] = running += diff_[static_cast<size_t>(s)];
+    return out;
+  }
+
+ private:
+  void add_ranks(int64_t first, int64_t past, int64_t value) {
+    if (first >= past) return;
+    diff_[static_cast<size_t>(first)] += value;
+    diff_[static_cast<size_t>(past)] -= value;
+  }
+  // Chunks [first, past) of `chunks`: contiguous has one chunk per rank; zigzag has two, chunk c
+  // < n on rank c and chunk c >= n on rank 2n - 1 - c, so a chunk range is up to two rank ranges.
+  void add_chunk_range(int64_t chunks, int64_t first, int64_t past, int64_t value) {
+    if (chunks == n_) return add_ranks(first, past, value);
+    add_ranks(first, std::min(past, n_), value);
+    const int64_t high = std::max(first, n_);
+    if (high < past) add_ranks(2 * n_ - past, 2 * n_ - high, value);
+  }
+  // The first `count` offsets of a document cut into `chunks` chunks (sizes length / chunks, the
+  // first length % chunks one longer): the whole chunks before the one holding offset count - 1,
+  // and that one's share.
+  void add_chunks(int64_t length, int64_t chunks, int64_t count, int64_t sign) {
+    const int64_t base = length / chunks, longer = length % chunks;
+    const int64_t last = count - 1, boundary = longer * (base + 1);
+    const int64_t chunk = last < boundary ? last / (base + 1) : longer + (last - boundary) / base;
+    const int64_t start = chunk * base + std::min(chunk, longer);
+    add_chunk_range(chunks, 0, chunk, sign * base);
+    add_chunk_range(chunks, 0, std::min(chunk, longer), sign);
+    add_chunk_range(chunks, chunk, chunk + 1, sign * (count - start));
+  }
+
+  Scheme scheme_;
+  int64_t n_;
+  int64_t constant_ = 0;
+  std::vector<int64_t> diff_;
+};
+
+// Every query's visible keys lie in its own document (attention_shape.h), so the keys of chunk s
+// that query q sees are s's positions among the document's first last + 1 offsets less those among
+// its first `first` offsets: RankPrefixCounts gives both for every chunk at once, and rank r's
+// pairs with each chunk take one pass over r's queries, O(seq_len + cp_size^2) in all, whatever
+// the scheme, mask or number of ranks. Fills visible_pairs when count_pairs, and skipped_steps.
 void count_visible(const Problem& p, Scheme scheme, bool count_pairs, TokenPlan& plan) {
   const int n = static_cast<int>(p.cp_size);
   const AttentionShape shape = attention_shape_of(p);
-  std::vector<std::vector<int64_t>> positions;
-  for (int r = 0; r < n; ++r) positions.push_back(partition_positions(scheme, p.seq_len, n, r, p.documents));
+  const std::vector<int64_t> bounds = p.documents.empty() ? std::vector<int64_t>{0, p.seq_len} : shape.cu_seqlens;
   plan.skipped_steps = 0;
-  std::vector<std::vector<int64_t>> visible(static_cast<size_t>(n), std::vector<int64_t>(static_cast<size_t>(n), 0));
+  std::vector<std::vector<int64_t>> visible(static_cast<size_t>(n));
   for (int r = 0; r < n; ++r) {
-    std::vector<KeyInterval> keys;
-    for (int64_t q : positions[r]) keys.push_back(visible_keys(shape, q));
+    RankPrefixCounts chunk_pairs(scheme, n);
+    size_t doc = 0;  // the document holding q: positions increase, so it only moves forward
+    for (int64_t q : partition_positions(scheme, p.seq_len, n, r, p.documents)) {
+      while (bounds[doc + 1] <= q) ++doc;
+      const int64_t start = bounds[doc], length = bounds[doc + 1] - start;
+      const KeyInterval keys = visible_keys(shape, q);  // unbounded without documents: clipped
+      const int64_t first = std::max(keys.first, start), last = std::min(keys.last, start + length - 1);
+      if (first > last) continue;
+      chunk_pairs.add(length, last + 1 - start, 1);
+      chunk_pairs.add(length, first - start, -1);
+    }
+    const std::vector<int64_t> by_chunk = chunk_pairs.counts();
+    std::vector<int64_t>& steps = visible[static_cast<size_t>(r)];
     for (int s = 0; s < n; ++s) {
-      const std::vector<int64_t>& chunk = positions[kv_source_rank(r, s, n)];
-      size_t first = 0, past = 0;  // chunk[first..past) lies in the current interval
-      int64_t pairs = 0;
-      for (const KeyInterval& k : keys) {
-        if (k.empty()) continue;
-        while (first < chunk.size() && chunk[first] < k.first) ++first;
-        past = std::max(past, first);
-        while (past < chunk.size() && chunk[past] <= k.last) ++past;
-        pairs += static_cast<int64_t>(past - first);
-        if (!count_pairs && pairs > 0) break;
-      }
-      visible[r][s] = pairs;
-      if (pairs == 0) ++plan.skipped_steps;
+      steps.push_back(by_chunk[static_cast<size_t>(kv_source_rank(r, s, n))]);
+      if (steps.back() == 0) ++plan.skipped_steps;
     }
   }
   if (count_pairs) plan.visible_pairs = std::move(visible);
@@ -143,9 +215,9 @@ TokenPlan plan_tokens(const Problem& p, Scheme scheme, bool count_pairs) {
   const double mean = static_cast<double>(p.seq_len) / n;
   plan.token_imbalance = mean > 0 ? most / mean : 1.0;
   plan.ring_steps = static_cast<int64_t>(n) * n;
-  // The pairs by visiting the positions, up to kMaxSkipCountTokens; the skipped steps of plain
-  // causal and full problems (most of a large shapes file) in closed form otherwise, also where
-  // the pairs were wanted but the sequence is too long to count them.
+  // The pairs by visiting the queries, up to kMaxSkipCountTokens; the skipped steps of plain
+  // causal and full problems (most of a large shapes file) in closed form otherwise (cheaper still),
+  // also where the pairs were wanted but the sequence is too long to count them.
   if (count_pairs && p.seq_len <= kMaxSkipCountTokens) {
     count_visible(p, scheme, true, plan);
   } else if (plan_counts_steps_in_closed_form(p, scheme)) {

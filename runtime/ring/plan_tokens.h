@@ -10,11 +10,11 @@
 
 namespace cpgen {
 
-// Past this many tokens the skipped steps of a masked problem (documents or a window) are not
-// counted (the count materializes every rank's positions and visits
-// each query once per step): reported as -1. Plain causal and full problems are counted in
-// closed form at any length.
-inline constexpr int64_t kMaxSkipCountTokens = int64_t{1} << 22;
+// Past this many tokens the visible pairs and skipped steps of a masked problem (documents or a
+// window) are not counted (the count holds one rank's positions at a time and visits each query
+// once: about 3 s and 100 MB at this length): reported as -1. Plain causal and full problems are
+// counted in closed form at any length.
+inline constexpr int64_t kMaxSkipCountTokens = int64_t{1} << 26;
 
 struct TokenPlan {
   std::vector<int64_t> rank_tokens;  // per rank, from the partition of each document
@@ -29,9 +29,9 @@ struct TokenPlan {
 
 // Closed-form token counts (any seq_len), and the visible pairs and skipped steps under the
 // problem's mask model (runtime/core/attention_shape.h) when seq_len <= kMaxSkipCountTokens:
-// one pass over each rank's queries per step (the interval ends only move forward along them).
-// count_pairs false: the skipped steps only (a step stops at its first visible pair), and
-// visible_pairs stays empty: what the planner needs when it counts work in tiles.
+// one pass over each rank's queries, every chunk's pairs at once (O(seq_len + cp_size^2)).
+// count_pairs false: the skipped steps only, and visible_pairs stays empty: what the planner
+// needs when it counts work in tiles.
 TokenPlan plan_tokens(const Problem& problem, Scheme scheme, bool count_pairs = true);
 
 // The skipped steps by visiting every rank's positions (any mask, any scheme), and whether

@@ -233,7 +233,7 @@ TEST(Plan, TheTotalBytesOfTheLargestProblemDoNotWrap) {
 // A sequence too long to count its visible pairs still counts the ring steps its causal mask
 // skips, in closed form (the plan's reason said "-1 of 9 ring steps skipped").
 TEST(Plan, ALongUnevenCausalShapeCountsItsSkippedStepsInClosedForm) {
-  const ShapePlan shape = plan_shape(make_problem(12582915, 3, true, Scheme::kZigzag), PlanRates{400, 400});
+  const ShapePlan shape = plan_shape(make_problem(3 * kMaxSkipCountTokens + 3, 3, true, Scheme::kZigzag), PlanRates{400, 400});
   EXPECT_EQ(shape.why.find("-1"), std::string::npos) << shape.why;
   EXPECT_NE(shape.why.find(" of 9 ring steps skipped by the mask"), std::string::npos) << shape.why;
   for (const SchemePlan& s : shape.schemes) EXPECT_GE(s.tokens.skipped_steps, 0) << scheme_name(s.scheme);

@@ -5,6 +5,8 @@
 #include <gtest/gtest.h>
 
 #include <algorithm>
+#include <numeric>
+#include <random>
 
 #include "runtime/core/attention_shape.h"
 #include "runtime/ring/partition.h"
@@ -107,6 +109,72 @@ TEST(PlanTokens, VisiblePairsOfTwoSidedWindowsMatchBruteForce) {
       SCOPED_TRACE(std::string(scheme_name(scheme)) + (causal ? " causal" : " full"));
       EXPECT_EQ(plan_tokens(p, scheme).visible_pairs, brute_force_pairs(p, scheme));
     }
+}
+
+// At the largest ring (1024 ranks) over four 1M-token documents the counts are exact: under
+// contiguous each rank holds one 1024-token block of every document, so rank r's queries see all of
+// an earlier rank's blocks, the causal half of their own and nothing later; under striped each
+// rank's row adds up to the keys its queries see. (Counting visited each query once per step before:
+// 40 s for this plan.)
+TEST(PlanTokens, AThousandRanksOverFourMillionTokensAreCountedExactly) {
+  const int64_t n = 1024, length = int64_t{1} << 20, block = length / n;
+  Problem p = packed({length, length, length, length}, n);
+  const TokenPlan contiguous = plan_tokens(p, Scheme::kContiguous);
+  ASSERT_EQ(contiguous.visible_pairs.size(), static_cast<size_t>(n));
+  EXPECT_EQ(contiguous.skipped_steps, n * (n - 1) / 2);
+  int64_t wrong = 0;
+  for (int r = 0; r < n; ++r)
+    for (int step = 0; step < n; ++step) {
+      const int s = kv_source_rank(r, step, static_cast<int>(n));
+      const int64_t expected = 4 * (s < r ? block * block : s == r ? block * (block + 1) / 2 : 0);
+      wrong += contiguous.visible_pairs[r][step] != expected ? 1 : 0;
+    }
+  EXPECT_EQ(wrong, 0);
+  const TokenPlan striped = plan_tokens(p, Scheme::kStriped);
+  EXPECT_EQ(striped.skipped_steps, 0);
+  for (int r : {0, 1, 511, 1023}) {
+    int64_t row = 0, seen = 0;
+    for (int64_t pairs : striped.visible_pairs[r]) row += pairs;
+    for (int64_t q : partition_positions(Scheme::kStriped, p.seq_len, static_cast<int>(n), r, p.documents))
+      seen += q % length + 1;  // causal within its document
+    EXPECT_EQ(row, seen) << "rank " << r;
+  }
+}
+
+// Past the limit a masked problem's pairs and skipped steps are not counted, and plan says why.
+TEST(PlanTokens, AMaskedProblemPastTheLimitIsNotCounted) {
+  Problem p = packed({kMaxSkipCountTokens, 1}, 4);
+  const TokenPlan plan = plan_tokens(p, Scheme::kZigzag);
+  EXPECT_EQ(plan.skipped_steps, -1);
+  EXPECT_TRUE(plan.visible_pairs.empty());
+  EXPECT_EQ(plan.rank_tokens.size(), 4u);
+  const ShapePlan shape = plan_shape(p, PlanRates{400, 400});
+  for (const SchemePlan& s : shape.schemes) {
+    EXPECT_FALSE(s.applicable) << scheme_name(s.scheme);
+    EXPECT_NE(s.reason.find("not counted"), std::string::npos) << s.reason;
+  }
+}
+
+// Drawn small problems, every scheme: documents (some empty), causal or not, windows on either
+// side or none, more ranks than tokens.
+TEST(PlanTokens, DrawnMaskedProblemsMatchBruteForce) {
+  std::mt19937 draw(20261129);
+  auto below = [&](int64_t bound) { return static_cast<int64_t>(draw() % static_cast<uint32_t>(bound)); };
+  for (int i = 0; i < 150; ++i) {
+    std::vector<int64_t> docs;
+    for (int64_t d = 0, count = 1 + below(4); d < count; ++d) docs.push_back(below(4) == 0 ? 0 : 1 + below(60));
+    if (std::accumulate(docs.begin(), docs.end(), int64_t{0}) == 0) docs.push_back(7);
+    Problem p = packed(docs, 1 + below(9));
+    p.causal = below(2) == 0;
+    p.window_left = below(3) == 0 ? -1 : below(20);
+    p.window_right = p.causal || below(3) == 0 ? -1 : below(20);
+    for (Scheme scheme : {Scheme::kContiguous, Scheme::kZigzag, Scheme::kZigzagToken, Scheme::kStriped}) {
+      SCOPED_TRACE("draw " + std::to_string(i) + " " + std::string(scheme_name(scheme)));
+      const TokenPlan plan = plan_tokens(p, scheme);
+      EXPECT_EQ(plan.visible_pairs, brute_force_pairs(p, scheme));
+      EXPECT_EQ(plan.skipped_steps, brute_force_skipped(p, scheme));
+    }
+  }
 }
 
 TEST(PlanTokens, ContiguousCausalSkipsEveryFutureChunk) {
