@@ -35,7 +35,7 @@ StepPositions step_positions(const WorkloadKey& w) {
       std::vector<int64_t> own;
       try {
         check_partitionable(w.scheme, 2 * l, 2);
-        own = partition_positions(w.scheme, 2 * l, 2, 0);
+        own = partition_positions(w.scheme, 2 * l, 2, 0, {});
       } catch (const Error&) {
         // A length the scheme cannot split over two ranks: time the contiguous triangle.
         own.resize(l);

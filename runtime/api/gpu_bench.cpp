@@ -255,7 +255,7 @@ BenchResult bench_loopback(const Problem& p, const BenchOptions& o) {
 
   // Each launch of the ring alone, rank 0's step 0 among them.
   time_steps_alone(p, ring, shards, pointers, stream.get(), o, r);
-  const std::vector<int64_t> own = partition_positions(p.scheme, s, n, 0);
+  const std::vector<int64_t> own = partition_positions(p.scheme, s, n, 0, {});
   r.step_flops = per_pair * visible_pairs(own, own, p.causal);
   r.step_tflops = r.step_ms > 0 ? r.step_flops / (r.step_ms * 1e-3) / 1e12 : 0;
 

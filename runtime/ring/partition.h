@@ -26,19 +26,21 @@ namespace cpgen {
 void check_partitionable(Scheme scheme, int64_t seq_len, int cp_size);
 
 // The global positions rank `rank` holds, in its local order. `documents` are the lengths of the
-// packed documents (they must sum to seq_len); empty means one document of seq_len.
+// packed documents (they must sum to seq_len); empty means one document of seq_len. Every function
+// here takes them without a default: a problem's documents left out split its tensors as one
+// document, silently (the NCCL verify rank and verify --random once did).
 std::vector<int64_t> partition_positions(Scheme scheme, int64_t seq_len, int cp_size, int rank,
-                                         const std::vector<int64_t>& documents = {});
+                                         const std::vector<int64_t>& documents);
 
 // partition_positions(...).size(), counted per document without listing the positions (a
 // 2^30-token sequence on one rank listed 8 GB to count them): partition_rows_all's entry.
 int64_t partition_rows(Scheme scheme, int64_t seq_len, int cp_size, int rank,
-                       const std::vector<int64_t>& documents = {});
+                       const std::vector<int64_t>& documents);
 
 // partition_rows of every rank, [cp_size], in one pass over the documents: O(documents + cp_size)
 // where asking each rank is O(documents x cp_size) (2^20 documents over 1024 ranks took 25 s).
 std::vector<int64_t> partition_rows_all(Scheme scheme, int64_t seq_len, int cp_size,
-                                        const std::vector<int64_t>& documents = {});
+                                        const std::vector<int64_t>& documents);
 
 // Inverse of partition_positions: which rank holds `position` and at which local index.
 struct PositionOwner {
@@ -52,17 +54,17 @@ PositionOwner position_owner(Scheme scheme, int64_t seq_len, int cp_size, int64_
 // the count of the rank's positions (dim = 1 for per-row tensors such as the LSE).
 std::vector<double> scatter_shard(const std::vector<double>& full, int64_t batch, int64_t heads,
                                   int64_t seq_len, int64_t dim, Scheme scheme, int cp_size,
-                                  int rank, const std::vector<int64_t>& documents = {});
+                                  int rank, const std::vector<int64_t>& documents);
 std::vector<float> scatter_shard(const std::vector<float>& full, int64_t batch, int64_t heads,
                                  int64_t seq_len, int64_t dim, Scheme scheme, int cp_size,
-                                 int rank, const std::vector<int64_t>& documents = {});
+                                 int rank, const std::vector<int64_t>& documents);
 
 // Inverse of scatter_shard: shards[r] is rank r's shard; returns the full tensor.
 std::vector<double> gather_shards(const std::vector<std::vector<double>>& shards, int64_t batch,
                                   int64_t heads, int64_t seq_len, int64_t dim, Scheme scheme,
-                                  int cp_size, const std::vector<int64_t>& documents = {});
+                                  int cp_size, const std::vector<int64_t>& documents);
 std::vector<float> gather_shards(const std::vector<std::vector<float>>& shards, int64_t batch,
                                  int64_t heads, int64_t seq_len, int64_t dim, Scheme scheme,
-                                 int cp_size, const std::vector<int64_t>& documents = {});
+                                 int cp_size, const std::vector<int64_t>& documents);
 
 }  // namespace cpgen

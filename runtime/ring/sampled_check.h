@@ -56,7 +56,7 @@ class GridDraw {
 // positions spread evenly over the sequence, up to max_rows in all (or every position when
 // seq_len <= max_rows). Sorted, without repeats.
 std::vector<int64_t> sample_positions(Scheme scheme, int64_t seq_len, int cp_size, int64_t max_rows,
-                                      const std::vector<int64_t>& documents = {});
+                                      const std::vector<int64_t>& documents);
 
 // Float64 reference at the sampled positions: out, lse, dq of every (batch, q head) at those
 // query positions; dk, dv of every (batch, kv head) at those key positions. Gradients only when

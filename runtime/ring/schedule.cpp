@@ -38,9 +38,13 @@ std::vector<RankWork> rank_work(const Problem& p, int block_m, int block_n) {
   // Every tile runs once per (batch, kv head) CTA grid slice.
   const double ctas = static_cast<double>(p.batch * p.kv_heads);
 
+  // One document, equal shards: a problem with documents or a window is planned by its visible
+  // pairs instead (plan.cpp uses_pair_model), never through this tile count.
+  if (!p.documents.empty())
+    throw Error(ErrorKind::kInternal, "rank_work: a problem with documents is counted by visible pairs");
   std::vector<std::vector<int64_t>> positions(cp_size);
   for (int r = 0; r < cp_size; ++r)
-    positions[r] = partition_positions(p.scheme, p.seq_len, cp_size, r);
+    positions[r] = partition_positions(p.scheme, p.seq_len, cp_size, r, {});
 
   std::vector<RankWork> work(cp_size);
   for (int rank = 0; rank < cp_size; ++rank) {

@@ -81,7 +81,7 @@ TEST_P(CpuRingVectors, EveryRankMatchesTheVectors) {
     for (int r = 0; r < n; ++r) {
       const RankTensors& t = result.ranks[r];
       const auto shard = [&](const std::vector<double>& full, int64_t heads, int64_t dim) {
-        return scatter_shard(full, s.batch, heads, vec.seq_len, dim, scheme, n, r);
+        return scatter_shard(full, s.batch, heads, vec.seq_len, dim, scheme, n, r, {});
       };
       const Errors e{shard_error(t.out, shard(vec.out, s.q_heads, s.head_dim), vec.out, n),
                      shard_error(t.lse, shard(vec.lse, s.q_heads, 1), vec.lse, n),
@@ -145,7 +145,7 @@ TEST(CpuRing, WritesEveryOutputElement) {
   for (int r = 0; r < 3; ++r) {
     RankTensors& t = ranks[r];
     const auto shard = [&](const std::vector<double>& full, int64_t heads) {
-      return as_float(scatter_shard(full, s.batch, heads, vec.seq_len, s.head_dim, Scheme::kZigzag, 3, r));
+      return as_float(scatter_shard(full, s.batch, heads, vec.seq_len, s.head_dim, Scheme::kZigzag, 3, r, {}));
     };
     t.q = shard(vec.q, s.q_heads);
     t.k = shard(vec.k, s.kv_heads);
@@ -178,7 +178,7 @@ TEST(CpuRing, BackwardFromSavedOutputAndLse) {
   std::vector<RankTensors> ranks(n);
   for (int r = 0; r < n; ++r) {
     const auto shard = [&](const std::vector<double>& full, int64_t heads, int64_t dim) {
-      return as_float(scatter_shard(full, s.batch, heads, vec.seq_len, dim, Scheme::kZigzag, n, r));
+      return as_float(scatter_shard(full, s.batch, heads, vec.seq_len, dim, Scheme::kZigzag, n, r, {}));
     };
     RankTensors& t = ranks[r];
     t.q = shard(vec.q, s.q_heads, s.head_dim);
@@ -200,11 +200,11 @@ TEST(CpuRing, BackwardFromSavedOutputAndLse) {
     dv.push_back(t.dv);
   }
   EXPECT_LT(relative_error(gather_shards(dq, s.batch, s.q_heads, vec.seq_len, s.head_dim,
-                                         Scheme::kZigzag, n), vec.dq), kFloat32PathTolerance);
+                                         Scheme::kZigzag, n, {}), vec.dq), kFloat32PathTolerance);
   EXPECT_LT(relative_error(gather_shards(dk, s.batch, s.kv_heads, vec.seq_len, s.head_dim,
-                                         Scheme::kZigzag, n), vec.dk), kFloat32PathTolerance);
+                                         Scheme::kZigzag, n, {}), vec.dk), kFloat32PathTolerance);
   EXPECT_LT(relative_error(gather_shards(dv, s.batch, s.kv_heads, vec.seq_len, s.head_dim,
-                                         Scheme::kZigzag, n), vec.dv), kFloat32PathTolerance);
+                                         Scheme::kZigzag, n, {}), vec.dv), kFloat32PathTolerance);
 }
 
 // One rank failing inside the real driver (here: a short q on rank 2) ends the whole ring with

@@ -75,7 +75,7 @@ TEST(KernelRingBackendMask, IntervalTablesAndSoftcapOnlyForTheKernelsThatReadThe
   EXPECT_EQ(p.softcap, 7.5f);
   // The tables hold the mask model's interval of each local query.
   const AttentionShape shape = attention_shape_of(masked);
-  const std::vector<int64_t> mine = partition_positions(masked.scheme, masked.seq_len, 2, 1);
+  const std::vector<int64_t> mine = partition_positions(masked.scheme, masked.seq_len, 2, 1, masked.documents);
   for (size_t i = 0; i < mine.size(); ++i) {
     EXPECT_EQ(p.q_key_first[i], visible_keys(shape, mine[i]).first) << i;
     EXPECT_EQ(p.q_key_last[i], visible_keys(shape, mine[i]).last) << i;

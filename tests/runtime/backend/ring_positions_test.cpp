@@ -32,7 +32,7 @@ TEST(RingPositions, TablesHoldEachRanksPositionsAndIntervals) {
     RingPositions table(p, device);
     const AttentionShape shape = attention_shape_of(p);
     for (int r = 0; r < 3; ++r) {
-      const std::vector<int64_t> expected = partition_positions(scheme, 48, 3, r);
+      const std::vector<int64_t> expected = partition_positions(scheme, 48, 3, r, {});
       ASSERT_EQ(table.rank_len(r), static_cast<int64_t>(expected.size()));
       for (size_t i = 0; i < expected.size(); ++i) {
         EXPECT_EQ(table.rank_positions(r)[i], expected[i]);
@@ -54,8 +54,8 @@ TEST(RingPositions, ChunkVisibilityMatchesBruteForce) {
     for (int q = 0; q < 3; ++q)
       for (int k = 0; k < 3; ++k) {
         bool any = false;
-        for (int64_t qp : partition_positions(scheme, 48, 3, q))
-          for (int64_t kp : partition_positions(scheme, 48, 3, k)) any = any || key_visible(shape, qp, kp);
+        for (int64_t qp : partition_positions(scheme, 48, 3, q, {}))
+          for (int64_t kp : partition_positions(scheme, 48, 3, k, {})) any = any || key_visible(shape, qp, kp);
         EXPECT_EQ(table.chunk_visible(q, k), any) << scheme_name(scheme) << " q " << q << " k " << k;
       }
     // Contiguous causal: a rank never sees a later rank's chunk.

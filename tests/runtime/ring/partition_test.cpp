@@ -39,7 +39,7 @@ TEST(Partition, ReproducesEveryReferenceCase) {
     const auto& expected = c.at("positions");
     ASSERT_EQ(static_cast<int>(expected.size()), cp_size);
     for (int r = 0; r < cp_size; ++r) {
-      EXPECT_EQ(partition_positions(scheme, seq_len, cp_size, r),
+      EXPECT_EQ(partition_positions(scheme, seq_len, cp_size, r, {}),
                 expected[r].get<std::vector<int64_t>>())
           << c.at("scheme") << " seq_len=" << seq_len << " cp_size=" << cp_size << " rank=" << r;
     }
@@ -55,7 +55,7 @@ TEST(Partition, OwnerInvertsPositions) {
     const int cp_size = c.at("cp_size").get<int>();
     std::vector<int> covered(seq_len, 0);
     for (int r = 0; r < cp_size; ++r) {
-      const auto positions = partition_positions(scheme, seq_len, cp_size, r);
+      const auto positions = partition_positions(scheme, seq_len, cp_size, r, {});
       ASSERT_EQ(static_cast<int64_t>(positions.size()), seq_len / cp_size);
       for (size_t i = 0; i < positions.size(); ++i) {
         if (i > 0) EXPECT_LT(positions[i - 1], positions[i]) << "positions must increase";
@@ -76,7 +76,7 @@ TEST(Partition, LargerLayoutsAreBijections) {
     for (int cp_size : {1, 2, 4, 8, 16}) {
       std::vector<int> covered(seq_len, 0);
       for (int r = 0; r < cp_size; ++r) {
-        const auto positions = partition_positions(scheme, seq_len, cp_size, r);
+        const auto positions = partition_positions(scheme, seq_len, cp_size, r, {});
         for (size_t i = 0; i < positions.size(); ++i) {
           ++covered[positions[i]];
           const PositionOwner o = position_owner(scheme, seq_len, cp_size, positions[i]);
@@ -100,9 +100,9 @@ TEST(Partition, ScatterGatherRoundTrip) {
       if (seq_len % (scheme == Scheme::kZigzag ? 2 * cp_size : cp_size) != 0) continue;
       std::vector<std::vector<double>> shards;
       for (int r = 0; r < cp_size; ++r) {
-        shards.push_back(scatter_shard(full, batch, heads, seq_len, dim, scheme, cp_size, r));
+        shards.push_back(scatter_shard(full, batch, heads, seq_len, dim, scheme, cp_size, r, {}));
         // Element (b, h, i, d) of the shard is element (b, h, positions[i], d) of the full one.
-        const auto positions = partition_positions(scheme, seq_len, cp_size, r);
+        const auto positions = partition_positions(scheme, seq_len, cp_size, r, {});
         const int64_t local = seq_len / cp_size;
         for (int64_t bh = 0; bh < batch * heads; ++bh)
           for (int64_t i = 0; i < local; ++i)
@@ -110,14 +110,14 @@ TEST(Partition, ScatterGatherRoundTrip) {
               ASSERT_EQ(shards.back()[(bh * local + i) * dim + d],
                         full[(bh * seq_len + positions[i]) * dim + d]);
       }
-      EXPECT_EQ(gather_shards(shards, batch, heads, seq_len, dim, scheme, cp_size), full)
+      EXPECT_EQ(gather_shards(shards, batch, heads, seq_len, dim, scheme, cp_size, {}), full)
           << scheme_name(scheme) << " cp_size " << cp_size;
 
       std::vector<float> full_f(full.begin(), full.end());
       std::vector<std::vector<float>> shards_f;
       for (int r = 0; r < cp_size; ++r)
-        shards_f.push_back(scatter_shard(full_f, batch, heads, seq_len, dim, scheme, cp_size, r));
-      EXPECT_EQ(gather_shards(shards_f, batch, heads, seq_len, dim, scheme, cp_size), full_f);
+        shards_f.push_back(scatter_shard(full_f, batch, heads, seq_len, dim, scheme, cp_size, r, {}));
+      EXPECT_EQ(gather_shards(shards_f, batch, heads, seq_len, dim, scheme, cp_size, {}), full_f);
     }
   }
 }
@@ -140,23 +140,23 @@ TEST(Partition, RejectsLengthsTheSchemeCannotSplitEvenly) {
             "zigzag needs seq_len divisible by 2*cp_size (16); got 100");
   EXPECT_EQ(bad_input_message([] { check_partitionable(Scheme::kContiguous, 10, 3); }),
             "contiguous needs seq_len divisible by cp_size (3); got 10");
-  EXPECT_EQ(partition_positions(Scheme::kContiguous, 10, 3, 0), (std::vector<int64_t>{0, 1, 2, 3}));
+  EXPECT_EQ(partition_positions(Scheme::kContiguous, 10, 3, 0, {}), (std::vector<int64_t>{0, 1, 2, 3}));
   EXPECT_EQ(bad_input_message([] { check_partitionable(Scheme::kStriped, 10, 4); }),
             "striped needs seq_len divisible by cp_size (4); got 10");
   EXPECT_EQ(bad_input_message([] { check_partitionable(Scheme::kZigzagToken, 7, 2); }),
             "zigzag-token needs seq_len divisible by cp_size (2); got 7");
   EXPECT_NE(bad_input_message([] { check_partitionable(Scheme::kZigzag, 16, 0); }).find("cp_size"),
             std::string::npos);
-  EXPECT_NE(bad_input_message([] { partition_positions(Scheme::kZigzag, 16, 2, 2); }).find("rank 2"),
+  EXPECT_NE(bad_input_message([] { partition_positions(Scheme::kZigzag, 16, 2, 2, {}); }).find("rank 2"),
             std::string::npos);
   EXPECT_NE(bad_input_message([] { position_owner(Scheme::kStriped, 16, 2, 16); }).find("position 16"),
             std::string::npos);
   EXPECT_NE(bad_input_message([] {
-              scatter_shard(std::vector<double>(10), 1, 1, 16, 1, Scheme::kStriped, 2, 0);
+              scatter_shard(std::vector<double>(10), 1, 1, 16, 1, Scheme::kStriped, 2, 0, {});
             }).find("10 elements"),
             std::string::npos);
   EXPECT_NE(bad_input_message([] {
-              gather_shards(std::vector<std::vector<float>>(3), 1, 1, 16, 1, Scheme::kStriped, 2);
+              gather_shards(std::vector<std::vector<float>>(3), 1, 1, 16, 1, Scheme::kStriped, 2, {});
             }).find("3 shards"),
             std::string::npos);
 }
@@ -217,8 +217,8 @@ TEST(PartitionVarlen, RowCountsAreThePositionsCounted) {
   for (int64_t length = 0; length <= 70; ++length)
     for (int cp_size = 1; cp_size <= 9; ++cp_size) check({length}, cp_size);
   for (Scheme scheme : {Scheme::kContiguous, Scheme::kZigzag, Scheme::kZigzagToken, Scheme::kStriped})
-    EXPECT_EQ(partition_rows(scheme, int64_t{1} << 40, 2, 1), int64_t{1} << 39) << scheme_name(scheme);
-  EXPECT_THROW(partition_rows(Scheme::kZigzag, 100, 4, 4), Error);
+    EXPECT_EQ(partition_rows(scheme, int64_t{1} << 40, 2, 1, {}), int64_t{1} << 39) << scheme_name(scheme);
+  EXPECT_THROW(partition_rows(Scheme::kZigzag, 100, 4, 4, {}), Error);
 }
 
 // partition_rows_all counts what partition_positions lists for every rank, for every scheme: the
@@ -250,7 +250,7 @@ TEST(PartitionVarlen, EveryRanksRowCountsAtOnceAreEachRanks) {
     const std::vector<int64_t> rows = partition_rows_all(scheme, 3 << 20, 1024, many);
     EXPECT_EQ(std::accumulate(rows.begin(), rows.end(), int64_t{0}), int64_t{3} << 20) << scheme_name(scheme);
   }
-  EXPECT_THROW(partition_rows_all(Scheme::kZigzag, 10, 0), Error);
+  EXPECT_THROW(partition_rows_all(Scheme::kZigzag, 10, 0, {}), Error);
   EXPECT_THROW(partition_rows_all(Scheme::kZigzag, 10, 2, {3, 3}), Error);  // does not sum to seq_len
 }
 
@@ -289,15 +289,15 @@ TEST(PartitionVarlen, ZigzagCutsEachDocumentIn2NChunks) {
   EXPECT_EQ(partition_positions(Scheme::kZigzag, 13, 2, 1, docs),
             (std::vector<int64_t>{3, 4, 5, 6, 7, 11, 12}));
   // Without documents an indivisible length is cut the same way: sizes 2 2 1 1 over 2 ranks.
-  EXPECT_EQ(partition_positions(Scheme::kZigzag, 6, 2, 0), (std::vector<int64_t>{0, 1, 5}));
-  EXPECT_EQ(partition_positions(Scheme::kZigzagToken, 5, 2, 1), (std::vector<int64_t>{1, 2}));
+  EXPECT_EQ(partition_positions(Scheme::kZigzag, 6, 2, 0, {}), (std::vector<int64_t>{0, 1, 5}));
+  EXPECT_EQ(partition_positions(Scheme::kZigzagToken, 5, 2, 1, {}), (std::vector<int64_t>{1, 2}));
 }
 
 TEST(PartitionVarlen, EqualToTheEvenLayoutWhenLengthsDivide) {
   for (Scheme scheme : {Scheme::kContiguous, Scheme::kZigzag, Scheme::kZigzagToken, Scheme::kStriped})
     for (int n : {1, 2, 4})
       for (int r = 0; r < n; ++r)
-        EXPECT_EQ(partition_positions(scheme, 48, n, r, {48}), partition_positions(scheme, 48, n, r));
+        EXPECT_EQ(partition_positions(scheme, 48, n, r, {48}), partition_positions(scheme, 48, n, r, {}));
 }
 
 TEST(PartitionVarlen, ScatterGatherRoundTripWithUnequalShards) {

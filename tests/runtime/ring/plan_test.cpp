@@ -51,7 +51,7 @@ TEST(PlanWork, LocalPositionMatchesPartitionPositions) {
       for (int cp : {1, 2, 3, 4, 8}) {
         if (!partitionable(scheme, seq_len, cp)) continue;
         for (int rank = 0; rank < cp; ++rank) {
-          const auto positions = partition_positions(scheme, seq_len, cp, rank);
+          const auto positions = partition_positions(scheme, seq_len, cp, rank, {});
           for (size_t i = 0; i < positions.size(); ++i) {
             ASSERT_EQ(local_position(scheme, seq_len, cp, rank, static_cast<int64_t>(i)), positions[i])
                 << scheme_name(scheme) << " seq " << seq_len << " cp " << cp << " rank " << rank << " index " << i;

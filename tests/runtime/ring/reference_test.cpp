@@ -56,14 +56,14 @@ TEST(Reference, ShardOfQueriesGivesTheSameRows) {
   const auto all = iota_positions(vec.seq_len);
   const ReferenceForward full = reference_forward(s, vec.q, vec.k, vec.v, all, all);
   for (int r = 0; r < 4; ++r) {
-    const auto q_pos = partition_positions(Scheme::kZigzag, vec.seq_len, 4, r);
+    const auto q_pos = partition_positions(Scheme::kZigzag, vec.seq_len, 4, r, {});
     const auto q = scatter_shard(vec.q, s.batch, s.q_heads, vec.seq_len, s.head_dim,
-                                 Scheme::kZigzag, 4, r);
+                                 Scheme::kZigzag, 4, r, {});
     const ReferenceForward part = reference_forward(s, q, vec.k, vec.v, q_pos, all);
     EXPECT_EQ(part.out, scatter_shard(full.out, s.batch, s.q_heads, vec.seq_len, s.head_dim,
-                                      Scheme::kZigzag, 4, r));
+                                      Scheme::kZigzag, 4, r, {}));
     EXPECT_EQ(part.lse, scatter_shard(full.lse, s.batch, s.q_heads, vec.seq_len, 1,
-                                      Scheme::kZigzag, 4, r));
+                                      Scheme::kZigzag, 4, r, {}));
   }
 }
 

@@ -78,14 +78,14 @@ TEST(SampledCheck, RandomVectorsCarryTheProblemsMask) {
 
 TEST(SampledCheck, PositionsIncludeEveryShardsEndsAndSpread) {
   const int64_t n = 4096;
-  const std::vector<int64_t> positions = sample_positions(Scheme::kZigzag, n, 8, 64);
+  const std::vector<int64_t> positions = sample_positions(Scheme::kZigzag, n, 8, 64, {});
   EXPECT_LE(positions.size(), 64u);
   EXPECT_GE(positions.size(), 60u);
   EXPECT_TRUE(std::is_sorted(positions.begin(), positions.end()));
   const std::set<int64_t> set(positions.begin(), positions.end());
   EXPECT_EQ(set.size(), positions.size());
   for (int r = 0; r < 8; ++r) {
-    const auto shard = partition_positions(Scheme::kZigzag, n, 8, r);
+    const auto shard = partition_positions(Scheme::kZigzag, n, 8, r, {});
     EXPECT_TRUE(set.count(shard.front())) << "rank " << r;
     EXPECT_TRUE(set.count(shard.back())) << "rank " << r;
   }
@@ -93,7 +93,7 @@ TEST(SampledCheck, PositionsIncludeEveryShardsEndsAndSpread) {
   EXPECT_TRUE(set.count(n - 1));
   // Spread: no gap wider than a few times the mean spacing.
   for (size_t i = 1; i < positions.size(); ++i) EXPECT_LT(positions[i] - positions[i - 1], 3 * n / 64);
-  EXPECT_EQ(sample_positions(Scheme::kStriped, 30, 3, 64), all_positions(30));
+  EXPECT_EQ(sample_positions(Scheme::kStriped, 30, 3, 64, {}), all_positions(30));
 }
 
 // With documents the shard ends are those of the split the ring runs (each document on its own),

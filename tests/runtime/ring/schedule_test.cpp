@@ -51,10 +51,10 @@ TEST(Schedule, RankWorkMatchesBruteForce) {
       ASSERT_EQ(work.size(), 3u);
       const int64_t ctas = p.batch * p.kv_heads;
       for (int r = 0; r < 3; ++r) {
-        const auto q_pos = partition_positions(scheme, 48, 3, r);
+        const auto q_pos = partition_positions(scheme, 48, 3, r, {});
         RankWork expected;
         for (int s = 0; s < 3; ++s) {
-          const auto k_pos = partition_positions(scheme, 48, 3, kv_source_rank(r, s, 3));
+          const auto k_pos = partition_positions(scheme, 48, 3, kv_source_rank(r, s, 3), {});
           for (size_t q0 = 0; q0 < q_pos.size(); q0 += rows_per_tile)
             for (size_t k0 = 0; k0 < k_pos.size(); k0 += block_n) {
               const size_t q1 = std::min(q_pos.size(), q0 + rows_per_tile);
