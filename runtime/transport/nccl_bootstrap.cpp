@@ -108,7 +108,9 @@ void* nccl_comm_init(const NcclUniqueId& id, int rank, int nranks, int device) {
     throw_bad_input("nccl_comm_init: rank " + std::to_string(rank) + " is outside [0, nranks " +
                     std::to_string(nranks) + ")");
   // NCCL works on the calling thread's current device; the runtime adopts the primary context
-  // made current through the driver API.
+  // made current through the driver API. The caller's own context is current again on return (a
+  // PyTorch rank on another device would otherwise allocate its next tensors on this one).
+  const CallerContextGuard keep;
   use_primary_context(device);
   ncclUniqueId raw;
   std::memcpy(raw.internal, id.data(), id.size());

@@ -18,6 +18,7 @@
 // fake_stall_next_send makes the next one's transfer never end until ncclCommAbort.
 #include <chrono>
 #include <condition_variable>
+#include <cstdint>
 #include <cstdio>
 #include <cstdlib>
 #include <cstring>
@@ -104,12 +105,14 @@ int cuDeviceGet(int* d, int o) { *d = o; return 0; }
 int cuDeviceGetName(char* n, int len, int) { snprintf(n, len, "FakeGPU"); return 0; }
 // Compute capability 9.0 (attributes 75 and 76: an H100's or H200's), 132 of everything else.
 int cuDeviceGetAttribute(int* v, int attribute, int) { *v = attribute == 75 ? 9 : attribute == 76 ? 0 : 132; return 0; }
-int cuDevicePrimaryCtxRetain(void** c, int) { *c = (void*)0x1000; return 0; }
+// Device d's primary context is the address 0x1000 + 0x100 d (one per device, so a test can tell
+// whose context is current).
+int cuDevicePrimaryCtxRetain(void** c, int d) { *c = (void*)(uintptr_t)(0x1000 + 0x100 * d); return 0; }
 int cuDevicePrimaryCtxRelease_v2(int) { return 0; }
 static thread_local void* cur = nullptr;
 int cuCtxSetCurrent(void* c) { cur = c; return 0; }
 int cuCtxGetCurrent(void** c) { *c = cur; return 0; }
-int cuCtxGetDevice(int* d) { *d = 0; return 0; }
+int cuCtxGetDevice(int* d) { *d = cur ? static_cast<int>(((uintptr_t)cur - 0x1000) / 0x100) : 0; return 0; }
 int cuCtxSynchronize() { return 0; }
 int cuModuleLoadData(void**, const void*) { return 1; }
 int cuModuleUnload(void*) { return 0; }

@@ -29,6 +29,8 @@
 //             answers and the capture survives (a plain cuEventQuery is refused, 900, and
 //             invalidates the capture; the probe checks the stand-in does so), and the thread's
 //             capture mode is the same after it
+//   commctx   nccl_comm_init on device 0 from a thread whose current context is device 1's: that
+//             context is current again on return (it was left on device 0's)
 //   devarch   cpgen_device_arch (the C API) on the stand-in: "sm_90a" for its compute capability
 //             9.0; with FAKE_DEVICES=0, CPGEN_ERR_NO_DEVICE (a device the driver does not see
 //             is not bad input)
@@ -43,6 +45,7 @@
 
 #include "cpgen/cpgen_c.h"
 #include "cpgen/error.h"
+#include "cpgen/nccl_bootstrap.h"
 #include "runtime/cuda/cuda_driver.h"
 #include "runtime/cuda/gpu_stream.h"
 #include "runtime/ring/ring_driver.h"
@@ -87,7 +90,7 @@ double since(Clock::time_point t) { return std::chrono::duration<double>(Clock::
 }  // namespace
 
 int main(int argc, char** argv) {
-  if (argc != 2) leave(2, "usage: watchdog_probe runahead|capture|sendfail|stall|callfail|query");
+  if (argc != 2) leave(2, "usage: watchdog_probe runahead|capture|sendfail|stall|callfail|capfail|query|devarch|commctx");
   const std::string mode = argv[1];
   void* driver = dlopen("libcuda.so.1", RTLD_NOW);
   gpu_work = driver ? reinterpret_cast<int (*)(void*, long)>(dlsym(driver, "fake_work")) : nullptr;
@@ -95,6 +98,25 @@ int main(int argc, char** argv) {
   int* stall_send = driver ? static_cast<int*>(dlsym(driver, "fake_stall_next_send")) : nullptr;
   int* aborts = driver ? static_cast<int*>(dlsym(driver, "fake_aborts")) : nullptr;
   if (!gpu_work || !fail_send || !stall_send || !aborts) leave(1, "not the stand-in driver (LD_LIBRARY_PATH?)");
+  if (mode == "commctx") {
+    // The caller's context (device 1's) is current before and after a communicator is made on
+    // device 0 (run with FAKE_DEVICES=2).
+    try {
+      const cu::DriverApi& api = cu::driver();
+      CUdevice one = 0;
+      CUcontext mine = nullptr, after = nullptr;
+      CPGEN_CU_CHECK(api.cuDeviceGet(&one, 1));
+      CPGEN_CU_CHECK(api.cuDevicePrimaryCtxRetain(&mine, one));
+      CPGEN_CU_CHECK(api.cuCtxSetCurrent(mine));
+      void* comm = nccl_comm_init(nccl_unique_id(), 0, 1, 0);
+      CPGEN_CU_CHECK(api.cuCtxGetCurrent(&after));
+      nccl_comm_destroy(comm);
+      leave(after == mine ? 0 : 1, std::string("commctx: ") +
+                                       (after == mine ? "the caller's context is current again" : "the context changed"));
+    } catch (const std::exception& e) {
+      leave(1, std::string("commctx: ") + e.what());
+    }
+  }
   if (mode == "devarch") {
     char arch[16] = "";
     const cpgen_status status = cpgen_device_arch(0, arch, sizeof arch);

@@ -69,6 +69,14 @@ TEST_F(WatchdogStandIn, ACallFailingWhileCapturingLeavesTheRingUsable) {
       << r.output;
 }
 
+// Making a communicator on device 0 leaves the caller's current context (device 1's) current: a
+// PyTorch rank on another device would otherwise allocate its next tensors on device 0.
+TEST_F(WatchdogStandIn, ACommunicatorOnAnotherDeviceLeavesTheCallersContextCurrent) {
+  const testing::ShellResult r = probe("commctx", dir_.path() + "/log.txt", "FAKE_DEVICES=2");
+  EXPECT_EQ(r.code, 0) << r.output;
+  EXPECT_NE(r.output.find("commctx: the caller's context is current again"), std::string::npos) << r.output;
+}
+
 // cpgen_device_arch names the stand-in's compute capability 9.0 "sm_90a"; a driver that sees no
 // device is CPGEN_ERR_NO_DEVICE (8), not bad input.
 TEST_F(WatchdogStandIn, DeviceArchOfTheStandInAndOfNoDevice) {
