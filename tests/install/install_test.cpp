@@ -81,6 +81,14 @@ TEST(Install, LinkDemoBuildsAgainstInstalledPackage) {
   for (const auto& entry : fs::recursive_directory_iterator(prefix))
     if (entry.path().filename() == "libcpgen.so") expect_no_relative_runpath(entry.path(), log);
 
+  // The package defines none of cpgen's build macros in its consumers (CPGEN_HAVE_NCCL was
+  // exported as an interface definition of cpgen::cpgen).
+  for (const auto& entry : fs::recursive_directory_iterator(prefix))
+    if (entry.path().extension() == ".cmake") {
+      std::ifstream in(entry.path());
+      const std::string text(std::istreambuf_iterator<char>(in), {});
+      EXPECT_EQ(text.find("CPGEN_HAVE_"), std::string::npos) << entry.path();
+    }
   // The installed public headers must not pull in CUDA or NCCL.
   for (const auto& entry : fs::directory_iterator(prefix / "include/cpgen")) {
     std::ifstream in(entry.path());
