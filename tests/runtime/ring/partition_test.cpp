@@ -254,6 +254,29 @@ TEST(PartitionVarlen, EveryRanksRowCountsAtOnceAreEachRanks) {
   EXPECT_THROW(partition_rows_all(Scheme::kZigzag, 10, 2, {3, 3}), Error);  // does not sum to seq_len
 }
 
+// document_offset_owner names the rank partition_positions gives each offset of a document, and
+// RankRowCounts's prefix counts are the positions each rank holds among a document's first offsets:
+// every scheme, every document up to 40 tokens over 1-9 ranks, every prefix.
+TEST(PartitionVarlen, OffsetOwnersAndPrefixCountsAreThePositions) {
+  for (Scheme scheme : {Scheme::kContiguous, Scheme::kZigzag, Scheme::kZigzagToken, Scheme::kStriped})
+    for (int64_t length = 1; length <= 40; ++length)
+      for (int n = 1; n <= 9; ++n) {
+        SCOPED_TRACE(std::string(scheme_name(scheme)) + " length " + std::to_string(length) + " N=" + std::to_string(n));
+        std::vector<int> owner(static_cast<size_t>(length), -1);
+        for (int r = 0; r < n; ++r)
+          for (int64_t position : partition_positions(scheme, length, n, r, {})) owner[static_cast<size_t>(position)] = r;
+        for (int64_t offset = 0; offset < length; ++offset)
+          ASSERT_EQ(document_offset_owner(scheme, length, n, offset), owner[static_cast<size_t>(offset)]) << offset;
+        for (int64_t count = 0; count <= length; ++count) {
+          RankRowCounts prefix(scheme, n);
+          prefix.add_prefix(length, count, 1);
+          std::vector<int64_t> want(static_cast<size_t>(n), 0);
+          for (int64_t offset = 0; offset < count; ++offset) ++want[static_cast<size_t>(owner[static_cast<size_t>(offset)])];
+          ASSERT_EQ(prefix.counts(), want) << "first " << count;
+        }
+      }
+}
+
 // Within every document, what each rank gets differs by at most one token between ranks. For
 // zigzag too: with the first L mod 2N chunks one longer, rank r's chunks r and 2N-1-r hold
 // together either [r < m] or 1 + [r > 2N-1-m] extra tokens, m = L mod 2N.
