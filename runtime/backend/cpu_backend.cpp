@@ -91,11 +91,7 @@ std::vector<int64_t> RingLayout::documents() const {
 }
 
 std::vector<std::vector<int64_t>> RingLayout::rank_positions() const {
-  std::vector<std::vector<int64_t>> positions;
-  const std::vector<int64_t> docs = documents();
-  for (int r = 0; r < cp_size; ++r)
-    positions.push_back(partition_positions(scheme, seq_len, cp_size, r, docs));
-  return positions;
+  return partition_positions_all(scheme, seq_len, cp_size, documents());
 }
 
 CpuBackend::CpuBackend(const RingLayout& layout, int rank, RankTensors& tensors)

@@ -17,11 +17,11 @@ namespace cpgen {
 RingPositions::RingPositions(const Problem& problem, KernelDevice& device) {
   const int n = static_cast<int>(problem.cp_size);
   const AttentionShape shape = attention_shape_of(problem);
-  std::vector<std::vector<int64_t>> ranks;
+  const std::vector<std::vector<int64_t>> ranks =
+      partition_positions_all(problem.scheme, problem.seq_len, n, problem.documents);
   for (int r = 0; r < n; ++r) {
-    ranks.push_back(partition_positions(problem.scheme, problem.seq_len, n, r, problem.documents));
     offsets_.push_back(total_);
-    lengths_.push_back(static_cast<int64_t>(ranks.back().size()));
+    lengths_.push_back(static_cast<int64_t>(ranks[static_cast<size_t>(r)].size()));
     total_ += lengths_.back();
     max_len_ = std::max(max_len_, lengths_.back());
   }

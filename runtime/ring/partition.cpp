@@ -168,6 +168,21 @@ std::vector<int64_t> partition_positions(Scheme scheme, int64_t seq_len, int cp_
   return positions;
 }
 
+std::vector<std::vector<int64_t>> partition_positions_all(Scheme scheme, int64_t seq_len, int cp_size,
+                                                          const std::vector<int64_t>& documents) {
+  const std::vector<int64_t> rows = partition_rows_all(scheme, seq_len, cp_size, documents);
+  std::vector<std::vector<int64_t>> positions(static_cast<size_t>(cp_size));
+  for (int r = 0; r < cp_size; ++r) positions[static_cast<size_t>(r)].reserve(static_cast<size_t>(rows[static_cast<size_t>(r)]));
+  // Offsets in increasing order reach each rank's positions in the order append_document lists them.
+  int64_t start = 0;
+  for (int64_t length : document_lengths(seq_len, documents)) {
+    for (int64_t offset = 0; offset < length; ++offset)
+      positions[static_cast<size_t>(document_offset_owner(scheme, length, cp_size, offset))].push_back(start + offset);
+    start += length;
+  }
+  return positions;
+}
+
 int64_t partition_rows(Scheme scheme, int64_t seq_len, int cp_size, int rank, const std::vector<int64_t>& documents) {
   if (cp_size < 1)
     throw_bad_input(std::string(scheme_name(scheme)) + " needs cp_size >= 1; got " + std::to_string(cp_size));

@@ -32,6 +32,11 @@ void check_partitionable(Scheme scheme, int64_t seq_len, int cp_size);
 std::vector<int64_t> partition_positions(Scheme scheme, int64_t seq_len, int cp_size, int rank,
                                          const std::vector<int64_t>& documents);
 
+// partition_positions of every rank, [cp_size], in one pass over the positions: O(seq_len +
+// documents + cp_size) where asking each rank walks every document for each.
+std::vector<std::vector<int64_t>> partition_positions_all(Scheme scheme, int64_t seq_len, int cp_size,
+                                                          const std::vector<int64_t>& documents);
+
 // partition_positions(...).size(), counted per document without listing the positions (a
 // 2^30-token sequence on one rank listed 8 GB to count them): partition_rows_all's entry.
 int64_t partition_rows(Scheme scheme, int64_t seq_len, int cp_size, int rank,

@@ -221,7 +221,8 @@ TEST(PartitionVarlen, RowCountsAreThePositionsCounted) {
   EXPECT_THROW(partition_rows(Scheme::kZigzag, 100, 4, 4, {}), Error);
 }
 
-// partition_rows_all counts what partition_positions lists for every rank, for every scheme: the
+// partition_rows_all counts what partition_positions lists for every rank, and
+// partition_positions_all lists it, in its order, for every scheme: the
 // cases above, every single document up to 70 tokens over 1-9 ranks, random lists of documents
 // (empty ones too), and 2^20 documents over 1024 ranks, whose rows add up to the sequence.
 TEST(PartitionVarlen, EveryRanksRowCountsAtOnceAreEachRanks) {
@@ -231,9 +232,14 @@ TEST(PartitionVarlen, EveryRanksRowCountsAtOnceAreEachRanks) {
     for (Scheme scheme : schemes) {
       const std::vector<int64_t> all = partition_rows_all(scheme, seq_len, cp_size, documents);
       ASSERT_EQ(all.size(), static_cast<size_t>(cp_size));
-      for (int r = 0; r < cp_size; ++r)
-        ASSERT_EQ(all[r], static_cast<int64_t>(partition_positions(scheme, seq_len, cp_size, r, documents).size()))
+      const std::vector<std::vector<int64_t>> positions = partition_positions_all(scheme, seq_len, cp_size, documents);
+      ASSERT_EQ(positions.size(), static_cast<size_t>(cp_size));
+      for (int r = 0; r < cp_size; ++r) {
+        const std::vector<int64_t> listed = partition_positions(scheme, seq_len, cp_size, r, documents);
+        ASSERT_EQ(all[r], static_cast<int64_t>(listed.size()))
             << scheme_name(scheme) << " N=" << cp_size << " rank " << r << " seq_len " << seq_len;
+        ASSERT_EQ(positions[r], listed) << scheme_name(scheme) << " N=" << cp_size << " rank " << r;
+      }
     }
   };
   for (const VarlenCase& c : kVarlenCases) check(c.documents, c.cp_size);
