@@ -14,6 +14,7 @@
 #include "runtime/core/half_convert.h"
 #include "runtime/api/kernel_select.h"
 #include "runtime/cuda/module.h"
+#include "runtime/ring/kernel_support.h"
 #include "runtime/ring/partition.h"
 #include "runtime/ring/reference.h"
 #include "runtime/ring/ring_driver.h"
@@ -217,6 +218,10 @@ double time_single_attention(const Problem& p, const BenchInputs& in, const Benc
 
 BenchResult bench_loopback(const Problem& p, const BenchOptions& o) {
   p.validate();
+  // Its useful FLOPs and checked rows are those of a causal or full attention over one sequence.
+  if (kernel_needs_key_intervals(p) || p.softcap > 0)
+    throw_bad_input("bench: " + p.name + " has documents, a window or a softcap; the ring benchmark times plain "
+                    "causal and full attention only");
   cu::driver();  // kNoDevice, with the reason, before any allocation
   const int n = static_cast<int>(p.cp_size);
   const int64_t s = p.seq_len, hd = p.head_dim;
@@ -255,7 +260,7 @@ BenchResult bench_loopback(const Problem& p, const BenchOptions& o) {
 
   // Each launch of the ring alone, rank 0's step 0 among them.
   time_steps_alone(p, ring, shards, pointers, stream.get(), o, r);
-  const std::vector<int64_t> own = partition_positions(p.scheme, s, n, 0, {});
+  const std::vector<int64_t> own = partition_positions(p.scheme, s, n, 0, p.documents);
   r.step_flops = per_pair * visible_pairs(own, own, p.causal);
   r.step_tflops = r.step_ms > 0 ? r.step_flops / (r.step_ms * 1e-3) / 1e12 : 0;
 

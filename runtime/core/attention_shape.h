@@ -74,20 +74,24 @@ struct KeyInterval {
   bool empty() const { return first > last; }
 };
 
-inline KeyInterval visible_keys(const AttentionShape& shape, int64_t q_pos) {
-  KeyInterval keys{0, std::numeric_limits<int64_t>::max()};
-  if (shape.cu_seqlens.size() >= 2) {
-    // The document holding q_pos starts at the last boundary <= q_pos; zero-length documents
-    // share a boundary with the next one and are passed over by upper_bound.
-    const auto next = std::upper_bound(shape.cu_seqlens.begin(), shape.cu_seqlens.end(), q_pos);
-    if (next == shape.cu_seqlens.begin() || next == shape.cu_seqlens.end()) return {0, -1};
-    keys.first = *(next - 1);
-    keys.last = *next - 1;
-  }
+// The keys a query at q_pos sees within the keys [doc_first, doc_last] of its document: the window
+// and the causal bound applied (visible_keys, for a caller that walks the documents itself).
+inline KeyInterval visible_keys_in_document(const AttentionShape& shape, int64_t q_pos, int64_t doc_first,
+                                            int64_t doc_last) {
+  KeyInterval keys{doc_first, doc_last};
   if (shape.window_left >= 0) keys.first = std::max(keys.first, q_pos - shape.window_left);
   const int64_t right = shape.causal ? 0 : shape.window_right;
   if (right >= 0) keys.last = std::min(keys.last, q_pos + right);
   return keys;
+}
+
+inline KeyInterval visible_keys(const AttentionShape& shape, int64_t q_pos) {
+  if (shape.cu_seqlens.size() < 2) return visible_keys_in_document(shape, q_pos, 0, std::numeric_limits<int64_t>::max());
+  // The document holding q_pos starts at the last boundary <= q_pos; zero-length documents
+  // share a boundary with the next one and are passed over by upper_bound.
+  const auto next = std::upper_bound(shape.cu_seqlens.begin(), shape.cu_seqlens.end(), q_pos);
+  if (next == shape.cu_seqlens.begin() || next == shape.cu_seqlens.end()) return {0, -1};
+  return visible_keys_in_document(shape, q_pos, *(next - 1), *next - 1);
 }
 
 // Whether query position q_pos attends to key position k_pos.

@@ -17,6 +17,7 @@
 #include <vector>
 
 #include "cpgen/types.h"
+#include "runtime/ring/rank_counts.h"
 
 namespace cpgen {
 
@@ -46,36 +47,6 @@ int64_t partition_rows(Scheme scheme, int64_t seq_len, int cp_size, int rank,
 // where asking each rank is O(documents x cp_size) (2^20 documents over 1024 ranks took 25 s).
 std::vector<int64_t> partition_rows_all(Scheme scheme, int64_t seq_len, int cp_size,
                                         const std::vector<int64_t>& documents);
-
-// Rows per rank of prefixes of documents, all ranks at once: add_prefix(length, count, sign) adds
-// `sign` times the rows each rank holds among the first `count` offsets (0 <= count <= length) of a
-// document of `length` tokens, split as partition_positions splits each document. Every scheme's
-// count is one share for all ranks plus at most a few rank ranges, so an add is O(1) and counts()
-// O(cp_size). partition_rows_all adds whole documents; the planner adds the prefixes that bound
-// each query's visible keys (runtime/ring/plan_tokens.cpp).
-class RankRowCounts {
- public:
-  RankRowCounts(Scheme scheme, int cp_size);  // throws kBadInput for cp_size < 1
-  void add_prefix(int64_t length, int64_t count, int64_t sign);
-  std::vector<int64_t> counts() const;        // [cp_size]
-
- private:
-  void add_ranks(int64_t first, int64_t past, int64_t value);
-  void add_chunk_range(int64_t chunks, int64_t first, int64_t past, int64_t value);
-  void add_chunks(int64_t length, int64_t chunks, int64_t count, int64_t sign);
-
-  Scheme scheme_;
-  int64_t n_;
-  int64_t common_ = 0;
-  std::vector<int64_t> diff_;  // rank r's count: common_ + diff_[0] + ... + diff_[r]
-};
-
-// The chunk (of `chunks` over a document of `length`, the first length % chunks one token longer)
-// that holds offset `offset`, 0 <= offset < length.
-int64_t chunk_of_offset(int64_t length, int64_t chunks, int64_t offset);
-// The rank that holds offset `offset` (0 <= offset < length) of a document of `length` tokens:
-// the document's own split (partition_positions), whatever the documents around it.
-int document_offset_owner(Scheme scheme, int64_t length, int cp_size, int64_t offset);
 
 // Inverse of partition_positions: which rank holds `position` and at which local index.
 struct PositionOwner {

@@ -11,18 +11,12 @@
 namespace cpgen {
 namespace {
 
-// Chunk `chunk`'s tokens of `chunks` over one document of `length` (runtime/ring/partition.h).
-int64_t chunk_size(int64_t length, int64_t chunks, int64_t chunk) {
-  return length / chunks + (chunk < length % chunks ? 1 : 0);
-}
-
 // First and last position rank r holds of a single document of `length` (no tokens: first > last).
 struct Bounds {
   int64_t first, last;
 };
 Bounds chunk_bounds(int64_t length, int64_t chunks, int64_t chunk) {
-  const int64_t start = chunk * (length / chunks) + std::min(chunk, length % chunks);
-  return {start, start + chunk_size(length, chunks, chunk) - 1};
+  return {chunk_first_offset(length, chunks, chunk), chunk_first_offset(length, chunks, chunk + 1) - 1};
 }
 Bounds single_document_bounds(Scheme scheme, int64_t length, int64_t n, int64_t r) {
   switch (scheme) {
@@ -66,10 +60,6 @@ int64_t skipped_steps_single_document(const Problem& p, Scheme scheme) {
   return skipped;
 }
 
-}  // namespace
-
-namespace {
-
 // Every query's visible keys lie in its own document (attention_shape.h), so the keys of chunk s
 // that query q sees are s's positions among the document's first last + 1 offsets less those among
 // its first `first` offsets: RankRowCounts gives both for every chunk at once. One pass over the
@@ -79,19 +69,24 @@ namespace {
 void count_visible(const Problem& p, Scheme scheme, bool count_pairs, TokenPlan& plan) {
   const int n = static_cast<int>(p.cp_size);
   const AttentionShape shape = attention_shape_of(p);
-  const std::vector<int64_t> lengths = p.documents.empty() ? std::vector<int64_t>{p.seq_len} : p.documents;
   std::vector<RankRowCounts> chunk_pairs(static_cast<size_t>(n), RankRowCounts(scheme, n));
-  int64_t start = 0;
-  for (int64_t length : lengths) {
+  auto count_document = [&](int64_t start, int64_t length) {
     for (int64_t offset = 0; offset < length; ++offset) {
-      const KeyInterval keys = visible_keys(shape, start + offset);  // unbounded without documents: clipped
-      const int64_t first = std::max(keys.first, start), last = std::min(keys.last, start + length - 1);
-      if (first > last) continue;
+      const KeyInterval keys = visible_keys_in_document(shape, start + offset, start, start + length - 1);
+      if (keys.empty()) continue;
       RankRowCounts& owner = chunk_pairs[static_cast<size_t>(document_offset_owner(scheme, length, n, offset))];
-      owner.add_prefix(length, last + 1 - start, 1);
-      owner.add_prefix(length, first - start, -1);
+      owner.add_prefix(length, keys.last + 1 - start, 1);
+      owner.add_prefix(length, keys.first - start, -1);
     }
-    start += length;
+  };
+  if (p.documents.empty()) {
+    count_document(0, p.seq_len);
+  } else {
+    int64_t start = 0;
+    for (int64_t length : p.documents) {
+      count_document(start, length);
+      start += length;
+    }
   }
   plan.skipped_steps = 0;
   std::vector<std::vector<int64_t>> visible(static_cast<size_t>(n));

@@ -11,9 +11,9 @@
 namespace cpgen {
 
 // Past this many tokens the visible pairs and skipped steps of a masked problem (documents or a
-// window) are not counted (the count holds one rank's positions at a time and visits each query
-// once: about 3 s and 100 MB at this length): reported as -1. Plain causal and full problems are
-// counted in closed form at any length.
+// window) are not counted (the count visits each query once: about 4 s for plan's four schemes at
+// this length on the development machine, any cp_size): reported as -1. Plain causal and full
+// problems are counted in closed form at any length.
 inline constexpr int64_t kMaxSkipCountTokens = int64_t{1} << 26;
 
 struct TokenPlan {
@@ -29,12 +29,13 @@ struct TokenPlan {
 
 // Closed-form token counts (any seq_len), and the visible pairs and skipped steps under the
 // problem's mask model (runtime/core/attention_shape.h) when seq_len <= kMaxSkipCountTokens:
-// one pass over each rank's queries, every chunk's pairs at once (O(seq_len + cp_size^2)).
+// one pass over the documents' queries, every chunk's pairs at once (O(seq_len + documents +
+// cp_size^2)).
 // count_pairs false: the skipped steps only, and visible_pairs stays empty: what the planner
 // needs when it counts work in tiles.
 TokenPlan plan_tokens(const Problem& problem, Scheme scheme, bool count_pairs = true);
 
-// The skipped steps by visiting every rank's positions (any mask, any scheme), and whether
+// The skipped steps by visiting every query (any mask, any scheme), and whether
 // plan_tokens counts them in closed form instead (one document, no window);
 // exposed so tests can hold the two against each other.
 int64_t count_skipped_steps(const Problem& problem, Scheme scheme);

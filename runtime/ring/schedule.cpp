@@ -4,6 +4,7 @@
 #include <string>
 
 #include "cpgen/error.h"
+#include "runtime/ring/kernel_support.h"
 #include "runtime/ring/partition.h"
 
 namespace cpgen {
@@ -38,13 +39,12 @@ std::vector<RankWork> rank_work(const Problem& p, int block_m, int block_n) {
   // Every tile runs once per (batch, kv head) CTA grid slice.
   const double ctas = static_cast<double>(p.batch * p.kv_heads);
 
-  // One document, equal shards: a problem with documents or a window is planned by its visible
-  // pairs instead (plan.cpp uses_pair_model), never through this tile count.
-  if (!p.documents.empty())
-    throw Error(ErrorKind::kInternal, "rank_work: a problem with documents is counted by visible pairs");
-  std::vector<std::vector<int64_t>> positions(cp_size);
-  for (int r = 0; r < cp_size; ++r)
-    positions[r] = partition_positions(p.scheme, p.seq_len, cp_size, r, {});
+  // One document (one listed is the same), equal shards, no window: a packed or windowed problem
+  // is planned by its visible pairs instead (plan.cpp uses_pair_model), never by this tile count.
+  if (kernel_needs_key_intervals(p))
+    throw Error(ErrorKind::kInternal, "rank_work: documents and windows are counted by visible pairs");
+  const std::vector<std::vector<int64_t>> positions =
+      partition_positions_all(p.scheme, p.seq_len, cp_size, p.documents);
 
   std::vector<RankWork> work(cp_size);
   for (int rank = 0; rank < cp_size; ++rank) {

@@ -8,8 +8,10 @@
 
 #include <algorithm>
 #include <cmath>
+#include <string>
 #include <vector>
 
+#include "cpgen/error.h"
 #include "runtime/core/attention_shape.h"
 #include "runtime/ring/reference.h"
 
@@ -88,6 +90,26 @@ TEST(BenchCheck, AnUnwrittenElementOutsideTheSampledRowsFails) {
   EXPECT_FALSE(check_slice(p, in, outs, bad_lse, -1, rows).passed());
   // One rank's check (an NCCL rank's) scans its own shard only.
   EXPECT_EQ(check_slice(p, in, {outs[0], bad_out[0]}, {lses[0], lses[0]}, 0, rows).nonfinite, 0);
+}
+
+// The ring benchmark counts the FLOPs and checks the rows of plain causal or full attention: a
+// problem with documents, a window or a softcap is refused before any device is asked for.
+TEST(BenchCheck, AMaskedProblemIsRefusedAsBadInput) {
+  Problem packed = small_problem();
+  packed.documents = {40, 24};
+  Problem windowed = small_problem();
+  windowed.window_left = 8;
+  Problem capped = small_problem();
+  capped.softcap = 30;
+  for (const Problem& p : {packed, windowed, capped}) {
+    try {
+      bench_loopback(p, BenchOptions{});
+      ADD_FAILURE() << "no error";
+    } catch (const Error& e) {
+      EXPECT_EQ(e.kind(), ErrorKind::kBadInput) << e.what();
+      EXPECT_NE(std::string(e.what()).find("plain causal and full attention only"), std::string::npos) << e.what();
+    }
+  }
 }
 
 }  // namespace

@@ -235,9 +235,9 @@ TEST(GpuRingBackward, LoopbackBackwardCapturedIntoAGraphReplay) {
     CPGEN_CU_CHECK(api.cuStreamSynchronize(s.get()));
     std::vector<std::vector<float>> dq(4), dk(4), dv(4);
     for (int r = 0; r < 4; ++r) gpu::download_grads(p, shards[r], dq[r], dk[r], dv[r]);
-    expect_grads_close(gather_shards(dq, p.batch, p.q_heads, p.seq_len, p.head_dim, p.scheme, 4, {}),
-                       gather_shards(dk, p.batch, p.kv_heads, p.seq_len, p.head_dim, p.scheme, 4, {}),
-                       gather_shards(dv, p.batch, p.kv_heads, p.seq_len, p.head_dim, p.scheme, 4, {}), ref.dq, ref.dk,
+    expect_grads_close(gather_shards(dq, p.batch, p.q_heads, p.seq_len, p.head_dim, p.scheme, 4, p.documents),
+                       gather_shards(dk, p.batch, p.kv_heads, p.seq_len, p.head_dim, p.scheme, 4, p.documents),
+                       gather_shards(dv, p.batch, p.kv_heads, p.seq_len, p.head_dim, p.scheme, 4, p.documents), ref.dq, ref.dk,
                        ref.dv, "graph replay " + std::to_string(replay));
   }
   api.cuGraphExecDestroy(exec);

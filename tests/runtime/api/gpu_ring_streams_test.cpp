@@ -50,8 +50,8 @@ struct Case {
     const int n = static_cast<int>(p.cp_size);
     std::vector<std::vector<float>> outs(n), lses(n);
     for (int r = 0; r < n; ++r) gpu::download_outputs(p, shards[r], outs[r], lses[r]);
-    testing::expect_close_to(gather_shards(outs, p.batch, p.q_heads, p.seq_len, p.head_dim, p.scheme, n, {}),
-                             gather_shards(lses, p.batch, p.q_heads, p.seq_len, 1, p.scheme, n, {}), want.out,
+    testing::expect_close_to(gather_shards(outs, p.batch, p.q_heads, p.seq_len, p.head_dim, p.scheme, n, p.documents),
+                             gather_shards(lses, p.batch, p.q_heads, p.seq_len, 1, p.scheme, n, p.documents), want.out,
                              want.lse, p.head_dim, what);
   }
 };

@@ -154,9 +154,9 @@ TEST(NcclRingWorker, Run) {
     options.watchdog_seconds = 120;
     gpu::run_gpu_ring_nccl_rank(p, comm, q, k, v, options, out, lse);
     const std::vector<double> want_out =
-        scatter_shard(vec.out, p.batch, p.q_heads, p.seq_len, p.head_dim, scheme, nranks, rank, {});
+        scatter_shard(vec.out, p.batch, p.q_heads, p.seq_len, p.head_dim, scheme, nranks, rank, p.documents);
     const std::vector<double> want_lse =
-        scatter_shard(vec.lse, p.batch, p.q_heads, p.seq_len, 1, scheme, nranks, rank, {});
+        scatter_shard(vec.lse, p.batch, p.q_heads, p.seq_len, 1, scheme, nranks, rank, p.documents);
     testing::expect_close_to(out, lse, want_out, want_lse, p.head_dim,
                              vec.name + " NCCL rank " + rank_text + "/" + std::to_string(nranks));
     result << (HasFailure() ? "failed" : "ok") << "\n";
@@ -175,7 +175,7 @@ TEST(NcclRingWorker, Run) {
     options.watchdog_seconds = 120;
     gpu::run_gpu_ring_nccl_rank(p, comm, q, k, v, options, out, lse, &dout, &grads);
     auto shard = [&](const std::vector<double>& full, int64_t heads) {
-      return scatter_shard(full, p.batch, heads, p.seq_len, p.head_dim, scheme, nranks, rank, {});
+      return scatter_shard(full, p.batch, heads, p.seq_len, p.head_dim, scheme, nranks, rank, p.documents);
     };
     testing::expect_grads_close(grads.dq, grads.dk, grads.dv, shard(vec.dq, p.q_heads), shard(vec.dk, p.kv_heads),
                                 shard(vec.dv, p.kv_heads),
@@ -239,8 +239,8 @@ TEST(NcclRingWorker, Run) {
     CUgraphExec exec = nullptr;
     CPGEN_CU_CHECK(api.cuGraphInstantiateWithFlags(&exec, graph, 0));
     const std::vector<double> want_out =
-        scatter_shard(vec.out, p.batch, p.q_heads, p.seq_len, p.head_dim, p.scheme, nranks, rank, {});
-    const std::vector<double> want_lse = scatter_shard(vec.lse, p.batch, p.q_heads, p.seq_len, 1, p.scheme, nranks, rank, {});
+        scatter_shard(vec.out, p.batch, p.q_heads, p.seq_len, p.head_dim, p.scheme, nranks, rank, p.documents);
+    const std::vector<double> want_lse = scatter_shard(vec.lse, p.batch, p.q_heads, p.seq_len, 1, p.scheme, nranks, rank, p.documents);
     for (int replay = 0; replay < 2; ++replay) {
       gpu::poison_outputs(p, a);
       gpu::poison_outputs(p, b);

@@ -81,7 +81,7 @@ TEST_P(CpuRingVectors, EveryRankMatchesTheVectors) {
     for (int r = 0; r < n; ++r) {
       const RankTensors& t = result.ranks[r];
       const auto shard = [&](const std::vector<double>& full, int64_t heads, int64_t dim) {
-        return scatter_shard(full, s.batch, heads, vec.seq_len, dim, scheme, n, r, {});
+        return scatter_shard(full, s.batch, heads, vec.seq_len, dim, scheme, n, r, layout.documents());
       };
       const Errors e{shard_error(t.out, shard(vec.out, s.q_heads, s.head_dim), vec.out, n),
                      shard_error(t.lse, shard(vec.lse, s.q_heads, 1), vec.lse, n),

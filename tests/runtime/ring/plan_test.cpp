@@ -230,6 +230,22 @@ TEST(Plan, TheTotalBytesOfTheLargestProblemDoNotWrap) {
   }
 }
 
+// One listed document is the whole sequence: planned as the shape without the list (it reached
+// the tile count, which refused any documents).
+TEST(Plan, OneListedDocumentPlansAsNoDocuments) {
+  const Problem plain = make_problem(4096, 4, true, Scheme::kZigzag);
+  Problem listed = plain;
+  listed.documents = {4096};
+  const ShapePlan a = plan_shape(plain, PlanRates{400, 400}), b = plan_shape(listed, PlanRates{400, 400});
+  ASSERT_EQ(a.schemes.size(), b.schemes.size());
+  for (size_t i = 0; i < a.schemes.size(); ++i) {
+    EXPECT_TRUE(b.schemes[i].applicable) << scheme_name(b.schemes[i].scheme);
+    EXPECT_DOUBLE_EQ(a.schemes[i].busiest_rank_flops, b.schemes[i].busiest_rank_flops) << scheme_name(a.schemes[i].scheme);
+    EXPECT_EQ(a.schemes[i].tokens.skipped_steps, b.schemes[i].tokens.skipped_steps) << scheme_name(a.schemes[i].scheme);
+  }
+  EXPECT_EQ(a.recommended, b.recommended);
+}
+
 // A sequence too long to count its visible pairs still counts the ring steps its causal mask
 // skips, in closed form (the plan's reason said "-1 of 9 ring steps skipped").
 TEST(Plan, ALongUnevenCausalShapeCountsItsSkippedStepsInClosedForm) {

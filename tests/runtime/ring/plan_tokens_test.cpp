@@ -141,6 +141,13 @@ TEST(PlanTokens, AThousandRanksOverFourMillionTokensAreCountedExactly) {
   }
 }
 
+// At the limit a masked problem is counted: two documents of 2^25 tokens over two contiguous ranks,
+// where rank 0 (the first half of each) never sees rank 1's keys (the second halves).
+TEST(PlanTokens, AMaskedProblemAtTheLimitIsCounted) {
+  const Problem p = packed({kMaxSkipCountTokens / 2, kMaxSkipCountTokens / 2}, 2);
+  EXPECT_EQ(plan_tokens(p, Scheme::kContiguous, false).skipped_steps, 1);
+}
+
 // Past the limit a masked problem's pairs and skipped steps are not counted, and plan says why.
 TEST(PlanTokens, AMaskedProblemPastTheLimitIsNotCounted) {
   Problem p = packed({kMaxSkipCountTokens, 1}, 4);
@@ -155,16 +162,18 @@ TEST(PlanTokens, AMaskedProblemPastTheLimitIsNotCounted) {
   }
 }
 
-// Drawn small problems, every scheme: documents (some empty), causal or not, windows on either
-// side or none, more ranks than tokens.
+// Drawn small problems, every scheme: documents (some empty) or none (the whole sequence, where a
+// full mask's keys are unbounded), causal or not, windows on either side or none, rings of up to
+// 24 ranks, more ranks than tokens.
 TEST(PlanTokens, DrawnMaskedProblemsMatchBruteForce) {
   std::mt19937 draw(20261129);
   auto below = [&](int64_t bound) { return static_cast<int64_t>(draw() % static_cast<uint32_t>(bound)); };
-  for (int i = 0; i < 150; ++i) {
+  for (int i = 0; i < 200; ++i) {
     std::vector<int64_t> docs;
     for (int64_t d = 0, count = 1 + below(4); d < count; ++d) docs.push_back(below(4) == 0 ? 0 : 1 + below(60));
     if (std::accumulate(docs.begin(), docs.end(), int64_t{0}) == 0) docs.push_back(7);
-    Problem p = packed(docs, 1 + below(9));
+    Problem p = packed(docs, below(4) == 0 ? 10 + below(15) : 1 + below(9));
+    if (below(4) == 0) p.documents.clear();  // one document of the same length, unlisted
     p.causal = below(2) == 0;
     p.window_left = below(3) == 0 ? -1 : below(20);
     p.window_right = p.causal || below(3) == 0 ? -1 : below(20);
