@@ -134,7 +134,18 @@ CPGEN_API cpgen_status cpgen_device_count(int32_t* count);
 CPGEN_API cpgen_status cpgen_nccl_comm_from_file(const char* path, int32_t rank, int32_t nranks,
                                                  int32_t device, double timeout_seconds,
                                                  const char* job_key, void** comm);
-/* Destroys a communicator made by cpgen_nccl_comm_from_file (NULL is allowed). */
+/* NCCL communicators without a shared file, through whatever channel the ranks already have (a
+ * framework's broadcast, e.g. torch.distributed.broadcast_object_list): rank 0 writes a fresh
+ * NCCL unique id into id (size must be CPGEN_NCCL_UNIQUE_ID_BYTES), every rank passes those same
+ * bytes to cpgen_nccl_comm_init_rank with its rank and CUDA device (0 and up), which makes the
+ * communicator (collective: every rank must call it) and leaves the caller's current CUDA context
+ * as it found it. *comm receives an ncclComm_t. CPGEN_ERR_NCCL when cpgen was built without NCCL. */
+#define CPGEN_NCCL_UNIQUE_ID_BYTES 128
+CPGEN_API cpgen_status cpgen_nccl_unique_id(void* id, size_t size);
+CPGEN_API cpgen_status cpgen_nccl_comm_init_rank(const void* id, size_t size, int32_t rank, int32_t nranks,
+                                                 int32_t device, void** comm);
+/* Destroys a communicator made by cpgen_nccl_comm_from_file or cpgen_nccl_comm_init_rank (NULL is
+ * allowed). */
 CPGEN_API cpgen_status cpgen_nccl_comm_destroy(void* comm);
 /* The NCCL library cpgen runs on, loaded by this call if no NCCL function ran yet (libcpgen does
  * not link NCCL; the order it looks in is in cpgen/nccl_bootstrap.h: CPGEN_NCCL_LIBRARY, then an

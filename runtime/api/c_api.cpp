@@ -293,6 +293,46 @@ cpgen_status cpgen_nccl_comm_from_file(const char* path, int32_t rank, int32_t n
   });
 }
 
+static_assert(CPGEN_NCCL_UNIQUE_ID_BYTES == cpgen::kNcclUniqueIdBytes);
+
+namespace {
+void require_unique_id_size(size_t size, const char* fn) {
+  if (size != cpgen::kNcclUniqueIdBytes)
+    cpgen::throw_bad_input(std::string(fn) + ": size " + std::to_string(size) + " is not an NCCL unique id's " +
+                           std::to_string(cpgen::kNcclUniqueIdBytes) + " bytes (CPGEN_NCCL_UNIQUE_ID_BYTES)");
+}
+}  // namespace
+
+cpgen_status cpgen_nccl_unique_id(void* id, size_t size) {
+  return guard([&] {
+    const char* fn = "cpgen_nccl_unique_id";
+    require(id, "id", fn);
+    require_unique_id_size(size, fn);
+    const cpgen::NcclUniqueId fresh = cpgen::nccl_unique_id();
+    std::memcpy(id, fresh.data(), fresh.size());
+  });
+}
+
+cpgen_status cpgen_nccl_comm_init_rank(const void* id, size_t size, int32_t rank, int32_t nranks, int32_t device,
+                                       void** comm) {
+  return guard([&] {
+    const char* fn = "cpgen_nccl_comm_init_rank";
+    require(comm, "comm", fn);
+    *comm = nullptr;
+    require(id, "id", fn);
+    require_unique_id_size(size, fn);
+    if (nranks < 1 || rank < 0 || rank >= nranks)
+      cpgen::throw_bad_input(std::string(fn) + ": rank " + std::to_string(rank) + " is outside [0, nranks " +
+                             std::to_string(nranks) + ")");
+    if (device < 0)
+      cpgen::throw_bad_input(std::string(fn) + ": device " + std::to_string(device) +
+                             " is not a device ordinal; allowed: 0 and up");
+    cpgen::NcclUniqueId unique;
+    std::memcpy(unique.data(), id, unique.size());
+    *comm = cpgen::nccl_comm_init(unique, rank, nranks, device);
+  });
+}
+
 cpgen_status cpgen_nccl_comm_destroy(void* comm) {
   return guard([&] { cpgen::nccl_comm_destroy(comm); });
 }

@@ -29,8 +29,9 @@
 //             answers and the capture survives (a plain cuEventQuery is refused, 900, and
 //             invalidates the capture; the probe checks the stand-in does so), and the thread's
 //             capture mode is the same after it
-//   commctx   nccl_comm_init on device 0 from a thread whose current context is device 1's: that
-//             context is current again on return (it was left on device 0's)
+//   commctx   nccl_comm_init on device 0 from a thread whose current context is device 1's, then
+//             the C ABI's cpgen_nccl_unique_id and cpgen_nccl_comm_init_rank: both make a
+//             communicator, and that context is current again on return (it was left on device 0's)
 //   devarch   cpgen_device_arch (the C API) on the stand-in: "sm_90a" for its compute capability
 //             9.0; with FAKE_DEVICES=0, CPGEN_ERR_NO_DEVICE (a device the driver does not see
 //             is not bad input)
@@ -111,8 +112,17 @@ int main(int argc, char** argv) {
       void* comm = nccl_comm_init(nccl_unique_id(), 0, 1, 0);
       CPGEN_CU_CHECK(api.cuCtxGetCurrent(&after));
       nccl_comm_destroy(comm);
+      if (after != mine) leave(1, "commctx: the context changed");
+      // The same through the C ABI's unique-id bootstrap.
+      unsigned char id[CPGEN_NCCL_UNIQUE_ID_BYTES];
+      void* c_comm = nullptr;
+      if (cpgen_nccl_unique_id(id, sizeof id) != CPGEN_OK ||
+          cpgen_nccl_comm_init_rank(id, sizeof id, 0, 1, 0, &c_comm) != CPGEN_OK || !c_comm)
+        leave(1, std::string("commctx: the C ABI bootstrap failed: ") + cpgen_last_error());
+      CPGEN_CU_CHECK(api.cuCtxGetCurrent(&after));
+      if (cpgen_nccl_comm_destroy(c_comm) != CPGEN_OK) leave(1, std::string("commctx: ") + cpgen_last_error());
       leave(after == mine ? 0 : 1, std::string("commctx: ") +
-                                       (after == mine ? "the caller's context is current again" : "the context changed"));
+                                       (after == mine ? "the caller's context is current again" : "the context changed (C ABI)"));
     } catch (const std::exception& e) {
       leave(1, std::string("commctx: ") + e.what());
     }

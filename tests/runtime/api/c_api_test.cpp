@@ -8,6 +8,7 @@
 #include <cstddef>
 #include <cstdint>
 #include <cstring>
+#include <functional>
 #include <string>
 #include <thread>
 #include <vector>
@@ -530,6 +531,38 @@ TEST(CApi, NcclFileBootstrapErrorsComeBackAsStatus) {
   EXPECT_EQ(s, CPGEN_ERR_NCCL) << cpgen_last_error();
   EXPECT_EQ(comm, nullptr);
   EXPECT_EQ(cpgen_nccl_comm_destroy(nullptr), CPGEN_OK);
+}
+
+// The unique-id bootstrap's bad input: each a status and one line naming the argument, *comm
+// cleared, before NCCL is asked for anything. (Its success, on the stand-in NCCL:
+// WatchdogStandIn.ACommunicatorOnAnotherDeviceLeavesTheCallersContextCurrent.)
+TEST(CApi, NcclUniqueIdBootstrapRefusesBadArguments) {
+  unsigned char id[CPGEN_NCCL_UNIQUE_ID_BYTES] = {};
+  void* comm = nullptr;
+  struct Case {
+    std::function<cpgen_status()> call;
+    const char* names;
+    bool clears_comm;
+  };
+  const Case cases[] = {
+      {[&] { return cpgen_nccl_unique_id(nullptr, sizeof id); }, "id is NULL", false},
+      {[&] { return cpgen_nccl_unique_id(id, 64); }, "size 64 is not an NCCL unique id's 128 bytes", false},
+      {[&] { return cpgen_nccl_comm_init_rank(nullptr, sizeof id, 0, 1, 0, &comm); }, "id is NULL", true},
+      {[&] { return cpgen_nccl_comm_init_rank(id, sizeof id + 1, 0, 1, 0, &comm); }, "size 129", true},
+      {[&] { return cpgen_nccl_comm_init_rank(id, sizeof id, 2, 2, 0, &comm); }, "rank 2 is outside [0, nranks 2)", true},
+      {[&] { return cpgen_nccl_comm_init_rank(id, sizeof id, 0, 0, 0, &comm); }, "rank 0 is outside [0, nranks 0)", true},
+      {[&] { return cpgen_nccl_comm_init_rank(id, sizeof id, 0, 1, -1, &comm); }, "device -1 is not a device ordinal",
+       true},
+  };
+  for (const Case& c : cases) {
+    comm = reinterpret_cast<void*>(0x1);
+    const cpgen_status status = c.call();
+    const std::string message = cpgen_last_error();
+    EXPECT_EQ(status, CPGEN_ERR_BAD_INPUT) << message;
+    EXPECT_NE(message.find(c.names), std::string::npos) << message;
+    EXPECT_EQ(message.find('\n'), std::string::npos) << message;
+    if (c.clears_comm) EXPECT_EQ(comm, nullptr) << message;
+  }
 }
 
 }  // namespace

@@ -69,8 +69,9 @@ TEST_F(WatchdogStandIn, ACallFailingWhileCapturingLeavesTheRingUsable) {
       << r.output;
 }
 
-// Making a communicator on device 0 leaves the caller's current context (device 1's) current: a
-// PyTorch rank on another device would otherwise allocate its next tensors on device 0.
+// Making a communicator on device 0 (nccl_comm_init, and the C ABI's unique-id bootstrap) leaves
+// the caller's current context (device 1's) current: a PyTorch rank on another device would
+// otherwise allocate its next tensors on device 0.
 TEST_F(WatchdogStandIn, ACommunicatorOnAnotherDeviceLeavesTheCallersContextCurrent) {
   const testing::ShellResult r = probe("commctx", dir_.path() + "/log.txt", "FAKE_DEVICES=2");
   EXPECT_EQ(r.code, 0) << r.output;
