@@ -130,9 +130,8 @@ std::vector<int64_t> sample_positions(Scheme scheme, int64_t seq_len, int cp_siz
     for (int64_t i = 0; i < seq_len; ++i) positions.push_back(i);
     return positions;
   }
-  for (int r = 0; r < cp_size; ++r) {
-    // The shards the ring runs: with documents, each document is split on its own.
-    const std::vector<int64_t> shard = partition_positions(scheme, seq_len, cp_size, r, documents);
+  // The shards the ring runs: with documents, each document is split on its own.
+  for (const std::vector<int64_t>& shard : partition_positions_all(scheme, seq_len, cp_size, documents)) {
     if (shard.empty()) continue;  // a rank that holds no token
     positions.push_back(shard.front());
     positions.push_back(shard.back());
