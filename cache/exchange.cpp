@@ -12,6 +12,7 @@
 #include "cpgen/error.h"
 #include "generator/kernel_spec.h"
 #include "generator/kernel_spec_wgmma.h"
+#include "runtime/core/json_text.h"
 #include "runtime/core/problem_limits.h"
 
 namespace cpgen {
@@ -73,8 +74,44 @@ json record_to_json(const Record& r, bool winner) {
   return entry;
 }
 
+namespace {
+
+// Refuses a field `object` has that `known` (an object of the same kind as written) lacks: a
+// misspelt field ("winer") was ignored, and the entry imported without what it meant to say.
+void refuse_unknown_fields(const json& object, const json& known, const std::string& where, const char* what) {
+  if (!object.is_object()) return;  // the field readers say what the value must be
+  for (const auto& [name, unused] : object.items()) {
+    if (known.contains(name)) continue;
+    std::string names;
+    for (const auto& [k, unused2] : known.items()) names += (names.empty() ? "" : ", ") + k;
+    throw_bad_input(where + ": " + what + " field '" + printable(name, 80) + "' is not one cpgen writes; allowed: " + names);
+  }
+}
+
+// The fields an entry, its workload and its environment may have: those record_to_json writes
+// (a workload with its mask fields).
+const json& entry_fields() {
+  static const json fields = [] {
+    Record model;
+    model.workload.mask.window_left = 0;  // so that to_json lists the mask fields
+    return record_to_json(model, false);
+  }();
+  return fields;
+}
+
+}  // namespace
+
+void check_entry_fields(const json& entry, const std::string& where) {
+  const json& known = entry_fields();
+  refuse_unknown_fields(entry, known, where, "entry");
+  if (entry.is_object() && entry.contains("environment"))
+    refuse_unknown_fields(entry["environment"], known["environment"], where, "environment");
+}
+
 Record record_from_json(const json& entry, const std::string& where) {
   if (!entry.is_object()) throw_bad_input(where + ": an entry must be a JSON object");
+  check_entry_fields(entry, where);
+  if (entry.contains("workload")) refuse_unknown_fields(entry["workload"], entry_fields()["workload"], where, "workload");
   Record r;
   if (!entry.contains("workload")) throw_bad_input(where + ": field 'workload' is missing");
   // required_field names `where` itself (inside the try below, its message got the prefix twice).
@@ -232,6 +269,7 @@ void check_cache_header(const json& doc, const std::string& where) {
   if (!doc.contains("entries") || !doc["entries"].is_array()) {
     throw_bad_input(where + ": field 'entries' is missing or not an array");
   }
+  refuse_unknown_fields(doc, json{{"format", ""}, {"version", 0}, {"entries", json::array()}}, where, "top-level");
 }
 
 bool is_heuristic_entry(const json& entry, const std::string& at) {
@@ -256,6 +294,9 @@ CacheEntries read_cache_entries(const json& doc, const std::string& where) {
     }
     const bool winner = entry_winner(entries[i], at);
     Record r = record_from_json(entries[i], at);
+    if (winner && !r.valid())
+      throw_bad_input(at + ": field 'winner' is true on a '" + std::string(disposition_name(r.disposition)) +
+                      "' entry" + (r.median_ms ? "" : " without a median") + "; only a timed 'ok' entry can be a winner");
     // Keyed before a causal window's right side counted as moot (workload_mask_of): no lookup
     // asks for such a key any more, so it would only sit in the database.
     if (r.workload.causal && r.workload.mask.window_right >= 0) {

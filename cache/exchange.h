@@ -28,8 +28,12 @@ inline constexpr const char* kCacheFormatName = "cpgen-tuning-cache";
 inline constexpr int kCacheFormatVersion = 1;
 
 nlohmann::json record_to_json(const Record& r, bool winner);
-// Reads and validates one entry (validate_record); throws kBadInput naming `where` and the field.
+// Reads and validates one entry (validate_record); throws kBadInput naming `where` and the field,
+// also for a field of the entry, its workload or its environment that record_to_json never writes.
 Record record_from_json(const nlohmann::json& entry, const std::string& where);
+// The entry-level part of that check (the entry's and its environment's fields), for entries whose
+// workload is a pattern (the shipped defaults), which check_pattern judges.
+void check_entry_fields(const nlohmann::json& entry, const std::string& where);
 // What an imported record must satisfy before it may be stored: a workload the kernels support
 // (head dim, GQA group, arch, positive lengths), a kernel built for that workload (dtype, head
 // dim, mask, group) and feasible on its arch unless the record says it is infeasible, finite

@@ -111,10 +111,14 @@ PretunedCaches load_pretuned_caches(const std::vector<std::string>& dirs) {
           entry.workload = e["workload"];
           entry.winner = entry_winner(e, at);
           entry.dir_index = static_cast<int>(caches.dirs.size()) - 1;
-          if (is_heuristic_entry(e, at))
+          if (is_heuristic_entry(e, at)) {
+            check_entry_fields(e, at);
             check_pattern(entry.workload, at);
-          else
+          } else {
             entry.record = record_from_json(e, at);
+            if (entry.winner && !entry.record->valid())
+              throw_bad_input(at + ": field 'winner' is true on an entry that is not a timed 'ok' one");
+          }
           parsed.push_back(std::move(entry));
         }
         seen_names.insert(file.filename().string());

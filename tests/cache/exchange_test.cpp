@@ -181,6 +181,45 @@ TEST_F(ExchangeTest, ABadEntryRejectsTheWholeFileNamingTheField) {
   EXPECT_THROW(import_cache(fresh, nlohmann::json{{"entries", nlohmann::json::array()}}, "x.json"), Error);
 }
 
+// A field no export writes (a misspelt one) is refused, naming the entry, where and the field:
+// "winer" was ignored and the entry imported without its winner; and a winner must be a timed
+// 'ok' entry (an infeasible one marked winner imported with no winner taken).
+TEST_F(ExchangeTest, AMisspeltFieldOrAWinnerThatWasNotTimedIsRefused) {
+  Database db(path("a.db"));
+  put_record(db, test_record(test_workload(), 128, 64, 4, 2, 1.0));
+  put_record(db, test_record(test_workload(), 64, 64, 4, 2, 0, Disposition::kInfeasible));
+  const nlohmann::json good = export_cache(db);
+  Database fresh(path("b.db"));
+  struct Case {
+    std::function<void(nlohmann::json&)> spoil;
+    const char* names;
+  };
+  const Case cases[] = {
+      {[](nlohmann::json& d) { d["entries"][0]["winer"] = true; }, "bad.json entry 0: entry field 'winer' is not one cpgen writes; allowed: "},
+      {[](nlohmann::json& d) { d["entries"][0]["workload"]["head_dimm"] = 128; }, "bad.json entry 0: workload field 'head_dimm'"},
+      {[](nlohmann::json& d) { d["entries"][0]["environment"]["gpu"] = "x"; }, "bad.json entry 0: environment field 'gpu'"},
+      {[](nlohmann::json& d) { d["extra_top"] = 1; }, "bad.json: top-level field 'extra_top'"},
+      {[](nlohmann::json& d) {
+         for (auto& e : d["entries"])
+           if (e["disposition"] == "infeasible") e["winner"] = true;
+       },
+       "field 'winner' is true on a 'infeasible' entry without a median; only a timed 'ok' entry can be a winner"},
+  };
+  for (const Case& c : cases) {
+    nlohmann::json doc = good;
+    c.spoil(doc);
+    try {
+      import_cache(fresh, doc, "bad.json");
+      ADD_FAILURE() << c.names << ": imported";
+    } catch (const Error& e) {
+      EXPECT_EQ(e.kind(), ErrorKind::kBadInput) << e.what();
+      EXPECT_NE(std::string(e.what()).find(c.names), std::string::npos) << e.what();
+    }
+  }
+  EXPECT_TRUE(all_records(fresh).empty());
+  EXPECT_EQ(import_cache(fresh, good, "good.json").added, 2);  // the export itself still imports
+}
+
 // An entry keyed causal with a window's right side (written before the right side counted as moot
 // under causal) is left out with a warning: no lookup asks for that key. The same entry keyed
 // canonically (right side -1) imports.

@@ -68,8 +68,8 @@ TEST(PretunedDirs, AFifoInTheFolderIsSkippedNotOpened) {
   EXPECT_EQ(warning.find('\n'), std::string::npos) << warning;
 }
 
-// A cache with a field given twice (a second "entries" would hide the first) or a winner flag
-// that is no boolean is skipped, as any malformed cache is.
+// A cache with a field given twice (a second "entries" would hide the first), a winner flag that
+// is no boolean or a field no cache has is skipped, as any malformed cache is.
 TEST(PretunedDirs, ACacheWithAFieldGivenTwiceOrABadWinnerIsSkipped) {
   testing::TempDir dir("pretuned_twice");
   const std::string head = R"({"format": "cpgen-tuning-cache", "version": 1, )";
@@ -78,7 +78,8 @@ TEST(PretunedDirs, ACacheWithAFieldGivenTwiceOrABadWinnerIsSkipped) {
   for (const auto& [name, text] : {std::pair<std::string, std::string>{"a.json", head + R"("entries": []})"},
                                    {"b.json", head + R"("entries": [], "entries": []})"},
                                    {"c.json", head + R"("entries": [)" + entry + R"(, "winner": "yes"}]})"},
-                                   {"d.json", head + R"("entries": [)" + entry + R"(, "winner": true}]})"}}) {
+                                   {"d.json", head + R"("entries": [)" + entry + R"(, "winner": true}]})"},
+                                   {"e.json", head + R"("entries": [)" + entry + R"(, "winer": true}]})"}}) {
     std::ofstream(dir.path() + "/" + name) << text;
   }
   ::testing::internal::CaptureStderr();
@@ -89,6 +90,9 @@ TEST(PretunedDirs, ACacheWithAFieldGivenTwiceOrABadWinnerIsSkipped) {
   EXPECT_NE(warnings.find(dir.path() + "/b.json: the top level: field \"entries\" appears twice"), std::string::npos)
       << warnings;
   EXPECT_NE(warnings.find(dir.path() + "/c.json entry 0: field 'winner' must be true or false"), std::string::npos)
+      << warnings;
+  // A misspelt field is no field of an entry (it was ignored, and the entry read without it).
+  EXPECT_NE(warnings.find(dir.path() + "/e.json entry 0: entry field 'winer' is not one cpgen writes"), std::string::npos)
       << warnings;
   EXPECT_EQ(warnings.find("json.exception"), std::string::npos) << warnings;
 }
