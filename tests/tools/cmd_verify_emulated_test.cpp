@@ -149,6 +149,23 @@ TEST_F(CmdVerifyEmulated, SpecChoosesTheKernelPerStepType) {
   EXPECT_NE(precision.find("; backward: ring_bwd_bf16_hd64_causal_gqa4_"), std::string::npos) << precision;
 }
 
+// A ring_bwd_ URI chooses the backward kernel of its step type (or of every backward step type
+// without STEP=): the emulated backward runs it and the report names it. (--spec took forward
+// kernels only, and its refusal of a backward one said the backend checks the forward alone,
+// while the backward ran whatever selection chose.)
+TEST_F(CmdVerifyEmulated, SpecChoosesTheBackwardKernelPerStepType) {
+  const auto r = run_cli("verify --vectors " + vectors("gqa4_causal_hd64_s32.json") +
+                         " --backend emulated --scheme zigzag --ranks 2 --json"
+                         " --spec bwd-diagonal=ring_bwd_bf16_hd64_causal_gqa4_bm64_bn32_w4_s2");
+  ASSERT_EQ(r.exit_code, 0) << r.out << r.err;
+  const nlohmann::json report = nlohmann::json::parse(r.out);
+  const std::string precision = report.at("precision");
+  EXPECT_NE(precision.find("bwd-diagonal ring_bwd_bf16_hd64_causal_gqa4_bm64_bn32_w4_s2"), std::string::npos) << precision;
+  EXPECT_NE(precision.find("bwd-zigzag-q-half ring_bwd_bf16_hd64_causal_gqa4_bm64_bn64_"), std::string::npos) << precision;
+  ASSERT_EQ(report.at("checks").size(), 5u) << r.out;
+  for (const auto& check : report.at("checks")) EXPECT_TRUE(check.at("ok").get<bool>()) << check.dump();
+}
+
 // No host compiler: one line naming what to install, exit 1 (not the user's input).
 TEST_F(CmdVerifyEmulated, MissingCompilerIsOneLineNamingThePackage) {
   const char* old = std::getenv("CXX");
@@ -175,6 +192,12 @@ TEST_F(CmdVerifyEmulated, BadInputIsOneLineAndExitTwo) {
            {"--backend emulated --spec ring_fwd_bf16_hd128_causal_gqa4_bm128_bn64_w4_s2", "the problem is bf16 hd64"},
            {"--backend emulated --spec full=ring_fwd_bf16_hd64_causal_gqa4_bm128_bn64_w4_s2", "has no full step"},
            {"--backend emulated --spec nonsense", "--spec 'nonsense'"},
+           {"--backend emulated --spec diag=ring_fwd_bf16_hd64_causal_gqa4_bm128_bn64_w4_s2",
+            "'diag' is not a step type of this problem; its step types: diagonal, zigzag-kv-half, zigzag-q-half, "
+            "bwd-diagonal, bwd-zigzag-kv-half, bwd-zigzag-q-half"},
+           {"--backend emulated --spec diagonal=ring_bwd_bf16_hd64_causal_gqa4_bm64_bn64_w4_s2",
+            "a backward kernel cannot run the diagonal step"},
+           {"--backend emulated --spec ring_bwd_pre_bf16_hd64_w4", "not a ring step kernel"},
            {"--backend cpu --spec ring_fwd_bf16_hd64_causal_gqa4_bm128_bn64_w4_s2", "--spec is not taken by --backend cpu"},
            {"--backend emulated --transport nccl", "allowed: threads"},
            {"--backend emulated --spec ring_fwd_bf16_hd64_causal_ivl_gqa4_bm128_bn64_w4_s2",

@@ -300,8 +300,9 @@ const CommandRegistrar kVerify("verify", [](CLI::App& root) {
   cmd->add_option("--transport", opt->transport,
                   "how ranks exchange data, if the backend has a choice (cpu: threads)");
   cmd->add_option("--spec", opt->specs,
-                  "kernel URI to run (--backend emulated): URI for every step type, or STEP=URI for one "
-                  "(STEP: diagonal, full, zigzag-kv-half, zigzag-q-half); 'wgmma': the sm_90a family's default tiles "
+                  "kernel URI to run (--backend emulated): URI for every step type of its direction (ring_fwd_... "
+                  "forward, ring_bwd_... backward), or STEP=URI for one (STEP: diagonal, full, zigzag-kv-half, "
+                  "zigzag-q-half, and bwd- before each for the backward); 'wgmma': the sm_90a family's default tiles "
                   "for the problem; 'wgmma-pingpong': the same in the ping-pong schedule; 'wgmma-persistent': the same in "
                   "the persistent launch; 'mma.sync': that family's default tiles; default: what selection chooses");
   cmd->add_option("--output", opt->output_path,

@@ -2,9 +2,10 @@
 // emulator on the CPU (runtime/backend/emulated_ring.h): the same KernelRingBackend, launches,
 // grids and params as the GPU, ranks on host threads over the CPU transport. The kernel of each
 // step type is what selection chooses for the problem (the database, the shipped caches, the
-// default, as `cpgen explain --arch sm_90` shows), or --spec for the forward. Checks out and lse,
+// default, as `cpgen explain --arch sm_90` shows), or what --spec names. Checks out and lse,
 // and dq, dk, dv when the vectors have gradients (or the problem is --random), with the bf16/fp16
 // tolerances of the GPU backend. Needs a host C++ compiler, no GPU.
+#include <algorithm>
 #include <cstdio>
 #include <string>
 #include <utility>
@@ -14,6 +15,7 @@
 #include "generator/kernel_spec_wgmma.h"
 #include "runtime/api/kernel_select.h"
 #include "runtime/backend/emulated_ring.h"
+#include "runtime/core/json_text.h"
 #include "runtime/ring/kernel_support.h"
 #include "tools/cli/verify_backend.h"
 
@@ -24,23 +26,35 @@ namespace {
 // would get when no database says otherwise.
 constexpr const char* kSelectionArch = "sm_90";
 
-// --spec values: "URI" for every step type, or "STEP=URI" for one (STEP as `cpgen explain`
-// names step types), or a family name (kernel_support.h: "wgmma" for the sm_90a family's default
-// tiles of the problem with its mask's flags, "wgmma-pingpong" and "wgmma-persistent" for the
-// same tiles in the ping-pong schedule or the persistent launch), so one command line serves
-// every vectors file. Checked against the problem: a kernel of another dtype, head dim,
-// mask or group would compute something else.
-std::vector<std::pair<StepType, KernelSpec>> specs_from_options(const Problem& p,
-                                                                const std::vector<std::string>& values) {
-  const std::vector<StepType> steps = step_types_for(p);
-  std::vector<std::pair<StepType, KernelSpec>> chosen;
-  auto set = [&](StepType step, const KernelSpec& spec) {
-    for (auto& entry : chosen)
+// The kernel each step type runs, forward and backward: what --spec names, else selection's.
+struct ChosenKernels {
+  std::vector<std::pair<StepType, KernelSpec>> forward, backward;
+  bool backward_given = false;  // a --spec named a backward kernel
+};
+
+// --spec values: "URI" for every step type of its direction (a ring_fwd_ URI for the forward, a
+// ring_bwd_ one for the backward), or "STEP=URI" for one (STEP as `cpgen explain` names step
+// types: diagonal, ..., bwd-diagonal, ...), or a family name (kernel_support.h: "wgmma" for the
+// sm_90a family's default tiles of the problem with its mask's flags, "wgmma-pingpong" and
+// "wgmma-persistent" for the same tiles in the ping-pong schedule or the persistent launch), so
+// one command line serves every vectors file. Checked against the problem: a kernel of another
+// dtype, head dim, mask or group would compute something else.
+ChosenKernels specs_from_options(const Problem& p, const std::vector<std::string>& values) {
+  const std::vector<StepType> forward_steps = step_types_for(p), backward_steps = backward_step_types_for(p);
+  ChosenKernels chosen;
+  auto set = [](std::vector<std::pair<StepType, KernelSpec>>& list, StepType step, const KernelSpec& spec) {
+    for (auto& entry : list)
       if (entry.first == step) {
         entry.second = spec;
         return;
       }
-    chosen.emplace_back(step, spec);
+    list.emplace_back(step, spec);
+  };
+  auto step_names = [&] {
+    std::string names;
+    for (const auto* steps : {&forward_steps, &backward_steps})
+      for (StepType s : *steps) names += (names.empty() ? "" : ", ") + std::string(step_type_name(s));
+    return names;
   };
   for (const std::string& value : values) {
     const auto eq = value.find('=');
@@ -55,8 +69,10 @@ std::vector<std::pair<StepType, KernelSpec>> specs_from_options(const Problem& p
     } catch (const Error& e) {
       throw_bad_input("--spec '" + value + "': " + e.what());
     }
-    if (spec.kind != KernelKind::kForwardStep && spec.kind != KernelKind::kForwardWgmma)
-      throw_bad_input("--spec '" + value + "': not a forward step kernel (the emulated backend checks the forward)");
+    const bool backward = spec.kind == KernelKind::kBackwardStep;
+    if (!backward && spec.kind != KernelKind::kForwardStep && spec.kind != KernelKind::kForwardWgmma)
+      throw_bad_input("--spec '" + value + "': not a ring step kernel (ring_fwd_... for a forward step, ring_bwd_... for "
+                      "a backward one; the preprocessing and conversion kernels come with the backward)");
     if (spec.dtype != p.dtype || spec.head_dim != p.head_dim || spec.causal != p.causal ||
         spec.gqa_group != p.q_heads / p.kv_heads)
       throw_bad_input("--spec '" + value + "': the kernel is for " + std::string(dtype_name(spec.dtype)) + " hd" +
@@ -82,36 +98,42 @@ std::vector<std::pair<StepType, KernelSpec>> specs_from_options(const Problem& p
                       (spec.softcap ? "with" : "without") + " softcap (_cap); the problem needs " +
                       (intervals ? "_ivl" : "no _ivl") + " (documents or a window) and " +
                       (softcap ? "_cap" : "no _cap"));
+    chosen.backward_given = chosen.backward_given || backward;
+    auto& list = backward ? chosen.backward : chosen.forward;
+    const std::vector<StepType>& steps = backward ? backward_steps : forward_steps;
     if (eq == std::string::npos) {
-      for (StepType step : steps) set(step, spec);
+      for (StepType step : steps) set(list, step, spec);
       continue;
     }
     StepType step;
     try {
       step = parse_step_type(value.substr(0, eq));
-    } catch (const Error& e) {
-      throw_bad_input("--spec '" + value + "': " + e.what());
+    } catch (const Error&) {
+      throw_bad_input("--spec '" + value + "': '" + printable(value.substr(0, eq), 40) +
+                      "' is not a step type of this problem; its step types: " + step_names());
     }
-    bool used = false;
-    for (StepType s : steps) used = used || s == step;
-    if (!used) {
-      std::string names;
-      for (StepType s : steps) names += (names.empty() ? "" : ", ") + std::string(step_type_name(s));
-      throw_bad_input("--spec '" + value + "': this problem has no " + std::string(step_type_name(step)) +
-                      " step; its step types: " + names);
+    if (std::find(steps.begin(), steps.end(), step) == steps.end()) {
+      const bool other_direction = std::find(forward_steps.begin(), forward_steps.end(), step) != forward_steps.end() ||
+                                   std::find(backward_steps.begin(), backward_steps.end(), step) != backward_steps.end();
+      throw_bad_input("--spec '" + value + "': " +
+                      (other_direction ? std::string("a ") + (backward ? "backward" : "forward") + " kernel cannot run the " +
+                                             std::string(step_type_name(step)) + " step"
+                                       : "this problem has no " + std::string(step_type_name(step)) + " step") +
+                      "; its step types: " + step_names());
     }
-    set(step, spec);
+    set(list, step, spec);
   }
   // Step types no --spec named run what selection chooses.
   const RingKernelSelection selection = select_ring_kernels(p, "", kSelectionArch);
-  for (const auto& [workload, s] : selection.steps) {
-    bool given = false;
-    for (const auto& entry : chosen) given = given || entry.first == workload.step;
-    if (!given) chosen.emplace_back(workload.step, s.spec);
-  }
+  for (auto [selected, list] : {std::pair{&selection.steps, &chosen.forward}, std::pair{&selection.backward_steps, &chosen.backward}})
+    for (const auto& [workload, s] : *selected) {
+      bool given = false;
+      for (const auto& entry : *list) given = given || entry.first == workload.step;
+      if (!given) list->emplace_back(workload.step, s.spec);
+    }
   // Ring step 0's type first: it is the main kernel of the device.
-  for (size_t i = 0; i < chosen.size(); ++i)
-    if (chosen[i].first == steps.front()) std::swap(chosen[i], chosen.front());
+  for (size_t i = 0; i < chosen.forward.size(); ++i)
+    if (chosen.forward[i].first == forward_steps.front()) std::swap(chosen.forward[i], chosen.forward.front());
   return chosen;
 }
 
@@ -131,16 +153,18 @@ VerifyReport run_emulated(const VerifyRequest& r) {
     throw_bad_input("--transport " + r.transport + " is not supported by --backend emulated; allowed: threads");
   const Problem p = request_problem(r, dtype);
   check_kernel_ring_problem(p, "emulated ring kernels");
-  const auto per_step = specs_from_options(p, r.specs);
+  const ChosenKernels kernels = specs_from_options(p, r.specs);
+  const auto& per_step = kernels.forward;
   const std::vector<float> q(vec.q.begin(), vec.q.end()), k(vec.k.begin(), vec.k.end()),
       v(vec.v.begin(), vec.v.end());
   // The backward runs when there are gradients to check it against (as --backend gpu), with the
   // backward kernels selection chooses.
   const bool run_backward = !vec.dout.empty() && (r.sampled || !vec.dq.empty());
+  if (kernels.backward_given && !run_backward)
+    throw_bad_input("--spec names a backward kernel, but the vectors have no gradients to check a backward against");
   EmulatedBackward backward;
   if (run_backward) {
-    for (const auto& [workload, s] : select_ring_kernels(p, "", kSelectionArch).backward_steps)
-      backward.steps.emplace_back(workload.step, s.spec);
+    backward.steps = kernels.backward;
     backward.pre = KernelSpec::backward_pre(p.dtype, static_cast<int>(p.head_dim));
     backward.convert = KernelSpec::backward_convert(p.dtype, static_cast<int>(p.head_dim));
     backward.dout.assign(vec.dout.begin(), vec.dout.end());
@@ -152,8 +176,9 @@ VerifyReport run_emulated(const VerifyRequest& r) {
   EmulatedRingResult ring =
       run_emulated_ring(p, per_step, arch, q, k, v, default_kernel_store(), run_backward ? &backward : nullptr);
   VerifyReport report;
-  const std::string kernels = ring_kernels_text(names_of(per_step), run_backward ? names_of(backward.steps) : StepKernelNames{});
-  report.precision = kernels + "; emulated on the CPU, " + std::to_string(r.ranks) +
+  const std::string kernel_text =
+      ring_kernels_text(names_of(per_step), run_backward ? names_of(backward.steps) : StepKernelNames{});
+  report.precision = kernel_text + "; emulated on the CPU, " + std::to_string(r.ranks) +
                      (r.ranks == 1 ? " rank" : " ranks on threads") + layout_note(r);
   char timing[160];
   std::snprintf(timing, sizeof timing, "%ld kernel launches emulated in %.0f ms (summed over ranks)", ring.launches,
