@@ -8,6 +8,8 @@
 #include <algorithm>
 #include <cstdlib>
 #include <filesystem>
+#include <string>
+#include <vector>
 
 #include "test_util.h"
 
@@ -42,6 +44,32 @@ TEST(Cli, UnknownSubcommandIsNamedAndTheSubcommandsListed) {
   r = run_cli("db 'sh\nwo'");
   EXPECT_EQ(line_count(r.err), 1) << r.err;
   EXPECT_NE(r.err.find("unknown db subcommand 'sh\\x0awo'"), std::string::npos) << r.err;
+}
+
+// What CLI11 refuses is one line that names the command and points at the command's own help: an
+// unknown option lists the command's options, a missing subcommand the subcommands (they said
+// "The following arguments were not expected: x --shape-file" and "A subcommand is required",
+// each "(see cpgen --help)").
+TEST(Cli, ParseErrorsNameTheCommandAndItsOwnHelp) {
+  struct Case {
+    const char* args;
+    std::vector<std::string> says;
+  };
+  for (const Case& c : std::vector<Case>{
+           {"plan --shape-file x",
+            {"cpgen: plan: unknown option or extra argument: --shape-file x; its options: --shapes, --shape,",
+             "(see cpgen plan --help)"}},
+           {"db show --dbb x", {"db show: unknown option or extra argument: --dbb x; its options: --db, --json",
+                                "(see cpgen db show --help)"}},
+           {"db", {"db needs a subcommand: show, export, import, merge, verify (see cpgen db --help)"}},
+           {"db import", {"db import: ", "(see cpgen db import --help)"}},
+           {"plan --shapes", {"plan: --shapes", "(see cpgen plan --help)"}}}) {
+    const CliResult r = run_cli(c.args);
+    EXPECT_EQ(r.exit_code, 2) << c.args;
+    EXPECT_EQ(line_count(r.err), 1) << c.args << ": " << r.err;
+    for (const std::string& part : c.says) EXPECT_NE(r.err.find(part), std::string::npos) << c.args << ": " << r.err;
+    EXPECT_EQ(r.err.find("(see cpgen --help)"), std::string::npos) << c.args << ": " << r.err;
+  }
 }
 
 // An option before the command ("cpgen --help plan") was taken for a command and aborted the

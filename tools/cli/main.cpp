@@ -53,6 +53,68 @@ std::string command_list(const CLI::App& app) {
   return names;
 }
 
+namespace {
+
+// The commands argv names before its first option ("db import"), each a subcommand of the last,
+// and the deepest of them (the app itself when argv names none).
+struct CommandPath {
+  std::string words;
+  const CLI::App* app;
+};
+CommandPath command_path(const CLI::App& app, int argc, char** argv) {
+  CommandPath path{"", &app};
+  for (int i = 1; i < argc && argv[i][0] != '-' && is_command(*path.app, argv[i]); ++i) {
+    path.app = path.app->get_subcommand(argv[i]);
+    path.words += (path.words.empty() ? "" : " ") + std::string(argv[i]);
+  }
+  return path;
+}
+
+// The visible options of a command, for a line that answers an unexpected one.
+std::string option_list(const CLI::App& app) {
+  std::string names;
+  for (const CLI::Option* option : app.get_options()) {
+    const std::string name = option->get_name(false, true);  // its long name, else its short
+    if (name.empty() || name[0] != '-' || option->get_group().empty() || name == "-h,--help" || name == "--help") continue;
+    names += (names.empty() ? "" : ", ") + name.substr(0, name.find(','));
+  }
+  return names;
+}
+
+}  // namespace
+
+// What CLI11 refused, as one line that names the command and points at its own --help: an
+// unexpected word lists the command's options, a missing subcommand lists the subcommands.
+std::string parse_error_line(const CLI::App& app, int argc, char** argv, const CLI::ParseError& e) {
+  const CommandPath path = command_path(app, argc, argv);
+  const std::string help = " (see cpgen " + (path.words.empty() ? "" : path.words + " ") + "--help)";
+  const std::string what = one_line(without_program_name(e.what()));
+  if (dynamic_cast<const CLI::ExtrasError*>(&e) && !path.words.empty()) {
+    // CLI11 lists the words it did not expect last one first.
+    const size_t colon = what.find(": ");
+    std::vector<std::string> words;
+    std::string word;
+    for (char c : colon == std::string::npos ? what : what.substr(colon + 2)) {
+      if (c != ' ') {
+        word += c;
+      } else if (!word.empty()) {
+        words.push_back(word);
+        word.clear();
+      }
+    }
+    if (!word.empty()) words.push_back(word);
+    std::string extras;
+    for (auto it = words.rbegin(); it != words.rend(); ++it) extras += (extras.empty() ? "" : " ") + *it;
+    const std::string options = option_list(*path.app);
+    return path.words + ": unknown option or extra argument: " + extras +
+           (options.empty() ? "" : "; its options: " + options) + help;
+  }
+  if (dynamic_cast<const CLI::RequiredError*>(&e) && what.find("subcommand is required") != std::string::npos &&
+      !path.words.empty())
+    return path.words + " needs a subcommand: " + command_list(*path.app) + help;
+  return (path.words.empty() ? "" : path.words + ": ") + what + help;
+}
+
 CommandRegistrar::CommandRegistrar(std::string name, CommandSetup setup) {
   registry().emplace(std::move(name), std::move(setup));
 }
@@ -115,7 +177,7 @@ int main(int argc, char** argv) {
     return app.exit(e);
   } catch (const CLI::ParseError& e) {
     // One line, the way every other bad input is reported.
-    std::cerr << "cpgen: " << cpgen::one_line(cpgen::cli::without_program_name(e.what())) << " (see cpgen --help)\n";
+    std::cerr << "cpgen: " << cpgen::cli::parse_error_line(app, argc, argv, e) << "\n";
     return 2;
   } catch (const cpgen::Error& e) {
     std::cout.flush();
