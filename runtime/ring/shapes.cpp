@@ -346,6 +346,12 @@ std::vector<Problem> parse_shapes_json(const std::string& text, const std::strin
 
 Problem parse_shape_json(const std::string& text, const std::string& source_name) {
   const std::string source = printable(source_name, 200);
+  // KEY=VALUE pairs (cpgen bench's --shape syntax) are not JSON: say what this one takes.
+  const size_t first = text.find_first_not_of(" \t\n\r");
+  if (first != std::string::npos && text[first] != '{' && text.find('=') != std::string::npos)
+    throw_bad_input(source + ": '" + printable(text, 60) + "' is not a JSON object; a shape here is one shapes-file "
+                    "entry as JSON, e.g. '{\"q_heads\": 32, \"kv_heads\": 8, \"head_dim\": 128, \"seq_len\": 32768, "
+                    "\"cp_size\": 8, \"dtype\": \"bf16\", \"causal\": true}' (cpgen bench takes KEY=VALUE pairs)");
   const Json doc = parse_json(text, source, "empty; a shape is a JSON object of shape fields");
   if (!doc.is_object()) throw_bad_input(source + ": a shape must be a JSON object of shape fields, got " + describe(doc));
   return read_shape(doc, 0, source);

@@ -25,6 +25,12 @@ TEST(CliBench, BadShapeKeysAndValuesExitTwoNamingTheField) {
   r = run_cli("bench --shape seq_len=1000 --ranks 8");
   EXPECT_EQ(r.exit_code, 2);
   EXPECT_NE(r.err.find("seq_len"), std::string::npos) << r.err;
+  // The other commands' JSON shape says what bench's --shape takes instead.
+  r = run_cli("bench --shape '{\"seq_len\": 1024}'");
+  EXPECT_EQ(r.exit_code, 2);
+  EXPECT_NE(r.err.find("is not KEY=VALUE; bench's --shape takes comma-separated pairs, e.g. q_heads=32"), std::string::npos)
+      << r.err;
+  EXPECT_EQ(lines(r.err), 1) << r.err;
   r = run_cli("bench --transport carrier-pigeon");
   EXPECT_EQ(r.exit_code, 2);
   EXPECT_NE(r.err.find("allowed: loopback, nccl"), std::string::npos) << r.err;

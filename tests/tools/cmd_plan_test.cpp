@@ -157,6 +157,18 @@ TEST(CmdPlan, OneShapeInlinePlansAsAFileHoldingIt) {
   expect_clean_bad_input(run_cli("plan --shape '{\"q_heads\": 0}'"), "--shape");
 }
 
+// The table's header says the mask as it was understood (a window side left out is unbounded),
+// so a reader sees the documents, window and softcap the plan counted.
+TEST(CmdPlan, TheTableNamesTheShapesMask) {
+  const auto r = run_cli(R"(plan --shape '{"name": "w", "q_heads": 8, "kv_heads": 2, "head_dim": 64, "seq_len": 8192, )"
+                         R"("cp_size": 4, "dtype": "bf16", "causal": false, "window": {"left": 256}, )"
+                         R"("documents": [4096, 4096], "softcap": 30}')");
+  ASSERT_EQ(r.exit_code, 0) << r.err;
+  EXPECT_NE(r.out.find("non-causal, 2 documents, window (256, unbounded), softcap 30; its scheme contiguous"),
+            std::string::npos)
+      << r.out;
+}
+
 TEST(CmdPlan, RatesChangeTheVerdictOnHiding) {
   const auto r = run_cli("plan --json --link-gbps 1 --tflops 400 --shapes " + kSource +
                          "/examples/shapes/llama3-8b-128k-cp8.json");

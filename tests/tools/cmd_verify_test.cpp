@@ -317,6 +317,8 @@ TEST(CmdVerifyRandom, BadSourcesExitTwoWithOneLine) {
        "\"dtype\": \"bf16\", \"causal\": true}' --random",
        "head_dim 80 is not supported; allowed: 64, 96, 128, 256"},
       {"--shape 'not json' --random", "--shape: not valid JSON"},
+      // bench's KEY=VALUE syntax gets a line saying what this --shape takes.
+      {"--shape 'q_heads=8' --random", "--shape: 'q_heads=8' is not a JSON object; a shape here is one shapes-file entry"},
       {shape_arg(kGqaCausal) + " --random --seed -1", "--seed"},
       {shape_arg(kGqaCausal) + " --random --dtype bf16", "--dtype bf16 is not supported by --backend cpu"},
       {shape_arg(kGqaCausal) + " --random --transport nccl", "--transport nccl is not supported by --backend cpu"},

@@ -12,6 +12,7 @@
 
 #include "cpgen/error.h"
 #include "cpgen/problem.h"
+#include "runtime/core/json_text.h"
 #include "runtime/core/problem_limits.h"
 #include "runtime/cuda/cuda_driver.h"
 #include "runtime/api/gpu_bench.h"
@@ -71,7 +72,9 @@ Problem parse_shape_argument(const std::string& text, int ranks) {
     if (item.empty()) continue;
     const size_t eq = item.find('=');
     if (eq == std::string::npos)
-      throw_bad_input("--shape: '" + item + "' is not KEY=VALUE");
+      throw_bad_input("--shape: '" + printable(item, 60) + "' is not KEY=VALUE; bench's --shape takes comma-separated "
+                      "pairs, e.g. q_heads=32,kv_heads=8,seq_len=32768,causal=1 (plan, explain and verify take a JSON "
+                      "object)");
     const std::string key = item.substr(0, eq), value = item.substr(eq + 1);
     if (key == "batch") p.batch = parse_int(key, value);
     else if (key == "q_heads") p.q_heads = parse_int(key, value);

@@ -114,10 +114,22 @@ void print_table(const std::vector<ShapePlan>& plans, const PlanRates& rates) {
               rates.link_gbps, rates.tflops);
   for (const ShapePlan& shape : plans) {
     const Problem& p = shape.problem;
-    std::printf("\n%s: batch %lld, heads %lld/%lld (GQA %lld), head_dim %lld, seq_len %lld, cp_size %lld, %s, %s; file scheme %s\n",
+    // The mask as the shape gave it, so a reader sees what was understood.
+    std::string mask;
+    if (p.documents.size() > 1) mask += ", " + std::to_string(p.documents.size()) + " documents";
+    if (p.has_window())
+      mask += ", window (" + (p.window_left >= 0 ? std::to_string(p.window_left) : std::string("unbounded")) + ", " +
+              (p.causal ? std::string("causal") : p.window_right >= 0 ? std::to_string(p.window_right) : "unbounded") + ")";
+    if (p.softcap > 0) {
+      char cap[48];
+      std::snprintf(cap, sizeof cap, ", softcap %.4g", p.softcap);
+      mask += cap;
+    }
+    std::printf("\n%s: batch %lld, heads %lld/%lld (GQA %lld), head_dim %lld, seq_len %lld, cp_size %lld, %s, %s%s; "
+                "its scheme %s\n",
                 p.name.c_str(), (long long)p.batch, (long long)p.q_heads, (long long)p.kv_heads,
                 (long long)p.gqa_group(), (long long)p.head_dim, (long long)p.seq_len, (long long)p.cp_size,
-                std::string(dtype_name(p.dtype)).c_str(), p.causal ? "causal" : "non-causal",
+                std::string(dtype_name(p.dtype)).c_str(), p.causal ? "causal" : "non-causal", mask.c_str(),
                 std::string(scheme_name(p.scheme)).c_str());
     if (uses_pair_model(p))
       std::printf("  work counted as the (query, key) pairs the mask leaves visible, per rank and step\n");
