@@ -1,6 +1,7 @@
 // cpgen db show|export|import|merge|verify: inspect and exchange the tuning database.
 #include <nlohmann/json.hpp>
 
+#include <cstdlib>
 #include <filesystem>
 #include <iostream>
 #include <map>
@@ -36,10 +37,19 @@ std::string ms_or_dash(const std::optional<double>& ms) {
   return buf;
 }
 
+// "no tuning database at PATH", with where PATH came from when the user did not name it.
+[[noreturn]] void no_database(const DbOptions& o) {
+  const char* env = std::getenv("CPGEN_DB");
+  const std::string origin = !o.db.empty()         ? ""
+                             : env && *env         ? " (CPGEN_DB names it)"
+                                                   : " (the default; pass --db PATH or set CPGEN_DB)";
+  throw_bad_input("no tuning database at " + resolve_db_path(o.db) + origin);
+}
+
 // Read-only subcommands never create a database where there is none.
 std::unique_ptr<Database> existing(const DbOptions& o) {
   auto db = open_existing_db(o.db);
-  if (!db) throw_bad_input("no tuning database at " + resolve_db_path(o.db) + " (pass --db PATH or set CPGEN_DB)");
+  if (!db) no_database(o);
   return db;
 }
 
@@ -142,7 +152,7 @@ void merge_cmd(const DbOptions& o) {
 void verify_cmd(const DbOptions& o) {
   const std::string path = resolve_db_path(o.db);
   std::error_code ec;
-  if (!std::filesystem::exists(path, ec)) throw_bad_input("no tuning database at " + path + " (pass --db PATH or set CPGEN_DB)");
+  if (!std::filesystem::exists(path, ec)) no_database(o);
   std::unique_ptr<Database> db;
   try {
     db = std::make_unique<Database>(path, Database::ReadOnly{});
@@ -173,6 +183,7 @@ void verify_cmd(const DbOptions& o) {
       std::cout << "  " << r.other_environment << " record(s) of another environment (kept, ignored for selection)";
       if (r.changed_code > 0) std::cout << ", " << r.changed_code << " of them timed here on kernel code changed since";
       std::cout << "\n";
+      if (!r.by_environment.empty()) std::cout << "  records by environment:\n";
       for (const auto& [key, n] : r.by_environment) std::cout << "    " << n << " x " << key << "\n";
     }
   }

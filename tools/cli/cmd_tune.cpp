@@ -4,6 +4,7 @@
 // exits 0 (3 with --require-gpu).
 #include <nlohmann/json.hpp>
 
+#include <cstdio>
 #include <iostream>
 #include <memory>
 
@@ -51,6 +52,13 @@ struct TuneCliOptions {
 };
 
 constexpr int kExitNoGpu = 3;
+
+// Seconds to the hundredth ("2.00002e-07" and "0.386598" were printed as they came).
+std::string seconds_hundredths(double s) {
+  char text[32];
+  std::snprintf(text, sizeof text, "%.2f", s);
+  return text;
+}
 
 std::string ms_text(double ms) {
   char buf[32];
@@ -145,15 +153,17 @@ void run(const TuneCliOptions& o) {
     return;
   }
   std::cout << "tuned " << report.workloads.size() << " workload(s) of " << problems.size() << " shape(s) for "
-            << device_class.gpu_name << " (" << device_class.arch << ") into " << db->path() << " in " << report.seconds << " s\n";
+            << device_class.gpu_name << " (" << device_class.arch << ") into " << db->path() << " in " << seconds_hundredths(report.seconds)
+            << " s\n";
   for (const WorkloadResult& r : report.workloads) {
     std::cout << "  " << direction_name(r.workload) << ": " << r.workload.describe() << "\n    " << r.pruned
               << " pruned by the model, " << r.compiled << " compiled, " << r.compile_failed << " failed to compile or spilled, " << r.timed << " timed ("
               << r.stopped_early << " stopped early by the race), " << r.rejected
               << " rejected (wrong result or launch failure), " << r.not_timed << " not timed\n";
-    std::cout << "    seconds: " << r.compile_s << " compiling, " << r.setup_s << " preparing inputs and checking the reference, "
-              << r.timing_s << " checking and timing the candidates (" << r.measure_s << " in the timer, " << r.store_s
-              << " storing records)\n";
+    std::cout << "    seconds: " << seconds_hundredths(r.compile_s) << " compiling, " << seconds_hundredths(r.setup_s)
+              << " preparing inputs and checking the reference, " << seconds_hundredths(r.timing_s)
+              << " checking and timing the candidates (" << seconds_hundredths(r.measure_s) << " in the timer, "
+              << seconds_hundredths(r.store_s) << " storing records)\n";
     if (r.winner) std::cout << "    winner: " << r.winner->kernel_uri << " (" << ms_text(*r.winner->median_ms) << " median)\n";
     // Also where there is no winner: why (the reference failed its check, the inputs did not fit).
     if (!r.note.empty()) std::cout << "    note: " << r.note << "\n";

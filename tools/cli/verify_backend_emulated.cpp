@@ -193,7 +193,7 @@ VerifyReport run_emulated(const VerifyRequest& r) {
 const VerifyBackendRegistrar kEmulatedBackend(
     {"emulated",
      "bf16/fp16 forward and backward rings of the generated kernels run by the CUDA emulator on the CPU (no GPU; needs a host "
-     "C++ compiler; --dtype bf16 or fp16; --spec to choose kernels)",
+     "C++ compiler; --dtype bf16, the default for a vectors file, or fp16; --spec to choose kernels)",
      run_emulated, /*takes_spec=*/true});
 
 }  // namespace
