@@ -279,10 +279,11 @@ const CommandRegistrar kVerify("verify", [](CLI::App& root) {
       ->capture_default_str()
       ->check(int_range(0, INT64_MAX))
       ->each([opt](const std::string&) { opt->draw_options_given = true; });
-  // For tests: how many positions are sampled (the default keeps a 128K shape's check short).
-  cmd->add_option("--sample-rows", opt->sample_rows)
+  // How many positions are sampled (the default keeps a 128K shape's check short).
+  cmd->add_option("--sample-rows", opt->sample_rows,
+                  "sequence positions the float64 check of a --random shape samples (every shard's ends among them)")
+      ->capture_default_str()
       ->check(int_range(2, int64_t{1} << 20))
-      ->group("")
       ->each([opt](const std::string&) { opt->draw_options_given = true; });
   cmd->add_option("--scheme", opt->scheme,
                   "partition scheme: contiguous, zigzag, zigzag-token, striped (required with --vectors; "
