@@ -1,9 +1,12 @@
 #include "generator/template_files.h"
 
 #include <algorithm>
+#include <cctype>
 #include <cstdlib>
 #include <filesystem>
 #include <memory>
+#include <optional>
+#include <string>
 #include <vector>
 
 #include "cpgen/error.h"
@@ -64,24 +67,77 @@ std::span<const EmbeddedTemplate> template_files() {
   return embedded_templates();
 }
 
-std::vector<std::string_view> include_names(std::string_view text) {
-  std::vector<std::string_view> names;
+namespace {
+
+// The name of one line's `#include "NAME"` or `#include <NAME>`, or nothing.
+std::optional<std::string_view> include_name_of_line(std::string_view l) {
+  const size_t first = l.find_first_not_of(" \t");
+  if (first == std::string_view::npos || l[first] != '#') return std::nullopt;
+  l.remove_prefix(first + 1);
+  l.remove_prefix(std::min(l.size(), l.find_first_not_of(" \t")));
+  if (!l.starts_with("include")) return std::nullopt;
+  // "name" or <name>: NVRTC finds a template under either form among the program's headers.
+  const size_t open = l.find_first_of("\"<", 7);
+  const size_t close = open == std::string_view::npos ? open : l.find(l[open] == '"' ? '"' : '>', open + 1);
+  if (close == std::string_view::npos) return std::nullopt;
+  return l.substr(open + 1, close - open - 1);
+}
+
+// Calls visit(line) for each line of text, without its newline.
+template <typename Visit>
+void for_each_line(std::string_view text, Visit visit) {
   for (size_t line = 0; line < text.size();) {
     size_t end = text.find('\n', line);
     if (end == std::string_view::npos) end = text.size();
-    std::string_view l = text.substr(line, end - line);
+    visit(text.substr(line, end - line));
     line = end + 1;
-    const size_t first = l.find_first_not_of(" \t");
-    if (first == std::string_view::npos || l[first] != '#') continue;
-    l.remove_prefix(first + 1);
-    l.remove_prefix(std::min(l.size(), l.find_first_not_of(" \t")));
-    if (!l.starts_with("include")) continue;
-    // "name" or <name>: NVRTC finds a template under either form among the program's headers.
-    const size_t open = l.find_first_of("\"<", 7);
-    const size_t close = open == std::string_view::npos ? open : l.find(l[open] == '"' ? '"' : '>', open + 1);
-    if (close != std::string_view::npos) names.push_back(l.substr(open + 1, close - open - 1));
   }
+}
+
+bool is_pragma_once(std::string_view l) {
+  const size_t first = l.find_first_not_of(" \t");
+  return first != std::string_view::npos && l.substr(first).starts_with("#pragma once");
+}
+
+void flatten_into(std::string_view text, std::span<const EmbeddedTemplate> templates, std::vector<std::string_view>& stack,
+                  std::string& out) {
+  for_each_line(text, [&](std::string_view line) {
+    const std::optional<std::string_view> name = include_name_of_line(line);
+    const EmbeddedTemplate* t = nullptr;
+    if (name)
+      for (const EmbeddedTemplate& candidate : templates)
+        if (*name == candidate.name) t = &candidate;
+    if (!t) {
+      if (!(stack.size() > 0 && is_pragma_once(line))) (out += line) += '\n';
+      return;
+    }
+    // A template being expanded that includes itself back: #pragma once would read nothing.
+    if (std::find(stack.begin(), stack.end(), *name) != stack.end()) return;
+    std::string guard = "CPGEN_FLAT_";
+    for (char c : *name) guard += std::isalnum(static_cast<unsigned char>(c)) ? static_cast<char>(std::toupper(c)) : '_';
+    out += "// ---- " + std::string(*name) + " ----\n#ifndef " + guard + "\n#define " + guard + "\n";
+    stack.push_back(*name);
+    flatten_into(std::string_view(t->contents, t->size), templates, stack, out);
+    stack.pop_back();
+    out += "#endif  // " + guard + "\n";
+  });
+}
+
+}  // namespace
+
+std::vector<std::string_view> include_names(std::string_view text) {
+  std::vector<std::string_view> names;
+  for_each_line(text, [&](std::string_view l) {
+    if (const auto name = include_name_of_line(l)) names.push_back(*name);
+  });
   return names;
+}
+
+std::string flatten_includes(std::string_view source, std::span<const EmbeddedTemplate> templates) {
+  std::string out;
+  std::vector<std::string_view> stack;
+  flatten_into(source, templates, stack, out);
+  return out;
 }
 
 std::vector<EmbeddedTemplate> included_templates(std::string_view source, std::span<const EmbeddedTemplate> templates) {

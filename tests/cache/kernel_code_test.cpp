@@ -53,6 +53,29 @@ TEST(IncludedTemplates, FollowsIncludesThroughTemplatesWhateverSurroundsThem) {
             (std::vector<std::string>{"cpgen/d.cuh"}));
 }
 
+// flatten_includes inlines each template where it is included, inside a guard of its own, so the
+// preprocessor reads it once whatever #if surrounds the include (b's first include sits in an #if
+// that may be false; its second is read wherever the first was not); a template that includes
+// itself back through another is left out there, as #pragma once does; other includes stay, and
+// no #pragma once is left in the one file.
+TEST(FlattenIncludes, InlinesEachTemplateOnceUnderAGuardAndLeavesOtherIncludes) {
+  const std::string a = "#pragma once\n#if defined(X)\n#include \"cpgen/b.cuh\"\n#endif\nint a;\n#include \"cpgen/b.cuh\"\n";
+  const std::string b = "#pragma once\n#include <cstdint>\n#include \"cpgen/a.cuh\"\nint b;\n";
+  const std::vector<EmbeddedTemplate> set = {{"cpgen/a.cuh", a.c_str(), a.size()}, {"cpgen/b.cuh", b.c_str(), b.size()}};
+  const std::string flat = flatten_includes("#include <cpgen/a.cuh>\nint main();\n", set);
+  EXPECT_EQ(flat,
+            "// ---- cpgen/a.cuh ----\n#ifndef CPGEN_FLAT_CPGEN_A_CUH\n#define CPGEN_FLAT_CPGEN_A_CUH\n"
+            "#if defined(X)\n"
+            "// ---- cpgen/b.cuh ----\n#ifndef CPGEN_FLAT_CPGEN_B_CUH\n#define CPGEN_FLAT_CPGEN_B_CUH\n"
+            "#include <cstdint>\nint b;\n#endif  // CPGEN_FLAT_CPGEN_B_CUH\n"
+            "#endif\nint a;\n"
+            "// ---- cpgen/b.cuh ----\n#ifndef CPGEN_FLAT_CPGEN_B_CUH\n#define CPGEN_FLAT_CPGEN_B_CUH\n"
+            "#include <cstdint>\nint b;\n#endif  // CPGEN_FLAT_CPGEN_B_CUH\n"
+            "#endif  // CPGEN_FLAT_CPGEN_A_CUH\n"
+            "int main();\n");
+  EXPECT_TRUE(include_names(flatten_includes("#include \"cpgen/b.cuh\"\n", set)) == std::vector<std::string_view>{"cstdint"});
+}
+
 // The families share the common templates and keep their own apart: an edit of the backward
 // leaves the forward kernels' keys and records alone, and the reverse.
 TEST(IncludedTemplates, EachFamilyIncludesItsOwnStepAndNotTheOthers) {

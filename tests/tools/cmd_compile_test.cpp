@@ -14,6 +14,7 @@
 #include "generator/kernel_spec.h"
 #include "generator/kernel_spec_wgmma.h"
 #include "generator/render.h"
+#include "generator/template_files.h"
 #include "runtime/jit/kernel_store.h"
 #include "temp_dir.h"
 #include "test_util.h"
@@ -143,13 +144,26 @@ TEST(CliCompile, AFileSizeLimitIsAStoreErrorNotASignal) {
     EXPECT_EQ(entry.path().filename().string().find(".tmp."), std::string::npos) << entry.path();
 }
 
+// The generated source with the templates it includes inlined: one file, with no include of
+// cpgen's headers left (they are built into cpgen, not installed), which nvcc compiles where the
+// machine has one (it wrote the bare source, a line including cpgen/step_fwd.cuh).
 TEST(CliCompile, EmitSourceWritesTheGeneratedSource) {
   TempDir dir("cli");
   const std::string file = dir.path() + "/kernel.cu";
   auto r = run_cli("compile --spec " + kSmallUri + " --arch sm_80 --store " + dir.path() + "/store --emit-source " + file);
   ASSERT_EQ(r.exit_code, 0) << r.err;
-  EXPECT_EQ(slurp(file), render_source(KernelSpec::parse(kSmallUri)));
+  const std::string source = slurp(file);
+  EXPECT_EQ(source, flatten_includes(render_source(KernelSpec::parse(kSmallUri)), template_files()));
+  for (std::string_view name : include_names(source)) EXPECT_FALSE(name.starts_with("cpgen/")) << name;
+  EXPECT_NE(source.find("extern \"C\" __global__"), std::string::npos);
   EXPECT_NE(r.out.find("spill_bytes"), std::string::npos) << r.out;
+  const std::string nvcc = std::filesystem::exists("/usr/local/cuda/bin/nvcc") ? "/usr/local/cuda/bin/nvcc" : "";
+  if (!nvcc.empty()) {
+    const auto built = testing::run_shell(nvcc + " -cubin -arch=sm_80 -std=c++17 -o " + dir.path() + "/k.cubin " + file,
+                                          dir.path() + "/nvcc.log");
+    EXPECT_EQ(built.code, 0) << built.output;
+    EXPECT_TRUE(std::filesystem::exists(dir.path() + "/k.cubin"));
+  }
 }
 
 // An --emit option outside --spec, and `earlier` (an --emit option listed before it in the

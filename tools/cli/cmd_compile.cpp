@@ -140,7 +140,9 @@ void compile_one(const CompileOptions& o, const std::string& arch, KernelStore* 
   // Written once the compile succeeded, so a failed one leaves an existing file as it was (the
   // source of a failed compile is saved with its log; the message names the folder).
   if (!o.emit_source.empty()) {
-    write_file_atomically(o.emit_source, "the generated source to " + o.emit_source, render_source(spec));
+    // One file: the templates it includes inlined, so nvcc compiles it with no cpgen include path.
+    write_file_atomically(o.emit_source, "the generated source to " + o.emit_source,
+                          flatten_includes(render_source(spec), template_files()));
   }
   if (!o.emit_cubin.empty()) {
     // The cubin exactly as loaded, for `cuobjdump -sass FILE` (or nvdisasm).
@@ -453,7 +455,7 @@ const CommandRegistrar kCompile("compile", [](CLI::App& root) {
                 "windows, packed documents), softcap (_cap) and both, which masked problems load in its place");
   cmd->add_option("--arch", options->arch,
                   "Target: " + supported_archs_text() + " (default: GPU 0's arch, else sm_90a)");
-  cmd->add_option("--emit-source", options->emit_source, "Also write the generated CUDA source to FILE (with --spec)");
+  cmd->add_option("--emit-source", options->emit_source, "Also write the generated CUDA source to FILE (with --spec), the templates it includes inlined: one file nvcc compiles");
   cmd->add_option("--emit-cubin", options->emit_cubin,
                   "Also write the compiled cubin to FILE (with --spec), for cuobjdump -sass FILE");
   cmd->add_option("--emit-ptx", options->emit_ptx,
