@@ -227,6 +227,15 @@
 # problems with documents are keyed (tuned, selected) at the full size the ring runs them. The
 # plan stands.
 #
+# Stop 49 (2026-11-29, CPU only) changed no template or emulator file (the pack of d12b836 stays
+# valid; `git diff 6c0f5a6 -- templates emulation` is empty). What the next call meets: the ring
+# positions are listed in one pass (partition_positions_all) and plan counts masked shapes in
+# O(seq_len + cp_size^2); an NCCL communicator made by cpgen leaves the caller's CUDA context
+# current (the nccl phase's NcclRing.* and the tune's rank group set their own); bench_loopback
+# refuses masked shapes (the ring phase's shapes are plain); db import refuses fields an export
+# never writes, so the tune phase's exported cache must come from this tree's `db export` (it
+# does); compile --emit-source writes one self-contained file. The plan stands.
+#
 # The GPU machines have nvcc, CMake, PyTorch and the nvidia-nccl Python package but maybe none of
 # the Debian -dev packages, and no network. Choice: vendor nothing in the repository; use what the
 # machine has, and where a -dev package is missing use a carried prefix made on the dev machine by
