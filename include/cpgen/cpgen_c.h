@@ -127,7 +127,7 @@ CPGEN_API cpgen_status cpgen_device_count(int32_t* count);
 
 /* NCCL communicators for cpgen_ring_create_nccl, through a file every rank can read: rank 0
  * writes NCCL's unique id there (atomically) and removes it once all ranks joined, or when its own
- * init fails; the others wait up to timeout_seconds for it (<= 0 or NaN: 120; +inf is refused). job_key (may be NULL) must match
+ * init fails; the others wait up to timeout_seconds for it (<= 0 or NaN: 120; more than 86400, a day, is refused). job_key (may be NULL) must match
  * between ranks, so that a stale file of an earlier job is never used. device: the rank's CUDA
  * device ordinal, 0 and up. *comm receives an ncclComm_t. CPGEN_ERR_NCCL when cpgen was built
  * without NCCL. */

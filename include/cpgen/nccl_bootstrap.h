@@ -40,12 +40,14 @@ void* nccl_comm_init(const NcclUniqueId& id, int rank, int nranks, int device);
 // ncclCommDestroy; nullptr is allowed.
 void nccl_comm_destroy(void* comm);
 
+inline constexpr double kMaxBootstrapTimeoutSeconds = 86400;  // NcclFileBootstrap::timeout_seconds
+
 struct NcclFileBootstrap {
   std::string path;              // on a file system every rank sees; fresh per job
   int rank = 0;
   int nranks = 1;
   int device = 0;                // CUDA device ordinal of this rank
-  double timeout_seconds = 120;  // how long ranks != 0 wait for the file (finite, > 0)
+  double timeout_seconds = 120;  // how long ranks != 0 wait for the file (> 0, a day at most)
   std::string job_key;           // optional: written by rank 0, must match on the others, so a
                                  // stale file from an earlier job is never used
 };

@@ -211,6 +211,10 @@ cpgen_status cpgen_problem_init_sized(cpgen_problem* problem, size_t struct_size
     require(problem, "problem", fn);
     // Version 0's own size (its struct ends at softmax_scale) stands for version 0, as 0 does.
     if (struct_size == kVersion0Size) struct_size = 0;
+    if (struct_size > sizeof(cpgen_problem))  // also past int64 (2^63 printed as a negative size)
+      cpgen::throw_bad_input(std::string(fn) + ": struct_size " + std::to_string(struct_size) +
+                             " is not a cpgen_problem this library knows; allowed: 0 or " + std::to_string(kVersion0Size) +
+                             " (version 0) or " + std::to_string(sizeof(cpgen_problem)) + " (version 1)");
     check_struct_size(static_cast<int64_t>(struct_size), fn);
     cpgen_problem defaults{};
     defaults.batch = 1;
@@ -321,7 +325,9 @@ cpgen_status cpgen_nccl_comm_init_rank(const void* id, size_t size, int32_t rank
     *comm = nullptr;
     require(id, "id", fn);
     require_unique_id_size(size, fn);
-    if (nranks < 1 || rank < 0 || rank >= nranks)
+    if (nranks < 1)
+      cpgen::throw_bad_input(std::string(fn) + ": nranks " + std::to_string(nranks) + " is not allowed; allowed: 1 and up");
+    if (rank < 0 || rank >= nranks)
       cpgen::throw_bad_input(std::string(fn) + ": rank " + std::to_string(rank) + " is outside [0, nranks " +
                              std::to_string(nranks) + ")");
     if (device < 0)
@@ -493,6 +499,11 @@ cpgen_status cpgen_device_arch(int device, char* arch, size_t size) {
   return guard([&] {
     const char* fn = "cpgen_device_arch";
     require(arch, "arch", fn);
+    // The caller's arguments first (bad input is bad input on any machine), then the driver.
+    if (device < 0)
+      cpgen::throw_bad_input(std::string(fn) + ": device " + std::to_string(device) +
+                             " is not a device ordinal; allowed: 0 and up");
+    if (size == 0) cpgen::throw_bad_input(std::string(fn) + ": size 0 cannot hold an arch name and its NUL");
     cpgen::cu::driver();  // kNoDevice, with the reason (no driver, or one that sees no device)
     const int count = cpgen::cu::device_count();
     if (device < 0 || device >= count)

@@ -131,10 +131,12 @@ void* nccl_comm_from_file(const NcclFileBootstrap& o) {
   if (o.device < 0)
     throw_bad_input("nccl_comm_from_file: device " + std::to_string(o.device) +
                     " is not a device ordinal; allowed: 0 and up");
-  // 0 or less gave up at once, NaN never.
-  if (!(o.timeout_seconds > 0) || !std::isfinite(o.timeout_seconds))
+  // 0 or less gave up at once, NaN never, and 1e300 never either (a ctypes caller cannot
+  // interrupt the wait): a day at most.
+  if (!(o.timeout_seconds > 0) || !(o.timeout_seconds <= kMaxBootstrapTimeoutSeconds))
     throw_bad_input("nccl_comm_from_file: timeout_seconds " + std::to_string(o.timeout_seconds) +
-                    " is not allowed; allowed: a finite number of seconds > 0");
+                    " is not allowed; allowed: seconds > 0 and at most " +
+                    std::to_string(static_cast<int>(kMaxBootstrapTimeoutSeconds)) + " (a day)");
   NcclUniqueId id{};
   if (o.rank != 0) return nccl_comm_init(wait_for_id_file(o), o.rank, o.nranks, o.device);
   id = nccl_unique_id();

@@ -241,10 +241,15 @@ TEST(CApi, FamilyKernelUriForArchGivesTilesThatFitTheArch) {
   EXPECT_EQ(uri[0], 'x');  // nothing written
 }
 
-// Without a GPU the device's arch is a no-device error; bad arguments are bad input.
+// Without a GPU the device's arch is a no-device error; bad arguments are bad input on any
+// machine (a negative device or a size of 0 was answered no-device where there was no driver).
 TEST(CApi, DeviceArchNeedsADevice) {
   char arch[16];
   EXPECT_EQ(cpgen_device_arch(0, nullptr, sizeof arch), CPGEN_ERR_BAD_INPUT);
+  EXPECT_EQ(cpgen_device_arch(-1, arch, sizeof arch), CPGEN_ERR_BAD_INPUT);
+  EXPECT_NE(std::string(cpgen_last_error()).find("device -1 is not a device ordinal"), std::string::npos);
+  EXPECT_EQ(cpgen_device_arch(0, arch, 0), CPGEN_ERR_BAD_INPUT);
+  EXPECT_NE(std::string(cpgen_last_error()).find("size 0"), std::string::npos);
   const cpgen_status status = cpgen_device_arch(0, arch, sizeof arch);
   if (status == CPGEN_OK) {  // a GPU: an arch cpgen targets
     EXPECT_NO_THROW(cpgen::validate_arch(arch)) << arch;
@@ -289,6 +294,10 @@ TEST(CApi, VersionZeroCallersKeepWorking) {
   EXPECT_EQ(cpgen_problem_validate(&g.p), CPGEN_OK) << cpgen_last_error();
   EXPECT_EQ(cpgen_problem_init_sized(&g.p, 40), CPGEN_ERR_BAD_INPUT);
   EXPECT_NE(std::string(cpgen_last_error()).find("struct_size 40"), std::string::npos) << cpgen_last_error();
+  // A size past int64 is named as given (2^63 was printed as a negative size).
+  EXPECT_EQ(cpgen_problem_init_sized(&g.p, size_t{1} << 63), CPGEN_ERR_BAD_INPUT);
+  EXPECT_NE(std::string(cpgen_last_error()).find("struct_size 9223372036854775808 is not"), std::string::npos)
+      << cpgen_last_error();
   // Version 0's own size (a caller passing sizeof of its version-0 struct) is version 0: it was
   // refused, though the header asks for the caller's sizeof.
   std::memset(&g, 0x5a, sizeof g);
@@ -550,7 +559,8 @@ TEST(CApi, NcclUniqueIdBootstrapRefusesBadArguments) {
       {[&] { return cpgen_nccl_comm_init_rank(nullptr, sizeof id, 0, 1, 0, &comm); }, "id is NULL", true},
       {[&] { return cpgen_nccl_comm_init_rank(id, sizeof id + 1, 0, 1, 0, &comm); }, "size 129", true},
       {[&] { return cpgen_nccl_comm_init_rank(id, sizeof id, 2, 2, 0, &comm); }, "rank 2 is outside [0, nranks 2)", true},
-      {[&] { return cpgen_nccl_comm_init_rank(id, sizeof id, 0, 0, 0, &comm); }, "rank 0 is outside [0, nranks 0)", true},
+      {[&] { return cpgen_nccl_comm_init_rank(id, sizeof id, 0, 0, 0, &comm); }, "nranks 0 is not allowed; allowed: 1 and up",
+       true},
       {[&] { return cpgen_nccl_comm_init_rank(id, sizeof id, 0, 1, -1, &comm); }, "device -1 is not a device ordinal",
        true},
   };
