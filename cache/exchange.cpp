@@ -80,12 +80,10 @@ namespace {
 // misspelt field ("winer") was ignored, and the entry imported without what it meant to say.
 void refuse_unknown_fields(const json& object, const json& known, const std::string& where, const char* what) {
   if (!object.is_object()) return;  // the field readers say what the value must be
-  for (const auto& [name, unused] : object.items()) {
-    if (known.contains(name)) continue;
-    std::string names;
-    for (const auto& [k, unused2] : known.items()) names += (names.empty() ? "" : ", ") + k;
-    throw_bad_input(where + ": " + what + " field '" + printable(name, 80) + "' is not one cpgen writes; allowed: " + names);
-  }
+  for (const auto& [name, unused] : object.items())
+    if (!known.contains(name))
+      throw_bad_input(where + ": " + what + " field '" + printable(name, 80) + "' is not one cpgen writes; allowed: " +
+                      field_names(known));
 }
 
 // The fields an entry, its workload and its environment may have: those record_to_json writes
@@ -100,6 +98,19 @@ const json& entry_fields() {
 }
 
 }  // namespace
+
+std::string field_names(const json& object) {
+  std::string names;
+  for (const auto& [name, unused] : object.items()) names += (names.empty() ? "" : ", ") + name;
+  return names;
+}
+
+void check_winner(const Record& r, bool winner, const std::string& where) {
+  if (winner && !r.valid())
+    throw_bad_input(where + ": field 'winner' is true on an entry of disposition '" +
+                    std::string(disposition_name(r.disposition)) + "'" + (r.median_ms ? "" : " and no median") +
+                    "; only a timed 'ok' entry can be a winner");
+}
 
 void check_entry_fields(const json& entry, const std::string& where) {
   const json& known = entry_fields();
@@ -294,9 +305,7 @@ CacheEntries read_cache_entries(const json& doc, const std::string& where) {
     }
     const bool winner = entry_winner(entries[i], at);
     Record r = record_from_json(entries[i], at);
-    if (winner && !r.valid())
-      throw_bad_input(at + ": field 'winner' is true on a '" + std::string(disposition_name(r.disposition)) +
-                      "' entry" + (r.median_ms ? "" : " without a median") + "; only a timed 'ok' entry can be a winner");
+    check_winner(r, winner, at);
     // Keyed before a causal window's right side counted as moot (workload_mask_of): no lookup
     // asks for such a key any more, so it would only sit in the database.
     if (r.workload.causal && r.workload.mask.window_right >= 0) {

@@ -34,6 +34,10 @@ Record record_from_json(const nlohmann::json& entry, const std::string& where);
 // The entry-level part of that check (the entry's and its environment's fields), for entries whose
 // workload is a pattern (the shipped defaults), which check_pattern judges.
 void check_entry_fields(const nlohmann::json& entry, const std::string& where);
+// A "winner": true only on a timed 'ok' entry (kBadInput naming `where` otherwise).
+void check_winner(const Record& r, bool winner, const std::string& where);
+// An object's field names, "a, b, c": the fields a message says are allowed.
+std::string field_names(const nlohmann::json& object);
 // What an imported record must satisfy before it may be stored: a workload the kernels support
 // (head dim, GQA group, arch, positive lengths), a kernel built for that workload (dtype, head
 // dim, mask, group) and feasible on its arch unless the record says it is infeasible, finite

@@ -56,9 +56,8 @@ void check_pattern(const nlohmann::json& pattern, const std::string& at) {
   const nlohmann::json& known = pattern_fields();
   for (const auto& [name, value] : pattern.items()) {
     if (!known.contains(name)) {
-      std::string names;
-      for (const auto& [k, unused] : known.items()) names += (names.empty() ? "" : ", ") + k;
-      throw_bad_input(at + ": workload field '" + printable(name, 80) + "' is not a workload field; known: " + names);
+      throw_bad_input(at + ": workload field '" + printable(name, 80) + "' is not a workload field; known: " +
+                      field_names(known));
     }
     // An integer field takes an integer (pattern_matches compares gqa_group as one: 1.0 matched
     // nothing), a string or boolean one its own type.
@@ -116,8 +115,7 @@ PretunedCaches load_pretuned_caches(const std::vector<std::string>& dirs) {
             check_pattern(entry.workload, at);
           } else {
             entry.record = record_from_json(e, at);
-            if (entry.winner && !entry.record->valid())
-              throw_bad_input(at + ": field 'winner' is true on an entry that is not a timed 'ok' one");
+            check_winner(*entry.record, entry.winner, at);
           }
           parsed.push_back(std::move(entry));
         }

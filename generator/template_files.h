@@ -33,8 +33,9 @@ std::vector<std::string_view> include_names(std::string_view text);
 // `source` with each include of one of `templates` replaced by that template's text, recursively,
 // every expansion inside an include guard of its own (CPGEN_FLAT_<NAME>) so that the preprocessor
 // reads each template once, as #pragma once has it, whatever #if surrounds an include: one file
-// that nvcc (or NVRTC) compiles with no include path for cpgen's headers (`cpgen compile
-// --emit-source`). Other includes (<cstdint>) stay as they are.
+// that nvcc compiles with no include path for cpgen's headers (`cpgen compile --emit-source`;
+// NVRTC would also need the JIT's prelude of integer types, runtime/jit/jit.cpp). Other includes
+// (<cstdint>) stay as they are.
 std::string flatten_includes(std::string_view source, std::span<const EmbeddedTemplate> templates);
 
 }  // namespace cpgen

@@ -8,6 +8,7 @@
 #include <exception>
 #include <new>
 #include <string>
+#include <type_traits>
 #include <vector>
 
 #include "cpgen/error.h"
@@ -88,8 +89,15 @@ constexpr size_t kVersion0Size = offsetof(cpgen_problem, documents);
 
 // 0 or version 0's own size (an FFI caller that lays out the version-0 struct sets its size, as
 // the header says) for version 0, sizeof(cpgen_problem) for version 1.
-void check_struct_size(int64_t size, const char* function) {
-  if (size != 0 && size != static_cast<int64_t>(kVersion0Size) && size != static_cast<int64_t>(sizeof(cpgen_problem)))
+bool known_struct_size(uint64_t size) { return size == 0 || size == kVersion0Size || size == sizeof(cpgen_problem); }
+
+// `size` as the caller gave it: the struct's int32 field, or init_sized's size_t (2^63 was printed
+// as a negative size).
+template <typename Size>
+void check_struct_size(Size size, const char* function) {
+  bool known = known_struct_size(static_cast<uint64_t>(size));
+  if constexpr (std::is_signed_v<Size>) known = known && size >= 0;
+  if (!known)
     cpgen::throw_bad_input(std::string(function) + ": struct_size " + std::to_string(size) +
                            " is not a cpgen_problem this library knows; allowed: 0 or " + std::to_string(kVersion0Size) +
                            " (version 0) or " +
@@ -211,11 +219,7 @@ cpgen_status cpgen_problem_init_sized(cpgen_problem* problem, size_t struct_size
     require(problem, "problem", fn);
     // Version 0's own size (its struct ends at softmax_scale) stands for version 0, as 0 does.
     if (struct_size == kVersion0Size) struct_size = 0;
-    if (struct_size > sizeof(cpgen_problem))  // also past int64 (2^63 printed as a negative size)
-      cpgen::throw_bad_input(std::string(fn) + ": struct_size " + std::to_string(struct_size) +
-                             " is not a cpgen_problem this library knows; allowed: 0 or " + std::to_string(kVersion0Size) +
-                             " (version 0) or " + std::to_string(sizeof(cpgen_problem)) + " (version 1)");
-    check_struct_size(static_cast<int64_t>(struct_size), fn);
+    check_struct_size(struct_size, fn);
     cpgen_problem defaults{};
     defaults.batch = 1;
     defaults.cp_size = 1;

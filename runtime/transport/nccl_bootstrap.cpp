@@ -3,6 +3,7 @@
 
 #include <chrono>
 #include <cmath>
+#include <cstdio>
 #include <cstring>
 #include <filesystem>
 #include <fstream>
@@ -123,6 +124,15 @@ void nccl_comm_destroy(void* comm) {
   if (comm) CPGEN_NCCL_CHECK(nccl::api().ncclCommDestroy(static_cast<ncclComm_t>(comm)));
 }
 
+namespace {
+// A double as %g (std::to_string printed 1e300 with its 300 digits).
+std::string timeout_text(double value) {
+  char text[32];
+  std::snprintf(text, sizeof text, "%g", value);
+  return text;
+}
+}  // namespace
+
 void* nccl_comm_from_file(const NcclFileBootstrap& o) {
   if (o.path.empty()) throw_bad_input("nccl_comm_from_file: path is empty");
   if (o.nranks < 1 || o.rank < 0 || o.rank >= o.nranks)
@@ -134,7 +144,7 @@ void* nccl_comm_from_file(const NcclFileBootstrap& o) {
   // 0 or less gave up at once, NaN never, and 1e300 never either (a ctypes caller cannot
   // interrupt the wait): a day at most.
   if (!(o.timeout_seconds > 0) || !(o.timeout_seconds <= kMaxBootstrapTimeoutSeconds))
-    throw_bad_input("nccl_comm_from_file: timeout_seconds " + std::to_string(o.timeout_seconds) +
+    throw_bad_input("nccl_comm_from_file: timeout_seconds " + timeout_text(o.timeout_seconds) +
                     " is not allowed; allowed: seconds > 0 and at most " +
                     std::to_string(static_cast<int>(kMaxBootstrapTimeoutSeconds)) + " (a day)");
   NcclUniqueId id{};

@@ -6,6 +6,7 @@
 
 #include "cache/database.h"
 #include "cache/exchange.h"
+#include "cache/pretuned.h"
 #include "cache/records.h"
 #include "cache_fixtures.h"
 #include "cpgen/error.h"
@@ -203,7 +204,8 @@ TEST_F(ExchangeTest, AMisspeltFieldOrAWinnerThatWasNotTimedIsRefused) {
          for (auto& e : d["entries"])
            if (e["disposition"] == "infeasible") e["winner"] = true;
        },
-       "field 'winner' is true on a 'infeasible' entry without a median; only a timed 'ok' entry can be a winner"},
+       "field 'winner' is true on an entry of disposition 'infeasible' and no median; only a timed 'ok' entry can be a "
+       "winner"},
   };
   for (const Case& c : cases) {
     nlohmann::json doc = good;
@@ -218,6 +220,18 @@ TEST_F(ExchangeTest, AMisspeltFieldOrAWinnerThatWasNotTimedIsRefused) {
   }
   EXPECT_TRUE(all_records(fresh).empty());
   EXPECT_EQ(import_cache(fresh, good, "good.json").added, 2);  // the export itself still imports
+  // A shipped cache with a winner that was not timed is skipped, with the same reason.
+  std::filesystem::create_directories(path("caches"));
+  nlohmann::json spoiled = good;
+  cases[4].spoil(spoiled);
+  std::ofstream(path("caches/spoiled.json")) << spoiled.dump();
+  std::string warnings;
+  const WarningSink previous = set_warning_sink([&](const std::string& w) { warnings += w; });
+  const PretunedCaches caches = load_pretuned_caches({path("caches")});
+  set_warning_sink(previous);
+  EXPECT_TRUE(caches.files.empty());
+  EXPECT_NE(warnings.find("spoiled.json entry "), std::string::npos) << warnings;
+  EXPECT_NE(warnings.find("only a timed 'ok' entry can be a winner"), std::string::npos) << warnings;
 }
 
 // An entry keyed causal with a window's right side (written before the right side counted as moot

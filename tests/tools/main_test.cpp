@@ -63,7 +63,11 @@ TEST(Cli, ParseErrorsNameTheCommandAndItsOwnHelp) {
                                 "(see cpgen db show --help)"}},
            {"db", {"db needs a subcommand: show, export, import, merge, verify (see cpgen db --help)"}},
            {"db import", {"db import: ", "(see cpgen db import --help)"}},
-           {"plan --shapes", {"plan: --shapes", "(see cpgen plan --help)"}}}) {
+           {"plan --shapes", {"plan: --shapes", "(see cpgen plan --help)"}},
+           // The words in their order, one with a space quoted (they were split and reversed).
+           {"plan 'hello world' x", {"plan: unknown option or extra argument: 'hello world' x;"}},
+           // Long names where an option has both (-o was listed for --output).
+           {"db export --bogus", {"its options: --db, --json, --output, --defaults"}}}) {
     const CliResult r = run_cli(c.args);
     EXPECT_EQ(r.exit_code, 2) << c.args;
     EXPECT_EQ(line_count(r.err), 1) << c.args << ": " << r.err;

@@ -74,9 +74,11 @@ CommandPath command_path(const CLI::App& app, int argc, char** argv) {
 std::string option_list(const CLI::App& app) {
   std::string names;
   for (const CLI::Option* option : app.get_options()) {
-    const std::string name = option->get_name(false, true);  // its long name, else its short
-    if (name.empty() || name[0] != '-' || option->get_group().empty() || name == "-h,--help" || name == "--help") continue;
-    names += (names.empty() ? "" : ", ") + name.substr(0, name.find(','));
+    if (option->get_group().empty() || !option->nonpositional()) continue;  // hidden, or a positional
+    const std::vector<std::string>& longs = option->get_lnames();
+    const std::string name = !longs.empty() ? "--" + longs.front() : "-" + option->get_snames().front();
+    if (name == "--help") continue;
+    names += (names.empty() ? "" : ", ") + name;
   }
   return names;
 }
@@ -90,21 +92,13 @@ std::string parse_error_line(const CLI::App& app, int argc, char** argv, const C
   const std::string help = " (see cpgen " + (path.words.empty() ? "" : path.words + " ") + "--help)";
   const std::string what = one_line(without_program_name(e.what()));
   if (dynamic_cast<const CLI::ExtrasError*>(&e) && !path.words.empty()) {
-    // CLI11 lists the words it did not expect last one first.
-    const size_t colon = what.find(": ");
-    std::vector<std::string> words;
-    std::string word;
-    for (char c : colon == std::string::npos ? what : what.substr(colon + 2)) {
-      if (c != ' ') {
-        word += c;
-      } else if (!word.empty()) {
-        words.push_back(word);
-        word.clear();
-      }
-    }
-    if (!word.empty()) words.push_back(word);
+    // The words as given, in their order (CLI11's message lists them last one first, split on
+    // spaces); a word with a space in quotes.
     std::string extras;
-    for (auto it = words.rbegin(); it != words.rend(); ++it) extras += (extras.empty() ? "" : " ") + *it;
+    for (const std::string& word : app.remaining(true))
+      extras += (extras.empty() ? "" : " ") + (word.find(' ') == std::string::npos ? word : "'" + word + "'");
+    if (extras.empty()) extras = what;
+    extras = one_line(extras);
     const std::string options = option_list(*path.app);
     return path.words + ": unknown option or extra argument: " + extras +
            (options.empty() ? "" : "; its options: " + options) + help;

@@ -29,7 +29,6 @@ constexpr const char* kSelectionArch = "sm_90";
 // The kernel each step type runs, forward and backward: what --spec names, else selection's.
 struct ChosenKernels {
   std::vector<std::pair<StepType, KernelSpec>> forward, backward;
-  bool backward_given = false;  // a --spec named a backward kernel
 };
 
 // --spec values: "URI" for every step type of its direction (a ring_fwd_ URI for the forward, a
@@ -98,7 +97,6 @@ ChosenKernels specs_from_options(const Problem& p, const std::vector<std::string
                       (spec.softcap ? "with" : "without") + " softcap (_cap); the problem needs " +
                       (intervals ? "_ivl" : "no _ivl") + " (documents or a window) and " +
                       (softcap ? "_cap" : "no _cap"));
-    chosen.backward_given = chosen.backward_given || backward;
     auto& list = backward ? chosen.backward : chosen.forward;
     const std::vector<StepType>& steps = backward ? backward_steps : forward_steps;
     if (eq == std::string::npos) {
@@ -160,8 +158,6 @@ VerifyReport run_emulated(const VerifyRequest& r) {
   // The backward runs when there are gradients to check it against (as --backend gpu), with the
   // backward kernels selection chooses.
   const bool run_backward = !vec.dout.empty() && (r.sampled || !vec.dq.empty());
-  if (kernels.backward_given && !run_backward)
-    throw_bad_input("--spec names a backward kernel, but the vectors have no gradients to check a backward against");
   EmulatedBackward backward;
   if (run_backward) {
     backward.steps = kernels.backward;
