@@ -66,6 +66,10 @@ TEST(Cli, ParseErrorsNameTheCommandAndItsOwnHelp) {
            {"plan --shapes", {"plan: --shapes", "(see cpgen plan --help)"}},
            // The words in their order, one with a space quoted (they were split and reversed).
            {"plan 'hello world' x", {"plan: unknown option or extra argument: 'hello world' x;"}},
+           // A word CLI11 could not place is named beside its other refusals ('db import --bogus'
+           // said only "file is required").
+           {"db import --bogus", {"db import: file is required (unknown: --bogus)"}},
+           {"db --bogus", {"db needs a subcommand: show, export, import, merge, verify (unknown: --bogus)"}},
            // Long names where an option has both (-o was listed for --output).
            {"db export --bogus", {"its options: --db, --json, --output, --defaults"}}}) {
     const CliResult r = run_cli(c.args);

@@ -103,10 +103,16 @@ std::string parse_error_line(const CLI::App& app, int argc, char** argv, const C
     return path.words + ": unknown option or extra argument: " + extras +
            (options.empty() ? "" : "; its options: " + options) + help;
   }
+  // Words CLI11 could not place, which its other refusals leave unsaid ('db import --bogus' was
+  // only "file is required").
+  std::string unplaced;
+  for (const std::string& word : app.remaining(true))
+    unplaced += (unplaced.empty() ? "" : " ") + (word.find(' ') == std::string::npos ? word : "'" + word + "'");
+  unplaced = unplaced.empty() ? "" : " (unknown: " + one_line(unplaced) + ")";
   if (dynamic_cast<const CLI::RequiredError*>(&e) && what.find("subcommand is required") != std::string::npos &&
       !path.words.empty())
-    return path.words + " needs a subcommand: " + command_list(*path.app) + help;
-  return (path.words.empty() ? "" : path.words + ": ") + what + help;
+    return path.words + " needs a subcommand: " + command_list(*path.app) + unplaced + help;
+  return (path.words.empty() ? "" : path.words + ": ") + what + unplaced + help;
 }
 
 CommandRegistrar::CommandRegistrar(std::string name, CommandSetup setup) {
