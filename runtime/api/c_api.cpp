@@ -20,6 +20,7 @@
 #include "runtime/cuda/module.h"
 #include "runtime/ring/partition.h"
 #include "runtime/ring/kernel_support.h"
+#include "runtime/transport/nccl_args.h"
 
 struct cpgen_ring {
   cpgen::RingAttention ring;
@@ -329,14 +330,7 @@ cpgen_status cpgen_nccl_comm_init_rank(const void* id, size_t size, int32_t rank
     *comm = nullptr;
     require(id, "id", fn);
     require_unique_id_size(size, fn);
-    if (nranks < 1)
-      cpgen::throw_bad_input(std::string(fn) + ": nranks " + std::to_string(nranks) + " is not allowed; allowed: 1 and up");
-    if (rank < 0 || rank >= nranks)
-      cpgen::throw_bad_input(std::string(fn) + ": rank " + std::to_string(rank) + " is outside [0, nranks " +
-                             std::to_string(nranks) + ")");
-    if (device < 0)
-      cpgen::throw_bad_input(std::string(fn) + ": device " + std::to_string(device) +
-                             " is not a device ordinal; allowed: 0 and up");
+    cpgen::check_nccl_rank_args(fn, rank, nranks, device);
     cpgen::NcclUniqueId unique;
     std::memcpy(unique.data(), id, unique.size());
     *comm = cpgen::nccl_comm_init(unique, rank, nranks, device);

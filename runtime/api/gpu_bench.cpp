@@ -219,7 +219,7 @@ double time_single_attention(const Problem& p, const BenchInputs& in, const Benc
 BenchResult bench_loopback(const Problem& p, const BenchOptions& o) {
   p.validate();
   // Its useful FLOPs and checked rows are those of a causal or full attention over one sequence.
-  if (kernel_needs_key_intervals(p) || p.softcap > 0)
+  if (kernel_needs_key_intervals(p) || kernel_needs_softcap(p))
     throw_bad_input("bench: " + p.name + " has documents, a window or a softcap; the ring benchmark times plain "
                     "causal and full attention only");
   cu::driver();  // kNoDevice, with the reason, before any allocation

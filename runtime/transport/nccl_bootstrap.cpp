@@ -14,6 +14,7 @@
 #include "cpgen/error.h"
 #include "runtime/core/text_file.h"
 #include "runtime/cuda/module.h"
+#include "runtime/transport/nccl_args.h"
 #include "runtime/transport/nccl_check.h"
 
 namespace cpgen {
@@ -105,9 +106,7 @@ NcclUniqueId nccl_unique_id() {
 }
 
 void* nccl_comm_init(const NcclUniqueId& id, int rank, int nranks, int device) {
-  if (nranks < 1 || rank < 0 || rank >= nranks)
-    throw_bad_input("nccl_comm_init: rank " + std::to_string(rank) + " is outside [0, nranks " +
-                    std::to_string(nranks) + ")");
+  check_nccl_rank_args("nccl_comm_init", rank, nranks, device);
   // NCCL works on the calling thread's current device; the runtime adopts the primary context
   // made current through the driver API. The caller's own context is current again on return (a
   // PyTorch rank on another device would otherwise allocate its next tensors on this one).
@@ -135,12 +134,7 @@ std::string timeout_text(double value) {
 
 void* nccl_comm_from_file(const NcclFileBootstrap& o) {
   if (o.path.empty()) throw_bad_input("nccl_comm_from_file: path is empty");
-  if (o.nranks < 1 || o.rank < 0 || o.rank >= o.nranks)
-    throw_bad_input("nccl_comm_from_file: rank " + std::to_string(o.rank) +
-                    " is outside [0, nranks " + std::to_string(o.nranks) + ")");
-  if (o.device < 0)
-    throw_bad_input("nccl_comm_from_file: device " + std::to_string(o.device) +
-                    " is not a device ordinal; allowed: 0 and up");
+  check_nccl_rank_args("nccl_comm_from_file", o.rank, o.nranks, o.device);
   // 0 or less gave up at once, NaN never, and 1e300 never either (a ctypes caller cannot
   // interrupt the wait): a day at most.
   if (!(o.timeout_seconds > 0) || !(o.timeout_seconds <= kMaxBootstrapTimeoutSeconds))

@@ -91,28 +91,23 @@ std::string parse_error_line(const CLI::App& app, int argc, char** argv, const C
   const CommandPath path = command_path(app, argc, argv);
   const std::string help = " (see cpgen " + (path.words.empty() ? "" : path.words + " ") + "--help)";
   const std::string what = one_line(without_program_name(e.what()));
-  if (dynamic_cast<const CLI::ExtrasError*>(&e) && !path.words.empty()) {
-    // The words as given, in their order (CLI11's message lists them last one first, split on
-    // spaces); a word with a space in quotes.
-    std::string extras;
-    for (const std::string& word : app.remaining(true))
-      extras += (extras.empty() ? "" : " ") + (word.find(' ') == std::string::npos ? word : "'" + word + "'");
-    if (extras.empty()) extras = what;
-    extras = one_line(extras);
-    const std::string options = option_list(*path.app);
-    return path.words + ": unknown option or extra argument: " + extras +
-           (options.empty() ? "" : "; its options: " + options) + help;
-  }
-  // Words CLI11 could not place, which its other refusals leave unsaid ('db import --bogus' was
-  // only "file is required").
+  // The words CLI11 could not place, as given and in their order (its message lists them last one
+  // first, split on spaces); a word with a space in quotes.
   std::string unplaced;
   for (const std::string& word : app.remaining(true))
     unplaced += (unplaced.empty() ? "" : " ") + (word.find(' ') == std::string::npos ? word : "'" + word + "'");
-  unplaced = unplaced.empty() ? "" : " (unknown: " + one_line(unplaced) + ")";
+  unplaced = one_line(unplaced);
+  if (dynamic_cast<const CLI::ExtrasError*>(&e) && !path.words.empty()) {
+    const std::string options = option_list(*path.app);
+    return path.words + ": unknown option or extra argument: " + (unplaced.empty() ? what : unplaced) +
+           (options.empty() ? "" : "; its options: " + options) + help;
+  }
+  // Its other refusals leave them unsaid ('db import --bogus' was only "file is required").
+  const std::string unknown = unplaced.empty() ? "" : " (unknown: " + unplaced + ")";
   if (dynamic_cast<const CLI::RequiredError*>(&e) && what.find("subcommand is required") != std::string::npos &&
       !path.words.empty())
-    return path.words + " needs a subcommand: " + command_list(*path.app) + unplaced + help;
-  return (path.words.empty() ? "" : path.words + ": ") + what + unplaced + help;
+    return path.words + " needs a subcommand: " + command_list(*path.app) + unknown + help;
+  return (path.words.empty() ? "" : path.words + ": ") + what + unknown + help;
 }
 
 CommandRegistrar::CommandRegistrar(std::string name, CommandSetup setup) {

@@ -111,8 +111,8 @@ ChosenKernels specs_from_options(const Problem& p, const std::vector<std::string
                       "' is not a step type of this problem; its step types: " + step_names());
     }
     if (std::find(steps.begin(), steps.end(), step) == steps.end()) {
-      const bool other_direction = std::find(forward_steps.begin(), forward_steps.end(), step) != forward_steps.end() ||
-                                   std::find(backward_steps.begin(), backward_steps.end(), step) != backward_steps.end();
+      const std::vector<StepType>& others = backward ? forward_steps : backward_steps;
+      const bool other_direction = std::find(others.begin(), others.end(), step) != others.end();
       throw_bad_input("--spec '" + value + "': " +
                       (other_direction ? std::string("a ") + (backward ? "backward" : "forward") + " kernel cannot run the " +
                                              std::string(step_type_name(step)) + " step"
