@@ -894,6 +894,8 @@ void set_global_buffers(const GlobalBuffer* buffers, int count) {
 
 }  // namespace cpgen::emulation
 
+#include "approximation.inc"
+
 #if defined(CPGEN_EMULATION_HOPPER)
 #include "hopper_emulation.inc"
 #endif

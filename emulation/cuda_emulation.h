@@ -179,6 +179,25 @@ std::string launch(unsigned grid_x, unsigned grid_y, unsigned threads, int share
 std::string launch(unsigned grid_x, unsigned grid_y, unsigned grid_z, unsigned threads,
                    int shared_bytes, const std::function<void()>& body);
 
+// The .approx instructions the templates issue. The PTX ISA does not define their results, only
+// how far from the true value they may be: ex2.approx.ftz.f32 within 2 ulp of the correctly
+// rounded 2^x (subnormal inputs read as zero, subnormal results written as +0; -Inf gives +0,
+// +-0 give 1, +Inf gives +Inf, NaN gives NaN), tanh.approx.f32 within a relative error of 2^-11
+// (+-0 and subnormal inputs pass through, +-Inf give +-1, NaN gives NaN). A GPU returns one value
+// of that set; the emulator lets a launch pick which side of it (set_approximation, this host
+// thread's launches from now on), so a kernel is checked against the bound the ISA promises, not
+// against one library's rounding:
+//   kCorrectlyRounded  the correctly rounded value (the default)
+//   kHigh, kLow        every result at the top (bottom) of its bound in magnitude: a systematic
+//                      bias, the case that accumulates in sums
+//   kMixed             top or bottom by a hash of the input's bits: deterministic, uncorrelated
+// The table's exact results stay exact in every mode.
+enum class Approximation : int { kCorrectlyRounded = 0, kHigh = 1, kLow = 2, kMixed = 3 };
+void set_approximation(Approximation mode);
+Approximation approximation();
+float ex2_approx_ftz_f32(float x);
+float tanh_approx_f32(float x);
+
 // PTX cvt.rn.bf16.f32 / cvt.rn.f16.f32: round to nearest even, overflow to infinity, fp16
 // subnormals kept, NaN to the canonical 0x7fff. And the exact widening back to f32.
 uint16_t float_to_16(float value, bool bf16);

@@ -4,7 +4,7 @@
 // compiler (or another version of cpgen) can still call it, or see that it must not.
 #pragma once
 
-#define CPGEN_EMULATED_ABI 5
+#define CPGEN_EMULATED_ABI 6
 #define CPGEN_EMULATED_ENTRY "cpgen_emulated_launch"
 #define CPGEN_EMULATED_FAULT_ENTRY "cpgen_emulated_fault"
 
@@ -23,6 +23,15 @@ struct CpgenEmulatedBuffer {
   int poisoned;           // 1: filled with all-ones bytes when allocated (the emulated device's)
 };
 
+// Which value of the PTX ISA's error bound the launch's .approx instructions return
+// (emulation/cuda_emulation.h, "The .approx instructions"; the same numbers as its Approximation).
+enum CpgenEmulatedApproximation {
+  CPGEN_APPROX_CORRECTLY_ROUNDED = 0,
+  CPGEN_APPROX_HIGH = 1,
+  CPGEN_APPROX_LOW = 2,
+  CPGEN_APPROX_MIXED = 3,
+};
+
 struct CpgenEmulatedLaunch {
   int abi_version;  // CPGEN_EMULATED_ABI of the caller; the object refuses another
   unsigned grid_x, grid_y, grid_z;
@@ -31,6 +40,7 @@ struct CpgenEmulatedLaunch {
   const void* params;  // the kernel's params struct (templates/params*.cuh) in host memory
   const struct CpgenEmulatedBuffer* buffers;  // none (count 0): global addresses are not checked
   int buffer_count;
+  int approximation;   // a CpgenEmulatedApproximation
   char error[512];     // on failure: what went wrong, NUL-terminated
 };
 

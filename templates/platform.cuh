@@ -35,10 +35,13 @@ CPGEN_HOST_DEVICE float max_float(float a, float b) {
 // on. exp2f compiles to ex2.approx.f32 instead, whose subnormal handling ptxas builds around each
 // MUFU.EX2 from a compare and two predicated multiplies (76 of each in the forward default's
 // SASS, most of them in the key-tile loop). The softmax loses nothing to the flush: a term below
-// 2^-126 sits beside the row maximum's own term of 1. The emulator and the host apply the same
-// flushes around the correctly rounded exp2.
+// 2^-126 sits beside the row maximum's own term of 1. The host applies the same flushes around
+// the correctly rounded exp2; the emulator the instruction's definition (its result anywhere in
+// the ISA's bound, as a launch asks: emulation/cuda_emulation.h, "The .approx instructions").
 CPGEN_HOST_DEVICE float exp2_approx(float x) {
-#if defined(__CUDA_ARCH__) && !defined(CPGEN_EMULATION)
+#if defined(CPGEN_EMULATION)
+  return ::cpgen::emulation::ex2_approx_ftz_f32(x);
+#elif defined(__CUDA_ARCH__)
   float r;
   asm("ex2.approx.ftz.f32 %0, %1;" : "=f"(r) : "f"(x));
   return r;
@@ -59,15 +62,15 @@ CPGEN_HOST_DEVICE float log2_approx(float x) {
 }
 
 // tanh for the logit softcap. The GPU uses tanh.approx.f32 (sm_75+; the PTX ISA bounds its
-// relative error by about 2^-11, below bf16's rounding of the probabilities it feeds); the
-// emulator and the host use the exactly rounded libm tanh, which is within that bound.
+// relative error by 2^-11, below bf16's rounding of the probabilities it feeds); the emulator
+// its definition (as exp2_approx's), the host the libm tanh, which is within that bound.
 CPGEN_HOST_DEVICE float tanh_approx(float x) {
-#if defined(__CUDA_ARCH__) && !defined(CPGEN_EMULATION)
+#if defined(CPGEN_EMULATION)
+  return ::cpgen::emulation::tanh_approx_f32(x);
+#elif defined(__CUDA_ARCH__)
   float r;
   asm("tanh.approx.f32 %0, %1;" : "=f"(r) : "f"(x));
   return r;
-#elif defined(CPGEN_EMULATION)
-  return tanhf(x);
 #else
   return __builtin_tanhf(x);
 #endif

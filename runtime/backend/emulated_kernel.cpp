@@ -3,6 +3,7 @@
 #include <dlfcn.h>
 #include <unistd.h>
 
+#include <atomic>
 #include <cerrno>
 #include <cstdlib>
 #include <cstring>
@@ -13,6 +14,24 @@
 #include "runtime/core/user_cache_dir.h"
 
 namespace cpgen {
+namespace {
+
+std::atomic<int> g_approximation{CPGEN_APPROX_CORRECTLY_ROUNDED};
+
+}  // namespace
+
+void set_emulated_approximation(EmulatedApproximation mode) { g_approximation = static_cast<int>(mode); }
+EmulatedApproximation emulated_approximation() { return static_cast<EmulatedApproximation>(g_approximation.load()); }
+
+const char* approximation_name(EmulatedApproximation mode) {
+  switch (mode) {
+    case EmulatedApproximation::kCorrectlyRounded: return "exact";
+    case EmulatedApproximation::kHigh: return "high";
+    case EmulatedApproximation::kLow: return "low";
+    case EmulatedApproximation::kMixed: return "mixed";
+  }
+  return "unknown";
+}
 
 EmulatedKernel::EmulatedKernel(const CompiledKernel& compiled) : uri_(compiled.uri) {
   // dlopen needs a file. Each load gets its own (two copies of one object loaded from one path
@@ -65,6 +84,7 @@ void EmulatedKernel::launch(EmulatedGrid grid, int threads, int shared_bytes, co
   launch.params = params;
   launch.buffers = buffers.data();
   launch.buffer_count = static_cast<int>(buffers.size());
+  launch.approximation = g_approximation.load();
   int status = 0;
   {
     // A plain access that hits a guard page of the emulated device's buffers fails this launch

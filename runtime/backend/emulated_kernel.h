@@ -12,6 +12,18 @@
 
 namespace cpgen {
 
+// The value of its error bound that every .approx instruction of this process's emulated
+// launches returns from now on (emulation/cuda_emulation.h, "The .approx instructions"):
+// correctly rounded by default; the edges check a kernel against what the PTX ISA allows a GPU.
+enum class EmulatedApproximation { kCorrectlyRounded = 0, kHigh = 1, kLow = 2, kMixed = 3 };
+void set_emulated_approximation(EmulatedApproximation mode);
+EmulatedApproximation emulated_approximation();
+constexpr EmulatedApproximation kEmulatedApproximations[] = {
+    EmulatedApproximation::kCorrectlyRounded, EmulatedApproximation::kHigh, EmulatedApproximation::kLow,
+    EmulatedApproximation::kMixed};
+// "exact", "high", "low", "mixed".
+const char* approximation_name(EmulatedApproximation mode);
+
 struct EmulatedGrid {
   unsigned x = 1, y = 1, z = 1;
 };

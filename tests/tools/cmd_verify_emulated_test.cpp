@@ -200,6 +200,8 @@ TEST_F(CmdVerifyEmulated, BadInputIsOneLineAndExitTwo) {
            {"--backend emulated --spec ring_bwd_pre_bf16_hd64_w4", "not a ring step kernel"},
            {"--backend cpu --spec ring_fwd_bf16_hd64_causal_gqa4_bm128_bn64_w4_s2", "--spec is not taken by --backend cpu"},
            {"--backend emulated --transport nccl", "allowed: threads"},
+           {"--backend cpu --approx high", "--approx is taken by --backend emulated only"},
+           {"--backend emulated --approx worst", "--approx 'worst' is not one of exact, high, low, mixed"},
            {"--backend emulated --spec ring_fwd_bf16_hd64_causal_ivl_gqa4_bm128_bn64_w4_s2",
             "the kernel is with key intervals (_ivl) and without softcap (_cap); the problem needs no _ivl"}}) {
     const auto r = run_cli(base + c.args);
@@ -207,6 +209,26 @@ TEST_F(CmdVerifyEmulated, BadInputIsOneLineAndExitTwo) {
     EXPECT_NE(r.err.find(c.says), std::string::npos) << c.args << "\n" << r.err;
     EXPECT_EQ(std::count(r.err.begin(), r.err.end(), '\n'), 1) << r.err;
   }
+}
+
+// --approx: the emulator's .approx instructions at an edge of the PTX ISA's bound. A softcapped
+// shape's kernels (tanh and ex2) still pass at each edge, and the report says which edge ran.
+TEST_F(CmdVerifyEmulated, ApproxRunsAtTheEdgesOfTheIsasBound) {
+  const std::string shape = "verify --backend emulated --random --seed 9 --shape '{\"q_heads\": 2, \"kv_heads\": 1, "
+                            "\"head_dim\": 64, \"seq_len\": 64, \"cp_size\": 2, \"dtype\": \"bf16\", \"causal\": true, "
+                            "\"softcap\": 1.5}' --approx ";
+  for (const std::string mode : {"high", "low", "mixed"}) {
+    const auto r = run_cli(shape + mode + " --json");
+    ASSERT_EQ(r.exit_code, 0) << mode << "\n" << r.out << r.err;
+    const auto doc = nlohmann::json::parse(r.out);
+    EXPECT_TRUE(doc.at("ok").get<bool>()) << r.out;
+    EXPECT_EQ(doc.at("approx"), mode);
+  }
+  const auto text = run_cli(shape + "high");
+  ASSERT_EQ(text.exit_code, 0) << text.out << text.err;
+  EXPECT_NE(text.out.find(".approx instructions (ex2, tanh): at the high edge of the PTX ISA's error bound"),
+            std::string::npos)
+      << text.out;
 }
 
 // A window problem needs the kernels with key intervals: one without them is refused.

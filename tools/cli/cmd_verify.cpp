@@ -11,6 +11,7 @@
 #include <string>
 
 #include "cpgen/error.h"
+#include "runtime/backend/emulated_kernel.h"
 #include "runtime/core/text_file.h"
 #include "runtime/ring/partition.h"
 #include "runtime/ring/sampled_check.h"
@@ -38,6 +39,7 @@ struct VerifyOptions {
   std::string dtype;
   std::string transport;
   std::vector<std::string> specs;
+  std::string approx;  // --backend emulated: which value of their bound the .approx instructions return
   std::string output_path;
   bool json = false;
 };
@@ -161,6 +163,17 @@ void run_verify(const VerifyOptions& opt) {
                     join(verify_backend_names()));
   if (!opt.specs.empty() && !backend->takes_spec)
     throw_bad_input("--spec is not taken by --backend " + opt.backend + " (it runs the kernels selection chooses)");
+  if (!opt.approx.empty()) {
+    if (opt.backend != "emulated")
+      throw_bad_input("--approx is taken by --backend emulated only (a GPU's .approx instructions return what they return)");
+    bool known = false;
+    for (EmulatedApproximation mode : kEmulatedApproximations)
+      if (opt.approx == approximation_name(mode)) {
+        set_emulated_approximation(mode);
+        known = true;
+      }
+    if (!known) throw_bad_input("--approx '" + opt.approx + "' is not one of exact, high, low, mixed");
+  }
 
   AttentionVectors vec;
   Scheme scheme = Scheme::kZigzag;
@@ -223,6 +236,7 @@ void run_verify(const VerifyOptions& opt) {
     doc["precision"] = report.precision;
     doc["scheme"] = std::string(scheme_name(scheme));
     doc["ranks"] = ranks;
+    if (!opt.approx.empty()) doc["approx"] = opt.approx;
     doc["checks"] = nlohmann::ordered_json::array();
     for (const VerifyCheck& c : report.checks) {
       nlohmann::ordered_json check;
@@ -242,6 +256,11 @@ void run_verify(const VerifyOptions& opt) {
     std::printf("verify %s: backend %s (%s), %s over %d rank%s\n", vec.name.c_str(),
                 opt.backend.c_str(), report.precision.c_str(),
                 std::string(scheme_name(scheme)).c_str(), ranks, ranks == 1 ? "" : "s");
+    if (!opt.approx.empty())
+      std::printf("  .approx instructions (ex2, tanh): %s\n",
+                  opt.approx == "exact"   ? "correctly rounded"
+                  : opt.approx == "mixed" ? "at either edge of the PTX ISA's error bound, by the input"
+                                          : ("at the " + opt.approx + " edge of the PTX ISA's error bound").c_str());
     if (opt.random)
       std::printf("  random inputs, seed %llu; float64 reference at %s of every (batch, head)\n"
                   "  (first and last of every rank's shard, the rest spread evenly):\n",
@@ -306,6 +325,10 @@ const CommandRegistrar kVerify("verify", [](CLI::App& root) {
                   "zigzag-q-half, and bwd- before each for the backward); 'wgmma': the sm_90a family's default tiles "
                   "for the problem; 'wgmma-pingpong': the same in the ping-pong schedule; 'wgmma-persistent': the same in "
                   "the persistent launch; 'mma.sync': that family's default tiles; default: what selection chooses");
+  cmd->add_option("--approx", opt->approx,
+                  "what the emulator's .approx instructions (ex2, tanh) return (--backend emulated): exact (the "
+                  "correctly rounded value, the default), high or low (every result at that edge of the PTX ISA's "
+                  "error bound: ex2 2 ulp, tanh 2^-11 relative), mixed (either edge by the input)");
   cmd->add_option("--output", opt->output_path,
                   "write the gathered out, lse, dq, dk, dv as JSON (the vectors file's layout)");
   cmd->add_flag("--json", opt->json, "print the report as JSON");

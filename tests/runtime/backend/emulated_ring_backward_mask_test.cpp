@@ -138,6 +138,19 @@ TEST(EmulatedBackwardMasks, HeadDim256DocumentsWindowAndSoftcap) {
   check({Dtype::kFp16, 2, false, {24, 20}, 3, 4, 2.0, 256}, 510);
 }
 
+// The backward's softcap with its tanh (the slope 1 - t^2 included) and ex2 at an edge of the PTX
+// ISA's error bound (emulation/cuda_emulation.h, "The .approx instructions"), as a GPU may return
+// them, under caps small enough that most scores saturate, where 1 - t^2 is smallest beside
+// tanh's error: the gradients still meet the dtype's limit.
+TEST(EmulatedBackwardMasks, SoftcapWithinTheIsasApproximationBounds) {
+  for (EmulatedApproximation mode : testing::kApproximationEdges) {
+    SCOPED_TRACE(approximation_name(mode));
+    testing::ScopedApproximation approximation(mode);
+    check({Dtype::kBf16, 2, true, {24}, -1, -1, 0.5}, 503);
+    check({Dtype::kFp16, 2, false, {8, 16}, 4, 3, 1.0}, 505);
+  }
+}
+
 // What the cases above leave out, each once (a reviewer's list): GQA groups past 2 with several kv
 // heads and batch entries (the packed rows of more than one head per launch, the dK/dV sums over a
 // group), the contiguous and zigzag-token schemes, rings of 1 and 3, ranks that hold no row,

@@ -165,6 +165,46 @@ TEST(EmulatedRingMask, DocumentsWindowAndSoftcapCombinedFp16) {
   check_against_reference(p, small_spec(Dtype::kFp16, true, true, true), 6);
 }
 
+// Every .approx instruction the kernels issue (ex2 in the softmax, tanh in the cap) at an edge of
+// the PTX ISA's error bound, as a GPU may return it (emulation/cuda_emulation.h, "The .approx
+// instructions"): the softcap kernels still meet the dtype's limit. Caps of 1 and 0.5 bend most
+// scores, where tanh's error weighs most on the logit.
+TEST(EmulatedRingMask, SoftcapWithinTheIsasApproximationBounds) {
+  for (EmulatedApproximation mode : testing::kApproximationEdges) {
+    SCOPED_TRACE(approximation_name(mode));
+    testing::ScopedApproximation approximation(mode);
+    Problem p = masked_problem(Dtype::kBf16, Scheme::kZigzag, 2, 128, true);
+    p.softcap = 1.0;
+    check_against_reference(p, small_spec(Dtype::kBf16, true, false, true), 5);
+    Problem q = masked_problem(Dtype::kFp16, Scheme::kZigzag, 4, 128, true);
+    q.documents = {56, 8, 64};
+    q.window_left = 17;
+    q.softcap = 0.5;
+    check_against_reference(q, small_spec(Dtype::kFp16, true, true, true), 6);
+  }
+}
+
+// The approximation mode reaches the kernels' shared objects (each carries its own emulator): the
+// lse of one problem moves when ex2 and tanh move to an edge, and is back once the guard ends.
+TEST(EmulatedRingMask, TheApproximationModeReachesTheKernels) {
+  Problem p = masked_problem(Dtype::kBf16, Scheme::kZigzag, 2, 128, true);
+  p.softcap = 2.5;
+  const AttentionVectors vec = random_vectors(p, 7);
+  std::vector<std::pair<StepType, KernelSpec>> per_step;
+  for (StepType step : step_types_for(p)) per_step.emplace_back(step, small_spec(Dtype::kBf16, true, false, true));
+  const auto run = [&] {
+    return run_emulated_ring(p, per_step, kArch, {vec.q.begin(), vec.q.end()}, {vec.k.begin(), vec.k.end()},
+                             {vec.v.begin(), vec.v.end()}, test_store());
+  };
+  const EmulatedRingResult exact = run();
+  for (EmulatedApproximation mode : testing::kApproximationEdges) {
+    SCOPED_TRACE(approximation_name(mode));
+    testing::ScopedApproximation approximation(mode);
+    EXPECT_NE(run().lse, exact.lse);
+  }
+  EXPECT_EQ(run().lse, exact.lse);
+}
+
 // The shared float64 vectors of format 2 (../shared/vectors/v2, where present): the two-sided
 // window case, whose length divides rings of 2 and 4 (the packed-document cases and the project's
 // own v2 vectors do not, which the kernels do not run yet), in fp16 through the kernel above (its

@@ -11,6 +11,7 @@
 #include <vector>
 
 #include "cpgen/problem.h"
+#include "runtime/backend/emulated_kernel.h"
 #include "runtime/jit/kernel_store.h"
 #include "error_limit.h"
 #include "test_util.h"
@@ -54,6 +55,18 @@ inline Problem ring_case_problem(const RingCase& c, const std::string& name) {
   p.validate();
   return p;
 }
+
+// The emulated launches' .approx instructions at one edge of the PTX ISA's bound for the guard's
+// life (set_emulated_approximation), then correctly rounded again.
+class ScopedApproximation {
+ public:
+  explicit ScopedApproximation(EmulatedApproximation mode) { set_emulated_approximation(mode); }
+  ~ScopedApproximation() { set_emulated_approximation(EmulatedApproximation::kCorrectlyRounded); }
+  ScopedApproximation(const ScopedApproximation&) = delete;
+  ScopedApproximation& operator=(const ScopedApproximation&) = delete;
+};
+inline constexpr EmulatedApproximation kApproximationEdges[] = {EmulatedApproximation::kHigh, EmulatedApproximation::kLow,
+                                                                EmulatedApproximation::kMixed};
 
 inline KernelStore* emulated_store() {
   static DirectoryKernelStore store(std::string(CPGEN_BINARY_DIR) + "/test-emulated-kernels");
