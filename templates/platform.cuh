@@ -61,6 +61,22 @@ CPGEN_HOST_DEVICE float log2_approx(float x) {
 #endif
 }
 
+// 1/x as the PTX ISA's rcp.approx.ftz.f32: within 1 ulp of the correctly rounded reciprocal,
+// subnormal inputs and results flushed to zero of the same sign, 1/+-0 = +-Inf, 1/+-Inf = +-0.
+// One MUFU.RCP where `1.0f / x` compiles to an IEEE division (a reciprocal, its refinement and a
+// slow-path branch). The emulator as exp2_approx's; the host divides.
+CPGEN_HOST_DEVICE float rcp_approx(float x) {
+#if defined(CPGEN_EMULATION)
+  return ::cpgen::emulation::rcp_approx_ftz_f32(x);
+#elif defined(__CUDA_ARCH__)
+  float r;
+  asm("rcp.approx.ftz.f32 %0, %1;" : "=f"(r) : "f"(x));
+  return r;
+#else
+  return 1.0f / x;
+#endif
+}
+
 // tanh for the logit softcap. The GPU uses tanh.approx.f32 (sm_75+; the PTX ISA bounds its
 // relative error by 2^-11, below bf16's rounding of the probabilities it feeds); the emulator
 // its definition (as exp2_approx's), the host the libm tanh, which is within that bound.

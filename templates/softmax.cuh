@@ -49,6 +49,27 @@ CPGEN_HOST_DEVICE float lse_natural(float m, float l) {
   return l > 0.0f ? (m + log2_approx(l)) * 0.693147180559945309f : -positive_infinity();
 }
 
+// tanh(x) and its slope d tanh(x) / dx = 1 - tanh(x)^2 for the softcap's backward (step_bwd.cuh),
+// both from e = exp(-2|x|): tanh = sign(x) (1 - e) / (1 + e), slope = sech(x)^2 = 4 e / (1 + e)^2.
+// From tanh.approx (2^-11 relative) the slope 1 - t^2 cancels as t nears 1, and that error
+// becomes all of the slope: an fp16 backward at cap 0.25 lost its gradients' accuracy to it
+// under the emulator's edges of the ISA's bound (3.2 of the test limit's units where the
+// correctly rounded tanh gave 0.3). Here the slope keeps ex2's and rcp's few ulps at every x
+// (0 only once e underflows, past |x| = 43), and tanh an absolute error of a few 1e-7 (the
+// logit c tanh then errs by c times that, where tanh.approx's error grows with the logit).
+// Two MUFU operations (ex2, rcp) for the pair, where tanh.approx and an accurate slope took three.
+struct TanhSlope {
+  float tanh;
+  float slope;
+};
+CPGEN_HOST_DEVICE TanhSlope tanh_and_slope(float x) {
+  constexpr float kMinusTwoLog2e = -2.8853900817779268f;  // -2 log2(e)
+  const float e = exp2_approx(kMinusTwoLog2e * (x < 0.0f ? -x : x));
+  const float r = rcp_approx(1.0f + e);
+  const float magnitude = (1.0f - e) * r;
+  return {x < 0.0f ? -magnitude : magnitude, 4.0f * e * r * r};
+}
+
 #if defined(__CUDACC__)
 
 // A quad of lanes (lane / 4 equal) shares the rows of an MMA accumulator; these reduce over it.

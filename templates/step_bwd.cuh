@@ -35,7 +35,9 @@
 //
 // Softcap (kSoftcap): the logit is t = c tanh(scale q.k / c), P = exp(t - lse), and by the chain
 // rule dS = P (dP - delta) dt/d(scale q.k) = P (dP - delta) (1 - (t / c)^2); dQ and dK keep the
-// softmax scale as without it.
+// softmax scale as without it. tanh and that slope come from one exponential (softmax.cuh
+// tanh_and_slope), not from tanh.approx, whose 2^-11 would be all of 1 - (t / c)^2 where the
+// cap saturates.
 //
 // Memory: K and V tiles stay in shared memory; Q and dO tiles arrive through a kStages-deep
 // cp.async pipeline. Launch: grid (ceil(kv_len / kBlockN), pair_grid(batch, kv_heads)), i.e. kv
@@ -393,10 +395,11 @@ CPGEN_DEVICE void ring_bwd_step(const RingBwdParams& params) {
           const int col = j * 8 + acc_col(lane, e);
           float p, slope = 1.0f;
           if constexpr (kSoftcap) {
-            // tanh(scale q.k / c) = t / c; P = exp(t - lse) = exp2(t log2(e) - lse log2(e)).
-            const float capped = tanh_approx(st[mt][j][e] * scale_over_cap);
-            p = exp2_approx(fmaf(capped, cap_log2, -load_shared(&row_lse_log2[col])));
-            slope = 1.0f - capped * capped;
+            // tanh(scale q.k / c) = t / c; P = exp(t - lse) = exp2(t log2(e) - lse log2(e)). The
+            // tanh and its slope come from one exponential (softmax.cuh tanh_and_slope).
+            const TanhSlope capped = tanh_and_slope(st[mt][j][e] * scale_over_cap);
+            p = exp2_approx(fmaf(capped.tanh, cap_log2, -load_shared(&row_lse_log2[col])));
+            slope = capped.slope;
           } else {
             p = exp2_approx(fmaf(st[mt][j][e], params.scale_log2, -load_shared(&row_lse_log2[col])));
           }

@@ -235,6 +235,15 @@
 # refuses masked shapes (the ring phase's shapes are plain); db import refuses fields an export
 # never writes, so the tune phase's exported cache must come from this tree's `db export` (it
 # does); compile --emit-source writes one self-contained file. The plan stands.
+# Stop 50 (2026-11-29, CPU only) changed templates: the softcap backward takes tanh and its slope
+# from one ex2 and one rcp (softmax.cuh tanh_and_slope) instead of tanh.approx and 1 - t^2, after
+# the emulator's new --approx edges showed fp16 gradients at 3.2 of the limit's units at cap 0.25
+# (platform.cuh also gained rcp_approx and calls the emulator under CPGEN_EMULATION; the forward's
+# device code is unchanged). Every kernel's store key follows its templates, so pack again (a
+# fresh checkout has no .gpudeps anyway); the A/B commits' forward kernels are as they were.
+# Unmeasured on a GPU: the softcap backward now issues 3 MUFU operations a score where it issued 2
+# (PTX of the hd128 fp16 default: 64 ex2 and 32 rcp for 32 tanh and 32 ex2; 225 registers for
+# 199, no spill, one CTA an SM either way); the tests phase's softcap backward cases check it.
 #
 # The GPU machines have nvcc, CMake, PyTorch and the nvidia-nccl Python package but maybe none of
 # the Debian -dev packages, and no network. Choice: vendor nothing in the repository; use what the

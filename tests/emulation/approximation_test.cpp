@@ -1,6 +1,7 @@
 // The emulator's .approx instructions (emulation/cuda_emulation.h, "The .approx instructions")
 // against the PTX ISA's statement of them, computed here in double: ex2.approx.ftz.f32 within 2
-// ulp of the correctly rounded 2^x with its flushes and corner results, tanh.approx.f32 within
+// ulp of the correctly rounded 2^x with its flushes and corner results, rcp.approx.ftz.f32 within
+// 1 ulp of the correctly rounded 1/x with its flushes and corner results, tanh.approx.f32 within
 // 2^-11 relative with its corner results; each mode on its side of the bound (at its edge for
 // high and low, both sides for mixed), and the mode a property of the host thread.
 #include <gtest/gtest.h>
@@ -18,6 +19,7 @@ enum class Approximation : int { kCorrectlyRounded = 0, kHigh = 1, kLow = 2, kMi
 void set_approximation(Approximation mode);
 Approximation approximation();
 float ex2_approx_ftz_f32(float x);
+float rcp_approx_ftz_f32(float x);
 float tanh_approx_f32(float x);
 }  // namespace cpgen::emulation
 
@@ -136,6 +138,48 @@ TEST(EmulationApproximation, Ex2CornerResultsAndFlushesHoldInEveryMode) {
     // Overflow stays infinite; the largest finite results never move past the largest float.
     EXPECT_EQ(emulation::ex2_approx_ftz_f32(128.0f), INFINITY);
     EXPECT_TRUE(std::isfinite(emulation::ex2_approx_ftz_f32(127.99999f)));
+  }
+}
+
+TEST(EmulationApproximation, RcpIsCorrectlyRoundedByDefaultAndOneFloatAwayAtTheEdges) {
+  std::mt19937 rng(13);
+  for (int e = -120; e <= 120; ++e)
+    for (int i = 0; i < 20; ++i) {
+      const float magnitude = std::ldexp(1.0f + std::uniform_real_distribution<float>(0.0f, 1.0f)(rng), e);
+      for (float x : {magnitude, -magnitude}) {
+        const float want = 1.0f / x;  // the correctly rounded reciprocal
+        for (Approximation mode : kModes) {
+          ModeGuard guard(mode);
+          const float got = emulation::rcp_approx_ftz_f32(x);
+          // Floats of one sign are ordered as their bits: > 0 is larger in magnitude.
+          const int64_t away = floats_between(std::abs(want), std::abs(got));
+          ASSERT_EQ(std::signbit(got), std::signbit(want)) << x;
+          switch (mode) {
+            case Approximation::kCorrectlyRounded: EXPECT_EQ(away, 0) << x; break;
+            case Approximation::kHigh: EXPECT_EQ(away, 1) << x; break;
+            case Approximation::kLow: EXPECT_EQ(away, -1) << x; break;
+            case Approximation::kMixed: EXPECT_TRUE(away == 1 || away == -1) << x << " moved " << away; break;
+          }
+        }
+      }
+    }
+}
+
+TEST(EmulationApproximation, RcpCornerResultsAndFlushesHoldInEveryMode) {
+  for (Approximation mode : kModes) {
+    ModeGuard guard(mode);
+    SCOPED_TRACE(static_cast<int>(mode));
+    EXPECT_EQ(emulation::rcp_approx_ftz_f32(0.0f), INFINITY);
+    EXPECT_EQ(emulation::rcp_approx_ftz_f32(-0.0f), -INFINITY);
+    EXPECT_EQ(bits(emulation::rcp_approx_ftz_f32(INFINITY)), bits(0.0f));
+    EXPECT_EQ(bits(emulation::rcp_approx_ftz_f32(-INFINITY)), bits(-0.0f));
+    EXPECT_TRUE(std::isnan(emulation::rcp_approx_ftz_f32(NAN)));
+    // ftz: a subnormal input is a zero of its sign; a subnormal result (1 / 2^127) is one too.
+    EXPECT_EQ(emulation::rcp_approx_ftz_f32(from_bits(0x00000001u)), INFINITY);
+    EXPECT_EQ(emulation::rcp_approx_ftz_f32(from_bits(0x80400000u)), -INFINITY);
+    EXPECT_EQ(bits(emulation::rcp_approx_ftz_f32(std::ldexp(1.0f, 127))), bits(0.0f));
+    EXPECT_EQ(bits(emulation::rcp_approx_ftz_f32(-std::ldexp(1.5f, 127))), bits(-0.0f));
+    EXPECT_EQ(emulation::rcp_approx_ftz_f32(1.0f) == 1.0f, mode == Approximation::kCorrectlyRounded);
   }
 }
 

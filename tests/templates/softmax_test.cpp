@@ -72,6 +72,32 @@ TEST(Softmax, Exp2ApproxFollowsTheFlushToZeroSemanticsOfEx2) {
   }
 }
 
+// The softcap backward's tanh and slope against double: the slope sech(x)^2 to a few ulps
+// relative where it is a normal float (|x| up to 43; ex2's argument -2 x log2(e) carries a
+// rounding whose absolute size grows with |x|, hence the bound's |x| term), tanh to a few 1e-7
+// absolute; exactly (0, 1) at 0, odd and even in x, (+-1, 0) once exp(-2|x|) underflows. 1 - t^2
+// from a float tanh loses all of the slope as t nears 1 (at x = 10 the float tanh is 1 and that
+// slope 0, where sech^2 is 8.2e-9).
+TEST(Softmax, SoftcapTanhAndSlopeAreAccurateEverywhere) {
+  EXPECT_EQ(tanh_and_slope(0.0f).tanh, 0.0f);
+  EXPECT_EQ(tanh_and_slope(0.0f).slope, 1.0f);
+  for (float x = 1.0f / 1024; x < 43.0f; x *= 1.0137f) {
+    const double cosh = std::cosh(static_cast<double>(x));
+    const TanhSlope got = tanh_and_slope(x);
+    EXPECT_NEAR(got.slope * cosh * cosh, 1.0, 4e-7 + 1.5e-7 * x) << x;
+    EXPECT_NEAR(got.tanh, std::tanh(static_cast<double>(x)), 3e-7) << x;
+    EXPECT_EQ(tanh_and_slope(-x).slope, got.slope) << x;
+    EXPECT_EQ(tanh_and_slope(-x).tanh, -got.tanh) << x;
+  }
+  EXPECT_EQ(tanh_and_slope(100.0f).slope, 0.0f);
+  EXPECT_EQ(tanh_and_slope(100.0f).tanh, 1.0f);
+  EXPECT_EQ(tanh_and_slope(-std::numeric_limits<float>::infinity()).tanh, -1.0f);
+  EXPECT_EQ(tanh_and_slope(-std::numeric_limits<float>::infinity()).slope, 0.0f);
+  const float t = std::tanh(10.0f);
+  EXPECT_EQ(1.0f - t * t, 0.0f);
+  EXPECT_NEAR(tanh_and_slope(10.0f).slope, 8.245e-9, 1e-12);
+}
+
 TEST(Softmax, EmptyMergedWithEmptyStaysEmptyWithoutNaN) {
   RowState empty = merge(RowState{}, RowState{});
   EXPECT_EQ(empty.m, kNegInf);
