@@ -184,22 +184,19 @@ std::string launch(unsigned grid_x, unsigned grid_y, unsigned grid_z, unsigned t
 // rounded 2^x (subnormal inputs read as zero, subnormal results written as +0; -Inf gives +0,
 // +-0 give 1, +Inf gives +Inf, NaN gives NaN), rcp.approx.ftz.f32 within 1 ulp of the correctly
 // rounded 1/x (subnormal inputs and results flushed to zero of the same sign; +-0 give +-Inf,
-// +-Inf give +-0, NaN gives NaN), tanh.approx.f32 within a relative error of 2^-11 (+-0 and
-// subnormal inputs pass through, +-Inf give +-1, NaN gives NaN). A GPU returns one value
-// of that set; the emulator lets a launch pick which side of it (set_approximation, this host
-// thread's launches from now on), so a kernel is checked against the bound the ISA promises, not
-// against one library's rounding:
+// +-Inf give +-0, NaN gives NaN). A GPU returns one value of that set; the emulator lets a
+// launch pick which side of it (set_approximation, this host thread's launches from now on), so
+// a kernel is checked against the bound the ISA promises, not against one library's rounding:
 //   kCorrectlyRounded  the correctly rounded value (the default)
 //   kHigh, kLow        every result at the top (bottom) of its bound in magnitude: a systematic
 //                      bias, the case that accumulates in sums
 //   kMixed             top or bottom by a hash of the input's bits: deterministic, uncorrelated
-// The table's exact results stay exact in every mode.
+// The tables' exact results stay exact in every mode.
 enum class Approximation : int { kCorrectlyRounded = 0, kHigh = 1, kLow = 2, kMixed = 3 };
 void set_approximation(Approximation mode);
 Approximation approximation();
 float ex2_approx_ftz_f32(float x);
 float rcp_approx_ftz_f32(float x);
-float tanh_approx_f32(float x);
 
 // PTX cvt.rn.bf16.f32 / cvt.rn.f16.f32: round to nearest even, overflow to infinity, fp16
 // subnormals kept, NaN to the canonical 0x7fff. And the exact widening back to f32.

@@ -77,21 +77,6 @@ CPGEN_HOST_DEVICE float rcp_approx(float x) {
 #endif
 }
 
-// tanh for the logit softcap. The GPU uses tanh.approx.f32 (sm_75+; the PTX ISA bounds its
-// relative error by 2^-11, below bf16's rounding of the probabilities it feeds); the emulator
-// its definition (as exp2_approx's), the host the libm tanh, which is within that bound.
-CPGEN_HOST_DEVICE float tanh_approx(float x) {
-#if defined(CPGEN_EMULATION)
-  return ::cpgen::emulation::tanh_approx_f32(x);
-#elif defined(__CUDA_ARCH__)
-  float r;
-  asm("tanh.approx.f32 %0, %1;" : "=f"(r) : "f"(x));
-  return r;
-#else
-  return __builtin_tanhf(x);
-#endif
-}
-
 }  // namespace device
 }  // namespace cpgen
 

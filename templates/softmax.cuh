@@ -49,15 +49,15 @@ CPGEN_HOST_DEVICE float lse_natural(float m, float l) {
   return l > 0.0f ? (m + log2_approx(l)) * 0.693147180559945309f : -positive_infinity();
 }
 
-// tanh(x) and its slope d tanh(x) / dx = 1 - tanh(x)^2 for the softcap's backward (step_bwd.cuh),
-// both from e = exp(-2|x|): tanh = sign(x) (1 - e) / (1 + e), slope = sech(x)^2 = 4 e / (1 + e)^2.
-// From tanh.approx (2^-11 relative) the slope 1 - t^2 cancels as t nears 1, and that error
-// becomes all of the slope: an fp16 backward at cap 0.25 lost its gradients' accuracy to it
-// under the emulator's edges of the ISA's bound (3.2 of the test limit's units where the
-// correctly rounded tanh gave 0.3). Here the slope keeps ex2's and rcp's few ulps at every x
-// (0 only once e underflows, past |x| = 43), and tanh an absolute error of a few 1e-7 (the
-// logit c tanh then errs by c times that, where tanh.approx's error grows with the logit).
-// Two MUFU operations (ex2, rcp) for the pair, where tanh.approx and an accurate slope took three.
+// The softcap's tanh(x), and for the backward (step_bwd.cuh) its slope d tanh(x) / dx =
+// 1 - tanh(x)^2, both from e = exp(-2|x|): tanh = sign(x) (1 - e) / (1 + e), slope = sech(x)^2 =
+// 4 e / (1 + e)^2, with ex2.approx and rcp.approx (2 and 1 ulp). Not tanh.approx: its 2^-11
+// relative error is c 2^-11 |t| on a logit c t, which a cap of 30-50 over logits of that size
+// turns into lse errors of 1-3 bf16 and 9-23 fp16 units of the test limit (the emulator at the
+// edges of the ISA's bound), and in 1 - t^2 it cancels as t nears 1 until it is all of the slope
+// (fp16 gradients at 3.2 units at cap 0.25, 0.3 from this). Here tanh keeps an absolute error of a
+// few 1e-7 and the slope a few ulps relative at every x (0 once e underflows, past |x| = 43).
+// Two MUFU operations where tanh.approx took one.
 struct TanhSlope {
   float tanh;
   float slope;
@@ -69,6 +69,8 @@ CPGEN_HOST_DEVICE TanhSlope tanh_and_slope(float x) {
   const float magnitude = (1.0f - e) * r;
   return {x < 0.0f ? -magnitude : magnitude, 4.0f * e * r * r};
 }
+// The forward's softcap: the tanh alone.
+CPGEN_HOST_DEVICE float softcap_tanh(float x) { return tanh_and_slope(x).tanh; }
 
 #if defined(__CUDACC__)
 

@@ -36,8 +36,8 @@
 // Softcap (kSoftcap): the logit is t = c tanh(scale q.k / c), P = exp(t - lse), and by the chain
 // rule dS = P (dP - delta) dt/d(scale q.k) = P (dP - delta) (1 - (t / c)^2); dQ and dK keep the
 // softmax scale as without it. tanh and that slope come from one exponential (softmax.cuh
-// tanh_and_slope), not from tanh.approx, whose 2^-11 would be all of 1 - (t / c)^2 where the
-// cap saturates.
+// tanh_and_slope), as the forward's tanh does, so P is the forward's; from tanh.approx, 2^-11
+// would be all of 1 - (t / c)^2 where the cap saturates.
 //
 // Memory: K and V tiles stay in shared memory; Q and dO tiles arrive through a kStages-deep
 // cp.async pipeline. Launch: grid (ceil(kv_len / kBlockN), pair_grid(batch, kv_heads)), i.e. kv

@@ -432,7 +432,7 @@ CPGEN_DEVICE void ring_fwd_step(const RingFwdParams& params) {
 #pragma unroll
           for (int j = 0; j < kScoreTiles; ++j)
 #pragma unroll
-            for (int e = 0; e < 4; ++e) scores[mt][j][e] = cap_log2 * tanh_approx(scores[mt][j][e] * tanh_scale);
+            for (int e = 0; e < 4; ++e) scores[mt][j][e] = cap_log2 * softcap_tanh(scores[mt][j][e] * tanh_scale);
       }
 
       // Mask: keys past the end of the chunk, and keys outside the row's visible ones (causal:

@@ -381,7 +381,7 @@ CPGEN_DEVICE void wgmma_fwd_softmax(const RingFwdParams& params, float (&s)[Trai
   if constexpr (Traits::kSoftcap) {
     const float tanh_scale = params.scale_log2 * 0.6931471805599453f / params.softcap;
 #pragma unroll
-    for (int i = 0; i < Traits::kScoreRegisters; ++i) s[i] = tanh_approx(s[i] * tanh_scale);
+    for (int i = 0; i < Traits::kScoreRegisters; ++i) s[i] = softcap_tanh(s[i] * tanh_scale);
   }
   if ((kKeyIntervals && tile < tiles.full_begin) || tile >= tiles.full_end) {
     const int keys_here = min(kBlockN, params.kv_len - key0);

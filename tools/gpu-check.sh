@@ -235,15 +235,17 @@
 # refuses masked shapes (the ring phase's shapes are plain); db import refuses fields an export
 # never writes, so the tune phase's exported cache must come from this tree's `db export` (it
 # does); compile --emit-source writes one self-contained file. The plan stands.
-# Stop 50 (2026-11-29, CPU only) changed templates: the softcap backward takes tanh and its slope
-# from one ex2 and one rcp (softmax.cuh tanh_and_slope) instead of tanh.approx and 1 - t^2, after
-# the emulator's new --approx edges showed fp16 gradients at 3.2 of the limit's units at cap 0.25
-# (platform.cuh also gained rcp_approx and calls the emulator under CPGEN_EMULATION; the forward's
-# device code is unchanged). Every kernel's store key follows its templates, so pack again (a
-# fresh checkout has no .gpudeps anyway); the A/B commits' forward kernels are as they were.
-# Unmeasured on a GPU: the softcap backward now issues 3 MUFU operations a score where it issued 2
-# (PTX of the hd128 fp16 default: 64 ex2 and 32 rcp for 32 tanh and 32 ex2; 225 registers for
-# 199, no spill, one CTA an SM either way); the tests phase's softcap backward cases check it.
+# Stop 50 (2026-11-29, CPU only) changed templates: the softcap's tanh (forward, both families)
+# and the backward's slope 1 - t^2 come from one ex2 and one rcp (softmax.cuh tanh_and_slope)
+# instead of tanh.approx, after the emulator's new --approx edges of the PTX ISA's bounds showed
+# tanh.approx's 2^-11 putting lse at 1.6-2.9 bf16 and 13-23 fp16 units of the test limit at caps
+# of 30-50 over logits of that size, and fp16 gradients at 3.2 at cap 0.25. Unmasked kernels' PTX
+# is identical to 69f9962's (checked: wgmma persistent, mma.sync forward, backward), so the A/B
+# plan stands; every store key follows its templates, so pack again (a fresh checkout has no
+# .gpudeps anyway). Unmeasured on a GPU: the softcap kernels issue one more MUFU operation a
+# score (forward 3 for 2, backward 3 for 2; PTX of the hd128 fp16 backward default: 64 ex2 and 32
+# rcp for 32 tanh and 32 ex2), no spills; registers of the hd128 backward 199 -> 225 (one CTA an
+# SM either way), forward defaults within 6 of before. The tests phase's softcap cases check them.
 #
 # The GPU machines have nvcc, CMake, PyTorch and the nvidia-nccl Python package but maybe none of
 # the Debian -dev packages, and no network. Choice: vendor nothing in the repository; use what the

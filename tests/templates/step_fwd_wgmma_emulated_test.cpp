@@ -51,26 +51,31 @@ TEST(StepFwdWgmmaEmulated, Bf16Hd128CausalSoftcapZigzagRingOfTwo) {
   check_setup<Traits>(p, reference_of(p, setup.shape), setup);
 }
 
-// The same softcap kernel at head dim 64 with every .approx instruction (ex2 in the softmax, tanh
-// in the cap) at an edge of the PTX ISA's error bound, as a GPU may return it, under a cap of 1
-// that bends most scores: still within the dtype's limit (emulation/cuda_emulation.h, "The
-// .approx instructions"; the harness launches on this thread, whose mode it is).
+// The same softcap kernel at head dim 64 with every .approx instruction (ex2 in the softmax, ex2
+// and rcp in the cap's tanh) at an edge of the PTX ISA's error bound, as a GPU may return it: a
+// cap of 1 that bends most scores, and a cap of 50 over logits of that size (softmax scale 0.5),
+// where tanh.approx put the mma.sync family's lse past the limit (EmulatedRingMask.Softcap-
+// WithinTheIsasApproximationBounds; emulation/cuda_emulation.h, "The .approx
+// instructions"; the harness launches on this thread, whose mode it is).
 TEST(StepFwdWgmmaEmulated, SoftcapWithinTheIsasApproximationBounds) {
   using Traits = WgmmaFwdTraits<Bf16, 64, 128, 64, 2, 2, true, 1, false, true>;
-  const AttentionProblem p = testing::random_problem(1, 1, 1, 64, 2 * 2 * 96, true, 43);
-  RingSetup setup;
-  setup.shape = shape_of(p);
-  setup.shape.softcap = 1.0;
-  setup.ranks = partition(Scheme::kZigzag, p.seq_len, 2);
-  const auto want = reference_of(p, setup.shape);
-  for (emulation::Approximation mode :
-       {emulation::Approximation::kHigh, emulation::Approximation::kLow, emulation::Approximation::kMixed}) {
-    SCOPED_TRACE(static_cast<int>(mode));
-    struct Restore {
-      ~Restore() { emulation::set_approximation(emulation::Approximation::kCorrectlyRounded); }
-    } restore;
-    emulation::set_approximation(mode);
-    check_setup<Traits>(p, want, setup);
+  for (const auto& [cap, scale] : {std::pair{1.0, 0.125}, std::pair{50.0, 0.5}}) {
+    AttentionProblem p = testing::random_problem(1, 1, 1, 64, 2 * 2 * 96, true, 43);
+    p.softmax_scale = scale;
+    RingSetup setup;
+    setup.shape = shape_of(p);
+    setup.shape.softcap = cap;
+    setup.ranks = partition(Scheme::kZigzag, p.seq_len, 2);
+    const auto want = reference_of(p, setup.shape);
+    for (emulation::Approximation mode :
+         {emulation::Approximation::kHigh, emulation::Approximation::kLow, emulation::Approximation::kMixed}) {
+      SCOPED_TRACE("cap " + std::to_string(cap) + ", mode " + std::to_string(static_cast<int>(mode)));
+      struct Restore {
+        ~Restore() { emulation::set_approximation(emulation::Approximation::kCorrectlyRounded); }
+      } restore;
+      emulation::set_approximation(mode);
+      check_setup<Traits>(p, want, setup);
+    }
   }
 }
 

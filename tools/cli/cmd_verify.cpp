@@ -257,7 +257,7 @@ void run_verify(const VerifyOptions& opt) {
                 opt.backend.c_str(), report.precision.c_str(),
                 std::string(scheme_name(scheme)).c_str(), ranks, ranks == 1 ? "" : "s");
     if (!opt.approx.empty())
-      std::printf("  .approx instructions (ex2, rcp, tanh): %s\n",
+      std::printf("  .approx instructions (ex2, rcp): %s\n",
                   opt.approx == "exact"   ? "correctly rounded"
                   : opt.approx == "mixed" ? "at either edge of the PTX ISA's error bound, by the input"
                                           : ("at the " + opt.approx + " edge of the PTX ISA's error bound").c_str());
@@ -326,9 +326,9 @@ const CommandRegistrar kVerify("verify", [](CLI::App& root) {
                   "for the problem; 'wgmma-pingpong': the same in the ping-pong schedule; 'wgmma-persistent': the same in "
                   "the persistent launch; 'mma.sync': that family's default tiles; default: what selection chooses");
   cmd->add_option("--approx", opt->approx,
-                  "what the emulator's .approx instructions (ex2, rcp, tanh) return (--backend emulated): exact (the "
+                  "what the emulator's .approx instructions (ex2, rcp) return (--backend emulated): exact (the "
                   "correctly rounded value, the default), high or low (every result at that edge of the PTX ISA's "
-                  "error bound: ex2 2 ulp, rcp 1 ulp, tanh 2^-11 relative), mixed (either edge by the input)");
+                  "error bound: ex2 2 ulp, rcp 1 ulp), mixed (either edge by the input)");
   cmd->add_option("--output", opt->output_path,
                   "write the gathered out, lse, dq, dk, dv as JSON (the vectors file's layout)");
   cmd->add_flag("--json", opt->json, "print the report as JSON");

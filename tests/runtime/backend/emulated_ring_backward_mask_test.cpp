@@ -138,12 +138,12 @@ TEST(EmulatedBackwardMasks, HeadDim256DocumentsWindowAndSoftcap) {
   check({Dtype::kFp16, 2, false, {24, 20}, 3, 4, 2.0, 256}, 510);
 }
 
-// The backward's softcap with its tanh, ex2 and rcp at an edge of the PTX ISA's error bound
-// (emulation/cuda_emulation.h, "The .approx instructions"), as a GPU may return them, under caps
-// small enough that most scores saturate, where the slope 1 - t^2 is small: the gradients still
-// meet the dtype's limit. With the slope taken as 1 - t^2 from tanh.approx, fp16's dq and dk
+// The backward's softcap with ex2 and rcp (its tanh and slope) at an edge of the PTX ISA's error
+// bound (emulation/cuda_emulation.h, "The .approx instructions"), as a GPU may return them, under
+// caps small enough that most scores saturate, where the slope 1 - t^2 is small: the gradients
+// still meet the dtype's limit. With the slope taken as 1 - t^2 from tanh.approx, fp16's dq and dk
 // were 1.1 of the limit's units at cap 1 and 3.2 at cap 0.25 (0.3 correctly rounded); from
-// sech^2 (softmax.cuh softcap_slope) they are 0.3-0.6.
+// sech^2 (softmax.cuh tanh_and_slope) they are 0.3.
 TEST(EmulatedBackwardMasks, SoftcapWithinTheIsasApproximationBounds) {
   for (EmulatedApproximation mode : testing::kApproximationEdges) {
     SCOPED_TRACE(approximation_name(mode));

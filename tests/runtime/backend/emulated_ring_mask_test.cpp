@@ -14,6 +14,7 @@
 #include <memory>
 #include <mutex>
 #include <string>
+#include <tuple>
 #include <vector>
 
 #include "runtime/backend/emulated_device.h"
@@ -165,10 +166,14 @@ TEST(EmulatedRingMask, DocumentsWindowAndSoftcapCombinedFp16) {
   check_against_reference(p, small_spec(Dtype::kFp16, true, true, true), 6);
 }
 
-// Every .approx instruction the kernels issue (ex2 in the softmax, tanh in the cap) at an edge of
-// the PTX ISA's error bound, as a GPU may return it (emulation/cuda_emulation.h, "The .approx
-// instructions"): the softcap kernels still meet the dtype's limit. Caps of 1 and 0.5 bend most
-// scores, where tanh's error weighs most on the logit.
+// Every .approx instruction the kernels issue (ex2 in the softmax, ex2 and rcp in the cap's
+// tanh) at an edge of the PTX ISA's error bound, as a GPU may return it (emulation/
+// cuda_emulation.h, "The .approx instructions"): the softcap kernels still meet the dtype's
+// limit. Caps of 1 and 0.5 bend most scores; caps of 30 and 50 over logits of that size (a
+// softmax scale 8 and 16 times 1/sqrt(64)), Gemma 2's and Grok's caps where they act, are where
+// tanh.approx failed: its 2^-11 on logits of 30-50 put lse at 1.6-2.9 bf16 and 13-23 fp16 units
+// of the limit, fp16's out at 3.3-3.8 (the mixed edge); from ex2 and rcp every error here is
+// below 0.31 of it.
 TEST(EmulatedRingMask, SoftcapWithinTheIsasApproximationBounds) {
   for (EmulatedApproximation mode : testing::kApproximationEdges) {
     SCOPED_TRACE(approximation_name(mode));
@@ -181,11 +186,17 @@ TEST(EmulatedRingMask, SoftcapWithinTheIsasApproximationBounds) {
     q.window_left = 17;
     q.softcap = 0.5;
     check_against_reference(q, small_spec(Dtype::kFp16, true, true, true), 6);
+    for (const auto& [dtype, cap, scale] : {std::tuple{Dtype::kBf16, 30.0, 1.0}, std::tuple{Dtype::kFp16, 50.0, 2.0}}) {
+      Problem large = masked_problem(dtype, Scheme::kZigzag, 2, 128, true);
+      large.softcap = cap;
+      large.softmax_scale = scale;
+      check_against_reference(large, small_spec(dtype, true, false, true), 8);
+    }
   }
 }
 
 // The approximation mode reaches the kernels' shared objects (each carries its own emulator): the
-// lse of one problem moves when ex2 and tanh move to an edge, and is back once the guard ends.
+// lse of one problem moves when ex2 and rcp move to an edge, and is back once the guard ends.
 TEST(EmulatedRingMask, TheApproximationModeReachesTheKernels) {
   Problem p = masked_problem(Dtype::kBf16, Scheme::kZigzag, 2, 128, true);
   p.softcap = 2.5;
