@@ -21,7 +21,6 @@ std::atomic<int> g_approximation{CPGEN_APPROX_CORRECTLY_ROUNDED};
 }  // namespace
 
 void set_emulated_approximation(EmulatedApproximation mode) { g_approximation = static_cast<int>(mode); }
-EmulatedApproximation emulated_approximation() { return static_cast<EmulatedApproximation>(g_approximation.load()); }
 
 const char* approximation_name(EmulatedApproximation mode) {
   switch (mode) {

@@ -17,7 +17,6 @@ namespace cpgen {
 // correctly rounded by default; the edges check a kernel against what the PTX ISA allows a GPU.
 enum class EmulatedApproximation { kCorrectlyRounded = 0, kHigh = 1, kLow = 2, kMixed = 3 };
 void set_emulated_approximation(EmulatedApproximation mode);
-EmulatedApproximation emulated_approximation();
 constexpr EmulatedApproximation kEmulatedApproximations[] = {
     EmulatedApproximation::kCorrectlyRounded, EmulatedApproximation::kHigh, EmulatedApproximation::kLow,
     EmulatedApproximation::kMixed};
