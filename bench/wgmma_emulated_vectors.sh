@@ -17,12 +17,20 @@
 #                                                          # (<date>-wgmma-pingpong-emulated-vectors.md)
 #   SPEC=wgmma-persistent bench/wgmma_emulated_vectors.sh # their persistent launch (the emulator
 #                                                          # launches 3 CTAs, each looping over blocks)
+#   APPROX=mixed bench/wgmma_emulated_vectors.sh          # every .approx instruction at an edge of
+#                                                          # the PTX ISA's bound (verify --approx:
+#                                                          # high, low or mixed; <date>-wgmma-emulated-
+#                                                          # vectors-approx-mixed.md)
 set -uo pipefail
 ROOT=$(cd "$(dirname "${BASH_SOURCE[0]}")/.." && pwd)
 CPGEN=${CPGEN:-$ROOT/build/cpgen}
 SPEC=${SPEC:-wgmma}
 case "$SPEC" in wgmma|wgmma-pingpong|wgmma-persistent) ;; *) echo "wgmma_emulated_vectors: SPEC is wgmma, wgmma-pingpong or wgmma-persistent, got '$SPEC'" >&2; exit 2 ;; esac
-REPORT=${1:-$ROOT/bench/results/$(date -u +%Y-%m-%d)-$SPEC-emulated-vectors.md}
+APPROX=${APPROX:-}
+case "$APPROX" in ''|high|low|mixed) ;; *) echo "wgmma_emulated_vectors: APPROX is high, low or mixed, got '$APPROX'" >&2; exit 2 ;; esac
+approx_args=() approx_name=""
+[ -n "$APPROX" ] && approx_args=(--approx "$APPROX") && approx_name="-approx-$APPROX"
+REPORT=${1:-$ROOT/bench/results/$(date -u +%Y-%m-%d)-$SPEC-emulated-vectors$approx_name.md}
 [ -x "$CPGEN" ] || { echo "wgmma_emulated_vectors: $CPGEN is not built" >&2; exit 2; }
 files=()
 for dir in "$ROOT/tests/data/vectors" "$ROOT/../shared/vectors"; do
@@ -39,7 +47,7 @@ for f in "${files[@]}"; do
   name=$(realpath --relative-to="$ROOT" "$f")
   for dtype in bf16 fp16; do
     for n in 2 4; do
-      out=$("$CPGEN" verify --vectors "$f" --backend emulated --spec "$SPEC" --dtype "$dtype" --scheme zigzag --ranks "$n" 2>&1)
+      out=$("$CPGEN" verify --vectors "$f" --backend emulated --spec "$SPEC" --dtype "$dtype" --scheme zigzag --ranks "$n" "${approx_args[@]}" 2>&1)
       rc=$?
       kernel=$(echo "$out" | grep -o 'ring_fwd_wgmma_[a-z0-9_]*' | head -1)
       if [ $rc -eq 0 ]; then
@@ -67,11 +75,15 @@ secs=$(( $(date +%s) - start ))
   echo "backend: bounds, alignment, shared races, reads of shared or global memory nothing wrote). dq, dk, dv come from the"
   echo "mma.sync backward kernels (the family is forward only) fed by the wgmma forward's out and lse."
   echo "CPU only: no GPU ran this."
+  case "$APPROX" in
+    high|low) echo "Every .approx instruction (ex2, rcp) at the $APPROX edge of the PTX ISA's error bound (\`--approx $APPROX\`)." ;;
+    mixed) echo "Every .approx instruction (ex2, rcp) at one edge of the PTX ISA's error bound or the other, by its input (\`--approx mixed\`)." ;;
+  esac
   echo
   echo "- commit: $(git -C "$ROOT" rev-parse --short HEAD)"
   echo "- passed $pass, failed $fail, skipped $skip (zigzag cannot split a format-1 length), $secs s"
-  echo "- command: \`SPEC=$SPEC bench/wgmma_emulated_vectors.sh\`; each row is"
-  echo "  \`cpgen verify --vectors FILE --backend emulated --spec $SPEC --dtype D --scheme zigzag --ranks N\`"
+  echo "- command: \`SPEC=$SPEC${APPROX:+ APPROX=$APPROX} bench/wgmma_emulated_vectors.sh\`; each row is"
+  echo "  \`cpgen verify --vectors FILE --backend emulated --spec $SPEC --dtype D --scheme zigzag --ranks N${APPROX:+ --approx $APPROX}\`"
   echo
   echo "| file | dtype | N | kernel | verdict | errors |"
   echo "|---|---|---|---|---|---|"
