@@ -248,7 +248,14 @@
 # SM either way), forward defaults within 6 of before. The tests phase's softcap cases check them,
 # and GpuApprox.ResultsStayWithinTheIsasBounds checks ex2/rcp against the bounds the emulator
 # models and prints how much of its 2^-11 the hardware's tanh.approx uses (the tests section of
-# the report quotes that line from ctest's LastTest.log).
+# the report quotes that line from ctest's LastTest.log). The cost, by hand if a call has a
+# minute left (cpgen bench now takes softcap=C; 69f9962's templates issue tanh.approx):
+#   S=q_heads=32,kv_heads=8,head_dim=128,seq_len=16384,dtype=bf16,causal=1
+#   build-gpu/cpgen bench --shape $S --ranks 1 --json                # no cap
+#   build-gpu/cpgen bench --shape $S,softcap=30 --ranks 1 --json     # ex2 and rcp
+#   CPGEN_TEMPLATES_DIR=$(tools/templates-at.sh 69f9962 /tmp/t69) \
+#     build-gpu/cpgen bench --shape $S,softcap=30 --ranks 1 --json   # tanh.approx
+# (single_ms and backward_ms of each; the three back to back on the warm machine.)
 #
 # The GPU machines have nvcc, CMake, PyTorch and the nvidia-nccl Python package but maybe none of
 # the Debian -dev packages, and no network. Choice: vendor nothing in the repository; use what the

@@ -31,6 +31,14 @@ TEST(CliBench, BadShapeKeysAndValuesExitTwoNamingTheField) {
   EXPECT_NE(r.err.find("is not KEY=VALUE; bench's --shape takes comma-separated pairs, e.g. q_heads=32"), std::string::npos)
       << r.err;
   EXPECT_EQ(lines(r.err), 1) << r.err;
+  for (const auto& [value, says] : {std::pair<std::string, std::string>{"abc", "softcap=abc is not a finite number"},
+                                    {"nan", "softcap=nan is not a finite number"},
+                                    {"-1", "softcap -1.000000 must be finite and >= 0"}}) {
+    r = run_cli("bench --shape softcap=" + value);
+    EXPECT_EQ(r.exit_code, 2) << value << "\n" << r.err;
+    EXPECT_NE(r.err.find(says), std::string::npos) << r.err;
+    EXPECT_EQ(lines(r.err), 1) << r.err;
+  }
   r = run_cli("bench --transport carrier-pigeon");
   EXPECT_EQ(r.exit_code, 2);
   EXPECT_NE(r.err.find("allowed: loopback, nccl"), std::string::npos) << r.err;
@@ -40,11 +48,28 @@ TEST(CliBench, BadShapeKeysAndValuesExitTwoNamingTheField) {
 TEST(CliBench, WithoutGpuExitsOneWithOneLine) {
   std::string why;
   if (testing::have_gpu(&why)) GTEST_SKIP() << "a GPU is present";
-  auto r = run_cli("bench --shape seq_len=1024 --ranks 2");
-  EXPECT_EQ(r.exit_code, 1);
-  EXPECT_NE(r.err.find("needs a GPU"), std::string::npos) << r.err;
-  EXPECT_EQ(lines(r.err), 1) << r.err;
-  EXPECT_EQ(r.out, "");
+  for (const char* shape : {"seq_len=1024", "seq_len=1024,softcap=30"}) {
+    auto r = run_cli(std::string("bench --shape ") + shape + " --ranks 2");
+    EXPECT_EQ(r.exit_code, 1) << shape;
+    EXPECT_NE(r.err.find("needs a GPU"), std::string::npos) << r.err;
+    EXPECT_EQ(lines(r.err), 1) << r.err;
+    EXPECT_EQ(r.out, "");
+  }
+}
+
+// A softcap (the _cap kernels, their tanh from ex2 and rcp) times and checks like any shape: the
+// slice check applies the cap, the FLOPs are the plain attention's.
+TEST(CliBench, ASoftcapShapeRunsItsCapKernelsAndChecks) {
+  CPGEN_REQUIRE_GPU();
+  auto r = run_cli("bench --shape q_heads=8,kv_heads=2,head_dim=128,seq_len=2048,softcap=30 --ranks 4 "
+                   "--iters 3 --warmup 1 --json");
+  ASSERT_EQ(r.exit_code, 0) << r.err;
+  nlohmann::json j = nlohmann::json::parse(r.out);
+  EXPECT_TRUE(j["check"]["passed"].get<bool>()) << r.out;
+  EXPECT_NE(j["kernel"].get<std::string>().find("_causal_cap_"), std::string::npos) << r.out;
+  EXPECT_NE(j["single_kernel"].get<std::string>().find("_causal_cap_"), std::string::npos) << r.out;
+  EXPECT_NE(j["backward_kernel"].get<std::string>().find("_causal_cap_"), std::string::npos) << r.out;
+  EXPECT_TRUE(j["check"]["grads_finite"].get<bool>()) << r.out;
 }
 
 TEST(CliBench, SmallLoopbackRunReportsAndChecks) {

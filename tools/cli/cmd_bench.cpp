@@ -50,6 +50,19 @@ int64_t parse_int(const std::string& key, const std::string& value) {
   return v;
 }
 
+double parse_number(const std::string& key, const std::string& value) {
+  size_t used = 0;
+  double v = 0;
+  try {
+    v = std::stod(value, &used);
+  } catch (const std::exception&) {
+    used = 0;
+  }
+  if (used != value.size() || value.empty() || !std::isfinite(v))
+    throw_bad_input("--shape: " + key + "=" + value + " is not a finite number");
+  return v;
+}
+
 bool parse_bool(const std::string& key, const std::string& value) {
   if (value == "1" || value == "true") return true;
   if (value == "0" || value == "false") return false;
@@ -84,9 +97,10 @@ Problem parse_shape_argument(const std::string& text, int ranks) {
     else if (key == "dtype") p.dtype = parse_dtype(value);
     else if (key == "causal") p.causal = parse_bool(key, value);
     else if (key == "scheme") p.scheme = parse_scheme(value);
+    else if (key == "softcap") p.softcap = parse_number(key, value);
     else
       throw_bad_input("--shape: unknown key '" + key +
-                      "'; allowed: batch, q_heads, kv_heads, head_dim, seq_len, dtype, causal, scheme");
+                      "'; allowed: batch, q_heads, kv_heads, head_dim, seq_len, dtype, causal, scheme, softcap");
   }
   p.cp_size = ranks;
   p.validate();
@@ -240,7 +254,8 @@ const CommandRegistrar kBench("bench", [](CLI::App& root) {
       "bench", "Time the forward and backward rings on a GPU against one attention of the same total work");
   cmd->add_option("--shape", args->shape,
                   "KEY=VALUE,... of batch, q_heads, kv_heads, head_dim, seq_len, dtype, causal, "
-                  "scheme (defaults: 1, 32, 8, 128, 32768, bf16, 1, zigzag)");
+                  "scheme, softcap (defaults: 1, 32, 8, 128, 32768, bf16, 1, zigzag, none; softcap=C: logits "
+                  "C tanh(logit / C))");
   cmd->add_option("--ranks", args->ranks, "context-parallel ranks (cp_size)")->check(int_range(1, kMaxCpSize));
   cmd->add_option("--transport", args->transport, "loopback (N virtual ranks on one GPU) or nccl");
   cmd->add_option("--device", args->device, "CUDA device ordinal")->check(int_range(0, 1023));
