@@ -104,11 +104,17 @@ TEST(GpuApprox, ResultsStayWithinTheIsasBounds) {
     const double t = std::tanh(static_cast<double>(x)), cosh = std::cosh(static_cast<double>(x));
     worst_tanh = std::max(worst_tanh, std::abs(r[2] - t));
     // As the host test's bounds (Softmax.SoftcapTanhAndSlopeAreAccurateEverywhere), widened by
-    // ex2's 2 ulp and rcp's 1 where the host rounds correctly.
-    EXPECT_NEAR(r[2], t, 5e-7) << "softcap tanh(" << x << ")";
-    const double slope_error = std::abs(r[3] * cosh * cosh - 1.0);
-    worst_slope = std::max(worst_slope, slope_error / (8e-7 + 1.5e-7 * std::abs(x)));
-    EXPECT_LE(slope_error, 8e-7 + 1.5e-7 * std::abs(x)) << "slope sech^2(" << x << ") = " << r[3];
+    // ex2's 2 ulp and rcp's 1 (each from the correctly rounded value, so up to half an ulp more
+    // from the exact one) where the host rounds correctly.
+    EXPECT_NEAR(r[2], t, 8e-7) << "softcap tanh(" << x << ")";
+    if (std::abs(x) < 43.0f) {  // where sech^2 is a normal float (exp(-2|x|) flushes to 0 past it)
+      const double slope_error = std::abs(r[3] * cosh * cosh - 1.0);
+      const double bound = 1.2e-6 + 1.5e-7 * std::abs(x);
+      worst_slope = std::max(worst_slope, slope_error / bound);
+      EXPECT_LE(slope_error, bound) << "slope sech^2(" << x << ") = " << r[3];
+    } else {
+      EXPECT_LE(r[3], 2e-37f) << "slope sech^2(" << x << ") = " << r[3];  // sech^2(43) = 1.8e-37
+    }
     // Measured, not held to the ISA's bound: no kernel issues it any more.
     worst_tanh_approx = std::max(worst_tanh_approx, std::abs((r[4] - t) / t));
   }

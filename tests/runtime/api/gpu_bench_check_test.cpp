@@ -92,24 +92,47 @@ TEST(BenchCheck, AnUnwrittenElementOutsideTheSampledRowsFails) {
   EXPECT_EQ(check_slice(p, in, {outs[0], bad_out[0]}, {lses[0], lses[0]}, 0, rows).nonfinite, 0);
 }
 
-// The ring benchmark counts the FLOPs and checks the rows of plain causal or full attention: a
-// problem with documents, a window or a softcap is refused before any device is asked for.
-TEST(BenchCheck, AMaskedProblemIsRefusedAsBadInput) {
+// The ring benchmark counts the FLOPs and checks the rows of causal or full attention over one
+// sequence: a problem with documents or a window is refused before any device is asked for. A
+// softcap changes neither the FLOPs nor which rows are checked, so it goes on (to the device).
+TEST(BenchCheck, DocumentsOrAWindowAreRefusedAsBadInputASoftcapIsNot) {
   Problem packed = small_problem();
   packed.documents = {40, 24};
   Problem windowed = small_problem();
   windowed.window_left = 8;
-  Problem capped = small_problem();
-  capped.softcap = 30;
-  for (const Problem& p : {packed, windowed, capped}) {
+  for (const Problem& p : {packed, windowed}) {
     try {
       bench_loopback(p, BenchOptions{});
       ADD_FAILURE() << "no error";
     } catch (const Error& e) {
       EXPECT_EQ(e.kind(), ErrorKind::kBadInput) << e.what();
-      EXPECT_NE(std::string(e.what()).find("plain causal and full attention only"), std::string::npos) << e.what();
+      EXPECT_NE(std::string(e.what()).find("times causal and full attention only (with or without a softcap)"),
+                std::string::npos)
+          << e.what();
     }
   }
+  Problem capped = small_problem();
+  capped.softcap = 30;
+  try {
+    bench_loopback(capped, BenchOptions{});
+  } catch (const Error& e) {
+    EXPECT_NE(e.kind(), ErrorKind::kBadInput) << e.what();  // here: no device
+  }
+}
+
+// The check applies the problem's softcap: the capped reference's outputs pass it, the plain
+// attention's outputs on the same inputs (what a kernel that ignored the cap would write) fail it.
+TEST(BenchCheck, TheCheckAppliesTheSoftcap) {
+  Problem capped = small_problem();
+  capped.softcap = 1.5;  // bends the scores of these inputs far from plain attention
+  const BenchInputs in = bench_inputs(capped, 7);
+  std::vector<std::vector<float>> outs, lses, plain_outs, plain_lses;
+  reference_outputs(capped, in, outs, lses);
+  reference_outputs(small_problem(), in, plain_outs, plain_lses);
+  const std::vector<int64_t> rows = check_positions(capped.seq_len, 8);
+  const SliceErrors clean = check_slice(capped, in, outs, lses, -1, rows);
+  EXPECT_TRUE(clean.passed()) << clean.relative() << " " << clean.lse_max;
+  EXPECT_FALSE(check_slice(capped, in, plain_outs, plain_lses, -1, rows).passed());
 }
 
 }  // namespace
