@@ -57,28 +57,32 @@ TEST(CliBench, WithoutGpuExitsOneWithOneLine) {
   }
 }
 
+// bench on a small loopback ring (q_heads 8 over 2 kv heads, head dim 128, 2048 tokens, 4 ranks)
+// with `extra` keys, its JSON in j; fails the test unless it exits 0 with its check passed.
+void run_small_bench(const std::string& extra, nlohmann::json& j) {
+  auto r = run_cli("bench --shape q_heads=8,kv_heads=2,head_dim=128,seq_len=2048" + extra +
+                   " --ranks 4 --iters 3 --warmup 1 --json");
+  ASSERT_EQ(r.exit_code, 0) << r.err;
+  j = nlohmann::json::parse(r.out);
+  EXPECT_TRUE(j["check"]["passed"].get<bool>()) << r.out;
+}
+
 // A softcap (the _cap kernels, their tanh from ex2 and rcp) times and checks like any shape: the
 // slice check applies the cap, the FLOPs are the plain attention's.
 TEST(CliBench, ASoftcapShapeRunsItsCapKernelsAndChecks) {
   CPGEN_REQUIRE_GPU();
-  auto r = run_cli("bench --shape q_heads=8,kv_heads=2,head_dim=128,seq_len=2048,softcap=30 --ranks 4 "
-                   "--iters 3 --warmup 1 --json");
-  ASSERT_EQ(r.exit_code, 0) << r.err;
-  nlohmann::json j = nlohmann::json::parse(r.out);
-  EXPECT_TRUE(j["check"]["passed"].get<bool>()) << r.out;
-  EXPECT_NE(j["kernel"].get<std::string>().find("_causal_cap_"), std::string::npos) << r.out;
-  EXPECT_NE(j["single_kernel"].get<std::string>().find("_causal_cap_"), std::string::npos) << r.out;
-  EXPECT_NE(j["backward_kernel"].get<std::string>().find("_causal_cap_"), std::string::npos) << r.out;
-  EXPECT_TRUE(j["check"]["grads_finite"].get<bool>()) << r.out;
+  nlohmann::json j;
+  ASSERT_NO_FATAL_FAILURE(run_small_bench(",softcap=30", j));
+  for (const char* key : {"kernel", "single_kernel", "backward_kernel"})
+    EXPECT_NE(j[key].get<std::string>().find("_causal_cap_"), std::string::npos) << key << ": " << j.dump();
+  EXPECT_TRUE(j["check"]["grads_finite"].get<bool>()) << j.dump();
 }
 
 TEST(CliBench, SmallLoopbackRunReportsAndChecks) {
   CPGEN_REQUIRE_GPU();
-  auto r = run_cli("bench --shape q_heads=8,kv_heads=2,head_dim=128,seq_len=2048 --ranks 4 "
-                   "--iters 3 --warmup 1 --json");
-  ASSERT_EQ(r.exit_code, 0) << r.err;
-  nlohmann::json j = nlohmann::json::parse(r.out);
-  EXPECT_TRUE(j["check"]["passed"].get<bool>()) << r.out;
+  nlohmann::json j;
+  ASSERT_NO_FATAL_FAILURE(run_small_bench("", j));
+  const std::string out = j.dump();
   EXPECT_GT(j["check"]["rows"].get<int>(), 0);
   for (const char* key : {"ring_ms", "single_ms", "step_ms", "ring_tflops", "step_tflops", "backward_ms",
                           "backward_tflops", "fwd_bwd_ms", "fwd_bwd_tflops"})
@@ -86,14 +90,14 @@ TEST(CliBench, SmallLoopbackRunReportsAndChecks) {
   // Either family: on sm_90a the wgmma family is the default for this combination
   // (generator/kernel_spec_wgmma.h kWgmmaDefaultShapes), elsewhere the mma.sync one.
   const std::string kernel = j["kernel"].get<std::string>();
-  EXPECT_EQ(kernel.rfind("ring_fwd_", 0), 0u) << r.out;
-  EXPECT_NE(kernel.find("bf16_hd128_causal_gqa4_"), std::string::npos) << r.out;
+  EXPECT_EQ(kernel.rfind("ring_fwd_", 0), 0u) << out;
+  EXPECT_NE(kernel.find("bf16_hd128_causal_gqa4_"), std::string::npos) << out;
   // The single attention's own selection: the same combination over the whole sequence.
-  EXPECT_EQ(j["single_kernel"].get<std::string>().rfind("ring_fwd_", 0), 0u) << r.out;
-  EXPECT_NE(j["single_kernel"].get<std::string>().find("bf16_hd128_causal_gqa4_"), std::string::npos) << r.out;
+  EXPECT_EQ(j["single_kernel"].get<std::string>().rfind("ring_fwd_", 0), 0u) << out;
+  EXPECT_NE(j["single_kernel"].get<std::string>().find("bf16_hd128_causal_gqa4_"), std::string::npos) << out;
   // Every (rank, step) launch alone: a zigzag ring of 4 launches all 16, one diagonal step per rank,
   // and the types' sums add up to the total.
-  EXPECT_GT(j["steps_alone_ms"].get<double>(), 0) << r.out;
+  EXPECT_GT(j["steps_alone_ms"].get<double>(), 0) << out;
   int launches = 0;
   double ms = 0;
   for (const auto& t : j["step_types"]) {
@@ -103,11 +107,11 @@ TEST(CliBench, SmallLoopbackRunReportsAndChecks) {
     EXPECT_NE(t["kernel"].get<std::string>().find("bf16_hd128_causal_gqa4_"), std::string::npos) << t.dump();
     if (t["step_type"] == "diagonal") EXPECT_EQ(t["launches"].get<int>(), 4) << t.dump();
   }
-  EXPECT_EQ(launches, 16) << r.out;
-  EXPECT_NEAR(ms, j["steps_alone_ms"].get<double>(), 1e-9 * ms) << r.out;
-  EXPECT_EQ(j["step_types"].at(0)["step_type"], "diagonal") << r.out;
-  EXPECT_EQ(j["backward_kernel"].get<std::string>().rfind("ring_bwd_bf16_hd128_causal_gqa4", 0), 0u) << r.out;
-  EXPECT_TRUE(j["check"]["grads_finite"].get<bool>()) << r.out;
+  EXPECT_EQ(launches, 16) << out;
+  EXPECT_NEAR(ms, j["steps_alone_ms"].get<double>(), 1e-9 * ms) << out;
+  EXPECT_EQ(j["step_types"].at(0)["step_type"], "diagonal") << out;
+  EXPECT_EQ(j["backward_kernel"].get<std::string>().rfind("ring_bwd_bf16_hd128_causal_gqa4", 0), 0u) << out;
+  EXPECT_TRUE(j["check"]["grads_finite"].get<bool>()) << out;
   // Backward TFLOP/s count 2.5x the forward's FLOPs over the backward's own time.
   EXPECT_NEAR(j["backward_tflops"].get<double>(),
               2.5 * j["useful_flops"].get<double>() / (j["backward_ms"].get<double>() * 1e-3) / 1e12,
