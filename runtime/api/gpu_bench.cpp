@@ -178,12 +178,8 @@ SliceErrors check_slice(const Problem& p, const BenchInputs& in, const std::vect
         vs(in.v.begin() + kv_slice * s * hd, in.v.begin() + (kv_slice + 1) * s * hd);
     for (int64_t row : rows)
       qs.insert(qs.end(), in.q.begin() + (q_slice * s + row) * hd, in.q.begin() + (q_slice * s + row + 1) * hd);
-    AttentionShape shape;  // one (batch, head) slice of the problem
+    AttentionShape shape = attention_shape_of(p);  // the problem's mask, on one (batch, head) slice
     shape.batch = shape.q_heads = shape.kv_heads = 1;
-    shape.head_dim = hd;
-    shape.scale = p.scale();
-    shape.causal = p.causal;
-    shape.softcap = p.softcap;
     ReferenceForward ref = reference_forward(shape, qs, ks, vs, rows, iota_positions(s));
     for (size_t i = 0; i < rows.size(); ++i) {
       const std::vector<float>& out = outs.at(owners[i].rank);

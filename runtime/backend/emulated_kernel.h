@@ -15,7 +15,12 @@ namespace cpgen {
 // The value of its error bound that every .approx instruction of this process's emulated
 // launches returns from now on (emulation/cuda_emulation.h, "The .approx instructions"):
 // correctly rounded by default; the edges check a kernel against what the PTX ISA allows a GPU.
-enum class EmulatedApproximation { kCorrectlyRounded = 0, kHigh = 1, kLow = 2, kMixed = 3 };
+enum class EmulatedApproximation {
+  kCorrectlyRounded = CPGEN_APPROX_CORRECTLY_ROUNDED,
+  kHigh = CPGEN_APPROX_HIGH,
+  kLow = CPGEN_APPROX_LOW,
+  kMixed = CPGEN_APPROX_MIXED,
+};
 void set_emulated_approximation(EmulatedApproximation mode);
 constexpr EmulatedApproximation kEmulatedApproximations[] = {
     EmulatedApproximation::kCorrectlyRounded, EmulatedApproximation::kHigh, EmulatedApproximation::kLow,

@@ -173,6 +173,11 @@ std::string emulated_source(const KernelSpec& spec) {
   // A persistent wgmma kernel's work counter: one zeroed word per launch, a buffer of the launch
   // like any other (its atomics are checked against it).
   const bool counter = spec.kind == KernelKind::kForwardWgmma && spec.persistent;
+  // The emulator's Approximation takes the C entry's numbers (it cannot include the entry's header).
+  src += "\nstatic_assert(static_cast<int>(cpgen::emulation::Approximation::kCorrectlyRounded) == CPGEN_APPROX_CORRECTLY_ROUNDED &&\n"
+         "              static_cast<int>(cpgen::emulation::Approximation::kHigh) == CPGEN_APPROX_HIGH &&\n"
+         "              static_cast<int>(cpgen::emulation::Approximation::kLow) == CPGEN_APPROX_LOW &&\n"
+         "              static_cast<int>(cpgen::emulation::Approximation::kMixed) == CPGEN_APPROX_MIXED);\n";
   src += "\nextern \"C\" __attribute__((visibility(\"default\"))) int cpgen_emulated_launch(CpgenEmulatedLaunch* launch) {\n"
          "  std::string error;\n"
          "  if (launch->abi_version != CPGEN_EMULATED_ABI) {\n"

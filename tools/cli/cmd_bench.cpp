@@ -37,29 +37,29 @@ struct BenchArgs {
   bool json = false;
 };
 
-int64_t parse_int(const std::string& key, const std::string& value) {
+// value read whole by `read` (std::stoll, std::stod), or one line naming KEY=VALUE and `what` it
+// is not.
+template <typename Read>
+auto parse_whole(const std::string& key, const std::string& value, const char* what, Read read) {
   size_t used = 0;
-  long long v = 0;
+  decltype(read(value, &used)) v{};
   try {
-    v = std::stoll(value, &used);
+    v = read(value, &used);
   } catch (const std::exception&) {
     used = 0;
   }
-  if (used != value.size() || value.empty())
-    throw_bad_input("--shape: " + key + "=" + value + " is not an integer");
+  if (used != value.size() || value.empty()) throw_bad_input("--shape: " + key + "=" + value + " is not " + what);
   return v;
 }
 
+int64_t parse_int(const std::string& key, const std::string& value) {
+  return parse_whole(key, value, "an integer", [](const std::string& t, size_t* used) { return std::stoll(t, used); });
+}
+
 double parse_number(const std::string& key, const std::string& value) {
-  size_t used = 0;
-  double v = 0;
-  try {
-    v = std::stod(value, &used);
-  } catch (const std::exception&) {
-    used = 0;
-  }
-  if (used != value.size() || value.empty() || !std::isfinite(v))
-    throw_bad_input("--shape: " + key + "=" + value + " is not a finite number");
+  const double v = parse_whole(key, value, "a finite number",
+                               [](const std::string& t, size_t* used) { return std::stod(t, used); });
+  if (!std::isfinite(v)) throw_bad_input("--shape: " + key + "=" + value + " is not a finite number");
   return v;
 }
 
