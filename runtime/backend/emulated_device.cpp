@@ -185,11 +185,19 @@ std::vector<unsigned> EmulatedDevice::take_reads(const void* data) {
   return taken;
 }
 
-void EmulatedDevice::upload(void* dst, const void* host, size_t bytes) { std::memcpy(dst, host, bytes); }
+// A rank without rows hands over empty vectors, whose data() may be null: memcpy, memmove and
+// memset must not see a null pointer even for no bytes (UBSan's nonnull check found it).
+void EmulatedDevice::upload(void* dst, const void* host, size_t bytes) {
+  if (bytes > 0) std::memcpy(dst, host, bytes);
+}
 
-void EmulatedDevice::copy(void* dst, const void* src, size_t bytes) { std::memmove(dst, src, bytes); }
+void EmulatedDevice::copy(void* dst, const void* src, size_t bytes) {
+  if (bytes > 0) std::memmove(dst, src, bytes);
+}
 
-void EmulatedDevice::zero(void* dst, size_t bytes) { std::memset(dst, 0, bytes); }
+void EmulatedDevice::zero(void* dst, size_t bytes) {
+  if (bytes > 0) std::memset(dst, 0, bytes);
+}
 
 void EmulatedDevice::launch_forward(StepType step, const RingFwdParams& params) {
   if (is_backward(step))
