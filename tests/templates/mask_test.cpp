@@ -117,9 +117,11 @@ TEST(Mask, CountsMatchTheStandardBoundsOnEveryKindOfArray) {
       const int above = static_cast<int>(std::upper_bound(a.begin(), a.end(), b) - a.begin());
       const int below = static_cast<int>(std::lower_bound(a.begin(), a.end(), b) - a.begin());
       ASSERT_EQ(count_at_or_before_in_runs(a.data(), len, b), above) << "bound " << b << ", length " << len;
-      if (b != std::numeric_limits<int>::min())
-        ASSERT_EQ(count_at_most(ArrayAt{a.data()}, len, b - 1), below) << "bound " << b << ", length " << len;
       ASSERT_EQ(count_at_or_before(a.data(), len, b), above) << "bound " << b << ", length " << len;
+      // count_before(b) is count_at_most(b - 1), which int cannot hold for the lowest bound (the
+      // kernels' bounds are positions, never below 0; UBSan found this test asking for it).
+      if (b == std::numeric_limits<int>::min()) continue;
+      ASSERT_EQ(count_at_most(ArrayAt{a.data()}, len, b - 1), below) << "bound " << b << ", length " << len;
       ASSERT_EQ(count_before(a.data(), len, b), below) << "bound " << b << ", length " << len;
     }
   }
