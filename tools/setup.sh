@@ -34,11 +34,13 @@ cpgen_install_packages() {
   DEBIAN_FRONTEND=noninteractive apt-get install -y -qq "${need[@]}" >&2
 }
 
+# A caller may set the array CPGEN_CMAKE_ARGS before sourcing this file (tools/sanitize-cpu.sh
+# does): then the build folder is configured with them every time, not only the first.
 cpgen_build() {
   local jobs
   jobs=$(nproc 2>/dev/null || echo 2)
-  if [ ! -f "$BUILD_DIR/CMakeCache.txt" ]; then
-    cmake -S "$CPGEN_ROOT" -B "$BUILD_DIR" -DCMAKE_BUILD_TYPE=RelWithDebInfo >&2
+  if [ ! -f "$BUILD_DIR/CMakeCache.txt" ] || [ -n "${CPGEN_CMAKE_ARGS+set}" ]; then
+    cmake -S "$CPGEN_ROOT" -B "$BUILD_DIR" -DCMAKE_BUILD_TYPE=RelWithDebInfo ${CPGEN_CMAKE_ARGS[@]+"${CPGEN_CMAKE_ARGS[@]}"} >&2
   fi
   cmake --build "$BUILD_DIR" -j "$jobs" >&2
 }

@@ -1,0 +1,36 @@
+#!/usr/bin/env bash
+# The CPU test suite built with AddressSanitizer and UndefinedBehaviorSanitizer, in its own build
+# folder (build-asan/, or $CPGEN_BUILD_DIR): the library, the command line, the tests, and the
+# emulator with the kernel templates it runs, checked for out-of-bounds and out-of-scope memory
+# use, null pointers handed to the C library, signed overflow and the like. compute-sanitizer
+# (tools/gpu-sanitize.sh) checks the kernels on a GPU; this checks the host side and the
+# templates' index arithmetic as the emulator runs them, on any machine. Any finding stops its
+# test (halt_on_error; UBSan does not recover), so a red test here is one report to read.
+#
+#   tools/sanitize-cpu.sh [ctest args...]      e.g. tools/sanitize-cpu.sh -R Emulated
+#
+# On 2 cores (2026-11-30): about 25 minutes to build from nothing, 10 to run. Not part of
+# tools/test.sh (CI's suite must stay under 15 minutes); run it after changing host code or the
+# emulator. Leaks are not checked (detect_leaks=0): the process-wide caches and the CUDA/NVRTC
+# libraries' own allocations would bury anything real.
+#
+# Left out, the sanitizers' limits rather than the tests': Install.LinkDemoBuildsAgainstInstalledPackage
+# (its consumer is built without the sanitizer, and an instrumented library cannot be loaded into
+# it) and BenchKernelsPin.* (Python loads libcpgen through ctypes; the ASan runtime must be the
+# process's first library, and preloading it into Python breaks its C++ exception interceptor).
+# handle_segv=0: the emulator's fault tests expect the kernel's own signal handling, not ASan's.
+set -euo pipefail
+ROOT=$(cd "$(dirname "${BASH_SOURCE[0]}")/.." && pwd)
+export CPGEN_BUILD_DIR=${CPGEN_BUILD_DIR:-$ROOT/build-asan}
+# --as-needed: the link lines of the sanitizer runtimes leave every library after them needed,
+# libcuda among them, which libcpgen opens with dlopen and a machine without a driver lacks.
+CPGEN_CMAKE_ARGS=(
+  "-DCMAKE_CXX_FLAGS=-fsanitize=address,undefined -fno-sanitize-recover=undefined -fno-omit-frame-pointer"
+  "-DCMAKE_EXE_LINKER_FLAGS=-fsanitize=address,undefined -Wl,--as-needed"
+  "-DCMAKE_SHARED_LINKER_FLAGS=-fsanitize=address,undefined -Wl,--as-needed")
+source "$ROOT/tools/setup.sh"
+cd "$CPGEN_BUILD_DIR"
+export ASAN_OPTIONS=detect_leaks=0:handle_segv=0:halt_on_error=1:print_summary=1
+export UBSAN_OPTIONS=print_stacktrace=1:halt_on_error=1
+exec ctest --output-on-failure -j "$(nproc 2>/dev/null || echo 2)" --timeout 900 \
+  -E 'Install\.LinkDemoBuildsAgainstInstalledPackage|BenchKernelsPin\.' "$@"
