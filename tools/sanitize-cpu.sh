@@ -9,10 +9,9 @@
 #
 #   tools/sanitize-cpu.sh [ctest args...]      e.g. tools/sanitize-cpu.sh -R Emulated
 #
-# On 2 cores (2026-11-30): about 25 minutes to build from nothing, 10 to run. Not part of
+# On 2 cores (2026-11-30): 17-25 minutes to build from nothing, 14 to run the suite. Not part of
 # tools/test.sh (CI's suite must stay under 15 minutes); run it after changing host code or the
-# emulator. Leaks are not checked (detect_leaks=0): the process-wide caches and the CUDA/NVRTC
-# libraries' own allocations would bury anything real.
+# emulator. LeakSanitizer runs too: a process that leaks reports it and exits with an error.
 #
 # Left out, the sanitizers' limits rather than the tests': Install.LinkDemoBuildsAgainstInstalledPackage
 # (its consumer is built without the sanitizer, and an instrumented library cannot be loaded into
@@ -30,7 +29,7 @@ CPGEN_CMAKE_ARGS=(
   "-DCMAKE_SHARED_LINKER_FLAGS=-fsanitize=address,undefined -Wl,--as-needed")
 source "$ROOT/tools/setup.sh"
 cd "$CPGEN_BUILD_DIR"
-export ASAN_OPTIONS=detect_leaks=0:handle_segv=0:halt_on_error=1:print_summary=1
+export ASAN_OPTIONS=detect_leaks=1:handle_segv=0:halt_on_error=1:print_summary=1
 export UBSAN_OPTIONS=print_stacktrace=1:halt_on_error=1
 exec ctest --output-on-failure -j "$(nproc 2>/dev/null || echo 2)" --timeout 900 \
   -E 'Install\.LinkDemoBuildsAgainstInstalledPackage|BenchKernelsPin\.' "$@"
