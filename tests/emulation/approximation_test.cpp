@@ -8,10 +8,11 @@
 
 #include <cmath>
 #include <cstdint>
-#include <cstring>
 #include <random>
 #include <thread>
 #include <vector>
+
+#include "float_bits.h"
 
 namespace cpgen::emulation {
 // From emulation/cuda_emulation.h, which cannot be included here: it redefines CUDA keywords.
@@ -36,16 +37,9 @@ class ModeGuard {
   ~ModeGuard() { emulation::set_approximation(Approximation::kCorrectlyRounded); }
 };
 
-uint32_t bits(float x) {
-  uint32_t u;
-  std::memcpy(&u, &x, 4);
-  return u;
-}
-float from_bits(uint32_t u) {
-  float f;
-  std::memcpy(&f, &u, 4);
-  return f;
-}
+using testing::bits;
+using testing::floats_between;
+using testing::from_bits;
 
 // Inputs of ex2 whose results are normal floats: every binade of |x| from 2^-30 to 2^6, both signs.
 std::vector<float> ex2_inputs() {
@@ -63,11 +57,6 @@ std::vector<float> ex2_inputs() {
 
 // The correctly rounded 2^x of a float x whose result is normal (double's exp2 is far finer).
 float exp2_rounded(float x) { return static_cast<float>(std::exp2(static_cast<double>(x))); }
-
-// How many floats b lies above a (negative: below); both finite and of one sign.
-int64_t floats_between(float a, float b) {
-  return static_cast<int64_t>(bits(b)) - static_cast<int64_t>(bits(a));
-}
 
 TEST(EmulationApproximation, Ex2IsCorrectlyRoundedByDefaultAndTwoFloatsAwayAtTheEdges) {
   for (float x : ex2_inputs()) {

@@ -6,10 +6,10 @@
 #include <gtest/gtest.h>
 
 #include <cmath>
-#include <cstring>
 #include <limits>
 #include <string>
 
+#include "float_bits.h"
 // Last: defines __CUDACC__ and the CUDA keywords.
 #include "emulation/cuda_emulation.h"
 #include "finding_test_util.h"
@@ -21,12 +21,7 @@ namespace {
 
 using testing::expect_finding;
 
-// Bit patterns, so that -0.0f is told from +0.0f.
-uint32_t bits(float x) {
-  uint32_t b;
-  memcpy(&b, &x, 4);
-  return b;
-}
+using testing::bits;  // so that -0.0f is told from +0.0f
 
 struct Case {
   float old_value, addend, want;

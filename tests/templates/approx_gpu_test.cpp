@@ -20,6 +20,7 @@
 #include "runtime/cuda/device_buffer.h"
 #include "runtime/cuda/module.h"
 #include "runtime/jit/jit.h"
+#include "float_bits.h"
 #include "test_util.h"
 
 namespace cpgen {
@@ -48,15 +49,8 @@ extern "C" __global__ void cpgen_approx_probe(cpgen::RingFwdParams p) {
 }
 )";
 
-uint32_t bits(float x) {
-  uint32_t u;
-  std::memcpy(&u, &x, 4);
-  return u;
-}
 // How many floats apart two finite floats of one sign are.
-int64_t floats_apart(float a, float b) {
-  return std::abs(static_cast<int64_t>(bits(std::abs(a))) - static_cast<int64_t>(bits(std::abs(b))));
-}
+int64_t floats_apart(float a, float b) { return std::abs(testing::floats_between(std::abs(a), std::abs(b))); }
 
 TEST(GpuApprox, ProbeCompilesForEveryArchWithoutAGpu) {
   for (std::string_view arch : kSupportedArchs) {
