@@ -34,13 +34,15 @@ cpgen_install_packages() {
   DEBIAN_FRONTEND=noninteractive apt-get install -y -qq "${need[@]}" >&2
 }
 
-# A caller may set the array CPGEN_CMAKE_ARGS before sourcing this file (tools/sanitize-cpu.sh
-# does): then the build folder is configured with them every time, not only the first.
+# A caller may set the array CPGEN_CONFIGURE_ARGS before sourcing this file (tools/sanitize-cpu.sh
+# does): then the build folder is configured with them every time, not only the first. (Not
+# CPGEN_CMAKE_ARGS: that is a shell-quoted string in the environment, the configure hints
+# tools/gpu-check.sh hands the clone test; as an array here it would reach cmake as one argument.)
 cpgen_build() {
   local jobs
   jobs=$(nproc 2>/dev/null || echo 2)
-  if [ ! -f "$BUILD_DIR/CMakeCache.txt" ] || [ -n "${CPGEN_CMAKE_ARGS+set}" ]; then
-    cmake -S "$CPGEN_ROOT" -B "$BUILD_DIR" -DCMAKE_BUILD_TYPE=RelWithDebInfo ${CPGEN_CMAKE_ARGS[@]+"${CPGEN_CMAKE_ARGS[@]}"} >&2
+  if [ ! -f "$BUILD_DIR/CMakeCache.txt" ] || [ -n "${CPGEN_CONFIGURE_ARGS+set}" ]; then
+    cmake -S "$CPGEN_ROOT" -B "$BUILD_DIR" -DCMAKE_BUILD_TYPE=RelWithDebInfo ${CPGEN_CONFIGURE_ARGS[@]+"${CPGEN_CONFIGURE_ARGS[@]}"} >&2
   fi
   cmake --build "$BUILD_DIR" -j "$jobs" >&2
 }
