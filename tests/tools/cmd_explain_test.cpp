@@ -8,6 +8,10 @@
 
 #include "../cache/cache_fixtures.h"
 #include "../cache/damaged_db.h"
+#include "cache/exchange.h"
+#include "cache/records.h"
+#include "cpgen/cpgen_c.h"
+#include "runtime/jit/jit.h"
 #include "test_util.h"
 
 namespace cpgen::testing {
@@ -109,6 +113,80 @@ TEST_F(CmdExplain, DamagedDbIsReportedWithExitOne) {
   EXPECT_NE(r.err.find(path("d.db")), std::string::npos) << r.err;
   EXPECT_EQ(file_bytes(path("d.db")), before);
 }
+
+#ifdef CPGEN_STANDIN_CUDA_DIR
+// Issue 14's shipped cache is to be found by `explain` on a machine of its GPU type with no
+// database. The chain behind that, run here on the stand-in driver (tests/nccl_probe/standin_cuda.cpp:
+// one "FakeGPU" of compute capability 9.0 with 132 SMs): the device class explain keys workloads
+// by, the environment it trusts a shipped entry in (the same GPU name and SM count and the
+// kernel's code hash; not NVRTC's or the driver's version, which a user's machine rarely shares
+// with the vendor's), and the cache folder's export read back. A cache timed on FakeGPU answers
+// every forward step with its winner; the same cache timed on another GPU, or on other kernel
+// code, answers none of them.
+TEST_F(CmdExplain, AShippedCacheTimedOnThisGpuAnswersWithNoDatabase) {
+  const std::string standin = CPGEN_STANDIN_CUDA_DIR;
+  const auto explain = [&](const std::string& caches) {
+    ScopedEnv env("LD_LIBRARY_PATH", standin.c_str());
+    env.set("CPGEN_CACHES_DIR", caches.c_str());
+    CliResult r = run_cli("explain --json --db " + path("none.db") + " --shape " + std::string(kShape));
+    EXPECT_EQ(r.exit_code, 0) << r.err;
+    return nlohmann::json::parse(r.out);
+  };
+  const nlohmann::json before = explain(path("no-caches"));
+  ASSERT_EQ(before["device"], "FakeGPU") << before.dump(1);
+  ASSERT_EQ(before["arch"], "sm_90a") << before.dump(1);
+  const nlohmann::json& steps = before["shapes"][0]["steps"];
+  ASSERT_FALSE(steps.empty()) << before.dump(1);
+
+  // As `cpgen tune` stamps its records (cache/environment.h, current_environment), on a vendor's
+  // FakeGPU with another NVRTC and driver than this machine's.
+  Environment vendor;
+  vendor.cpgen_version = cpgen_version();
+  vendor.template_hash = "per-kernel";
+  vendor.per_kernel = true;  // each record gets its kernel's code hash
+  vendor.nvrtc_version = nvrtc_version() + ".1";
+  vendor.driver_version = "12.8";
+  vendor.gpu_name = "FakeGPU";
+  vendor.sm_count = 132;
+  const auto write_cache = [&](const std::string& name, const Environment& env) {
+    Database db(path(name + ".db"));
+    for (const nlohmann::json& step : steps) {
+      WorkloadKey w = WorkloadKey::from_json(step["workload"]);
+      w.gpu_name = env.gpu_name;
+      // Not the documented default (on sm_90a the wgmma one), so that the answer shows its source.
+      const Record winner = test_record(w, 64, 64, 4, 2, 0.5, Disposition::kOk, env);
+      ASSERT_NE(winner.kernel_uri, step["kernel"].get<std::string>());
+      put_record(db, winner);
+      db.transaction([&] { pin_winner(db, w, {winner.kernel_uri, 0.5, winner.env.key(), "tune"}); });
+    }
+    std::filesystem::create_directories(path(name));
+    std::ofstream(path(name + "/examples.json")) << cache_text(export_cache(db));
+  };
+  write_cache("this-gpu", vendor);
+  Environment other_gpu = vendor;
+  other_gpu.gpu_name = "NVIDIA H200";
+  write_cache("other-gpu", other_gpu);
+  Environment other_code = vendor;
+  other_code.per_kernel = false;
+  other_code.template_hash = "0123456789abcdef";
+  write_cache("other-code", other_code);
+
+  const nlohmann::json found = explain(path("this-gpu"));
+  for (const nlohmann::json& step : found["shapes"][0]["steps"]) {
+    EXPECT_EQ(step["source"], "pretuned-exact") << step.dump(1);
+    EXPECT_EQ(step["origin"], path("this-gpu") + "/examples.json") << step.dump(1);
+    EXPECT_EQ(step["kernel"], "ring_fwd_bf16_hd128_causal_gqa1_bm64_bn64_w4_s2") << step.dump(1);
+  }
+  for (const char* name : {"other-gpu", "other-code"}) {
+    const nlohmann::json other = explain(path(name));
+    for (size_t i = 0; i < steps.size(); ++i) {
+      const nlohmann::json& step = other["shapes"][0]["steps"][i];
+      EXPECT_NE(step["source"], "pretuned-exact") << name << ": " << step.dump(1);
+      EXPECT_EQ(step["kernel"], steps[i]["kernel"]) << name << ": " << step.dump(1);
+    }
+  }
+}
+#endif
 
 }  // namespace
 }  // namespace cpgen::testing
