@@ -61,6 +61,13 @@ RingKernelSelector::RingKernelSelector(Database* db, const std::string& database
 
 RingKernelSelector::~RingKernelSelector() = default;
 
+void RingKernelSelector::assume_device(const std::string& gpu_name, int sm_count) {
+  base_.device.gpu_name = gpu_name;
+  base_.device.sm_count = sm_count;
+  base_.environment.gpu_name = gpu_name;
+  base_.environment.sm_count = sm_count;
+}
+
 RingKernelSelection RingKernelSelector::select(const Problem& problem) const {
   problem.validate();
   return select_validated(problem);

@@ -54,6 +54,11 @@ class RingKernelSelector {
   // changed the file meanwhile); a read that fails even so (a damaged row) is noted and warned
   // about like an open that fails, and the selection goes on without the database.
   RingKernelSelection select(const Problem& problem) const;
+  // Selects from here on as on another device: `gpu_name` with `sm_count` SMs (`cpgen explain
+  // --gpu` on a machine without that GPU, e.g. a login node asking what a shipped cache gives its
+  // job). Workloads are keyed by that device and shipped cache entries timed on it answer;
+  // database records still count only where they were made (this machine's NVRTC and driver).
+  void assume_device(const std::string& gpu_name, int sm_count);
 
  private:
   friend RingKernelSelection select_ring_kernels(const Problem&, const std::string&, const std::string&, int,

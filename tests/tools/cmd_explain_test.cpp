@@ -114,6 +114,48 @@ TEST_F(CmdExplain, DamagedDbIsReportedWithExitOne) {
   EXPECT_EQ(file_bytes(path("d.db")), before);
 }
 
+// A shipped cache in folder `dir` (examples.json) whose winner for each of `steps` (explain
+// --json's forward steps) is the mma.sync tile 64x64, 4 warps, 2 stages, timed in `env` as `cpgen
+// tune` stamps its records (cache/environment.h, current_environment; per_kernel gives each record
+// its kernel's code hash). That tile is no documented default, so an answer shows its source.
+void write_timed_cache(const std::string& dir, const nlohmann::json& steps, const Environment& env) {
+  std::filesystem::create_directories(dir);
+  Database db(dir + "/tuned.db");
+  for (const nlohmann::json& step : steps) {
+    WorkloadKey w = WorkloadKey::from_json(step["workload"]);
+    w.gpu_name = env.gpu_name;
+    w.sm_count = env.sm_count;
+    const Record winner = test_record(w, 64, 64, 4, 2, 0.5, Disposition::kOk, env);
+    ASSERT_NE(winner.kernel_uri, step["kernel"].get<std::string>());
+    put_record(db, winner);
+    db.transaction([&] { pin_winner(db, w, {winner.kernel_uri, 0.5, winner.env.key(), "tune"}); });
+  }
+  std::ofstream(dir + "/examples.json") << cache_text(export_cache(db));
+}
+
+// A vendor's environment: `gpu` with `sm_count` SMs, another NVRTC and driver than this machine's.
+Environment vendor_env(const std::string& gpu, int sm_count) {
+  Environment e;
+  e.cpgen_version = cpgen_version();
+  e.template_hash = "per-kernel";
+  e.per_kernel = true;
+  e.nvrtc_version = nvrtc_version() + ".1";
+  e.driver_version = "12.8";
+  e.gpu_name = gpu;
+  e.sm_count = sm_count;
+  return e;
+}
+
+const char* kTimedKernel = "ring_fwd_bf16_hd128_causal_gqa1_bm64_bn64_w4_s2";
+
+// explain --json of kShape with `args` and the shipped caches of `caches` (no database).
+nlohmann::json explain_json(const std::string& db, const std::string& caches, const std::string& args = "") {
+  ScopedEnv env("CPGEN_CACHES_DIR", caches.c_str());
+  CliResult r = run_cli("explain --json --db " + db + " " + args + " --shape " + std::string(kShape));
+  EXPECT_EQ(r.exit_code, 0) << r.err;
+  return nlohmann::json::parse(r.out);
+}
+
 #ifdef CPGEN_STANDIN_CUDA_DIR
 // Issue 14's shipped cache is to be found by `explain` on a machine of its GPU type with no
 // database. The chain behind that, run here on the stand-in driver (tests/nccl_probe/standin_cuda.cpp:
@@ -124,61 +166,30 @@ TEST_F(CmdExplain, DamagedDbIsReportedWithExitOne) {
 // every forward step with its winner; the same cache timed on another GPU, or on other kernel
 // code, answers none of them.
 TEST_F(CmdExplain, AShippedCacheTimedOnThisGpuAnswersWithNoDatabase) {
-  const std::string standin = CPGEN_STANDIN_CUDA_DIR;
-  const auto explain = [&](const std::string& caches) {
-    ScopedEnv env("LD_LIBRARY_PATH", standin.c_str());
-    env.set("CPGEN_CACHES_DIR", caches.c_str());
-    CliResult r = run_cli("explain --json --db " + path("none.db") + " --shape " + std::string(kShape));
-    EXPECT_EQ(r.exit_code, 0) << r.err;
-    return nlohmann::json::parse(r.out);
-  };
-  const nlohmann::json before = explain(path("no-caches"));
+  ScopedEnv driver("LD_LIBRARY_PATH", CPGEN_STANDIN_CUDA_DIR);
+  const nlohmann::json before = explain_json(path("none.db"), path("no-caches"));
   ASSERT_EQ(before["device"], "FakeGPU") << before.dump(1);
   ASSERT_EQ(before["arch"], "sm_90a") << before.dump(1);
+  ASSERT_EQ(before["device_assumed"], false) << before.dump(1);
   const nlohmann::json& steps = before["shapes"][0]["steps"];
   ASSERT_FALSE(steps.empty()) << before.dump(1);
 
-  // As `cpgen tune` stamps its records (cache/environment.h, current_environment), on a vendor's
-  // FakeGPU with another NVRTC and driver than this machine's.
-  Environment vendor;
-  vendor.cpgen_version = cpgen_version();
-  vendor.template_hash = "per-kernel";
-  vendor.per_kernel = true;  // each record gets its kernel's code hash
-  vendor.nvrtc_version = nvrtc_version() + ".1";
-  vendor.driver_version = "12.8";
-  vendor.gpu_name = "FakeGPU";
-  vendor.sm_count = 132;
-  const auto write_cache = [&](const std::string& name, const Environment& env) {
-    Database db(path(name + ".db"));
-    for (const nlohmann::json& step : steps) {
-      WorkloadKey w = WorkloadKey::from_json(step["workload"]);
-      w.gpu_name = env.gpu_name;
-      // Not the documented default (on sm_90a the wgmma one), so that the answer shows its source.
-      const Record winner = test_record(w, 64, 64, 4, 2, 0.5, Disposition::kOk, env);
-      ASSERT_NE(winner.kernel_uri, step["kernel"].get<std::string>());
-      put_record(db, winner);
-      db.transaction([&] { pin_winner(db, w, {winner.kernel_uri, 0.5, winner.env.key(), "tune"}); });
-    }
-    std::filesystem::create_directories(path(name));
-    std::ofstream(path(name + "/examples.json")) << cache_text(export_cache(db));
-  };
-  write_cache("this-gpu", vendor);
-  Environment other_gpu = vendor;
-  other_gpu.gpu_name = "NVIDIA H200";
-  write_cache("other-gpu", other_gpu);
+  const Environment vendor = vendor_env("FakeGPU", 132);
+  write_timed_cache(path("this-gpu"), steps, vendor);
+  write_timed_cache(path("other-gpu"), steps, vendor_env("NVIDIA H200", 132));
   Environment other_code = vendor;
   other_code.per_kernel = false;
   other_code.template_hash = "0123456789abcdef";
-  write_cache("other-code", other_code);
+  write_timed_cache(path("other-code"), steps, other_code);
 
-  const nlohmann::json found = explain(path("this-gpu"));
+  const nlohmann::json found = explain_json(path("none.db"), path("this-gpu"));
   for (const nlohmann::json& step : found["shapes"][0]["steps"]) {
     EXPECT_EQ(step["source"], "pretuned-exact") << step.dump(1);
     EXPECT_EQ(step["origin"], path("this-gpu") + "/examples.json") << step.dump(1);
-    EXPECT_EQ(step["kernel"], "ring_fwd_bf16_hd128_causal_gqa1_bm64_bn64_w4_s2") << step.dump(1);
+    EXPECT_EQ(step["kernel"], kTimedKernel) << step.dump(1);
   }
   for (const char* name : {"other-gpu", "other-code"}) {
-    const nlohmann::json other = explain(path(name));
+    const nlohmann::json other = explain_json(path("none.db"), path(name));
     for (size_t i = 0; i < steps.size(); ++i) {
       const nlohmann::json& step = other["shapes"][0]["steps"][i];
       EXPECT_NE(step["source"], "pretuned-exact") << name << ": " << step.dump(1);
@@ -187,6 +198,48 @@ TEST_F(CmdExplain, AShippedCacheTimedOnThisGpuAnswersWithNoDatabase) {
   }
 }
 #endif
+
+// explain --gpu NAME --arch A --sm-count N selects as on that GPU, wherever it runs: a cache timed
+// on an H200 answers for --gpu 'NVIDIA H200' with 132 SMs and not for 114 SMs (an H100 PCIe's
+// count under the same name would be another device class). --gpu needs both other options, and
+// --sm-count means nothing without it: one line each, exit 2.
+TEST_F(CmdExplain, GpuOptionSelectsAsOnThatGpu) {
+  const std::string h200 = "--gpu 'NVIDIA H200' --arch sm_90a --sm-count 132";
+  const nlohmann::json before = explain_json(path("none.db"), path("no-caches"), h200);
+  ASSERT_EQ(before["device"], "NVIDIA H200") << before.dump(1);
+  ASSERT_EQ(before["sm_count"], 132) << before.dump(1);
+  ASSERT_EQ(before["device_assumed"], true) << before.dump(1);
+  const nlohmann::json& steps = before["shapes"][0]["steps"];
+  ASSERT_FALSE(steps.empty()) << before.dump(1);
+  EXPECT_EQ(steps[0]["workload"]["gpu_name"], "NVIDIA H200") << steps[0].dump(1);
+  write_timed_cache(path("h200"), steps, vendor_env("NVIDIA H200", 132));
+
+  const nlohmann::json found = explain_json(path("none.db"), path("h200"), h200);
+  for (const nlohmann::json& step : found["shapes"][0]["steps"]) {
+    EXPECT_EQ(step["source"], "pretuned-exact") << step.dump(1);
+    EXPECT_EQ(step["kernel"], kTimedKernel) << step.dump(1);
+  }
+  const nlohmann::json fewer_sms =
+      explain_json(path("none.db"), path("h200"), "--gpu 'NVIDIA H200' --arch sm_90a --sm-count 114");
+  for (const nlohmann::json& step : fewer_sms["shapes"][0]["steps"])
+    EXPECT_NE(step["source"], "pretuned-exact") << step.dump(1);
+  {
+    ScopedEnv env("CPGEN_CACHES_DIR", path("h200").c_str());
+    CliResult text = run_cli("explain --db " + path("none.db") + " " + h200 + " --shape " + kShape);
+    ASSERT_EQ(text.exit_code, 0) << text.err;
+    EXPECT_EQ(text.out.rfind("device NVIDIA H200 (sm_90a, 132 SMs, assumed by --gpu), nccl ring", 0), 0) << text.out;
+  }
+
+  for (const std::string& bad : {std::string("--gpu 'NVIDIA H200' --sm-count 132"), std::string("--gpu 'NVIDIA H200' --arch sm_90a"),
+                                 std::string("--sm-count 132")}) {
+    CliResult r = run_cli("explain --db " + path("none.db") + " " + bad + " --shape " + kShape);
+    EXPECT_EQ(r.exit_code, 2) << bad << ": " << r.err;
+    EXPECT_EQ(line_count(r.err), 1) << bad << ": " << r.err;
+    EXPECT_NE(r.err.find(bad.find("--gpu") == 0 ? "needs --arch and --sm-count" : "only read with --gpu"), std::string::npos)
+        << bad << ": " << r.err;
+    EXPECT_TRUE(r.out.empty()) << bad << ": " << r.out;
+  }
+}
 
 }  // namespace
 }  // namespace cpgen::testing

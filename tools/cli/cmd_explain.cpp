@@ -29,12 +29,20 @@ struct ExplainOptions {
   std::string db;
   std::string arch;
   std::string ring = "nccl";
+  std::string gpu;
+  int sm_count = 0;
   bool json_output = false;
 };
 
 void run(const ExplainOptions& o) {
   std::vector<Problem> problems = problems_of_options(o.shape, o.shapes_file, "explain");
   if (!o.arch.empty()) validate_arch(o.arch);
+  // A GPU's name says neither its arch nor its SM count (an H100 PCIe has 114 SMs, an SXM 132),
+  // and workloads are keyed by all three, so --gpu comes with the other two.
+  if (!o.gpu.empty() && (o.arch.empty() || o.sm_count <= 0))
+    throw_bad_input("explain: --gpu '" + o.gpu + "' needs --arch and --sm-count too (e.g. --gpu 'NVIDIA H200' --arch sm_90a --sm-count 132)");
+  if (o.gpu.empty() && o.sm_count != 0)
+    throw_bad_input("explain: --sm-count " + std::to_string(o.sm_count) + " is only read with --gpu NAME");
   if (o.ring != "nccl" && o.ring != "loopback")
     throw_bad_input("explain: --ring '" + o.ring + "' is not a ring; nccl (one GPU per rank) or loopback (every rank on one GPU)");
   // Opened once, read-only and checked: a file that is not SQLite exits 2, a damaged one 1.
@@ -51,7 +59,8 @@ void run(const ExplainOptions& o) {
     if (!db) db_note = "absent";
   }
   // The selector RingAttention uses, so explain and the runtime agree.
-  const RingKernelSelector selector(db.get(), db_path, db_note, o.arch, 0);
+  RingKernelSelector selector(db.get(), db_path, db_note, o.arch, 0);
+  if (!o.gpu.empty()) selector.assume_device(o.gpu, o.sm_count);
   // Everything is selected before anything is printed, so that a failure leaves stdout empty.
   // select() also selects the backward step types, as RingAttention::backward loads them.
   std::vector<RingKernelSelection> selections;
@@ -90,13 +99,16 @@ void run(const ExplainOptions& o) {
     std::cout << json{{"db", last.database_path.empty() ? json(nullptr) : json(last.database_path)},
                       {"db_used", last.database_used},
                       {"db_note", last.database_used ? json(nullptr) : json(last.database_note)},
-                      {"device", last.device.gpu_name}, {"arch", last.device.arch}, {"ring", o.ring},
+                      {"device", last.device.gpu_name}, {"sm_count", last.device.sm_count},
+                      {"device_assumed", !o.gpu.empty()}, {"arch", last.device.arch}, {"ring", o.ring},
                       {"cache_dirs", searched}, {"cache_files", caches.files},
                       {"templates", template_files_dir().empty() ? "built in" : template_files_dir()},
                       {"shapes", std::move(out)}}.dump(2) << "\n";
     return;
   }
-  std::cout << "device " << last.device.gpu_name << " (" << last.device.arch << "), " << o.ring << " ring, database "
+  std::cout << "device " << last.device.gpu_name << " (" << last.device.arch
+            << (o.gpu.empty() ? "" : ", " + std::to_string(last.device.sm_count) + " SMs, assumed by --gpu") << "), " << o.ring
+            << " ring, database "
             << last.database_text() << "\n";
   // Tuned records and timed cache entries count only for the kernel code they were timed on, so
   // under another folder of templates those of every kernel it changes are passed over: say why.
@@ -125,6 +137,10 @@ const CommandRegistrar kExplain("explain", [](CLI::App& root) {
   cmd->add_option("--shapes", o->shapes_file, "a shapes file");
   add_db_option(cmd, &o->db);
   cmd->add_option("--arch", o->arch, "target arch when no GPU is present: " + supported_archs_text() + " (default: the device's, else sm_90a)");
+  cmd->add_option("--gpu", o->gpu,
+                  "select as on this GPU (its name as the driver reports it, e.g. 'NVIDIA H200'), with --arch and --sm-count: "
+                  "what a shipped cache gives a job there, from a machine without it; database records still count only where they were made");
+  cmd->add_option("--sm-count", o->sm_count, "the --gpu's number of SMs (e.g. 132 for an H100 SXM or H200)");
   cmd->add_option("--ring", o->ring,
                   "the ring the kernels are for: nccl (default; one GPU per rank, where a persistent winner runs as its "
                   "plain launch beside NCCL's kernels unless $CPGEN_SM_MARGIN leaves SMs to them) or loopback (every rank on one GPU, as cpgen bench and verify run it)");
