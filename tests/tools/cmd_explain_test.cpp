@@ -239,6 +239,13 @@ TEST_F(CmdExplain, GpuOptionSelectsAsOnThatGpu) {
         << bad << ": " << r.err;
     EXPECT_TRUE(r.out.empty()) << bad << ": " << r.out;
   }
+  // Not a name any driver reports: a control character (here a newline) or 256 characters.
+  for (const std::string& name : {std::string("NVIDIA\nH200"), std::string(256, 'H')}) {
+    CliResult r = run_cli("explain --db " + path("none.db") + " --gpu '" + name + "' --arch sm_90a --sm-count 132 --shape " + kShape);
+    EXPECT_EQ(r.exit_code, 2) << r.err;
+    EXPECT_EQ(line_count(r.err), 1) << r.err;
+    EXPECT_NE(r.err.find("is not a GPU's name as a driver reports it"), std::string::npos) << r.err;
+  }
 }
 
 }  // namespace

@@ -3,6 +3,7 @@
 // --ring loopback says the ranks share one GPU.
 #include <nlohmann/json.hpp>
 
+#include <algorithm>
 #include <iostream>
 
 #include "cache/lookup.h"
@@ -12,6 +13,7 @@
 #include "generator/kernel_spec.h"
 #include "generator/template_files.h"
 #include "runtime/api/kernel_select.h"
+#include "runtime/core/json_text.h"
 #include "runtime/ring/shapes.h"
 #include "tools/cli/cli_db.h"
 #include "tools/cli/shape_options.h"
@@ -39,6 +41,10 @@ void run(const ExplainOptions& o) {
   if (!o.arch.empty()) validate_arch(o.arch);
   // A GPU's name says neither its arch nor its SM count (an H100 PCIe has 114 SMs, an SXM 132),
   // and workloads are keyed by all three, so --gpu comes with the other two.
+  // Names as drivers report them: printable ASCII, at most 255 characters (cuDeviceGetName's).
+  if (o.gpu.size() > 255 || std::any_of(o.gpu.begin(), o.gpu.end(), [](char c) { return c < 0x20 || c > 0x7e; }))
+    throw_bad_input("explain: --gpu " + in_quotes(o.gpu) +
+                    " is not a GPU's name as a driver reports it (1 to 255 printable ASCII characters)");
   if (!o.gpu.empty() && (o.arch.empty() || o.sm_count <= 0))
     throw_bad_input("explain: --gpu '" + o.gpu + "' needs --arch and --sm-count too (e.g. --gpu 'NVIDIA H200' --arch sm_90a --sm-count 132)");
   if (o.gpu.empty() && o.sm_count != 0)
@@ -136,7 +142,7 @@ const CommandRegistrar kExplain("explain", [](CLI::App& root) {
   cmd->add_option("--shape", o->shape, "one shape as a JSON object, the fields of a shapes file entry");
   cmd->add_option("--shapes", o->shapes_file, "a shapes file");
   add_db_option(cmd, &o->db);
-  cmd->add_option("--arch", o->arch, "target arch when no GPU is present: " + supported_archs_text() + " (default: the device's, else sm_90a)");
+  cmd->add_option("--arch", o->arch, "target arch when no GPU is present, or of the --gpu: " + supported_archs_text() + " (default: the device's, else sm_90a)");
   cmd->add_option("--gpu", o->gpu,
                   "select as on this GPU (its name as the driver reports it, e.g. 'NVIDIA H200'), with --arch and --sm-count: "
                   "what a shipped cache gives a job there, from a machine without it; database records still count only where they were made");
