@@ -91,6 +91,10 @@
 # wgmma/cuDNN should return to 6bd0c35's 0.93-0.99; persistent was 0.97-1.00 with the slower
 # order), then the forward tune again, whose export, made on the tree that ships it, goes to
 # caches/<gpu>-examples.json (a cache entry is used only while its kernel's code is unchanged).
+# Back on the CPU machine, `cpgen explain --shapes examples/shapes/F.json --gpu 'NVIDIA H200' --arch
+# sm_90a --sm-count 132` (the report's GPU name and SM count) should then say pretuned-exact for
+# every forward step of every examples shape; a cache of this kind in caches/ was rehearsed with
+# the whole suite on 2026-11-30 (nothing in it assumes caches/ holds only default-heuristic.json).
 # Also since (CPU only): `cpgen bench` times each of the ring's launches alone, so the ring
 # phase's table splits the overhead into what the per-step kernels cost over one kernel (steps
 # alone / single) and what running the ranks together costs (ring / steps alone); and
