@@ -46,7 +46,7 @@ void run(const ExplainOptions& o) {
     throw_bad_input("explain: --gpu " + in_quotes(o.gpu) +
                     " is not a GPU's name as a driver reports it (1 to 255 printable ASCII characters)");
   if (!o.gpu.empty() && (o.arch.empty() || o.sm_count <= 0))
-    throw_bad_input("explain: --gpu '" + o.gpu + "' needs --arch and --sm-count too (e.g. --gpu 'NVIDIA H200' --arch sm_90a --sm-count 132)");
+    throw_bad_input("explain: --gpu " + in_quotes(o.gpu) + " needs --arch and --sm-count too (e.g. --gpu 'NVIDIA H200' --arch sm_90a --sm-count 132)");
   if (o.gpu.empty() && o.sm_count != 0)
     throw_bad_input("explain: --sm-count " + std::to_string(o.sm_count) + " is only read with --gpu NAME");
   if (o.ring != "nccl" && o.ring != "loopback")
